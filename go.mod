@@ -1,0 +1,3 @@
+module github.com/agentbackplane/backplane
+
+go 1.26

@@ -1,0 +1,48 @@
+package inputschema
+
+// Schema is a compiled, checked tool input schema. It is immutable and safe
+// for concurrent use; compile once when the tool is registered, validate every
+// call with it.
+type Schema struct {
+	root   *node
+	limits Limits
+}
+
+// Compile checks a schema given as JSON text (strictly decoded, D3) and
+// compiles it. The error, if any, is an [*Error] at stage "schema".
+func Compile(data []byte, opts *CompileOptions) (*Schema, error) {
+	return compileBytes(data, opts.limits())
+}
+
+// CompileValue checks and compiles a host-authored schema given as Go values
+// (D1): map[string]any, []any, []string, string, bool, nil, Go numbers,
+// json.Number. The value is not retained.
+func CompileValue(schema any, opts *CompileOptions) (*Schema, error) {
+	return compileValue(schema, opts.limits())
+}
+
+// Validate checks decoded arguments (D2): map[string]any at the root, with
+// values of the types encoding/json produces (float64 or json.Number for
+// numbers), Go integer types also accepted. It returns nil or the first
+// violation (D11) as an [*Error]. It never modifies args.
+func (s *Schema) Validate(args any) error {
+	return s.validateValue(args, false)
+}
+
+// ValidateAll is Validate reporting every violation: nil or an [*ErrorList].
+func (s *Schema) ValidateAll(args any) error {
+	return s.validateValue(args, true)
+}
+
+// ValidateJSON strictly decodes args (D3) and validates them. It returns nil
+// or the first violation as an [*Error]; a decoding error comes before any
+// schema violation. It allocates nothing for valid arguments once warm.
+func (s *Schema) ValidateJSON(args []byte) error {
+	return s.validateJSON(args, false)
+}
+
+// ValidateJSONAll is ValidateJSON reporting every violation: nil or an
+// [*ErrorList].
+func (s *Schema) ValidateJSONAll(args []byte) error {
+	return s.validateJSON(args, true)
+}
