@@ -1,11 +1,14 @@
 package inputschema
 
+import "github.com/agentbackplane/backplane/internal/jsonstrict"
+
 // Schema is a compiled, checked tool input schema. It is immutable and safe
 // for concurrent use; compile once when the tool is registered, validate every
 // call with it.
 type Schema struct {
-	root   *node
-	limits Limits
+	root    *node
+	limits  Limits
+	argOpts jsonstrict.Options // decoding limits for arguments, kept to avoid a per-call allocation
 }
 
 // Compile checks a schema given as JSON text (strictly decoded, D3) and
