@@ -38,7 +38,6 @@ type validator struct {
 // segment is one step of an instance location: a member name or an index.
 type segment struct {
 	name  string
-	nameB []byte
 	index int // -1 for a member name
 }
 
@@ -133,9 +132,6 @@ func (v *validator) location() (string, string) {
 			continue
 		}
 		name := s.name
-		if s.nameB != nil {
-			name = string(s.nameB)
-		}
 		if isIdentifier(name) {
 			path.WriteString("." + name)
 		} else {
@@ -280,53 +276,58 @@ func (v *validator) object(n *node, m map[string]any) bool {
 	if !v.enter() {
 		return false
 	}
-	defer func() { v.depth-- }()
+	// One lookup per schema name; members that are not properties are
+	// counted rather than found, since listing them is only needed to
+	// report them.
 	base := len(v.slots)
 	v.slots = slices.Grow(v.slots, len(n.names))[:base+len(n.names)]
 	slots := v.slots[base:]
-	defer func() { clear(slots); v.slots = v.slots[:base] }()
-	unknown := 0
-	for k, x := range m {
-		if i := find(n, k); i >= 0 {
-			slots[i] = slot{has: true, val: x}
-			if n.names[i].schema != nil {
+	props := 0
+	for i := range n.names {
+		x, ok := m[n.names[i].name]
+		slots[i] = slot{has: ok, val: x}
+		if ok && n.names[i].schema != nil {
+			props++
+		}
+	}
+	valid := v.objectRules(n, slots)
+	if n.closed && props < len(m) {
+		valid = false
+		if v.probe == 0 {
+			extra := make([]string, 0, len(m)-props)
+			for k := range m {
+				if i := find(n, k); i < 0 || n.names[i].schema == nil {
+					extra = append(extra, k)
+				}
+			}
+			v.additional(n, extra)
+		}
+	}
+	if valid || v.more() {
+		for i := range n.names {
+			p := &n.names[i]
+			if p.schema == nil || !slots[i].has {
 				continue
 			}
-		}
-		unknown++
-	}
-	valid := v.objectRules(n, slots, unknown, func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	if !valid && !v.more() {
-		return false
-	}
-	for i := range n.names {
-		p := &n.names[i]
-		if p.schema == nil || !slots[i].has {
-			continue
-		}
-		v.path = append(v.path, segment{name: p.name, index: -1})
-		ok := v.value(p.schema, slots[i].val)
-		v.path = v.path[:len(v.path)-1]
-		if !ok {
-			valid = false
-			if !v.more() {
-				return false
+			v.path = append(v.path, segment{name: p.name, index: -1})
+			ok := v.value(p.schema, slots[i].val)
+			v.path = v.path[:len(v.path)-1]
+			if !ok {
+				valid = false
+				if !v.more() {
+					break
+				}
 			}
 		}
 	}
+	clear(slots)
+	v.slots = v.slots[:base]
+	v.depth--
 	return valid
 }
 
-// objectRules checks required (in the order of the required array) and then
-// additionalProperties: false (members by name), given which schema names
-// are present and how many members are not properties.
-func (v *validator) objectRules(n *node, slots []slot, unknown int, members func(func(string) bool)) bool {
+// objectRules checks required names, in the order of the required array.
+func (v *validator) objectRules(n *node, slots []slot) bool {
 	valid := true
 	for _, i := range n.required {
 		if !slots[i].has {
@@ -338,17 +339,14 @@ func (v *validator) objectRules(n *node, slots []slot, unknown int, members func
 			}
 		}
 	}
-	if !n.closed || unknown == 0 {
-		return valid
-	}
-	if v.probe > 0 {
-		return false
-	}
-	var extra []string
-	for k := range members {
-		if i := find(n, k); i < 0 || n.names[i].schema == nil {
-			extra = append(extra, k)
-		}
+	return valid
+}
+
+// additional reports members forbidden by additionalProperties: false, by
+// name (D11), each at its own location.
+func (v *validator) additional(n *node, extra []string) {
+	if len(v.errs) > 0 && !v.more() {
+		return
 	}
 	slices.Sort(extra)
 	for _, k := range extra {
@@ -360,7 +358,6 @@ func (v *validator) objectRules(n *node, slots []slot, unknown int, members func
 			break
 		}
 	}
-	return false
 }
 
 // oneOf requires exactly one branch to accept the value (D16). Branches are
@@ -479,13 +476,19 @@ func (v *validator) tapeObject(n *node, i int) bool {
 		}
 		unknown++
 	}
-	valid := v.objectRules(n, slots, unknown, func(yield func(string) bool) {
-		for j := i + 1; j < end; j = d.Next(j + 1) {
-			if !yield(d.Str(j)) {
-				return
+	valid := v.objectRules(n, slots)
+	if n.closed && unknown > 0 {
+		valid = false
+		if v.probe == 0 {
+			extra := make([]string, 0, unknown)
+			for j := i + 1; j < end; j = d.Next(j + 1) {
+				if at := find(n, d.Raw(j)); at < 0 || n.names[at].schema == nil {
+					extra = append(extra, d.Str(j))
+				}
 			}
+			v.additional(n, extra)
 		}
-	})
+	}
 	if valid || v.more() {
 		for at := range n.names {
 			p := &n.names[at]
