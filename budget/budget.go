@@ -1,0 +1,70 @@
+// Package budget plans the reservations one call takes: quotas per scope
+// (per caller, per session) and a cost per tool. The reservation itself is
+// made by the store, atomically with the call's durable intent, so a quota is
+// never exceeded whatever the concurrency (see store.CommitIntent).
+package budget
+
+import (
+	"fmt"
+
+	"github.com/agentbackplane/backplane/store"
+)
+
+// Scope says what a quota is counted per.
+type Scope string
+
+const (
+	ScopeCaller  Scope = "caller"
+	ScopeSession Scope = "session"
+)
+
+// Quota limits the total cost of calls per scope key.
+type Quota struct {
+	Scope Scope `json:"scope" yaml:"scope"`
+	Quota int64 `json:"quota" yaml:"quota"`
+	// Cost maps tool names to their cost; the key "default" (or, when it is
+	// absent, 1) applies to the others.
+	Cost map[string]int64 `json:"cost,omitempty" yaml:"cost"`
+}
+
+// CostOf returns the cost of one call of tool under q.
+func (q Quota) CostOf(tool string) int64 {
+	if c, ok := q.Cost[tool]; ok {
+		return c
+	}
+	if c, ok := q.Cost["default"]; ok {
+		return c
+	}
+	return 1
+}
+
+// Check reports a quota that cannot work.
+func (q Quota) Check() error {
+	if q.Scope != ScopeCaller && q.Scope != ScopeSession {
+		return fmt.Errorf("budget scope %q: must be caller or session", q.Scope)
+	}
+	if q.Quota < 0 {
+		return fmt.Errorf("budget quota %d: must not be negative", q.Quota)
+	}
+	for tool, c := range q.Cost {
+		if c < 0 {
+			return fmt.Errorf("budget cost of %s is %d: must not be negative", tool, c)
+		}
+	}
+	return nil
+}
+
+// Plan returns the reservations one call of tool by caller in session takes.
+// A call without a session counts against the session key "" (one shared
+// bucket), so leaving out the session id is no way around a session quota.
+func Plan(quotas []Quota, caller, session, tool string) []store.Reservation {
+	var out []store.Reservation
+	for _, q := range quotas {
+		key := caller
+		if q.Scope == ScopeSession {
+			key = session
+		}
+		out = append(out, store.Reservation{Scope: string(q.Scope), Key: key, Quota: q.Quota, Amount: q.CostOf(tool)})
+	}
+	return out
+}

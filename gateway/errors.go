@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/agentbackplane/backplane/inputschema"
+)
+
+// Class is a stable error class string; callers (and models) match on it.
+type Class string
+
+const (
+	ClassValidation       Class = "validation"
+	ClassUnsupported      Class = "unsupported_capability"
+	ClassNotFound         Class = "not_found"
+	ClassForbidden        Class = "forbidden"
+	ClassApprovalRequired Class = "approval_required"
+	ClassBudgetExceeded   Class = "budget_exceeded"
+	ClassResourceConflict Class = "resource_conflict"
+	ClassTimeout          Class = "timeout"
+	ClassCancelled        Class = "cancelled"
+	ClassExecutionFailure Class = "execution_failure"
+	ClassUnknownOutcome   Class = "unknown_outcome"
+	ClassMalformedResult  Class = "malformed_result"
+)
+
+// Sentinels, one per class: errors.Is(err, gateway.ErrForbidden).
+var (
+	ErrValidation       = errors.New(string(ClassValidation))
+	ErrUnsupported      = errors.New(string(ClassUnsupported))
+	ErrNotFound         = errors.New(string(ClassNotFound))
+	ErrForbidden        = errors.New(string(ClassForbidden))
+	ErrApprovalRequired = errors.New(string(ClassApprovalRequired))
+	ErrBudgetExceeded   = errors.New(string(ClassBudgetExceeded))
+	ErrResourceConflict = errors.New(string(ClassResourceConflict))
+	ErrTimeout          = errors.New(string(ClassTimeout))
+	ErrCancelled        = errors.New(string(ClassCancelled))
+	ErrExecutionFailure = errors.New(string(ClassExecutionFailure))
+	ErrUnknownOutcome   = errors.New(string(ClassUnknownOutcome))
+	ErrMalformedResult  = errors.New(string(ClassMalformedResult))
+)
+
+var sentinels = map[Class]error{
+	ClassValidation: ErrValidation, ClassUnsupported: ErrUnsupported, ClassNotFound: ErrNotFound,
+	ClassForbidden: ErrForbidden, ClassApprovalRequired: ErrApprovalRequired, ClassBudgetExceeded: ErrBudgetExceeded,
+	ClassResourceConflict: ErrResourceConflict, ClassTimeout: ErrTimeout, ClassCancelled: ErrCancelled,
+	ClassExecutionFailure: ErrExecutionFailure, ClassUnknownOutcome: ErrUnknownOutcome, ClassMalformedResult: ErrMalformedResult,
+}
+
+// Error is what a refused or failed call returns. Its JSON form is the wire
+// form handed back to callers.
+type Error struct {
+	Class   Class  `json:"class"`
+	Message string `json:"message"`
+	CallID  string `json:"call_id,omitempty"` // set once an intent exists
+	Tool    string `json:"tool,omitempty"`
+	// Step is the pipeline step that refused or failed the call: lookup,
+	// validate, authorize, approve, reserve, commit, invoke.
+	Step    string         `json:"step"`
+	Details map[string]any `json:"details"`
+	// Errors lists every argument or schema violation (class validation or
+	// unsupported_capability), so a model can fix all of them in one retry.
+	Errors []*inputschema.Error `json:"errors,omitempty"`
+	// Stage, Path, Pointer, SchemaPointer and Keyword repeat the first
+	// violation's fields, for callers that read one error.
+	Stage         string `json:"stage,omitempty"`
+	Path          string `json:"path,omitempty"`
+	Pointer       string `json:"pointer,omitempty"`
+	SchemaPointer string `json:"schema_pointer,omitempty"`
+	Keyword       string `json:"keyword,omitempty"`
+
+	cause error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(string(e.Class))
+	if e.Tool != "" {
+		b.WriteString(" (" + e.Tool + ")")
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// Unwrap exposes the class sentinel and the underlying cause, if any.
+func (e *Error) Unwrap() []error {
+	out := []error{sentinels[e.Class]}
+	if e.cause != nil {
+		out = append(out, e.cause)
+	}
+	return out
+}
+
+func newError(class Class, step, msg string, details map[string]any) *Error {
+	if details == nil {
+		details = map[string]any{}
+	}
+	return &Error{Class: class, Step: step, Message: msg, Details: details}
+}
+
+// schemaError turns inputschema errors (one, or a list) into a gateway error
+// that carries all of them.
+func schemaError(step string, err error) *Error {
+	var list []*inputschema.Error
+	var el *inputschema.ErrorList
+	var one *inputschema.Error
+	switch {
+	case errors.As(err, &el):
+		list = el.Errors
+	case errors.As(err, &one):
+		list = []*inputschema.Error{one}
+	default:
+		e := newError(ClassValidation, step, err.Error(), nil)
+		e.cause = err
+		return e
+	}
+	first := list[0]
+	e := newError(Class(first.Class), step, first.Error(), nil)
+	if len(list) > 1 {
+		e.Message = first.Error() + " (and " + strconv.Itoa(len(list)-1) + " more)"
+	}
+	e.Errors = list
+	e.Stage, e.Path, e.Pointer, e.SchemaPointer, e.Keyword = string(first.Stage), first.Path, first.Pointer, first.SchemaPointer, first.Keyword
+	if el != nil && el.Truncated {
+		e.Details["truncated"] = true
+	}
+	e.cause = err
+	return e
+}

@@ -1,0 +1,53 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
+)
+
+// A tool, a policy, a call: the whole pipeline in a few lines. Without a
+// Store option the gateway keeps its journal in memory; hosts pass
+// store/sqlite for durability.
+func Example() {
+	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"echo"}}})
+	g := gateway.New(&gateway.Options{Policy: rules})
+	err := g.Register(gateway.Tool{
+		Name:        "echo",
+		Description: "Echo the text back.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			return &backend.Result{Content: c.Arguments}, nil
+		}),
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	res, err := g.Call(context.Background(), gateway.CallRequest{
+		Caller: "alice", Tool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`),
+	})
+	fmt.Println(string(res.Result), err)
+
+	_, err = g.Call(context.Background(), gateway.CallRequest{
+		Caller: "alice", Tool: "echo", Arguments: json.RawMessage(`{"text":7}`),
+	})
+	var ge *gateway.Error
+	if errors.As(err, &ge) {
+		fmt.Println(ge.Class, ge.Path, ge.Keyword)
+	}
+
+	_, err = g.Call(context.Background(), gateway.CallRequest{
+		Caller: "mallory", Tool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`),
+	})
+	fmt.Println(errors.Is(err, gateway.ErrForbidden))
+	// Output:
+	// {"text":"hi"} <nil>
+	// validation $arguments.text type
+	// true
+}

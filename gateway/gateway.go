@@ -1,0 +1,449 @@
+// Package gateway is the execution gateway every tool call of an agent
+// passes through. For each call, in this order (D19), each step leaving no
+// trace of any later step when it refuses:
+//
+//  1. lookup of the tool by exact name (not_found);
+//  2. validation of the arguments against the tool's compiled schema, every
+//     violation reported (validation, unsupported_capability);
+//  3. authorization by the policy, default deny (forbidden);
+//  4. approval, where the policy or the tool's safety flags demand it: a
+//     persisted request bound to the caller, the tool, its definition hash
+//     and the digest of the canonical arguments (approval_required while
+//     pending, forbidden when denied);
+//  5. budget reservation and 6. the durable intent, in one synced
+//     transaction of the store (budget_exceeded, resource_conflict);
+//  7. invocation of the backend with a deadline, then settlement: succeeded,
+//     failed (proven not to have run) or uncertain (anything unproven).
+//
+// A call whose outcome is unknown is never invoked again: a repeated
+// idempotency key returns the recorded outcome, or resource_conflict while
+// the first call is running or uncertain.
+//
+// The store, policy, approver, budgets and backends are small interfaces a
+// host can replace. Every step is written as a structured audit event
+// (log/slog) carrying the call id, the step and the outcome, and the digest
+// of the arguments, never their values.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentbackplane/backplane/approval"
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/budget"
+	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/internal/canonjson"
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/store/memstore"
+)
+
+// Defaults.
+const (
+	DefaultTimeout        = 30 * time.Second
+	DefaultMaxResultBytes = 1 << 20
+	DefaultApprovalExpiry = 10 * time.Minute
+)
+
+// Options configure a Gateway. A nil *Options, and every zero field, means
+// the default.
+type Options struct {
+	// Store keeps intents, reservations and approvals. Default: an in-memory
+	// store (nothing durable); use store/sqlite for the real thing.
+	Store store.Store
+	// Policy authorizes calls. Default: deny everything.
+	Policy policy.Policy
+	// Budgets are the quotas reserved for each call. Default: none.
+	Budgets []budget.Quota
+	// Approvals configure the approval step.
+	Approvals approval.Options
+	// Logger receives the audit events. Default: discard.
+	Logger *slog.Logger
+	// Timeout bounds a backend call when its tool sets none. Default 30s.
+	Timeout time.Duration
+	// MaxResultBytes refuses larger results (resource_conflict). Default 1 MiB.
+	MaxResultBytes int
+	// Limits bound schemas and arguments (see inputschema.Limits).
+	Limits inputschema.Limits
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Safety flags describe what a tool does, for policy and approval.
+type Safety struct {
+	ReadOnly         bool `json:"read_only" yaml:"read_only"`
+	Idempotent       bool `json:"idempotent" yaml:"idempotent"`
+	RequiresApproval bool `json:"requires_approval" yaml:"requires_approval"`
+}
+
+// Validator validates argument bytes, reporting every violation as an
+// *inputschema.Error or *inputschema.ErrorList. *inputschema.Schema is one.
+type Validator interface {
+	ValidateJSONAll(args []byte) error
+}
+
+// Tool is a tool descriptor with its backend.
+type Tool struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the arguments, kept unchanged (D20).
+	InputSchema json.RawMessage
+	Safety      Safety
+	// Timeout bounds one call; 0 means Options.Timeout.
+	Timeout time.Duration
+	Backend backend.Backend
+	// Validator, when set, replaces the subset validator for this tool: an
+	// explicit choice of another boundary (D21), never a fallback.
+	Validator Validator
+}
+
+// registered is a tool with what registration derived from it.
+type registered struct {
+	Tool
+	validator Validator
+	schemaErr error  // the schema is outside the subset: every call fails with it
+	defHash   string // digest of name, description and input schema
+}
+
+// Gateway runs calls through the pipeline. It is safe for concurrent use.
+type Gateway struct {
+	store    store.Store
+	policy   policy.Policy
+	budgets  []budget.Quota
+	approval approval.Options
+	log      *slog.Logger
+	timeout  time.Duration
+	maxRes   int
+	limits   inputschema.Limits
+	now      func() time.Time
+
+	mu    sync.RWMutex
+	tools map[string]*registered
+}
+
+// New returns a gateway with no tools.
+func New(opts *Options) *Gateway {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	g := &Gateway{
+		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
+		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
+		tools: map[string]*registered{},
+	}
+	if g.store == nil {
+		g.store = memstore.New()
+	}
+	if g.policy == nil {
+		g.policy = policy.DenyAll{}
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.timeout <= 0 {
+		g.timeout = DefaultTimeout
+	}
+	if g.maxRes <= 0 {
+		g.maxRes = DefaultMaxResultBytes
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	if g.approval.Expire <= 0 {
+		g.approval.Expire = DefaultApprovalExpiry
+	}
+	return g
+}
+
+// Store returns the gateway's store.
+func (g *Gateway) Store() store.Store { return g.store }
+
+// Register adds a tool. A missing name or backend, or a name already
+// registered, is an error and nothing is registered. A schema outside the
+// subset is registered unchanged (D20) and also returned as an error: hosts
+// that author their schemas should treat it as fatal; adapters of MCP
+// servers may log it, and every call of that tool then fails with it before
+// its backend is invoked.
+func (g *Gateway) Register(t Tool) error {
+	if t.Name == "" {
+		return errors.New("gateway: tool name is required")
+	}
+	if t.Backend == nil {
+		return fmt.Errorf("gateway: tool %s: backend is required", t.Name)
+	}
+	r := &registered{Tool: t, validator: t.Validator}
+	if r.validator == nil {
+		s, err := inputschema.Compile(t.InputSchema, &inputschema.CompileOptions{Limits: g.limits})
+		if err != nil {
+			r.schemaErr = err
+		} else {
+			r.validator = s
+		}
+	}
+	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.tools[t.Name]; ok {
+		return fmt.Errorf("gateway: tool %s is already registered", t.Name)
+	}
+	g.tools[t.Name] = r
+	if r.schemaErr != nil {
+		return fmt.Errorf("gateway: tool %s: %w", t.Name, r.schemaErr)
+	}
+	return nil
+}
+
+// Tools lists the registered tools.
+func (g *Gateway) Tools() []Tool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]Tool, 0, len(g.tools))
+	for _, r := range g.tools {
+		out = append(out, r.Tool)
+	}
+	return out
+}
+
+// Tool returns the named tool and its definition hash.
+func (g *Gateway) Tool(name string) (Tool, string, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	r, ok := g.tools[name]
+	if !ok {
+		return Tool{}, "", false
+	}
+	return r.Tool, r.defHash, true
+}
+
+// DefinitionHash is the SHA-256 of the canonical JSON of a tool's name,
+// description and input schema (the raw bytes when they are not JSON).
+func DefinitionHash(name, description string, schema json.RawMessage) string {
+	var s any = string(schema)
+	if v, err := jsonstrict.Decode(schema, nil); err == nil {
+		s = v
+	}
+	h, err := canonjson.DigestValue(map[string]any{"name": name, "description": description, "inputSchema": s})
+	if err != nil {
+		h, _ = canonjson.DigestValue(map[string]any{"name": name, "description": description, "inputSchema": string(schema)})
+	}
+	return h
+}
+
+// CallRequest is one call of a tool.
+type CallRequest struct {
+	Caller    string
+	Session   string
+	Tool      string
+	Arguments json.RawMessage
+	// IdempotencyKey, when set, makes a repeated call with the same key
+	// (by the same caller) return the first call's recorded outcome.
+	IdempotencyKey string
+	// ApprovalWait overrides Options.Approvals.Wait for this call when set.
+	ApprovalWait *time.Duration
+}
+
+// CallResult is the outcome of a call that ran.
+type CallResult struct {
+	CallID  string          `json:"call_id"`
+	Result  json.RawMessage `json:"result"`
+	IsError bool            `json:"is_error,omitempty"`
+	// Replayed is set when the result is the recorded outcome of an earlier
+	// call with the same idempotency key.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// Call runs one call through the pipeline. It returns a *CallResult when the
+// backend produced a result (which may be a tool-level error: IsError), and
+// otherwise an *Error whose Class says why.
+func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
+	c := &call{g: g, req: req, id: NewID("call")}
+	res, err := c.run(ctx)
+	if err != nil {
+		var ge *Error
+		if !errors.As(err, &ge) {
+			ge = newError(ClassExecutionFailure, c.step, err.Error(), nil)
+			ge.cause = err
+		}
+		if ge.Tool == "" {
+			ge.Tool = req.Tool
+		}
+		if c.committed {
+			ge.CallID = c.id
+		}
+		return nil, ge
+	}
+	return res, nil
+}
+
+// NewID returns a unique, roughly time-ordered id with a prefix.
+func NewID(prefix string) string {
+	ms := time.Now().UnixMilli()
+	return prefix + "_" + strconv.FormatInt(ms, 36) + rand.Text()[:16]
+}
+
+// call is the state of one call through the pipeline.
+type call struct {
+	g         *Gateway
+	req       CallRequest
+	id        string
+	step      string
+	tool      *registered
+	digest    string
+	committed bool
+}
+
+func (c *call) audit(step, outcome string, attrs ...any) {
+	c.step = step
+	base := []any{"call_id", c.id, "step", step, "outcome", outcome, "caller", c.req.Caller, "tool", c.req.Tool}
+	if c.req.Session != "" {
+		base = append(base, "session", c.req.Session)
+	}
+	if c.digest != "" {
+		base = append(base, "args_digest", c.digest)
+	}
+	level := slog.LevelInfo
+	if outcome != "ok" && outcome != "allow" && outcome != "approved" && outcome != "not_required" {
+		level = slog.LevelWarn
+	}
+	c.g.log.Log(context.Background(), level, "call", append(base, attrs...)...)
+}
+
+func (c *call) run(ctx context.Context) (*CallResult, error) {
+	g := c.g
+	// 1. Lookup.
+	g.mu.RLock()
+	t, ok := g.tools[c.req.Tool]
+	g.mu.RUnlock()
+	if !ok {
+		c.audit("lookup", "not_found")
+		return nil, newError(ClassNotFound, "lookup", fmt.Sprintf("no tool named %q", c.req.Tool), nil)
+	}
+	c.tool = t
+
+	// 2. Validation: the schema first (D4-D11), then every violation of the
+	// arguments.
+	if t.schemaErr != nil {
+		c.audit("validate", "unsupported_schema")
+		return nil, schemaError("validate", t.schemaErr)
+	}
+	if err := t.validator.ValidateJSONAll(c.req.Arguments); err != nil {
+		c.audit("validate", "invalid")
+		return nil, schemaError("validate", err)
+	}
+	digest, err := canonjson.Digest(c.req.Arguments)
+	if err != nil {
+		c.audit("validate", "invalid")
+		return nil, newError(ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
+	}
+	c.digest = digest
+	c.audit("validate", "ok")
+
+	// 3. Authorization, default deny.
+	d := g.policy.Decide(c.req.Caller, t.Name)
+	if !d.Allow {
+		c.audit("authorize", "deny", "reason", d.Reason)
+		return nil, newError(ClassForbidden, "authorize", d.Reason, nil)
+	}
+	c.audit("authorize", "allow", "reason", d.Reason)
+
+	// A repeated idempotency key returns what is recorded, before any
+	// approval or budget is asked for again.
+	if c.req.IdempotencyKey != "" {
+		if prev, err := g.store.GetIntentByKey(ctx, c.req.Caller, c.req.IdempotencyKey); err == nil {
+			return c.replay(prev)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, c.storeFailure("authorize", err)
+		}
+	}
+
+	// 4. Approval.
+	approvalID := ""
+	if d.RequireApproval || t.Safety.RequiresApproval {
+		if approvalID, err = c.approve(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		c.audit("approve", "not_required")
+	}
+
+	// 5 and 6. Budget reservation and the durable intent, in one transaction.
+	now := g.now()
+	req := &store.CommitRequest{
+		Intent: store.Intent{
+			CallID: c.id, Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name,
+			DefinitionHash: t.defHash, Arguments: c.req.Arguments, ArgsDigest: digest,
+			IdempotencyKey: c.req.IdempotencyKey, CreatedAt: now,
+		},
+		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name),
+		ApprovalID:   approvalID,
+	}
+	existing, err := g.store.CommitIntent(ctx, req)
+	if err != nil {
+		var be *store.BudgetError
+		switch {
+		case errors.As(err, &be):
+			c.audit("reserve", "budget_exceeded", "scope", be.Scope, "key", be.Key)
+			return nil, newError(ClassBudgetExceeded, "reserve", be.Error(), map[string]any{
+				"scope": be.Scope, "key": be.Key, "used": be.Used, "requested": be.Requested, "quota": be.Quota})
+		case errors.Is(err, store.ErrDuplicateKey) && existing != nil:
+			return c.replay(existing)
+		case errors.Is(err, store.ErrApprovalUnavailable):
+			c.audit("commit", "approval_unavailable")
+			return nil, newError(ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
+		}
+		return nil, c.storeFailure("commit", err)
+	}
+	c.committed = true
+	c.audit("commit", "ok", "reservations", len(req.Reservations))
+
+	// 7. Invocation, then settlement.
+	return c.invoke(ctx)
+}
+
+func (c *call) storeFailure(step string, err error) *Error {
+	c.audit(step, "store_error", "error", err.Error())
+	e := newError(ClassExecutionFailure, step, "the gateway's store failed: "+err.Error(), nil)
+	e.cause = err
+	return e
+}
+
+// replay answers a repeated idempotency key from the journal.
+func (c *call) replay(prev *store.Intent) (*CallResult, error) {
+	details := map[string]any{"call_id": prev.CallID, "status": string(prev.Status)}
+	if prev.Tool != c.req.Tool || prev.ArgsDigest != c.digest {
+		c.audit("replay", "conflict", "previous_call_id", prev.CallID)
+		return nil, newError(ClassResourceConflict, "replay", "the idempotency key was used for a different call", details)
+	}
+	switch prev.Status {
+	case store.StatusSucceeded:
+		if prev.ErrorClass != "" { // it ran, but its result was refused
+			c.audit("replay", "ok", "previous_call_id", prev.CallID)
+			return nil, newError(Class(prev.ErrorClass), "replay", prev.ErrorMessage, details)
+		}
+		c.audit("replay", "ok", "previous_call_id", prev.CallID)
+		var r struct {
+			Content json.RawMessage `json:"content"`
+			IsError bool            `json:"is_error"`
+		}
+		if err := json.Unmarshal(prev.Result, &r); err != nil {
+			return nil, newError(ClassMalformedResult, "replay", "the recorded result cannot be read: "+err.Error(), details)
+		}
+		return &CallResult{CallID: prev.CallID, Result: r.Content, IsError: r.IsError, Replayed: true}, nil
+	case store.StatusFailed, store.StatusNotExecuted:
+		c.audit("replay", "ok", "previous_call_id", prev.CallID)
+		return nil, newError(ClassExecutionFailure, "replay", "the earlier call with this idempotency key did not run: "+prev.ErrorMessage, details)
+	}
+	c.audit("replay", "conflict", "previous_call_id", prev.CallID)
+	return nil, newError(ClassResourceConflict, "replay",
+		fmt.Sprintf("the earlier call with this idempotency key is %s; it is never re-run automatically", prev.Status), details)
+}

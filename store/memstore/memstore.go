@@ -1,0 +1,293 @@
+// Package memstore is an in-memory [store.Store]: the reference
+// implementation of the contract, for tests and for embedding a gateway that
+// needs no durability. Nothing survives the process; "synced" is trivially
+// true, and its single incarnation is always alive.
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+)
+
+// Store is an in-memory store.Store.
+type Store struct {
+	mu           sync.Mutex
+	incarnation  string
+	intents      map[string]*store.Intent
+	order        []string             // call ids in commit order
+	keys         map[[2]string]string // (caller, idempotency key) -> call id
+	reservations map[string][]store.Reservation
+	used         map[[2]string]int64 // (scope, key) -> amount held
+	approvals    map[string]*store.Approval
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		incarnation:  "mem-" + rand.Text()[:12],
+		intents:      map[string]*store.Intent{},
+		keys:         map[[2]string]string{},
+		reservations: map[string][]store.Reservation{},
+		used:         map[[2]string]int64{},
+		approvals:    map[string]*store.Approval{},
+	}
+}
+
+func (s *Store) Incarnation() string { return s.incarnation }
+
+func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*store.Intent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := req.Intent
+	if _, ok := s.intents[in.CallID]; ok {
+		return nil, fmt.Errorf("memstore: call id %q already committed", in.CallID)
+	}
+	if in.IdempotencyKey != "" {
+		if id, ok := s.keys[[2]string{in.Caller, in.IdempotencyKey}]; ok {
+			existing := *s.intents[id]
+			return &existing, store.ErrDuplicateKey
+		}
+	}
+	for _, r := range req.Reservations {
+		used := s.used[[2]string{r.Scope, r.Key}]
+		if used+r.Amount > r.Quota {
+			return nil, &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: used, Requested: r.Amount, Quota: r.Quota}
+		}
+	}
+	if req.ApprovalID != "" {
+		a, ok := s.approvals[req.ApprovalID]
+		if !ok || !approvalUsable(a, &in) {
+			return nil, store.ErrApprovalUnavailable
+		}
+		a.ConsumedBy = in.CallID
+		in.ApprovalID = a.ID
+	}
+	for _, r := range req.Reservations {
+		s.used[[2]string{r.Scope, r.Key}] += r.Amount
+	}
+	s.reservations[in.CallID] = slices.Clone(req.Reservations)
+	in.Status = store.StatusStarted
+	in.Incarnation = s.incarnation
+	in.Arguments = slices.Clone(in.Arguments)
+	s.intents[in.CallID] = &in
+	s.order = append(s.order, in.CallID)
+	if in.IdempotencyKey != "" {
+		s.keys[[2]string{in.Caller, in.IdempotencyKey}] = in.CallID
+	}
+	return nil, nil
+}
+
+// approvalUsable reports whether a approves exactly the call in, once.
+func approvalUsable(a *store.Approval, in *store.Intent) bool {
+	return a.Status == store.ApprovalApproved && a.ConsumedBy == "" && in.CreatedAt.Before(a.ExpiresAt) &&
+		a.Caller == in.Caller && a.Tool == in.Tool && a.DefinitionHash == in.DefinitionHash && a.ArgsDigest == in.ArgsDigest
+}
+
+func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.intents[callID]
+	if !ok {
+		return fmt.Errorf("settle %s: %w", callID, store.ErrNotFound)
+	}
+	if in.Status != store.StatusStarted || in.Incarnation != s.incarnation {
+		return fmt.Errorf("settle %s (%s): %w", callID, in.Status, store.ErrNotStarted)
+	}
+	in.Status = st.Status
+	in.Result = slices.Clone(st.Result)
+	in.ErrorClass, in.ErrorMessage, in.SettledAt = st.ErrorClass, st.ErrorMessage, st.At
+	if store.Released(st.Status) {
+		s.release(callID)
+	}
+	return nil
+}
+
+func (s *Store) release(callID string) {
+	for _, r := range s.reservations[callID] {
+		s.used[[2]string{r.Scope, r.Key}] -= r.Amount
+	}
+	delete(s.reservations, callID)
+}
+
+func (s *Store) GetIntent(ctx context.Context, callID string) (*store.Intent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.intents[callID]
+	if !ok {
+		return nil, fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
+	}
+	out := *in
+	return &out, nil
+}
+
+func (s *Store) GetIntentByKey(ctx context.Context, caller, key string) (*store.Intent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.keys[[2]string{caller, key}]
+	if !ok {
+		return nil, fmt.Errorf("idempotency key %q: %w", key, store.ErrNotFound)
+	}
+	out := *s.intents[id]
+	return &out, nil
+}
+
+func (s *Store) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.Intent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []store.Intent
+	// Newest first, as an operator reads a journal.
+	for i := len(s.order) - 1; i >= 0 && len(out) < limit; i-- {
+		in := s.intents[s.order[i]]
+		if (f.Status == "" || in.Status == f.Status) && (f.Caller == "" || in.Caller == f.Caller) && (f.Tool == "" || in.Tool == f.Tool) {
+			out = append(out, *in)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool, by string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.intents[callID]
+	if !ok {
+		return fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
+	}
+	if in.Status != store.StatusUncertain {
+		return fmt.Errorf("resolve %s (%s): %w", callID, in.Status, store.ErrNotUncertain)
+	}
+	in.Status = store.StatusExecuted
+	if !executed {
+		in.Status = store.StatusNotExecuted
+		s.release(callID)
+	}
+	in.ResolvedBy, in.SettledAt = by, at
+	return nil
+}
+
+// Recover finds nothing: the only incarnation is this live process.
+func (s *Store) Recover(ctx context.Context) (int, error) { return 0, nil }
+
+func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.approvals[a.ID]; ok {
+		return fmt.Errorf("memstore: approval %q exists", a.ID)
+	}
+	c := *a
+	s.approvals[a.ID] = &c
+	return nil
+}
+
+func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.approvals[id]
+	if !ok {
+		return nil, fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
+	}
+	c := *a
+	return &c, nil
+}
+
+func (s *Store) FindApproval(ctx context.Context, k store.ApprovalKey, now time.Time) (*store.Approval, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *store.Approval
+	for _, a := range s.approvals {
+		if a.Caller != k.Caller || a.Tool != k.Tool || a.DefinitionHash != k.DefinitionHash || a.ArgsDigest != k.ArgsDigest {
+			continue
+		}
+		if !now.Before(a.ExpiresAt) || a.ConsumedBy != "" {
+			continue
+		}
+		if best == nil || a.CreatedAt.After(best.CreatedAt) || (a.CreatedAt.Equal(best.CreatedAt) && a.ID > best.ID) {
+			best = a
+		}
+	}
+	if best == nil {
+		return nil, store.ErrNotFound
+	}
+	c := *best
+	return &c, nil
+}
+
+func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now time.Time) ([]store.Approval, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []store.Approval
+	for _, a := range s.approvals {
+		c := *a
+		c.Status = store.EffectiveApprovalStatus(a, now)
+		if f.Status == "" || c.Status == f.Status {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Approval) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.approvals[id]
+	if !ok {
+		return fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
+	}
+	if d.By == "" {
+		return fmt.Errorf("approval %s: a decision must name who decides", id)
+	}
+	if d.By == a.Caller {
+		return fmt.Errorf("approval %s: %w", id, store.ErrSelfApproval)
+	}
+	switch store.EffectiveApprovalStatus(a, d.At) {
+	case store.ApprovalExpired:
+		return fmt.Errorf("approval %s: %w", id, store.ErrApprovalExpired)
+	case store.ApprovalPending:
+	default:
+		return fmt.Errorf("approval %s (%s): %w", id, a.Status, store.ErrAlreadyDecided)
+	}
+	a.Status = store.ApprovalDenied
+	if d.Approve {
+		a.Status = store.ApprovalApproved
+	}
+	a.DecidedBy, a.DecidedAt = d.By, d.At
+	return nil
+}
+
+func (s *Store) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Usage
+	for k, used := range s.used {
+		out = append(out, store.Usage{Scope: k[0], Key: k[1], Used: used})
+	}
+	slices.SortFunc(out, func(a, b store.Usage) int { return cmp.Or(cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Key, b.Key)) })
+	return out, nil
+}
+
+func (s *Store) Close() error { return nil }

@@ -1,0 +1,235 @@
+// Package store defines what the gateway keeps durably: call intents (the
+// journal), budget reservations, approval requests and process incarnations.
+//
+// The contract every implementation keeps (checked by the shared suite in
+// store/storetest, run against memstore, sqlite and later postgres):
+//
+//   - CommitIntent is one atomic, durable step: the idempotency check, the
+//     budget check and reservation, the consumption of an approval and the
+//     intent row (status started) all happen, or none does, and it returns
+//     only once the transaction is synced to stable storage. Concurrent
+//     commits may share one sync (group commit).
+//   - A reservation never takes a (scope, key) above its quota, whatever the
+//     concurrency; reservations are idempotent by call id.
+//   - Budget is released only when an intent settles failed (proven not to
+//     have run) or an operator resolves an uncertain intent as not executed.
+//   - An intent leaves started exactly once. A started intent whose
+//     incarnation is dead becomes uncertain at the next Recover (which Open
+//     runs); never while its incarnation is alive. Nothing is ever re-run.
+//   - An approval is decided once, by someone other than its caller, before
+//     it expires, and is consumed by exactly one call.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status is the state of an intent in the journal.
+type Status string
+
+const (
+	StatusStarted   Status = "started"   // durable, backend may be running
+	StatusSucceeded Status = "succeeded" // the backend returned a result (possibly a tool-level error)
+	StatusFailed    Status = "failed"    // the backend proved nothing ran; budget released
+	StatusUncertain Status = "uncertain" // the outcome is unknown: never re-run automatically
+	// An operator's resolution of an uncertain intent.
+	StatusExecuted    Status = "executed"
+	StatusNotExecuted Status = "not_executed" // budget released
+)
+
+// Terminal reports whether no further automatic transition can happen.
+func (s Status) Terminal() bool { return s != StatusStarted && s != StatusUncertain }
+
+// Intent is one call's journal entry.
+type Intent struct {
+	CallID         string    `json:"call_id"`
+	Caller         string    `json:"caller"`
+	Session        string    `json:"session,omitempty"`
+	Tool           string    `json:"tool"`
+	DefinitionHash string    `json:"definition_hash"`
+	Arguments      []byte    `json:"-"` // exactly as received and validated
+	ArgsDigest     string    `json:"args_digest"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	ApprovalID     string    `json:"approval_id,omitempty"`
+	Incarnation    string    `json:"incarnation"`
+	Status         Status    `json:"status"`
+	Result         []byte    `json:"-"`                       // JSON result when succeeded
+	ErrorClass     string    `json:"error_class,omitempty"`   // why it failed or is uncertain
+	ErrorMessage   string    `json:"error_message,omitempty"` // for people
+	ResolvedBy     string    `json:"resolved_by,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	SettledAt      time.Time `json:"settled_at,omitzero"`
+}
+
+// Reservation is the budget one call takes from one (scope, key).
+type Reservation struct {
+	Scope  string `json:"scope"` // "caller" or "session"
+	Key    string `json:"key"`   // the caller name or the session id
+	Quota  int64  `json:"quota"` // the limit in force, checked at reservation
+	Amount int64  `json:"amount"`
+}
+
+// CommitRequest is everything CommitIntent writes in one transaction.
+type CommitRequest struct {
+	Intent       Intent // Status and Incarnation are set by the store
+	Reservations []Reservation
+	// ApprovalID names an approved request to consume; "" when none is needed.
+	ApprovalID string
+}
+
+// Settlement is how a started intent ends.
+type Settlement struct {
+	Status       Status // succeeded, failed or uncertain
+	Result       []byte
+	ErrorClass   string
+	ErrorMessage string
+	At           time.Time
+}
+
+// IntentFilter selects journal entries; zero fields match everything.
+type IntentFilter struct {
+	Status Status
+	Caller string
+	Tool   string
+	Limit  int // 0 means a default of 100
+}
+
+// ApprovalStatus is the state of an approval request. Expired is derived
+// from ExpiresAt when a pending request is read.
+type ApprovalStatus string
+
+const (
+	ApprovalPending  ApprovalStatus = "pending"
+	ApprovalApproved ApprovalStatus = "approved"
+	ApprovalDenied   ApprovalStatus = "denied"
+	ApprovalExpired  ApprovalStatus = "expired"
+)
+
+// Approval is a request for a person's decision on one exact call: the
+// caller, the tool, the tool's definition hash and the arguments' digest.
+type Approval struct {
+	ID             string         `json:"id"`
+	Caller         string         `json:"caller"`
+	Session        string         `json:"session,omitempty"`
+	Tool           string         `json:"tool"`
+	DefinitionHash string         `json:"definition_hash"`
+	ArgsDigest     string         `json:"args_digest"`
+	Status         ApprovalStatus `json:"status"`
+	DecidedBy      string         `json:"decided_by,omitempty"`
+	CreatedAt      time.Time      `json:"created_at"`
+	ExpiresAt      time.Time      `json:"expires_at"`
+	DecidedAt      time.Time      `json:"decided_at,omitzero"`
+	// ConsumedBy is the call id that used an approved request.
+	ConsumedBy string `json:"consumed_by,omitempty"`
+}
+
+// ApprovalKey identifies the exact call an approval is bound to.
+type ApprovalKey struct {
+	Caller, Tool, DefinitionHash, ArgsDigest string
+}
+
+// Decision is a resolver's verdict on an approval request.
+type Decision struct {
+	Approve bool
+	By      string
+	At      time.Time
+}
+
+// ApprovalFilter selects approval requests; zero fields match everything.
+type ApprovalFilter struct {
+	Status ApprovalStatus
+	Limit  int // 0 means a default of 100
+}
+
+// Usage is the budget used in one (scope, key).
+type Usage struct {
+	Scope string `json:"scope"`
+	Key   string `json:"key"`
+	Used  int64  `json:"used"`
+}
+
+// Store is the durable state of a gateway. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Incarnation is this process's incarnation id, recorded in each intent
+	// it commits.
+	Incarnation() string
+
+	// CommitIntent durably records a started intent with its reservations
+	// and approval consumption. Errors: ErrDuplicateKey (with the existing
+	// intent returned) when the caller already used the idempotency key;
+	// a *BudgetError; ErrApprovalUnavailable.
+	CommitIntent(ctx context.Context, req *CommitRequest) (existing *Intent, err error)
+	// Settle ends a started intent of this incarnation. ErrNotStarted when it
+	// is no longer started (e.g. recovery marked it uncertain) or belongs to
+	// another incarnation.
+	Settle(ctx context.Context, callID string, s Settlement) error
+	GetIntent(ctx context.Context, callID string) (*Intent, error)
+	// GetIntentByKey returns the caller's intent with this idempotency key,
+	// or ErrNotFound.
+	GetIntentByKey(ctx context.Context, caller, key string) (*Intent, error)
+	ListIntents(ctx context.Context, f IntentFilter) ([]Intent, error)
+	// ResolveIntent records an operator's verdict on an uncertain intent;
+	// not executed releases its budget. ErrNotUncertain otherwise.
+	ResolveIntent(ctx context.Context, callID string, executed bool, by string, at time.Time) error
+	// Recover marks uncertain the started intents of incarnations that are
+	// no longer alive, and returns how many it marked.
+	Recover(ctx context.Context) (int, error)
+
+	CreateApproval(ctx context.Context, a *Approval) error
+	GetApproval(ctx context.Context, id string) (*Approval, error)
+	// FindApproval returns the newest request for exactly this call that is
+	// not expired at now and not consumed (pending, approved or denied: a
+	// denial stands until it expires, so a retry does not ask again);
+	// ErrNotFound when there is none.
+	FindApproval(ctx context.Context, k ApprovalKey, now time.Time) (*Approval, error)
+	ListApprovals(ctx context.Context, f ApprovalFilter, now time.Time) ([]Approval, error)
+	// DecideApproval decides a pending request. Errors: ErrNotFound,
+	// ErrSelfApproval, ErrApprovalExpired, ErrAlreadyDecided.
+	DecideApproval(ctx context.Context, id string, d Decision) error
+
+	// BudgetUsage lists the budget held per (scope, key).
+	BudgetUsage(ctx context.Context) ([]Usage, error)
+
+	Close() error
+}
+
+// Errors of the contract; implementations wrap them with %w.
+var (
+	ErrNotFound            = errors.New("not found")
+	ErrDuplicateKey        = errors.New("idempotency key already used")
+	ErrBudgetExceeded      = errors.New("budget exceeded")
+	ErrApprovalUnavailable = errors.New("approval not approved, already consumed, expired or for another call")
+	ErrNotStarted          = errors.New("intent is not started by this incarnation")
+	ErrNotUncertain        = errors.New("intent is not uncertain")
+	ErrSelfApproval        = errors.New("a caller cannot decide its own approval request")
+	ErrApprovalExpired     = errors.New("approval request expired")
+	ErrAlreadyDecided      = errors.New("approval request already decided")
+)
+
+// BudgetError reports the reservation that would exceed its quota.
+type BudgetError struct {
+	Scope, Key             string
+	Used, Requested, Quota int64
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("budget exceeded for %s %q: used %d + requested %d > quota %d", e.Scope, e.Key, e.Used, e.Requested, e.Quota)
+}
+
+func (e *BudgetError) Unwrap() error { return ErrBudgetExceeded }
+
+// EffectiveApprovalStatus is the status of a as seen at now: a pending
+// request past its expiry is expired.
+func EffectiveApprovalStatus(a *Approval, now time.Time) ApprovalStatus {
+	if a.Status == ApprovalPending && !now.Before(a.ExpiresAt) {
+		return ApprovalExpired
+	}
+	return a.Status
+}
+
+// Released reports whether an intent in status s no longer holds budget.
+func Released(s Status) bool { return s == StatusFailed || s == StatusNotExecuted }
