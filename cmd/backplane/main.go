@@ -1,0 +1,101 @@
+// Command backplane is the command line of the Backplane execution gateway.
+// Its schema verbs answer, before any tool is registered or called, the
+// questions the gateway itself asks: is this tool input schema inside the
+// supported subset, and do these arguments satisfy it?
+//
+// Exit codes: 0 when the answer is yes (or, for a batch, when every line was
+// processed), 1 when the verdict is negative, 2 for a usage or I/O error,
+// with a message on stderr.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of every verb.
+const (
+	exitOK       = 0
+	exitNegative = 1
+	exitUsage    = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// errNegative is returned by a verb that has already printed a negative
+// verdict: nothing more to say, exit 1.
+var errNegative = errors.New("negative verdict")
+
+// run executes one command line and returns its exit code; tests call it
+// in-process as well as through the built binary.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdin, stdout, stderr)
+	if args == nil {
+		args = []string{} // nil would make cobra read os.Args
+	}
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errNegative):
+		return exitNegative
+	}
+	fmt.Fprintf(stderr, "backplane: %v\n", err)
+	var ioErr *inputError
+	if !errors.As(err, &ioErr) && cmd != nil {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return exitUsage
+}
+
+// inputError is an I/O or input-format problem (a file that cannot be read,
+// a catalog that is not JSON): exit 2, but no usage hint, the command line
+// itself was fine.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+func inputErrorf(format string, a ...any) error {
+	return &inputError{fmt.Errorf(format, a...)}
+}
+
+const rootLong = `backplane checks tool input schemas and tool-call arguments the way the
+Backplane execution gateway does, before any call is authorized or executed.
+
+The gateway validates arguments against a strict, fail-closed subset of JSON
+Schema: type (object, array, string, integer, number, boolean), properties,
+required, additionalProperties (boolean), description, minimum, items (one
+schema) and oneOf. Anything else ($ref, enum, default, $schema, pattern, ...)
+is refused with class unsupported_capability, never ignored; a malformed
+schema or arguments that break a constraint fail with class validation.
+
+Use "backplane schema lint" on an MCP tools/list result to see which tools the
+gateway will accept, "schema check" for one schema, and "schema validate" to
+validate arguments (one call, or JSON Lines with --batch).
+
+Exit codes: 0 yes / valid / processed, 1 negative verdict, 2 usage or I/O error.`
+
+// newRootCmd builds the whole command tree writing to the given streams.
+func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "backplane",
+		Short:         "Check tool input schemas and arguments as the Backplane gateway does",
+		Long:          rootLong,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newSchemaCmd(), newVersionCmd())
+	return root
+}
