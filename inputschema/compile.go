@@ -1,6 +1,7 @@
 package inputschema
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,6 +100,9 @@ var allowedKeywords = map[string]bool{
 }
 
 func compileBytes(data []byte, l Limits) (*Schema, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, schemaErr(ClassUnsupported, "", "", "tool schema is required", nil)
+	}
 	v, err := jsonstrict.Decode(data, &jsonstrict.Options{MaxDepth: l.MaxDepth, MaxBytes: l.MaxSchemaBytes})
 	if err != nil {
 		return nil, decodeError(StageSchema, "the schema is", err)
@@ -129,9 +133,12 @@ func schemaErr(class Class, ptr, keyword, msg string, details map[string]any) *E
 	return &Error{Class: class, Stage: StageSchema, Message: msg, SchemaPointer: ptr, Keyword: keyword, Details: details}
 }
 
-// schema checks one schema object at ptr and compiles it. The checks run in a
-// fixed order (D11): unknown keywords by name; the alias conflict; oneOf;
-// type; then each keyword by name, descending into nested schemas.
+// schema checks one schema object at ptr and compiles it. Within one schema
+// object the checks run in a fixed order (D11): first every key by name for
+// an unknown keyword (so a {"$ref": ...} property schema is reported as the
+// $ref it is, not as a missing type), then the alias conflict and
+// description, then oneOf or type (every later check depends on it), then
+// each keyword by name, descending into nested schemas as it goes.
 func (c *compiler) schema(v any, ptr string, depth int, root bool) (*node, error) {
 	if depth > c.maxDepth {
 		return nil, schemaErr(ClassValidation, ptr, "", fmt.Sprintf("schema nested deeper than the limit of %d", c.maxDepth), nil)
@@ -184,6 +191,9 @@ func (c *compiler) schema(v any, ptr string, depth int, root bool) (*node, error
 		return nil, schemaErr(ClassValidation, ptr, "type", "type is required", nil)
 	default:
 		name, ok := t.(string)
+		if ok && root && name != "object" {
+			return nil, schemaErr(ClassUnsupported, ptr+"/type", "type", "only object tool schemas are supported", map[string]any{"type": name})
+		}
 		if !ok {
 			if isArray(t) {
 				return nil, schemaErr(ClassUnsupported, ptr+"/type", "type", "type unions (a list of types) are not supported", nil)

@@ -191,6 +191,9 @@ func (v *validator) value(n *node, x any) bool {
 			v.typeError(n, goJSONType(x))
 			return false
 		}
+		if n.items == nil { // items is optional: any elements
+			return true
+		}
 		if !v.enter() {
 			return false
 		}
@@ -424,6 +427,9 @@ func (v *validator) tape(n *node, i int) bool {
 		if k != jsonstrict.KindArray {
 			v.typeError(n, k.String())
 			return false
+		}
+		if n.items == nil {
+			return true
 		}
 		valid := true
 		idx := 0

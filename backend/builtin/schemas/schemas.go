@@ -1,0 +1,87 @@
+// Package schemas holds the input schemas of the nine built-in tools. They are
+// the inputschema validator's regression fixtures now, and the contracts of
+// the built-in backends later: one JSON file per tool, embedded, so the
+// schemas a model is shown are the ones the gateway enforces.
+package schemas
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"sync"
+)
+
+// Tool is a tool descriptor in the MCP shape (name, description,
+// inputSchema).
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+//go:embed *.json
+var files embed.FS
+
+// order is the order [All] returns the tools in: the order the built-ins are
+// listed to a model, most used first, not alphabetical.
+var order = []string{"read", "bash", "grep", "glob", "write", "url_fetch", "edit", "ls", "ask_user_question"}
+
+var (
+	loadOnce sync.Once
+	loaded   []Tool
+)
+
+// load decodes the embedded files once. A malformed file is a build defect
+// (the package tests catch it), so it panics rather than returning an error
+// every caller would have to handle.
+func load() []Tool {
+	loadOnce.Do(func() {
+		loaded = make([]Tool, 0, len(order))
+		for _, name := range order {
+			data, err := files.ReadFile(name + ".json")
+			if err != nil {
+				panic(fmt.Sprintf("schemas: %v", err))
+			}
+			dec := json.NewDecoder(bytes.NewReader(data))
+			dec.DisallowUnknownFields()
+			var t Tool
+			if err := dec.Decode(&t); err != nil {
+				panic(fmt.Sprintf("schemas: %s.json: %v", name, err))
+			}
+			if t.Name != name {
+				panic(fmt.Sprintf("schemas: %s.json names the tool %q", name, t.Name))
+			}
+			loaded = append(loaded, t)
+		}
+	})
+	return loaded
+}
+
+// clone copies a tool so callers cannot change the shared schema bytes.
+func clone(t Tool) Tool {
+	t.InputSchema = bytes.Clone(t.InputSchema)
+	return t
+}
+
+// All returns the nine built-in tools in the order read, bash, grep, glob,
+// write, url_fetch, edit, ls, ask_user_question. The slice and the schema
+// bytes are the caller's own.
+func All() []Tool {
+	tools := load()
+	out := make([]Tool, len(tools))
+	for i, t := range tools {
+		out[i] = clone(t)
+	}
+	return out
+}
+
+// Lookup returns the built-in tool with the given name.
+func Lookup(name string) (Tool, bool) {
+	for _, t := range load() {
+		if t.Name == name {
+			return clone(t), true
+		}
+	}
+	return Tool{}, false
+}
