@@ -1,0 +1,421 @@
+// Package command is a [backend.Backend] that runs a configured program for
+// each call, without a shell.
+//
+// What one call does, and what the gateway learns from it:
+//
+//   - The program (Spec.Argv; argv[0] is looked up in the gateway's PATH
+//     when it has no slash, and is relative to Spec.Dir when it is a
+//     relative path) starts in its own process group, in Spec.Dir, with an
+//     environment holding exactly the variables named in Spec.Env, taken
+//     from the gateway's environment at the time of the call: nothing else
+//     is passed, not even PATH.
+//   - The call's argument bytes, exactly as validated, are written to its
+//     stdin, which is then closed.
+//   - Its stdout is read up to Spec.MaxOutputBytes; the last 4 KiB of its
+//     stderr are kept for error messages.
+//   - When the program exits, what is left of its process group is killed
+//     with SIGKILL: no process of a call outlives it (a process that leaves
+//     the group, with setsid for one, is beyond reach; if it still holds
+//     stdout the result is refused, see below).
+//
+// The outcome, in the terms of package backend:
+//
+//   - The program cannot be started (not found, not executable, bad Dir), or
+//     ctx was done before it started: an error wrapping
+//     [backend.ErrNotStarted]. Nothing ran.
+//   - Exit status 0 and stdout is one JSON value (surrounding whitespace
+//     allowed): a [backend.Result] whose Content is that value, trimmed.
+//   - Exit status 0 and stdout is not one JSON value (empty included): an
+//     error wrapping [backend.ErrMalformedResult] quoting the start of the
+//     output. It ran; its answer cannot be read.
+//   - More than Spec.MaxOutputBytes on stdout: the process group is killed at
+//     once and the error wraps [backend.ErrMalformedResult], naming the
+//     limit.
+//   - A non-zero exit status: the tool ran and reports a failure, so this is
+//     a tool-level error result, not a Go error: IsError set and Content
+//     {"exit_code":N,"stderr":"<tail>","stdout":<the output as JSON when it
+//     is one JSON value, else as a string>}.
+//   - Killed by a signal it did not get from this package (a crash, the OOM
+//     killer): an error wrapping neither sentinel. Whatever it did is
+//     unknown.
+//   - ctx deadline or cancellation while it runs: the whole process group is
+//     killed with SIGKILL and the error wraps ctx.Err(); the gateway
+//     classifies it as timeout or cancelled, outcome unknown.
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
+)
+
+// DefaultMaxOutputBytes caps a call's stdout when Spec.MaxOutputBytes is 0.
+const DefaultMaxOutputBytes = 1 << 20
+
+const (
+	// stderrTailBytes is how much of the end of stderr is kept.
+	stderrTailBytes = 4 << 10
+	// drainTimeout bounds the wait for stdout and stderr to reach EOF once
+	// the process group is dead. Only a process that left the group can
+	// hold them open that long.
+	drainTimeout = 2 * time.Second
+	// reapTimeout bounds the wait for the killed program to be reaped (a
+	// process in uninterruptible sleep dies only when it wakes up).
+	reapTimeout = 5 * time.Second
+	// quoteBytes is how much of a malformed output an error message quotes.
+	quoteBytes = 64
+)
+
+// Spec says what program a Backend runs.
+type Spec struct {
+	// Argv is the program and its arguments; Argv[0] is looked up in the
+	// gateway's PATH when it holds no slash, and a relative path is
+	// relative to Dir.
+	Argv []string
+	// Env names the variables passed through from the gateway's environment
+	// (those unset there are left out). Nothing else is passed.
+	Env []string
+	// Dir is the working directory; "" means the gateway's.
+	Dir string
+	// MaxOutputBytes caps stdout; 0 means DefaultMaxOutputBytes.
+	MaxOutputBytes int
+}
+
+// Backend runs Spec's program once per call. It is safe for concurrent use.
+type Backend struct {
+	spec Spec
+}
+
+// New checks spec and returns its Backend.
+func New(spec Spec) (*Backend, error) {
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return nil, errors.New("command: the program (argv[0]) is required")
+	}
+	for _, name := range spec.Env {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			return nil, fmt.Errorf("command: %q is not an environment variable name", name)
+		}
+	}
+	if spec.MaxOutputBytes < 0 {
+		return nil, fmt.Errorf("command: MaxOutputBytes %d must not be negative", spec.MaxOutputBytes)
+	}
+	if spec.MaxOutputBytes == 0 {
+		spec.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	spec.Argv = append([]string(nil), spec.Argv...)
+	spec.Env = append([]string(nil), spec.Env...)
+	return &Backend{spec: spec}, nil
+}
+
+// environ returns the child's environment: never nil, because a nil
+// exec.Cmd.Env would pass the gateway's whole environment.
+func (b *Backend) environ() []string {
+	env := make([]string, 0, len(b.spec.Env))
+	for _, name := range b.spec.Env {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+// Invoke runs the program once; see the package documentation for the
+// outcomes.
+func (b *Backend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+	name := b.spec.Argv[0]
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: command %s: %w", backend.ErrNotStarted, name, err)
+	}
+
+	// The pipes are ours, passed to the child as plain files, so that
+	// exec.Cmd.Wait only reaps the process and never waits on a copy that a
+	// lingering grandchild keeps open: draining is bounded below.
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	inR, inW, err1 := pipe()
+	outR, outW, err2 := pipe()
+	errR, errW, err3 := pipe()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("%w: command %s: %w", backend.ErrNotStarted, name, err)
+	}
+	defer closeAll() // closing twice is harmless
+
+	cmd := exec.Command(name, b.spec.Argv[1:]...)
+	cmd.Env = b.environ()
+	cmd.Dir = b.spec.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w: command %s: %w", backend.ErrNotStarted, name, err)
+	}
+	// The child has its ends; ours must go, or EOF never comes.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	pgid := cmd.Process.Pid // Setpgid: the group id is the leader's pid
+
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+
+	stdinDone := make(chan struct{})
+	go func() {
+		defer close(stdinDone)
+		// A program that exits without reading its input makes this fail
+		// with EPIPE; that is its business, not an error of the call.
+		inW.Write(call.Arguments)
+		inW.Close()
+	}()
+
+	out := &capture{max: b.spec.MaxOutputBytes, overflow: make(chan struct{})}
+	outDone := make(chan struct{})
+	go func() { defer close(outDone); out.readFrom(outR) }()
+	tail := &tailBuffer{max: stderrTailBytes}
+	errDone := make(chan struct{})
+	go func() { defer close(errDone); tail.readFrom(errR) }()
+
+	var (
+		waitErr  error
+		reaped   bool
+		ctxErr   error
+		overflow bool
+	)
+	select {
+	case waitErr = <-waitc:
+		reaped = true
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	case <-out.overflow:
+		overflow = true
+	}
+	// Kill the group whatever happened: on a deadline or an overflow to
+	// stop the program, after a normal exit to stop what it left running.
+	// Once the leader is reaped the group id stays reserved as long as a
+	// member lives; when none does, the kill fails harmlessly with ESRCH.
+	killGroup(pgid)
+	if !reaped {
+		select {
+		case waitErr = <-waitc:
+			reaped = true
+		case <-time.After(reapTimeout):
+		}
+	}
+
+	drained := waitAll(drainTimeout, outDone, errDone)
+	// Closing the read ends unblocks readers stuck on a pipe that a process
+	// outside the group holds open; then they are done for certain.
+	outR.Close()
+	errR.Close()
+	inW.Close()
+	<-outDone
+	<-errDone
+	<-stdinDone
+
+	stderr := tail.String()
+	switch {
+	case ctxErr != nil:
+		return nil, fmt.Errorf("command %s: the process group was killed: %w", name, ctxErr)
+	case overflow || out.overflowed():
+		return nil, fmt.Errorf("%w: command %s: its output exceeds the limit of %d bytes (the process group was killed)%s",
+			backend.ErrMalformedResult, name, b.spec.MaxOutputBytes, stderrNote(stderr))
+	case !reaped:
+		return nil, fmt.Errorf("command %s: the process did not end within %v of SIGKILL", name, reapTimeout)
+	case !drained:
+		return nil, fmt.Errorf("%w: command %s: its stdout or stderr was still open %v after it exited (held by a process outside its process group)",
+			backend.ErrMalformedResult, name, drainTimeout)
+	}
+
+	stdout := out.buf
+	var exitErr *exec.ExitError
+	switch {
+	case waitErr == nil:
+		content := trimJSONSpace(stdout)
+		if err := validJSON(content, b.spec.MaxOutputBytes); err != nil {
+			return nil, fmt.Errorf("%w: command %s exited 0 but its output is not one JSON value (%v): %s%s",
+				backend.ErrMalformedResult, name, err, quotePrefix(stdout), stderrNote(stderr))
+		}
+		return &backend.Result{Content: bytes.Clone(content)}, nil
+	case errors.As(waitErr, &exitErr):
+		ws, ok := exitErr.Sys().(syscall.WaitStatus)
+		if ok && ws.Signaled() {
+			return nil, fmt.Errorf("command %s was killed by signal %v%s", name, ws.Signal(), stderrNote(stderr))
+		}
+		return &backend.Result{Content: exitResult(exitErr.ExitCode(), stderr, stdout, b.spec.MaxOutputBytes), IsError: true}, nil
+	default:
+		return nil, fmt.Errorf("command %s: %w", name, waitErr)
+	}
+}
+
+// waitAll reports whether every channel closed within d.
+func waitAll(d time.Duration, chans ...chan struct{}) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for _, c := range chans {
+		select {
+		case <-c:
+		case <-timer.C:
+			return false
+		}
+	}
+	return true
+}
+
+func killGroup(pgid int) {
+	// ESRCH (nobody left) is the common, expected case.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// exitResult is the tool-level error result of a non-zero exit status.
+func exitResult(code int, stderr string, stdout []byte, limit int) json.RawMessage {
+	var so json.RawMessage
+	if t := trimJSONSpace(stdout); validJSON(t, limit) == nil {
+		so = t
+	} else {
+		so = marshal(string(stdout))
+	}
+	return marshal(struct {
+		ExitCode int             `json:"exit_code"`
+		Stderr   string          `json:"stderr"`
+		Stdout   json.RawMessage `json:"stdout"`
+	}{code, stderr, so})
+}
+
+// marshal encodes v without HTML escaping (the result is for programs and
+// people, not for a web page) and without the encoder's trailing newline.
+func marshal(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only strings, ints and validated JSON go in: this cannot happen.
+		panic("command: encoding a result: " + err.Error())
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+func validJSON(b []byte, limit int) error {
+	return jsonstrict.Valid(b, &jsonstrict.Options{MaxBytes: max(limit, jsonstrict.DefaultMaxBytes)})
+}
+
+func trimJSONSpace(b []byte) []byte {
+	return bytes.Trim(b, " \t\r\n")
+}
+
+// quotePrefix quotes the start of a malformed output for an error message.
+func quotePrefix(b []byte) string {
+	if len(b) == 0 {
+		return "the output is empty"
+	}
+	if len(b) <= quoteBytes {
+		return strconv.Quote(string(b))
+	}
+	cut := quoteBytes
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return strconv.Quote(string(b[:cut])) + fmt.Sprintf(" (first %d of %d bytes)", cut, len(b))
+}
+
+func stderrNote(stderr string) string {
+	stderr = strings.TrimSpace(stderr)
+	if stderr == "" {
+		return ""
+	}
+	if len(stderr) > 256 {
+		i := len(stderr) - 256
+		for i < len(stderr) && !utf8.RuneStart(stderr[i]) {
+			i++
+		}
+		stderr = "..." + stderr[i:]
+	}
+	return "; stderr: " + strconv.Quote(stderr)
+}
+
+// capture keeps up to max bytes of a stream, and one more to tell that the
+// stream is longer, which closes overflow.
+type capture struct {
+	max      int
+	buf      []byte
+	overflow chan struct{}
+}
+
+func (c *capture) readFrom(r io.Reader) {
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(chunk)
+		if n > 0 {
+			n = min(n, c.max+1-len(c.buf))
+			c.buf = append(c.buf, chunk[:n]...)
+			if len(c.buf) > c.max {
+				close(c.overflow)
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// overflowed may be called once readFrom has returned.
+func (c *capture) overflowed() bool { return len(c.buf) > c.max }
+
+// tailBuffer keeps the last max bytes of a stream.
+type tailBuffer struct {
+	max       int
+	buf       []byte
+	truncated bool
+}
+
+func (t *tailBuffer) readFrom(r io.Reader) {
+	chunk := make([]byte, 4<<10)
+	for {
+		n, err := r.Read(chunk)
+		t.buf = append(t.buf, chunk[:n]...)
+		if len(t.buf) > 2*t.max {
+			t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+			t.truncated = true
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// String returns the tail, starting at a character boundary.
+func (t *tailBuffer) String() string {
+	b := t.buf
+	if len(b) > t.max {
+		b, t.truncated = b[len(b)-t.max:], true
+	}
+	if t.truncated {
+		for len(b) > 0 && !utf8.RuneStart(b[0]) {
+			b = b[1:]
+		}
+	}
+	return string(b)
+}
