@@ -56,8 +56,7 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 	}
 	if in.IdempotencyKey != "" {
 		if id, ok := s.keys[[2]string{in.Caller, in.IdempotencyKey}]; ok {
-			existing := *s.intents[id]
-			return &existing, store.ErrDuplicateKey
+			return copyIntent(s.intents[id]), store.ErrDuplicateKey
 		}
 	}
 	for _, r := range req.Reservations {
@@ -114,6 +113,15 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 	return nil
 }
 
+// copyIntent returns a copy of in that shares no bytes with the store, so
+// no caller's change to a returned slice alters the journal.
+func copyIntent(in *store.Intent) *store.Intent {
+	out := *in
+	out.Arguments = slices.Clone(in.Arguments)
+	out.Result = slices.Clone(in.Result)
+	return &out
+}
+
 func (s *Store) release(callID string) {
 	for _, r := range s.reservations[callID] {
 		s.used[[2]string{r.Scope, r.Key}] -= r.Amount
@@ -128,8 +136,7 @@ func (s *Store) GetIntent(ctx context.Context, callID string) (*store.Intent, er
 	if !ok {
 		return nil, fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
 	}
-	out := *in
-	return &out, nil
+	return copyIntent(in), nil
 }
 
 func (s *Store) GetIntentByKey(ctx context.Context, caller, key string) (*store.Intent, error) {
@@ -139,8 +146,7 @@ func (s *Store) GetIntentByKey(ctx context.Context, caller, key string) (*store.
 	if !ok {
 		return nil, fmt.Errorf("idempotency key %q: %w", key, store.ErrNotFound)
 	}
-	out := *s.intents[id]
-	return &out, nil
+	return copyIntent(s.intents[id]), nil
 }
 
 func (s *Store) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.Intent, error) {
@@ -155,7 +161,7 @@ func (s *Store) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.
 	for i := len(s.order) - 1; i >= 0 && len(out) < limit; i-- {
 		in := s.intents[s.order[i]]
 		if (f.Status == "" || in.Status == f.Status) && (f.Caller == "" || in.Caller == f.Caller) && (f.Tool == "" || in.Tool == f.Tool) {
-			out = append(out, *in)
+			out = append(out, *copyIntent(in))
 		}
 	}
 	return out, nil
