@@ -1,0 +1,281 @@
+package builtin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/gateway"
+)
+
+const (
+	// bashDrainTimeout bounds the wait for stdout and stderr to reach EOF
+	// once the process group is dead: only a process that left the group
+	// (setsid) can hold them open longer.
+	bashDrainTimeout = 2 * time.Second
+	// bashReapTimeout bounds the wait for the killed shell to be reaped.
+	bashReapTimeout = 5 * time.Second
+)
+
+type bashArgs struct {
+	Command string `json:"command"`
+	Timeout *int   `json:"timeout"` // seconds
+}
+
+// bashResult is what a bash call returns. When the command exits with a
+// non-zero status, is killed by a signal, or runs out of time, the result is
+// an IsError result and Error says why.
+type bashResult struct {
+	// ExitCode is the exit status, or 128+N when the shell was killed by
+	// signal N (as a shell reports it): 137 after a timeout.
+	ExitCode  int        `json:"exit_code"`
+	Stdout    string     `json:"stdout"`
+	Stderr    string     `json:"stderr"`
+	Truncated bool       `json:"truncated"` // the middle of stdout or stderr was dropped
+	TimedOut  bool       `json:"timed_out"`
+	Error     *errorBody `json:"error,omitempty"`
+}
+
+func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+	var a bashArgs
+	if err := decode(raw, &a); err != nil {
+		return nil, err
+	}
+	timeout := s.bash.Timeout
+	capped := false
+	if a.Timeout != nil {
+		if *a.Timeout < 1 {
+			return nil, fail(gateway.ClassValidation, "timeout %d: it is a number of seconds, at least 1", *a.Timeout)
+		}
+		if *a.Timeout > int(s.bash.MaxTimeout/time.Second) {
+			timeout, capped = s.bash.MaxTimeout, true
+		} else {
+			timeout = time.Duration(*a.Timeout) * time.Second
+		}
+	}
+
+	// Our own pipes, handed to the shell as plain files, so that waiting
+	// for it only reaps it and never waits on a copy a straggler keeps open:
+	// the draining below is bounded.
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close() // closing twice is harmless
+		}
+	}()
+	outR, outW, err1 := os.Pipe()
+	if err1 == nil {
+		files = append(files, outR, outW)
+	}
+	errR, errW, err2 := os.Pipe()
+	if err2 == nil {
+		files = append(files, errR, errW)
+	}
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("%w: bash: %w", backend.ErrNotStarted, err)
+	}
+
+	cmd := exec.Command("bash", "-c", a.Command)
+	cmd.Dir = s.ws
+	cmd.Env = s.environ()
+	cmd.Stdout, cmd.Stderr = outW, errW // stdin: /dev/null
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: bash: %w", backend.ErrNotStarted, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w: bash could not be started: %w", backend.ErrNotStarted, err)
+	}
+	outW.Close()
+	errW.Close()
+	pgid := cmd.Process.Pid // Setpgid: the group's id is the leader's pid
+
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+	stdout := &headTail{max: s.bash.MaxOutputBytes}
+	stderr := &headTail{max: s.bash.MaxOutputBytes}
+	outDone, errDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(outDone); stdout.readFrom(outR) }()
+	go func() { defer close(errDone); stderr.readFrom(errR) }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var (
+		waitErr  error
+		reaped   bool
+		timedOut bool
+		ctxErr   error
+	)
+	select {
+	case waitErr = <-waitc:
+		reaped = true
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	// Kill the group whatever happened: on a timeout or cancellation to stop
+	// the command, after a normal exit to stop what it left running in the
+	// background. No process of the call outlives it (one that left the
+	// group with setsid is beyond reach).
+	_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH: nobody left
+	if !reaped {
+		select {
+		case waitErr = <-waitc:
+			reaped = true
+		case <-time.After(bashReapTimeout):
+		}
+	}
+	drained := waitAll(bashDrainTimeout, outDone, errDone)
+	outR.Close()
+	errR.Close()
+	<-outDone
+	<-errDone
+
+	if ctxErr != nil {
+		return nil, fmt.Errorf("bash: the call ended (%w) while the command ran; its process group was killed", ctxErr)
+	}
+	if !reaped {
+		return nil, fmt.Errorf("bash: the shell did not end within %v of SIGKILL", bashReapTimeout)
+	}
+
+	res := bashResult{
+		Stdout:    stdout.String(),
+		Stderr:    stderr.String(),
+		Truncated: stdout.truncated() || stderr.truncated(),
+		TimedOut:  timedOut,
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case waitErr == nil:
+	case errors.As(waitErr, &exitErr):
+		ws, _ := exitErr.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			res.ExitCode = 128 + int(ws.Signal())
+		} else {
+			res.ExitCode = exitErr.ExitCode()
+		}
+		switch {
+		case timedOut:
+			msg := fmt.Sprintf("the command did not finish within %v; its process group was killed", timeout)
+			if capped {
+				msg += fmt.Sprintf(" (the timeout asked for, %ds, is capped at %v)", *a.Timeout, s.bash.MaxTimeout)
+			}
+			res.Error = &errorBody{Class: gateway.ClassTimeout, Message: msg}
+		case ws.Signaled():
+			res.Error = &errorBody{Class: gateway.ClassExecutionFailure, Message: "the shell was killed by signal " + ws.Signal().String()}
+		default:
+			res.Error = &errorBody{Class: gateway.ClassExecutionFailure, Message: "exit status " + strconv.Itoa(res.ExitCode)}
+		}
+	default:
+		return nil, fmt.Errorf("bash: %w", waitErr)
+	}
+	if timedOut && res.Error == nil {
+		// It exited on its own just as the timer fired.
+		res.TimedOut = false
+	}
+	if !drained {
+		res.Truncated = true
+		note := "stdout or stderr was still held open by a process outside the command's process group; output may be missing"
+		if res.Error == nil {
+			res.Error = &errorBody{Class: gateway.ClassExecutionFailure, Message: note}
+		} else {
+			res.Error.Message += "; " + note
+		}
+	}
+	return &backend.Result{Content: marshal(res), IsError: res.Error != nil}, nil
+}
+
+// environ is the shell's environment: the allowlisted variables that are set
+// in the gateway's. Never nil: a nil exec.Cmd.Env would pass everything.
+func (s *Set) environ() []string {
+	env := make([]string, 0, len(s.bash.Env))
+	for _, name := range s.bash.Env {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+// waitAll reports whether every channel closed within d.
+func waitAll(d time.Duration, chans ...chan struct{}) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for _, c := range chans {
+		select {
+		case <-c:
+		case <-timer.C:
+			return false
+		}
+	}
+	return true
+}
+
+// headTail keeps the first and the last max/2 bytes of a stream, so that a
+// long output still shows how it began and how it ended.
+type headTail struct {
+	max     int
+	head    []byte
+	tail    []byte // a ring would save copies; the tail is small
+	dropped int64
+}
+
+func (h *headTail) readFrom(r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		h.write(buf[:n])
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (h *headTail) write(b []byte) {
+	headMax := h.max - h.max/2
+	if room := headMax - len(h.head); room > 0 {
+		k := min(room, len(b))
+		h.head = append(h.head, b[:k]...)
+		b = b[k:]
+	}
+	if len(b) == 0 {
+		return
+	}
+	tailMax := h.max / 2
+	h.tail = append(h.tail, b...)
+	if over := len(h.tail) - tailMax; over > 0 && len(h.tail) > 2*tailMax {
+		h.dropped += int64(over)
+		h.tail = append(h.tail[:0], h.tail[over:]...)
+	}
+}
+
+func (h *headTail) truncated() bool {
+	return h.dropped > 0 || len(h.tail) > h.max/2
+}
+
+// String returns the kept output, valid UTF-8, with a marker where the
+// middle was dropped.
+func (h *headTail) String() string {
+	tail := h.tail
+	dropped := h.dropped
+	if over := len(tail) - h.max/2; over > 0 {
+		dropped += int64(over)
+		tail = tail[over:]
+	}
+	if dropped == 0 {
+		return validUTF8(string(h.head) + string(tail))
+	}
+	return validUTF8(string(h.head)) + fmt.Sprintf("\n…[%d bytes omitted]…\n", dropped) + validUTF8(string(tail))
+}
+
+func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }

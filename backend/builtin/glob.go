@@ -1,0 +1,167 @@
+package builtin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/gateway"
+)
+
+type globArgs struct {
+	Pattern string `json:"pattern"`
+	Path    string `json:"path"`
+	Limit   *int   `json:"limit"`
+}
+
+type globResult struct {
+	Pattern string `json:"pattern"`
+	Path    string `json:"path"`
+	// Paths are relative to the workspace, sorted; directories are not
+	// listed (symbolic links are, unfollowed).
+	Paths     []string `json:"paths"`
+	Truncated bool     `json:"truncated"`
+}
+
+func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+	var a globArgs
+	if err := decode(raw, &a); err != nil {
+		return nil, err
+	}
+	limit, err := limitArg(a.Limit, DefaultListLimit)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := s.rel(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	pattern, err := s.globPattern(a.Pattern, rel)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := s.openDir(a.Path, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+
+	prefix := display(rel)
+	var found []string
+	truncated := false
+	// Matches are kept sorted and cut to limit as they come, so memory stays
+	// proportional to limit whatever the tree.
+	compact := func() {
+		slices.Sort(found)
+		if len(found) > limit {
+			found, truncated = found[:limit], true
+		}
+	}
+	walkErr := doublestar.GlobWalk(ctxFS{ctx, dir.FS()}, pattern, func(p string, d fs.DirEntry) error {
+		found = append(found, path.Join(prefix, p))
+		if len(found) >= 4*limit+64 {
+			compact()
+		}
+		return nil
+	}, doublestar.WithNoFollow(), doublestar.WithFilesOnly())
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("glob %s: %w", a.Pattern, err)
+	}
+	if walkErr != nil {
+		return nil, fail(gateway.ClassValidation, "pattern %q: %v", a.Pattern, walkErr)
+	}
+	compact()
+	if found == nil {
+		found = []string{}
+	}
+	return ok(globResult{Pattern: a.Pattern, Path: prefix, Paths: found, Truncated: truncated})
+}
+
+// globPattern checks a pattern and makes it relative to the search folder.
+// A pattern cannot climb out with ".." (the file system under the root has
+// no such names anyway; refusing says so); an absolute one must lie under
+// the search folder.
+func (s *Set) globPattern(p, rel string) (string, error) {
+	if p == "" {
+		return "", fail(gateway.ClassValidation, "pattern is empty")
+	}
+	if filepath.IsAbs(p) {
+		prel, err := s.rel(p)
+		if err != nil {
+			return "", err
+		}
+		base := display(rel)
+		switch {
+		case base == ".":
+			p = prel
+		case prel == base:
+			p = "."
+		case strings.HasPrefix(prel, base+"/"):
+			p = prel[len(base)+1:]
+		default:
+			return "", fail(gateway.ClassValidation, "the absolute pattern %q is not under the search path %s", p, base)
+		}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "", fail(gateway.ClassForbidden, "pattern %q climbs out with \"..\"; patterns are matched inside the search path", p)
+		}
+	}
+	p = strings.TrimPrefix(path.Clean(p), "./")
+	if !doublestar.ValidatePattern(p) {
+		return "", fail(gateway.ClassValidation, "%q is not a valid glob pattern", p)
+	}
+	return p, nil
+}
+
+// openDir opens the folder rel names as a root of its own, for a walk.
+func (s *Set) openDir(p, rel string) (*os.Root, error) {
+	fi, err := s.root.Stat(rel)
+	if err != nil {
+		return nil, fsError(p, err)
+	}
+	if !fi.IsDir() {
+		return nil, fail(gateway.ClassValidation, "%s is not a directory (it is a %s)", orDot(p), kind(fi.Mode())).with("path", p)
+	}
+	dir, err := s.root.OpenRoot(rel)
+	if err != nil {
+		return nil, fsError(p, err)
+	}
+	return dir, nil
+}
+
+// ctxFS stops a walk when ctx is done.
+type ctxFS struct {
+	ctx context.Context
+	fs.FS
+}
+
+func (c ctxFS) Open(name string) (fs.File, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.FS.Open(name)
+}
+
+func (c ctxFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return fs.ReadDir(c.FS, name)
+}
+
+func (c ctxFS) Stat(name string) (fs.FileInfo, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return fs.Stat(c.FS, name)
+}

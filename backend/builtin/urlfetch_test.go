@@ -1,0 +1,337 @@
+package builtin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/gateway"
+)
+
+// server is a local test server that counts the requests it receives.
+type server struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+func newServer(t *testing.T, h http.HandlerFunc) *server {
+	t.Helper()
+	s := &server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// hostPort is the server's 127.0.0.1:port.
+func (s *server) hostPort() string { return strings.TrimPrefix(s.URL, "http://") }
+
+func fetchResultOf(t *testing.T, res *backend.Result, err error) fetchResult {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("url_fetch: Go error %v", err)
+	}
+	var r fetchResult
+	if err := json.Unmarshal(res.Content, &r); err != nil {
+		t.Fatalf("result %s: %v", res.Content, err)
+	}
+	return r
+}
+
+func TestURLFetchAllowlistedLocalServer(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, "hello from the test server\n")
+	})
+	f := newFixture(t, &Options{URLFetch: URLFetchOptions{Allow: []string{srv.hostPort()}}})
+	res, err := call(t, f.set, "url_fetch", args("url", srv.URL+"/page"))
+	r := fetchResultOf(t, res, err)
+	if res.IsError || r.Status != 200 || r.Content != "hello from the test server\n" || r.Truncated ||
+		r.FinalURL != srv.URL+"/page" || !strings.HasPrefix(r.ContentType, "text/plain") {
+		t.Errorf("result %+v", r)
+	}
+	if srv.hits.Load() != 1 {
+		t.Errorf("%d requests reached the server", srv.hits.Load())
+	}
+}
+
+func TestURLFetchRefusesLoopbackWithoutAllowlist(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "should not be reached") })
+	f := newFixture(t, nil)
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	for _, u := range []string{
+		srv.URL,
+		"http://127.0.0.1:" + port + "/x",
+		"http://127.1.2.3:" + port + "/",
+		"http://[::1]:" + port + "/",
+		"http://[::ffff:127.0.0.1]:" + port + "/",
+		"http://0.0.0.0:" + port + "/",
+	} {
+		e := mustFail(t, f.set, "url_fetch", args("url", u), gateway.ClassForbidden)
+		if !strings.Contains(e.Message, "refused") {
+			t.Errorf("%s: %q", u, e.Message)
+		}
+	}
+	// Numeric forms that are not IP literals to Go go to the resolver;
+	// whether it knows them or not, nothing reaches the server.
+	for _, u := range []string{"http://0:" + port + "/", "http://2130706433:" + port + "/", "http://0x7f000001:" + port + "/"} {
+		res, err := call(t, f.set, "url_fetch", args("url", u))
+		if e := errorOf(t, "url_fetch", args("url", u), res, err); e.Class == "" {
+			t.Errorf("%s: no class", u)
+		}
+	}
+	if n := srv.hits.Load(); n != 0 {
+		t.Errorf("%d requests reached the loopback server", n)
+	}
+}
+
+// Private, link-local and the like are refused before any connection is
+// attempted: the answer comes at once, not after a connect timeout.
+func TestURLFetchRefusesPrivateAddressesBeforeDialing(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, u := range []string{
+		"http://10.0.0.1/",
+		"https://10.0.0.1:8443/x",
+		"http://172.16.5.4/",
+		"http://192.168.1.1/",
+		"http://169.254.169.254/latest/meta-data/",
+		"http://100.64.0.1/",
+		"http://[fd00::1]/",
+		"http://[fe80::1]/",
+		"http://[64:ff9b::a00:1]/", // 10.0.0.1 through NAT64
+		"http://224.0.0.1/",
+		"http://[ff02::1]/",
+		"http://255.255.255.255/",
+	} {
+		start := time.Now()
+		e := mustFail(t, f.set, "url_fetch", args("url", u), gateway.ClassForbidden)
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("%s: the refusal took %v: it was not decided before dialing", u, d)
+		}
+		if e.Details["reason"] == nil || e.Details["address"] == nil {
+			t.Errorf("%s: details %v", u, e.Details)
+		}
+	}
+}
+
+// The dial-time check, on its own: the dialer is handed 10.0.0.1 and refuses
+// in Control, before connect(2).
+func TestURLFetchDialerRefusesBeforeConnect(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, addr := range []string{"10.0.0.1:80", "127.0.0.1:1", "[::1]:80", "[fe80::1%lo]:80"} {
+		start := time.Now()
+		conn, err := f.set.fetch.dial(context.Background(), "tcp", addr)
+		if err == nil {
+			conn.Close()
+			t.Fatalf("dial %s succeeded", addr)
+		}
+		var te *toolError
+		if !errors.As(err, &te) || te.class != gateway.ClassForbidden {
+			t.Errorf("dial %s: %v, want a forbidden refusal", addr, err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("dial %s: the refusal took %v", addr, d)
+		}
+	}
+}
+
+// A name is checked when it is dialled, on the address it resolved to:
+// "localhost" is not an IP literal, so only the dial-time check can refuse it.
+func TestURLFetchRefusesNamesResolvingToLoopback(t *testing.T) {
+	addrs, err := net.DefaultResolver.LookupHost(context.Background(), "localhost")
+	if err != nil || len(addrs) == 0 {
+		t.Skipf("localhost does not resolve here (%v)", err)
+	}
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") })
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	f := newFixture(t, nil)
+	e := mustFail(t, f.set, "url_fetch", args("url", "http://localhost:"+port+"/"), gateway.ClassForbidden)
+	if !strings.Contains(e.Message, "loopback") {
+		t.Errorf("message %q", e.Message)
+	}
+	if srv.hits.Load() != 0 {
+		t.Errorf("the request reached the server")
+	}
+	// Allowed by name, the same URL is fetched.
+	f = newFixture(t, &Options{URLFetch: URLFetchOptions{Allow: []string{"LOCALHOST:" + port}}})
+	res, err := call(t, f.set, "url_fetch", args("url", "http://localhost:"+port+"/"))
+	if r := fetchResultOf(t, res, err); r.Content != "reached" {
+		t.Errorf("allowlisted by name: %+v", r)
+	}
+}
+
+func TestURLFetchRedirects(t *testing.T) {
+	refused := newServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "refused server reached") })
+	var allowed *server
+	allowed = newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/to-refused":
+			http.Redirect(w, r, refused.URL+"/", http.StatusFound)
+		case r.URL.Path == "/to-private":
+			http.Redirect(w, r, "http://10.0.0.1/admin", http.StatusMovedPermanently)
+		case r.URL.Path == "/to-localhost":
+			http.Redirect(w, r, "http://localhost:"+refused.URL[strings.LastIndex(refused.URL, ":")+1:]+"/", http.StatusFound)
+		case r.URL.Path == "/to-file":
+			http.Redirect(w, r, "file:///etc/passwd", http.StatusFound)
+		case strings.HasPrefix(r.URL.Path, "/hop/"):
+			n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/hop/"))
+			if n == 0 {
+				fmt.Fprint(w, "arrived")
+				return
+			}
+			http.Redirect(w, r, "/hop/"+strconv.Itoa(n-1), http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	f := newFixture(t, &Options{URLFetch: URLFetchOptions{Allow: []string{allowed.hostPort()}}})
+
+	start := time.Now()
+	e := mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-private"), gateway.ClassForbidden)
+	if d := time.Since(start); d > time.Second || !strings.Contains(e.Message, "10.0.0.1") {
+		t.Errorf("redirect to 10.0.0.1: %q after %v", e.Message, d)
+	}
+	mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-refused"), gateway.ClassForbidden)
+	if _, err := net.DefaultResolver.LookupHost(context.Background(), "localhost"); err == nil {
+		mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-localhost"), gateway.ClassForbidden)
+	}
+	if n := refused.hits.Load(); n != 0 {
+		t.Errorf("redirects reached the refused server %d times", n)
+	}
+	mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-file"), gateway.ClassValidation)
+
+	res, err := call(t, f.set, "url_fetch", args("url", allowed.URL+"/hop/5"))
+	if r := fetchResultOf(t, res, err); res.IsError || r.Content != "arrived" || r.FinalURL != allowed.URL+"/hop/0" {
+		t.Errorf("5 redirects: %+v", r)
+	}
+	e = mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/hop/6"), gateway.ClassExecutionFailure)
+	if !strings.Contains(e.Message, "5 redirects") {
+		t.Errorf("6 redirects: %q", e.Message)
+	}
+}
+
+func TestURLFetchBody(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/page.html":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, `<html><head><title>T</title><script>var secret=1;</script><style>p{}</style></head>
+<body><h1>Head</h1><p>Some <b>bold</b> text and <a href="/next">a link</a>.</p></body></html>`)
+		case "/accents":
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			fmt.Fprint(w, "éééééé")
+		case "/missing":
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, "no such page")
+		case "/image":
+			w.Header().Set("Content-Type", "image/png")
+			w.Write([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"))
+		case "/big":
+			w.Header().Set("Content-Type", "text/plain")
+			w.Write([]byte(strings.Repeat("z", 5000)))
+		case "/slow":
+			select {
+			case <-time.After(5 * time.Second):
+			case <-r.Context().Done():
+			}
+		}
+	})
+	f := newFixture(t, &Options{URLFetch: URLFetchOptions{Allow: []string{srv.hostPort()}, Timeout: 500 * time.Millisecond, MaxBytes: 1000}})
+
+	res, err := call(t, f.set, "url_fetch", args("url", srv.URL+"/page.html"))
+	r := fetchResultOf(t, res, err)
+	if want := "T\n\n# Head\n\nSome bold text and [a link](" + srv.URL + "/next)."; r.Content != want {
+		t.Errorf("HTML as text:\n%q\nwant\n%q", r.Content, want)
+	}
+	res, err = call(t, f.set, "url_fetch", args("url", srv.URL+"/accents", "max_length", 4))
+	if r := fetchResultOf(t, res, err); r.Content != "éééé" || !r.Truncated {
+		t.Errorf("max_length 4 characters: %q truncated %v", r.Content, r.Truncated)
+	}
+	res, err = call(t, f.set, "url_fetch", args("url", srv.URL+"/missing"))
+	r = fetchResultOf(t, res, err)
+	if !res.IsError || r.Status != 404 || r.Error == nil || r.Error.Class != gateway.ClassNotFound || r.Content != "no such page" {
+		t.Errorf("404: IsError %v %+v", res.IsError, r)
+	}
+	res, err = call(t, f.set, "url_fetch", args("url", srv.URL+"/image"))
+	if r := fetchResultOf(t, res, err); !r.Binary || r.Content != "" || res.IsError {
+		t.Errorf("binary body: %+v", r)
+	}
+	res, err = call(t, f.set, "url_fetch", args("url", srv.URL+"/big"))
+	if r := fetchResultOf(t, res, err); len(r.Content) != 1000 || !r.Truncated {
+		t.Errorf("body over MaxBytes: %d bytes, truncated %v", len(r.Content), r.Truncated)
+	}
+	start := time.Now()
+	mustFail(t, f.set, "url_fetch", args("url", srv.URL+"/slow"), gateway.ClassTimeout)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the 500ms timeout took %v", d)
+	}
+}
+
+func TestURLFetchValidation(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, u := range []string{"ftp://example.com/x", "file:///etc/passwd", "example.com/page", "http:///nohost", "gopher://10.0.0.1/", "http://user:pw@example.com/"} {
+		mustFail(t, f.set, "url_fetch", args("url", u), gateway.ClassValidation)
+	}
+}
+
+// The caller going away mid-request is a Go error: the request may have
+// reached the server.
+func TestURLFetchCancellation(t *testing.T) {
+	arrived := make(chan struct{})
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done()
+	})
+	f := newFixture(t, &Options{URLFetch: URLFetchOptions{Allow: []string{srv.hostPort()}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-arrived; cancel() }()
+	_, err := invoke(ctx, f.set, "url_fetch", args("url", srv.URL))
+	if !errors.Is(err, context.Canceled) || errors.Is(err, backend.ErrNotStarted) {
+		t.Errorf("error %v: want context.Canceled, not ErrNotStarted", err)
+	}
+}
+
+func TestRefusedAddr(t *testing.T) {
+	for s, want := range map[string]string{
+		"127.0.0.1": "loopback", "::1": "loopback", "10.1.2.3": "private", "172.31.255.255": "private",
+		"192.168.0.1": "private", "fc00::1": "private", "fdff::1": "private", "169.254.0.1": "link-local",
+		"fe80::1": "link-local", "0.0.0.0": "unspecified", "::": "unspecified", "224.0.0.251": "multicast",
+		"ff05::2": "multicast", "::ffff:10.0.0.1": "private", "64:ff9b::7f00:1": "loopback",
+		"0.1.2.3": `unspecified ("this network")`, "100.127.0.1": "private (shared address space)",
+		"8.8.8.8": "", "2001:4860:4860::8888": "", "172.32.0.1": "", "1.1.1.1": "", "100.128.0.1": "",
+	} {
+		if got := refusedAddr(netip.MustParseAddr(s)); got != want {
+			t.Errorf("refusedAddr(%s) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+func TestNormHostPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"LocalHost:80": "localhost:80", "127.0.0.1:8080": "127.0.0.1:8080", "[::FFFF:127.0.0.1]:1": "127.0.0.1:1",
+		"[::1]:443": "[::1]:443", "example.com.:80": "example.com:80",
+	} {
+		if got, err := normHostPort(in); err != nil || got != want {
+			t.Errorf("normHostPort(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"example.com", ":80", "host:0", "host:http", "host:70000"} {
+		if _, err := normHostPort(bad); err == nil {
+			t.Errorf("normHostPort(%q) accepted", bad)
+		}
+	}
+}
