@@ -1,0 +1,174 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+	"github.com/spf13/cobra"
+)
+
+func newApprovalsCmd() *cobra.Command {
+	var f gatewayFlags
+	cmd := groupCmd("approvals", "List, approve and deny approval requests",
+		`A call the policy (or the tool's requires_approval flag) puts under approval
+creates a request bound to that exact call: the caller, the tool and its
+definition, and the digest of the arguments. Someone other than the caller
+approves or denies it before it expires; an approval is used by one call,
+the same call made again.`)
+	addGatewayFlags(cmd, &f)
+	cmd.AddCommand(newApprovalsListCmd(&f), newApprovalDecideCmd(&f, true), newApprovalDecideCmd(&f, false))
+	return cmd
+}
+
+// approvalEntry is one request as "approvals list" prints it.
+type approvalEntry struct {
+	ID         string               `json:"id"`
+	Caller     string               `json:"caller"`
+	Session    string               `json:"session,omitempty"`
+	Tool       string               `json:"tool"`
+	ArgsDigest string               `json:"args_digest"`
+	Status     store.ApprovalStatus `json:"status"`
+	DecidedBy  string               `json:"decided_by,omitempty"`
+	ConsumedBy string               `json:"consumed_by,omitempty"`
+	CreatedAt  time.Time            `json:"created_at"`
+	ExpiresAt  time.Time            `json:"expires_at"`
+}
+
+var approvalStatuses = []store.ApprovalStatus{
+	store.ApprovalPending, store.ApprovalApproved, store.ApprovalDenied, store.ApprovalExpired,
+}
+
+func newApprovalsListCmd(f *gatewayFlags) *cobra.Command {
+	var (
+		status string
+		limit  int
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--status S]",
+		Short: "List approval requests, newest first",
+		Long: `List prints approval requests, newest first: id, caller, tool, the digest
+of the arguments, status (pending, approved, denied, expired) and when the
+request expires. A consumed approval names the call that used it.
+
+With --json the answer is {"approvals":[{"id","caller","tool","args_digest",
+"status","expires_at",...}]}.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st := store.ApprovalStatus(status)
+			if st != "" && !contains(approvalStatuses, st) {
+				return fmt.Errorf("--status %q: want one of %s", status, joinStatuses(approvalStatuses))
+			}
+			if limit < 0 {
+				return fmt.Errorf("--limit %d: must not be negative", limit)
+			}
+			s, err := f.open(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			list, err := s.rt.Store.ListApprovals(cmd.Context(), store.ApprovalFilter{Status: st, Limit: limit}, time.Now())
+			if err != nil {
+				return fmt.Errorf("reading approvals: %w", err)
+			}
+			entries := make([]approvalEntry, len(list))
+			for i, a := range list {
+				entries[i] = approvalEntry{
+					ID: a.ID, Caller: a.Caller, Session: a.Session, Tool: a.Tool, ArgsDigest: a.ArgsDigest,
+					Status: a.Status, DecidedBy: a.DecidedBy, ConsumedBy: a.ConsumedBy,
+					CreatedAt: a.CreatedAt.UTC(), ExpiresAt: a.ExpiresAt.UTC(),
+				}
+			}
+			out := cmd.OutOrStdout()
+			if f.asJSON {
+				return writeJSONLine(out, struct {
+					Approvals []approvalEntry `json:"approvals"`
+				}{entries})
+			}
+			if len(entries) == 0 {
+				_, err := fmt.Fprintln(out, "no approval requests")
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tCALLER\tTOOL\tARGS DIGEST\tSTATUS\tEXPIRES\tDECIDED BY\tUSED BY")
+			for _, e := range entries {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Caller, e.Tool,
+					e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.Status, e.ExpiresAt.Format(time.RFC3339),
+					orDash(e.DecidedBy), orDash(e.ConsumedBy))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", "", "only requests in this status: "+joinStatuses(approvalStatuses))
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many requests")
+	return cmd
+}
+
+// newApprovalDecideCmd builds "approvals approve" or "approvals deny".
+func newApprovalDecideCmd(f *gatewayFlags, approve bool) *cobra.Command {
+	var as string
+	verb, done := "deny", "denied"
+	if approve {
+		verb, done = "approve", "approved"
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " ID --as NAME",
+		Short: fmt.Sprintf("%s a pending approval request", map[bool]string{true: "Approve", false: "Deny"}[approve]),
+		Long: fmt.Sprintf(`%s decides a pending approval request as NAME. A caller cannot
+decide its own request; a request already decided or expired cannot be
+decided again. Exit 1, with the reason, when the decision is refused.`, verb),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if as == "" {
+				return errors.New("--as NAME is required: the decision records who made it")
+			}
+			s, err := f.open(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			out := cmd.OutOrStdout()
+			id := args[0]
+			err = s.rt.Store.DecideApproval(cmd.Context(), id, store.Decision{Approve: approve, By: as, At: time.Now()})
+			if err != nil {
+				class, msg := refusalOf(err, id, as)
+				if class == "" {
+					return fmt.Errorf("deciding %s: %w", id, err)
+				}
+				s.audit.Warn("approval", "approval_id", id, "step", "decide", "outcome", "refused", "decision", verb, "by", as, "reason", class)
+				return negative(out, f.asJSON, class, msg)
+			}
+			s.audit.Info("approval", "approval_id", id, "step", "decide", "outcome", done, "by", as)
+			if f.asJSON {
+				return writeJSONLine(out, struct {
+					OK        bool   `json:"ok"`
+					ID        string `json:"id"`
+					Status    string `json:"status"`
+					DecidedBy string `json:"decided_by"`
+				}{true, id, done, as})
+			}
+			_, err = fmt.Fprintf(out, "ok: approval %s %s by %s\n", id, done, as)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&as, "as", "", "who decides (required; never the caller)")
+	return cmd
+}
+
+// refusalOf turns a refused decision into a class and a message for people;
+// class "" for errors that are not a refusal (a store failure).
+func refusalOf(err error, id, as string) (class, msg string) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "not_found", fmt.Sprintf("no approval request %s", id)
+	case errors.Is(err, store.ErrSelfApproval):
+		return "self_approval", fmt.Sprintf("%s made the call of request %s and cannot decide it: someone else must", as, id)
+	case errors.Is(err, store.ErrApprovalExpired):
+		return "expired", fmt.Sprintf("approval request %s has expired; the caller must call again for a new one", id)
+	case errors.Is(err, store.ErrAlreadyDecided):
+		return "already_decided", fmt.Sprintf("approval request %s is already decided", id)
+	}
+	return "", ""
+}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+	"github.com/spf13/cobra"
+)
+
+func newJournalCmd() *cobra.Command {
+	var f gatewayFlags
+	cmd := groupCmd("journal", "List, show and resolve the gateway's call intents",
+		`The journal holds one intent per call that passed every check: it is written
+and synced before the tool runs. An intent is started while its call runs,
+then succeeded, failed (proven not to have run; its budget is released) or
+uncertain (its outcome is unknown: a timeout, a crash, an unreadable result).
+An uncertain call is never re-run by the gateway; an operator finds out what
+happened and resolves it as executed or not executed (which releases its
+budget).
+
+Opening the journal (any command, "journal list" included) first marks as
+uncertain the started intents of gateway processes that are no longer alive.`)
+	addGatewayFlags(cmd, &f)
+	cmd.AddCommand(newJournalListCmd(&f), newJournalShowCmd(&f), newJournalResolveCmd(&f))
+	return cmd
+}
+
+// journalEntry is one intent as "journal list" prints it.
+type journalEntry struct {
+	CallID     string       `json:"call_id"`
+	Tool       string       `json:"tool"`
+	Caller     string       `json:"caller"`
+	Session    string       `json:"session,omitempty"`
+	Status     store.Status `json:"status"`
+	ArgsDigest string       `json:"args_digest"`
+	ErrorClass string       `json:"error_class,omitempty"`
+	CreatedAt  time.Time    `json:"created_at"`
+	SettledAt  *time.Time   `json:"settled_at"` // null while started
+}
+
+func entryOf(in *store.Intent) journalEntry {
+	e := journalEntry{
+		CallID: in.CallID, Tool: in.Tool, Caller: in.Caller, Session: in.Session, Status: in.Status,
+		ArgsDigest: in.ArgsDigest, ErrorClass: in.ErrorClass, CreatedAt: in.CreatedAt.UTC(),
+	}
+	if !in.SettledAt.IsZero() {
+		t := in.SettledAt.UTC()
+		e.SettledAt = &t
+	}
+	return e
+}
+
+var intentStatuses = []store.Status{
+	store.StatusStarted, store.StatusSucceeded, store.StatusFailed, store.StatusUncertain,
+	store.StatusExecuted, store.StatusNotExecuted,
+}
+
+func newJournalListCmd(f *gatewayFlags) *cobra.Command {
+	var (
+		status, caller, tool string
+		limit                int
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--status S] [--limit N]",
+		Short: "List intents, newest first",
+		Long: `List prints the journal's intents, newest first: call id, tool, caller,
+status, the digest of the arguments (never their values), when the intent
+was created and when it settled.
+
+With --json the answer is {"intents":[{"call_id","tool","caller","status",
+"args_digest","created_at","settled_at",...}]}; settled_at is null while an
+intent is started.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st := store.Status(status)
+			if st != "" && !contains(intentStatuses, st) {
+				return fmt.Errorf("--status %q: want one of %s", status, joinStatuses(intentStatuses))
+			}
+			if limit < 0 {
+				return fmt.Errorf("--limit %d: must not be negative", limit)
+			}
+			s, err := f.open(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			intents, err := s.rt.Store.ListIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: limit})
+			if err != nil {
+				return fmt.Errorf("reading the journal: %w", err)
+			}
+			entries := make([]journalEntry, len(intents))
+			for i := range intents {
+				entries[i] = entryOf(&intents[i])
+			}
+			out := cmd.OutOrStdout()
+			if f.asJSON {
+				return writeJSONLine(out, struct {
+					Intents []journalEntry `json:"intents"`
+				}{entries})
+			}
+			if len(entries) == 0 {
+				_, err := fmt.Fprintln(out, "no intents")
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CALL ID\tTOOL\tCALLER\tSTATUS\tARGS DIGEST\tCREATED\tSETTLED")
+			for _, e := range entries {
+				settled := "-"
+				if e.SettledAt != nil {
+					settled = e.SettledAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, e.Status,
+					e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
+			}
+			return tw.Flush()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&status, "status", "", "only intents in this status: "+joinStatuses(intentStatuses))
+	fl.StringVar(&caller, "caller", "", "only this caller's intents")
+	fl.StringVar(&tool, "tool", "", "only this tool's intents")
+	fl.IntVar(&limit, "limit", 100, "at most this many intents")
+	return cmd
+}
+
+// intentDetail is one intent as "journal show" prints it: everything the
+// journal holds.
+type intentDetail struct {
+	CallID         string          `json:"call_id"`
+	Caller         string          `json:"caller"`
+	Session        string          `json:"session,omitempty"`
+	Tool           string          `json:"tool"`
+	DefinitionHash string          `json:"definition_hash"`
+	Arguments      json.RawMessage `json:"arguments"`
+	ArgsDigest     string          `json:"args_digest"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	ApprovalID     string          `json:"approval_id,omitempty"`
+	Incarnation    string          `json:"incarnation"`
+	Status         store.Status    `json:"status"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	IsError        bool            `json:"is_error,omitempty"`
+	ErrorClass     string          `json:"error_class,omitempty"`
+	ErrorMessage   string          `json:"error_message,omitempty"`
+	ResolvedBy     string          `json:"resolved_by,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	SettledAt      *time.Time      `json:"settled_at"`
+}
+
+func detailOf(in *store.Intent) intentDetail {
+	d := intentDetail{
+		CallID: in.CallID, Caller: in.Caller, Session: in.Session, Tool: in.Tool, DefinitionHash: in.DefinitionHash,
+		ArgsDigest: in.ArgsDigest, IdempotencyKey: in.IdempotencyKey, ApprovalID: in.ApprovalID,
+		Incarnation: in.Incarnation, Status: in.Status, ErrorClass: in.ErrorClass, ErrorMessage: in.ErrorMessage,
+		ResolvedBy: in.ResolvedBy, CreatedAt: in.CreatedAt.UTC(),
+	}
+	if json.Valid(in.Arguments) {
+		d.Arguments = in.Arguments
+	} else {
+		// Arguments are validated before they are journaled, so this is not
+		// expected; a string keeps the answer one JSON document regardless.
+		d.Arguments, _ = json.Marshal(string(in.Arguments))
+	}
+	if len(in.Result) > 0 {
+		// The gateway records {"content":..., "is_error":...}.
+		var r struct {
+			Content json.RawMessage `json:"content"`
+			IsError bool            `json:"is_error"`
+		}
+		if json.Unmarshal(in.Result, &r) == nil && r.Content != nil {
+			d.Result, d.IsError = r.Content, r.IsError
+		} else if json.Valid(in.Result) {
+			d.Result = in.Result
+		} else {
+			d.Result, _ = json.Marshal(string(in.Result))
+		}
+	}
+	if !in.SettledAt.IsZero() {
+		t := in.SettledAt.UTC()
+		d.SettledAt = &t
+	}
+	return d
+}
+
+func newJournalShowCmd(f *gatewayFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show CALL_ID",
+		Short: "Show everything the journal holds about one call",
+		Long: `Show prints one intent: who called which tool (and its definition hash),
+the arguments, their digest, the idempotency key and approval used, the
+status, the result or the error class and message, who resolved it, and
+when it was created and settled. Exit 1 when there is no such call.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := f.open(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			out := cmd.OutOrStdout()
+			in, err := s.rt.Store.GetIntent(cmd.Context(), args[0])
+			if errors.Is(err, store.ErrNotFound) {
+				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", args[0]))
+			}
+			if err != nil {
+				return fmt.Errorf("reading the journal: %w", err)
+			}
+			d := detailOf(in)
+			if f.asJSON {
+				return writeJSONLine(out, d)
+			}
+			writeIntentDetail(out, &d)
+			return nil
+		},
+	}
+}
+
+func writeIntentDetail(out io.Writer, d *intentDetail) {
+	field := func(label, value string) {
+		if value != "" {
+			fmt.Fprintf(out, "%-16s %s\n", label+":", value)
+		}
+	}
+	field("call id", d.CallID)
+	field("status", string(d.Status))
+	field("tool", d.Tool)
+	field("definition", d.DefinitionHash)
+	field("caller", d.Caller)
+	field("session", d.Session)
+	field("arguments", string(d.Arguments))
+	field("args digest", d.ArgsDigest)
+	field("idempotency key", d.IdempotencyKey)
+	field("approval", d.ApprovalID)
+	field("incarnation", d.Incarnation)
+	field("result", string(d.Result))
+	if d.IsError {
+		field("is error", "true")
+	}
+	field("error class", d.ErrorClass)
+	field("error message", d.ErrorMessage)
+	field("resolved by", d.ResolvedBy)
+	field("created", d.CreatedAt.Format(time.RFC3339Nano))
+	if d.SettledAt != nil {
+		field("settled", d.SettledAt.Format(time.RFC3339Nano))
+	}
+}
+
+func newJournalResolveCmd(f *gatewayFlags) *cobra.Command {
+	var (
+		executed, notExecuted bool
+		as                    string
+	)
+	cmd := &cobra.Command{
+		Use:   "resolve CALL_ID --executed|--not-executed [--as NAME]",
+		Short: "Record what became of an uncertain call",
+		Long: `Resolve records an operator's finding about an uncertain call: it did run
+(--executed) or it did not (--not-executed, which releases the budget it
+held). Only an uncertain intent can be resolved; exit 1 otherwise, or when
+there is no such call. --as names who resolves it (default: the login name).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if executed == notExecuted {
+				return errors.New("say either --executed or --not-executed")
+			}
+			if as == "" {
+				as = operatorName()
+			}
+			if as == "" {
+				return errors.New("--as is required (no login name to default to)")
+			}
+			s, err := f.open(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			out := cmd.OutOrStdout()
+			id := args[0]
+			err = s.rt.Store.ResolveIntent(cmd.Context(), id, executed, as, time.Now())
+			verdict := "executed"
+			if !executed {
+				verdict = "not_executed"
+			}
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", id))
+			case errors.Is(err, store.ErrNotUncertain):
+				msg := fmt.Sprintf("call %s is not uncertain", id)
+				if in, gerr := s.rt.Store.GetIntent(cmd.Context(), id); gerr == nil {
+					msg = fmt.Sprintf("call %s is %s, not uncertain: only an uncertain call can be resolved", id, in.Status)
+				}
+				return negative(out, f.asJSON, "not_uncertain", msg)
+			case err != nil:
+				return fmt.Errorf("resolving %s: %w", id, err)
+			}
+			s.audit.Info("resolve", "call_id", id, "step", "resolve", "outcome", verdict, "resolved_by", as)
+			if f.asJSON {
+				return writeJSONLine(out, struct {
+					OK         bool   `json:"ok"`
+					CallID     string `json:"call_id"`
+					Status     string `json:"status"`
+					ResolvedBy string `json:"resolved_by"`
+				}{true, id, verdict, as})
+			}
+			_, err = fmt.Fprintf(out, "ok: call %s resolved as %s by %s\n", id, verdict, as)
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&executed, "executed", false, "the call did run")
+	fl.BoolVar(&notExecuted, "not-executed", false, "the call did not run (its budget is released)")
+	fl.StringVar(&as, "as", "", "who resolves (default: the login name)")
+	return cmd
+}
+
+// negative prints a refusal of an operator verb, {"ok":false,"error":{class,
+// message}} with --json, and returns errNegative (exit 1).
+func negative(out io.Writer, asJSON bool, class, msg string) error {
+	if asJSON {
+		type errObj struct {
+			Class   string `json:"class"`
+			Message string `json:"message"`
+		}
+		if err := writeJSONLine(out, struct {
+			OK    bool   `json:"ok"`
+			Error errObj `json:"error"`
+		}{false, errObj{class, msg}}); err != nil {
+			return err
+		}
+		return errNegative
+	}
+	fmt.Fprintf(out, "refused: %s\n", msg)
+	return errNegative
+}
+
+func contains[T comparable](list []T, v T) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func joinStatuses[T ~string](list []T) string {
+	s := make([]string, len(list))
+	for i, v := range list {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
