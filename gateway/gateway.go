@@ -340,7 +340,13 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		c.audit("validate", "invalid")
 		return nil, schemaError("validate", err)
 	}
-	digest, err := canonjson.Digest(c.req.Arguments)
+	// The arguments passed validation under g.limits; decode them for the
+	// digest under the same limits, not jsonstrict's defaults.
+	var digest string
+	v, err := jsonstrict.Decode(c.req.Arguments, &jsonstrict.Options{MaxDepth: g.limits.MaxDepth, MaxBytes: g.limits.MaxArgumentBytes})
+	if err == nil {
+		digest, err = canonjson.DigestValue(v)
+	}
 	if err != nil {
 		c.audit("validate", "invalid")
 		return nil, newError(ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
@@ -362,7 +368,7 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		if prev, err := g.store.GetIntentByKey(ctx, c.req.Caller, c.req.IdempotencyKey); err == nil {
 			return c.replay(prev)
 		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, c.storeFailure("authorize", err)
+			return nil, c.storeFailure(ctx, "authorize", err)
 		}
 	}
 
@@ -401,7 +407,7 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			c.audit("commit", "approval_unavailable")
 			return nil, newError(ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
 		}
-		return nil, c.storeFailure("commit", err)
+		return nil, c.storeFailure(ctx, "commit", err)
 	}
 	c.committed = true
 	c.audit("commit", "ok", "reservations", len(req.Reservations))
@@ -410,7 +416,15 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	return c.invoke(ctx)
 }
 
-func (c *call) storeFailure(step string, err error) *Error {
+func (c *call) storeFailure(ctx context.Context, step string, err error) *Error {
+	if ctx.Err() != nil {
+		// The caller went away; the store refused for that reason, not
+		// because it failed.
+		c.audit(step, "cancelled", "error", err.Error())
+		e := newError(ClassCancelled, step, "the call was cancelled: "+err.Error(), nil)
+		e.cause = err
+		return e
+	}
 	c.audit(step, "store_error", "error", err.Error())
 	e := newError(ClassExecutionFailure, step, "the gateway's store failed: "+err.Error(), nil)
 	e.cause = err

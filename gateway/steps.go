@@ -28,11 +28,11 @@ func (c *call) approve(ctx context.Context) (string, error) {
 			CreatedAt: now, ExpiresAt: now.Add(g.approval.Expire),
 		}
 		if err := g.store.CreateApproval(ctx, a); err != nil {
-			return "", c.storeFailure("approve", err)
+			return "", c.storeFailure(ctx, "approve", err)
 		}
 		c.audit("approve", "requested", "approval_id", a.ID)
 	case err != nil:
-		return "", c.storeFailure("approve", err)
+		return "", c.storeFailure(ctx, "approve", err)
 	}
 
 	if a.Status == store.ApprovalPending && g.approval.Approver != nil {
@@ -88,7 +88,7 @@ func (c *call) askApprover(ctx context.Context, a *store.Approval) error {
 	}
 	fresh, err := g.store.GetApproval(ctx, a.ID)
 	if err != nil {
-		return c.storeFailure("approve", err)
+		return c.storeFailure(ctx, "approve", err)
 	}
 	*a = *fresh
 	return nil
@@ -112,7 +112,7 @@ func (c *call) awaitDecision(ctx context.Context, id string, wait time.Duration)
 	for {
 		a, err := g.store.GetApproval(ctx, id)
 		if err != nil {
-			return nil, c.storeFailure("approve", err)
+			return nil, c.storeFailure(ctx, "approve", err)
 		}
 		if store.EffectiveApprovalStatus(a, g.now()) != store.ApprovalPending {
 			return a, nil
@@ -171,12 +171,11 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		return nil, c.settleError(sctx, store.StatusUncertain, ClassMalformedResult,
 			"the backend's result is not one JSON value (the outcome is unknown: the call is marked uncertain)")
 	}
-	stored, _ := json.Marshal(struct {
-		Content json.RawMessage `json:"content"`
-		IsError bool            `json:"is_error"`
-	}{res.Content, res.IsError})
+	// Built by hand, not json.Marshal: Marshal would compact the content and
+	// escape <, > and &, and a replay must return the bytes this call returns.
+	stored := fmt.Appendf(nil, `{"is_error":%t,"content":%s}`, res.IsError, res.Content)
 	if err := g.store.Settle(sctx, c.id, store.Settlement{Status: store.StatusSucceeded, Result: stored, At: g.now()}); err != nil {
-		return nil, c.storeFailure("settle", err)
+		return nil, c.storeFailure(sctx, "settle", err)
 	}
 	c.audit("settle", "ok", "status", string(store.StatusSucceeded), "is_error", res.IsError)
 	return &CallResult{CallID: c.id, Result: res.Content, IsError: res.IsError}, nil
@@ -189,7 +188,7 @@ func validResult(b json.RawMessage) bool {
 func (c *call) settleError(ctx context.Context, status store.Status, class Class, msg string) error {
 	st := store.Settlement{Status: status, ErrorClass: string(class), ErrorMessage: msg, At: c.g.now()}
 	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
-		return c.storeFailure("settle", err)
+		return c.storeFailure(ctx, "settle", err)
 	}
 	c.audit("settle", string(class), "status", string(status))
 	return newError(class, "invoke", msg, map[string]any{"status": string(status)})

@@ -1,0 +1,497 @@
+package gateway_test
+
+// The approval step: a request bound to one exact call, decided once by
+// someone other than the caller, used by one call, expiring.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbackplane/backplane/approval"
+	"github.com/agentbackplane/backplane/budget"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store"
+)
+
+// pendingID makes a call that must be held for approval and returns the
+// request id.
+func pendingID(t *testing.T, f *fixture, caller, tool, args string) string {
+	t.Helper()
+	_, err := f.call(caller, tool, args)
+	ge := gwErr(t, err, gateway.ClassApprovalRequired)
+	id, _ := ge.Details["approval_id"].(string)
+	if id == "" {
+		t.Fatalf("no approval_id in %v", ge.Details)
+	}
+	return id
+}
+
+func TestApprovalApproveThenConsumedByOneCall(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{})
+		danger := f.tool("danger", nil)
+		args := `{"text":"rm -rf"}`
+		id := pendingID(t, f, "alice", "danger", args)
+		// Asking again while pending finds the same request, not a new one.
+		if again := pendingID(t, f, "alice", "danger", args); again != id {
+			t.Errorf("second pending call got request %s, want the same %s", again, id)
+		}
+		if n := len(f.approvals()); n != 1 {
+			t.Errorf("%d approval requests, want 1", n)
+		}
+		if err := f.decide(id, true, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.call("alice", "danger", args)
+		if err != nil {
+			t.Fatalf("the approved call failed: %v", err)
+		}
+		if danger.Count() != 1 {
+			t.Errorf("backend invoked %d times, want 1", danger.Count())
+		}
+		a := f.approval(id)
+		if a.Status != store.ApprovalApproved || a.DecidedBy != "bob" || a.ConsumedBy != res.CallID {
+			t.Errorf("approval %+v, want approved by bob and consumed by %s", a, res.CallID)
+		}
+		// The approval is used up: the identical third call needs a new one.
+		third := pendingID(t, f, "alice", "danger", args)
+		if third == id {
+			t.Error("the consumed approval was offered again")
+		}
+		if danger.Count() != 1 {
+			t.Errorf("backend invoked %d times after the third call, want 1", danger.Count())
+		}
+	})
+}
+
+func TestApprovalSelfApprovalRefused(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{})
+		danger := f.tool("danger", nil)
+		id := pendingID(t, f, "alice", "danger", `{"text":"x"}`)
+		err := f.decide(id, true, "alice")
+		if !errors.Is(err, store.ErrSelfApproval) {
+			t.Fatalf("self-approval: %v, want ErrSelfApproval", err)
+		}
+		if a := f.approval(id); a.Status != store.ApprovalPending || a.DecidedBy != "" {
+			t.Errorf("approval %+v changed after a refused self-approval", a)
+		}
+		if again := pendingID(t, f, "alice", "danger", `{"text":"x"}`); again != id {
+			t.Errorf("request %s, want still %s", again, id)
+		}
+		if danger.Count() != 0 || len(f.intents()) != 0 {
+			t.Error("the call ran")
+		}
+	})
+}
+
+func TestApprovalDenialStandsUntilExpiry(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		clock := newFakeClock()
+		f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute}})
+		danger := f.tool("danger", nil)
+		args := `{"text":"x"}`
+		id := pendingID(t, f, "alice", "danger", args)
+		if err := f.decide(id, false, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			clock.Advance(time.Minute)
+			_, err := f.call("alice", "danger", args)
+			ge := gwErr(t, err, gateway.ClassForbidden)
+			if ge.Step != "approve" || ge.Details["approval_id"] != id || ge.Details["decided_by"] != "bob" {
+				t.Errorf("retry %d: %+v", i, ge)
+			}
+		}
+		if n := len(f.approvals()); n != 1 {
+			t.Errorf("%d requests; a retry of a denied call must not ask again", n)
+		}
+		// Past the denial's expiry, the call may ask again.
+		clock.Advance(10 * time.Minute)
+		next := pendingID(t, f, "alice", "danger", args)
+		if next == id {
+			t.Error("the expired denial was reused")
+		}
+		if danger.Count() != 0 || len(f.intents()) != 0 || f.st.Count("CommitIntent") != 0 {
+			t.Error("a denied call reached commit or the backend")
+		}
+	})
+}
+
+func TestApprovalForOtherArgumentsDoesNotCount(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{})
+		danger := f.tool("danger", nil)
+		argsA, argsB := `{"text":"A"}`, `{"text":"B"}`
+		idA := pendingID(t, f, "alice", "danger", argsA)
+		if err := f.decide(idA, true, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		idB := pendingID(t, f, "alice", "danger", argsB)
+		if idB == idA {
+			t.Fatal("call B was given call A's approval")
+		}
+		if danger.Count() != 0 || f.approval(idA).ConsumedBy != "" {
+			t.Fatal("call B ran or consumed A's approval")
+		}
+		// Same arguments, other member order and spacing: the same call, so
+		// A's approval counts.
+		res, err := f.call("alice", "danger", ` { "text" : "A" } `)
+		if err != nil {
+			t.Fatalf("call A (reformatted): %v", err)
+		}
+		if f.approval(idA).ConsumedBy != res.CallID {
+			t.Error("call A did not consume its approval")
+		}
+	})
+}
+
+func TestApprovalForOtherCallerOrDefinitionDoesNotCount(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{Rules: []policy.Rule{
+			{Caller: "alice", Allow: []string{"danger"}, Approve: []string{"danger"}},
+			{Caller: "carol", Allow: []string{"danger"}, Approve: []string{"danger"}},
+		}})
+		f.tool("danger", nil)
+		args := `{"text":"x"}`
+		id := pendingID(t, f, "alice", "danger", args)
+		if err := f.decide(id, true, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		if other := pendingID(t, f, "carol", "danger", args); other == id {
+			t.Error("carol's call used alice's approval")
+		}
+		// A second gateway on the same store whose danger has another
+		// definition (description changed): alice's approval was for the old
+		// definition.
+		pr, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"danger"}, Approve: []string{"danger"}}})
+		g2 := gateway.New(&gateway.Options{Store: f.raw, Policy: pr})
+		b2 := &recBackend{}
+		if err := g2.Register(gateway.Tool{Name: "danger", Description: "changed", InputSchema: json.RawMessage(noteSchema), Backend: b2.Backend()}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := g2.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(args)})
+		ge := gwErr(t, err, gateway.ClassApprovalRequired)
+		if ge.Details["approval_id"] == id || b2.Count() != 0 {
+			t.Error("an approval for another tool definition was used")
+		}
+		if f.approval(id).ConsumedBy != "" {
+			t.Error("the approval was consumed")
+		}
+	})
+}
+
+func TestApprovalExpiry(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		t.Run("pending request expires", func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute}})
+			danger := f.tool("danger", nil)
+			args := `{"text":"x"}`
+			id := pendingID(t, f, "alice", "danger", args)
+			a := f.approval(id)
+			if want := clock.Now().Add(10 * time.Minute); !a.ExpiresAt.Equal(want) {
+				t.Errorf("expires at %v, want %v", a.ExpiresAt, want)
+			}
+			clock.Advance(10*time.Minute + time.Second)
+			// Expired requests cannot be decided...
+			if err := f.decide(id, true, "bob"); !errors.Is(err, store.ErrApprovalExpired) {
+				t.Errorf("deciding an expired request: %v, want ErrApprovalExpired", err)
+			}
+			// ...are listed as expired...
+			for _, x := range f.approvals() {
+				if x.ID == id && x.Status != store.ApprovalExpired {
+					t.Errorf("listed as %s, want expired", x.Status)
+				}
+			}
+			// ...and the call asks again with a new request (FindApproval
+			// never returns an expired one).
+			next := pendingID(t, f, "alice", "danger", args)
+			if next == id {
+				t.Error("the expired request was reused")
+			}
+			if danger.Count() != 0 {
+				t.Error("backend invoked")
+			}
+		})
+		t.Run("approved but expired before use", func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute}})
+			danger := f.tool("danger", nil)
+			args := `{"text":"x"}`
+			id := pendingID(t, f, "alice", "danger", args)
+			clock.Advance(time.Minute)
+			if err := f.decide(id, true, "bob"); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(10 * time.Minute)
+			next := pendingID(t, f, "alice", "danger", args)
+			if next == id || danger.Count() != 0 || f.approval(id).ConsumedBy != "" {
+				t.Error("an approval past its expiry was used")
+			}
+		})
+		t.Run("expires while the call waits", func(t *testing.T) {
+			// gateway/steps.go: a request that expires during the wait is
+			// forbidden ("call again for a new one").
+			clock := newFakeClock()
+			f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute, PollInterval: 10 * time.Millisecond}})
+			danger := f.tool("danger", nil)
+			wait := 2 * time.Second
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				clock.Advance(11 * time.Minute)
+			}()
+			start := time.Now()
+			_, err := f.do(gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(`{"text":"x"}`), ApprovalWait: &wait})
+			ge := gwErr(t, err, gateway.ClassForbidden)
+			if ge.Step != "approve" || ge.Details["approval_id"] == nil {
+				t.Errorf("%+v", ge)
+			}
+			if el := time.Since(start); el >= wait {
+				t.Errorf("the call waited %v: expiry did not end the wait", el)
+			}
+			if danger.Count() != 0 {
+				t.Error("backend invoked")
+			}
+		})
+	})
+}
+
+func TestApprovalWait(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		t.Run("decided during the wait", func(t *testing.T) {
+			f := newFixture(t, mk, config{Approvals: approval.Options{Wait: 2 * time.Second, PollInterval: 20 * time.Millisecond}})
+			danger := f.tool("danger", nil)
+			decided := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				// Find the request the waiting call made, then decide 200ms
+				// after the call began.
+				for time.Since(start) < 1500*time.Millisecond {
+					as, err := f.raw.ListApprovals(context.Background(), store.ApprovalFilter{Status: store.ApprovalPending}, time.Now())
+					if err != nil {
+						decided <- err
+						return
+					}
+					if len(as) == 1 {
+						time.Sleep(200*time.Millisecond - time.Since(start))
+						decided <- f.decide(as[0].ID, true, "bob")
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				decided <- errors.New("the waiting call made no pending request")
+			}()
+			res, err := f.call("alice", "danger", `{"text":"x"}`)
+			el := time.Since(start)
+			if derr := <-decided; derr != nil {
+				t.Fatal(derr)
+			}
+			if err != nil {
+				t.Fatalf("the call did not proceed after the approval: %v", err)
+			}
+			if el < 200*time.Millisecond || el >= 2*time.Second {
+				t.Errorf("the call took %v, want between the decision (200ms) and the wait bound (2s)", el)
+			}
+			if danger.Count() != 1 || f.intent(res.CallID).Status != store.StatusSucceeded {
+				t.Error("the call did not run once")
+			}
+		})
+		t.Run("wait elapses", func(t *testing.T) {
+			f := newFixture(t, mk, config{Approvals: approval.Options{PollInterval: 20 * time.Millisecond}})
+			danger := f.tool("danger", nil)
+			wait := 300 * time.Millisecond
+			start := time.Now()
+			_, err := f.do(gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(`{"text":"x"}`), ApprovalWait: &wait})
+			el := time.Since(start)
+			ge := gwErr(t, err, gateway.ClassApprovalRequired)
+			if ge.Details["approval_id"] == nil {
+				t.Error("no approval_id")
+			}
+			if el < wait || el > wait+3*time.Second {
+				t.Errorf("returned after %v, want about %v", el, wait)
+			}
+			if danger.Count() != 0 || len(f.intents()) != 0 {
+				t.Error("the call ran")
+			}
+		})
+		t.Run("caller cancels while waiting", func(t *testing.T) {
+			f := newFixture(t, mk, config{Approvals: approval.Options{Wait: 5 * time.Second, PollInterval: 20 * time.Millisecond}})
+			danger := f.tool("danger", nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// The caller goes away just as the gateway re-reads the request
+			// (the second read of the wait): the call is cancelled, whatever
+			// the store makes of the cancelled context.
+			f.st.before = func(method string, n int) {
+				if method == "GetApproval" && n == 2 {
+					cancel()
+				}
+			}
+			start := time.Now()
+			_, err := f.g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(`{"text":"x"}`)})
+			gwErr(t, err, gateway.ClassCancelled)
+			if time.Since(start) > 4*time.Second {
+				t.Error("the cancelled call waited on")
+			}
+			if danger.Count() != 0 || len(f.intents()) != 0 {
+				t.Error("the call ran")
+			}
+		})
+	})
+}
+
+func TestApprovalRequiredByToolSafety(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		// bob's rule allows note and lists nothing under approve.
+		f := newFixture(t, mk, config{})
+		note := f.tool("note", nil, func(tl *gateway.Tool) { tl.Safety.RequiresApproval = true })
+		if d := f.pol.rules.Decide("bob", "note"); !d.Allow || d.RequireApproval {
+			t.Fatalf("precondition: the policy must allow without approval, got %+v", d)
+		}
+		id := pendingID(t, f, "bob", "note", `{"text":"x"}`)
+		if note.Count() != 0 {
+			t.Fatal("backend invoked without approval")
+		}
+		if err := f.decide(id, true, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.call("bob", "note", `{"text":"x"}`); err != nil {
+			t.Fatal(err)
+		}
+		if note.Count() != 1 {
+			t.Errorf("backend invoked %d times, want 1", note.Count())
+		}
+	})
+}
+
+func TestApprover(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		t.Run("approves interactively", func(t *testing.T) {
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (store.Decision, error) {
+				return store.Decision{Approve: true, By: "bob"}, nil
+			}}
+			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
+			danger := f.tool("danger", nil)
+			res, err := f.call("alice", "danger", `{"text":"x"}`)
+			if err != nil {
+				t.Fatalf("the interactively approved call failed: %v", err)
+			}
+			asked := ap.Asked()
+			if len(asked) != 1 || asked[0].Caller != "alice" || asked[0].Tool != "danger" || asked[0].Status != store.ApprovalPending {
+				t.Fatalf("approver asked %+v", asked)
+			}
+			a := f.approval(asked[0].ID)
+			if a.Status != store.ApprovalApproved || a.DecidedBy != "bob" || a.ConsumedBy != res.CallID || a.DecidedAt.IsZero() {
+				t.Errorf("approval %+v", a)
+			}
+			if danger.Count() != 1 {
+				t.Errorf("backend invoked %d times", danger.Count())
+			}
+		})
+		t.Run("denies interactively", func(t *testing.T) {
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (store.Decision, error) {
+				return store.Decision{Approve: false, By: "bob"}, nil
+			}}
+			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
+			danger := f.tool("danger", nil)
+			_, err := f.call("alice", "danger", `{"text":"x"}`)
+			gwErr(t, err, gateway.ClassForbidden)
+			if danger.Count() != 0 || len(f.intents()) != 0 {
+				t.Error("the denied call ran")
+			}
+		})
+		t.Run("no decision leaves it pending", func(t *testing.T) {
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (store.Decision, error) {
+				return store.Decision{}, approval.ErrNoDecision
+			}}
+			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
+			danger := f.tool("danger", nil)
+			id := pendingID(t, f, "alice", "danger", `{"text":"x"}`)
+			if f.approval(id).Status != store.ApprovalPending || danger.Count() != 0 {
+				t.Error("the request was decided or the call ran")
+			}
+		})
+		t.Run("self-approval through the approver is refused", func(t *testing.T) {
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (store.Decision, error) {
+				return store.Decision{Approve: true, By: a.Caller}, nil
+			}}
+			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
+			danger := f.tool("danger", nil)
+			_, err := f.call("alice", "danger", `{"text":"x"}`)
+			ge := gwErr(t, err, gateway.ClassForbidden)
+			id, _ := ge.Details["approval_id"].(string)
+			if id == "" || f.approval(id).Status != store.ApprovalPending {
+				t.Errorf("the self-approval was recorded: %+v", ge.Details)
+			}
+			if danger.Count() != 0 || len(f.intents()) != 0 {
+				t.Error("the self-approved call ran")
+			}
+		})
+	})
+}
+
+// An approval whose call is then refused for budget is not consumed: the
+// commit is one transaction.
+func TestApprovalNotConsumedWhenBudgetRefuses(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1, Cost: map[string]int64{"danger": 2}}}})
+		danger := f.tool("danger", nil)
+		id := pendingID(t, f, "alice", "danger", `{"text":"x"}`)
+		if err := f.decide(id, true, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.call("alice", "danger", `{"text":"x"}`)
+		gwErr(t, err, gateway.ClassBudgetExceeded)
+		if a := f.approval(id); a.ConsumedBy != "" || a.Status != store.ApprovalApproved {
+			t.Errorf("approval %+v was consumed by a call that did not commit", a)
+		}
+		if danger.Count() != 0 || len(f.intents()) != 0 {
+			t.Error("the call ran")
+		}
+	})
+}
+
+// One approval, many identical calls at once: exactly one runs.
+func TestApprovalConsumedOnceUnderConcurrency(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{})
+		danger := f.tool("danger", nil)
+		args := `{"text":"x"}`
+		id := pendingID(t, f, "alice", "danger", args)
+		if err := f.decide(id, true, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		const n = 16
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				_, errs[i] = f.call("alice", "danger", args)
+			})
+		}
+		close(start)
+		wg.Wait()
+		ok := 0
+		for _, err := range errs {
+			if err == nil {
+				ok++
+				continue
+			}
+			var ge *gateway.Error
+			if !errors.As(err, &ge) || (ge.Class != gateway.ClassForbidden && ge.Class != gateway.ClassApprovalRequired) {
+				t.Errorf("a losing call failed with %v, want forbidden or approval_required", err)
+			}
+		}
+		if ok != 1 || danger.Count() != 1 || len(f.intents()) != 1 {
+			t.Errorf("%d calls succeeded, %d invocations, %d intents; want exactly 1 each", ok, danger.Count(), len(f.intents()))
+		}
+	})
+}
