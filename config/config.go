@@ -68,6 +68,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
+	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/backend/command"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
@@ -101,6 +102,10 @@ type Config struct {
 	Tools     []ToolConfig
 	Limits    Limits
 	Log       Log
+	// Workspace is the absolute folder the built-in tools are confined to.
+	// Default: the configuration file's folder.
+	Workspace string
+	Builtin   Builtin
 }
 
 // Approvals configure the approval step.
@@ -205,7 +210,8 @@ func Parse(data []byte, filename string) (*Config, error) {
 			MaxResultBytes:   gateway.DefaultMaxResultBytes,
 			Timeout:          gateway.DefaultTimeout,
 		},
-		Log: Log{Level: "info"},
+		Log:       Log{Level: "info"},
+		Workspace: ".",
 	}
 	if err := p.parse(c); err != nil {
 		return nil, err
@@ -220,6 +226,9 @@ type OpenOptions struct {
 	Logger *slog.Logger
 	// Approver, when set, is asked for decisions interactively.
 	Approver approval.Approver
+	// Asker is the interaction channel of ask_user_question (a terminal
+	// prompt, MCP elicitation); nil means none.
+	Asker builtin.Asker
 }
 
 // Runtime is an opened configuration: its store and its gateway.
@@ -326,6 +335,13 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 		if err != nil {
 			return nil, &Error{File: c.Path, Line: t.Line, Msg: err.Error()}
 		}
+	}
+	set, err := c.registerBuiltins(g, o.Asker)
+	if err != nil {
+		return nil, err
+	}
+	if set != nil {
+		rt.closers = append(rt.closers, set)
 	}
 	rt.Gateway = g
 	return rt, nil

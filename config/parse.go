@@ -138,9 +138,18 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.limits(c, v)
 		case "log":
 			return p.log(c, v)
+		case "workspace":
+			var err error
+			c.Workspace, err = p.str(v, "workspace")
+			if err == nil && c.Workspace == "" {
+				err = p.errAt(v, "workspace must not be empty")
+			}
+			return err
+		case "builtin":
+			return p.builtin(c, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -148,6 +157,9 @@ func (p *parser) parse(c *Config) (err error) {
 
 // finish applies what depends on several sections, once all are read.
 func (p *parser) finish(c *Config) error {
+	if err := p.finishBuiltin(c); err != nil {
+		return err
+	}
 	if !isPostgres(c.Store) {
 		c.Store = resolve(c.Dir, c.Store)
 	}

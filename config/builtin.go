@@ -1,0 +1,199 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agentbackplane/backplane/backend/builtin"
+	"github.com/agentbackplane/backplane/backend/builtin/schemas"
+	"github.com/agentbackplane/backplane/gateway"
+)
+
+// Builtin configures the nine built-in tools (read, write, edit, ls, glob,
+// grep, bash, url_fetch, ask_user_question), confined to Config.Workspace.
+//
+//	workspace: .                   # the root every built-in tool is confined to
+//	builtin:
+//	  enable: [read, write, edit, ls, glob, grep, bash, url_fetch, ask_user_question]
+//	  safety:
+//	    write: {requires_approval: false}   # re-flag one tool
+//	  bash: {timeout: 120s, max_timeout: 600s, env: [PATH, HOME]}
+//	  url_fetch: {allow: []}       # host:port entries exempt from the private-address refusal
+//
+// Without a builtin section all nine are enabled with their own safety
+// flags (write, edit and bash need an approval); the policy still decides
+// who may call them. enable: [] enables none.
+type Builtin struct {
+	// Enable lists the enabled tools, in the file's order.
+	Enable []string
+	// Safety re-flags tools; a nil field keeps the tool's own flag.
+	Safety map[string]SafetyOverride
+	Bash   builtin.BashOptions
+	// URLFetchAllow lists host:port entries exempt from the refusal of
+	// loopback and private addresses.
+	URLFetchAllow []string
+	// Line is where the builtin section starts (0 when absent).
+	Line int
+}
+
+// SafetyOverride changes some of a tool's safety flags.
+type SafetyOverride struct {
+	ReadOnly, Idempotent, RequiresApproval *bool
+}
+
+func (o SafetyOverride) apply(s gateway.Safety) gateway.Safety {
+	if o.ReadOnly != nil {
+		s.ReadOnly = *o.ReadOnly
+	}
+	if o.Idempotent != nil {
+		s.Idempotent = *o.Idempotent
+	}
+	if o.RequiresApproval != nil {
+		s.RequiresApproval = *o.RequiresApproval
+	}
+	return s
+}
+
+func builtinNames() []string {
+	var out []string
+	for _, t := range schemas.All() {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+func (p *parser) builtinTool(v *yaml.Node, what string) (string, error) {
+	name, err := p.str(v, what)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(builtinNames(), name) {
+		return "", p.errAt(v, "%s: %q is not a built-in tool (they are %v)", what, name, builtinNames())
+	}
+	return name, nil
+}
+
+func (p *parser) builtin(c *Config, v *yaml.Node) error {
+	c.Builtin.Line = v.Line
+	return p.mapping(v, "builtin", func(key string, k, v *yaml.Node) error {
+		switch key {
+		case "enable":
+			c.Builtin.Enable = []string{}
+			return p.sequence(v, "enable", func(item *yaml.Node) error {
+				name, err := p.builtinTool(item, "enable")
+				if err == nil && !slices.Contains(c.Builtin.Enable, name) {
+					c.Builtin.Enable = append(c.Builtin.Enable, name)
+				}
+				return err
+			})
+		case "safety":
+			c.Builtin.Safety = map[string]SafetyOverride{}
+			return p.mapping(v, "safety", func(tool string, k, v *yaml.Node) error {
+				if _, err := p.builtinTool(k, "safety"); err != nil {
+					return err
+				}
+				var o SafetyOverride
+				err := p.mapping(v, "safety of "+tool, func(flag string, k, v *yaml.Node) error {
+					b, err := p.boolean(v, flag)
+					switch flag {
+					case "read_only":
+						o.ReadOnly = &b
+					case "idempotent":
+						o.Idempotent = &b
+					case "requires_approval":
+						o.RequiresApproval = &b
+					}
+					return err
+				}, "read_only", "idempotent", "requires_approval")
+				c.Builtin.Safety[tool] = o
+				return err
+			}, builtinNames()...)
+		case "bash":
+			return p.mapping(v, "bash", func(key string, k, v *yaml.Node) error {
+				switch key {
+				case "timeout", "max_timeout":
+					d, err := p.duration(v, key)
+					if err != nil {
+						return err
+					}
+					if d < time.Second {
+						return p.errAt(v, "bash %s must be at least 1s", key)
+					}
+					if key == "timeout" {
+						c.Builtin.Bash.Timeout = d
+					} else {
+						c.Builtin.Bash.MaxTimeout = d
+					}
+				case "env":
+					env, err := p.strList(v, "env")
+					for _, name := range env {
+						if !envName.MatchString(name) {
+							return p.errAt(v, "env: %q is not a variable name", name)
+						}
+					}
+					c.Builtin.Bash.Env = env
+					return err
+				}
+				return nil
+			}, "timeout", "max_timeout", "env")
+		case "url_fetch":
+			return p.mapping(v, "url_fetch", func(key string, k, v *yaml.Node) error {
+				allow, err := p.strList(v, "allow")
+				c.Builtin.URLFetchAllow = allow
+				return err
+			}, "allow")
+		}
+		return nil
+	}, "enable", "safety", "bash", "url_fetch")
+}
+
+// finishBuiltin applies defaults and checks what spans sections.
+func (p *parser) finishBuiltin(c *Config) error {
+	c.Workspace = resolve(c.Dir, c.Workspace)
+	if c.Builtin.Enable == nil {
+		c.Builtin.Enable = builtinNames()
+	}
+	b := &c.Builtin
+	if b.Bash.Timeout > 0 && b.Bash.MaxTimeout > 0 && b.Bash.Timeout > b.Bash.MaxTimeout {
+		return &Error{File: p.file, Line: b.Line, Msg: fmt.Sprintf("bash timeout %s is over max_timeout %s", b.Bash.Timeout, b.Bash.MaxTimeout)}
+	}
+	for _, t := range c.Tools {
+		if slices.Contains(b.Enable, t.Name) {
+			return &Error{File: p.file, Line: t.Line, Msg: fmt.Sprintf(
+				"tool %s has the name of an enabled built-in tool; rename it or leave %s out of builtin.enable", t.Name, t.Name)}
+		}
+	}
+	return nil
+}
+
+// registerBuiltins opens the workspace and registers the enabled tools.
+func (c *Config) registerBuiltins(g *gateway.Gateway, asker builtin.Asker) (*builtin.Set, error) {
+	if len(c.Builtin.Enable) == 0 {
+		return nil, nil
+	}
+	set, err := builtin.New(&builtin.Options{
+		Workspace: c.Workspace,
+		Bash:      c.Builtin.Bash,
+		URLFetch:  builtin.URLFetchOptions{Allow: c.Builtin.URLFetchAllow},
+		Asker:     asker,
+	})
+	if err != nil {
+		return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: fmt.Sprintf("workspace %s: %v", c.Workspace, err)}
+	}
+	for _, name := range c.Builtin.Enable {
+		t, ok := set.Tool(name)
+		if !ok {
+			set.Close()
+			return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: "unknown built-in tool " + name}
+		}
+		t.Safety = c.Builtin.Safety[name].apply(t.Safety)
+		if err := g.Register(t); err != nil {
+			set.Close()
+			return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: err.Error()}
+		}
+	}
+	return set, nil
+}
