@@ -1,0 +1,172 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+)
+
+const approvalCols = `id, caller, session, tool, definition_hash, args_digest, status, decided_by,
+	created_at, expires_at, decided_at, consumed_by`
+
+// CreateApproval records a new approval request; its id must be new.
+func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
+	status := a.Status
+	if status == "" {
+		status = store.ApprovalPending
+	}
+	return s.write1(ctx, func(w *wtx) error {
+		_, err := w.exec(`INSERT INTO approvals (`+approvalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			a.ID, a.Caller, a.Session, a.Tool, a.DefinitionHash, a.ArgsDigest, string(status), a.DecidedBy,
+			nanos(a.CreatedAt), nanos(a.ExpiresAt), nanos(a.DecidedAt), nullString(a.ConsumedBy))
+		if err != nil {
+			if isUnique(err) {
+				return fmt.Errorf("sqlite store: approval %q exists: %w", a.ID, err)
+			}
+			return fmt.Errorf("sqlite store: create approval %s: %w", a.ID, err)
+		}
+		return nil
+	})
+}
+
+// GetApproval returns the request with this id as stored (pending even when
+// past its expiry; see store.EffectiveApprovalStatus), or ErrNotFound.
+func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
+	a, err := s.readApproval(ctx, `SELECT `+approvalCols+` FROM approvals WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
+	}
+	return a, err
+}
+
+// FindApproval returns the newest request for exactly this call that is
+// neither expired at now nor consumed, or ErrNotFound.
+func (s *Store) FindApproval(ctx context.Context, k store.ApprovalKey, now time.Time) (*store.Approval, error) {
+	a, err := s.readApproval(ctx, `SELECT `+approvalCols+` FROM approvals
+		WHERE caller = ? AND tool = ? AND definition_hash = ? AND args_digest = ?
+		AND expires_at > ? AND consumed_by IS NULL
+		ORDER BY created_at DESC, id DESC LIMIT 1`,
+		k.Caller, k.Tool, k.DefinitionHash, k.ArgsDigest, cmpNanos(now))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("approval for %s calling %s: %w", k.Caller, k.Tool, store.ErrNotFound)
+	}
+	return a, err
+}
+
+func (s *Store) readApproval(ctx context.Context, query string, args ...any) (*store.Approval, error) {
+	st, err := s.rstmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	var a *store.Approval
+	err = retryBusy(ctx, s.log, func() error {
+		a, err = scanApproval(st.QueryRowContext(ctx, args...))
+		return err
+	})
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	return a, err
+}
+
+// ListApprovals returns requests newest first, with their status as seen at
+// now (a pending request past its expiry is listed expired).
+func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now time.Time) ([]store.Approval, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + approvalCols + ` FROM approvals`
+	var args []any
+	switch f.Status {
+	case "":
+	case store.ApprovalPending, store.ApprovalExpired:
+		// Expiry is derived at read time: both are stored pending.
+		q += ` WHERE status = 'pending'`
+	default:
+		q += ` WHERE status = ?`
+		args = append(args, string(f.Status))
+	}
+	q += ` ORDER BY created_at DESC, id DESC`
+	var out []store.Approval
+	err := retryBusy(ctx, s.log, func() error {
+		out = out[:0]
+		rows, err := s.rdb.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for len(out) < limit && rows.Next() {
+			a, err := scanApproval(rows)
+			if err != nil {
+				return err
+			}
+			a.Status = store.EffectiveApprovalStatus(a, now)
+			if f.Status == "" || a.Status == f.Status {
+				out = append(out, *a)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: list approvals: %w", err)
+	}
+	return out, nil
+}
+
+// DecideApproval decides a pending request. The read and the update run in
+// one write transaction, so two resolvers (in any processes) cannot both
+// decide it.
+func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision) error {
+	// Reads, then at most one UPDATE.
+	return s.write1(ctx, func(w *wtx) error {
+		a, err := scanApproval(w.queryRow(`SELECT `+approvalCols+` FROM approvals WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite store: approval %s: %w", id, err)
+		}
+		if d.By == "" {
+			return fmt.Errorf("approval %s: a decision must name who decides", id)
+		}
+		if d.By == a.Caller {
+			return fmt.Errorf("approval %s: %w", id, store.ErrSelfApproval)
+		}
+		switch store.EffectiveApprovalStatus(a, d.At) {
+		case store.ApprovalExpired:
+			return fmt.Errorf("approval %s: %w", id, store.ErrApprovalExpired)
+		case store.ApprovalPending:
+		default:
+			return fmt.Errorf("approval %s (%s): %w", id, a.Status, store.ErrAlreadyDecided)
+		}
+		status := store.ApprovalDenied
+		if d.Approve {
+			status = store.ApprovalApproved
+		}
+		_, err = w.exec(`UPDATE approvals SET status = ?, decided_by = ?, decided_at = ? WHERE id = ? AND status = 'pending'`,
+			string(status), d.By, nanos(d.At), id)
+		if err != nil {
+			return fmt.Errorf("sqlite store: decide approval %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+func scanApproval(r scanner) (*store.Approval, error) {
+	var a store.Approval
+	var status string
+	var created, expires, decided sql.NullInt64
+	var consumed sql.NullString
+	if err := r.Scan(&a.ID, &a.Caller, &a.Session, &a.Tool, &a.DefinitionHash, &a.ArgsDigest, &status, &a.DecidedBy,
+		&created, &expires, &decided, &consumed); err != nil {
+		return nil, err
+	}
+	a.Status, a.ConsumedBy = store.ApprovalStatus(status), consumed.String
+	a.CreatedAt, a.ExpiresAt, a.DecidedAt = fromNanos(created), fromNanos(expires), fromNanos(decided)
+	return &a, nil
+}

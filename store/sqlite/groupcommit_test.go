@@ -1,0 +1,329 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+)
+
+var quietOpts = &Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+
+func openDir(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, quietOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// checkUsageDerived asserts that budget_usage, which budget checks read,
+// equals the sum of the reservations not released, per (scope, key).
+func checkUsageDerived(t *testing.T, s *Store) {
+	t.Helper()
+	q := func(query string) map[string]int64 {
+		rows, err := s.rdb.QueryContext(context.Background(), query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]int64{}
+		for rows.Next() {
+			var scope, key string
+			var n int64
+			if err := rows.Scan(&scope, &key, &n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 {
+				out[scope+"/"+key] = n
+			}
+		}
+		return out
+	}
+	held := q(`SELECT scope, key, SUM(amount) FROM reservations WHERE released = 0 GROUP BY scope, key`)
+	usage := q(`SELECT scope, key, used FROM budget_usage`)
+	if fmt.Sprint(held) != fmt.Sprint(usage) {
+		t.Errorf("budget_usage %v differs from the reservations held %v", usage, held)
+	}
+}
+
+type batchLog struct {
+	mu    sync.Mutex
+	sizes []int
+	mixed int // batches where some requests failed and some committed
+}
+
+func (b *batchLog) record(size, failed int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sizes = append(b.sizes, size)
+	if failed > 0 && failed < size {
+		b.mixed++
+	}
+}
+
+func (b *batchLog) total() (tx, reqs int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, n := range b.sizes {
+		reqs += n
+	}
+	return len(b.sizes), reqs
+}
+
+func intentReq(id, caller string, rs ...store.Reservation) *store.CommitRequest {
+	return &store.CommitRequest{
+		Intent: store.Intent{
+			CallID: id, Caller: caller, Tool: "note", DefinitionHash: "sha256:def",
+			Arguments: []byte(`{"text":"hello"}`), ArgsDigest: "sha256:" + id, CreatedAt: time.Now(),
+		},
+		Reservations: rs,
+	}
+}
+
+// TestGroupCommit commits from 64 goroutines at once, half within a quota
+// that runs out, half always over theirs: far fewer transactions than
+// commits, every caller its own right answer, failed requests undone alone
+// inside batches that commit the others, and every success visible to
+// another connection (so committed) the moment its call returns.
+func TestGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	other := openDir(t, dir) // reads through its own connections
+	var log batchLog
+	s.onBatch = log.record
+	before := s.Stats()
+
+	const goroutines, each, quota = 64, 4, 100
+	type outcome struct {
+		id  string
+		err error
+	}
+	results := make([][]outcome, goroutines)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			<-start
+			for i := range each {
+				id := fmt.Sprintf("call-%02d-%d", g, i)
+				var r *store.CommitRequest
+				if g%2 == 0 {
+					r = intentReq(id, "alice", store.Reservation{Scope: "caller", Key: "alice", Quota: quota, Amount: 1})
+				} else {
+					r = intentReq(id, "bob", store.Reservation{Scope: "caller", Key: "bob", Quota: 1, Amount: 2})
+				}
+				existing, err := s.CommitIntent(context.Background(), r)
+				if existing != nil {
+					t.Errorf("%s: existing intent %s returned", id, existing.CallID)
+				}
+				if err == nil {
+					if _, gerr := other.GetIntent(context.Background(), id); gerr != nil {
+						t.Errorf("%s: CommitIntent returned, but another connection cannot read it: %v", id, gerr)
+					}
+				}
+				results[g] = append(results[g], outcome{id, err})
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	aliceOK := 0
+	for g, rs := range results {
+		for _, o := range rs {
+			var be *store.BudgetError
+			switch {
+			case g%2 == 0 && o.err == nil:
+				aliceOK++
+			case g%2 == 0 && errors.As(o.err, &be):
+				if *be != (store.BudgetError{Scope: "caller", Key: "alice", Used: quota, Requested: 1, Quota: quota}) {
+					t.Errorf("%s: %+v", o.id, *be)
+				}
+			case g%2 == 1 && errors.As(o.err, &be):
+				if *be != (store.BudgetError{Scope: "caller", Key: "bob", Used: 0, Requested: 2, Quota: 1}) {
+					t.Errorf("%s: %+v", o.id, *be)
+				}
+			default:
+				t.Errorf("%s (goroutine %d): unexpected result %v", o.id, g, o.err)
+			}
+			if o.err != nil {
+				if _, err := other.GetIntent(context.Background(), o.id); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("%s failed with %v but its intent reads back: %v", o.id, o.err, err)
+				}
+			}
+		}
+	}
+	if aliceOK != quota {
+		t.Errorf("%d of alice's %d commits succeeded, want exactly the quota %d", aliceOK, goroutines/2*each, quota)
+	}
+	usage, err := other.BudgetUsage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range usage {
+		want := map[string]int64{"alice": quota, "bob": 0}[u.Key]
+		if u.Used != want {
+			t.Errorf("usage %s %s = %d, want %d", u.Scope, u.Key, u.Used, want)
+		}
+	}
+
+	commits := goroutines * each
+	after := s.Stats()
+	tx, reqs := log.total()
+	t.Logf("%d commits in %d transactions (batch sizes %v), %d mixed", commits, tx, log.sizes, log.mixed)
+	if got := after.Requests - before.Requests; got != int64(commits) || reqs != commits {
+		t.Errorf("Stats counts %d requests, batches %d; want %d", got, reqs, commits)
+	}
+	if got := after.Transactions - before.Transactions; got != int64(tx) {
+		t.Errorf("Stats counts %d transactions, the batch hook saw %d", got, tx)
+	}
+	if tx > commits/4 {
+		t.Errorf("%d transactions for %d concurrent commits: not grouped", tx, commits)
+	}
+	if log.mixed == 0 {
+		t.Errorf("no transaction held both failed and committed requests (sizes %v)", log.sizes)
+	}
+	checkUsageDerived(t, s)
+}
+
+// TestGroupCommitSettle settles 64 intents at once, succeeded and failed
+// mixed: they share transactions, and exactly the failed ones release their
+// budget.
+func TestGroupCommitSettle(t *testing.T) {
+	s := openDir(t, t.TempDir())
+	const n = 64
+	for i := range n {
+		if _, err := s.CommitIntent(context.Background(),
+			intentReq(fmt.Sprintf("c%02d", i), "alice", store.Reservation{Scope: "caller", Key: "alice", Quota: n, Amount: 1})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log batchLog
+	s.onBatch = log.record
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			st := store.StatusSucceeded
+			if i%4 == 0 {
+				st = store.StatusFailed
+			}
+			if err := s.Settle(context.Background(), fmt.Sprintf("c%02d", i), store.Settlement{Status: st, At: time.Now()}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	tx, reqs := log.total()
+	t.Logf("%d settlements in %d transactions", reqs, tx)
+	if reqs != n || tx > n/4 {
+		t.Errorf("%d settlements in %d transactions: not grouped", reqs, tx)
+	}
+	usage, err := s.BudgetUsage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(usage) != 1 || usage[0].Used != n-n/4 {
+		t.Errorf("usage %+v, want alice %d (the failed quarter released)", usage, n-n/4)
+	}
+	checkUsageDerived(t, s)
+}
+
+// TestSingleCallerCommitsAtOnce: a caller alone gets one transaction per
+// call; nothing waits for a batch to fill.
+func TestSingleCallerCommitsAtOnce(t *testing.T) {
+	s := openDir(t, t.TempDir())
+	for i := range 20 {
+		before := s.Stats().Transactions
+		t0 := time.Now()
+		if _, err := s.CommitIntent(context.Background(), intentReq(fmt.Sprintf("c%d", i), "alice")); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(t0); d > 2*time.Second {
+			t.Errorf("a lone commit took %v", d)
+		}
+		if got := s.Stats().Transactions - before; got != 1 {
+			t.Errorf("commit %d: %d transactions, want 1", i, got)
+		}
+	}
+}
+
+// TestSchemaPragmas checks on a live connection what durability rests on.
+func TestSchemaPragmas(t *testing.T) {
+	s := openDir(t, t.TempDir())
+	for _, c := range []struct {
+		pragma string
+		want   string
+	}{{"journal_mode", "wal"}, {"synchronous", "2"}, {"foreign_keys", "1"}, {"user_version", fmt.Sprint(SchemaVersion)}, {"busy_timeout", "5000"}} {
+		var got string
+		if err := s.wc.QueryRowContext(context.Background(), "PRAGMA "+c.pragma).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("PRAGMA %s = %s, want %s", c.pragma, got, c.want)
+		}
+	}
+	// The read pool cannot write: every write goes through the writer.
+	if _, err := s.rdb.ExecContext(context.Background(), `DELETE FROM intents`); err == nil {
+		t.Error("a read connection could write")
+	}
+}
+
+// TestQueryPlans: the queries an operator runs against a long journal
+// (recovery at every Open, listing by a rare status) use an index instead of
+// scanning every intent.
+func TestQueryPlans(t *testing.T) {
+	s := openDir(t, t.TempDir())
+	plan := func(q string, args ...any) string {
+		rows, err := s.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var lines []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, detail)
+		}
+		return fmt.Sprint(lines)
+	}
+	for _, c := range []struct {
+		name, index string
+		q           string
+		args        []any
+	}{
+		{"recover", "intents_started", recoverQuery, []any{"x"}},
+		{"list uncertain", "intents_rare", "", nil},
+		{"list failed by caller", "intents_rare", "", nil},
+		{"list started", "intents_started", "", nil},
+	} {
+		q, args := c.q, c.args
+		switch c.name {
+		case "list uncertain":
+			q, args = listQuery(store.IntentFilter{Status: store.StatusUncertain})
+		case "list failed by caller":
+			q, args = listQuery(store.IntentFilter{Status: store.StatusFailed, Caller: "alice"})
+		case "list started":
+			q, args = listQuery(store.IntentFilter{Status: store.StatusStarted})
+		}
+		if p := plan(q, args...); !strings.Contains(p, c.index) {
+			t.Errorf("%s: plan %s does not use %s", c.name, p, c.index)
+		}
+	}
+}

@@ -1,0 +1,389 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+const intentCols = `call_id, caller, session, tool, definition_hash, arguments, args_digest,
+	idempotency_key, approval_id, incarnation, status, result, error_class, error_message,
+	resolved_by, created_at, settled_at`
+
+// CommitIntent durably records a started intent, its reservations and its
+// approval's consumption, all or nothing, in the order of checks memstore
+// defines: call id, idempotency key, budget, approval.
+func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*store.Intent, error) {
+	in := req.Intent
+	if in.CallID == "" {
+		return nil, errors.New("sqlite store: commit intent: empty call id")
+	}
+	approvalID := in.ApprovalID
+	if req.ApprovalID != "" {
+		approvalID = req.ApprovalID
+	}
+	var existing *store.Intent
+	write := s.write
+	if len(req.Reservations) == 0 && req.ApprovalID == "" {
+		write = s.write1 // the intent row alone
+	}
+	err := write(ctx, func(w *wtx) error {
+		existing = nil
+		// Inserting first detects a repeated call id or idempotency key with
+		// the unique indexes, at no extra cost when there is none.
+		_, err := w.exec(`INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
+			args_digest, idempotency_key, approval_id, incarnation, status, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?)`,
+			in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, blob(in.Arguments),
+			in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, nanos(in.CreatedAt))
+		if err != nil {
+			if isUnique(err) && in.IdempotencyKey != "" && !strings.Contains(err.Error(), "intents.call_id") {
+				prev, gerr := scanIntent(w.queryRow(`SELECT `+intentCols+` FROM intents WHERE caller = ? AND idempotency_key = ?`,
+					in.Caller, in.IdempotencyKey))
+				if gerr != nil {
+					return fmt.Errorf("sqlite store: read intent of idempotency key %q: %w", in.IdempotencyKey, gerr)
+				}
+				existing = prev
+				return fmt.Errorf("idempotency key %q of %s: %w", in.IdempotencyKey, in.Caller, store.ErrDuplicateKey)
+			}
+			if isUnique(err) {
+				return fmt.Errorf("sqlite store: call id %q already committed: %w", in.CallID, err)
+			}
+			return fmt.Errorf("sqlite store: commit intent %s: %w", in.CallID, err)
+		}
+		for _, r := range req.Reservations {
+			if err := reserve(w, r); err != nil {
+				return err
+			}
+		}
+		if req.ApprovalID != "" {
+			n, err := w.affected(`UPDATE approvals SET consumed_by = ?
+				WHERE id = ? AND status = 'approved' AND consumed_by IS NULL AND expires_at > ?
+				AND caller = ? AND tool = ? AND definition_hash = ? AND args_digest = ?`,
+				in.CallID, req.ApprovalID, cmpNanos(in.CreatedAt), in.Caller, in.Tool, in.DefinitionHash, in.ArgsDigest)
+			if err != nil {
+				return fmt.Errorf("sqlite store: consume approval %s: %w", req.ApprovalID, err)
+			}
+			if n != 1 {
+				return fmt.Errorf("approval %s for call %s: %w", req.ApprovalID, in.CallID, store.ErrApprovalUnavailable)
+			}
+		}
+		for _, r := range req.Reservations {
+			if _, err := w.exec(`INSERT INTO reservations (call_id, scope, key, quota, amount) VALUES (?, ?, ?, ?, ?)`,
+				in.CallID, r.Scope, r.Key, r.Quota, r.Amount); err != nil {
+				return fmt.Errorf("sqlite store: reserve: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return existing, err
+	}
+	return nil, nil
+}
+
+// reserve adds r.Amount to the usage of (r.Scope, r.Key) unless that takes
+// it above r.Quota. The check and the addition are one statement, inside
+// the writer's transaction: it sees the requests committed before it in the
+// same batch, and the write lock keeps other processes out until COMMIT.
+func reserve(w *wtx, r store.Reservation) error {
+	if r.Amount <= r.Quota {
+		// One row changed: inserted (nothing used yet) or updated within
+		// the quota; none: the update's condition refused it.
+		n, err := w.affected(`INSERT INTO budget_usage (scope, key, used) VALUES (?1, ?2, ?3)
+			ON CONFLICT (scope, key) DO UPDATE SET used = used + excluded.used
+			WHERE used + excluded.used <= ?4`, r.Scope, r.Key, r.Amount, r.Quota)
+		if err != nil {
+			return fmt.Errorf("sqlite store: reserve %s %q: %w", r.Scope, r.Key, err)
+		}
+		if n == 1 {
+			return nil
+		}
+	}
+	var used int64
+	err := w.queryRow(`SELECT used FROM budget_usage WHERE scope = ? AND key = ?`, r.Scope, r.Key).Scan(&used)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlite store: read budget %s %q: %w", r.Scope, r.Key, err)
+	}
+	return &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: used, Requested: r.Amount, Quota: r.Quota}
+}
+
+// release returns the budget held by callID's reservations.
+func release(w *wtx, callID string) error {
+	if _, err := w.exec(`UPDATE budget_usage SET used = used - (
+			SELECT SUM(r.amount) FROM reservations r
+			WHERE r.call_id = ?1 AND r.released = 0 AND r.scope = budget_usage.scope AND r.key = budget_usage.key)
+		WHERE (scope, key) IN (SELECT scope, key FROM reservations WHERE call_id = ?1 AND released = 0)`, callID); err != nil {
+		return fmt.Errorf("sqlite store: release budget of %s: %w", callID, err)
+	}
+	if _, err := w.exec(`UPDATE reservations SET released = 1 WHERE call_id = ? AND released = 0`, callID); err != nil {
+		return fmt.Errorf("sqlite store: release budget of %s: %w", callID, err)
+	}
+	return nil
+}
+
+// Settle ends a started intent of this incarnation.
+func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) error {
+	switch st.Status {
+	case store.StatusSucceeded, store.StatusFailed, store.StatusUncertain:
+	default:
+		return fmt.Errorf("sqlite store: settle %s: status %q is not succeeded, failed or uncertain", callID, st.Status)
+	}
+	write := s.write1 // one UPDATE, unless budget comes back
+	if store.Released(st.Status) {
+		write = s.write
+	}
+	return write(ctx, func(w *wtx) error {
+		// The incarnation condition is what makes recovery safe: once
+		// another process has marked this intent uncertain, or when it
+		// belongs to another incarnation, nothing here can move it.
+		n, err := w.affected(`UPDATE intents SET status = ?, result = ?, error_class = ?, error_message = ?, settled_at = ?
+			WHERE call_id = ? AND status = 'started' AND incarnation = ?`,
+			string(st.Status), blob(st.Result), st.ErrorClass, st.ErrorMessage, nanos(st.At), callID, s.incarnation)
+		if err != nil {
+			return fmt.Errorf("sqlite store: settle %s: %w", callID, err)
+		}
+		if n == 0 {
+			var status, inc string
+			err := w.queryRow(`SELECT status, incarnation FROM intents WHERE call_id = ?`, callID).Scan(&status, &inc)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("settle %s: %w", callID, store.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("sqlite store: settle %s: %w", callID, err)
+			}
+			return fmt.Errorf("settle %s (%s, incarnation %s): %w", callID, status, inc, store.ErrNotStarted)
+		}
+		if store.Released(st.Status) {
+			return release(w, callID)
+		}
+		return nil
+	})
+}
+
+// ResolveIntent records an operator's verdict on an uncertain intent.
+func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool, by string, at time.Time) error {
+	status := store.StatusExecuted
+	if !executed {
+		status = store.StatusNotExecuted
+	}
+	write := s.write1 // one UPDATE, unless budget comes back
+	if !executed {
+		write = s.write
+	}
+	return write(ctx, func(w *wtx) error {
+		n, err := w.affected(`UPDATE intents SET status = ?, resolved_by = ?, settled_at = ?
+			WHERE call_id = ? AND status = 'uncertain'`, string(status), by, nanos(at), callID)
+		if err != nil {
+			return fmt.Errorf("sqlite store: resolve %s: %w", callID, err)
+		}
+		if n == 0 {
+			var cur string
+			err := w.queryRow(`SELECT status FROM intents WHERE call_id = ?`, callID).Scan(&cur)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("sqlite store: resolve %s: %w", callID, err)
+			}
+			return fmt.Errorf("resolve %s (%s): %w", callID, cur, store.ErrNotUncertain)
+		}
+		if !executed {
+			return release(w, callID)
+		}
+		return nil
+	})
+}
+
+// GetIntent returns the intent with this call id, or ErrNotFound.
+func (s *Store) GetIntent(ctx context.Context, callID string) (*store.Intent, error) {
+	in, err := s.readIntent(ctx, `SELECT `+intentCols+` FROM intents WHERE call_id = ?`, callID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
+	}
+	return in, err
+}
+
+// GetIntentByKey returns the caller's intent with this idempotency key, or
+// ErrNotFound.
+func (s *Store) GetIntentByKey(ctx context.Context, caller, key string) (*store.Intent, error) {
+	in, err := s.readIntent(ctx, `SELECT `+intentCols+` FROM intents WHERE caller = ? AND idempotency_key = ?`, caller, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("idempotency key %q: %w", key, store.ErrNotFound)
+	}
+	return in, err
+}
+
+func (s *Store) readIntent(ctx context.Context, query string, args ...any) (*store.Intent, error) {
+	st, err := s.rstmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	var in *store.Intent
+	err = retryBusy(ctx, s.log, func() error {
+		in, err = scanIntent(st.QueryRowContext(ctx, args...))
+		return err
+	})
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	return in, err
+}
+
+// ListIntents returns matching intents, newest commit first.
+func (s *Store) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.Intent, error) {
+	q, args := listQuery(f)
+	var out []store.Intent
+	err := retryBusy(ctx, s.log, func() error {
+		out = out[:0]
+		rows, err := s.rdb.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			in, err := scanIntent(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, *in)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: list intents: %w", err)
+	}
+	return out, nil
+}
+
+// listQuery is the SELECT for f: newest first, using the partial indexes
+// (started by incarnation, the rare statuses by status) when f names a
+// status.
+func listQuery(f store.IntentFilter) (string, []any) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	from := `intents`
+	var where []string
+	var args []any
+	// Literal terms, so the partial indexes' conditions are seen to hold
+	// (the planner does not look inside bound parameters), and INDEXED BY,
+	// since scanning newest first would look cheaper to a planner that
+	// cannot know how few started or rare intents a long journal holds.
+	switch f.Status {
+	case "":
+	case store.StatusStarted:
+		from = `intents INDEXED BY intents_started`
+		where = append(where, `status = 'started'`)
+	case store.StatusSucceeded:
+		where = append(where, `status = 'succeeded'`)
+	default:
+		from = `intents INDEXED BY intents_rare`
+		where = append(where, `status = ?`, `status NOT IN ('started', 'succeeded')`)
+		args = append(args, string(f.Status))
+	}
+	for _, c := range []struct{ col, v string }{{"caller", f.Caller}, {"tool", f.Tool}} {
+		if c.v != "" {
+			where = append(where, c.col+" = ?")
+			args = append(args, c.v)
+		}
+	}
+	q := `SELECT ` + intentCols + ` FROM ` + from
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	return q + ` ORDER BY seq DESC LIMIT ?`, append(args, limit)
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanIntent(r scanner) (*store.Intent, error) {
+	var in store.Intent
+	var key, approval sql.NullString
+	var status string
+	var created, settled sql.NullInt64
+	if err := r.Scan(&in.CallID, &in.Caller, &in.Session, &in.Tool, &in.DefinitionHash, &in.Arguments, &in.ArgsDigest,
+		&key, &approval, &in.Incarnation, &status, &in.Result, &in.ErrorClass, &in.ErrorMessage,
+		&in.ResolvedBy, &created, &settled); err != nil {
+		return nil, err
+	}
+	in.IdempotencyKey, in.ApprovalID, in.Status = key.String, approval.String, store.Status(status)
+	in.CreatedAt, in.SettledAt = fromNanos(created), fromNanos(settled)
+	return &in, nil
+}
+
+// BudgetUsage lists the budget held per (scope, key), by scope then key.
+func (s *Store) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
+	var out []store.Usage
+	err := retryBusy(ctx, s.log, func() error {
+		out = out[:0]
+		rows, err := s.rdb.QueryContext(ctx, `SELECT scope, key, used FROM budget_usage ORDER BY scope, key`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var u store.Usage
+			if err := rows.Scan(&u.Scope, &u.Key, &u.Used); err != nil {
+				return err
+			}
+			out = append(out, u)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: budget usage: %w", err)
+	}
+	return out, nil
+}
+
+func isUnique(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT &&
+		strings.Contains(err.Error(), "UNIQUE")
+}
+
+// nanos encodes t for storage: unix nanoseconds, NULL for the zero time.
+func nanos(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// cmpNanos encodes t for comparison: the zero time is before every other.
+func cmpNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// blob stores nil as NULL and anything else, even empty, as a BLOB.
+func blob(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,133 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+)
+
+// migrations[i] takes the schema from user_version i to i+1. Append only:
+// a released migration is never edited.
+//
+// Times are integer unix nanoseconds (UTC), NULL for the zero time. The
+// budget_usage table holds, per (scope, key), the sum of the amounts of the
+// reservations not released; it is maintained in the same transaction as the
+// reservations, so a check reads one row instead of summing a history that
+// grows with the journal.
+var migrations = []string{
+	`
+CREATE TABLE incarnations (
+	id         TEXT PRIMARY KEY,
+	pid        INTEGER NOT NULL,
+	hostname   TEXT NOT NULL DEFAULT '',
+	state      TEXT NOT NULL CHECK (state IN ('alive', 'closed', 'dead')),
+	started_at INTEGER NOT NULL,
+	ended_at   INTEGER
+);
+
+CREATE TABLE approvals (
+	id              TEXT PRIMARY KEY,
+	caller          TEXT NOT NULL,
+	session         TEXT NOT NULL DEFAULT '',
+	tool            TEXT NOT NULL,
+	definition_hash TEXT NOT NULL,
+	args_digest     TEXT NOT NULL,
+	status          TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied')),
+	decided_by      TEXT NOT NULL DEFAULT '',
+	created_at      INTEGER,
+	expires_at      INTEGER,
+	decided_at      INTEGER,
+	consumed_by     TEXT UNIQUE
+);
+CREATE INDEX approvals_call ON approvals (caller, tool, definition_hash, args_digest, created_at);
+CREATE INDEX approvals_created ON approvals (created_at, id);
+
+CREATE TABLE intents (
+	seq             INTEGER PRIMARY KEY, -- commit order
+	call_id         TEXT NOT NULL UNIQUE,
+	caller          TEXT NOT NULL,
+	session         TEXT NOT NULL DEFAULT '',
+	tool            TEXT NOT NULL,
+	definition_hash TEXT NOT NULL,
+	arguments       BLOB,
+	args_digest     TEXT NOT NULL,
+	idempotency_key TEXT, -- NULL when none
+	approval_id     TEXT,
+	incarnation     TEXT NOT NULL REFERENCES incarnations (id),
+	status          TEXT NOT NULL CHECK (status IN ('started', 'succeeded', 'failed', 'uncertain', 'executed', 'not_executed')),
+	result          BLOB,
+	error_class     TEXT NOT NULL DEFAULT '',
+	error_message   TEXT NOT NULL DEFAULT '',
+	resolved_by     TEXT NOT NULL DEFAULT '',
+	created_at      INTEGER,
+	settled_at      INTEGER
+);
+CREATE UNIQUE INDEX intents_idempotency ON intents (caller, idempotency_key) WHERE idempotency_key IS NOT NULL;
+-- Started intents by incarnation, for recovery. Settled intents are listed
+-- by status through a partial index of the rare statuses only: succeeded,
+-- the common one, is found by scanning newest first, and no index entry is
+-- written or moved for the calls that simply succeed.
+CREATE INDEX intents_started ON intents (incarnation) WHERE status = 'started';
+CREATE INDEX intents_rare ON intents (status) WHERE status NOT IN ('started', 'succeeded');
+
+CREATE TABLE reservations (
+	call_id  TEXT NOT NULL REFERENCES intents (call_id),
+	scope    TEXT NOT NULL,
+	key      TEXT NOT NULL,
+	quota    INTEGER NOT NULL,
+	amount   INTEGER NOT NULL,
+	released INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX reservations_call ON reservations (call_id);
+
+CREATE TABLE budget_usage (
+	scope TEXT NOT NULL,
+	key   TEXT NOT NULL,
+	used  INTEGER NOT NULL,
+	PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+`,
+}
+
+// SchemaVersion is the user_version this package's schema has.
+var SchemaVersion = len(migrations)
+
+// migrate brings the schema to SchemaVersion. It runs inside BEGIN
+// IMMEDIATE, so two processes opening a new folder at once migrate it once:
+// the second waits for the first's write lock, then finds the version
+// current. A database newer than this package is refused rather than
+// misread.
+func migrate(ctx context.Context, c *sql.Conn, log *slog.Logger) (err error) {
+	if err := retryBusy(ctx, log, func() error {
+		_, err := c.ExecContext(ctx, `BEGIN IMMEDIATE`)
+		return err
+	}); err != nil {
+		return fmt.Errorf("sqlite store: migrate: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			c.ExecContext(ctx, `ROLLBACK`)
+			err = fmt.Errorf("sqlite store: migrate: %w", err)
+		}
+	}()
+	var v int
+	if err := c.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("database schema version %d is newer than this program's %d", v, len(migrations))
+	}
+	for ; v < len(migrations); v++ {
+		if _, err := c.ExecContext(ctx, migrations[v]); err != nil {
+			return fmt.Errorf("to version %d: %w", v+1, err)
+		}
+		// PRAGMA takes no parameters; v is an int.
+		if _, err := c.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, v+1)); err != nil {
+			return err
+		}
+		log.Debug("schema migrated", "version", v+1)
+	}
+	_, err = c.ExecContext(ctx, `COMMIT`)
+	return err
+}

@@ -1,0 +1,360 @@
+// Package sqlite is the embedded, durable [store.Store]: one SQLite database
+// (modernc.org/sqlite, no cgo) in a state folder, shared safely by every
+// process that opens the folder (a running gateway and the backplane
+// commands an operator runs beside it).
+//
+// What it promises beyond the store contract:
+//
+//   - Every write is committed with journal_mode=WAL and synchronous=FULL:
+//     when a method returns without error, its write is on stable storage.
+//   - Writes of concurrent goroutines share transactions (group commit): one
+//     writer goroutine takes everything queued, up to Options.MaxBatch
+//     requests, and runs it in one transaction, each request inside its own
+//     SAVEPOINT so a request that fails (budget exceeded, duplicate key,
+//     approval unavailable) is undone alone while the others commit. No
+//     caller returns before the transaction holding its write is committed;
+//     a caller alone is never kept waiting for a batch to fill.
+//   - Writes take SQLite's write lock first (BEGIN IMMEDIATE), so budget
+//     checks and approval consumption are serialised across processes: two
+//     gateways on one folder never over-spend a quota.
+//   - Each Store is an incarnation: a row in the incarnations table and a
+//     lock file dir/incarnations/<id>.lock held with flock(2) for the life of
+//     the Store. Recover (run by Open) tests the other incarnations' lock
+//     files; only when a lock can be taken, proving its owner is gone, are
+//     that incarnation's started intents marked uncertain.
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Options tune a Store; the zero value and nil mean the defaults.
+type Options struct {
+	// BusyTimeout is how long a statement waits for another connection's
+	// lock (SQLite busy_timeout) before failing with SQLITE_BUSY. Default 5s.
+	BusyTimeout time.Duration
+	// MaxBatch is the most write requests committed by one transaction.
+	// Default 256.
+	MaxBatch int
+	// Logger receives recovery events and retried lock contention.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats counts the writer's work since Open.
+type Stats struct {
+	// Transactions is the number of write transactions committed.
+	Transactions int64
+	// Requests is the number of write requests those transactions carried
+	// (including requests that failed alone inside their savepoint).
+	Requests int64
+}
+
+// ErrClosed is returned by writes after Close.
+var ErrClosed = errors.New("sqlite store: closed")
+
+// DBFile is the database's file name inside the state folder.
+const DBFile = "backplane.db"
+
+// busyRetries bounds how many times a write transaction that could not get
+// the write lock within BusyTimeout is tried again before failing.
+const busyRetries = 3
+
+// readConns is the number of pooled read connections; WAL readers never
+// block the writer, so a few suffice for the gateway's lookups.
+const readConns = 4
+
+// Store is a SQLite store.Store. It is safe for concurrent use.
+type Store struct {
+	dir         string
+	incarnation string
+	log         *slog.Logger
+	maxBatch    int
+
+	lockFile *os.File // this incarnation's flock, held until Close
+
+	wdb  *sql.DB   // the writer's pool: one connection
+	wc   *sql.Conn // held by the writer goroutine
+	rdb  *sql.DB   // read-only connections
+	wstm map[string]*sql.Stmt
+	rmu  sync.Mutex
+	rstm map[string]*sql.Stmt
+
+	queue      chan *writeReq
+	writerDone chan struct{}
+
+	closeMu  sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup
+
+	nTx, nReq atomic.Int64
+
+	// onBatch, when set (by internal tests, before the writes it observes),
+	// is told the size of each committed transaction and how many of its
+	// requests failed alone.
+	onBatch func(size, failed int)
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed, with mode 0700) the state folder dir and
+// its database dir/backplane.db, migrates the schema, starts a new
+// incarnation and runs Recover.
+func Open(dir string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	if strings.ContainsAny(abs, "?#") {
+		// The driver reads its parameters after '?'.
+		return nil, fmt.Errorf("sqlite store: folder %q: '?' and '#' are not allowed in the path", abs)
+	}
+	if err := os.MkdirAll(filepath.Join(abs, "incarnations"), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+
+	s := &Store{
+		dir:         abs,
+		incarnation: newIncarnationID(),
+		log:         o.Logger.With("store", "sqlite", "dir", abs),
+		maxBatch:    o.MaxBatch,
+		wstm:        map[string]*sql.Stmt{},
+		rstm:        map[string]*sql.Stmt{},
+		queue:       make(chan *writeReq, o.MaxBatch),
+		writerDone:  make(chan struct{}),
+	}
+	ok, writing := false, false
+	defer func() {
+		if ok {
+			return
+		}
+		if writing {
+			close(s.queue)
+			<-s.writerDone
+		}
+		s.abandon()
+	}()
+
+	// The lock is taken before the incarnation row exists, so whoever sees
+	// the row finds the lock held while this process lives.
+	if s.lockFile, err = lockNew(s.lockPath(s.incarnation)); err != nil {
+		return nil, fmt.Errorf("sqlite store: incarnation lock: %w", err)
+	}
+
+	base := filepath.Join(abs, DBFile) + "?" + pragmas(o.BusyTimeout)
+	if s.wdb, err = sql.Open("sqlite", base); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetConnMaxIdleTime(0)
+	s.wdb.SetConnMaxLifetime(0)
+	if s.rdb, err = sql.Open("sqlite", base+"&_pragma=query_only(1)"); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	s.rdb.SetMaxOpenConns(readConns)
+	s.rdb.SetMaxIdleConns(readConns)
+
+	ctx := context.Background()
+	// Connecting applies journal_mode=WAL, which needs a brief exclusive
+	// lock when the file is new; a process opening the folder at the same
+	// moment may see SQLITE_BUSY even after the busy timeout.
+	if err := retryBusy(ctx, s.log, func() error {
+		c, err := s.wdb.Conn(ctx)
+		s.wc = c
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: %w", base, err)
+	}
+	if err := s.checkPragmas(ctx); err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, s.wc, s.log); err != nil {
+		return nil, err
+	}
+	go s.writer()
+	writing = true
+
+	now := time.Now().UTC()
+	if err := s.write(ctx, func(w *wtx) error {
+		_, err := w.exec(`INSERT INTO incarnations(id, pid, hostname, state, started_at) VALUES (?, ?, ?, 'alive', ?)`,
+			s.incarnation, os.Getpid(), hostname(), now.UnixNano())
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("sqlite store: record incarnation: %w", err)
+	}
+	if _, err := s.Recover(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// pragmas is the DSN query every connection is opened with. busy_timeout is
+// applied first by the driver; synchronous and foreign_keys are
+// per-connection settings; journal_mode=WAL is persistent in the file.
+func pragmas(busy time.Duration) string {
+	return strings.Join([]string{
+		fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds()),
+		"_pragma=journal_mode(WAL)",
+		"_pragma=synchronous(FULL)",
+		"_pragma=foreign_keys(1)",
+	}, "&")
+}
+
+// checkPragmas verifies that the writer connection really runs with the
+// settings durability depends on, rather than trusting the DSN.
+func (s *Store) checkPragmas(ctx context.Context) error {
+	var mode string
+	var sync, fk int
+	if err := s.wc.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return fmt.Errorf("sqlite store: %w", err)
+	}
+	if err := s.wc.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil {
+		return fmt.Errorf("sqlite store: %w", err)
+	}
+	if err := s.wc.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
+		return fmt.Errorf("sqlite store: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") || sync != 2 || fk != 1 {
+		return fmt.Errorf("sqlite store: connection settings journal_mode=%s synchronous=%d foreign_keys=%d, want wal, 2 (FULL), 1", mode, sync, fk)
+	}
+	return nil
+}
+
+// Incarnation returns this Store's incarnation id.
+func (s *Store) Incarnation() string { return s.incarnation }
+
+// Dir returns the state folder (absolute).
+func (s *Store) Dir() string { return s.dir }
+
+// Stats returns the writer's counters.
+func (s *Store) Stats() Stats {
+	return Stats{Transactions: s.nTx.Load(), Requests: s.nReq.Load()}
+}
+
+// Close waits for writes in progress, marks the incarnation closed, closes
+// the database and releases and removes the incarnation's lock file. Calls
+// after the first return nil. Intents still started stay started; the next
+// Recover (by any process) marks them uncertain, since this incarnation can
+// no longer settle them.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	s.inflight.Wait()
+
+	// The writer is idle and nobody else can queue: mark the incarnation
+	// closed through it directly.
+	r := &writeReq{fn: func(w *wtx) error {
+		_, err := w.exec(`UPDATE incarnations SET state = 'closed', ended_at = ? WHERE id = ? AND state = 'alive'`,
+			time.Now().UnixNano(), s.incarnation)
+		return err
+	}, done: make(chan error, 1)}
+	s.queue <- r
+	err := <-r.done
+	close(s.queue)
+	<-s.writerDone
+	if e := s.abandon(); err == nil {
+		err = e
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite store: close: %w", err)
+	}
+	return nil
+}
+
+// abandon releases every resource Open acquired, in reverse order. The
+// lock file is removed while still locked, then unlocked by closing it.
+func (s *Store) abandon() error {
+	var errs []error
+	for _, st := range s.wstm {
+		errs = append(errs, st.Close())
+	}
+	for _, st := range s.rstm {
+		errs = append(errs, st.Close())
+	}
+	if s.wc != nil {
+		errs = append(errs, s.wc.Close())
+	}
+	if s.wdb != nil {
+		errs = append(errs, s.wdb.Close())
+	}
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.lockFile != nil {
+		errs = append(errs, os.Remove(s.lockPath(s.incarnation)), s.lockFile.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func newIncarnationID() string {
+	return fmt.Sprintf("p%d-%s", os.Getpid(), strings.ToLower(rand.Text()[:16]))
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+func (s *Store) lockPath(id string) string {
+	return filepath.Join(s.dir, "incarnations", id+".lock")
+}
+
+// lockNew creates path holding an exclusive flock. The file is locked under
+// a temporary name and then renamed into place, so a lock file is never
+// visible unlocked (a recoverer finding it unlocked would take its owner
+// for dead). Go opens files close-on-exec, so backends the gateway starts
+// never inherit the lock (a surviving child would keep a dead gateway
+// looking alive).
+func lockNew(path string) (*os.File, error) {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	fmt.Fprintf(f, "pid %d\n", os.Getpid())
+	if err := os.Rename(tmp, path); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return f, nil
+}
