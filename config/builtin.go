@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -169,6 +170,27 @@ func (p *parser) finishBuiltin(c *Config) error {
 	return nil
 }
 
+// privatePaths are the gateway's own files, which the built-in tools must
+// not reach even when they lie inside the workspace (by default they do:
+// workspace ., store .backplane): the store folder (the journal holds every
+// call's arguments), the audit log, and this configuration file (it may
+// hold secrets for upstream servers).
+func (c *Config) privatePaths() []string {
+	var out []string
+	if c.Store != "" && !isPostgres(c.Store) {
+		out = append(out, resolve(c.Dir, c.Store))
+	}
+	if c.Log.File != "" {
+		out = append(out, resolve(c.Dir, c.Log.File))
+	}
+	if c.Path != "" {
+		out = append(out, filepath.Join(c.Dir, filepath.Base(c.Path)))
+	}
+	// A Config built by hand may leave Dir empty: a relative path would be
+	// refused by the tools, and means nothing to hide that can be named.
+	return slices.DeleteFunc(out, func(p string) bool { return !filepath.IsAbs(p) })
+}
+
 // registerBuiltins opens the workspace and registers the enabled tools.
 func (c *Config) registerBuiltins(g *gateway.Gateway, asker builtin.Asker) (*builtin.Set, error) {
 	if len(c.Builtin.Enable) == 0 {
@@ -179,6 +201,7 @@ func (c *Config) registerBuiltins(g *gateway.Gateway, asker builtin.Asker) (*bui
 		Bash:      c.Builtin.Bash,
 		URLFetch:  builtin.URLFetchOptions{Allow: c.Builtin.URLFetchAllow},
 		Asker:     asker,
+		Hide:      c.privatePaths(),
 	})
 	if err != nil {
 		return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: fmt.Sprintf("workspace %s: %v", c.Workspace, err)}

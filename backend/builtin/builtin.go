@@ -15,9 +15,36 @@
 // accepted and made relative. Walks (grep, glob) never follow symbolic
 // links. write and edit replace files by renaming a temporary file inside
 // the root, so they refuse a path whose last component is a symbolic link
-// (the rename would replace the link) and name its target instead. bash is
-// not confined (it runs a shell in the workspace folder): that is why it
-// requires approval by default.
+// (the rename would replace the link) and name its target instead.
+//
+// # Hidden paths
+//
+// The gateway's private state (the store folder with its journal of every
+// call's arguments, the audit log, the configuration file) may lie inside
+// the workspace: [Options.Hide] names it, and the path-taking tools treat
+// it as outside the workspace. Naming a hidden path or anything inside it
+// is refused with forbidden, whatever the name: directly, with "./" or
+// "sub/..", absolutely, or through a symbolic link inside the workspace
+// that points into it (to the folder or to a file). On Linux this holds by
+// construction: a file or folder is checked after it is opened, by where
+// the kernel says its descriptor is (/proc/self/fd), and the descriptor
+// checked is the one read from, listed, or created and renamed in; write
+// and edit create missing folders one at a time below a checked one. ls
+// leaves hidden entries out of its listing and count, and the walks of
+// glob and grep skip them, through links too (a link into them is still
+// listed by name, as every link is, and never followed). Elsewhere the
+// check is by name only. A hard link to a hidden file is not recognised
+// (making one takes bash).
+//
+// # bash is not confined
+//
+// bash runs a shell in the workspace folder, with the gateway's user
+// rights: nothing of the above applies to it. Its command can read and
+// write outside the workspace and the hidden paths alike, start network
+// connections, and anything else that user may do. That is why it requires
+// an approval by default: a person reads the command before it runs. Give
+// it requires_approval: false only where the callers are trusted as much
+// as the gateway's user.
 //
 // # Results and errors
 //
@@ -101,6 +128,11 @@ type Options struct {
 	// Asker is the interaction channel of ask_user_question; nil means
 	// there is none and the tool fails with unsupported_capability.
 	Asker Asker
+	// Hide lists absolute paths of folders and files the path-taking tools
+	// treat as outside the workspace (the gateway's store folder, audit
+	// log, configuration file): see "Hidden paths" above. Paths need not
+	// exist; the workspace must not lie inside one.
+	Hide []string
 }
 
 // BashOptions configure the bash tool.
@@ -140,8 +172,9 @@ type ReadOptions struct {
 // concurrent use. Close releases the workspace.
 type Set struct {
 	root    *os.Root
-	ws      string // absolute workspace path, as given
-	wsReal  string // the same with symbolic links resolved
+	ws      string   // absolute workspace path, as given
+	wsReal  string   // the same with symbolic links resolved
+	hidden  []string // Options.Hide, clean, and with links resolved
 	bash    BashOptions
 	fetch   *fetcher
 	readMax int
@@ -165,6 +198,10 @@ func New(opts *Options) (*Set, error) {
 	real, err := filepath.EvalSymlinks(ws)
 	if err != nil {
 		return nil, fmt.Errorf("builtin: workspace %s: %w", o.Workspace, err)
+	}
+	hidden, err := hidePaths(o.Hide, ws, real)
+	if err != nil {
+		return nil, err
 	}
 	root, err := os.OpenRoot(ws)
 	if err != nil {
@@ -215,7 +252,7 @@ func New(opts *Options) (*Set, error) {
 		readMax = DefaultReadMaxBytes
 	}
 
-	s := &Set{root: root, ws: ws, wsReal: real, bash: b, fetch: f, readMax: readMax, asker: o.Asker}
+	s := &Set{root: root, ws: ws, wsReal: real, hidden: hidden, bash: b, fetch: f, readMax: readMax, asker: o.Asker}
 	s.tools = s.describe()
 	return s, nil
 }

@@ -49,7 +49,7 @@ func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	if err != nil {
 		return nil, err
 	}
-	dir, err := s.openDir(a.Path, rel)
+	dir, where, err := s.openDir(a.Path, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,11 @@ func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 			found, truncated = found[:limit], true
 		}
 	}
-	walkErr := doublestar.GlobWalk(ctxFS{ctx, dir.FS()}, pattern, func(p string, d fs.DirEntry) error {
+	// The walk does not follow symbolic links (WithNoFollow) below the
+	// pattern's literal part, which is looked up through walkFS like the
+	// rest: hidden entries are neither listed nor matched, whatever the
+	// name or link leading to them.
+	walkErr := doublestar.GlobWalk(walkFS{ctx, s, dir, where}, pattern, func(p string, d fs.DirEntry) error {
 		found = append(found, path.Join(prefix, p))
 		if len(found) >= 4*limit+64 {
 			compact()
@@ -123,45 +127,27 @@ func (s *Set) globPattern(p, rel string) (string, error) {
 	return p, nil
 }
 
-// openDir opens the folder rel names as a root of its own, for a walk.
-func (s *Set) openDir(p, rel string) (*os.Root, error) {
-	fi, err := s.root.Stat(rel)
+// openDir opens the folder rel names as a root of its own, for a listing
+// or a walk, and returns where it is (see locate). A hidden path is
+// refused before anything says whether it is a folder.
+func (s *Set) openDir(p, rel string) (*os.Root, string, error) {
+	f, err := s.openChecked(p, rel)
 	if err != nil {
-		return nil, fsError(p, err)
+		return nil, "", err
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return nil, "", fsError(p, err)
 	}
 	if !fi.IsDir() {
-		return nil, fail(gateway.ClassValidation, "%s is not a directory (it is a %s)", orDot(p), kind(fi.Mode())).with("path", p)
+		return nil, "", fail(gateway.ClassValidation, "%s is not a directory (it is a %s)", orDot(p), kind(fi.Mode())).with("path", p)
 	}
 	dir, err := s.root.OpenRoot(rel)
 	if err != nil {
-		return nil, fsError(p, err)
+		return nil, "", fsError(p, err)
 	}
-	return dir, nil
-}
-
-// ctxFS stops a walk when ctx is done.
-type ctxFS struct {
-	ctx context.Context
-	fs.FS
-}
-
-func (c ctxFS) Open(name string) (fs.File, error) {
-	if err := c.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return c.FS.Open(name)
-}
-
-func (c ctxFS) ReadDir(name string) ([]fs.DirEntry, error) {
-	if err := c.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return fs.ReadDir(c.FS, name)
-}
-
-func (c ctxFS) Stat(name string) (fs.FileInfo, error) {
-	if err := c.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return fs.Stat(c.FS, name)
+	// Checked again: the root is what is used, and the name may have been
+	// swapped for a link since the look above.
+	return s.checkedRoot(p, dir, filepath.Join(s.ws, rel))
 }

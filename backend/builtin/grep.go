@@ -108,16 +108,17 @@ func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	prefix := display(rel)
 	g.res = grepResult{Pattern: a.Pattern, Path: prefix, Matches: []grepMatch{}}
 
-	fi, err := s.root.Stat(rel)
+	f, err := s.openChecked(a.Path, rel)
 	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
 		return nil, fsError(a.Path, err)
 	}
 	if fi.Mode().IsRegular() {
 		// A file named explicitly is searched whatever the glob says.
-		f, err := s.root.Open(rel)
-		if err != nil {
-			return nil, fsError(a.Path, err)
-		}
 		err = g.file(ctx, prefix, f)
 		f.Close()
 		if err != nil {
@@ -125,18 +126,20 @@ func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		}
 		return ok(g.res)
 	}
+	f.Close()
 	if !fi.IsDir() {
 		return nil, notRegular(a.Path, fi.Mode())
 	}
 
-	dir, err := s.openDir(a.Path, rel)
+	dir, where, err := s.openDir(a.Path, rel)
 	if err != nil {
 		return nil, err
 	}
 	defer dir.Close()
-	fsys := dir.FS()
-	// WalkDir does not follow symbolic links, and every open goes through
-	// the folder's root: nothing outside it is read.
+	fsys := walkFS{ctx, s, dir, where}
+	// WalkDir does not follow symbolic links, every open goes through the
+	// folder's root (nothing outside it is read), and walkFS leaves hidden
+	// entries out.
 	walkErr := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
@@ -157,8 +160,14 @@ func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		if a.Glob != "" && !globMatch(a.Glob, p) {
 			return nil
 		}
-		f, err := fsys.Open(p)
+		f, _, err := fsys.open(p)
+		if errors.Is(err, errHidden) {
+			return nil // not part of the workspace: not counted either
+		}
 		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
 			g.res.UnreadableSkipped++
 			return nil
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -47,16 +48,9 @@ func (s *Set) ls(ctx context.Context, raw json.RawMessage) (*backend.Result, err
 	// The folder is opened as a root of its own: the entries are then
 	// looked at relative to its descriptor, not by a path a concurrent
 	// rename could redirect.
-	fi, err := s.root.Stat(rel)
+	dir, where, err := s.openDir(a.Path, rel)
 	if err != nil {
-		return nil, fsError(a.Path, err)
-	}
-	if !fi.IsDir() {
-		return nil, fail(gateway.ClassValidation, "%s is not a directory (it is a %s)", orDot(a.Path), kind(fi.Mode())).with("path", a.Path)
-	}
-	dir, err := s.root.OpenRoot(rel)
-	if err != nil {
-		return nil, fsError(a.Path, err)
+		return nil, err
 	}
 	defer dir.Close()
 	f, err := dir.Open(".")
@@ -68,6 +62,9 @@ func (s *Set) ls(ctx context.Context, raw json.RawMessage) (*backend.Result, err
 	if err != nil {
 		return nil, fsError(a.Path, err)
 	}
+	// Hidden entries are not part of the workspace: not listed, not
+	// counted.
+	names = slices.DeleteFunc(names, func(name string) bool { return s.hides(filepath.Join(where, name)) })
 	slices.Sort(names)
 	res := lsResult{Path: display(rel), Entries: []lsEntry{}, Total: len(names)}
 	if len(names) > limit {

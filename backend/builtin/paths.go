@@ -94,6 +94,9 @@ func fsError(p string, err error) error {
 	if errors.As(err, &pe) {
 		reason = pe.Err.Error()
 	}
+	if errors.Is(err, errHidden) {
+		return hiddenErr(p)
+	}
 	var out *toolError
 	switch {
 	case isEscape(err):

@@ -94,9 +94,9 @@ func (s *Set) read(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	if err != nil {
 		return nil, err
 	}
-	f, err := s.root.Open(rel)
+	f, err := s.openChecked(a.Path, rel)
 	if err != nil {
-		return nil, fsError(a.Path, err)
+		return nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()

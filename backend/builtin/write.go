@@ -48,12 +48,9 @@ func (s *Set) write(ctx context.Context, raw json.RawMessage) (*backend.Result, 
 	perm := fs.FileMode(0o644)
 	if fi != nil {
 		perm = fi.Mode().Perm()
-	} else if dir := filepath.Dir(rel); dir != "." {
-		if err := s.root.MkdirAll(dir, 0o755); err != nil {
-			return nil, fsError(a.Path, err)
-		}
 	}
-	if err := s.replace(a.Path, rel, []byte(a.Content), perm); err != nil {
+	// replace creates the missing parent folders.
+	if err := s.replace(a.Path, rel, []byte(a.Content), perm, true); err != nil {
 		return nil, err
 	}
 	return ok(writeResult{Path: display(rel), Bytes: len(a.Content), Created: fi == nil})
@@ -92,7 +89,7 @@ func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 			with("path", a.Path)
 	}
 	if a.OldContent == nil {
-		if err := s.replace(a.Path, rel, []byte(a.Content), fi.Mode().Perm()); err != nil {
+		if err := s.replace(a.Path, rel, []byte(a.Content), fi.Mode().Perm(), false); err != nil {
 			return nil, err
 		}
 		return ok(editResult{Path: display(rel), Overwritten: true, Bytes: len(a.Content)})
@@ -104,9 +101,10 @@ func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	if fi.Size() > MaxEditBytes {
 		return nil, fail(gateway.ClassValidation, "%s is %d bytes, over the %d bytes edit reads; use write to replace it", a.Path, fi.Size(), MaxEditBytes)
 	}
-	f, err := s.root.Open(rel)
+	// Checked like read: whether text occurs in a file is a read of it.
+	f, err := s.openChecked(a.Path, rel)
 	if err != nil {
-		return nil, fsError(a.Path, err)
+		return nil, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxEditBytes+1))
 	f.Close()
@@ -129,7 +127,7 @@ func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 			with("path", a.Path).with("occurrences", n)
 	}
 	updated := strings.Replace(text, old, a.Content, 1)
-	if err := s.replace(a.Path, rel, []byte(updated), fi.Mode().Perm()); err != nil {
+	if err := s.replace(a.Path, rel, []byte(updated), fi.Mode().Perm(), false); err != nil {
 		return nil, err
 	}
 	return ok(editResult{Path: display(rel), Replaced: 1, Bytes: len(updated)})
@@ -148,6 +146,9 @@ func (s *Set) fileName(p string) (string, error) {
 	if base := filepath.Base(rel); base == "." || base == ".." || base == "/" || strings.HasSuffix(rel, "/") {
 		return "", fail(gateway.ClassValidation, "%s does not name a file", p).with("path", p)
 	}
+	if s.lexHidden(rel) {
+		return "", hiddenErr(p)
+	}
 	return rel, nil
 }
 
@@ -156,7 +157,8 @@ func (s *Set) fileName(p string) (string, error) {
 // file. Anything else is refused: writing through a symbolic link would
 // replace the link itself (the rename below does not follow it), so a link
 // is reported with its target for the caller to name instead; when the link
-// leads out of the workspace the refusal is forbidden.
+// leads out of the workspace or into a hidden path the refusal is
+// forbidden.
 func (s *Set) target(p, rel string) (fs.FileInfo, error) {
 	fi, err := s.root.Lstat(rel)
 	switch {
@@ -170,6 +172,15 @@ func (s *Set) target(p, rel string) (fs.FileInfo, error) {
 		if _, err := s.root.Stat(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fsError(p, err)
 		}
+		// A link into a hidden path is refused as such (fileName checked
+		// the name; this is where the link leads).
+		if f, err := s.root.OpenFile(rel, openFlags, 0); err == nil {
+			hidden := s.hides(locate(f, filepath.Join(s.ws, rel)))
+			f.Close()
+			if hidden {
+				return nil, hiddenErr(p)
+			}
+		}
 		dest, _ := s.root.Readlink(rel)
 		return nil, fail(gateway.ClassValidation, "%s is a symbolic link (to %s); name the file it points to", p, dest).
 			with("path", p).with("link_target", dest)
@@ -179,18 +190,29 @@ func (s *Set) target(p, rel string) (fs.FileInfo, error) {
 
 // replace writes data to a temporary file beside rel, syncs it, and renames
 // it over rel: readers see the old file or the new one, never a part. All of
-// it goes through the root: no step can land outside the workspace. On
-// failure the temporary file is removed and rel is unchanged.
-func (s *Set) replace(p, rel string, data []byte, perm fs.FileMode) error {
-	dir, base := filepath.Dir(rel), filepath.Base(rel)
-	tmp := filepath.Join(dir, "."+base+".tmp-"+rand.Text()[:12])
-	f, err := s.root.OpenFile(tmp, osCreateExcl, 0o600)
+// it goes through one root opened on rel's folder (made first, with
+// create, when missing) and checked not to be hidden: no step can land
+// outside the workspace or in a hidden folder, even if the folder's name is
+// swapped for a link meanwhile. On failure the temporary file is removed
+// and rel is unchanged.
+func (s *Set) replace(p, rel string, data []byte, perm fs.FileMode, create bool) error {
+	dir, where, err := s.openParent(p, filepath.Dir(rel), create)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	base := filepath.Base(rel)
+	if s.hides(filepath.Join(where, base)) {
+		return hiddenErr(p)
+	}
+	tmp := "." + base + ".tmp-" + rand.Text()[:12]
+	f, err := dir.OpenFile(tmp, osCreateExcl, 0o600)
 	if err != nil {
 		return fsError(p, err)
 	}
 	cleanup := func(err error) error {
 		f.Close()
-		s.root.Remove(tmp)
+		dir.Remove(tmp)
 		e := fsError(p, err)
 		var te *toolError
 		if errors.As(e, &te) {
@@ -208,11 +230,11 @@ func (s *Set) replace(p, rel string, data []byte, perm fs.FileMode) error {
 		return cleanup(err)
 	}
 	if err := f.Close(); err != nil {
-		s.root.Remove(tmp)
+		dir.Remove(tmp)
 		return fsError(p, err)
 	}
-	if err := s.root.Rename(tmp, rel); err != nil {
-		s.root.Remove(tmp)
+	if err := dir.Rename(tmp, base); err != nil {
+		dir.Remove(tmp)
 		e := fsError(p, err)
 		var te *toolError
 		if errors.As(e, &te) {
@@ -221,7 +243,7 @@ func (s *Set) replace(p, rel string, data []byte, perm fs.FileMode) error {
 		return e
 	}
 	// Make the rename itself durable. A failure here does not undo it.
-	if d, err := s.root.Open(dir); err == nil {
+	if d, err := dir.Open("."); err == nil {
 		d.Sync()
 		d.Close()
 	}
