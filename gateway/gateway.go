@@ -32,7 +32,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +106,11 @@ type Tool struct {
 	// Validator, when set, replaces the subset validator for this tool: an
 	// explicit choice of another boundary (D21), never a fallback.
 	Validator Validator
+	// Pinned tools come from a source the gateway does not control (an MCP
+	// upstream). Their definition hash is recorded at first registration;
+	// after a change, calls fail with forbidden until an operator accepts
+	// the new definition (store.Pins.AcceptPin; `backplane tools accept`).
+	Pinned bool
 }
 
 // registered is a tool with what registration derived from it.
@@ -191,6 +198,11 @@ func (g *Gateway) Register(t Tool) error {
 		}
 	}
 	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema)
+	if t.Pinned {
+		if _, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now()); err != nil {
+			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.tools[t.Name]; ok {
@@ -201,6 +213,29 @@ func (g *Gateway) Register(t Tool) error {
 		return fmt.Errorf("gateway: tool %s: %w", t.Name, r.schemaErr)
 	}
 	return nil
+}
+
+// Unregister removes a tool (an upstream's tool that disappeared or is about
+// to be registered again with a new definition). It reports whether the tool
+// was registered.
+func (g *Gateway) Unregister(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.tools[name]
+	delete(g.tools, name)
+	return ok
+}
+
+// ToolsFor lists the tools the policy allows caller to call, by name.
+func (g *Gateway) ToolsFor(caller string) []Tool {
+	var out []Tool
+	for _, t := range g.Tools() {
+		if g.policy.Decide(caller, t.Name).Allow {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Tools lists the registered tools.
@@ -250,6 +285,12 @@ type CallRequest struct {
 	IdempotencyKey string
 	// ApprovalWait overrides Options.Approvals.Wait for this call when set.
 	ApprovalWait *time.Duration
+	// Approver, when set, is asked instead of Options.Approvals.Approver
+	// (the person behind this call's connection, through MCP elicitation).
+	Approver approval.Approver
+	// Progress, when set, is called about once a second while the call
+	// waits for an approval decision.
+	Progress func(approvalID string, waited time.Duration)
 }
 
 // CallResult is the outcome of a call that ran.
@@ -360,6 +401,11 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		c.audit("authorize", "deny", "reason", d.Reason)
 		return nil, newError(ClassForbidden, "authorize", d.Reason, nil)
 	}
+	if t.Pinned {
+		if err := c.checkPin(ctx); err != nil {
+			return nil, err
+		}
+	}
 	c.audit("authorize", "allow", "reason", d.Reason)
 
 	// A repeated idempotency key returns what is recorded, before any
@@ -414,6 +460,23 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 
 	// 7. Invocation, then settlement.
 	return c.invoke(ctx)
+}
+
+// checkPin refuses a pinned tool whose registered definition is not the
+// accepted one. The pin is read at every call: the operator accepts from
+// another process.
+func (c *call) checkPin(ctx context.Context) error {
+	p, err := c.g.store.GetPin(ctx, c.tool.Name)
+	if err != nil {
+		return c.storeFailure(ctx, "authorize", err)
+	}
+	if p.AcceptedHash == c.tool.defHash {
+		return nil
+	}
+	c.audit("authorize", "definition_held", "accepted_hash", p.AcceptedHash, "definition_hash", c.tool.defHash)
+	return newError(ClassForbidden, "authorize", fmt.Sprintf(
+		"the definition of %s changed since it was first seen and is held back until an operator reviews it: backplane tools accept %s",
+		c.tool.Name, c.tool.Name), map[string]any{"accepted_hash": p.AcceptedHash, "definition_hash": c.tool.defHash})
 }
 
 func (c *call) storeFailure(ctx context.Context, step string, err error) *Error {

@@ -35,8 +35,12 @@ func (c *call) approve(ctx context.Context) (string, error) {
 		return "", c.storeFailure(ctx, "approve", err)
 	}
 
-	if a.Status == store.ApprovalPending && g.approval.Approver != nil {
-		if err := c.askApprover(ctx, a); err != nil {
+	approver := g.approval.Approver
+	if c.req.Approver != nil {
+		approver = c.req.Approver
+	}
+	if a.Status == store.ApprovalPending && approver != nil {
+		if err := c.askApprover(ctx, approver, a); err != nil {
 			return "", err
 		}
 	}
@@ -69,9 +73,9 @@ func (c *call) approve(ctx context.Context) (string, error) {
 
 // askApprover puts a pending request to the interactive approver, if any,
 // and records its decision.
-func (c *call) askApprover(ctx context.Context, a *store.Approval) error {
+func (c *call) askApprover(ctx context.Context, approver approval.Approver, a *store.Approval) error {
 	g := c.g
-	d, err := g.approval.Approver.Ask(ctx, a)
+	d, err := approver.Ask(ctx, a)
 	if errors.Is(err, approval.ErrNoDecision) {
 		return nil
 	}
@@ -109,6 +113,7 @@ func (c *call) awaitDecision(ctx context.Context, id string, wait time.Duration)
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	c.audit("approve", "waiting", "approval_id", id, "wait", wait.String())
+	start, lastProgress := time.Now(), time.Now()
 	for {
 		a, err := g.store.GetApproval(ctx, id)
 		if err != nil {
@@ -124,6 +129,10 @@ func (c *call) awaitDecision(ctx context.Context, id string, wait time.Duration)
 		case <-deadline.C:
 			return a, nil
 		case <-tick.C:
+			if c.req.Progress != nil && time.Since(lastProgress) >= time.Second {
+				lastProgress = time.Now()
+				c.req.Progress(id, time.Since(start))
+			}
 		}
 	}
 }

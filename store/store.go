@@ -194,7 +194,39 @@ type Store interface {
 	// BudgetUsage lists the budget held per (scope, key).
 	BudgetUsage(ctx context.Context) ([]Usage, error)
 
+	Pins
+
 	Close() error
+}
+
+// Pin is the recorded definition of a tool from a source the gateway does
+// not control (an MCP upstream): the hash seen at first sight is accepted;
+// a later, different definition is held back until an operator accepts it.
+type Pin struct {
+	Tool         string    `json:"tool"`
+	AcceptedHash string    `json:"accepted_hash"`
+	SeenHash     string    `json:"seen_hash"` // the newest definition seen
+	AcceptedBy   string    `json:"accepted_by,omitempty"`
+	FirstSeen    time.Time `json:"first_seen"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// Held reports whether the newest definition seen is not the accepted one.
+func (p *Pin) Held() bool { return p.SeenHash != p.AcceptedHash }
+
+// Pins records tool definitions (see Pin). Every store implements it.
+type Pins interface {
+	// SeePin records that tool's definition hash is now hash: at first
+	// sight it is accepted; otherwise it becomes the seen hash. It returns
+	// the pin as it stands.
+	SeePin(ctx context.Context, tool, hash string, now time.Time) (*Pin, error)
+	// GetPin returns the tool's pin, or ErrNotFound.
+	GetPin(ctx context.Context, tool string) (*Pin, error)
+	// AcceptPin makes the seen hash the accepted one. hash must be the seen
+	// hash (ErrPinChanged otherwise: the definition changed again since the
+	// operator looked).
+	AcceptPin(ctx context.Context, tool, hash, by string, now time.Time) error
+	ListPins(ctx context.Context) ([]Pin, error)
 }
 
 // Errors of the contract; implementations wrap them with %w.
@@ -208,6 +240,7 @@ var (
 	ErrSelfApproval        = errors.New("a caller cannot decide its own approval request")
 	ErrApprovalExpired     = errors.New("approval request expired")
 	ErrAlreadyDecided      = errors.New("approval request already decided")
+	ErrPinChanged          = errors.New("the tool's definition changed again; review it and accept the new hash")
 )
 
 // BudgetError reports the reservation that would exceed its quota.

@@ -26,6 +26,7 @@ type Store struct {
 	reservations map[string][]store.Reservation
 	used         map[[2]string]int64 // (scope, key) -> amount held
 	approvals    map[string]*store.Approval
+	pins         map[string]*store.Pin
 }
 
 var _ store.Store = (*Store)(nil)
@@ -39,6 +40,7 @@ func New() *Store {
 		reservations: map[string][]store.Reservation{},
 		used:         map[[2]string]int64{},
 		approvals:    map[string]*store.Approval{},
+		pins:         map[string]*store.Pin{},
 	}
 }
 
@@ -297,3 +299,53 @@ func (s *Store) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 }
 
 func (s *Store) Close() error { return nil }
+
+func (s *Store) SeePin(ctx context.Context, tool, hash string, now time.Time) (*store.Pin, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pins[tool]
+	if !ok {
+		p = &store.Pin{Tool: tool, AcceptedHash: hash, SeenHash: hash, FirstSeen: now, UpdatedAt: now}
+		s.pins[tool] = p
+	} else if p.SeenHash != hash {
+		p.SeenHash, p.UpdatedAt = hash, now
+	}
+	c := *p
+	return &c, nil
+}
+
+func (s *Store) GetPin(ctx context.Context, tool string) (*store.Pin, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pins[tool]
+	if !ok {
+		return nil, fmt.Errorf("pin %s: %w", tool, store.ErrNotFound)
+	}
+	c := *p
+	return &c, nil
+}
+
+func (s *Store) AcceptPin(ctx context.Context, tool, hash, by string, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pins[tool]
+	if !ok {
+		return fmt.Errorf("pin %s: %w", tool, store.ErrNotFound)
+	}
+	if p.SeenHash != hash {
+		return fmt.Errorf("pin %s: %w", tool, store.ErrPinChanged)
+	}
+	p.AcceptedHash, p.AcceptedBy, p.UpdatedAt = hash, by, now
+	return nil
+}
+
+func (s *Store) ListPins(ctx context.Context) ([]store.Pin, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]store.Pin, 0, len(s.pins))
+	for _, p := range s.pins {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b store.Pin) int { return cmp.Compare(a.Tool, b.Tool) })
+	return out, nil
+}

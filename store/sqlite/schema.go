@@ -88,6 +88,17 @@ CREATE TABLE budget_usage (
 	PRIMARY KEY (scope, key)
 ) WITHOUT ROWID;
 `,
+	// 2: pinned tool definitions (store.Pins).
+	`
+CREATE TABLE pins (
+	tool          TEXT PRIMARY KEY,
+	accepted_hash TEXT NOT NULL,
+	seen_hash     TEXT NOT NULL,
+	accepted_by   TEXT NOT NULL DEFAULT '',
+	first_seen    INTEGER,
+	updated_at    INTEGER
+) WITHOUT ROWID;
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

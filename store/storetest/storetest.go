@@ -95,6 +95,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Consume/Once", testConsumeOnce},
 		{"Consume/Refused", testConsumeRefused},
 		{"Consume/AtomicWithBudgetAndKey", testConsumeAtomic},
+		{"Pins/FirstSightAccepted", testPinFirstSight},
+		{"Pins/ChangeHeldUntilAccepted", testPinChangeHeld},
+		{"Pins/AcceptRefusesAnotherHash", testPinAcceptOtherHash},
 	})
 	RunConcurrency(t, open)
 }
