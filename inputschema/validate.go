@@ -282,9 +282,8 @@ func (v *validator) object(n *node, m map[string]any) bool {
 	// One lookup per schema name; members that are not properties are
 	// counted rather than found, since listing them is only needed to
 	// report them.
-	base := len(v.slots)
-	v.slots = slices.Grow(v.slots, len(n.names))[:base+len(n.names)]
-	slots := v.slots[base:]
+	slots := v.pushSlots(len(n.names))
+	base := len(v.slots) - len(slots)
 	props := 0
 	for i := range n.names {
 		x, ok := m[n.names[i].name]
@@ -323,10 +322,20 @@ func (v *validator) object(n *node, m map[string]any) bool {
 			}
 		}
 	}
-	clear(slots)
 	v.slots = v.slots[:base]
 	v.depth--
 	return valid
+}
+
+// pushSlots reserves n zeroed slots for one object. Nested objects may
+// reallocate v.slots, so the caller's slice can go stale: every slot is
+// zeroed here, when reserved, never trusted from an earlier object.
+func (v *validator) pushSlots(n int) []slot {
+	base := len(v.slots)
+	v.slots = slices.Grow(v.slots, n)[:base+n]
+	slots := v.slots[base:]
+	clear(slots)
+	return slots
 }
 
 // objectRules checks required names, in the order of the required array.
@@ -468,9 +477,8 @@ func (v *validator) tape(n *node, i int) bool {
 
 func (v *validator) tapeObject(n *node, i int) bool {
 	d := v.doc
-	base := len(v.slots)
-	v.slots = slices.Grow(v.slots, len(n.names))[:base+len(n.names)]
-	slots := v.slots[base:]
+	slots := v.pushSlots(len(n.names))
+	base := len(v.slots) - len(slots)
 	unknown := 0
 	end := d.Next(i)
 	for j := i + 1; j < end; j = d.Next(j + 1) {
@@ -512,7 +520,6 @@ func (v *validator) tapeObject(n *node, i int) bool {
 			}
 		}
 	}
-	clear(slots)
 	v.slots = v.slots[:base]
 	return valid
 }
