@@ -92,6 +92,7 @@ in the store folder; --audit-log names another file, or "-" for stderr.`,
 		},
 	}
 	addGatewayFlags(cmd, &f)
+	f.interactive = true // ask_user_question may prompt on the terminal
 	fl := cmd.Flags()
 	fl.StringVar(&caller, "caller", "", "who calls (the policy's caller name) (required)")
 	fl.StringVar(&session, "session", "", "the session id, for session budgets")

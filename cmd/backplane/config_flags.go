@@ -33,6 +33,8 @@ type gatewayFlags struct {
 	configPath string
 	auditLog   string
 	asJSON     bool
+	// interactive gives ask_user_question the terminal, when there is one.
+	interactive bool
 }
 
 // addGatewayFlags registers the shared flags on a verb or a verb group (as
@@ -66,12 +68,26 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 	if err != nil {
 		return nil, &inputError{err}
 	}
-	rt, err := cfg.Open(ctx, &config.OpenOptions{Logger: logger})
+	opts := &config.OpenOptions{Logger: logger}
+	if f.interactive {
+		asker, closeTTY := openTerminalAsker()
+		opts.Asker = asker
+		closeLog = chainClose(closeLog, closeTTY)
+	}
+	rt, err := cfg.Open(ctx, opts)
 	if err != nil {
 		closeLog()
 		return nil, &inputError{fmt.Errorf("opening %s: %w", f.configPath, err)}
 	}
 	return &gatewaySession{rt: rt, audit: logger, closeLog: closeLog}, nil
+}
+
+func chainClose(first func() error, then func()) func() error {
+	return func() error {
+		err := first()
+		then()
+		return err
+	}
 }
 
 // Close closes the store first (it may still log), then the audit log.
