@@ -203,24 +203,6 @@ func TestOpenWritesTheConfiguredAuditLog(t *testing.T) {
 	}
 }
 
-func TestOpenRefusesPostgresForNow(t *testing.T) {
-	c, err := Parse([]byte("store: postgres://user:hunter2@db/bp\n"), "/x/bp.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := c.Open(context.Background(), nil)
-	if err == nil {
-		rt.Close()
-		t.Fatal("opened a postgres store")
-	}
-	if !errors.Is(err, ErrStoreUnavailable) || !strings.Contains(err.Error(), "PostgreSQL store not available yet") {
-		t.Errorf("error %v", err)
-	}
-	if strings.Contains(err.Error(), "hunter2") {
-		t.Errorf("error %q shows the password", err)
-	}
-}
-
 func TestOpenHonoursACancelledContext(t *testing.T) {
 	c, err := Parse(nil, filepath.Join(t.TempDir(), "bp.yaml"))
 	if err != nil {

@@ -1,0 +1,124 @@
+package config
+
+import (
+	"context"
+	"crypto/rand"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/store/postgres"
+	"github.com/jackc/pgx/v5"
+)
+
+// postgresURLEnv names the database the PostgreSQL tests may create
+// schemas in (as in store/postgres).
+const postgresURLEnv = "BACKPLANE_TEST_POSTGRES_URL"
+
+// A postgres:// store in the file opens the PostgreSQL store, in the
+// schema the URL's search_path names, and the gateway journals there.
+func TestOpenPostgresStore(t *testing.T) {
+	base := os.Getenv(postgresURLEnv)
+	if base == "" {
+		t.Skip(postgresURLEnv + " is unset: it names a PostgreSQL database this test creates and drops a schema in " +
+			"(e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+	}
+	ctx := context.Background()
+	schema := "bp_test_" + strings.ToLower(rand.Text()[:12])
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop schema: %v", err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	dir := t.TempDir()
+	src := "store: '" + u.String() + "'\n" +
+		"policy:\n  - caller: alice\n    allow: [echo]\n" +
+		"budgets:\n  - scope: caller\n    quota: 1\n" +
+		"tools:\n  - name: echo\n    command: [cat]\n    input_schema: {type: object}\n"
+	path := filepath.Join(dir, "bp.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store != u.String() {
+		t.Errorf("Store = %q, want the URL as written", c.Store)
+	}
+	rt, err := c.Open(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ps, ok := rt.Store.(*postgres.Store)
+	if !ok {
+		t.Fatalf("store is %T, want *postgres.Store", rt.Store)
+	}
+	if ps.Schema() != schema {
+		t.Errorf("store schema %q, want %q", ps.Schema(), schema)
+	}
+	res, err := call(rt, "alice", "echo", `{"a":1}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Result) != `{"a":1}` {
+		t.Errorf("result %s", res.Result)
+	}
+	// The journal and the budget are in the database, where another
+	// replica sees them.
+	other, err := postgres.Open(ctx, u.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	in, err := other.GetIntent(ctx, res.CallID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Status != store.StatusSucceeded || in.Incarnation != ps.Incarnation() {
+		t.Errorf("journal entry seen by another replica: %+v", in)
+	}
+	usage, err := other.BudgetUsage(ctx)
+	if err != nil || len(usage) != 1 || usage[0].Used != 1 {
+		t.Errorf("budget seen by another replica: %v, %v; want alice 1", usage, err)
+	}
+}
+
+// A PostgreSQL store that cannot be opened is an error naming the file and
+// the URL without its password. (No database needed: nothing listens on
+// port 1.)
+func TestOpenPostgresErrorHidesPassword(t *testing.T) {
+	c, err := Parse([]byte("store: postgres://user:hunter2@127.0.0.1:1/bp?connect_timeout=5\n"), "/x/bp.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := c.Open(context.Background(), nil)
+	if err == nil {
+		rt.Close()
+		t.Fatal("opened a store nothing serves")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %q shows the password", err)
+	}
+	if !strings.HasPrefix(err.Error(), "/x/bp.yaml: store postgres://user:xxxxx@127.0.0.1:1/bp") {
+		t.Errorf("error %q does not name the file and the redacted URL", err)
+	}
+}

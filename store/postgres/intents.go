@@ -1,0 +1,482 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+const intentCols = `call_id, caller, session, tool, definition_hash, arguments, args_digest,
+	idempotency_key, approval_id, incarnation, status, result, error_class, error_message,
+	resolved_by, created_at, settled_at`
+
+// CommitIntent's statements. They are sent together (one pgx batch: one
+// round trip) and run in one implicit transaction that the server commits
+// at the batch's end, or rolls back entirely when a statement fails. A
+// condition that refuses the commit fails its statement through
+// backplane_refuse (SQLSTATE refusedCode), so no statement after it runs
+// and nothing is written; CommitIntent then reads, outside the rolled-back
+// transaction, what to report.
+
+// insertIntent writes the intent only while this incarnation ($10) is alive
+// with an unexpired lease, on the database's clock; otherwise it is refused
+// ('incarnation'). FOR KEY SHARE holds the incarnation row until commit:
+// Recover locks it FOR UPDATE before marking anything, so it waits for this
+// transaction, and once it has declared the incarnation dead the subquery
+// finds no row. A repeated call id or idempotency key fails with a unique
+// violation (after waiting for a concurrent insert of the same key to
+// commit or roll back).
+const insertIntent = `INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
+		args_digest, idempotency_key, approval_id, incarnation, status, created_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
+		coalesce((SELECT i.id FROM incarnations i
+			WHERE i.id = $10 AND i.state = 'alive' AND i.lease_expires_at > clock_timestamp()
+			FOR KEY SHARE), backplane_refuse('incarnation')),
+		'started', $11)`
+
+// reserveBudget adds $5 to the usage of ($2, $3) unless that takes it above
+// the quota $4, and records the reservation of call $1; it is refused
+// ('budget') otherwise. The upsert locks the usage row (even when its
+// condition refuses the update) until commit: a concurrent reservation of
+// the same key, from any replica, waits and then sees this one's sum.
+const reserveBudget = `WITH u AS (
+		INSERT INTO budget_usage AS b (scope, key, used)
+		VALUES ($2, $3, CASE WHEN $5::bigint <= $4::bigint THEN $5::bigint ELSE backplane_refuse('budget')::bigint END)
+		ON CONFLICT (scope, key) DO UPDATE SET used = b.used + excluded.used
+		WHERE b.used + excluded.used <= $4::bigint
+		RETURNING 1)
+	INSERT INTO reservations (call_id, scope, key, quota, amount)
+	VALUES ($1, $2, $3, $4::bigint, coalesce((SELECT $5::bigint FROM u), backplane_refuse('budget')::bigint))`
+
+// consumeApproval marks approval $2 consumed by call $1 if it approves
+// exactly this call, unused and unexpired at the call's creation; it is
+// refused ('approval') otherwise. The UPDATE's row lock makes concurrent
+// consumers of one approval take turns: the second re-checks consumed_by
+// and is refused.
+const consumeApproval = `WITH c AS (
+		UPDATE approvals SET consumed_by = $1
+		WHERE id = $2 AND status = 'approved' AND consumed_by IS NULL AND expires_at > $3
+		AND caller = $4 AND tool = $5 AND definition_hash = $6 AND args_digest = $7
+		RETURNING 1)
+	SELECT coalesce((SELECT 'consumed' FROM c), backplane_refuse('approval'))`
+
+// refusedCode is the SQLSTATE of backplane_refuse.
+const refusedCode = "BP001"
+
+// CommitIntent durably records a started intent, its reservations and its
+// approval's consumption in one transaction, all or nothing, with the
+// checks in the order memstore defines: call id, idempotency key, budget,
+// approval.
+func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*store.Intent, error) {
+	in := req.Intent
+	if in.CallID == "" {
+		return nil, errors.New("postgres store: commit intent: empty call id")
+	}
+	if s.lost.Load() {
+		return nil, fmt.Errorf("commit intent %s: %w", in.CallID, ErrLeaseLost)
+	}
+	approvalID := in.ApprovalID
+	if req.ApprovalID != "" {
+		approvalID = req.ApprovalID
+	}
+	// Budget rows are locked in (scope, key) order whatever the request's
+	// order, so two commits never wait for each other in a cycle.
+	order := make([]int, len(req.Reservations))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ra, rb := req.Reservations[a], req.Reservations[b]
+		return cmp.Or(strings.Compare(ra.Scope, rb.Scope), strings.Compare(ra.Key, rb.Key))
+	})
+	b := &pgx.Batch{}
+	b.Queue(insertIntent, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, in.Arguments,
+		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, ts(in.CreatedAt))
+	for _, i := range order {
+		r := req.Reservations[i]
+		b.Queue(reserveBudget, in.CallID, r.Scope, r.Key, r.Quota, r.Amount)
+	}
+	if req.ApprovalID != "" {
+		b.Queue(consumeApproval, in.CallID, req.ApprovalID, cmpTS(in.CreatedAt), in.Caller, in.Tool, in.DefinitionHash, in.ArgsDigest)
+	}
+
+	var existing *store.Intent
+	err := s.write(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		for attempt := 1; ; attempt++ {
+			failed, err := sendBatch(ctx, c, b)
+			switch {
+			case err == nil:
+				return nil
+			case retryable(err) && attempt <= txRetries:
+				s.log.Debug("commit retried", "attempt", attempt, "error", err)
+				time.Sleep(time.Duration(attempt) * 5 * time.Millisecond)
+				continue
+			case failed == 0:
+				existing, err = s.whyNotInserted(ctx, c, &in, err)
+				return err
+			case failed <= len(order) && refused(err):
+				berr := budgetError(ctx, c, req.Reservations)
+				if berr == nil && attempt <= txRetries {
+					continue // budget released meanwhile: it fits now
+				}
+				if berr == nil {
+					berr = fmt.Errorf("postgres store: commit intent %s: a reservation was refused, then fit, %d times", in.CallID, attempt)
+				}
+				return berr
+			case failed == len(order)+1 && refused(err):
+				return fmt.Errorf("approval %s for call %s: %w", req.ApprovalID, in.CallID, store.ErrApprovalUnavailable)
+			}
+			return fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
+		}
+	})
+	if err != nil {
+		return existing, err
+	}
+	return nil, nil
+}
+
+// sendBatch runs b in one implicit transaction and returns nil once the
+// transaction is committed, or the index of the statement that failed (-1
+// for the commit itself) and its error.
+func sendBatch(ctx context.Context, c *pgx.Conn, b *pgx.Batch) (int, error) {
+	br := c.SendBatch(ctx, b)
+	for i := range b.Len() {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return i, err
+		}
+	}
+	// The server commits at the batch's end, before it says it is ready:
+	// Close returning nil is the commit's success.
+	return -1, br.Close()
+}
+
+func refused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == refusedCode
+}
+
+// whyNotInserted explains the failure err of the intent's insert: the
+// caller's idempotency key is taken (the existing intent is returned), the
+// call id is taken, or this incarnation may no longer commit.
+func (s *Store) whyNotInserted(ctx context.Context, c *pgx.Conn, in *store.Intent, err error) (*store.Intent, error) {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return nil, fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
+	}
+	switch {
+	case pe.Code == "23505" && pe.ConstraintName == "intents_idempotency":
+		prev, err := scanIntent(c.QueryRow(ctx, `SELECT `+intentCols+` FROM intents WHERE caller = $1 AND idempotency_key = $2`,
+			in.Caller, in.IdempotencyKey))
+		if err != nil {
+			return nil, fmt.Errorf("postgres store: read intent of idempotency key %q: %w", in.IdempotencyKey, err)
+		}
+		return prev, fmt.Errorf("idempotency key %q of %s: %w", in.IdempotencyKey, in.Caller, store.ErrDuplicateKey)
+	case pe.Code == "23505":
+		return nil, fmt.Errorf("postgres store: call id %q already committed: %w", in.CallID, err)
+	case pe.Code != refusedCode:
+		return nil, fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
+	}
+	var state string
+	var leased bool
+	err = c.QueryRow(ctx, `SELECT state, lease_expires_at > clock_timestamp() FROM incarnations WHERE id = $1`, s.incarnation).Scan(&state, &leased)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && state == "dead":
+		s.lose()
+		return nil, fmt.Errorf("commit intent %s: %w", in.CallID, ErrLeaseLost)
+	case err != nil:
+		return nil, fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
+	case state == "closed":
+		return nil, fmt.Errorf("commit intent %s: %w", in.CallID, ErrClosed)
+	case !leased:
+		return nil, fmt.Errorf("commit intent %s: %w", in.CallID, ErrLeaseExpired)
+	}
+	// The lease was renewed between the refusal and this read.
+	return nil, fmt.Errorf("commit intent %s: %w", in.CallID, ErrLeaseExpired)
+}
+
+// budgetError builds the error of a refused reservation of rs, once the
+// transaction that tried is rolled back. It reports, as memstore does, the
+// first reservation in request order that does not fit what is held; nil
+// when all fit now (budget was released since the refusal).
+func budgetError(ctx context.Context, c *pgx.Conn, rs []store.Reservation) error {
+	type key struct{ scope, key string }
+	held := map[key]int64{}
+	for _, r := range rs {
+		k := key{r.Scope, r.Key}
+		if _, ok := held[k]; ok {
+			continue
+		}
+		var used int64
+		err := c.QueryRow(ctx, `SELECT used FROM budget_usage WHERE scope = $1 AND key = $2`, r.Scope, r.Key).Scan(&used)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("postgres store: read budget %s %q: %w", r.Scope, r.Key, err)
+		}
+		held[k] = used
+	}
+	for _, r := range rs {
+		k := key{r.Scope, r.Key}
+		if held[k]+r.Amount > r.Quota {
+			return &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: held[k], Requested: r.Amount, Quota: r.Quota}
+		}
+		held[k] += r.Amount
+	}
+	return nil
+}
+
+// release returns the budget held by callID's reservations, locking the
+// usage rows in (scope, key) order first, as reservations do.
+func release(ctx context.Context, tx pgx.Tx, callID string) error {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM budget_usage
+		WHERE (scope, key) IN (SELECT scope, key FROM reservations WHERE call_id = $1 AND NOT released)
+		ORDER BY scope, key FOR UPDATE`, callID); err != nil {
+		return fmt.Errorf("postgres store: release budget of %s: %w", callID, err)
+	}
+	if _, err := tx.Exec(ctx, `WITH r AS (
+			UPDATE reservations SET released = true WHERE call_id = $1 AND NOT released RETURNING scope, key, amount),
+		t AS (SELECT scope, key, sum(amount) AS amount FROM r GROUP BY scope, key)
+		UPDATE budget_usage b SET used = b.used - t.amount FROM t WHERE b.scope = t.scope AND b.key = t.key`, callID); err != nil {
+		return fmt.Errorf("postgres store: release budget of %s: %w", callID, err)
+	}
+	return nil
+}
+
+// Settle ends a started intent of this incarnation, while it is alive.
+func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) error {
+	switch st.Status {
+	case store.StatusSucceeded, store.StatusFailed, store.StatusUncertain:
+	default:
+		return fmt.Errorf("postgres store: settle %s: status %q is not succeeded, failed or uncertain", callID, st.Status)
+	}
+	settle := func(ctx context.Context, tx querier) error {
+		// The status and incarnation conditions are what make recovery
+		// safe: once another replica has marked this intent uncertain (and
+		// this incarnation dead, in the same transaction), or when it
+		// belongs to another incarnation, nothing here can move it.
+		tag, err := tx.Exec(ctx, `UPDATE intents SET status = $1, result = $2, error_class = $3, error_message = $4, settled_at = $5
+			WHERE call_id = $6 AND status = 'started' AND incarnation = $7
+			AND EXISTS (SELECT 1 FROM incarnations WHERE id = $7 AND state = 'alive')`,
+			string(st.Status), st.Result, st.ErrorClass, st.ErrorMessage, ts(st.At), callID, s.incarnation)
+		if err != nil {
+			return fmt.Errorf("postgres store: settle %s: %w", callID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			var status, inc string
+			err := tx.QueryRow(ctx, `SELECT status, incarnation FROM intents WHERE call_id = $1`, callID).Scan(&status, &inc)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("settle %s: %w", callID, store.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("postgres store: settle %s: %w", callID, err)
+			}
+			if status == string(store.StatusStarted) && inc == s.incarnation {
+				s.lose() // still started but refused: this incarnation is not alive
+				return fmt.Errorf("settle %s (%s): this replica's lease was lost: %w", callID, status, store.ErrNotStarted)
+			}
+			return fmt.Errorf("settle %s (%s, incarnation %s): %w", callID, status, inc, store.ErrNotStarted)
+		}
+		return nil
+	}
+	if !store.Released(st.Status) {
+		// One statement: atomic without a transaction around it.
+		return s.write(ctx, func(ctx context.Context, c *pgx.Conn) error { return settle(ctx, c) })
+	}
+	return s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := settle(ctx, tx); err != nil {
+			return err
+		}
+		return release(ctx, tx, callID)
+	})
+}
+
+// querier is what a *pgx.Conn and a pgx.Tx both do.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ResolveIntent records an operator's verdict on an uncertain intent.
+func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool, by string, at time.Time) error {
+	status := store.StatusExecuted
+	if !executed {
+		status = store.StatusNotExecuted
+	}
+	return s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE intents SET status = $1, resolved_by = $2, settled_at = $3
+			WHERE call_id = $4 AND status = 'uncertain'`, string(status), by, ts(at), callID)
+		if err != nil {
+			return fmt.Errorf("postgres store: resolve %s: %w", callID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			var cur string
+			err := tx.QueryRow(ctx, `SELECT status FROM intents WHERE call_id = $1`, callID).Scan(&cur)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("postgres store: resolve %s: %w", callID, err)
+			}
+			return fmt.Errorf("resolve %s (%s): %w", callID, cur, store.ErrNotUncertain)
+		}
+		if !executed {
+			return release(ctx, tx, callID)
+		}
+		return nil
+	})
+}
+
+// GetIntent returns the intent with this call id, or ErrNotFound.
+func (s *Store) GetIntent(ctx context.Context, callID string) (*store.Intent, error) {
+	in, err := s.readIntent(ctx, `SELECT `+intentCols+` FROM intents WHERE call_id = $1`, callID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
+	}
+	return in, err
+}
+
+// GetIntentByKey returns the caller's intent with this idempotency key, or
+// ErrNotFound.
+func (s *Store) GetIntentByKey(ctx context.Context, caller, key string) (*store.Intent, error) {
+	in, err := s.readIntent(ctx, `SELECT `+intentCols+` FROM intents WHERE caller = $1 AND idempotency_key = $2`, caller, key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("idempotency key %q: %w", key, store.ErrNotFound)
+	}
+	return in, err
+}
+
+func (s *Store) readIntent(ctx context.Context, query string, args ...any) (*store.Intent, error) {
+	var in *store.Intent
+	err := s.read(ctx, func(c *pgx.Conn) error {
+		var err error
+		in, err = scanIntent(c.QueryRow(ctx, query, args...))
+		return err
+	})
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	return in, err
+}
+
+// ListIntents returns matching intents, newest commit first.
+func (s *Store) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.Intent, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if f.Status != "" {
+		add("status = ?", string(f.Status))
+	}
+	if f.Caller != "" {
+		add("caller = ?", f.Caller)
+	}
+	if f.Tool != "" {
+		add("tool = ?", f.Tool)
+	}
+	q := `SELECT ` + intentCols + ` FROM intents`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	args = append(args, limit)
+	q += ` ORDER BY seq DESC LIMIT $` + strconv.Itoa(len(args))
+	var out []store.Intent
+	err := s.read(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Intent, error) {
+			in, err := scanIntent(r)
+			if err != nil {
+				return store.Intent{}, err
+			}
+			return *in, nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: list intents: %w", err)
+	}
+	return out, nil
+}
+
+func scanIntent(r pgx.Row) (*store.Intent, error) {
+	var in store.Intent
+	var key, approval pgtype.Text
+	var status string
+	var created, settled pgtype.Timestamptz
+	if err := r.Scan(&in.CallID, &in.Caller, &in.Session, &in.Tool, &in.DefinitionHash, &in.Arguments, &in.ArgsDigest,
+		&key, &approval, &in.Incarnation, &status, &in.Result, &in.ErrorClass, &in.ErrorMessage,
+		&in.ResolvedBy, &created, &settled); err != nil {
+		return nil, err
+	}
+	in.IdempotencyKey, in.ApprovalID, in.Status = key.String, approval.String, store.Status(status)
+	in.CreatedAt, in.SettledAt = fromTS(created), fromTS(settled)
+	return &in, nil
+}
+
+// BudgetUsage lists the budget held per (scope, key), by scope then key.
+func (s *Store) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
+	var out []store.Usage
+	err := s.read(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `SELECT scope, key, used FROM budget_usage ORDER BY scope, key`)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Usage, error) {
+			var u store.Usage
+			err := r.Scan(&u.Scope, &u.Key, &u.Used)
+			return u, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: budget usage: %w", err)
+	}
+	return out, nil
+}
+
+// ts encodes t for storage: NULL for the zero time.
+func ts(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// cmpTS encodes t for comparison: the zero time is before every other.
+func cmpTS(t time.Time) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	}
+	return pgtype.Timestamptz{Time: t, Valid: true}
+}
+
+func fromTS(t pgtype.Timestamptz) time.Time {
+	if !t.Valid || t.InfinityModifier != pgtype.Finite {
+		return time.Time{}
+	}
+	return t.Time.UTC()
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

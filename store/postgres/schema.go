@@ -1,0 +1,179 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// migrations[i] takes the schema from version i to i+1, recorded in the
+// schema_migrations table. Append only: a released migration is never
+// edited.
+//
+// Times are timestamptz (microseconds, UTC instants), NULL for the zero
+// time; bytes are bytea, NULL for nil. scope and key are COLLATE "C" so the
+// database orders them byte by byte, as Go does: budget rows are always
+// locked in that one order (see reserve and release), which keeps
+// concurrent reservations from deadlocking each other.
+var migrations = []string{
+	`
+CREATE TABLE incarnations (
+	id               text PRIMARY KEY,
+	pid              integer NOT NULL,
+	hostname         text NOT NULL DEFAULT '',
+	state            text NOT NULL CHECK (state IN ('alive', 'closed', 'dead')),
+	started_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+	lease_expires_at timestamptz NOT NULL,
+	ended_at         timestamptz
+);
+
+CREATE TABLE approvals (
+	id              text PRIMARY KEY,
+	caller          text NOT NULL,
+	session         text NOT NULL DEFAULT '',
+	tool            text NOT NULL,
+	definition_hash text NOT NULL,
+	args_digest     text NOT NULL,
+	status          text NOT NULL CHECK (status IN ('pending', 'approved', 'denied')),
+	decided_by      text NOT NULL DEFAULT '',
+	created_at      timestamptz,
+	expires_at      timestamptz,
+	decided_at      timestamptz,
+	consumed_by     text UNIQUE
+);
+CREATE INDEX approvals_call ON approvals (caller, tool, definition_hash, args_digest, created_at);
+CREATE INDEX approvals_created ON approvals (created_at, id);
+
+CREATE TABLE intents (
+	seq             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- commit order
+	call_id         text NOT NULL UNIQUE,
+	caller          text NOT NULL,
+	session         text NOT NULL DEFAULT '',
+	tool            text NOT NULL,
+	definition_hash text NOT NULL,
+	arguments       bytea,
+	args_digest     text NOT NULL,
+	idempotency_key text, -- NULL when none
+	approval_id     text,
+	incarnation     text NOT NULL REFERENCES incarnations (id),
+	status          text NOT NULL CHECK (status IN ('started', 'succeeded', 'failed', 'uncertain', 'executed', 'not_executed')),
+	result          bytea,
+	error_class     text NOT NULL DEFAULT '',
+	error_message   text NOT NULL DEFAULT '',
+	resolved_by     text NOT NULL DEFAULT '',
+	created_at      timestamptz,
+	settled_at      timestamptz
+);
+CREATE UNIQUE INDEX intents_idempotency ON intents (caller, idempotency_key) WHERE idempotency_key IS NOT NULL;
+-- Started intents by incarnation, for recovery; the statuses other than
+-- started and succeeded (rare) by status, for an operator's listing.
+CREATE INDEX intents_started ON intents (incarnation) WHERE status = 'started';
+CREATE INDEX intents_rare ON intents (status, seq) WHERE status NOT IN ('started', 'succeeded');
+
+CREATE TABLE reservations (
+	call_id  text NOT NULL REFERENCES intents (call_id),
+	scope    text COLLATE "C" NOT NULL,
+	key      text COLLATE "C" NOT NULL,
+	quota    bigint NOT NULL,
+	amount   bigint NOT NULL,
+	released boolean NOT NULL DEFAULT false
+);
+CREATE INDEX reservations_call ON reservations (call_id);
+
+-- Per (scope, key), the sum of the amounts of the reservations not
+-- released, maintained in the transactions that reserve and release: a
+-- check reads and locks one row instead of summing a growing history.
+CREATE TABLE budget_usage (
+	scope text COLLATE "C" NOT NULL,
+	key   text COLLATE "C" NOT NULL,
+	used  bigint NOT NULL,
+	PRIMARY KEY (scope, key)
+);
+
+-- backplane_refuse raises the error CommitIntent recognises as a refusal
+-- (SQLSTATE BP001, the message naming what refused). CommitIntent's
+-- statements are sent together in one implicit transaction, and a guard
+-- calling this function when a condition fails rolls the whole transaction
+-- back without another round trip.
+CREATE FUNCTION backplane_refuse(what text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'backplane: % refused', what USING ERRCODE = 'BP001';
+END
+$$;
+
+CREATE TABLE pins (
+	tool          text PRIMARY KEY,
+	accepted_hash text NOT NULL,
+	seen_hash     text NOT NULL,
+	accepted_by   text NOT NULL DEFAULT '',
+	first_seen    timestamptz,
+	updated_at    timestamptz
+);
+`,
+}
+
+// SchemaVersion is the schema version this package migrates to.
+var SchemaVersion = len(migrations)
+
+// migrationLock is the first key of the advisory lock migrations take (the
+// second is the hash of the schema name), so replicas migrating the same
+// schema at once take turns and those of other schemas do not wait.
+const migrationLock = 0x6270 // "bp"
+
+// migrate creates the schema if it is missing and brings it to
+// SchemaVersion, in one transaction under an advisory lock: two replicas
+// starting at once migrate it once (the second waits for the first's
+// commit, then finds the version current), and a failed migration leaves
+// nothing half done. A schema newer than this package is refused rather
+// than misread.
+func migrate(ctx context.Context, c *pgx.Conn, schema string, log *slog.Logger) (err error) {
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres store: migrate: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+			err = fmt.Errorf("postgres store: migrate schema %s: %w", schema, err)
+		}
+	}()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, migrationLock, schema); err != nil {
+		return err
+	}
+	// CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the
+	// database even when the schema exists; a role given only its schema
+	// must still be able to start.
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		return err
+	}
+	var v int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("database schema version %d is newer than this program's %d", v, len(migrations))
+	}
+	for ; v < len(migrations); v++ {
+		if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+			return fmt.Errorf("to version %d: %w", v+1, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v+1); err != nil {
+			return err
+		}
+		log.Debug("schema migrated", "version", v+1)
+	}
+	return tx.Commit(ctx)
+}
