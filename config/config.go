@@ -48,10 +48,15 @@
 //	    timeout: 5s
 //	    max_output_bytes: 1048576
 //	    safety: {read_only: false, idempotent: false, requires_approval: false}
+//	servers:                       # upstream MCP servers, tools as NAME.TOOL ([ServerConfig])
+//	  - name: everything
+//	    command: [npx, -y, "@modelcontextprotocol/server-everything"]
+//	    validator: subset            # the default; or draft2020-12
 //
 // [Config.Open] turns a Config into a running [Runtime]: its store, its
 // policy and budgets, and a gateway with every tool registered with a
-// command backend (package backend/command).
+// command backend (package backend/command), and every upstream server's
+// tools (package backend/mcp).
 package config
 
 import (
@@ -70,11 +75,13 @@ import (
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/backend/command"
+	"github.com/agentbackplane/backplane/backend/mcp"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/store/postgres"
 	"github.com/agentbackplane/backplane/store/sqlite"
 )
 
@@ -106,6 +113,10 @@ type Config struct {
 	// Default: the configuration file's folder.
 	Workspace string
 	Builtin   Builtin
+	// Serve configures `backplane serve` (see [ServeConfig]).
+	Serve ServeConfig
+	// Servers are the upstream MCP servers (see [ServerConfig]).
+	Servers []ServerConfig
 }
 
 // Approvals configure the approval step.
@@ -237,10 +248,12 @@ type Runtime struct {
 	Store   store.Store
 	Config  *Config
 
-	closers []io.Closer
+	closers   []io.Closer
+	upstreams []*mcp.Upstream // also in closers
 }
 
-// Close closes the store and the audit log file, if Open opened one.
+// Close closes the upstream servers' connections (their programs are
+// stopped), the store and the audit log file, if Open opened one.
 func (r *Runtime) Close() error {
 	var errs []error
 	for i := len(r.closers) - 1; i >= 0; i-- {
@@ -343,19 +356,38 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 	if set != nil {
 		rt.closers = append(rt.closers, set)
 	}
+	// Last: a server's tools collide with any tool registered before.
+	if err := c.connectServers(ctx, rt, g, logger); err != nil {
+		return nil, err
+	}
 	rt.Gateway = g
 	return rt, nil
 }
 
-// openStore opens the configured store: a folder is the embedded SQLite
-// store.
+// openStore opens the configured store: a postgres:// URL is the shared
+// PostgreSQL store, a folder the embedded SQLite store.
 func (c *Config) openStore(logger *slog.Logger) (store.Store, error) {
 	if isPostgres(c.Store) {
-		u := c.Store
+		u, password := c.Store, ""
 		if pu, err := url.Parse(u); err == nil {
 			u = pu.Redacted() // never print a password
+			password, _ = pu.User.Password()
 		}
-		return nil, &Error{File: c.Path, Msg: fmt.Sprintf("store %s: PostgreSQL store not available yet", u), Err: ErrStoreUnavailable}
+		// Connecting, migrating and recovering; bounded, since Open's
+		// context does not reach here.
+		const openTimeout = 30 * time.Second
+		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+		defer cancel()
+		st, err := postgres.Open(ctx, c.Store, &postgres.Options{Logger: logger})
+		if err != nil {
+			msg := err.Error()
+			if password != "" {
+				// The store's errors do not show it; make sure.
+				msg = strings.ReplaceAll(msg, password, "xxxxx")
+			}
+			return nil, &Error{File: c.Path, Msg: fmt.Sprintf("store %s: %s", u, msg), Err: err}
+		}
+		return st, nil
 	}
 	var opts *sqlite.Options
 	if logger != nil {

@@ -147,9 +147,13 @@ func (p *parser) parse(c *Config) (err error) {
 			return err
 		case "builtin":
 			return p.builtin(c, v)
+		case "serve":
+			return p.serve(c, v)
+		case "servers":
+			return p.servers(c, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -160,6 +164,7 @@ func (p *parser) finish(c *Config) error {
 	if err := p.finishBuiltin(c); err != nil {
 		return err
 	}
+	p.finishServe(c)
 	if !isPostgres(c.Store) {
 		c.Store = resolve(c.Dir, c.Store)
 	}

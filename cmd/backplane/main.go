@@ -98,5 +98,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(newSchemaCmd(), newVersionCmd())
 	root.AddCommand(newCallCmd(), newJournalCmd(), newApprovalsCmd(), newBudgetCmd())
+	root.AddCommand(newServeCmd())
+	root.AddCommand(newToolsCmd())
 	return root
 }

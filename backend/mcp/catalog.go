@@ -1,0 +1,330 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/validator/draft2020"
+)
+
+// maxPages bounds a tools/list walk: a server whose cursors never end is
+// refused rather than followed forever.
+const maxPages = 1000
+
+// rawTool is one tool of a tools/list answer, as the server sent it.
+type rawTool struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage // the bytes of the answer, unchanged
+	Annotations struct {
+		ReadOnly, Idempotent *bool
+	}
+}
+
+// upTool is a registered tool of the server.
+type upTool struct {
+	name    string // the server's name for it
+	full    string // NAME.TOOL
+	desc    string
+	schema  json.RawMessage
+	safety  gateway.Safety
+	backend *toolBackend
+}
+
+// listTools walks tools/list, page by page, from the raw answers.
+func (u *Upstream) listTools(ctx context.Context, l *link) ([]rawTool, error) {
+	var out []rawTool
+	cursor := ""
+	seen := map[string]bool{}
+	for page := 0; ; page++ {
+		if page == maxPages {
+			return nil, fmt.Errorf("tools/list: more than %d pages", maxPages)
+		}
+		e := &exchange{method: "tools/list"}
+		_, err := l.sess.ListTools(withExchange(ctx, e), &sdk.ListToolsParams{Cursor: cursor})
+		l.wire.forget(e)
+		_, done, raw, rpcErr := e.state()
+		switch {
+		case done && rpcErr != nil:
+			return nil, fmt.Errorf("tools/list: the server answered with an error: %v", rpcErr)
+		case !done && err != nil:
+			return nil, fmt.Errorf("tools/list: %w", err)
+		case !done:
+			return nil, errors.New("tools/list: the answer was not seen on the wire")
+		}
+		// The raw answer is what counts, even when the SDK could not decode
+		// it or left tools out (it drops some it deems invalid).
+		tools, next, perr := parseToolsPage(raw)
+		if perr != nil {
+			return nil, fmt.Errorf("tools/list: %w", perr)
+		}
+		out = append(out, tools...)
+		if next == "" {
+			return out, nil
+		}
+		if seen[next] {
+			return nil, fmt.Errorf("tools/list: the cursor %q came back: the listing loops", next)
+		}
+		seen[next] = true
+		cursor = next
+	}
+}
+
+// parseToolsPage reads one tools/list result: its tools, each kept as its
+// raw bytes, and its nextCursor.
+func parseToolsPage(raw []byte) ([]rawTool, string, error) {
+	m, err := members(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("the result: %w", err)
+	}
+	var next string
+	if c, ok := m["nextCursor"]; ok && string(c) != "null" {
+		if err := json.Unmarshal(c, &next); err != nil {
+			return nil, "", errors.New("nextCursor is not a string")
+		}
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(m["tools"], &items); err != nil || m["tools"] == nil {
+		return nil, "", errors.New("tools is not an array")
+	}
+	out := make([]rawTool, 0, len(items))
+	for i, item := range items {
+		t, err := parseTool(item)
+		if err != nil {
+			return nil, "", fmt.Errorf("tool %d: %w", i, err)
+		}
+		out = append(out, t)
+	}
+	return out, next, nil
+}
+
+// parseTool reads one tool descriptor. Only the members the gateway uses
+// are read; the input schema is kept as it came.
+func parseTool(raw []byte) (rawTool, error) {
+	var t rawTool
+	m, err := members(raw)
+	if err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal(m["name"], &t.Name); err != nil || t.Name == "" {
+		return t, errors.New("name is missing or not a non-empty string")
+	}
+	if d, ok := m["description"]; ok && string(d) != "null" {
+		if err := json.Unmarshal(d, &t.Description); err != nil {
+			return t, fmt.Errorf("%s: description is not a string", t.Name)
+		}
+	}
+	t.InputSchema = json.RawMessage(bytes.Clone(m["inputSchema"]))
+	if a, ok := m["annotations"]; ok && string(a) != "null" {
+		am, err := members(a)
+		if err != nil {
+			return t, fmt.Errorf("%s: annotations: %w", t.Name, err)
+		}
+		t.Annotations.ReadOnly = hint(am["readOnlyHint"])
+		t.Annotations.Idempotent = hint(am["idempotentHint"])
+	}
+	return t, nil
+}
+
+// hint reads a boolean hint; anything but true or false is no hint.
+func hint(raw json.RawMessage) *bool {
+	var b bool
+	if raw == nil || json.Unmarshal(raw, &b) != nil || string(raw) == "null" {
+		return nil
+	}
+	return &b
+}
+
+// members splits a JSON object into its members' raw values, keyed by their
+// exact (unescaped) names. Duplicate names are refused: an object that says
+// two things has no meaning to keep.
+func members(raw []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	out := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("the member %q appears twice", key)
+		}
+		out[key] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// safetyOf maps a tool's annotations to the gateway's flags: hints the
+// server gives about itself. Only readOnlyHint true spares the approval.
+func safetyOf(t rawTool) gateway.Safety {
+	ro := t.Annotations.ReadOnly != nil && *t.Annotations.ReadOnly
+	return gateway.Safety{
+		ReadOnly:         ro,
+		Idempotent:       t.Annotations.Idempotent != nil && *t.Annotations.Idempotent,
+		RequiresApproval: !ro,
+	}
+}
+
+// tighten keeps the stricter of two safety flag sets: a server that drops a
+// tool's approval by changing its annotations does not get it dropped.
+func tighten(old, new gateway.Safety) gateway.Safety {
+	return gateway.Safety{
+		ReadOnly:         old.ReadOnly && new.ReadOnly,
+		Idempotent:       old.Idempotent && new.Idempotent,
+		RequiresApproval: old.RequiresApproval || new.RequiresApproval,
+	}
+}
+
+// validatorFor returns the validator of a schema under the server's
+// choice: nil for the subset (the gateway's own), else a draft 2020-12
+// validator, or one that refuses every call when the schema cannot be
+// compiled (fail closed, never a fallback to another validator).
+func (u *Upstream) validatorFor(full string, schema json.RawMessage) gateway.Validator {
+	if u.srv.Validator != ValidatorDraft2020 {
+		return nil
+	}
+	v, err := draft2020.Compile(schema, u.d2020)
+	if err == nil {
+		return v
+	}
+	u.log.Warn("upstream tool schema refused; its calls will be refused", "tool", full, "validator", ValidatorDraft2020, "error", err.Error())
+	e := &inputschema.Error{Message: err.Error()}
+	var ie *inputschema.Error
+	if errors.As(err, &ie) {
+		c := *ie
+		e = &c
+	}
+	// Whatever the compiler's class (a malformed schema is validation to
+	// it), the call is refused because of the schema, not the arguments.
+	e.Class, e.Stage = inputschema.ClassUnsupported, inputschema.StageSchema
+	e.Message = "the " + ValidatorDraft2020 + " validator cannot use this schema: " + e.Message
+	return refusal{e}
+}
+
+// refusal is the validator of a schema that could not be compiled: every
+// call fails with its error, before the server is reached.
+type refusal struct{ err *inputschema.Error }
+
+func (r refusal) ValidateJSONAll([]byte) error {
+	e := *r.err // a copy: callers may hold on to it
+	e.Details = map[string]any{"validator": ValidatorDraft2020}
+	for k, v := range r.err.Details {
+		e.Details[k] = v
+	}
+	return &e
+}
+
+// sync brings the gateway's registrations up to date with a listing. At
+// start (atStart) a collision or a failed registration is an error;
+// later, the tool concerned is left out and logged.
+func (u *Upstream) sync(tools []rawTool, atStart bool) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return ErrClosed
+	}
+	listed := map[string]bool{}
+	for _, t := range tools {
+		full := u.srv.Name + "." + t.Name
+		if listed[t.Name] {
+			if atStart {
+				return fmt.Errorf("tools/list names %s twice", t.Name)
+			}
+			u.log.Error("upstream tool listed twice; the first is kept", "tool", full)
+			continue
+		}
+		listed[t.Name] = true
+		safety := safetyOf(t)
+		old, had := u.tools[t.Name]
+		if had {
+			safety = tighten(old.safety, safety)
+			if old.desc == t.Description && bytes.Equal(old.schema, t.InputSchema) && old.safety == safety {
+				continue
+			}
+			u.unregister(old)
+			delete(u.tools, t.Name)
+		}
+		if _, _, taken := u.g.Tool(full); taken {
+			err := fmt.Errorf("tool %s collides with a tool already registered under that name", full)
+			if atStart {
+				return err
+			}
+			u.log.Error("upstream tool left out", "tool", full, "error", err.Error())
+			continue
+		}
+		b := &toolBackend{u: u, name: t.Name}
+		err := u.g.Register(gateway.Tool{
+			Name:        full,
+			Description: t.Description,
+			InputSchema: t.InputSchema,
+			Safety:      safety,
+			Backend:     b,
+			Validator:   u.validatorFor(full, t.InputSchema),
+			Pinned:      true,
+		})
+		if reg, _, ok := u.g.Tool(full); ok && reg.Backend == backend.Backend(b) {
+			if err != nil {
+				// Registered unchanged; every call fails with this (D20).
+				u.log.Warn("upstream tool schema refused by the subset validator; its calls will be refused", "tool", full, "error", err.Error())
+			}
+			u.tools[t.Name] = &upTool{name: t.Name, full: full, desc: t.Description, schema: t.InputSchema, safety: safety, backend: b}
+			if had {
+				u.log.Info("upstream tool changed", "tool", full)
+			} else if !atStart {
+				u.log.Info("upstream tool added", "tool", full)
+			}
+			continue
+		}
+		if err == nil {
+			err = errors.New("not registered")
+		}
+		if atStart {
+			return err
+		}
+		u.log.Error("upstream tool left out", "tool", full, "error", err.Error())
+	}
+	for name, old := range u.tools {
+		if !listed[name] {
+			u.unregister(old)
+			delete(u.tools, name)
+			u.log.Info("upstream tool removed", "tool", old.full)
+		}
+	}
+	return nil
+}
+
+// unregister removes t from the gateway if the registration is still ours.
+func (u *Upstream) unregister(t *upTool) {
+	if reg, _, ok := u.g.Tool(t.full); ok && reg.Backend == backend.Backend(t.backend) {
+		u.g.Unregister(t.full)
+	}
+}
+
+func (u *Upstream) unregisterAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for name, t := range u.tools {
+		u.unregister(t)
+		delete(u.tools, name)
+	}
+}

@@ -1,0 +1,175 @@
+// Command mcptestserver is a small MCP server over stdio, built with the
+// official Go SDK, for the tests of package backend/mcp and of the
+// command line. It is configured by its environment:
+//
+//	MCPTEST_DESC        the description of the tool greet (default "Greets someone.")
+//	MCPTEST_LOG         a file each attempt to start, each start and each call is appended to, one line each
+//	MCPTEST_START_LIMIT after this many starts (lines "start" in MCPTEST_LOG), exit at once
+//	MCPTEST_PAGE_SIZE   the page size of tools/list (default the SDK's)
+//	MCPTEST_FILLERS     how many filler tools to add (for paging)
+//	MCPTEST_LINGER      if set, keep running after stdin closes
+//
+// Tools: greet (in the gateway's subset, read-only), exact (a schema whose
+// bytes the SDK's decoding would change), slow (blocks until cancelled),
+// env (the names of its environment variables), fail (a tool-level error),
+// refuse (a JSON-RPC invalid params error), boom (a JSON-RPC internal
+// error), remote_ref (a schema with a remote $ref), add_extra and
+// remove_extra (change the catalog, which sends
+// notifications/tools/list_changed), and filler_00..filler_NN for paging.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Schemas, as raw JSON: the SDK sends them as they are.
+const (
+	greetSchema = `{"type":"object","properties":{"name":{"type":"string","description":"who"}},"required":["name"],"additionalProperties":false}`
+	// exactSchema holds what a decode into map[string]any and float64 would
+	// change: 1.0, a 20-digit integer, an escaped character, member order.
+	exactSchema = `{"type":"object","x-big":12345678901234567890,"properties":{"n":{"type":"integer","minimum":1.0,"description":"caf\u00e9"}},"additionalProperties":false}`
+	emptySchema = `{"type":"object","additionalProperties":false}`
+	// remoteSchema needs a document from elsewhere: no validator may fetch it.
+	remoteSchema = `{"type":"object","properties":{"x":{"$ref":"https://example.com/x.json"}}}`
+)
+
+func logLine(s string) {
+	path := os.Getenv("MCPTEST_LOG")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintln(f, s)
+}
+
+func starts() int {
+	data, _ := os.ReadFile(os.Getenv("MCPTEST_LOG"))
+	n := 0
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "start ") {
+			n++
+		}
+	}
+	return n
+}
+
+func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
+
+func main() {
+	logLine("attempt " + strconv.FormatInt(time.Now().UnixNano(), 10))
+	if lim := os.Getenv("MCPTEST_START_LIMIT"); lim != "" {
+		n, _ := strconv.Atoi(lim)
+		if starts() >= n {
+			fmt.Fprintln(os.Stderr, "mcptestserver: start limit reached")
+			os.Exit(3)
+		}
+	}
+	logLine("start " + strconv.Itoa(os.Getpid()))
+	opts := &mcp.ServerOptions{}
+	if ps := os.Getenv("MCPTEST_PAGE_SIZE"); ps != "" {
+		opts.PageSize, _ = strconv.Atoi(ps)
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "mcptestserver", Version: "1"}, opts)
+	desc := os.Getenv("MCPTEST_DESC")
+	if desc == "" {
+		desc = "Greets someone."
+	}
+	s.AddTool(&mcp.Tool{
+		Name: "greet", Description: desc, InputSchema: json.RawMessage(greetSchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		logLine("call greet " + string(req.Params.Arguments))
+		var a struct{ Name string }
+		json.Unmarshal(req.Params.Arguments, &a)
+		return &mcp.CallToolResult{
+			Content: text("hello, " + a.Name),
+			// 1.0 survives only if nobody decodes it into a float64.
+			StructuredContent: json.RawMessage(`{"greeting":"hello, ` + a.Name + `","exact":1.0}`),
+		}, nil
+	})
+	s.AddTool(&mcp.Tool{Name: "exact", Description: "Its schema must arrive unchanged.", InputSchema: json.RawMessage(exactSchema)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			logLine("call exact " + string(req.Params.Arguments))
+			return &mcp.CallToolResult{Content: text("ok")}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "slow", Description: "Blocks until cancelled.", InputSchema: json.RawMessage(emptySchema)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			logLine("call slow")
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	s.AddTool(&mcp.Tool{Name: "env", Description: "Lists its environment variables.", InputSchema: json.RawMessage(emptySchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var names []string
+			for _, kv := range os.Environ() {
+				name, _, _ := strings.Cut(kv, "=")
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			data, _ := json.Marshal(map[string]any{"names": names})
+			return &mcp.CallToolResult{Content: text(strings.Join(names, ",")), StructuredContent: json.RawMessage(data)}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "fail", Description: "Fails as a tool.", InputSchema: json.RawMessage(emptySchema)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			logLine("call fail")
+			return &mcp.CallToolResult{Content: text("it failed"), IsError: true}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "refuse", Description: "Answers invalid params.", InputSchema: json.RawMessage(emptySchema)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no such thing"}
+		})
+	s.AddTool(&mcp.Tool{Name: "boom", Description: "Answers internal error.", InputSchema: json.RawMessage(emptySchema)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			logLine("call boom")
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "half done"}
+		})
+	s.AddTool(&mcp.Tool{Name: "remote_ref", Description: "Its schema refers elsewhere.", InputSchema: json.RawMessage(remoteSchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			logLine("call remote_ref")
+			return &mcp.CallToolResult{Content: text("reached")}, nil
+		})
+	extra := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: text("extra")}, nil
+	}
+	s.AddTool(&mcp.Tool{Name: "add_extra", Description: "Adds the tool extra.", InputSchema: json.RawMessage(emptySchema)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.AddTool(&mcp.Tool{Name: "extra", Description: "Added at run time.", InputSchema: json.RawMessage(emptySchema),
+				Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, extra)
+			return &mcp.CallToolResult{Content: text("added")}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "remove_extra", Description: "Removes the tool extra.", InputSchema: json.RawMessage(emptySchema)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.RemoveTools("extra")
+			return &mcp.CallToolResult{Content: text("removed")}, nil
+		})
+	if n, _ := strconv.Atoi(os.Getenv("MCPTEST_FILLERS")); n > 0 {
+		for i := range n {
+			name := fmt.Sprintf("filler_%02d", i)
+			s.AddTool(&mcp.Tool{Name: name, Description: "Filler " + name, InputSchema: json.RawMessage(emptySchema)}, extra)
+		}
+	}
+	err := s.Run(context.Background(), &mcp.StdioTransport{})
+	if os.Getenv("MCPTEST_LINGER") != "" {
+		select {} // like a server whose timers keep it alive after stdin closes
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mcptestserver:", err)
+		os.Exit(1)
+	}
+}

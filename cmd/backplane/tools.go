@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+	"github.com/spf13/cobra"
+)
+
+func newToolsCmd() *cobra.Command {
+	var f gatewayFlags
+	cmd := groupCmd("tools", "List the registered tools and accept changed definitions of upstream tools",
+		`The tools of upstream MCP servers (the configuration's servers, exposed as
+NAME.TOOL) are pinned: the hash of each tool's definition (name,
+description, input schema) is recorded the first time it is seen and
+accepted. When a server later presents a different definition, the tool is
+held: its calls fail with forbidden until an operator reviews the new
+definition and accepts it with "backplane tools accept NAME".
+
+These verbs open the configuration, which starts (or connects to) every
+upstream server: that is how their current definitions are seen.`)
+	addGatewayFlags(cmd, &f)
+	cmd.AddCommand(newToolsListCmd(&f), newToolsAcceptCmd(&f))
+	return cmd
+}
+
+// toolEntry is one tool as "tools list" prints it.
+type toolEntry struct {
+	Name string `json:"name"`
+	// Source is builtin, tools (the configuration's command tools) or
+	// "server NAME".
+	Source string `json:"source"`
+	Pinned bool   `json:"pinned"`
+	// Status is accepted or held for a pinned tool, "" otherwise.
+	Status         string          `json:"status,omitempty"`
+	DefinitionHash string          `json:"definition_hash"`
+	AcceptedHash   string          `json:"accepted_hash,omitempty"`
+	AcceptedBy     string          `json:"accepted_by,omitempty"`
+	Description    string          `json:"description"`
+	InputSchema    json.RawMessage `json:"input_schema"`
+}
+
+func newToolsListCmd(f *gatewayFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the registered tools, their source and, for upstream tools, whether they are held",
+		Long: `List prints every registered tool: its name, where it comes from (builtin,
+tools for the configuration's command tools, or "server NAME"), and for the
+pinned tools of upstream servers whether the current definition is accepted
+or held, with the definition hash (the first 12 hex digits in the text
+form).
+
+With --json the answer is {"tools":[{"name","source","pinned","status",
+"definition_hash","accepted_hash","accepted_by","description",
+"input_schema"}]}: what an operator reviews before accepting.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := f.open(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var entries []toolEntry
+			for _, t := range s.rt.Gateway.Tools() {
+				_, hash, ok := s.rt.Gateway.Tool(t.Name)
+				if !ok {
+					continue // unregistered meanwhile (an upstream's catalog changed)
+				}
+				e := toolEntry{
+					Name: t.Name, Source: orDash(s.rt.ToolSource(t.Name)), Pinned: t.Pinned,
+					DefinitionHash: hash, Description: t.Description, InputSchema: t.InputSchema,
+				}
+				if t.Pinned {
+					pin, err := s.rt.Store.GetPin(cmd.Context(), t.Name)
+					if err != nil {
+						return fmt.Errorf("reading the pin of %s: %w", t.Name, err)
+					}
+					e.Status, e.AcceptedHash, e.AcceptedBy = "accepted", pin.AcceptedHash, pin.AcceptedBy
+					if pin.AcceptedHash != hash {
+						e.Status = "held"
+					}
+				}
+				if len(e.InputSchema) == 0 {
+					e.InputSchema = json.RawMessage("null")
+				}
+				entries = append(entries, e)
+			}
+			slices.SortFunc(entries, func(a, b toolEntry) int { return strings.Compare(a.Name, b.Name) })
+			out := cmd.OutOrStdout()
+			if f.asJSON {
+				if entries == nil {
+					entries = []toolEntry{}
+				}
+				return writeJSONLine(out, struct {
+					Tools []toolEntry `json:"tools"`
+				}{entries})
+			}
+			if len(entries) == 0 {
+				_, err := fmt.Fprintln(out, "no tools")
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSOURCE\tSTATUS\tDEFINITION\tACCEPTED")
+			for _, e := range entries {
+				status, accepted := "-", "-"
+				if e.Pinned {
+					status, accepted = e.Status, short(e.AcceptedHash)
+					if e.AcceptedBy != "" {
+						accepted += " by " + e.AcceptedBy
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, status, short(e.DefinitionHash), accepted)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func short(hash string) string { return hash[:min(12, len(hash))] }
+
+func newToolsAcceptCmd(f *gatewayFlags) *cobra.Command {
+	var as, hash string
+	cmd := &cobra.Command{
+		Use:   "accept NAME [--as WHO] [--hash H]",
+		Short: "Accept the current definition of a held upstream tool",
+		Long: `Accept makes the definition of the upstream tool NAME that the gateway sees
+now (see "backplane tools list --json") the accepted one: a held tool
+becomes callable again. --hash, when given, must be that definition's hash
+(as listed), so that what is accepted is what was reviewed. The decision is
+recorded as WHO (--as; default: the login name).
+
+Exit 1, with the reason, when NAME is no registered tool, is not pinned, or
+its definition is not the one --hash names.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if as == "" {
+				as = operatorName()
+			}
+			if as == "" {
+				return errors.New("--as WHO is required: the decision records who made it")
+			}
+			s, err := f.open(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			out := cmd.OutOrStdout()
+			t, current, ok := s.rt.Gateway.Tool(name)
+			switch {
+			case !ok:
+				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no tool named %s is registered", name))
+			case !t.Pinned:
+				return negative(out, f.asJSON, "not_pinned", fmt.Sprintf("%s is not an upstream tool: its definition comes from the configuration and is not pinned", name))
+			case hash != "" && hash != current:
+				return negative(out, f.asJSON, "changed", fmt.Sprintf("the definition of %s is now %s, not %s: review it again", name, current, hash))
+			}
+			pin, err := s.rt.Store.GetPin(cmd.Context(), name)
+			if err != nil {
+				return fmt.Errorf("reading the pin of %s: %w", name, err)
+			}
+			already := pin.AcceptedHash == current
+			if !already {
+				err = s.rt.Store.AcceptPin(cmd.Context(), name, current, as, time.Now())
+				if errors.Is(err, store.ErrPinChanged) {
+					return negative(out, f.asJSON, "changed", fmt.Sprintf("the definition of %s changed again while it was being accepted: review it again", name))
+				}
+				if err != nil {
+					return fmt.Errorf("accepting %s: %w", name, err)
+				}
+				s.audit.Info("pin", "tool", name, "step", "accept", "outcome", "accepted", "by", as,
+					"definition_hash", current, "previous_hash", pin.AcceptedHash)
+			}
+			if f.asJSON {
+				return writeJSONLine(out, struct {
+					OK              bool   `json:"ok"`
+					Tool            string `json:"tool"`
+					DefinitionHash  string `json:"definition_hash"`
+					AcceptedBy      string `json:"accepted_by"`
+					AlreadyAccepted bool   `json:"already_accepted,omitempty"`
+				}{true, name, current, map[bool]string{true: pin.AcceptedBy, false: as}[already], already})
+			}
+			if already {
+				_, err = fmt.Fprintf(out, "ok: the definition %s of %s was already accepted\n", short(current), name)
+				return err
+			}
+			_, err = fmt.Fprintf(out, "ok: %s accepted by %s (definition %s)\n", name, as, short(current))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&as, "as", "", "who accepts (default: the login name)")
+	cmd.Flags().StringVar(&hash, "hash", "", "the definition hash that was reviewed (refused if it is not the current one)")
+	return cmd
+}

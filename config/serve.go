@@ -1,0 +1,135 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ServeConfig configures `backplane serve`, the gateway served to MCP
+// clients:
+//
+//	serve:
+//	  http: 127.0.0.1:8787           # streamable HTTP at /mcp, /metrics, /healthz
+//	  allow_remote: false            # true to listen on a non-loopback address
+//	  tokens: {"local-dev-token": alice}   # bearer token -> caller
+//	  stdio_caller: alice            # the caller for `backplane serve --stdio`
+//	  approval_wait: 2m              # how long a call waits for an approval
+//
+// The HTTP address must be on the loopback interface unless allow_remote is
+// true: the tokens travel in clear over plain HTTP. With no tokens every
+// HTTP request is refused (401). `serve --stdio` needs a stdio_caller.
+type ServeConfig struct {
+	// HTTP is the host:port the streamable HTTP server listens on. Default
+	// 127.0.0.1:8787.
+	HTTP string
+	// AllowRemote allows an HTTP address that is not loopback.
+	AllowRemote bool
+	// Tokens maps bearer tokens to caller names.
+	Tokens map[string]string
+	// StdioCaller is the caller of every call made over stdio; "" refuses
+	// `serve --stdio`.
+	StdioCaller string
+	// ApprovalWait is how long a call waits for an approval decision before
+	// it returns approval_required. Default 2m; 0s returns at once.
+	ApprovalWait time.Duration
+	// Line is where the serve section starts (0 when absent).
+	Line int
+
+	approvalWaitSet bool
+}
+
+// Serve defaults.
+const (
+	DefaultServeHTTP         = "127.0.0.1:8787"
+	DefaultServeApprovalWait = 2 * time.Minute
+)
+
+// bearerToken is RFC 6750's b64token: what can travel in an Authorization
+// header unquoted.
+var bearerToken = regexp.MustCompile(`^[A-Za-z0-9._~+/-]+=*$`)
+
+func (p *parser) serve(c *Config, v *yaml.Node) error {
+	c.Serve.Line = v.Line
+	var httpNode *yaml.Node
+	err := p.mapping(v, "serve", func(key string, k, v *yaml.Node) error {
+		var err error
+		switch key {
+		case "http":
+			httpNode = v
+			c.Serve.HTTP, err = p.str(v, "http")
+			if err == nil && c.Serve.HTTP == "" {
+				err = p.errAt(v, "serve http must be host:port, such as %s", DefaultServeHTTP)
+			}
+		case "allow_remote":
+			c.Serve.AllowRemote, err = p.boolean(v, key)
+		case "tokens":
+			c.Serve.Tokens = map[string]string{}
+			err = p.mapping(v, "tokens", func(token string, k, v *yaml.Node) error {
+				if !bearerToken.MatchString(token) {
+					return p.errAt(k, "serve tokens: a token must be letters, digits and -._~+/ (a bearer token), not %q", token)
+				}
+				caller, err := p.str(v, "the caller of a token")
+				if err == nil && caller == "" {
+					err = p.errAt(v, "serve tokens: a token needs a caller name")
+				}
+				c.Serve.Tokens[token] = caller
+				return err
+			})
+		case "stdio_caller":
+			c.Serve.StdioCaller, err = p.str(v, key)
+		case "approval_wait":
+			c.Serve.ApprovalWait, err = p.duration(v, key)
+			c.Serve.approvalWaitSet = true
+		}
+		return err
+	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait")
+	if err != nil {
+		return err
+	}
+	if httpNode != nil {
+		if err := CheckServeAddr(c.Serve.HTTP, c.Serve.AllowRemote); err != nil {
+			return p.errAt(httpNode, "serve http: %v", err)
+		}
+	}
+	return nil
+}
+
+// finishServe fills in the defaults of what the file left out.
+func (p *parser) finishServe(c *Config) {
+	if c.Serve.HTTP == "" {
+		c.Serve.HTTP = DefaultServeHTTP
+	}
+	if !c.Serve.approvalWaitSet {
+		c.Serve.ApprovalWait = DefaultServeApprovalWait
+	}
+}
+
+// CheckServeAddr checks an HTTP listen address: host:port with a numeric
+// port, and a loopback host (an IP address or "localhost") unless
+// allowRemote. An empty host means every interface: not loopback.
+func CheckServeAddr(addr string, allowRemote bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("%q: the port must be a number from 0 to 65535", addr)
+	}
+	if allowRemote || isLoopbackHost(host) {
+		return nil
+	}
+	return fmt.Errorf("%q is not a loopback address: bearer tokens would travel in clear over plain HTTP to other hosts; listen on 127.0.0.1 (or put a TLS proxy in front) or set serve.allow_remote: true", addr)
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

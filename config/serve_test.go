@@ -1,0 +1,131 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The serve section of the MCP issue's example, verbatim.
+const issueServeExample = `serve:
+  http: 127.0.0.1:8787           # streamable HTTP at /mcp, /metrics, /healthz
+  tokens: {"local-dev-token": alice}   # bearer token -> caller
+  stdio_caller: alice            # the caller for ` + "`backplane serve --stdio`" + `
+`
+
+func TestServeIssueExample(t *testing.T) {
+	c, err := Parse([]byte(issueServeExample), "backplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ServeConfig{
+		HTTP:         "127.0.0.1:8787",
+		Tokens:       map[string]string{"local-dev-token": "alice"},
+		StdioCaller:  "alice",
+		ApprovalWait: 2 * time.Minute,
+		Line:         2,
+	}
+	got := c.Serve
+	got.approvalWaitSet = false
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Serve = %+v, want %+v", got, want)
+	}
+}
+
+func TestServeDefaults(t *testing.T) {
+	for _, src := range []string{"", "store: .backplane\n", "serve: {}\n", "serve:\n"} {
+		c, err := Parse([]byte(src), "backplane.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		s := c.Serve
+		if s.HTTP != DefaultServeHTTP || s.ApprovalWait != DefaultServeApprovalWait || s.AllowRemote || len(s.Tokens) != 0 || s.StdioCaller != "" {
+			t.Errorf("%q: defaults %+v", src, s)
+		}
+	}
+}
+
+func TestServeValues(t *testing.T) {
+	c, err := Parse([]byte(`serve:
+  http: "[::1]:0"
+  approval_wait: 0s
+  tokens:
+    tok-A.b_c~d+e/f==: alice
+    second: bob
+`), "backplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Serve.HTTP != "[::1]:0" || c.Serve.ApprovalWait != 0 {
+		t.Errorf("http %q, approval_wait %s (0s must stay 0, not the default)", c.Serve.HTTP, c.Serve.ApprovalWait)
+	}
+	if !reflect.DeepEqual(c.Serve.Tokens, map[string]string{"tok-A.b_c~d+e/f==": "alice", "second": "bob"}) {
+		t.Errorf("tokens %v", c.Serve.Tokens)
+	}
+
+	c, err = Parse([]byte("serve:\n  http: 0.0.0.0:8787\n  allow_remote: true\n"), "backplane.yaml")
+	if err != nil {
+		t.Fatalf("allow_remote after http: %v", err)
+	}
+	if !c.Serve.AllowRemote || c.Serve.HTTP != "0.0.0.0:8787" {
+		t.Errorf("%+v", c.Serve)
+	}
+	if _, err := Parse([]byte("serve:\n  http: localhost:9000\n"), "backplane.yaml"); err != nil {
+		t.Errorf("localhost: %v", err)
+	}
+}
+
+func TestServeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		line      int
+		want      string
+	}{
+		{"remote address", "serve:\n  http: 0.0.0.0:8787\n", 2, "not a loopback address"},
+		{"every interface", "serve:\n  http: \":8787\"\n", 2, "not a loopback address"},
+		{"a host name", "serve:\n  tokens: {t: a}\n  http: example.com:80\n", 3, "not a loopback address"},
+		{"allow_remote false", "serve:\n  allow_remote: false\n  http: 10.0.0.1:80\n", 3, "allow_remote"},
+		{"no port", "serve:\n  http: 127.0.0.1\n", 2, "not host:port"},
+		{"bad port", "serve:\n  http: 127.0.0.1:http\n", 2, "port must be a number"},
+		{"port too large", "serve:\n  http: 127.0.0.1:70000\n", 2, "port must be a number"},
+		{"empty http", "serve:\n  http: \"\"\n", 2, "host:port"},
+		{"unknown key", "serve:\n  https: 127.0.0.1:1\n", 2, `unknown key "https"`},
+		{"token with a space", "serve:\n  tokens: {\"a b\": alice}\n", 2, "bearer token"},
+		{"empty token", "serve:\n  tokens: {\"\": alice}\n", 2, "bearer token"},
+		{"token without caller", "serve:\n  tokens:\n    tok: \"\"\n", 3, "needs a caller"},
+		{"token caller not a string", "serve:\n  tokens:\n    tok: [a]\n", 3, "must be a string"},
+		{"duplicate token", "serve:\n  tokens:\n    tok: a\n    tok: b\n", 4, "duplicate key"},
+		{"tokens a list", "serve:\n  tokens: [a]\n", 2, "must be a mapping"},
+		{"negative wait", "serve:\n  approval_wait: -1s\n", 2, "must not be negative"},
+		{"bad wait", "serve:\n  approval_wait: soon\n", 2, "bad duration"},
+		{"allow_remote not bool", "serve:\n  allow_remote: yes please\n", 2, "true or false"},
+		{"serve a list", "serve: [http]\n", 1, "must be a mapping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), "backplane.yaml")
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v, want a *config.Error", err)
+			}
+			if ce.Line != tc.line || !strings.Contains(ce.Msg, tc.want) {
+				t.Errorf("error %q at line %d, want line %d containing %q", ce.Msg, ce.Line, tc.line, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckServeAddr(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:8787": true, "127.0.0.2:1": true, "[::1]:8787": true, "localhost:0": true,
+		"0.0.0.0:8787": false, "[::]:8787": false, ":8787": false, "192.168.1.2:80": false, "localhost.evil.com:80": false,
+	} {
+		if err := CheckServeAddr(addr, false); (err == nil) != ok {
+			t.Errorf("CheckServeAddr(%q) = %v", addr, err)
+		}
+		if err := CheckServeAddr(addr, true); err != nil {
+			t.Errorf("CheckServeAddr(%q, allowRemote) = %v", addr, err)
+		}
+	}
+}

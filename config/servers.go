@@ -1,0 +1,203 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/validator/draft2020"
+)
+
+// ServerConfig is one upstream MCP server, whose tools the gateway
+// registers as NAME.TOOL (package backend/mcp):
+//
+//	servers:
+//	  - name: everything
+//	    command: [npx, -y, "@modelcontextprotocol/server-everything"]
+//	    env: [API_KEY]               # passed through besides PATH and HOME
+//	    validator: subset            # the default; or draft2020-12
+//	  - name: remote
+//	    url: http://127.0.0.1:9000/mcp
+//	    headers: {Authorization: "Bearer upstream-secret"}
+//	    validator: draft2020-12
+//
+// Exactly one of command (stdio; the program runs in the configuration
+// file's folder) and url (streamable HTTP, http:// or https://). env goes
+// with a command, headers with a url. Header values are secrets: no error
+// message quotes them. Open starts or connects every server, and fails,
+// naming the server's line, when one cannot be reached or one of its tools
+// collides with another tool.
+type ServerConfig struct {
+	// Name prefixes the server's tools: letters, digits, '_' and '-' (no
+	// dots: a tool is NAME.TOOL).
+	Name string
+	// Command is the program and its arguments, run without a shell.
+	Command []string
+	// Env names the variables passed through to the program, besides PATH
+	// and HOME; nothing else is passed.
+	Env []string
+	// URL is a streamable HTTP endpoint.
+	URL string
+	// Headers are sent with every HTTP request.
+	Headers map[string]string
+	// Validator is "subset" (the default: the gateway's own, every tool
+	// whose schema is outside it refused) or "draft2020-12".
+	Validator string
+	// Line is where the server is declared in the file.
+	Line int
+}
+
+var serverNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func (p *parser) servers(c *Config, v *yaml.Node) error {
+	names := map[string]int{} // name -> line
+	return p.sequence(v, "servers", func(item *yaml.Node) error {
+		s := ServerConfig{Line: item.Line, Validator: mcp.ValidatorSubset}
+		var nameNode, cmdNode, urlNode, envNode, headersNode *yaml.Node
+		err := p.mapping(item, "a server", func(key string, k, v *yaml.Node) error {
+			var err error
+			switch key {
+			case "name":
+				nameNode = v
+				if s.Name, err = p.str(v, "name"); err == nil && !serverNameRe.MatchString(s.Name) {
+					err = p.errAt(v, "server name %q: use 1 to 64 letters, digits, '_' or '-' (its tools are NAME.TOOL)", s.Name)
+				}
+			case "command":
+				cmdNode = v
+				if s.Command, err = p.strList(v, "command"); err == nil && (len(s.Command) == 0 || s.Command[0] == "") {
+					err = p.errAt(v, "command must name a program: [program, arg, ...]")
+				}
+			case "env":
+				envNode = v
+				err = p.sequence(v, "env", func(item *yaml.Node) error {
+					name, err := p.str(item, "env entry")
+					if err == nil && !envName.MatchString(name) {
+						err = p.errAt(item, "env: %q is not an environment variable name", name)
+					}
+					s.Env = append(s.Env, name)
+					return err
+				})
+			case "url":
+				urlNode = v
+				if s.URL, err = p.str(v, "url"); err == nil {
+					u, perr := url.Parse(s.URL)
+					if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+						err = p.errAt(v, "url must be an http:// or https:// URL with a host")
+					}
+				}
+			case "headers":
+				headersNode = v
+				s.Headers = map[string]string{}
+				err = p.mapping(v, "headers", func(name string, k, v *yaml.Node) error {
+					if !headerName.MatchString(name) {
+						return p.errAt(k, "headers: %q is not an HTTP header name", name)
+					}
+					// Not p.str: its message would quote the value.
+					n := deref(v)
+					if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+						return p.errAt(v, "headers: the value of %s must be a string (quote it)", name)
+					}
+					if !headerValueRe.MatchString(n.Value) {
+						return p.errAt(v, "headers: the value of %s holds a control character", name)
+					}
+					s.Headers[name] = n.Value
+					return nil
+				})
+			case "validator":
+				if s.Validator, err = p.str(v, "validator"); err == nil &&
+					s.Validator != mcp.ValidatorSubset && s.Validator != mcp.ValidatorDraft2020 {
+					err = p.errAt(v, "validator %q: %s or %s", s.Validator, mcp.ValidatorSubset, mcp.ValidatorDraft2020)
+				}
+			}
+			return err
+		}, "name", "command", "env", "url", "headers", "validator")
+		if err != nil {
+			return err
+		}
+		if nameNode == nil {
+			return p.errAt(item, "a server needs a name")
+		}
+		if line, ok := names[s.Name]; ok {
+			return p.errAt(nameNode, "server %s is already defined at line %d", s.Name, line)
+		}
+		names[s.Name] = nameNode.Line
+		switch {
+		case cmdNode != nil && urlNode != nil:
+			return p.errAt(urlNode, "server %s: give a command or a url, not both", s.Name)
+		case cmdNode == nil && urlNode == nil:
+			return p.errAt(item, "server %s needs a command: [program, arg, ...] or a url", s.Name)
+		case envNode != nil && urlNode != nil:
+			return p.errAt(envNode, "server %s: env applies to a command, not to a url", s.Name)
+		case headersNode != nil && cmdNode != nil:
+			return p.errAt(headersNode, "server %s: headers apply to a url, not to a command", s.Name)
+		}
+		c.Servers = append(c.Servers, s)
+		return nil
+	})
+}
+
+var (
+	headerName    = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	headerValueRe = regexp.MustCompile(`^[^\x00-\x08\x0a-\x1f\x7f]*$`)
+)
+
+// connectServers starts or connects every configured server and registers
+// its tools in g; each connection is closed with the Runtime.
+func (c *Config) connectServers(ctx context.Context, rt *Runtime, g *gateway.Gateway, logger *slog.Logger) error {
+	for _, s := range c.Servers {
+		u, err := mcp.Connect(ctx, mcp.Server{
+			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Dir,
+			URL: s.URL, Headers: s.Headers, Validator: s.Validator,
+		}, &mcp.Options{
+			Gateway:   g,
+			Logger:    logger,
+			Draft2020: &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
+		})
+		if err != nil {
+			return &Error{File: c.Path, Line: s.Line, Msg: err.Error(), Err: err}
+		}
+		rt.closers = append(rt.closers, u)
+		rt.upstreams = append(rt.upstreams, u)
+	}
+	return nil
+}
+
+// Upstream returns the connection to the named server.
+func (r *Runtime) Upstream(name string) (*mcp.Upstream, bool) {
+	for _, u := range r.upstreams {
+		if u.Name() == name {
+			return u, true
+		}
+	}
+	return nil, false
+}
+
+// ToolSource says where a registered tool comes from: "builtin", "tools"
+// (the configuration's command tools), "server NAME", or "" when the name
+// is not a configured tool.
+func (r *Runtime) ToolSource(tool string) string {
+	for _, u := range r.upstreams {
+		for _, name := range u.Tools() {
+			if name == tool {
+				return fmt.Sprintf("server %s", u.Name())
+			}
+		}
+	}
+	for _, t := range r.Config.Tools {
+		if t.Name == tool {
+			return "tools"
+		}
+	}
+	for _, name := range r.Config.Builtin.Enable {
+		if name == tool {
+			return "builtin"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Paths of the HTTP handler.
+const (
+	PathMCP     = "/mcp"
+	PathMetrics = "/metrics"
+	PathHealthz = "/healthz"
+)
+
+// Handler is the HTTP face of the server: streamable HTTP MCP at /mcp and
+// /metrics, both behind bearer-token authentication, and /healthz, open.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	// The SDK's own middleware puts the caller where the MCP handlers
+	// (callerFromToken) and the session binding (a session answers only to
+	// the caller that opened it) read it; requireToken before it answers
+	// 401 with a WWW-Authenticate challenge.
+	sdkAuth := auth.RequireBearerToken(func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		caller, ok := s.callerOfToken(token)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: caller}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	mux.Handle(PathMCP, s.requireToken(sdkAuth(s.httpHandler)))
+	mux.Handle(PathMetrics, s.requireToken(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	mux.HandleFunc(PathHealthz, s.healthz)
+	return mux
+}
+
+// requireToken refuses, with 401, a request without a bearer token that
+// maps to a caller.
+func (s *Server) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if ok {
+			_, ok = s.callerOfToken(token)
+		}
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="backplane", error="invalid_token"`)
+			msg := "a valid bearer token is required"
+			if len(s.tokens) == 0 {
+				msg = "no tokens are configured (serve.tokens): every request is refused"
+			}
+			http.Error(w, msg, http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// healthz answers 200 when the store answers a read, 503 otherwise. It says
+// nothing else: it is open to anyone who can reach the port.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if _, err := s.g.Store().BudgetUsage(ctx); err != nil {
+		s.log.Warn("health check: the store does not answer", "error", err)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"ok":false}` + "\n"))
+		return
+	}
+	w.Write([]byte(`{"ok":true}` + "\n"))
+}
+
+// ServeHTTP serves Handler on ln until ctx is done, then shuts down
+// gracefully: no new connections, calls in flight given up to grace to
+// finish (then cancelled), sessions closed. It logs, at start, where it
+// listens and, when no token is configured, that every request will be
+// refused.
+func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	if len(s.tokens) == 0 {
+		s.log.Warn("no bearer tokens are configured (serve.tokens): every HTTP request will be refused with 401")
+	}
+	s.log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
+		"metrics", "http://"+ln.Addr().String()+PathMetrics, "callers", s.describeTokens())
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	// Stop accepting while the calls drain; then close the sessions, which
+	// ends their streams, so that the HTTP shutdown can complete.
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- hs.Shutdown(sctx) }()
+	err := s.Shutdown(sctx)
+	if herr := <-httpDone; herr != nil {
+		hs.Close()
+		if !errors.Is(herr, context.DeadlineExceeded) {
+			err = errors.Join(err, herr)
+		}
+	}
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}

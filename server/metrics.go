@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/store"
+)
+
+// Outcomes of a tool call, the "outcome" label of backplane_mcp_tool_calls_total.
+const (
+	outcomeSucceeded = "succeeded"  // the tool ran and returned a result
+	outcomeToolError = "tool_error" // the tool ran and reported an error (isError)
+	outcomeRefused   = "refused"    // the gateway refused it before invocation
+	outcomeFailed    = "failed"     // invoked, then failed, timed out or became uncertain
+)
+
+// unknownTool is the tool label of calls naming no registered tool: a
+// client must not be able to create a label value per made-up name.
+const unknownTool = "(unknown)"
+
+// metrics are the server's Prometheus metrics, in a registry of their own
+// (never the global one: two servers in one process must not collide).
+type metrics struct {
+	reg      *prometheus.Registry
+	calls    *prometheus.CounterVec
+	refusals *prometheus.CounterVec
+	failures *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics(st store.Store) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "backplane_mcp_tool_calls_total",
+			Help: "MCP tools/call requests by tool and outcome (succeeded, tool_error, refused, failed).",
+		}, []string{"tool", "outcome"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "backplane_mcp_tool_call_refusals_total",
+			Help: "Calls the gateway refused before invoking the tool, by error class.",
+		}, []string{"class"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "backplane_mcp_tool_call_failures_total",
+			Help: "Calls that were invoked and then failed, timed out or became uncertain, by error class.",
+		}, []string{"class"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "backplane_mcp_tool_call_duration_seconds",
+			Help: "Time from receiving tools/call to its answer, approval waits included, by tool.",
+			// From a fast built-in tool (~100µs) to a call held for an
+			// approval (minutes).
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"tool"}),
+	}
+	m.reg.MustRegister(m.calls, m.refusals, m.failures, m.latency,
+		&budgetCollector{st: st},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observe records one answered tools/call.
+func (m *metrics) observe(tool string, res *gateway.CallResult, err error, d time.Duration) {
+	var outcome string
+	switch {
+	case err == nil && res.IsError:
+		outcome = outcomeToolError
+	case err == nil:
+		outcome = outcomeSucceeded
+	default:
+		class := string(gateway.ClassExecutionFailure)
+		var ge *gateway.Error
+		if errors.As(err, &ge) {
+			class = string(ge.Class)
+		}
+		if refusedBeforeInvocation(err) {
+			outcome = outcomeRefused
+			m.refusals.WithLabelValues(class).Inc()
+		} else {
+			outcome = outcomeFailed
+			m.failures.WithLabelValues(class).Inc()
+		}
+	}
+	m.calls.WithLabelValues(tool, outcome).Inc()
+	m.latency.WithLabelValues(tool).Observe(d.Seconds())
+}
+
+// refusedBeforeInvocation tells a refusal (nothing ran) from a failure of a
+// call that was invoked: the gateway's Step says where the call stopped.
+func refusedBeforeInvocation(err error) bool {
+	var ge *gateway.Error
+	if !errors.As(err, &ge) {
+		return false
+	}
+	return ge.Step != "invoke" && ge.Step != "settle"
+}
+
+// budgetCollector reads the store's budget usage at each scrape, so the
+// figure is the store's (shared with other processes), not a local count.
+type budgetCollector struct{ st store.Store }
+
+var budgetUsedDesc = prometheus.NewDesc("backplane_budget_used",
+	"Budget units held per scope (caller or session) and key, as the store reports them.",
+	[]string{"scope", "key"}, nil)
+
+func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- budgetUsedDesc }
+
+func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	usage, err := c.st.BudgetUsage(ctx)
+	if err != nil {
+		// The scrape fails visibly rather than reporting no usage.
+		ch <- prometheus.NewInvalidMetric(budgetUsedDesc, err)
+		return
+	}
+	for _, u := range usage {
+		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(u.Used), u.Scope, u.Key)
+	}
+}

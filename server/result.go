@@ -1,0 +1,140 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/gateway"
+)
+
+// Keys of _meta this server reads or writes.
+const (
+	// MetaIdempotencyKey, in a tools/call request's _meta, is the call's
+	// idempotency key: a repeated key returns the first call's recorded
+	// outcome instead of running the tool again.
+	MetaIdempotencyKey = "backplane/idempotency_key"
+	// MetaCallID, in a result's _meta, is the gateway's call id (the
+	// journal entry), once an intent was recorded.
+	MetaCallID = "backplane/call_id"
+	// MetaReplayed, in a result's _meta, is true when the result is the
+	// recorded outcome of an earlier call with the same idempotency key.
+	MetaReplayed = "backplane/replayed"
+)
+
+// successResult turns what a backend returned into an MCP tool result. An
+// upstream MCP server's result object passes through as it is; any other
+// JSON value is carried as text, and also as structuredContent when it is an
+// object (structuredContent must be an object).
+func successResult(r *gateway.CallResult) *mcp.CallToolResult {
+	out := passThrough(r.Result)
+	if out == nil {
+		out = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(r.Result)}}}
+		if isObject(r.Result) {
+			out.StructuredContent = json.RawMessage(r.Result)
+		}
+	}
+	if r.IsError {
+		out.IsError = true
+	}
+	if out.Content == nil {
+		out.Content = []mcp.Content{} // "content" is required: never null
+	}
+	if out.Meta == nil {
+		out.Meta = mcp.Meta{}
+	}
+	out.Meta[MetaCallID] = r.CallID
+	if r.Replayed {
+		out.Meta[MetaReplayed] = true
+	}
+	return out
+}
+
+// mcpResultKeys are the members of an MCP CallToolResult.
+var mcpResultKeys = map[string]bool{"content": true, "structuredContent": true, "isError": true, "_meta": true}
+
+// passThrough returns the MCP result object b holds, or nil when b is not
+// one: a JSON object whose members are all CallToolResult members, with a
+// content list the SDK can read.
+func passThrough(b json.RawMessage) *mcp.CallToolResult {
+	if !isObject(b) {
+		return nil
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		return nil
+	}
+	content, ok := members["content"]
+	if !ok || !bytes.HasPrefix(bytes.TrimSpace(content), []byte("[")) {
+		return nil
+	}
+	for k := range members {
+		if !mcpResultKeys[k] {
+			return nil
+		}
+	}
+	var r mcp.CallToolResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil // a content type the SDK cannot carry: sent as plain JSON instead
+	}
+	if sc, ok := members["structuredContent"]; ok {
+		r.StructuredContent = sc // keep the upstream's exact bytes
+	}
+	return &r
+}
+
+func isObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{'
+}
+
+// errorResult is a call the gateway refused or that failed, as a tool
+// result a model can act on (SEP-1303): isError, the whole *gateway.Error
+// in structuredContent (class, message, step, pointers, every violation),
+// and the same in words in content.
+func errorResult(err error) *mcp.CallToolResult {
+	var ge *gateway.Error
+	if !errors.As(err, &ge) {
+		ge = &gateway.Error{Class: gateway.ClassExecutionFailure, Message: err.Error(), Details: map[string]any{}}
+	}
+	structured, merr := json.Marshal(ge)
+	out := &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: describeError(ge)}},
+		Meta:    mcp.Meta{},
+	}
+	if merr == nil {
+		out.StructuredContent = json.RawMessage(structured)
+	}
+	if ge.CallID != "" {
+		out.Meta[MetaCallID] = ge.CallID
+	}
+	return out
+}
+
+// describeError is the readable form of a gateway error: the error line,
+// every violation on a line of its own, and what to do about an approval.
+func describeError(ge *gateway.Error) string {
+	var b strings.Builder
+	b.WriteString(ge.Error())
+	if len(ge.Errors) > 1 || (len(ge.Errors) == 1 && ge.Errors[0].Error() != ge.Message) {
+		b.WriteString("\nviolations:")
+		for _, v := range ge.Errors {
+			b.WriteString("\n- ")
+			b.WriteString(v.Error())
+			if v.Pointer != "" || v.Stage == "arguments" {
+				fmt.Fprintf(&b, " (pointer %q)", v.Pointer)
+			}
+		}
+	}
+	if ge.Class == gateway.ClassApprovalRequired {
+		if id, ok := ge.Details["approval_id"].(string); ok {
+			fmt.Fprintf(&b, "\nan operator can approve it with: backplane approvals approve %s --as NAME; then make the same call again", id)
+		}
+	}
+	return b.String()
+}

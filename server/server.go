@@ -1,0 +1,498 @@
+// Package server serves a gateway to MCP clients, over stdio and over
+// streamable HTTP, with the official Go SDK (github.com/modelcontextprotocol/go-sdk).
+//
+// What it promises:
+//
+//   - Every tools/call goes through [gateway.Gateway.Call], the whole
+//     pipeline, as the caller of its connection: over stdio the configured
+//     [Options.StdioCaller]; over HTTP the caller its bearer token maps to
+//     ([Options.Tokens]). An HTTP request without a known token is answered
+//     401 before any MCP processing, and so are all of them when no token is
+//     configured. An HTTP session is bound to the caller that opened it.
+//   - tools/list lists only the tools the caller's policy allows
+//     ([gateway.Gateway.ToolsFor]), read from the gateway at each request,
+//     each with its name, description and input schema unchanged: the
+//     schema's JSON bytes are sent as registered, never decoded and
+//     re-encoded through Go values. A tool whose schema is not a JSON object
+//     with "type": "object" at its root (which the subset allows: D4) cannot
+//     be described in MCP without changing its schema (MCP requires that
+//     root, and clients refuse a list holding another), so it is left out of
+//     tools/list, with a warning in the log, rather than altered; it stays
+//     callable by name through the pipeline.
+//   - A call the gateway refuses before invocation (validation, unsupported
+//     schema, forbidden, approval required, budget) or that fails is a tool
+//     result with isError true, carrying the [*gateway.Error] (class,
+//     message, step, pointers, every violation) in structuredContent and the
+//     same in words in content (SEP-1303), so a model can correct itself.
+//     Protocol errors are kept for malformed requests, and for a tool name
+//     the gateway does not know (invalid params, as the MCP specification
+//     says, with the gateway's error object as data).
+//   - A result the backend produced is sent as it is: an upstream MCP
+//     server's result object ({content, structuredContent, isError}) passes
+//     through; any other JSON value is sent as text, and as
+//     structuredContent when it is an object. The gateway's call id is in
+//     _meta ([MetaCallID]).
+//   - Approvals: when the client declared the elicitation capability, the
+//     approval request of a call is put to the person at that client
+//     through elicitation/create (see [ApproverPrefix] for whom the decision
+//     is recorded as); otherwise, or when the elicitation fails, the call
+//     waits up to [Options.ApprovalWait] for a decision taken elsewhere
+//     (`backplane approvals approve`), sending notifications/progress
+//     meanwhile when the request carried a progress token, and then returns
+//     approval_required with the request's id.
+//   - The HTTP handler also serves /metrics (Prometheus, its own registry;
+//     a valid token is required, as the metrics name callers and tools) and
+//     /healthz (no token; 200 {"ok":true} when the store answers, 503
+//     otherwise).
+//
+// The server speaks the session-based MCP protocol versions
+// ([ProtocolVersions], 2025-11-25 and older). 2026-07-28 forbids a server
+// to send elicitation/create while it serves a request (it must return
+// input requests instead), which the approval flow above relies on; clients
+// of that version (the Go SDK's own, for one) fall back to initialize at
+// 2025-11-25.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/gateway"
+)
+
+// Defaults.
+const (
+	DefaultApprovalWait = 2 * time.Minute
+	DefaultPageSize     = 1000
+)
+
+// ProtocolVersions are the MCP protocol versions served, newest first.
+var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// ErrNoStdioCaller is returned by [Server.ServeStdio] and [Server.Connect]
+// when no stdio caller is configured: every call needs a caller.
+var ErrNoStdioCaller = errors.New("server: no stdio caller is configured (serve.stdio_caller)")
+
+// Options configure a Server. A nil *Options, and every zero field, means
+// the default.
+type Options struct {
+	// Tokens maps bearer tokens to caller names, for HTTP. None: every HTTP
+	// request is refused (401).
+	Tokens map[string]string
+	// StdioCaller is the caller of every call made over stdio (and over a
+	// transport given to Connect).
+	StdioCaller string
+	// ApprovalWait bounds how long a call waits for an approval decision
+	// (and how long an elicitation may stay unanswered). Default 2m; a
+	// negative value returns approval_required at once.
+	ApprovalWait time.Duration
+	// Logger receives the server's own events (not the gateway's audit).
+	// Default: discard.
+	Logger *slog.Logger
+	// Version is reported to clients as the server's version.
+	Version string
+	// PageSize is the largest number of tools in one tools/list page.
+	// Default 1000.
+	PageSize int
+}
+
+// Server serves one gateway over MCP. Create it with New.
+type Server struct {
+	g       *gateway.Gateway
+	opts    Options
+	wait    time.Duration
+	log     *slog.Logger
+	sdkLog  *slog.Logger
+	tokens  []tokenEntry
+	metrics *metrics
+
+	stdio *mcp.Server // its caller is opts.StdioCaller
+	http  *mcp.Server // its caller comes with each request's token
+
+	httpHandler *mcp.StreamableHTTPHandler
+
+	// Shutdown: stopCalls cancels the calls still running once the grace
+	// period is over.
+	stop      context.Context
+	stopCalls context.CancelFunc
+	active    atomic.Int64 // calls in flight
+
+	sessionIDs sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
+	unlistable sync.Map // tool name -> struct{}: warned once
+}
+
+type tokenEntry struct {
+	token  []byte
+	caller string
+}
+
+// New returns a server for g.
+func New(g *gateway.Gateway, opts *Options) *Server {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	s := &Server{g: g, opts: o, wait: o.ApprovalWait, log: o.Logger}
+	if s.wait == 0 {
+		s.wait = DefaultApprovalWait
+	}
+	if s.wait < 0 {
+		s.wait = 0
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	// The SDK logs every session's connection at info level: only its
+	// warnings and errors are worth the server's log.
+	s.sdkLog = slog.New(minLevel{s.log.Handler(), slog.LevelWarn})
+	if s.opts.PageSize <= 0 {
+		s.opts.PageSize = DefaultPageSize
+	}
+	for tok, caller := range o.Tokens {
+		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
+	}
+	s.metrics = newMetrics(g.Store())
+	s.stop, s.stopCalls = context.WithCancel(context.Background())
+	s.stdio = s.newMCPServer(func(mcp.Request) (string, error) {
+		if s.opts.StdioCaller == "" {
+			return "", ErrNoStdioCaller
+		}
+		return s.opts.StdioCaller, nil
+	})
+	s.http = s.newMCPServer(callerFromToken)
+	s.httpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.http },
+		&mcp.StreamableHTTPOptions{Logger: s.sdkLog})
+	return s
+}
+
+// callerFromToken is the caller of an HTTP request: the authentication
+// middleware put it there. A request without it is refused (fail closed).
+func callerFromToken(req mcp.Request) (string, error) {
+	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil && ex.TokenInfo.UserID != "" {
+		return ex.TokenInfo.UserID, nil
+	}
+	return "", errors.New("server: the request carries no authenticated caller")
+}
+
+func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "backplane", Version: s.opts.Version}, &mcp.ServerOptions{
+		Logger: s.sdkLog,
+		// The tools are the gateway's, served by the middleware below; the
+		// capability is declared rather than inferred from registrations.
+		// The gateway does not announce catalog changes, so neither does
+		// this server.
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		SupportedProtocolVersions: ProtocolVersions,
+		PageSize:                  s.opts.PageSize,
+	})
+	srv.AddReceivingMiddleware(s.middleware(callerOf))
+	return srv
+}
+
+// middleware answers tools/list and tools/call from the gateway. The tools
+// are not registered on the SDK's server: Server.AddTool refuses (panics
+// on) a schema without "type": "object" at its root, a copy of the catalog
+// would go stale when the gateway's changes, and each caller sees a
+// different list anyway.
+func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "tools/list":
+				caller, err := callerOf(req)
+				if err != nil {
+					return nil, err
+				}
+				var cursor string
+				if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && p != nil {
+					cursor = p.Cursor
+				}
+				return s.listTools(caller, cursor)
+			case "tools/call":
+				caller, err := callerOf(req)
+				if err != nil {
+					return nil, err
+				}
+				r, ok := req.(*mcp.CallToolRequest)
+				if !ok || r.Params == nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: missing params"}
+				}
+				return s.callTool(ctx, r, caller)
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// listTools returns one page of the caller's tools, in name order; the
+// cursor is the last name of the previous page.
+func (s *Server) listTools(caller, cursor string) (*mcp.ListToolsResult, error) {
+	after := ""
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/list: invalid cursor"}
+		}
+		after = string(b)
+	}
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	// Each caller sees its own list: never to be cached for another.
+	res.CacheScope = "private"
+	for _, t := range s.g.ToolsFor(caller) { // sorted by name
+		if cursor != "" && t.Name <= after {
+			continue
+		}
+		if !objectRoot(t.InputSchema) {
+			if _, warned := s.unlistable.LoadOrStore(t.Name, struct{}{}); !warned {
+				s.log.Warn("tool left out of tools/list: its input schema has no \"type\": \"object\" root, which MCP requires, and is never altered",
+					"tool", t.Name)
+			}
+			continue
+		}
+		if len(res.Tools) == s.opts.PageSize {
+			res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(res.Tools[len(res.Tools)-1].Name))
+			break
+		}
+		res.Tools = append(res.Tools, toolOf(t))
+	}
+	return res, nil
+}
+
+// toolOf describes a gateway tool in MCP: its name, description and schema
+// bytes as registered, and its safety flags as hints.
+func toolOf(t gateway.Tool) *mcp.Tool {
+	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
+	if t.Safety.ReadOnly || t.Safety.Idempotent {
+		mt.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: t.Safety.ReadOnly, IdempotentHint: t.Safety.Idempotent}
+	}
+	return mt
+}
+
+// objectRoot reports whether schema is a JSON object whose "type" member is
+// the string "object", the root MCP requires of an input schema.
+func objectRoot(schema json.RawMessage) bool {
+	var root map[string]json.RawMessage
+	if json.Unmarshal(schema, &root) != nil {
+		return false
+	}
+	var typ string
+	return json.Unmarshal(root["type"], &typ) == nil && typ == "object"
+}
+
+// callTool runs one tools/call through the gateway.
+func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller string) (*mcp.CallToolResult, error) {
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	// The call ends with the request, or when shutdown gives up waiting.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopWatch := context.AfterFunc(s.stop, cancel)
+	defer stopWatch()
+
+	p := req.Params
+	args := p.Arguments
+	if len(args) == 0 {
+		// MCP lets a client omit the arguments of a call without any; that
+		// is the empty object, not a different value.
+		args = json.RawMessage(`{}`)
+	}
+	session := s.sessionID(req.Session)
+	cr := gateway.CallRequest{
+		Caller:       caller,
+		Session:      session,
+		Tool:         p.Name,
+		Arguments:    args,
+		ApprovalWait: &s.wait,
+	}
+	if key, ok := p.Meta[MetaIdempotencyKey].(string); ok {
+		cr.IdempotencyKey = key
+	}
+	if supportsElicitation(req.Session) {
+		cr.Approver = &elicitApprover{ss: req.Session, session: session, args: args, wait: s.wait}
+	}
+	if tok := p.GetProgressToken(); tok != nil {
+		cr.Progress = func(approvalID string, waited time.Duration) {
+			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: tok,
+				Progress:      waited.Seconds(),
+				Message: fmt.Sprintf("waiting for approval %s (%s so far, at most %s): backplane approvals approve %s --as NAME",
+					approvalID, waited.Round(time.Second), s.wait, approvalID),
+			})
+			if err != nil {
+				s.log.Debug("progress notification not sent", "session", session, "error", err)
+			}
+		}
+	}
+
+	start := time.Now()
+	res, err := s.g.Call(ctx, cr)
+	label := p.Name
+	if _, _, ok := s.g.Tool(p.Name); !ok {
+		label = unknownTool
+	}
+	s.metrics.observe(label, res, err, time.Since(start))
+	if err != nil {
+		var ge *gateway.Error
+		if errors.As(err, &ge) && ge.Class == gateway.ClassNotFound {
+			data, _ := json.Marshal(ge)
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: ge.Message, Data: data}
+		}
+		return errorResult(err), nil
+	}
+	return successResult(res), nil
+}
+
+// sessionID is the MCP session id of ss: the transport's (Mcp-Session-Id
+// over HTTP), else one minted for the session (stdio has none), so that
+// session budgets and the journal can tell sessions apart.
+func (s *Server) sessionID(ss *mcp.ServerSession) string {
+	if ss == nil {
+		return ""
+	}
+	if id := ss.ID(); id != "" {
+		return id
+	}
+	if id, ok := s.sessionIDs.Load(ss); ok {
+		return id.(string)
+	}
+	id, loaded := s.sessionIDs.LoadOrStore(ss, "mcp_"+rand.Text()[:20])
+	if !loaded {
+		go func() { // forget it when the session ends
+			ss.Wait()
+			s.sessionIDs.Delete(ss)
+		}()
+	}
+	return id.(string)
+}
+
+// Connect serves one MCP session over t with the stdio caller: stdio itself
+// (see ServeStdio), or an in-memory transport in tests and benchmarks.
+func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, error) {
+	if s.opts.StdioCaller == "" {
+		return nil, ErrNoStdioCaller
+	}
+	return s.stdio.Connect(ctx, t, nil)
+}
+
+// ServeStdio serves one session over r and w (newline-delimited JSON-RPC,
+// the stdio transport) until the client closes it or ctx is done; then it
+// shuts down as Shutdown does, waiting at most grace for calls in flight.
+func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteCloser, grace time.Duration) error {
+	ss, err := s.Connect(ctx, &mcp.IOTransport{Reader: r, Writer: w})
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case err := <-ended:
+		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// Shutdown ends the server gracefully: it waits for the calls in flight
+// until ctx is done, then cancels those still running (a call waiting for an
+// approval returns cancelled; one whose tool is running settles as the
+// gateway settles a cancelled call), and closes every session. The server
+// is done then: a call it still receives is cancelled at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	if !s.drain(ctx) {
+		err = fmt.Errorf("server: calls still running at shutdown were cancelled: %w", ctx.Err())
+		s.stopCalls()
+		// Cancelled calls return promptly; a backend that ignores its
+		// context is not waited for forever.
+		cctx, cancel := context.WithTimeout(context.Background(), cancelledCallsWait)
+		defer cancel()
+		s.drain(cctx)
+	}
+	s.stopCalls()
+	for _, srv := range []*mcp.Server{s.stdio, s.http} {
+		for ss := range srv.Sessions() {
+			ss.Close()
+		}
+	}
+	return err
+}
+
+// cancelledCallsWait bounds the wait for cancelled calls at shutdown.
+const cancelledCallsWait = 5 * time.Second
+
+// drain waits until no call is in flight (true) or ctx is done (false).
+// It polls: a call may start while it waits (sync.WaitGroup forbids that).
+func (s *Server) drain(ctx context.Context) bool {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for s.active.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return s.active.Load() == 0
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// callerOfToken returns the caller token maps to. Every configured token is
+// compared, in constant time, whatever matches.
+func (s *Server) callerOfToken(token string) (string, bool) {
+	caller, found := "", 0
+	for _, e := range s.tokens {
+		if subtle.ConstantTimeCompare(e.token, []byte(token)) == 1 {
+			caller, found = e.caller, 1
+		}
+	}
+	return caller, found == 1 && token != ""
+}
+
+// describeTokens is for the start-up log: how many tokens, for whom.
+func (s *Server) describeTokens() string {
+	var callers []string
+	for _, e := range s.tokens {
+		if !slices.Contains(callers, e.caller) {
+			callers = append(callers, e.caller)
+		}
+	}
+	slices.Sort(callers)
+	return strings.Join(callers, ", ")
+}
+
+// minLevel is a slog.Handler that drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
+}
