@@ -232,6 +232,10 @@ func Parse(data []byte, filename string) (*Config, error) {
 
 // OpenOptions configure Open. A nil *OpenOptions means the defaults.
 type OpenOptions struct {
+	// SkipServers leaves the MCP upstreams unconnected (their tools are not
+	// registered): for commands that only read or decide on the store, such
+	// as journal, approvals and budget, which must not start servers.
+	SkipServers bool
 	// Logger receives the audit events. Default: a JSON log appended to
 	// log.file when the configuration names one, else none.
 	Logger *slog.Logger
@@ -357,8 +361,10 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 		rt.closers = append(rt.closers, set)
 	}
 	// Last: a server's tools collide with any tool registered before.
-	if err := c.connectServers(ctx, rt, g, logger); err != nil {
-		return nil, err
+	if !o.SkipServers {
+		if err := c.connectServers(ctx, rt, g, logger); err != nil {
+			return nil, err
+		}
 	}
 	rt.Gateway = g
 	return rt, nil

@@ -11,7 +11,7 @@ import (
 )
 
 func newApprovalsCmd() *cobra.Command {
-	var f gatewayFlags
+	f := gatewayFlags{storeOnly: true}
 	cmd := groupCmd("approvals", "List, approve and deny approval requests",
 		`A call the policy (or the tool's requires_approval flag) puts under approval
 creates a request bound to that exact call: the caller, the tool and its

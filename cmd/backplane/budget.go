@@ -10,7 +10,7 @@ import (
 )
 
 func newBudgetCmd() *cobra.Command {
-	var f gatewayFlags
+	f := gatewayFlags{storeOnly: true}
 	cmd := groupCmd("budget", "Show budget quotas and what calls hold of them",
 		`Budgets limit the total cost of calls per caller or per session. A call
 reserves its cost when its intent is recorded; the reservation is released

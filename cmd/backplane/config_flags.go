@@ -35,6 +35,9 @@ type gatewayFlags struct {
 	asJSON     bool
 	// interactive gives ask_user_question the terminal, when there is one.
 	interactive bool
+	// storeOnly marks verbs that work on the store alone (journal,
+	// approvals, budget): they do not start the MCP upstreams.
+	storeOnly bool
 }
 
 // addGatewayFlags registers the shared flags on a verb or a verb group (as
@@ -68,7 +71,7 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 	if err != nil {
 		return nil, &inputError{err}
 	}
-	opts := &config.OpenOptions{Logger: logger}
+	opts := &config.OpenOptions{Logger: logger, SkipServers: f.storeOnly}
 	if f.interactive {
 		asker, closeTTY := openTerminalAsker()
 		opts.Asker = asker

@@ -14,7 +14,7 @@ import (
 )
 
 func newJournalCmd() *cobra.Command {
-	var f gatewayFlags
+	f := gatewayFlags{storeOnly: true}
 	cmd := groupCmd("journal", "List, show and resolve the gateway's call intents",
 		`The journal holds one intent per call that passed every check: it is written
 and synced before the tool runs. An intent is started while its call runs,
