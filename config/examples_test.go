@@ -1,0 +1,30 @@
+package config
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// The README's main command serves examples/serve.yaml: it must load and
+// mean what its comments say.
+func TestServeExample(t *testing.T) {
+	path := filepath.Join("..", "examples", "serve.yaml")
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, _ := filepath.Abs("..")
+	if c.Workspace != repo || c.Store != filepath.Join(repo, ".backplane") {
+		t.Errorf("workspace %s, store %s; want the repository folder and its .backplane", c.Workspace, c.Store)
+	}
+	if c.Serve.HTTP != "127.0.0.1:8787" || c.Serve.Tokens["local-dev-token"] != "dev" || c.Serve.StdioCaller != "dev" {
+		t.Errorf("serve: %+v", c.Serve)
+	}
+	if len(c.Policy) != 1 || !slices.Contains(c.Policy[0].Approve, "bash") {
+		t.Errorf("policy: %+v", c.Policy)
+	}
+	if len(c.Builtin.Enable) != 9 {
+		t.Errorf("built-in tools enabled: %v, want all nine", c.Builtin.Enable)
+	}
+}
