@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/agentbackplane/backplane/config"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 
@@ -14,9 +16,13 @@ import (
 )
 
 func newSchemaLintCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON bool
+		server string
+		f      gatewayFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "lint CATALOG|-",
+		Use:   "lint CATALOG|- | lint --server NAME [--config FILE]",
 		Short: "Tell which tools of an MCP tools/list catalog the gateway accepts",
 		Long: `Lint reads an MCP tools/list result ({"tools":[{"name","description",
 "inputSchema"},...]}) or a bare array of tools, from a file or stdin ("-"),
@@ -33,11 +39,27 @@ repeats an earlier tool's name is reported as an error of that entry (stage
 With --json the report is {"tools":[{"index","name","ok","error"?}],
 "summary":{"total","supported","unsupported","by_keyword":{...}}}.
 
+With --server NAME the catalog is listed live from the configuration's
+upstream MCP server of that name (its input schemas exactly as the server
+sends them), whatever validator the configuration chose for it: the report
+says which of its tools the subset accepts.
+
 Exit 0 when every tool is inside the subset, 1 when any is not, 2 when the
 catalog cannot be read or is not a tools/list result.`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if server != "" {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := readInput(cmd, args[0], maxCatalogInput+1)
+			var data []byte
+			var err error
+			if server != "" {
+				data, err = liveCatalog(cmd, &f, server)
+			} else {
+				data, err = readInput(cmd, args[0], maxCatalogInput+1)
+			}
 			if err != nil {
 				return err
 			}
@@ -64,7 +86,29 @@ catalog cannot be read or is not a tools/list result.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON report instead of text")
+	cmd.Flags().StringVar(&server, "server", "", "lint the live catalog of this configured upstream MCP server")
+	cmd.Flags().StringVar(&f.configPath, "config", config.DefaultFile, "the configuration file (with --server)")
+	f.auditLog = os.DevNull // lint makes no calls; keep stdout and stderr for the report
 	return cmd
+}
+
+// liveCatalog opens the configuration, which connects its upstreams, and
+// lists the named server's tools.
+func liveCatalog(cmd *cobra.Command, f *gatewayFlags, server string) ([]byte, error) {
+	s, err := f.open(cmd.Context(), cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	up, ok := s.rt.Upstream(server)
+	if !ok {
+		return nil, inputErrorf("%s has no server named %q", f.configPath, server)
+	}
+	data, err := up.Catalog(cmd.Context())
+	if err != nil {
+		return nil, &inputError{err}
+	}
+	return data, nil
 }
 
 // lintReport is the --json form of a lint run.
