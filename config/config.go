@@ -25,6 +25,7 @@
 // The file (keys beyond these are refused):
 //
 //	store: .backplane              # a folder (SQLite) or a postgres:// URL
+//	postgres: {lease_ttl: 15s, renew_every: 5s, max_conns: 16}  # only with a postgres:// store ([PostgresConfig])
 //	policy:                        # default deny; exact names or path.Match globs
 //	  - caller: alice
 //	    allow: [note, danger, "fs.*"]
@@ -102,6 +103,8 @@ type Config struct {
 
 	// Store is the absolute path of the state folder, or a postgres:// URL.
 	Store string
+	// Postgres tunes a postgres:// store (see [PostgresConfig]).
+	Postgres PostgresConfig
 	// Policy is the list of rules; empty means nothing may be called.
 	Policy    []policy.Rule
 	Approvals Approvals
@@ -384,7 +387,9 @@ func (c *Config) openStore(logger *slog.Logger) (store.Store, error) {
 		const openTimeout = 30 * time.Second
 		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 		defer cancel()
-		st, err := postgres.Open(ctx, c.Store, &postgres.Options{Logger: logger})
+		opts := c.Postgres.options()
+		opts.Logger = logger
+		st, err := postgres.Open(ctx, c.Store, opts)
 		if err != nil {
 			msg := err.Error()
 			if password != "" {

@@ -151,9 +151,11 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.serve(c, v)
 		case "servers":
 			return p.servers(c, v)
+		case "postgres":
+			return p.postgres(c, k, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -165,6 +167,9 @@ func (p *parser) finish(c *Config) error {
 		return err
 	}
 	p.finishServe(c)
+	if err := p.finishPostgres(c); err != nil {
+		return err
+	}
 	if !isPostgres(c.Store) {
 		c.Store = resolve(c.Dir, c.Store)
 	}
