@@ -10,6 +10,7 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
 )
 
@@ -71,5 +72,32 @@ func TestPinnedDefinitionChangeIsHeld(t *testing.T) {
 	}
 	if got := g.ToolsFor("mallory"); len(got) != 0 {
 		t.Fatalf("ToolsFor(mallory) = %v, want none (default deny)", got)
+	}
+}
+
+// settleFailingStore refuses every settlement, as a store that lost its
+// lease or its disk would.
+type settleFailingStore struct{ *memstore.Store }
+
+func (settleFailingStore) Settle(ctx context.Context, callID string, s store.Settlement) error {
+	return errors.New("disk gone")
+}
+
+// A call whose backend ran but whose settlement could not be recorded is
+// unknown_outcome, never execution_failure (which would invite a retry of
+// a tool that may have run).
+func TestSettleFailureIsUnknownOutcome(t *testing.T) {
+	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"t"}}})
+	g := gateway.New(&gateway.Options{Store: settleFailingStore{memstore.New()}, Policy: rules})
+	ran := 0
+	g.Register(gateway.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			ran++
+			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+		})})
+	_, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "t", Arguments: json.RawMessage(`{}`)})
+	var ge *gateway.Error
+	if !errors.As(err, &ge) || ge.Class != gateway.ClassUnknownOutcome || ge.CallID == "" || ran != 1 {
+		t.Fatalf("settle failure after the backend ran: %v (ran %d), want unknown_outcome with the call id", err, ran)
 	}
 }

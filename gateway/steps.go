@@ -184,7 +184,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	// escape <, > and &, and a replay must return the bytes this call returns.
 	stored := fmt.Appendf(nil, `{"is_error":%t,"content":%s}`, res.IsError, res.Content)
 	if err := g.store.Settle(sctx, c.id, store.Settlement{Status: store.StatusSucceeded, Result: stored, At: g.now()}); err != nil {
-		return nil, c.storeFailure(sctx, "settle", err)
+		return nil, c.settleFailure(err)
 	}
 	c.audit("settle", "ok", "status", string(store.StatusSucceeded), "is_error", res.IsError)
 	return &CallResult{CallID: c.id, Result: res.Content, IsError: res.IsError}, nil
@@ -197,8 +197,23 @@ func validResult(b json.RawMessage) bool {
 func (c *call) settleError(ctx context.Context, status store.Status, class Class, msg string) error {
 	st := store.Settlement{Status: status, ErrorClass: string(class), ErrorMessage: msg, At: c.g.now()}
 	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
-		return c.storeFailure(ctx, "settle", err)
+		return c.settleFailure(err)
 	}
 	c.audit("settle", string(class), "status", string(status))
 	return newError(class, "invoke", msg, map[string]any{"status": string(status)})
+}
+
+// settleFailure is the answer when the backend was invoked but its
+// settlement could not be recorded: the tool may well have run, so the
+// outcome is unknown, never a failure that invites a retry. The intent
+// stays started (or was already marked uncertain by a recovery) and is
+// never re-run by the gateway.
+func (c *call) settleFailure(err error) error {
+	c.audit("settle", "store_error", "error", err.Error())
+	e := newError(ClassUnknownOutcome, "settle",
+		"the tool was invoked but its outcome could not be recorded: "+err.Error()+
+			" (the call is left for recovery to mark uncertain and will not be re-run)",
+		map[string]any{"status": "unknown"})
+	e.cause = err
+	return e
 }
