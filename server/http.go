@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"github.com/agentbackplane/backplane/store"
 	"net"
 	"net/http"
 	"strings"
@@ -77,8 +78,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	if _, err := s.g.Store().BudgetUsage(ctx); err != nil {
-		s.log.Warn("health check: the store does not answer", "error", err)
+	_, err := s.g.Store().BudgetUsage(ctx)
+	if hc, ok := s.g.Store().(store.HealthChecker); ok && err == nil {
+		err = hc.Healthy(ctx)
+	}
+	if err != nil {
+		s.log.Warn("health check: the store cannot serve", "error", err)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(`{"ok":false}` + "\n"))
 		return

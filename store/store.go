@@ -229,6 +229,15 @@ type Pins interface {
 	ListPins(ctx context.Context) ([]Pin, error)
 }
 
+// HealthChecker is implemented by stores that can lose the right to work
+// while their connection still answers, such as a PostgreSQL replica whose
+// lease another replica took over: Healthy returns why it cannot serve.
+// A server's health endpoint asks it, so a load balancer stops sending
+// calls that would all be refused.
+type HealthChecker interface {
+	Healthy(ctx context.Context) error
+}
+
 // Errors of the contract; implementations wrap them with %w.
 var (
 	ErrNotFound            = errors.New("not found")

@@ -248,6 +248,18 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// Healthy reports ErrLeaseLost once another replica has declared this one
+// dead: from then on every CommitIntent is refused, so it must not be sent
+// calls (store.HealthChecker).
+func (s *Store) Healthy(ctx context.Context) error {
+	if s.lost.Load() {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+var _ store.HealthChecker = (*Store)(nil)
+
 // Incarnation returns this Store's incarnation id.
 func (s *Store) Incarnation() string { return s.incarnation }
 

@@ -560,6 +560,9 @@ func TestLeaseLostNoticedByRenewal(t *testing.T) {
 	}
 	_, err := b.Recover(ctx)
 	must(t, err)
+	if a.Healthy(context.Background()) != nil {
+		t.Fatal("A reported itself unhealthy before it was declared dead")
+	}
 	if a.Lost() {
 		t.Fatal("A knew it was lost before any renewal")
 	}
@@ -577,6 +580,9 @@ func TestLeaseLostNoticedByRenewal(t *testing.T) {
 	_, err = a.CommitIntent(ctx, &store.CommitRequest{Intent: intent("late", "alice")})
 	if !errors.Is(err, postgres.ErrLeaseLost) {
 		t.Errorf("commit after the loss: %v, want ErrLeaseLost", err)
+	}
+	if err := a.Healthy(ctx); !errors.Is(err, postgres.ErrLeaseLost) {
+		t.Errorf("Healthy after the loss: %v, want ErrLeaseLost (a health check must stop traffic)", err)
 	}
 }
 
