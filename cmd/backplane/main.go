@@ -1,7 +1,7 @@
-// Command backplane is the command line of the Backplane execution gateway.
-// Its schema verbs answer, before any tool is registered or called, the
-// questions the gateway itself asks: is this tool input schema inside the
-// supported subset, and do these arguments satisfy it?
+// Command backplane is the command line of the Backplane execution gateway:
+// serve the gateway over MCP, make one call through its pipeline, read and
+// resolve its journal, decide approvals, show budgets, review pinned
+// upstream tools, and check schemas and arguments as the gateway does.
 //
 // Exit codes: 0 when the answer is yes (or, for a batch, when every line was
 // processed), 1 when the verdict is negative, 2 for a usage or I/O error,
@@ -67,8 +67,21 @@ func inputErrorf(format string, a ...any) error {
 	return &inputError{fmt.Errorf(format, a...)}
 }
 
-const rootLong = `backplane checks tool input schemas and tool-call arguments the way the
-Backplane execution gateway does, before any call is authorized or executed.
+const rootLong = `backplane is the Backplane execution gateway for AI-agent tool calls. Every
+call passes one pipeline: tool lookup, validation of the arguments against the
+tool's input schema, authorization (default deny), approval where policy
+demands it, budget reservation, a durable intent synced to disk, and only then
+the tool. A call whose outcome is unknown is never re-run.
+
+  serve        serve the gateway over MCP (stdio or streamable HTTP)
+  call         run one call through the whole pipeline
+  journal      list, show and resolve call intents
+  approvals    list, approve and deny approval requests
+  budget       show budget used per scope
+  tools        list tools and accept changed upstream definitions
+  schema       check schemas and arguments against the subset
+
+The gateway verbs read one configuration file (backplane.yaml, or --config).
 
 The gateway validates arguments against a strict, fail-closed subset of JSON
 Schema: type (object, array, string, integer, number, boolean), properties,
@@ -87,7 +100,7 @@ Exit codes: 0 yes / valid / processed, 1 negative verdict, 2 usage or I/O error.
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "backplane",
-		Short:         "Check tool input schemas and arguments as the Backplane gateway does",
+		Short:         "The Backplane execution gateway for AI-agent tool calls",
 		Long:          rootLong,
 		SilenceErrors: true,
 		SilenceUsage:  true,
