@@ -24,6 +24,34 @@ type Asker interface {
 	Ask(ctx context.Context, q Question) (Answer, error)
 }
 
+// WithAsker returns a copy of ctx that carries a as the interaction channel
+// of the ask_user_question calls made with it: the tool asks the context's
+// Asker when there is one, else the Set's own ([Options.Asker]). A nil a
+// leaves ctx as it is.
+//
+// This is how a host with one channel per call reaches the person behind
+// that call (an MCP server puts each call's question to the client of the
+// session the call came in on), while the Set is shared by every caller.
+// The gateway hands the context given to [gateway.Gateway.Call] on to the
+// backend, so the value set here reaches the tool.
+func WithAsker(ctx context.Context, a Asker) context.Context {
+	if a == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, askerKey{}, a)
+}
+
+// askerKey is the context key of WithAsker.
+type askerKey struct{}
+
+// askerOf returns the Asker of a call: the context's, else the Set's.
+func (s *Set) askerOf(ctx context.Context) Asker {
+	if a, ok := ctx.Value(askerKey{}).(Asker); ok {
+		return a
+	}
+	return s.asker
+}
+
 // AskerFunc adapts a function to an Asker.
 type AskerFunc func(ctx context.Context, q Question) (Answer, error)
 
@@ -104,13 +132,14 @@ func (s *Set) ask(ctx context.Context, raw json.RawMessage) (*backend.Result, er
 			q.Timeout = time.Duration(*a.TimeoutMS) * time.Millisecond
 		}
 	}
-	if s.asker == nil {
+	asker := s.askerOf(ctx)
+	if asker == nil {
 		return nil, fail(gateway.ClassUnsupported,
 			"there is no interaction channel to ask the user through (no MCP elicitation, no terminal); decide without asking, or say what you need in your reply")
 	}
 	actx, cancel := context.WithTimeout(ctx, q.Timeout)
 	defer cancel()
-	ans, err := s.asker.Ask(actx, q)
+	ans, err := asker.Ask(actx, q)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrNoChannel):

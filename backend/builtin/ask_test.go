@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -123,4 +124,91 @@ func TestAskOutcomes(t *testing.T) {
 	if err == nil || errors.Is(err, backend.ErrNotStarted) {
 		t.Errorf("a channel failure: %v", err)
 	}
+}
+
+// answering is an Asker that picks the option whose value is value, and
+// counts its questions.
+type answering struct {
+	value string
+	mu    sync.Mutex
+	asked int
+}
+
+func (a *answering) Ask(_ context.Context, q Question) (Answer, error) {
+	a.mu.Lock()
+	a.asked++
+	a.mu.Unlock()
+	return Answer{Value: a.value}, nil
+}
+
+func (a *answering) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.asked
+}
+
+func TestWithAsker(t *testing.T) {
+	q := args("question", "Which?", "options", []string{"own", "ctx-1", "ctx-2"})
+	answerOf := func(t *testing.T, s *Set, ctx context.Context) askResult {
+		t.Helper()
+		res, err := invoke(ctx, s, "ask_user_question", q)
+		if err != nil || res.IsError {
+			t.Fatalf("ask: %v %s", err, resultText(res))
+		}
+		var r askResult
+		if err := json.Unmarshal(res.Content, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	// A Set without a channel of its own asks the context's.
+	bare := newFixture(t, nil)
+	ctxAsker := &answering{value: "ctx-1"}
+	if r := answerOf(t, bare.set, WithAsker(context.Background(), ctxAsker)); r.Answer != "ctx-1" {
+		t.Errorf("answer %+v, want the context asker's ctx-1", r)
+	}
+	if ctxAsker.count() != 1 {
+		t.Errorf("the context asker was asked %d times", ctxAsker.count())
+	}
+	// Without one in the context, it still has no channel.
+	mustFail(t, bare.set, "ask_user_question", q, gateway.ClassUnsupported)
+
+	// The context's Asker is preferred to the Set's own; nil changes nothing.
+	own := &answering{value: "own"}
+	f := newFixture(t, &Options{Asker: own})
+	if r := answerOf(t, f.set, WithAsker(context.Background(), ctxAsker)); r.Answer != "ctx-1" {
+		t.Errorf("answer %+v, want the context asker's", r)
+	}
+	if own.count() != 0 {
+		t.Errorf("the Set's asker was asked %d times while the context carried one", own.count())
+	}
+	if r := answerOf(t, f.set, WithAsker(context.Background(), nil)); r.Answer != "own" || own.count() != 1 {
+		t.Errorf("WithAsker(ctx, nil): answer %+v, Set's asker asked %d times", r, own.count())
+	}
+
+	// Concurrent calls each reach their own channel.
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			want := []string{"ctx-1", "ctx-2"}[i%2]
+			res, err := invoke(WithAsker(context.Background(), &answering{value: want}), f.set, "ask_user_question", q)
+			if err != nil || res.IsError || !strings.Contains(string(res.Content), `"answer":"`+want+`"`) {
+				t.Errorf("call %d: %v %s, want answer %s", i, err, resultText(res), want)
+			}
+		}()
+	}
+	wg.Wait()
+	if own.count() != 1 {
+		t.Errorf("the Set's asker was asked by calls carrying their own: %d", own.count())
+	}
+}
+
+func resultText(r *backend.Result) string {
+	if r == nil {
+		return "<nil result>"
+	}
+	return string(r.Content)
 }

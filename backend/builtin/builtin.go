@@ -125,8 +125,9 @@ type Options struct {
 	Bash      BashOptions
 	URLFetch  URLFetchOptions
 	Read      ReadOptions
-	// Asker is the interaction channel of ask_user_question; nil means
-	// there is none and the tool fails with unsupported_capability.
+	// Asker is the interaction channel of ask_user_question. A call's
+	// context may carry its own (WithAsker: the MCP session's elicitation);
+	// with neither, the tool fails with unsupported_capability.
 	Asker Asker
 	// Hide lists absolute paths of folders and files the path-taking tools
 	// treat as outside the workspace (the gateway's store folder, audit
