@@ -118,10 +118,12 @@ func schemaError(step string, err error) *Error {
 		return e
 	}
 	first := list[0]
-	e := newError(Class(first.Class), step, first.Error(), nil)
+	// The first violation's text without its class, which Error() adds.
+	msg := strings.TrimPrefix(first.Error(), string(first.Class)+": ")
 	if len(list) > 1 {
-		e.Message = first.Error() + " (and " + strconv.Itoa(len(list)-1) + " more)"
+		msg += " (and " + strconv.Itoa(len(list)-1) + " more)"
 	}
+	e := newError(Class(first.Class), step, msg, nil)
 	e.Errors = list
 	e.Stage, e.Path, e.Pointer, e.SchemaPointer, e.Keyword = string(first.Stage), first.Path, first.Pointer, first.SchemaPointer, first.Keyword
 	if el != nil && el.Truncated {
