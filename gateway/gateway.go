@@ -197,7 +197,7 @@ func (g *Gateway) Register(t Tool) error {
 			r.validator = s
 		}
 	}
-	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema)
+	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
 	if t.Pinned {
 		if _, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now()); err != nil {
 			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
@@ -261,15 +261,23 @@ func (g *Gateway) Tool(name string) (Tool, string, bool) {
 }
 
 // DefinitionHash is the SHA-256 of the canonical JSON of a tool's name,
-// description and input schema (the raw bytes when they are not JSON).
-func DefinitionHash(name, description string, schema json.RawMessage) string {
+// description, input schema (the raw bytes when they are not JSON) and
+// safety flags. The flags are part of the definition because they decide
+// whether a call needs approval: an upstream that flips readOnlyHint to
+// shed the approval step changes its tool, and a pinned tool is then held
+// back like any other change; an approval is bound to them as well.
+func DefinitionHash(name, description string, schema json.RawMessage, safety Safety) string {
 	var s any = string(schema)
 	if v, err := jsonstrict.Decode(schema, nil); err == nil {
 		s = v
 	}
-	h, err := canonjson.DigestValue(map[string]any{"name": name, "description": description, "inputSchema": s})
+	def := func(schema any) map[string]any {
+		return map[string]any{"name": name, "description": description, "inputSchema": schema, "safety": map[string]any{
+			"read_only": safety.ReadOnly, "idempotent": safety.Idempotent, "requires_approval": safety.RequiresApproval}}
+	}
+	h, err := canonjson.DigestValue(def(s))
 	if err != nil {
-		h, _ = canonjson.DigestValue(map[string]any{"name": name, "description": description, "inputSchema": string(schema)})
+		h, _ = canonjson.DigestValue(def(string(schema)))
 	}
 	return h
 }

@@ -127,17 +127,21 @@ func TestRegisterRefusals(t *testing.T) {
 	}
 }
 
-// The definition hash changes with anything the model sees of the tool, and
-// with nothing else (member order and spacing of the schema).
+// The definition hash changes with anything the model sees of the tool and
+// with its safety flags, and with nothing else (member order and spacing of
+// the schema).
 func TestDefinitionHash(t *testing.T) {
-	base := gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`))
-	if same := gateway.DefinitionHash("note", "d", json.RawMessage(` { "required" : ["a"], "type":"object" } `)); same != base {
+	base := gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`), gateway.Safety{})
+	if same := gateway.DefinitionHash("note", "d", json.RawMessage(` { "required" : ["a"], "type":"object" } `), gateway.Safety{}); same != base {
 		t.Error("reformatting the schema changed the hash")
 	}
 	for name, h := range map[string]string{
-		"name":        gateway.DefinitionHash("note2", "d", json.RawMessage(`{"type":"object","required":["a"]}`)),
-		"description": gateway.DefinitionHash("note", "e", json.RawMessage(`{"type":"object","required":["a"]}`)),
-		"schema":      gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["b"]}`)),
+		"name":        gateway.DefinitionHash("note2", "d", json.RawMessage(`{"type":"object","required":["a"]}`), gateway.Safety{}),
+		"description": gateway.DefinitionHash("note", "e", json.RawMessage(`{"type":"object","required":["a"]}`), gateway.Safety{}),
+		"schema":      gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["b"]}`), gateway.Safety{}),
+		"read_only":   gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`), gateway.Safety{ReadOnly: true}),
+		"requires_approval": gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`),
+			gateway.Safety{RequiresApproval: true}),
 	} {
 		if h == base {
 			t.Errorf("changing the %s left the hash unchanged", name)
