@@ -273,5 +273,29 @@ func EffectiveApprovalStatus(a *Approval, now time.Time) ApprovalStatus {
 	return a.Status
 }
 
+// Decide applies the decision rules every store shares to request a (as
+// read, locked, by the store): who decides must be named and is not the
+// caller, the request must still be pending at d.At. It returns the status
+// to record, or the contract's error; stores only persist the result.
+func Decide(a *Approval, d Decision) (ApprovalStatus, error) {
+	if d.By == "" {
+		return "", fmt.Errorf("approval %s: a decision must name who decides", a.ID)
+	}
+	if d.By == a.Caller {
+		return "", fmt.Errorf("approval %s: %w", a.ID, ErrSelfApproval)
+	}
+	switch EffectiveApprovalStatus(a, d.At) {
+	case ApprovalExpired:
+		return "", fmt.Errorf("approval %s: %w", a.ID, ErrApprovalExpired)
+	case ApprovalPending:
+	default:
+		return "", fmt.Errorf("approval %s (%s): %w", a.ID, a.Status, ErrAlreadyDecided)
+	}
+	if d.Approve {
+		return ApprovalApproved, nil
+	}
+	return ApprovalDenied, nil
+}
+
 // Released reports whether an intent in status s no longer holds budget.
 func Released(s Status) bool { return s == StatusFailed || s == StatusNotExecuted }

@@ -266,23 +266,11 @@ func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision)
 	if !ok {
 		return fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
 	}
-	if d.By == "" {
-		return fmt.Errorf("approval %s: a decision must name who decides", id)
+	status, err := store.Decide(a, d)
+	if err != nil {
+		return err
 	}
-	if d.By == a.Caller {
-		return fmt.Errorf("approval %s: %w", id, store.ErrSelfApproval)
-	}
-	switch store.EffectiveApprovalStatus(a, d.At) {
-	case store.ApprovalExpired:
-		return fmt.Errorf("approval %s: %w", id, store.ErrApprovalExpired)
-	case store.ApprovalPending:
-	default:
-		return fmt.Errorf("approval %s (%s): %w", id, a.Status, store.ErrAlreadyDecided)
-	}
-	a.Status = store.ApprovalDenied
-	if d.Approve {
-		a.Status = store.ApprovalApproved
-	}
+	a.Status = status
 	a.DecidedBy, a.DecidedAt = d.By, d.At
 	return nil
 }

@@ -128,22 +128,9 @@ func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision)
 		if err != nil {
 			return fmt.Errorf("postgres store: approval %s: %w", id, err)
 		}
-		if d.By == "" {
-			return fmt.Errorf("approval %s: a decision must name who decides", id)
-		}
-		if d.By == a.Caller {
-			return fmt.Errorf("approval %s: %w", id, store.ErrSelfApproval)
-		}
-		switch store.EffectiveApprovalStatus(a, d.At) {
-		case store.ApprovalExpired:
-			return fmt.Errorf("approval %s: %w", id, store.ErrApprovalExpired)
-		case store.ApprovalPending:
-		default:
-			return fmt.Errorf("approval %s (%s): %w", id, a.Status, store.ErrAlreadyDecided)
-		}
-		status := store.ApprovalDenied
-		if d.Approve {
-			status = store.ApprovalApproved
+		status, err := store.Decide(a, d)
+		if err != nil {
+			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE approvals SET status = $1, decided_by = $2, decided_at = $3 WHERE id = $4`,
 			string(status), d.By, ts(d.At), id)

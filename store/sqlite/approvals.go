@@ -131,22 +131,9 @@ func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision)
 		if err != nil {
 			return fmt.Errorf("sqlite store: approval %s: %w", id, err)
 		}
-		if d.By == "" {
-			return fmt.Errorf("approval %s: a decision must name who decides", id)
-		}
-		if d.By == a.Caller {
-			return fmt.Errorf("approval %s: %w", id, store.ErrSelfApproval)
-		}
-		switch store.EffectiveApprovalStatus(a, d.At) {
-		case store.ApprovalExpired:
-			return fmt.Errorf("approval %s: %w", id, store.ErrApprovalExpired)
-		case store.ApprovalPending:
-		default:
-			return fmt.Errorf("approval %s (%s): %w", id, a.Status, store.ErrAlreadyDecided)
-		}
-		status := store.ApprovalDenied
-		if d.Approve {
-			status = store.ApprovalApproved
+		status, err := store.Decide(a, d)
+		if err != nil {
+			return err
 		}
 		_, err = w.exec(`UPDATE approvals SET status = ?, decided_by = ?, decided_at = ? WHERE id = ? AND status = 'pending'`,
 			string(status), d.By, nanos(d.At), id)
