@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,10 +121,7 @@ func mcpTestServer(t *testing.T) string {
 			return
 		}
 		testServerPath = filepath.Join(dir, "mcptestserver")
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goTool); err != nil {
-			goTool = "go"
-		}
+		goTool := "go" // from PATH, as a developer runs it
 		out, err := exec.Command(goTool, "build", "-o", testServerPath, "../backend/mcp/testdata/mcptestserver").CombinedOutput()
 		if err != nil {
 			testServerErr = errors.New(string(out))

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,10 +59,7 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	testServer = filepath.Join(dir, "mcptestserver")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
+	goTool := "go" // from PATH, as a developer runs it
 	build := exec.Command(goTool, "build", "-o", testServer, "./testdata/mcptestserver")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -28,10 +27,7 @@ func mcpTestServer(t *testing.T) string {
 			return
 		}
 		mcpServerPath = filepath.Join(dir, "mcptestserver")
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goTool); err != nil {
-			goTool = "go"
-		}
+		goTool := "go" // from PATH, as a developer runs it
 		out, err := exec.Command(goTool, "build", "-o", mcpServerPath, "../../backend/mcp/testdata/mcptestserver").CombinedOutput()
 		if err != nil {
 			mcpServerErr = errors.New(string(out))
