@@ -155,7 +155,7 @@ func (c *Config) connectServers(ctx context.Context, rt *Runtime, g *gateway.Gat
 			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Dir,
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator,
 		}, &mcp.Options{
-			Gateway:   g,
+			Registry:  g,
 			Logger:    logger,
 			Draft2020: &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
 		})
