@@ -1,10 +1,7 @@
 package assemble
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -12,14 +9,10 @@ import (
 // The import direction this package exists for: config parses and imports
 // no store driver, backend or gateway; no backend imports the gateway.
 func TestImportDirection(t *testing.T) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
 	const mod = "github.com/agentbackplane/backplane/"
 	deps := func(pattern string) []string {
 		t.Helper()
-		out, err := exec.Command(goTool, "list", "-deps", pattern).CombinedOutput()
+		out, err := exec.Command(goTool(), "list", "-deps", pattern).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v\n%s", pattern, err, out)
 		}

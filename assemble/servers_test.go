@@ -3,10 +3,10 @@ package assemble
 import (
 	"context"
 	"errors"
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +25,16 @@ var (
 	testServerPath string
 	testServerErr  error
 )
+
+// goTool is the go command of the toolchain that built the test.
+func goTool() string {
+	if p := filepath.Join(build.Default.GOROOT, "bin", "go"); build.Default.GOROOT != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "go"
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -45,11 +55,7 @@ func mcpTestServer(t *testing.T) string {
 		}
 		testServerDir = dir
 		testServerPath = filepath.Join(dir, "mcptestserver")
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goTool); err != nil {
-			goTool = "go"
-		}
-		out, err := exec.Command(goTool, "build", "-o", testServerPath, "../backend/mcp/testdata/mcptestserver").CombinedOutput()
+		out, err := exec.Command(goTool(), "build", "-o", testServerPath, "../backend/mcp/testdata/mcptestserver").CombinedOutput()
 		if err != nil {
 			testServerErr = errors.New(string(out))
 		}
