@@ -42,7 +42,7 @@ func helperGateway() {
 	g := gateway.New(nil)
 	_, err := Connect(context.Background(), Server{
 		Name: "go", Command: []string{os.Getenv("MCPTEST_SERVER")}, Env: []string{"MCPTEST_LOG", "MCPTEST_LINGER"},
-	}, &Options{Gateway: g})
+	}, &Options{Registry: g})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -152,7 +152,7 @@ func (e *env) tryConnect(srv Server, opts *Options) (*Upstream, error) {
 	if opts != nil {
 		o = *opts
 	}
-	o.Gateway = e.g
+	o.Registry = e.g
 	if o.Logger == nil {
 		o.Logger = e.log
 	}
