@@ -528,11 +528,8 @@ func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 			return nil, newError(Class(prev.ErrorClass), "replay", prev.ErrorMessage, details)
 		}
 		c.audit("replay", "ok", "previous_call_id", prev.CallID)
-		var r struct {
-			Content json.RawMessage `json:"content"`
-			IsError bool            `json:"is_error"`
-		}
-		if err := json.Unmarshal(prev.Result, &r); err != nil {
+		r, err := store.DecodeResult(prev.Result)
+		if err != nil {
 			return nil, newError(ClassMalformedResult, "replay", "the recorded result cannot be read: "+err.Error(), details)
 		}
 		return &CallResult{CallID: prev.CallID, Result: r.Content, IsError: r.IsError, Replayed: true}, nil

@@ -272,7 +272,7 @@ func metricValue(t *testing.T, text, name string, labels ...string) (float64, bo
 
 func TestMetrics(t *testing.T) {
 	f := newFixture(t)
-	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, ApprovalWait: -1})
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, ApprovalWait: 0})
 	hs := httpServer(t, s)
 	alice, err := connectHTTP(t, hs, "tok-alice", nil)
 	if err != nil {

@@ -81,11 +81,8 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 )
 
-// Defaults.
-const (
-	DefaultApprovalWait = 2 * time.Minute
-	DefaultPageSize     = 1000
-)
+// DefaultPageSize is the default largest tools/list page.
+const DefaultPageSize = 1000
 
 // ProtocolVersions are the MCP protocol versions served, newest first.
 var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
@@ -104,8 +101,10 @@ type Options struct {
 	// transport given to Connect).
 	StdioCaller string
 	// ApprovalWait bounds how long a call waits for an approval decision
-	// (and how long an elicitation may stay unanswered). Default 2m; a
-	// negative value returns approval_required at once.
+	// taken elsewhere (and how long an elicitation may stay unanswered).
+	// Zero (or negative) means do not wait: approval_required is returned
+	// at once, as for approval.Options.Wait and the configuration's
+	// approval waits; an elicitation is then not time-bounded by the server.
 	ApprovalWait time.Duration
 	// Logger receives the server's own events (not the gateway's audit).
 	// Default: discard.
@@ -154,9 +153,6 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 		o = *opts
 	}
 	s := &Server{g: g, opts: o, wait: o.ApprovalWait, log: o.Logger}
-	if s.wait == 0 {
-		s.wait = DefaultApprovalWait
-	}
 	if s.wait < 0 {
 		s.wait = 0
 	}

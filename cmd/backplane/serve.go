@@ -83,7 +83,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	srv := server.New(s.rt.Gateway, &server.Options{
 		Tokens:       cfg.Serve.Tokens,
 		StdioCaller:  cfg.Serve.StdioCaller,
-		ApprovalWait: approvalWaitOption(cfg.Serve.ApprovalWait),
+		ApprovalWait: cfg.Serve.ApprovalWait,
 		Logger:       log,
 		Version:      buildVersion(),
 	})
@@ -112,15 +112,6 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	err = srv.ServeHTTP(ctx, ln, shutdownGrace)
 	log.Info("stopped")
 	return err
-}
-
-// approvalWaitOption maps the configuration's wait (0 returns at once) to
-// server.Options' (0 is the default, negative returns at once).
-func approvalWaitOption(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 // stdinOf is the command's input, closable when it is a file (closing it
