@@ -108,11 +108,21 @@ func TestServersErrorsNameTheLine(t *testing.T) {
 
 var (
 	testServerOnce sync.Once
+	testServerDir  string // removed by TestMain when the tests end
 	testServerPath string
 	testServerErr  error
 )
 
-// mcpTestServer builds backend/mcp's test server once.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testServerDir != "" {
+		os.RemoveAll(testServerDir)
+	}
+	os.Exit(code)
+}
+
+// mcpTestServer builds backend/mcp's test server once, for every test of
+// the package (so not in a t.TempDir, which the first test would remove).
 func mcpTestServer(t *testing.T) string {
 	t.Helper()
 	testServerOnce.Do(func() {
@@ -121,6 +131,7 @@ func mcpTestServer(t *testing.T) string {
 			testServerErr = err
 			return
 		}
+		testServerDir = dir
 		testServerPath = filepath.Join(dir, "mcptestserver")
 		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 		if _, err := os.Stat(goTool); err != nil {

@@ -22,12 +22,10 @@ var (
 func mcpTestServer(t *testing.T) string {
 	t.Helper()
 	mcpServerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "backplane-cli-mcp")
-		if err != nil {
-			mcpServerErr = err
-			return
-		}
-		mcpServerPath = filepath.Join(dir, "mcptestserver")
+		// Beside the backplane binary: TestMain removes that folder when
+		// the package's tests end (a t.TempDir would vanish with the first
+		// test, and the build is shared).
+		mcpServerPath = filepath.Join(filepath.Dir(binary), "mcptestserver")
 		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 		if _, err := os.Stat(goTool); err != nil {
 			goTool = "go"
