@@ -36,7 +36,7 @@
 //	budgets:
 //	  - scope: caller              # caller | session
 //	    quota: 3
-//	    cost: {default: 1, danger: 2}
+//	    cost: {default: 1, danger: 2}   # default: the cost of unlisted tools
 //	limits: {max_argument_bytes: 4194304, max_result_bytes: 1048576, timeout: 30s}
 //	log: {level: info, file: audit.log}
 //	tools:
@@ -147,7 +147,8 @@ type Approvals struct {
 	// Default 10m.
 	Expire time.Duration
 	// Wait is how long a call waits for a decision before it returns
-	// approval_required with the request id. Default 0: at once.
+	// approval_required with the request id. Default 0: do not wait, return
+	// at once (0 means that everywhere in Backplane).
 	Wait time.Duration
 }
 

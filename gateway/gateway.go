@@ -19,8 +19,9 @@
 // idempotency key returns the recorded outcome, or resource_conflict while
 // the first call is running or uncertain.
 //
-// The store, policy, approver, budgets and backends are small interfaces a
-// host can replace. Every step is written as a structured audit event
+// The store (required: the gateway's promises are only as durable as it),
+// policy, approver, budgets and backends are small interfaces a host can
+// replace. Every step is written as a structured audit event
 // (log/slog) carrying the call id, the step and the outcome, and the digest
 // of the arguments, never their values.
 package gateway
@@ -46,7 +47,6 @@ import (
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
-	"github.com/agentbackplane/backplane/store/memstore"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -57,12 +57,25 @@ const (
 	DefaultApprovalExpiry = 10 * time.Minute
 )
 
-// Options configure a Gateway. A nil *Options, and every zero field, means
-// the default.
+// Store is what the gateway needs of its store: the journal of intents
+// (with the budget reservations it commits), approval requests, budget usage
+// (for health and metrics) and tool pins. Every store.Store is one:
+// store/sqlite and store/postgres are durable, store/memstore is not.
+type Store interface {
+	store.Journal
+	store.Approvals
+	store.Budgets
+	store.Pins
+}
+
+// Options configure a Gateway. Store is required; every other zero field
+// means the default.
 type Options struct {
-	// Store keeps intents, reservations and approvals. Default: an in-memory
-	// store (nothing durable); use store/sqlite for the real thing.
-	Store store.Store
+	// Store keeps intents, reservations, approvals and pins. Required: there
+	// is no silent in-memory fallback, which would switch off the
+	// durability promise (tests and examples pass memstore.New()
+	// explicitly).
+	Store Store
 	// Policy authorizes calls. Default: deny everything.
 	Policy policy.Policy
 	// Budgets are the quotas reserved for each call. Default: none.
@@ -102,7 +115,7 @@ type registered struct {
 
 // Gateway runs calls through the pipeline. It is safe for concurrent use.
 type Gateway struct {
-	store    store.Store
+	store    Store
 	policy   policy.Policy
 	budgets  []budget.Quota
 	approval approval.Options
@@ -116,19 +129,18 @@ type Gateway struct {
 	tools map[string]*registered
 }
 
-// New returns a gateway with no tools.
+// New returns a gateway with no tools. It panics when opts or opts.Store is
+// nil: a gateway without a store is a programmer error (as http.Handle
+// with a nil handler is), not a condition to handle at run time.
 func New(opts *Options) *Gateway {
-	var o Options
-	if opts != nil {
-		o = *opts
+	if opts == nil || opts.Store == nil {
+		panic("gateway.New: Options.Store is required (store/sqlite or store/postgres; store/memstore for tests)")
 	}
+	o := *opts
 	g := &Gateway{
 		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
 		tools: map[string]*registered{},
-	}
-	if g.store == nil {
-		g.store = memstore.New()
 	}
 	if g.policy == nil {
 		g.policy = policy.DenyAll{}
@@ -151,8 +163,8 @@ func New(opts *Options) *Gateway {
 	return g
 }
 
-// Store returns the gateway's store.
-func (g *Gateway) Store() store.Store { return g.store }
+// Store returns the gateway's store, as given in Options.Store.
+func (g *Gateway) Store() Store { return g.store }
 
 // Register adds a tool. A missing name or backend, or a name already
 // registered, is an error and nothing is registered. A schema outside the
@@ -483,11 +495,8 @@ func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 			return nil, newError(Class(prev.ErrorClass), "replay", prev.ErrorMessage, details)
 		}
 		c.audit("replay", "ok", "previous_call_id", prev.CallID)
-		var r struct {
-			Content json.RawMessage `json:"content"`
-			IsError bool            `json:"is_error"`
-		}
-		if err := json.Unmarshal(prev.Result, &r); err != nil {
+		r, err := store.DecodeResult(prev.Result)
+		if err != nil {
 			return nil, newError(ClassMalformedResult, "replay", "the recorded result cannot be read: "+err.Error(), details)
 		}
 		return &CallResult{CallID: prev.CallID, Result: r.Content, IsError: r.IsError, Replayed: true}, nil

@@ -34,6 +34,13 @@ type fetcher struct {
 	timeout  time.Duration
 	maxBytes int
 	allow    map[string]bool // normalised host:port
+
+	// Test hooks, nil in use: onDial is called as a connection is asked
+	// for (addr as in the URL), onConnect once an address passed the check,
+	// just before connect(2). They let tests prove that a refusal happened
+	// before any dial or connect by counting, not by timing.
+	onDial    func(addr string)
+	onConnect func(address string)
 }
 
 func newFetcher(o URLFetchOptions) (*fetcher, error) {
@@ -196,13 +203,19 @@ var (
 // resolution, is checked in Control, before connect(2): a refused address is
 // never connected to.
 func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if f.onDial != nil {
+		f.onDial(addr)
+	}
+	d := &net.Dialer{Timeout: f.timeout, Control: f.control(addr)}
+	return d.DialContext(ctx, network, addr)
+}
+
+// control is the dialer's Control for a connection to addr (as in the
+// URL): it checks the resolved address it is given, before connect(2).
+func (f *fetcher) control(addr string) func(network, address string, _ syscall.RawConn) error {
 	byName := f.allowed(addr)
-	d := &net.Dialer{
-		Timeout: f.timeout,
-		Control: func(network, address string, _ syscall.RawConn) error {
-			if byName || f.allowed(address) {
-				return nil
-			}
+	return func(network, address string, _ syscall.RawConn) error {
+		if !byName && !f.allowed(address) {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
 				return fail(tool.ClassForbidden, "refused to connect to %s: not an IP address and port", address)
@@ -210,10 +223,12 @@ func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 			if why := refusedAddr(ap.Addr()); why != "" {
 				return refusal(addr, addr, ap.Addr().Unmap().String(), why)
 			}
-			return nil
-		},
+		}
+		if f.onConnect != nil {
+			f.onConnect(address)
+		}
+		return nil
 	}
-	return d.DialContext(ctx, network, addr)
 }
 
 type fetchArgs struct {

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/store/memstore"
 	"github.com/agentbackplane/backplane/store/sqlite"
 )
 
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 // helperGateway is the test binary run as a gateway process that connects
 // the test server and waits to be killed (see TestServerDiesWithGateway).
 func helperGateway() {
-	g := gateway.New(nil)
+	g := gateway.New(&gateway.Options{Store: memstore.New()})
 	_, err := Connect(context.Background(), Server{
 		Name: "go", Command: []string{os.Getenv("MCPTEST_SERVER")}, Env: []string{"MCPTEST_LOG", "MCPTEST_LINGER"},
 	}, &Options{Registry: g})
