@@ -312,6 +312,7 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway) error
 		u, err := mcp.Connect(ctx, mcp.Server{
 			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Dir,
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator,
+			Bridge: &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
 		}, &mcp.Options{
 			Registry:  g,
 			Logger:    rt.Audit,

@@ -21,6 +21,10 @@ type Call struct {
 	// MCP session's elicitation, a terminal prompt); a backend that asks
 	// questions uses it before any channel of its own.
 	Asker Asker
+	// Client, when set, is the client behind the call, to which a backend
+	// relays what arrives during the call (an upstream MCP server's
+	// progress, log messages and requests).
+	Client Client
 }
 
 // Result is what a tool returned. A tool-level error (the tool ran and

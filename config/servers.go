@@ -26,7 +26,13 @@ const (
 //	    url: http://127.0.0.1:9000/mcp
 //	    headers: {Authorization: "Bearer upstream-secret"}
 //	    validator: draft2020-12
+//	    bridge: {sampling: false, elicitation: true, roots: true}
 //
+// bridge says which requests the server may make, during a call, of the
+// client that made the call (relayed to it when it declared the same
+// capability): sampling/createMessage, elicitation/create, roots/list.
+// Default: elicitation and roots yes, sampling no; a key left out keeps
+// its default.
 // Exactly one of command (stdio; the program runs in the configuration
 // file's folder) and url (streamable HTTP, http:// or https://). env goes
 // with a command, headers with a url. Header values are secrets: no error
@@ -49,16 +55,27 @@ type ServerConfig struct {
 	// Validator is "subset" (the default: the gateway's own, every tool
 	// whose schema is outside it refused) or "draft2020-12".
 	Validator string
+	// Bridge says which of the server's requests are relayed to the
+	// calling client.
+	Bridge Bridge
 	// Line is where the server is declared in the file.
 	Line int
 }
+
+// Bridge is a server's bridge setting (see [ServerConfig]).
+type Bridge struct {
+	Sampling, Elicitation, Roots bool
+}
+
+// DefaultBridge is the bridge of a server that sets none.
+func DefaultBridge() Bridge { return Bridge{Elicitation: true, Roots: true} }
 
 var serverNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func (p *parser) servers(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "servers", func(item *yaml.Node) error {
-		s := ServerConfig{Line: item.Line, Validator: ValidatorSubset}
+		s := ServerConfig{Line: item.Line, Validator: ValidatorSubset, Bridge: DefaultBridge()}
 		var nameNode, cmdNode, urlNode, envNode, headersNode *yaml.Node
 		err := p.mapping(item, "a server", func(key string, k, v *yaml.Node) error {
 			var err error
@@ -114,9 +131,22 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 					s.Validator != ValidatorSubset && s.Validator != ValidatorDraft2020 {
 					err = p.errAt(v, "validator %q: %s or %s", s.Validator, ValidatorSubset, ValidatorDraft2020)
 				}
+			case "bridge":
+				err = p.mapping(v, "bridge", func(key string, _, v *yaml.Node) error {
+					b, err := p.boolean(v, "bridge."+key)
+					switch key {
+					case "sampling":
+						s.Bridge.Sampling = b
+					case "elicitation":
+						s.Bridge.Elicitation = b
+					case "roots":
+						s.Bridge.Roots = b
+					}
+					return err
+				}, "sampling", "elicitation", "roots")
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator")
+		}, "name", "command", "env", "url", "headers", "validator", "bridge")
 		if err != nil {
 			return err
 		}

@@ -36,8 +36,8 @@ func TestServersAcceptedAsWritten(t *testing.T) {
 	}
 	exampleLines := strings.Count(string(example), "\n") + 1
 	want := []ServerConfig{
-		{Name: "everything", Command: []string{"npx", "-y", "@modelcontextprotocol/server-everything"}, Validator: "subset", Line: exampleLines + 2},
-		{Name: "remote", URL: "http://127.0.0.1:9000/mcp", Headers: map[string]string{"Authorization": "Bearer upstream-secret"}, Validator: "draft2020-12", Line: exampleLines + 5},
+		{Name: "everything", Command: []string{"npx", "-y", "@modelcontextprotocol/server-everything"}, Validator: "subset", Bridge: DefaultBridge(), Line: exampleLines + 2},
+		{Name: "remote", URL: "http://127.0.0.1:9000/mcp", Headers: map[string]string{"Authorization": "Bearer upstream-secret"}, Validator: "draft2020-12", Bridge: DefaultBridge(), Line: exampleLines + 5},
 	}
 	if !reflect.DeepEqual(c.Servers, want) {
 		t.Errorf("Servers =\n%+v\nwant\n%+v", c.Servers, want)
@@ -49,6 +49,20 @@ func TestServersAcceptedAsWritten(t *testing.T) {
 	c, err = Parse([]byte("servers:\n  - name: a\n    command: [x]\n"), "backplane.yaml")
 	if err != nil || c.Servers[0].Validator != "subset" {
 		t.Errorf("default validator: %+v, %v", c.Servers, err)
+	}
+}
+
+// TestServersBridge: bridge keys override the default one by one.
+func TestServersBridge(t *testing.T) {
+	c, err := Parse([]byte("servers:\n  - name: a\n    command: [x]\n    bridge: {sampling: true, roots: false}\n  - name: b\n    command: [x]\n"), "backplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Servers[0].Bridge, (Bridge{Sampling: true, Elicitation: true}); got != want {
+		t.Errorf("bridge %+v, want %+v", got, want)
+	}
+	if got := c.Servers[1].Bridge; got != DefaultBridge() || got.Sampling || !got.Elicitation || !got.Roots {
+		t.Errorf("default bridge %+v", got)
 	}
 }
 
@@ -77,6 +91,9 @@ func TestServersErrorsNameTheLine(t *testing.T) {
 		{"header not a string", "servers:\n  - name: a\n    url: http://h/mcp\n    headers:\n      X-Token: 123456789\n", 5, "the value of X-Token must be a string"},
 		{"header with a newline", "servers:\n  - name: a\n    url: http://h/mcp\n    headers:\n      X-Token: \"s3cr3t\\r\\nX: y\"\n", 5, "control character"},
 		{"bad validator", "servers:\n  - name: a\n    command: [x]\n    validator: draft7\n", 4, `validator "draft7": subset or draft2020-12`},
+		{"bridge not a mapping", "servers:\n  - name: a\n    command: [x]\n    bridge: yes\n", 4, "bridge must be a mapping"},
+		{"bridge unknown", "servers:\n  - name: a\n    command: [x]\n    bridge: {tasks: true}\n", 4, `unknown key "tasks" in bridge`},
+		{"bridge not a bool", "servers:\n  - name: a\n    command: [x]\n    bridge: {sampling: 1}\n", 4, "bridge.sampling must be true or false"},
 		{"unknown key", "servers:\n  - name: a\n    command: [x]\n    dir: /tmp\n", 4, `unknown key "dir" in a server`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

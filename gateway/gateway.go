@@ -278,6 +278,10 @@ type CallRequest struct {
 	// (backend.Call.Asker): the person behind this call's connection, whom
 	// ask_user_question asks.
 	Asker backend.Asker
+	// Client, when set, is handed to the backend with the call
+	// (backend.Call.Client): the client behind this call's connection, to
+	// which an upstream's progress, log messages and requests are relayed.
+	Client backend.Client
 }
 
 // CallResult is the outcome of a call that ran.

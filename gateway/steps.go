@@ -150,7 +150,8 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	defer cancel()
 	res, err := t.Backend.Invoke(ictx, &backend.Call{
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
-		Asker: c.req.Asker,
+		Asker:  c.req.Asker,
+		Client: c.req.Client,
 	})
 	sctx := context.WithoutCancel(ctx)
 

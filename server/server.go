@@ -44,6 +44,13 @@
 //     elicitation capability, the question of a call is put to the person
 //     at that client through elicitation/create (the call carries it: [gateway.CallRequest.Asker]);
 //     otherwise the tool answers that there is no interaction channel.
+//   - What an upstream MCP server sends during a call reaches the client
+//     that made it ([gateway.CallRequest.Client], package backend/mcp):
+//     progress under the token of the client's request (none when it gave
+//     none), log messages to the session at its logging/setLevel (the
+//     logging capability is declared; nothing is sent before the client
+//     sets a level), and sampling, elicitation and roots requests, when the
+//     client declared the capability.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
 //     a valid token is required, as the metrics name callers and tools) and
 //     /healthz (no token; 200 {"ok":true} when the store answers, 503
@@ -205,7 +212,9 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		// capability is declared rather than inferred from registrations.
 		// The gateway does not announce catalog changes, so neither does
 		// this server.
-		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		// Logging: upstream servers' log messages are relayed to the
+		// calling session, at the level it sets.
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
 		SupportedProtocolVersions: ProtocolVersions,
 		PageSize:                  s.opts.PageSize,
 	})
@@ -350,6 +359,8 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 
 	// ask_user_question puts its question to this session's client.
 	cr.Asker = newElicitAsker(req.Session)
+	// An upstream's progress, log messages and requests reach this client.
+	cr.Client = newSessionClient(req.Session, p.GetProgressToken())
 
 	start := time.Now()
 	res, err := s.g.Call(ctx, cr)

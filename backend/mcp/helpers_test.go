@@ -314,7 +314,9 @@ func startRawPeer(t *testing.T, argv []string, extraEnv ...string) *rawPeer {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	})
-	p.request(t, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	// The capabilities the gateway declares by default (DefaultBridge):
+	// server-everything offers some tools only to clients that have them.
+	p.request(t, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{"roots":{},"elicitation":{"form":{},"url":{}}},"clientInfo":{"name":"raw","version":"1"}}`)
 	fmt.Fprintln(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return p
 }

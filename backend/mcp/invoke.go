@@ -42,11 +42,19 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: upstream %s: %w", backend.ErrNotStarted, u.srv.Name, err)
 	}
-	e := &exchange{method: "tools/call"}
-	res, callErr := l.sess.CallTool(withExchange(ctx, e), &sdk.CallToolParams{
+	in := u.calls.begin(ctx, call)
+	defer u.calls.end(in)
+	params := &sdk.CallToolParams{
 		Name:      b.name,
 		Arguments: json.RawMessage(call.Arguments),
-	})
+	}
+	if call.Client != nil {
+		// The gateway's own token, unique on the connection: the client's
+		// is not (two clients may both use 1), and is restored on relay.
+		params.Meta = sdk.Meta{"progressToken": in.token}
+	}
+	e := &exchange{method: "tools/call"}
+	res, callErr := l.sess.CallTool(withExchange(ctx, e), params)
 	l.wire.forget(e)
 	sent, done, raw, rpcErr := e.state()
 	switch {

@@ -111,6 +111,9 @@ type Server struct {
 	Headers map[string]string
 	// Validator is ValidatorSubset ("" means it) or ValidatorDraft2020.
 	Validator string
+	// Bridge says which of the server's requests are relayed to the
+	// calling client (nil: DefaultBridge).
+	Bridge *Bridge
 }
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -197,6 +200,8 @@ type Upstream struct {
 	connTO time.Duration
 	httpRT http.RoundTripper
 	d2020  *draft2020.Options
+	bridge Bridge
+	calls  calls // in flight, for what the server sends during them
 
 	relist chan struct{} // a list_changed notification arrived (coalesced)
 	done   chan struct{} // closed by Close
@@ -238,6 +243,10 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 		relist: make(chan struct{}, 1), done: make(chan struct{}),
 		tools: map[string]*upTool{},
 	}
+	u.bridge = DefaultBridge()
+	if srv.Bridge != nil {
+		u.bridge = *srv.Bridge
+	}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
 	}
@@ -257,20 +266,8 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	if u.httpRT == nil && srv.URL != "" {
 		u.httpRT = http.DefaultTransport.(*http.Transport).Clone()
 	}
-	u.client = sdk.NewClient(&sdk.Implementation{Name: "backplane", Version: "1"}, &sdk.ClientOptions{
-		// No roots, no sampling, no elicitation: the gateway offers the
-		// upstream nothing but calls.
-		Capabilities: &sdk.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
-			// Called on the session's reading goroutine: listing here would
-			// wait for an answer that goroutine must read. Signal instead.
-			select {
-			case u.relist <- struct{}{}:
-			default:
-			}
-		},
-		MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true},
-	})
+	u.client = sdk.NewClient(&sdk.Implementation{Name: "backplane", Version: "1"}, u.clientOptions())
+	u.client.AddReceivingMiddleware(u.bridgeMiddleware)
 
 	cctx, cancel := context.WithTimeout(ctx, u.connTO)
 	defer cancel()

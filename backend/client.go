@@ -1,0 +1,52 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Client is the client behind a call, as the call's backend may reach it
+// while the call runs: an upstream MCP server's progress and log messages
+// go to it, and so do the requests such a server makes of its client
+// (sampling, elicitation, roots). It travels in the call ([Call.Client]),
+// like [Asker], never in a context value: each call has its own.
+//
+// The messages are MCP's, carried as JSON so that this package stays free
+// of any protocol library: params and results are the JSON objects of the
+// MCP specification.
+type Client interface {
+	// Progress reports progress of the call to the client, under the
+	// client's own progress token. It does nothing when the client asked
+	// for no progress.
+	Progress(ctx context.Context, p Progress) error
+	// Log sends a log message to the calling session, which drops it when
+	// its level is below the session's logging/setLevel.
+	Log(ctx context.Context, m LogMessage) error
+	// Request sends the client a request of a server (one of the
+	// Request* methods) and returns its result. It fails with an error
+	// wrapping ErrNoChannel when the client did not declare the
+	// capability the method needs.
+	Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+}
+
+// The requests a Client may be sent.
+const (
+	RequestSampling    = "sampling/createMessage"
+	RequestElicitation = "elicitation/create"
+	RequestRoots       = "roots/list"
+)
+
+// Progress is one progress report (MCP notifications/progress without its
+// token).
+type Progress struct {
+	Progress float64
+	Total    float64 // 0: unknown
+	Message  string
+}
+
+// LogMessage is one log message (MCP notifications/message).
+type LogMessage struct {
+	Level  string // debug, info, notice, warning, error, critical, alert, emergency
+	Logger string
+	Data   json.RawMessage
+}

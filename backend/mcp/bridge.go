@@ -1,0 +1,278 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/backend"
+)
+
+// Bridge says which requests a server may make of the client behind a
+// call while the call runs: each one declared is declared to the server as
+// a capability of the gateway's client, and relayed to the calling client
+// when that client declared it too.
+type Bridge struct {
+	Sampling    bool // sampling/createMessage
+	Elicitation bool // elicitation/create
+	Roots       bool // roots/list
+}
+
+// DefaultBridge is the bridge of a server that sets none: elicitation and
+// roots are relayed; sampling is not (it spends the client's model on the
+// server's prompt).
+func DefaultBridge() Bridge { return Bridge{Elicitation: true, Roots: true} }
+
+// What arrives from the server during calls finds its call this way:
+//
+//   - Progress by token: each tools/call carries a progress token of the
+//     gateway's own (unique on the connection), mapped back to the call,
+//     whose client gets the progress under its own token.
+//   - Log messages and requests carry nothing that names a call (over
+//     stdio nothing could). They go to the calling session when the calls
+//     in flight on the server all come from one session; with none in
+//     flight, or calls of several sessions, a request is refused (the
+//     server gets the protocol's error) and a log message goes to the
+//     gateway's log only. Sending one session's message to another is
+//     never a fallback.
+
+// inflight is one call in flight on the server.
+type inflight struct {
+	ctx     context.Context // the call's: a relayed request ends with it
+	callID  string
+	session string
+	client  backend.Client
+	token   string
+}
+
+// calls are the calls in flight on one Upstream.
+type calls struct {
+	mu      sync.Mutex
+	seq     uint64
+	all     map[*inflight]struct{}
+	byToken map[string]*inflight
+}
+
+func (c *calls) begin(ctx context.Context, call *backend.Call) *inflight {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.all == nil {
+		c.all, c.byToken = map[*inflight]struct{}{}, map[string]*inflight{}
+	}
+	c.seq++
+	in := &inflight{ctx: ctx, callID: call.CallID, session: call.Session, client: call.Client, token: "backplane-" + strconv.FormatUint(c.seq, 10)}
+	c.all[in] = struct{}{}
+	c.byToken[in.token] = in
+	return in
+}
+
+func (c *calls) end(in *inflight) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.all, in)
+	delete(c.byToken, in.token)
+}
+
+func (c *calls) byProgressToken(tok any) *inflight {
+	s, ok := tok.(string)
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byToken[s]
+}
+
+// errNoCall and errAmbiguous say why a message found no call.
+var (
+	errNoCall    = errors.New("no call is in flight on the server")
+	errAmbiguous = errors.New("calls of several sessions are in flight on the server: the message names none")
+)
+
+// owner is the call a message without a token belongs to, and the ids of
+// all the calls of its session in flight (for the audit).
+func (c *calls) owner() (*inflight, []string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var first *inflight
+	var ids []string
+	for in := range c.all {
+		if in.client == nil {
+			continue
+		}
+		if first == nil {
+			first = in
+		} else if in.session == "" || in.session != first.session {
+			return nil, nil, errAmbiguous
+		}
+		ids = append(ids, in.callID)
+	}
+	if first == nil {
+		return nil, nil, errNoCall
+	}
+	return first, ids, nil
+}
+
+// clientOptions are the gateway's client options for the server: the
+// capabilities it may bridge, and the handlers of what the server sends.
+func (u *Upstream) clientOptions() *sdk.ClientOptions {
+	caps := &sdk.ClientCapabilities{}
+	if u.bridge.Roots {
+		caps.RootsV2 = &sdk.RootCapabilities{}
+	}
+	if u.bridge.Sampling {
+		caps.Sampling = &sdk.SamplingCapabilities{}
+	}
+	if u.bridge.Elicitation {
+		caps.Elicitation = &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}}
+	}
+	return &sdk.ClientOptions{
+		Capabilities: caps,
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			// Called on the session's reading goroutine: listing here would
+			// wait for an answer that goroutine must read. Signal instead.
+			select {
+			case u.relist <- struct{}{}:
+			default:
+			}
+		},
+		ProgressNotificationHandler: u.onProgress,
+		LoggingMessageHandler:       u.onLog,
+		MultiRoundTrip:              &sdk.MultiRoundTripOptions{Disabled: true},
+	}
+}
+
+// onProgress relays a progress notification to the client of its call.
+func (u *Upstream) onProgress(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
+	p := req.Params
+	if p == nil {
+		return
+	}
+	in := u.calls.byProgressToken(p.ProgressToken)
+	if in == nil || in.client == nil {
+		return // a late one, after its call ended, or not ours
+	}
+	if err := in.client.Progress(ctx, backend.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}); err != nil {
+		u.log.Debug("upstream progress not relayed", "call_id", in.callID, "error", err.Error())
+	}
+}
+
+// onLog relays a log message to the calling session, when there is one.
+func (u *Upstream) onLog(ctx context.Context, req *sdk.LoggingMessageRequest) {
+	p := req.Params
+	if p == nil {
+		return
+	}
+	data, err := json.Marshal(p.Data)
+	if err != nil {
+		return
+	}
+	in, _, err := u.calls.owner()
+	if err != nil {
+		u.log.Debug("upstream log message", "level", string(p.Level), "logger", p.Logger, "data", string(data), "relayed", false, "why", err.Error())
+		return
+	}
+	if err := in.client.Log(ctx, backend.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data}); err != nil {
+		u.log.Debug("upstream log message not relayed", "call_id", in.callID, "error", err.Error())
+	}
+}
+
+// bridgeMiddleware answers the server's requests of its client: relayed to
+// the calling client, or refused with the protocol's error.
+func (u *Upstream) bridgeMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		var allowed bool
+		switch method {
+		case backend.RequestSampling:
+			allowed = u.bridge.Sampling
+		case backend.RequestElicitation:
+			allowed = u.bridge.Elicitation
+		case backend.RequestRoots:
+			allowed = u.bridge.Roots
+		default:
+			return next(ctx, method, req)
+		}
+		res, callIDs, err := u.relay(ctx, method, req, allowed)
+		outcome := "relayed"
+		attrs := []any{"method", method, "call_id", firstOr(callIDs)}
+		if len(callIDs) > 1 {
+			attrs = append(attrs, "call_ids", callIDs)
+		}
+		if err != nil {
+			outcome = "refused"
+			attrs = append(attrs, "error", err.Error())
+		}
+		u.log.Info("upstream request", append(attrs, "outcome", outcome)...)
+		return res, err
+	}
+}
+
+func firstOr(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+// relay sends req to the calling client and decodes its answer.
+func (u *Upstream) relay(ctx context.Context, method string, req sdk.Request, allowed bool) (sdk.Result, []string, error) {
+	if !allowed {
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not bridged to the clients of this gateway", method)}
+	}
+	in, ids, err := u.calls.owner()
+	if err != nil {
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s: no client to ask: %v", method, err)}
+	}
+	ids = append([]string{in.callID}, removeOne(ids, in.callID)...)
+	params := json.RawMessage(`{}`)
+	if p := req.GetParams(); p != nil {
+		if params, err = json.Marshal(p); err != nil {
+			return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}
+		}
+	}
+	// The request ends with the server's (it may cancel it) and with the
+	// call's.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(in.ctx, cancel)
+	defer stop()
+	raw, err := in.client.Request(ctx, method, params)
+	if errors.Is(err, backend.ErrNoChannel) {
+		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the client of this call does not support %s", method)}
+	}
+	if err != nil {
+		var je *jsonrpc.Error
+		if errors.As(err, &je) {
+			return nil, ids, je // the client's own error, passed on
+		}
+		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client did not answer: %v", method, err)}
+	}
+	var res sdk.Result
+	switch method {
+	case backend.RequestSampling:
+		res = new(sdk.CreateMessageWithToolsResult)
+	case backend.RequestElicitation:
+		res = new(sdk.ElicitResult)
+	default:
+		res = new(sdk.ListRootsResult)
+	}
+	if err := json.Unmarshal(raw, res); err != nil {
+		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client's answer cannot be read: %v", method, err)}
+	}
+	return res, ids, nil
+}
+
+func removeOne(ids []string, id string) []string {
+	for i, x := range ids {
+		if x == id {
+			return append(ids[:i:i], ids[i+1:]...)
+		}
+	}
+	return ids
+}

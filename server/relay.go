@@ -1,0 +1,103 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/backend"
+)
+
+// sessionClient is the client behind one tools/call, as its backend sees
+// it (backend.Client): an upstream's progress goes out under the token of
+// this call's request, log messages to this session (filtered by its
+// logging/setLevel, which the SDK keeps), and an upstream's requests go to
+// this session when its client declared the capability.
+type sessionClient struct {
+	ss    *mcp.ServerSession
+	token any // the request's progress token; nil: it asked for none
+}
+
+func newSessionClient(ss *mcp.ServerSession, token any) backend.Client {
+	if ss == nil {
+		return nil
+	}
+	return &sessionClient{ss: ss, token: token}
+}
+
+func (c *sessionClient) Progress(ctx context.Context, p backend.Progress) error {
+	if c.token == nil {
+		return nil
+	}
+	return c.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+		ProgressToken: c.token, Progress: p.Progress, Total: p.Total, Message: p.Message,
+	})
+}
+
+func (c *sessionClient) Log(ctx context.Context, m backend.LogMessage) error {
+	var data any = json.RawMessage(m.Data)
+	if len(m.Data) == 0 {
+		data = nil
+	}
+	return c.ss.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(m.Level), Logger: m.Logger, Data: data})
+}
+
+func (c *sessionClient) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	var caps *mcp.ClientCapabilities
+	if p := c.ss.InitializeParams(); p != nil {
+		caps = p.Capabilities
+	}
+	if caps == nil {
+		caps = &mcp.ClientCapabilities{}
+	}
+	var res any
+	var err error
+	switch method {
+	case backend.RequestSampling:
+		if caps.Sampling == nil {
+			return nil, fmt.Errorf("%w: the client did not declare sampling", backend.ErrNoChannel)
+		}
+		var p mcp.CreateMessageWithToolsParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = c.ss.CreateMessageWithTools(ctx, &p)
+	case backend.RequestElicitation:
+		if caps.Elicitation == nil {
+			return nil, fmt.Errorf("%w: the client did not declare elicitation", backend.ErrNoChannel)
+		}
+		var p mcp.ElicitParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = c.ss.Elicit(ctx, &p)
+	case backend.RequestRoots:
+		// The SDK cannot tell "roots": {} from no roots at all, so the
+		// client is asked; one without roots answers method not found,
+		// which is passed on.
+		var p mcp.ListRootsParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = c.ss.ListRoots(ctx, &p)
+	default:
+		return nil, fmt.Errorf("%w: %s is not a request a server may make of a client", backend.ErrNoChannel, method)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+func decodeParams(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("the request's params cannot be read: %w", err)
+	}
+	return nil
+}
