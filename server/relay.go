@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling, roots and logging are deprecated only from protocol 2026-07-28; the versions relayed here (2025-11-25 and older) have them, and the issue asks for them.
+
 package server
 
 import (
@@ -10,6 +12,14 @@ import (
 
 	"github.com/agentbackplane/backplane/backend"
 )
+
+// relayCapabilities adds what relaying needs to caps: logging, since
+// upstream servers' log messages are relayed to the calling session, at
+// the level it sets.
+func relayCapabilities(caps *mcp.ServerCapabilities) *mcp.ServerCapabilities {
+	caps.Logging = &mcp.LoggingCapabilities{}
+	return caps
+}
 
 // sessionClient is the client behind one tools/call, as its backend sees
 // it (backend.Client): an upstream's progress goes out under the token of

@@ -212,9 +212,7 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		// capability is declared rather than inferred from registrations.
 		// The gateway does not announce catalog changes, so neither does
 		// this server.
-		// Logging: upstream servers' log messages are relayed to the
-		// calling session, at the level it sets.
-		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
+		Capabilities:              relayCapabilities(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}),
 		SupportedProtocolVersions: ProtocolVersions,
 		PageSize:                  s.opts.PageSize,
 	})

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling, roots and logging are deprecated only from protocol 2026-07-28; the versions relayed here (2025-11-25 and older) have them, and the issue asks for them.
+
 package mcp
 
 import (
@@ -275,4 +277,16 @@ func removeOne(ids []string, id string) []string {
 		}
 	}
 	return ids
+}
+
+// askForLogs asks a server that offers logging for every message: each
+// calling session filters by its own logging/setLevel when it is relayed.
+func (u *Upstream) askForLogs(ctx context.Context, sess *sdk.ClientSession) {
+	ir := sess.InitializeResult()
+	if ir == nil || ir.Capabilities == nil || ir.Capabilities.Logging == nil {
+		return
+	}
+	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		u.log.Debug("upstream logging/setLevel failed", "error", err.Error())
+	}
 }

@@ -121,13 +121,7 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 		return nil, fmt.Errorf("connecting over %s: %s", u.transport(), reason)
 	}
 	l.sess = sess
-	if ir := sess.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Logging != nil {
-		// Every message is asked for: each calling session filters by its
-		// own logging/setLevel when it is relayed.
-		if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
-			u.log.Debug("upstream logging/setLevel failed", "error", err.Error())
-		}
-	}
+	u.askForLogs(ctx, sess)
 	return l, nil
 }
 

@@ -110,6 +110,8 @@ func main() {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			logLine("call slow")
 			<-ctx.Done()
+			// The SDK cancels the context on notifications/cancelled.
+			logLine("slow cancelled")
 			return nil, ctx.Err()
 		})
 	s.AddTool(&mcp.Tool{Name: "env", Description: "Lists its environment variables.", InputSchema: json.RawMessage(emptySchema),
