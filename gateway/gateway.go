@@ -127,6 +127,9 @@ type Gateway struct {
 
 	mu    sync.RWMutex
 	tools map[string]*registered
+
+	watchMu  sync.Mutex
+	watchers []func() // OnChange
 }
 
 // New returns a gateway with no tools. It panics when opts or opts.Store is
@@ -195,11 +198,13 @@ func (g *Gateway) Register(t Tool) error {
 		}
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if _, ok := g.tools[t.Name]; ok {
+		g.mu.Unlock()
 		return fmt.Errorf("gateway: tool %s: %w", t.Name, tool.ErrAlreadyRegistered)
 	}
 	g.tools[t.Name] = r
+	g.mu.Unlock()
+	g.changed()
 	if r.schemaErr != nil {
 		return &tool.SchemaError{Tool: t.Name, Err: r.schemaErr}
 	}
@@ -211,10 +216,31 @@ func (g *Gateway) Register(t Tool) error {
 // was registered.
 func (g *Gateway) Unregister(name string) bool {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	_, ok := g.tools[name]
 	delete(g.tools, name)
+	g.mu.Unlock()
+	if ok {
+		g.changed()
+	}
 	return ok
+}
+
+// OnChange registers fn, called after each change of the catalog (a tool
+// registered or unregistered), outside the gateway's locks, on the
+// goroutine that made the change: fn must return quickly.
+func (g *Gateway) OnChange(fn func()) {
+	g.watchMu.Lock()
+	defer g.watchMu.Unlock()
+	g.watchers = append(g.watchers, fn)
+}
+
+func (g *Gateway) changed() {
+	g.watchMu.Lock()
+	ws := slices.Clone(g.watchers)
+	g.watchMu.Unlock()
+	for _, fn := range ws {
+		fn()
+	}
 }
 
 // ToolsFor lists the tools the policy allows caller to call, by name.

@@ -18,6 +18,7 @@ import (
 // the level it sets.
 func relayCapabilities(caps *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	caps.Logging = &mcp.LoggingCapabilities{}
+	caps.Tools.ListChanged = true // to the sessions concerned (listchanged.go)
 	return caps
 }
 

@@ -151,6 +151,8 @@ type Server struct {
 	shutdown    bool           // Shutdown was called
 	httpServers []*http.Server // those ServeHTTP runs, stopped by Shutdown
 
+	changes listChanges // list_changed to the sessions whose catalog changed
+
 	sessionIDs sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	unlistable sync.Map // tool name -> struct{}: warned once
 }
@@ -191,6 +193,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 		return s.opts.StdioCaller, nil
 	})
 	s.http = s.newMCPServer(callerFromToken)
+	g.OnChange(s.catalogChanged)
 	s.httpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.http },
 		&mcp.StreamableHTTPOptions{Logger: s.sdkLog})
 	return s
@@ -210,13 +213,14 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		Logger: s.sdkLog,
 		// The tools are the gateway's, served by the middleware below; the
 		// capability is declared rather than inferred from registrations.
-		// The gateway does not announce catalog changes, so neither does
-		// this server.
+		// Catalog changes are announced to the sessions they concern
+		// (listchanged.go).
 		Capabilities:              relayCapabilities(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}),
 		SupportedProtocolVersions: ProtocolVersions,
 		PageSize:                  s.opts.PageSize,
 	})
 	srv.AddReceivingMiddleware(s.middleware(callerOf))
+	srv.AddSendingMiddleware(s.listChangedFilter)
 	return srv
 }
 
@@ -237,6 +241,9 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 				var cursor string
 				if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && p != nil {
 					cursor = p.Cursor
+				}
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok && cursor == "" {
+					s.sawList(ss, caller)
 				}
 				return s.listTools(caller, cursor)
 			case "tools/call":

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,4 +69,69 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestListChangedReachesConcernedSessions: the upstream adds a tool and
+// announces it; Backplane re-lists, and the session whose visible catalog
+// changed (alice's, which had listed) gets notifications/tools/list_changed
+// and then lists the new tool. A session that never listed and a caller
+// who may see none of the tools (bob) get nothing.
+func TestListChangedReachesConcernedSessions(t *testing.T) {
+	e := newEnv(t)
+	srv, _ := testServerSpec(t, "go")
+	e.connect(t, srv, nil)
+	type counted struct {
+		cs *sdk.ClientSession
+		n  atomic.Int64
+	}
+	client := func(caller string) *counted {
+		c := &counted{}
+		s := server.New(e.g, &server.Options{StdioCaller: caller})
+		ct, st := sdk.NewInMemoryTransports()
+		if _, err := s.Connect(context.Background(), st); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: caller, Version: "1"}, &sdk.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.n.Add(1) },
+		}).Connect(context.Background(), ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		c.cs = cs
+		return c
+	}
+	names := func(c *counted) map[string]bool {
+		res, err := c.cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, tl := range res.Tools {
+			out[tl.Name] = true
+		}
+		return out
+	}
+	alice, quiet, bob := client("alice"), client("alice"), client("bob")
+	if names(alice)["go.extra"] {
+		t.Fatal("go.extra is listed before it is added")
+	}
+	if len(names(bob)) != 0 {
+		t.Fatal("bob sees tools")
+	}
+	if _, err := alice.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "go.add_extra", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "alice told of the change", func() bool { return alice.n.Load() == 1 })
+	if !names(alice)["go.extra"] {
+		t.Error("go.extra is not listed after the change")
+	}
+	// A second change: alice, having listed again, is told again.
+	if _, err := alice.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "go.remove_extra", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "alice told of the second change", func() bool { return alice.n.Load() == 2 })
+	if n, m := quiet.n.Load(), bob.n.Load(); n != 0 || m != 0 {
+		t.Errorf("told of the changes: a session that never listed %d times, bob %d times; want 0", n, m)
+	}
 }
