@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,6 +53,10 @@ type inflight struct {
 	session string
 	client  backend.Client
 	token   string
+	// unrelayed counts the progress notifications read and not yet
+	// relayed: the SDK hands notifications to their handler on another
+	// goroutine than answers, so the answer may overtake the last ones.
+	unrelayed atomic.Int64
 }
 
 // calls are the calls in flight on one Upstream.
@@ -59,6 +65,15 @@ type calls struct {
 	seq     uint64
 	all     map[*inflight]struct{}
 	byToken map[string]*inflight
+	// logs are the log messages read and not yet handled, in the order
+	// read, each with the call it was attributed to when read (the call may
+	// have ended by the time the SDK hands it over).
+	logs []pendingLog
+}
+
+type pendingLog struct {
+	level, logger string
+	owner         *inflight
 }
 
 func (c *calls) begin(ctx context.Context, call *backend.Call) *inflight {
@@ -79,6 +94,95 @@ func (c *calls) end(in *inflight) {
 	defer c.mu.Unlock()
 	delete(c.all, in)
 	delete(c.byToken, in.token)
+}
+
+// seen is the wire's hook: it counts a progress notification of a call
+// in flight as it is read, before the SDK hands it to onProgress.
+func (c *calls) seen(msg jsonrpc.Message) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.IsCall() {
+		return
+	}
+	if req.Method == "notifications/message" {
+		var p struct{ Level, Logger string }
+		if json.Unmarshal(req.Params, &p) != nil {
+			return
+		}
+		in, _, err := c.owner()
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		if len(c.logs) < maxPendingLogs {
+			in.unrelayed.Add(1)
+			c.logs = append(c.logs, pendingLog{level: p.Level, logger: p.Logger, owner: in})
+		}
+		c.mu.Unlock()
+		return
+	}
+	if req.Method != "notifications/progress" {
+		return
+	}
+	var p struct {
+		ProgressToken any `json:"progressToken"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return
+	}
+	if in := c.byProgressToken(p.ProgressToken); in != nil {
+		in.unrelayed.Add(1)
+	}
+}
+
+// maxPendingLogs bounds the log messages awaiting their handler.
+const maxPendingLogs = 1024
+
+// logOwner is the call a log message read earlier was attributed to, when
+// it is the next one pending; else the call in flight now.
+func (c *calls) logOwner(level, logger string) (*inflight, bool, error) {
+	c.mu.Lock()
+	if len(c.logs) > 0 {
+		head := c.logs[0]
+		if head.level == level && head.logger == logger {
+			c.logs = c.logs[1:]
+			c.mu.Unlock()
+			return head.owner, true, nil
+		}
+		// Out of step (a message the SDK did not hand over): start over.
+		for _, pl := range c.logs {
+			pl.owner.unrelayed.Add(-1)
+		}
+		c.logs = nil
+	}
+	c.mu.Unlock()
+	in, _, err := c.owner()
+	return in, false, err
+}
+
+// drainWait bounds how long a call's answer waits for the progress read
+// before it to be relayed.
+const drainWait = 2 * time.Second
+
+// drain waits until the progress notifications read for in have been
+// relayed (or drainWait passed, or ctx ended), so that a client gets every
+// one before the call's answer.
+func (in *inflight) drain(ctx context.Context) {
+	if in.unrelayed.Load() <= 0 {
+		return
+	}
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for in.unrelayed.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func (c *calls) byProgressToken(tok any) *inflight {
@@ -160,6 +264,7 @@ func (u *Upstream) onProgress(ctx context.Context, req *sdk.ProgressNotification
 	if in == nil || in.client == nil {
 		return // a late one, after its call ended, or not ours
 	}
+	defer in.unrelayed.Add(-1)
 	if err := in.client.Progress(ctx, backend.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}); err != nil {
 		u.log.Debug("upstream progress not relayed", "call_id", in.callID, "error", err.Error())
 	}
@@ -175,10 +280,13 @@ func (u *Upstream) onLog(ctx context.Context, req *sdk.LoggingMessageRequest) {
 	if err != nil {
 		return
 	}
-	in, _, err := u.calls.owner()
+	in, counted, err := u.calls.logOwner(string(p.Level), p.Logger)
 	if err != nil {
 		u.log.Debug("upstream log message", "level", string(p.Level), "logger", p.Logger, "data", string(data), "relayed", false, "why", err.Error())
 		return
+	}
+	if counted {
+		defer in.unrelayed.Add(-1)
 	}
 	if err := in.client.Log(ctx, backend.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data}); err != nil {
 		u.log.Debug("upstream log message not relayed", "call_id", in.callID, "error", err.Error())

@@ -56,6 +56,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	e := &exchange{method: "tools/call"}
 	res, callErr := l.sess.CallTool(withExchange(ctx, e), params)
 	l.wire.forget(e)
+	in.drain(ctx)
 	sent, done, raw, rpcErr := e.state()
 	switch {
 	case done && rpcErr != nil:

@@ -83,6 +83,7 @@ func (l *link) exitReason(err error) string {
 // dial starts the program or opens the HTTP connection, and initializes.
 func (u *Upstream) dial(ctx context.Context) (*link, error) {
 	w := newWire()
+	w.seen = u.calls.seen
 	l := &link{wire: w, started: time.Now()}
 	var t sdk.Transport
 	if u.srv.URL != "" {
@@ -194,6 +195,9 @@ func exchangeFrom(ctx context.Context) *exchange {
 type wire struct {
 	mu      sync.Mutex
 	pending map[jsonrpc.ID]*exchange
+	// seen, when set, is told of each message read, in the order read,
+	// before the SDK handles it.
+	seen func(jsonrpc.Message)
 }
 
 func newWire() *wire { return &wire{pending: map[jsonrpc.ID]*exchange{}} }
@@ -219,6 +223,9 @@ func (w *wire) track(ctx context.Context, msg jsonrpc.Message) *exchange {
 
 // settle records the answer msg, when it answers a followed request.
 func (w *wire) settle(msg jsonrpc.Message) {
+	if w.seen != nil {
+		w.seen(msg)
+	}
 	resp, ok := msg.(*jsonrpc.Response)
 	if !ok {
 		return
