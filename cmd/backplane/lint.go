@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/agentbackplane/backplane/config"
 	"io"
@@ -27,16 +28,17 @@ func newSchemaLintCmd() *cobra.Command {
 		Long: `Lint reads an MCP tools/list result ({"tools":[{"name","description",
 "inputSchema"},...]}) or a bare array of tools, from a file or stdin ("-"),
 and checks every tool's inputSchema, byte for byte, as the gateway would at
-registration. For each tool it reports ok, or the first error (class,
-keyword, schema pointer, message); then a summary: tools in total, inside
-and outside the supported subset, and the count of failures per keyword
-(per class when the error names no keyword).
+registration. For each tool it reports ok, or every error (class, keyword,
+schema pointer, message); then a summary: tools in total, inside and
+outside the supported subset, and the count of tools failing per keyword
+(per class when the error names no keyword; a tool counts once per
+keyword).
 
 A tool entry that is not an object, has no string name, repeats a member or
 repeats an earlier tool's name is reported as an error of that entry (stage
 "input") and counts as outside.
 
-With --json the report is {"tools":[{"index","name","ok","error"?}],
+With --json the report is {"tools":[{"index","name","ok","error"?,"errors"?}],
 "summary":{"total","supported","unsupported","by_keyword":{...}}}.
 
 With --server NAME the catalog is listed live from the configuration's
@@ -121,7 +123,11 @@ type lintEntry struct {
 	Index int                `json:"index"`
 	Name  *string            `json:"name"` // null when the entry has none
 	OK    bool               `json:"ok"`
-	Error *inputschema.Error `json:"error,omitempty"`
+	Error *inputschema.Error `json:"error,omitempty"` // the first of Errors
+	// Errors are all the errors found (bounded by the validator's
+	// MaxErrors; Truncated says more existed).
+	Errors    []*inputschema.Error `json:"errors,omitempty"`
+	Truncated bool                 `json:"truncated,omitempty"`
 }
 
 type lintSummary struct {
@@ -149,11 +155,17 @@ func lintCatalog(data []byte) (*lintReport, error) {
 			continue
 		}
 		report.Summary.Unsupported++
-		key := entry.Error.Keyword
-		if key == "" {
-			key = string(entry.Error.Class)
+		counted := map[string]bool{}
+		for _, e := range entry.Errors {
+			key := e.Keyword
+			if key == "" {
+				key = string(e.Class)
+			}
+			if !counted[key] {
+				counted[key] = true
+				report.Summary.ByKeyword[key]++
+			}
 		}
-		report.Summary.ByKeyword[key]++
 	}
 	return report, nil
 }
@@ -208,6 +220,7 @@ func lintTool(index int, raw json.RawMessage, names map[string]bool) lintEntry {
 			Message: msg,
 			Details: map[string]any{"index": index},
 		}
+		entry.Errors = []*inputschema.Error{entry.Error}
 		return entry
 	}
 	members, err := objectMembers(raw)
@@ -251,10 +264,18 @@ func lintTool(index int, raw json.RawMessage, names map[string]bool) lintEntry {
 		// fault: ask it, as the gateway would.
 		_, err = inputschema.CompileValue(nil, nil)
 	} else {
-		_, err = inputschema.Compile(schemaRaw, nil)
+		_, err = inputschema.CompileAll(schemaRaw, nil)
 	}
 	if err == nil {
 		entry.OK = true
+		return entry
+	}
+	var list *inputschema.ErrorList
+	if errors.As(err, &list) && len(list.Errors) > 0 {
+		for _, e := range list.Errors {
+			entry.Errors = append(entry.Errors, wireError(e))
+		}
+		entry.Error, entry.Truncated = entry.Errors[0], list.Truncated
 		return entry
 	}
 	e, convErr := asSchemaError(err)
@@ -262,6 +283,7 @@ func lintTool(index int, raw json.RawMessage, names map[string]bool) lintEntry {
 		return fail(convErr.Error())
 	}
 	entry.Error = wireError(e)
+	entry.Errors = []*inputschema.Error{entry.Error}
 	return entry
 }
 
@@ -281,16 +303,24 @@ func writeLintText(out io.Writer, report *lintReport) error {
 			fmt.Fprintf(w, "ok    %s\n", name)
 			continue
 		}
-		e := t.Error
-		what := string(e.Class)
-		if e.Keyword != "" {
-			what += ", keyword " + e.Keyword
+		for i, e := range t.Errors {
+			what := string(e.Class)
+			if e.Keyword != "" {
+				what += ", keyword " + e.Keyword
+			}
+			if i == 0 {
+				fmt.Fprintf(w, "FAIL  %s: %s\n", name, what)
+			} else {
+				fmt.Fprintf(w, "      and: %s\n", what)
+			}
+			if e.Stage != stageInput {
+				fmt.Fprintf(w, "        schema pointer: %s\n", displayPointer(e.SchemaPointer))
+			}
+			fmt.Fprintf(w, "        %s\n", e.Message)
 		}
-		fmt.Fprintf(w, "FAIL  %s: %s\n", name, what)
-		if e.Stage != stageInput {
-			fmt.Fprintf(w, "        schema pointer: %s\n", displayPointer(e.SchemaPointer))
+		if t.Truncated {
+			fmt.Fprintln(w, "      and more errors (not listed)")
 		}
-		fmt.Fprintf(w, "        %s\n", e.Message)
 	}
 	s := report.Summary
 	fmt.Fprintf(w, "\n%s: %d inside the supported subset, %d outside\n", plural(s.Total, "tool"), s.Supported, s.Unsupported)

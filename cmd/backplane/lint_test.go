@@ -16,6 +16,18 @@ type lintJSON struct {
 		Name  *string         `json:"name"`
 		OK    bool            `json:"ok"`
 		Error json.RawMessage `json:"error"`
+		// Errors are every error of the tool; Error is the first.
+		Errors []struct {
+			Class         string         `json:"class"`
+			Stage         string         `json:"stage"`
+			Message       string         `json:"message"`
+			Path          string         `json:"path"`
+			Pointer       string         `json:"pointer"`
+			SchemaPointer string         `json:"schema_pointer"`
+			Keyword       string         `json:"keyword"`
+			Details       map[string]any `json:"details"`
+		} `json:"errors"`
+		Truncated bool `json:"truncated"`
 	} `json:"tools"`
 	Summary struct {
 		Total       *int           `json:"total"`
@@ -188,6 +200,30 @@ func TestLintReferenceServers(t *testing.T) {
 	for _, want := range []string{"ok    echo", "FAIL  fetch", "default", "enum", "$schema", "5 tools: 1 inside the supported subset, 4 outside"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("human output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestLintEveryError: a tool outside the subset for several reasons has
+// them all listed, and counts once per keyword in the summary.
+func TestLintEveryError(t *testing.T) {
+	catalog := `[{"name":"many","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"type":"string","pattern":"^x"},"b":{"type":"string","pattern":"^y","maxLength":3}}}}]`
+	report := runLintJSON(t, catalog, exitNegative, "-")
+	var got []string
+	for _, e := range report.Tools[0].Errors {
+		got = append(got, e.Keyword+"@"+e.SchemaPointer)
+	}
+	want := []string{"$schema@/$schema", "pattern@/properties/a/pattern", "pattern@/properties/b/pattern", "maxLength@/properties/b/maxLength"}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("errors %v lack %s", got, w)
+		}
+	}
+	report.wantSummary(t, 1, 0, 1, map[string]int{"$schema": 1, "pattern": 1, "maxLength": 1})
+	r := runBinary(t, catalog, "schema", "lint", "-")
+	for _, w := range []string{"FAIL  many: unsupported_capability, keyword $schema", "and: unsupported_capability, keyword maxLength"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("human output lacks %q:\n%s", w, r.stdout)
 		}
 	}
 }
