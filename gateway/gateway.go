@@ -277,6 +277,27 @@ func (g *Gateway) Tool(name string) (Tool, string, bool) {
 	return r.Tool, r.defHash, true
 }
 
+// Refusal says why every call of the named tool is refused before its
+// backend is reached, because of its schema: the subset's error, or the
+// refusal of a tool's own validator that cannot use its schema (one that
+// has a Refusal() error method). nil when calls are validated, or when no
+// such tool is registered.
+func (g *Gateway) Refusal(name string) error {
+	g.mu.RLock()
+	r, ok := g.tools[name]
+	g.mu.RUnlock()
+	if !ok {
+		return nil
+	}
+	if r.schemaErr != nil {
+		return r.schemaErr
+	}
+	if rf, ok := r.validator.(interface{ Refusal() error }); ok {
+		return rf.Refusal()
+	}
+	return nil
+}
+
 // DefinitionHash is [tool.DefinitionHash]: the digest of a tool's name,
 // description, input schema and safety flags.
 func DefinitionHash(name, description string, schema json.RawMessage, safety Safety) string {

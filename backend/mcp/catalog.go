@@ -233,6 +233,9 @@ func (r refusal) ValidateJSONAll([]byte) error {
 	return &e
 }
 
+// Refusal is why every call is refused: the schema cannot be used.
+func (r refusal) Refusal() error { return r.ValidateJSONAll(nil) }
+
 // sync brings the gateway's registrations up to date with a listing. At
 // start (atStart) a collision or a failed registration is an error;
 // later, the tool concerned is left out and logged.

@@ -286,6 +286,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	}
 	u.link = l
 	u.log.Info("upstream connected", "transport", u.transport(), "tools", len(tools))
+	u.logVisibility()
 	u.wg.Add(1)
 	go u.supervise(l)
 	return u, nil

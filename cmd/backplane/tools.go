@@ -38,12 +38,16 @@ type toolEntry struct {
 	Source string `json:"source"`
 	Pinned bool   `json:"pinned"`
 	// Status is accepted or held for a pinned tool, "" otherwise.
-	Status         string          `json:"status,omitempty"`
-	DefinitionHash string          `json:"definition_hash"`
-	AcceptedHash   string          `json:"accepted_hash,omitempty"`
-	AcceptedBy     string          `json:"accepted_by,omitempty"`
-	Description    string          `json:"description"`
-	InputSchema    json.RawMessage `json:"input_schema"`
+	Status         string `json:"status,omitempty"`
+	DefinitionHash string `json:"definition_hash"`
+	AcceptedHash   string `json:"accepted_hash,omitempty"`
+	AcceptedBy     string `json:"accepted_by,omitempty"`
+	// Callable is false when every call is refused because of the tool's
+	// schema (its validator cannot use it); Refused says why.
+	Callable    bool            `json:"callable"`
+	Refused     string          `json:"refused,omitempty"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
 }
 
 func newToolsListCmd(f *gatewayFlags) *cobra.Command {
@@ -54,10 +58,14 @@ func newToolsListCmd(f *gatewayFlags) *cobra.Command {
 tools for the configuration's command tools, or "server NAME"), and for the
 pinned tools of upstream servers whether the current definition is accepted
 or held, with the definition hash (the first 12 hex digits in the text
-form).
+form), and whether the tool is callable or refused because of its schema,
+with the reason (for an upstream tool under validator subset, setting
+validator: draft2020-12 on its server may accept it: the log of the start
+says how many).
 
 With --json the answer is {"tools":[{"name","source","pinned","status",
-"definition_hash","accepted_hash","accepted_by","description",
+"definition_hash","accepted_hash","accepted_by","callable","refused",
+"description",
 "input_schema"}]}: what an operator reviews before accepting.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -75,6 +83,10 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 				e := toolEntry{
 					Name: t.Name, Source: orDash(s.rt.ToolSource(t.Name)), Pinned: t.Pinned,
 					DefinitionHash: hash, Description: t.Description, InputSchema: t.InputSchema,
+					Callable: true,
+				}
+				if err := s.rt.Gateway.Refusal(t.Name); err != nil {
+					e.Callable, e.Refused = false, err.Error()
 				}
 				if t.Pinned {
 					pin, err := s.rt.Store.GetPin(cmd.Context(), t.Name)
@@ -106,7 +118,7 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 				return err
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSOURCE\tSTATUS\tDEFINITION\tACCEPTED")
+			fmt.Fprintln(tw, "NAME\tSOURCE\tSTATUS\tDEFINITION\tACCEPTED\tCALLABLE")
 			for _, e := range entries {
 				status, accepted := "-", "-"
 				if e.Pinned {
@@ -115,7 +127,11 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 						accepted += " by " + e.AcceptedBy
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, status, short(e.DefinitionHash), accepted)
+				callable := "yes"
+				if !e.Callable {
+					callable = "refused: " + e.Refused
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, status, short(e.DefinitionHash), accepted, callable)
 			}
 			return tw.Flush()
 		},

@@ -175,3 +175,40 @@ func TestToolsOpenFailureNamesTheServer(t *testing.T) {
 		t.Errorf("stderr: %s", r.stderr)
 	}
 }
+
+// TestToolsListCallable: tools list says which tools are callable and,
+// for the others, why every call is refused (the schema's keyword).
+func TestToolsListCallable(t *testing.T) {
+	server := mcpTestServer(t)
+	g := newGWDir(t, `policy:
+  - caller: alice
+    allow: ["*"]
+builtin: {enable: []}
+servers:
+  - name: up
+    command: [`+server+`]
+`)
+	tools := g.toolsByName(t)
+	if greet := tools["up.greet"]; greet["callable"] != true || greet["refused"] != nil {
+		t.Errorf("up.greet: %v", greet)
+	}
+	ref := tools["up.remote_ref"]
+	if ref["callable"] != false || !strings.Contains(fmtAny(ref["refused"]), "$ref") {
+		t.Errorf("up.remote_ref: %v", ref)
+	}
+	r := g.run(t, "", "tools", "list")
+	r.wantCode(t, exitOK)
+	for line := range strings.Lines(r.stdout) {
+		if strings.HasPrefix(line, "up.remote_ref") && !strings.Contains(line, "refused: ") {
+			t.Errorf("text form: %q", line)
+		}
+		if strings.HasPrefix(line, "up.greet") && !strings.HasSuffix(strings.TrimSpace(line), "yes") {
+			t.Errorf("text form: %q", line)
+		}
+	}
+}
+
+func fmtAny(v any) string {
+	s, _ := v.(string)
+	return s
+}

@@ -1,0 +1,121 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/validator/draft2020"
+)
+
+// Visibility is what a server's validator makes of its tools: how many are
+// callable, the keywords that refuse the rest, and how many of those the
+// other validator would accept.
+type Visibility struct {
+	Server    string
+	Validator string
+	Tools     int
+	Callable  int
+	// Keywords counts the refused tools per keyword at fault (the class
+	// when the error names no keyword); a tool counts once per keyword.
+	Keywords map[string]int
+	// OtherValidator would accept OtherAccepts of the refused tools.
+	OtherValidator string
+	OtherAccepts   int
+}
+
+// Refused is the number of tools every call of which is refused.
+func (v Visibility) Refused() int { return v.Tools - v.Callable }
+
+// String is the summary for people, with the setting to change.
+func (v Visibility) String() string {
+	s := fmt.Sprintf("server %s: %d of %d tools callable under validator %s", v.Server, v.Callable, v.Tools, v.Validator)
+	if v.Refused() == 0 {
+		return s
+	}
+	keys := slices.Sorted(maps.Keys(v.Keywords))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s (%d)", k, v.Keywords[k])
+	}
+	s += fmt.Sprintf("; %d refused because of %s", v.Refused(), strings.Join(parts, ", "))
+	if v.OtherAccepts > 0 {
+		s += fmt.Sprintf("; validator: %s on this server would accept %d of them", v.OtherValidator, v.OtherAccepts)
+	}
+	return s
+}
+
+// Visibility reports what the server's validator makes of its registered
+// tools now.
+func (u *Upstream) Visibility() Visibility {
+	u.mu.Lock()
+	schemas := make([][]byte, 0, len(u.tools))
+	for _, t := range u.tools {
+		schemas = append(schemas, t.schema)
+	}
+	u.mu.Unlock()
+	v := Visibility{Server: u.srv.Name, Validator: u.srv.Validator, Tools: len(schemas), Keywords: map[string]int{}}
+	v.OtherValidator = ValidatorDraft2020
+	if v.Validator == ValidatorDraft2020 {
+		v.OtherValidator = ValidatorSubset
+	}
+	for _, schema := range schemas {
+		errs := u.schemaErrors(v.Validator, schema)
+		if len(errs) == 0 {
+			v.Callable++
+			continue
+		}
+		seen := map[string]bool{}
+		for _, e := range errs {
+			k := e.Keyword
+			if k == "" {
+				k = string(e.Class)
+			}
+			if !seen[k] {
+				seen[k] = true
+				v.Keywords[k]++
+			}
+		}
+		if len(u.schemaErrors(v.OtherValidator, schema)) == 0 {
+			v.OtherAccepts++
+		}
+	}
+	return v
+}
+
+// schemaErrors are every error that makes validator refuse schema.
+func (u *Upstream) schemaErrors(validator string, schema []byte) []*inputschema.Error {
+	var err error
+	if validator == ValidatorDraft2020 {
+		_, err = draft2020.Compile(schema, u.d2020)
+	} else {
+		_, err = inputschema.CompileAll(schema, nil)
+	}
+	if err == nil {
+		return nil
+	}
+	var list *inputschema.ErrorList
+	if errors.As(err, &list) && len(list.Errors) > 0 {
+		return list.Errors
+	}
+	var e *inputschema.Error
+	if errors.As(err, &e) {
+		return []*inputschema.Error{e}
+	}
+	return []*inputschema.Error{{Class: inputschema.ClassUnsupported, Message: err.Error()}}
+}
+
+// logVisibility logs the summary at start: a warning when tools are
+// refused, naming the setting that would accept them.
+func (u *Upstream) logVisibility() {
+	v := u.Visibility()
+	if v.Refused() == 0 {
+		u.log.Info(v.String(), "validator", v.Validator, "tools", v.Tools, "callable", v.Callable)
+		return
+	}
+	u.log.Warn(v.String(), "validator", v.Validator, "tools", v.Tools, "callable", v.Callable,
+		"refused", v.Refused(), "refused_by_keyword", v.Keywords, "other_validator", v.OtherValidator, "other_accepts", v.OtherAccepts)
+}
