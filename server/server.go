@@ -51,6 +51,10 @@
 //     logging capability is declared; nothing is sent before the client
 //     sets a level), and sampling, elicitation and roots requests, when the
 //     client declared the capability.
+//   - HTTP streams are resumable: every event has an id and is kept in a
+//     bounded in-memory store ([Options.ResumeBytes]), so a client whose
+//     connection drops during a long call or an approval wait reconnects
+//     with Last-Event-ID and gets the answer.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
 //     a valid token is required, as the metrics name callers and tools) and
 //     /healthz (no token; 200 {"ok":true} when the store answers, 503
@@ -124,6 +128,9 @@ type Options struct {
 	// PageSize is the largest number of tools in one tools/list page.
 	// Default 1000.
 	PageSize int
+	// ResumeBytes bounds the memory kept for resuming HTTP streams
+	// (Last-Event-ID). Default DefaultResumeBytes; negative: no resumption.
+	ResumeBytes int
 }
 
 // Server serves one gateway over MCP. Create it with New.
@@ -195,7 +202,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	s.http = s.newMCPServer(callerFromToken)
 	g.OnChange(s.catalogChanged)
 	s.httpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.http },
-		&mcp.StreamableHTTPOptions{Logger: s.sdkLog})
+		&mcp.StreamableHTTPOptions{Logger: s.sdkLog, EventStore: s.eventStore()})
 	return s
 }
 

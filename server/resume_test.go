@@ -1,0 +1,143 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/server"
+	"github.com/agentbackplane/backplane/store"
+)
+
+// cutter is a client transport that breaks the event stream of the first
+// tools/call right after its first event, as a dropped connection would,
+// and counts the reconnections that resume with Last-Event-ID.
+type cutter struct {
+	base    http.RoundTripper
+	token   string
+	cut     atomic.Bool
+	resumed atomic.Int64
+}
+
+func (c *cutter) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+c.token)
+	if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+		c.resumed.Add(1)
+	}
+	isCall := false
+	if r.Method == http.MethodPost && r.GetBody != nil {
+		if b, err := r.GetBody(); err == nil {
+			data, _ := io.ReadAll(b)
+			isCall = bytes.Contains(data, []byte(`"tools/call"`))
+		}
+	}
+	resp, err := c.base.RoundTrip(r)
+	if err != nil || !isCall || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
+	}
+	if c.cut.CompareAndSwap(false, true) {
+		resp.Body = &cutAfterFirstEvent{rc: resp.Body}
+	}
+	return resp, nil
+}
+
+// cutAfterFirstEvent passes the stream up to the end of its first event,
+// then fails as a broken connection does.
+type cutAfterFirstEvent struct {
+	rc   io.ReadCloser
+	seen []byte
+	done bool
+}
+
+func (c *cutAfterFirstEvent) Read(p []byte) (int, error) {
+	if c.done {
+		c.rc.Close()
+		return 0, io.ErrUnexpectedEOF
+	}
+	n, err := c.rc.Read(p)
+	c.seen = append(c.seen, p[:n]...)
+	if i := bytes.Index(c.seen, []byte("\n\n")); i >= 0 {
+		keep := n - (len(c.seen) - (i + 2))
+		c.done = true
+		return keep, nil
+	}
+	return n, err
+}
+
+func (c *cutAfterFirstEvent) Close() error { return c.rc.Close() }
+
+// TestResumeAfterDroppedStream: a call waits for an approval over HTTP;
+// its stream drops after the first progress event; the client reconnects
+// with Last-Event-ID, the operator approves meanwhile, and the answer
+// reaches the client on the resumed stream.
+func TestResumeAfterDroppedStream(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-a": "alice"}, ApprovalWait: 30 * time.Second})
+	hs := httpServer(t, s)
+	cut := &cutter{base: http.DefaultTransport, token: "tok-a"}
+	var mu sync.Mutex
+	var steps int
+	c := mcp.NewClient(&mcp.Implementation{Name: "resumer", Version: "v0"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			steps++
+			mu.Unlock()
+		},
+	})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: hs.URL + server.PathMCP, HTTPClient: &http.Client{Transport: cut}, MaxRetries: 5,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		p := &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"target": "prod-db"}}
+		p.SetProgressToken("tok-r")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, p)
+		done <- outcome{res, err}
+	}()
+	waitFor(t, "the client to resume with Last-Event-ID", func() bool { return cut.resumed.Load() > 0 })
+	aprs := approvalsOf(t, f.st, "danger")
+	if len(aprs) != 1 || aprs[0].Status != store.ApprovalPending {
+		t.Fatalf("approvals %+v", aprs)
+	}
+	if err := f.st.DecideApproval(context.Background(), aprs[0].ID, store.Decision{Approve: true, By: "carol", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call did not return")
+	}
+	if o.err != nil || o.res.IsError {
+		t.Fatalf("after resuming: %v %v", o.err, o.res)
+	}
+	if !cut.cut.Load() || f.dangers.Load() != 1 {
+		t.Errorf("cut %v, invoked %d times", cut.cut.Load(), f.dangers.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if steps == 0 {
+		t.Error("no progress event before the cut")
+	}
+}
+
