@@ -140,4 +140,3 @@ func TestResumeAfterDroppedStream(t *testing.T) {
 		t.Error("no progress event before the cut")
 	}
 }
-
