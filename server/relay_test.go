@@ -90,7 +90,7 @@ func everything(t *testing.T, bridge *upstream.Bridge) (*server.Server, *lockedB
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { u.Close() })
-	return server.New(g, &server.Options{StdioCaller: "alice"}), audit
+	return server.New(g, &server.Options{StdioCaller: "alice", Tokens: map[string]string{"tok-e": "alice"}}), audit
 }
 
 func callCtx(t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams) *mcp.CallToolResult {
@@ -329,4 +329,38 @@ func TestUpstreamRootsAndLogs(t *testing.T) {
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestUpstreamProgressOverHTTP: the same relay to a client over
+// streamable HTTP.
+func TestUpstreamProgressOverHTTP(t *testing.T) {
+	s, _ := everything(t, nil)
+	hs := httpServer(t, s)
+	var mu sync.Mutex
+	var steps []float64
+	cs, err := connectHTTP(t, hs, "tok-e", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Params.ProgressToken == "tok-h" {
+			steps = append(steps, r.Params.Progress)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &mcp.CallToolParams{Name: "everything.trigger-long-running-operation", Arguments: map[string]any{"duration": 1, "steps": 3}}
+	p.SetProgressToken("tok-h")
+	if res := callCtx(t, cs, p); res.IsError {
+		t.Fatalf("the call failed: %s", text(res))
+	}
+	waitFor(t, "3 progress notifications", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(steps) >= 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !equalFloats(steps, []float64{1, 2, 3}) {
+		t.Errorf("progress %v", steps)
+	}
 }

@@ -59,6 +59,12 @@ type inflight struct {
 	unrelayed atomic.Int64
 }
 
+// relayContext is the context of a relayed notification: the call's, whose
+// values tell the client's side which request it belongs to (over
+// streamable HTTP it then travels on that request's stream, not on the
+// session's standalone one); it ends with the call.
+func (in *inflight) relayContext(context.Context) context.Context { return in.ctx }
+
 // calls are the calls in flight on one Upstream.
 type calls struct {
 	mu      sync.Mutex
@@ -265,7 +271,7 @@ func (u *Upstream) onProgress(ctx context.Context, req *sdk.ProgressNotification
 		return // a late one, after its call ended, or not ours
 	}
 	defer in.unrelayed.Add(-1)
-	if err := in.client.Progress(ctx, backend.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}); err != nil {
+	if err := in.client.Progress(in.relayContext(ctx), backend.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}); err != nil {
 		u.log.Debug("upstream progress not relayed", "call_id", in.callID, "error", err.Error())
 	}
 }
@@ -288,7 +294,7 @@ func (u *Upstream) onLog(ctx context.Context, req *sdk.LoggingMessageRequest) {
 	if counted {
 		defer in.unrelayed.Add(-1)
 	}
-	if err := in.client.Log(ctx, backend.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data}); err != nil {
+	if err := in.client.Log(in.relayContext(ctx), backend.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data}); err != nil {
 		u.log.Debug("upstream log message not relayed", "call_id", in.callID, "error", err.Error())
 	}
 }
@@ -346,13 +352,13 @@ func (u *Upstream) relay(ctx context.Context, method string, req sdk.Request, al
 			return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}
 		}
 	}
-	// The request ends with the server's (it may cancel it) and with the
-	// call's.
-	ctx, cancel := context.WithCancel(ctx)
+	// The request is made in the call's context (it ends with the call),
+	// and also ends with the server's request (the server may cancel it).
+	rctx, cancel := context.WithCancel(in.ctx)
 	defer cancel()
-	stop := context.AfterFunc(in.ctx, cancel)
+	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	raw, err := in.client.Request(ctx, method, params)
+	raw, err := in.client.Request(rctx, method, params)
 	if errors.Is(err, backend.ErrNoChannel) {
 		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the client of this call does not support %s", method)}
 	}
