@@ -86,6 +86,13 @@ type Runtime struct {
 	Config  *config.Config
 	// Audit receives the audit events (the gateway's and an operator's).
 	Audit *slog.Logger
+	// Policy is the configuration's policy (the gateway's; it also grants
+	// the upstreams' resources and prompts).
+	Policy *policy.Rules
+	// Content is the upstreams' resources and prompts (nil without
+	// upstreams): a resource URI or prompt name two servers list is
+	// refused at Open.
+	Content *mcp.Content
 
 	closers   []io.Closer
 	upstreams []*mcp.Upstream // also in closers
@@ -130,6 +137,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if err != nil {
 		return nil, &config.Error{File: cfg.Path, Msg: err.Error()}
 	}
+	rt.Policy = rules
 	for _, q := range cfg.Budgets {
 		if err := q.Check(); err != nil {
 			return nil, &config.Error{File: cfg.Path, Msg: err.Error()}
@@ -191,6 +199,11 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if !o.NoUpstreams {
 		if err := rt.connectServers(ctx, g); err != nil {
 			return nil, err
+		}
+		if len(rt.upstreams) > 0 {
+			if rt.Content, err = mcp.NewContent(ctx, rt.upstreams); err != nil {
+				return nil, &config.Error{File: cfg.Path, Msg: err.Error(), Err: err}
+			}
 		}
 	}
 	rt.Gateway = g

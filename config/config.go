@@ -30,6 +30,8 @@
 //	  - caller: alice
 //	    allow: [note, danger, "fs.*"]
 //	    approve: [danger]          # these calls need an approval first
+//	    resources: ["demo://resource/static/document/*"]  # upstream resources, by URI (default: none)
+//	    prompts: [simple-prompt]   # upstream prompts, by name (default: none)
 //	approvals:
 //	  expire: 10m
 //	  wait: 0s                     # 0s: return at once with approval_required

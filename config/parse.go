@@ -227,9 +227,13 @@ func (p *parser) policy(c *Config, v *yaml.Node) error {
 				r.Allow, err = p.patterns(v, "allow")
 			case "approve":
 				r.Approve, err = p.patterns(v, "approve")
+			case "resources":
+				r.Resources, err = p.patterns(v, "resources")
+			case "prompts":
+				r.Prompts, err = p.patterns(v, "prompts")
 			}
 			return err
-		}, "caller", "allow", "approve")
+		}, "caller", "allow", "approve", "resources", "prompts")
 		if err != nil {
 			return err
 		}

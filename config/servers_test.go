@@ -112,3 +112,20 @@ func TestServersErrorsNameTheLine(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyContentKeys: a rule's resources and prompts are read as
+// patterns; a bad one names its line.
+func TestPolicyContentKeys(t *testing.T) {
+	c, err := Parse([]byte("policy:\n  - caller: alice\n    allow: [\"*\"]\n    resources: [\"demo://docs/*\"]\n    prompts: [simple]\n"), "backplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Policy[0]; len(r.Resources) != 1 || r.Resources[0] != "demo://docs/*" || len(r.Prompts) != 1 || r.Prompts[0] != "simple" {
+		t.Errorf("rule %+v", r)
+	}
+	_, err = Parse([]byte("policy:\n  - caller: alice\n    resources: [\"[\"]\n"), "backplane.yaml")
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Line != 3 || !strings.Contains(err.Error(), "bad pattern") {
+		t.Errorf("bad resource pattern: %v", err)
+	}
+}

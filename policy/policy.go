@@ -29,6 +29,23 @@ type Rule struct {
 	Allow []string `json:"allow" yaml:"allow"`
 	// Approve lists the allowed tools whose calls need an approval first.
 	Approve []string `json:"approve,omitempty" yaml:"approve"`
+	// Resources lists the upstream resources, by URI, the caller may list
+	// and read; Prompts the upstream prompts, by name, it may list and get.
+	// The same patterns as for tools; none: none (default deny).
+	Resources []string `json:"resources,omitempty" yaml:"resources"`
+	Prompts   []string `json:"prompts,omitempty" yaml:"prompts"`
+}
+
+// What a rule may grant besides tools (see [Rules.DecideContent]).
+const (
+	KindResource = "resource"
+	KindPrompt   = "prompt"
+)
+
+// ContentPolicy decides which upstream resources and prompts a caller may
+// see and read. Implementations are safe for concurrent use.
+type ContentPolicy interface {
+	DecideContent(caller, kind, name string) Decision
 }
 
 // Rules is a Policy: the union of the rules naming the caller. It is
@@ -45,7 +62,7 @@ func NewRules(rules []Rule) (*Rules, error) {
 		if rule.Caller == "" {
 			return nil, fmt.Errorf("policy rule %d: caller is required", i+1)
 		}
-		for _, list := range [][]string{rule.Allow, rule.Approve} {
+		for _, list := range [][]string{rule.Allow, rule.Approve, rule.Resources, rule.Prompts} {
 			for _, p := range list {
 				if _, err := path.Match(p, ""); err != nil {
 					return nil, fmt.Errorf("policy rule %d (caller %s): bad pattern %q: %w", i+1, rule.Caller, p, err)
@@ -76,6 +93,21 @@ func (r *Rules) Decide(caller, tool string) Decision {
 	return d
 }
 
+// DecideContent allows caller the resource (kind KindResource, by URI) or
+// prompt (KindPrompt, by name) when a rule for the caller lists it.
+func (r *Rules) DecideContent(caller, kind, name string) Decision {
+	for _, rule := range r.byCaller[caller] {
+		list := rule.Prompts
+		if kind == KindResource {
+			list = rule.Resources
+		}
+		if p, ok := match(list, name); ok {
+			return Decision{Allow: true, Reason: fmt.Sprintf("caller %s allowed %s %q", caller, kind, p)}
+		}
+	}
+	return Decision{Reason: fmt.Sprintf("no policy rule allows caller %q the %s %q (default deny)", caller, kind, name)}
+}
+
 func match(patterns []string, tool string) (string, bool) {
 	for _, p := range patterns {
 		if ok, _ := path.Match(p, tool); ok {
@@ -89,5 +121,9 @@ func match(patterns []string, tool string) (string, bool) {
 type DenyAll struct{}
 
 func (DenyAll) Decide(caller, tool string) Decision {
+	return Decision{Reason: "no policy configured (default deny)"}
+}
+
+func (DenyAll) DecideContent(caller, kind, name string) Decision {
 	return Decision{Reason: "no policy configured (default deny)"}
 }

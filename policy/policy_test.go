@@ -66,3 +66,38 @@ func TestDenyAll(t *testing.T) {
 		t.Fatal("DenyAll allowed a call")
 	}
 }
+
+// TestDecideContent: resources and prompts are granted by their own
+// lists, by pattern; tools' allow lists grant none (default deny).
+func TestDecideContent(t *testing.T) {
+	r, err := NewRules([]Rule{
+		{Caller: "alice", Allow: []string{"*"}, Resources: []string{"file:///docs/*"}, Prompts: []string{"review-*"}},
+		{Caller: "bob", Allow: []string{"*"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		caller, kind, name string
+		allow              bool
+	}{
+		{"alice", KindResource, "file:///docs/a.md", true},
+		{"alice", KindResource, "file:///docs/sub/a.md", false}, // '*' does not cross '/'
+		{"alice", KindResource, "file:///etc/passwd", false},
+		{"alice", KindPrompt, "review-code", true},
+		{"alice", KindPrompt, "file:///docs/a.md", false},
+		{"bob", KindResource, "file:///docs/a.md", false},
+		{"bob", KindPrompt, "review-code", false},
+		{"carol", KindPrompt, "review-code", false},
+	} {
+		if d := r.DecideContent(tc.caller, tc.kind, tc.name); d.Allow != tc.allow || d.Reason == "" {
+			t.Errorf("%s %s %s: %+v, want allow %v", tc.caller, tc.kind, tc.name, d, tc.allow)
+		}
+	}
+	if _, err := NewRules([]Rule{{Caller: "a", Resources: []string{"["}}}); err == nil {
+		t.Error("a bad resource pattern was accepted")
+	}
+	if d := (DenyAll{}).DecideContent("alice", KindPrompt, "x"); d.Allow {
+		t.Error("DenyAll allowed")
+	}
+}

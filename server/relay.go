@@ -13,11 +13,15 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 )
 
-// relayCapabilities adds what relaying needs to caps: logging, since
-// upstream servers' log messages are relayed to the calling session, at
-// the level it sets.
-func relayCapabilities(caps *mcp.ServerCapabilities) *mcp.ServerCapabilities {
+// capabilities adds to caps what relaying needs: logging, since upstream
+// servers' log messages are relayed to the calling session, at the level
+// it sets; resources and prompts when they are served.
+func (s *Server) capabilities(caps *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	caps.Logging = &mcp.LoggingCapabilities{}
+	if s.opts.Content != nil {
+		caps.Resources = &mcp.ResourceCapabilities{}
+		caps.Prompts = &mcp.PromptCapabilities{}
+	}
 	caps.Tools.ListChanged = true // to the sessions concerned (listchanged.go)
 	return caps
 }

@@ -51,6 +51,12 @@
 //     logging capability is declared; nothing is sent before the client
 //     sets a level), and sampling, elicitation and roots requests, when the
 //     client declared the capability.
+//   - Resources and prompts of the upstreams ([Options.Content]) are
+//     listed, read and got as [Options.ContentPolicy] grants them to the
+//     caller (policy keys resources and prompts; default deny): one not
+//     granted is answered as unknown. Each read and get is audited
+//     ([Options.Audit]). Resource templates are not offered (a template
+//     names no URI a policy could grant), nor subscriptions.
 //   - HTTP streams are resumable: every event has an id and is kept in a
 //     bounded in-memory store ([Options.ResumeBytes]), so a client whose
 //     connection drops during a long call or an approval wait reconnects
@@ -89,6 +95,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
 )
 
 // DefaultPageSize is the default largest tools/list page.
@@ -128,6 +135,13 @@ type Options struct {
 	// PageSize is the largest number of tools in one tools/list page.
 	// Default 1000.
 	PageSize int
+	// Content, when set, serves the upstreams' resources and prompts,
+	// as ContentPolicy grants them to each caller (nil: none granted).
+	Content       ContentSource
+	ContentPolicy policy.ContentPolicy
+	// Audit receives the audit events of resource reads and prompt gets.
+	// Default: Logger.
+	Audit *slog.Logger
 	// ResumeBytes bounds the memory kept for resuming HTTP streams
 	// (Last-Event-ID). Default DefaultResumeBytes; negative: no resumption.
 	ResumeBytes int
@@ -222,7 +236,7 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		// capability is declared rather than inferred from registrations.
 		// Catalog changes are announced to the sessions they concern
 		// (listchanged.go).
-		Capabilities:              relayCapabilities(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}),
+		Capabilities:              s.capabilities(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}),
 		SupportedProtocolVersions: ProtocolVersions,
 		PageSize:                  s.opts.PageSize,
 	})
@@ -263,6 +277,13 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: missing params"}
 				}
 				return s.callTool(ctx, r, caller)
+			}
+			if contentMethods[method] && s.opts.Content != nil {
+				caller, err := callerOf(req)
+				if err != nil {
+					return nil, err
+				}
+				return s.serveContent(ctx, method, req, caller)
 			}
 			return next(ctx, method, req)
 		}

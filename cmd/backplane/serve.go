@@ -80,13 +80,18 @@ func newServeCmd() *cobra.Command {
 func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio bool, httpAddr string) error {
 	cfg := s.rt.Config
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-	srv := server.New(s.rt.Gateway, &server.Options{
+	opts := &server.Options{
 		Tokens:       cfg.Serve.Tokens,
 		StdioCaller:  cfg.Serve.StdioCaller,
 		ApprovalWait: cfg.Serve.ApprovalWait,
 		Logger:       log,
 		Version:      readVersion().Version,
-	})
+		Audit:        s.rt.Audit,
+	}
+	if s.rt.Content != nil {
+		opts.Content, opts.ContentPolicy = s.rt.Content, s.rt.Policy
+	}
+	srv := server.New(s.rt.Gateway, opts)
 
 	if stdio {
 		if cfg.Serve.StdioCaller == "" {
