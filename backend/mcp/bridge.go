@@ -205,28 +205,31 @@ func (c *calls) byProgressToken(tok any) *inflight {
 var (
 	errNoCall    = errors.New("no call is in flight on the server")
 	errAmbiguous = errors.New("calls of several sessions are in flight on the server: the message names none")
+	errNoClient  = errors.New("the call in flight has no client to relay to")
 )
 
 // owner is the call a message without a token belongs to, and the ids of
-// all the calls of its session in flight (for the audit).
+// all the calls of its session in flight (for the audit). Every call in
+// flight counts, those without a client too: a message of such a call must
+// not go to another one's client.
 func (c *calls) owner() (*inflight, []string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var first *inflight
 	var ids []string
 	for in := range c.all {
-		if in.client == nil {
-			continue
-		}
 		if first == nil {
 			first = in
-		} else if in.session == "" || in.session != first.session {
+		} else if in.client == nil || first.client == nil || in.session == "" || in.session != first.session {
 			return nil, nil, errAmbiguous
 		}
 		ids = append(ids, in.callID)
 	}
-	if first == nil {
+	switch {
+	case first == nil:
 		return nil, nil, errNoCall
+	case first.client == nil:
+		return nil, nil, errNoClient
 	}
 	return first, ids, nil
 }

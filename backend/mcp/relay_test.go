@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
 )
@@ -134,4 +136,42 @@ func TestListChangedReachesConcernedSessions(t *testing.T) {
 	if n, m := quiet.n.Load(), bob.n.Load(); n != 0 || m != 0 {
 		t.Errorf("told of the changes: a session that never listed %d times, bob %d times; want 0", n, m)
 	}
+}
+
+// TestOwnerNeverGuesses: a message that names no call goes to the calling
+// session only when every call in flight is of that one session.
+func TestOwnerNeverGuesses(t *testing.T) {
+	cl := backend.Client(nil)
+	var c calls
+	if _, _, err := c.owner(); !errors.Is(err, errNoCall) {
+		t.Errorf("no call: %v", err)
+	}
+	a1 := c.begin(context.Background(), &backend.Call{CallID: "a1", Session: "sa", Client: nopClient{}})
+	a2 := c.begin(context.Background(), &backend.Call{CallID: "a2", Session: "sa", Client: nopClient{}})
+	if in, ids, err := c.owner(); err != nil || in.session != "sa" || len(ids) != 2 {
+		t.Errorf("one session: %v %v %v", in, ids, err)
+	}
+	b := c.begin(context.Background(), &backend.Call{CallID: "b", Session: "sb", Client: nopClient{}})
+	if _, _, err := c.owner(); !errors.Is(err, errAmbiguous) {
+		t.Errorf("two sessions: %v", err)
+	}
+	c.end(b)
+	n := c.begin(context.Background(), &backend.Call{CallID: "n", Session: "sa", Client: cl})
+	if _, _, err := c.owner(); !errors.Is(err, errAmbiguous) {
+		t.Errorf("a call without a client beside: %v", err)
+	}
+	c.end(a1)
+	c.end(a2)
+	if _, _, err := c.owner(); !errors.Is(err, errNoClient) {
+		t.Errorf("only a call without a client: %v", err)
+	}
+	c.end(n)
+}
+
+type nopClient struct{}
+
+func (nopClient) Progress(context.Context, backend.Progress) error { return nil }
+func (nopClient) Log(context.Context, backend.LogMessage) error    { return nil }
+func (nopClient) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, backend.ErrNoChannel
 }
