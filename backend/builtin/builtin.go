@@ -314,7 +314,7 @@ func (s *Set) describe() []gateway.Tool {
 			InputSchema: st.InputSchema,
 			Safety:      im.safety,
 			Timeout:     im.timeout,
-			Backend: backend.Func(func(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+			Backend: checkedBackend{check: checker(st.Name), Func: func(ctx context.Context, call *backend.Call) (*backend.Result, error) {
 				if err := ctx.Err(); err != nil {
 					return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, st.Name, err)
 				}
@@ -324,10 +324,19 @@ func (s *Set) describe() []gateway.Tool {
 					return te.result(), nil
 				}
 				return res, err
-			}),
+			}},
 		})
 	}
 	return out
+}
+
+// checker is the argument check of the named tool; every tool has one.
+func checker(name string) func(json.RawMessage) error {
+	c, ok := checkers[name]
+	if !ok {
+		panic("builtin: no argument check of the built-in tool " + name)
+	}
+	return c
 }
 
 // toolError is a tool-level failure: it becomes an IsError result.
