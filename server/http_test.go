@@ -286,13 +286,13 @@ func TestMetrics(t *testing.T) {
 	}
 	call(t, alice, "echo", map[string]any{"text": "1"})
 	call(t, alice, "echo", map[string]any{"text": "2"})
-	call(t, alice, "echo", map[string]any{"n": 1})          // validation
+	call(t, alice, "echo", map[string]any{"n": 1})                                                       // validation
 	bob.CallTool(context.Background(), &mcp.CallToolParams{Name: "costly", Arguments: map[string]any{}}) // not_found: bob may not know of it
-	call(t, alice, "costly", map[string]any{})              // budget: 1 of 1
-	call(t, alice, "costly", map[string]any{})              // budget_exceeded
-	call(t, alice, "danger", map[string]any{"target": "x"}) // approval_required
-	call(t, alice, "broken", map[string]any{})              // failed: unknown_outcome
-	alice.CallTool(context.Background(), &mcpCallUnknown)   // not_found
+	call(t, alice, "costly", map[string]any{})                                                           // budget: 1 of 1
+	call(t, alice, "costly", map[string]any{})                                                           // budget_exceeded
+	call(t, alice, "danger", map[string]any{"target": "x"})                                              // approval_required
+	call(t, alice, "broken", map[string]any{})                                                           // failed: unknown_outcome
+	alice.CallTool(context.Background(), &mcpCallUnknown)                                                // not_found
 
 	text := scrape(t, hs, "tok-bob") // any valid token may scrape
 	for _, c := range []struct {
