@@ -152,7 +152,7 @@ var (
 func (c *Config) connectServers(ctx context.Context, rt *Runtime, g *gateway.Gateway, logger *slog.Logger) error {
 	for _, s := range c.Servers {
 		u, err := mcp.Connect(ctx, mcp.Server{
-			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Dir,
+			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator,
 		}, &mcp.Options{
 			Gateway:   g,
