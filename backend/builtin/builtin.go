@@ -86,6 +86,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbackplane/backplane/backend"
@@ -181,6 +182,9 @@ type Set struct {
 	readMax int
 	asker   Asker
 	tools   []gateway.Tool
+	// walkOpens counts what walks open (walkFS.open): the tests bound the
+	// work of a glob or grep with it.
+	walkOpens atomic.Int64
 }
 
 // New opens the workspace and returns the tools.

@@ -236,6 +236,7 @@ func (w walkFS) open(name string) (*os.File, string, error) {
 	if err := w.ctx.Err(); err != nil {
 		return nil, "", err
 	}
+	w.s.walkOpens.Add(1)
 	if !fs.ValidPath(name) {
 		return nil, "", &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
