@@ -32,9 +32,12 @@
 // and edit create missing folders one at a time below a checked one. ls
 // leaves hidden entries out of its listing and count, and the walks of
 // glob and grep skip them, through links too (a link into them is still
-// listed by name, as every link is, and never followed). Elsewhere the
-// check is by name only. A hard link to a hidden file is not recognised
-// (making one takes bash).
+// listed by name, as every link is, and never followed). A file is also
+// compared by (device, inode) with the hidden files: on Linux a regular
+// file with several links (a hard link to the journal placed in the
+// workspace), elsewhere every file and folder opened, where names are also
+// compared regardless of case (macOS and Windows volumes usually ignore
+// it), so "BACKPLANE.YAML" is the hidden configuration there.
 //
 // # bash is not confined
 //
@@ -86,6 +89,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -185,6 +189,12 @@ type Set struct {
 	// walkOpens counts what walks open (walkFS.open): the tests bound the
 	// work of a glob or grep with it.
 	walkOpens atomic.Int64
+
+	// ids caches the identities of the hidden files where every open is
+	// compared with them (see hiddenIDs).
+	idsMu sync.Mutex
+	ids   map[fileKey]bool
+	idsAt time.Time
 }
 
 // New opens the workspace and returns the tools.
