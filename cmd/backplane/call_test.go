@@ -530,3 +530,40 @@ func lineOf(text, s string) int {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestStateFilesArePrivate: after a call, the store folder is 0700 and the
+// database, its -wal and -shm, and the audit log 0600, even when the folder
+// and the log were left readable by others before (issue 12, finding 9).
+func TestStateFilesArePrivate(t *testing.T) {
+	g := newGWDir(t, testConfig)
+	state := filepath.Join(g.dir, ".backplane")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	audit := filepath.Join(state, "audit.log")
+	if err := os.WriteFile(audit, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{state, audit} {
+		mode := os.FileMode(0o644)
+		if p == state {
+			mode = 0o755
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	callOK(t, g.runJSON(t, exitOK, "", "call", "--caller", "alice", "note", `{"text":"hi"}`))
+	for p, want := range map[string]os.FileMode{
+		state: 0o700, audit: 0o600,
+		filepath.Join(state, "backplane.db"): 0o600,
+	} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got&^want != 0 {
+			t.Errorf("%s is %v, want at most %v", filepath.Base(p), got, want)
+		}
+	}
+}

@@ -142,6 +142,14 @@ func (f *gatewayFlags) auditLogger(stderr io.Writer, cfg *config.Config) (*slog.
 	if err != nil {
 		return nil, nil, fmt.Errorf("audit log: %w", err)
 	}
+	// The audit log names callers and tools: an older one left readable by
+	// others is made the owner's alone, as the store's files are.
+	if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		if err := file.Chmod(fi.Mode().Perm() & 0o600); err != nil {
+			file.Close()
+			return nil, nil, fmt.Errorf("audit log %s is readable by others and cannot be made private: %w", path, err)
+		}
+	}
 	return slog.New(slog.NewJSONHandler(file, opts)), file.Close, nil
 }
 
