@@ -229,6 +229,14 @@ func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Op
 	if err != nil {
 		return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
 	}
+	// The audit log names callers and tools: an older one left readable by
+	// others is made the owner's alone, as the store's files are.
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(fi.Mode().Perm() & 0o600); err != nil {
+			f.Close()
+			return nil, &config.Error{File: cfg.Path, Msg: "audit log " + path + " is readable by others and cannot be made private: " + err.Error(), Err: err}
+		}
+	}
 	rt.closers = append(rt.closers, f)
 	return slog.New(slog.NewJSONHandler(f, hopts)), nil
 }
@@ -310,7 +318,7 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway) error
 	c := rt.Config
 	for _, s := range c.Servers {
 		u, err := mcp.Connect(ctx, mcp.Server{
-			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Dir,
+			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator,
 		}, &mcp.Options{
 			Registry:  g,

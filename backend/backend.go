@@ -53,3 +53,13 @@ var (
 type Func func(ctx context.Context, call *Call) (*Result, error)
 
 func (f Func) Invoke(ctx context.Context, call *Call) (*Result, error) { return f(ctx, call) }
+
+// Checker is implemented by a backend that checks a call's arguments itself,
+// beyond what the input schema can say (an integer the tool cannot hold, a
+// timeout it cannot honour). The gateway calls Check after the schema
+// validation and before anything is approved, reserved or recorded, and
+// refuses the call as a validation error when it fails: a call the tool
+// would refuse must cost nothing and never be put to a person.
+type Checker interface {
+	Check(args json.RawMessage) error
+}

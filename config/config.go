@@ -10,10 +10,13 @@
 //     durations, policy patterns path.Match rejects, unknown budget scopes,
 //     two budgets of one scope, negative quotas or costs, a tool without a
 //     command, an input schema the gateway's validator refuses).
-//   - Relative paths (store, log.file, a tool's dir) resolve against the
-//     folder of the configuration file, never the process's working folder,
-//     and a tool's program runs in that folder unless its dir says
-//     otherwise. Defaults: store .backplane, approvals expire after 10m and
+//   - Relative paths (store, log.file, workspace, a tool's dir) resolve
+//     against the folder of the configuration file, never the process's
+//     working folder. A tool's program, and an upstream server's, runs in
+//     the workspace unless its dir says otherwise. Which file is loaded:
+//     [Find] (--config, $BACKPLANE_CONFIG, the user's file; never the
+//     working folder) and [Config.CheckFound].
+//     Defaults: store .backplane, approvals expire after 10m and
 //     wait 0s, limits as the gateway's (see [Limits]).
 //   - The policy is default deny: a caller no rule names may call nothing,
 //     and an empty policy means no call is allowed at all.
@@ -72,7 +75,7 @@ import (
 	"github.com/agentbackplane/backplane/policy"
 )
 
-// DefaultFile is the configuration file looked for in the working folder.
+// DefaultFile is the name of the user's configuration file (see [UserFile]).
 const DefaultFile = "backplane.yaml"
 
 // DefaultStore is the state folder used when the file names none.
@@ -187,7 +190,7 @@ type ToolConfig struct {
 	Command []string
 	// Env names the variables passed through from the gateway's environment.
 	Env []string
-	// Dir is the absolute folder the program runs in. Default: Config.Dir.
+	// Dir is the absolute folder the program runs in. Default: Config.Workspace.
 	Dir string
 	// Timeout bounds one call. Default: Limits.Timeout.
 	Timeout time.Duration

@@ -182,6 +182,11 @@ func (p *parser) finish(c *Config) error {
 		if t.MaxOutputBytes == 0 {
 			t.MaxOutputBytes = c.Limits.MaxResultBytes
 		}
+		if t.Dir == "" {
+			// The workspace, not the configuration's folder: that may be
+			// a folder the tools were never meant to work in.
+			t.Dir = c.Workspace
+		}
 	}
 	return nil
 }
@@ -426,7 +431,7 @@ var (
 func (p *parser) tools(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "tools", func(item *yaml.Node) error {
-		t := ToolConfig{Line: item.Line, Dir: c.Dir}
+		t := ToolConfig{Line: item.Line} // Dir: the workspace unless given (finish)
 		var nameNode, schemaKey, schemaNode *yaml.Node
 		err := p.mapping(item, "a tool", func(key string, k, v *yaml.Node) error {
 			var err error

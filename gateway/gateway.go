@@ -229,6 +229,33 @@ func (g *Gateway) ToolsFor(caller string) []Tool {
 	return out
 }
 
+// Visible reports whether the tool name is registered and visible to
+// caller (see [policy.Visible]): what a caller may learn of a name.
+func (g *Gateway) Visible(caller, name string) bool {
+	_, _, ok := g.Tool(name)
+	return ok && policy.Visible(g.policy, caller, name)
+}
+
+// notFound is the refusal of an unknown tool, and of one the caller may not
+// know of: the same words for both.
+func notFound(name string) *Error {
+	return newError(ClassNotFound, "lookup", fmt.Sprintf("no tool named %q", name), nil)
+}
+
+// checkError is the refusal of arguments a backend's Check refused: the
+// backend's own *Error when it returned one, else a validation error with
+// its message.
+func checkError(err error) *Error {
+	var ge *Error
+	if errors.As(err, &ge) {
+		ge.Step = "validate"
+		return ge
+	}
+	e := newError(ClassValidation, "validate", err.Error(), nil)
+	e.cause = err
+	return e
+}
+
 // Tools lists the registered tools.
 func (g *Gateway) Tools() []Tool {
 	g.mu.RLock()
@@ -352,9 +379,12 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	g.mu.RLock()
 	t, ok := g.tools[c.req.Tool]
 	g.mu.RUnlock()
-	if !ok {
+	// A tool the caller's policy never allows nor puts to an approval looks
+	// exactly like an unknown one: no forbidden, no schema, no validation
+	// errors tell the caller it exists.
+	if !ok || !policy.Visible(g.policy, c.req.Caller, t.Name) {
 		c.audit("lookup", "not_found")
-		return nil, newError(ClassNotFound, "lookup", fmt.Sprintf("no tool named %q", c.req.Tool), nil)
+		return nil, notFound(c.req.Tool)
 	}
 	c.tool = t
 
@@ -380,6 +410,14 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		return nil, newError(ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
 	}
 	c.digest = digest
+	// The backend's own check of its arguments, still before anything is
+	// approved, reserved or recorded.
+	if ck, ok := t.Backend.(backend.Checker); ok {
+		if err := ck.Check(c.req.Arguments); err != nil {
+			c.audit("validate", "invalid")
+			return nil, checkError(err)
+		}
+	}
 	c.audit("validate", "ok")
 
 	// 3. Authorization, default deny.

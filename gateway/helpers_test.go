@@ -249,6 +249,10 @@ func (p *recPolicy) Decide(caller, tool string) policy.Decision {
 	return d
 }
 
+// Visible is the real rules' answer, not recorded: Decisions are the
+// authorization step's.
+func (p *recPolicy) Visible(caller, tool string) bool { return p.rules.Visible(caller, tool) }
+
 func (p *recPolicy) Decisions() []decisionRec {
 	p.mu.Lock()
 	defer p.mu.Unlock()

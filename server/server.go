@@ -354,7 +354,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	start := time.Now()
 	res, err := s.g.Call(ctx, cr)
 	label := p.Name
-	if _, _, ok := s.g.Tool(p.Name); !ok {
+	if !s.g.Visible(caller, p.Name) { // a hidden tool is counted as unknown too
 		label = unknownTool
 	}
 	s.metrics.observe(label, res, err, time.Since(start))

@@ -17,8 +17,10 @@ import (
 // recovery, so any of them, even a read-only "journal list", turns the
 // started intents of dead processes into uncertain ones.
 
-// defaultConfigFile is looked up in the working directory.
-const defaultConfigFile = "backplane.yaml"
+// configFlagHelp describes --config: the working folder is never searched
+// (see config.Find).
+const configFlagHelp = "the configuration file (YAML; default: $" + config.EnvConfig +
+	", else $XDG_CONFIG_HOME/backplane/backplane.yaml, i.e. ~/.config/backplane/backplane.yaml; never the working folder)"
 
 // gatewayFlags are the flags every gateway verb takes.
 type gatewayFlags struct {
@@ -37,7 +39,7 @@ type gatewayFlags struct {
 // both work).
 func addGatewayFlags(cmd *cobra.Command, f *gatewayFlags) {
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.configPath, "config", defaultConfigFile, "the configuration file (YAML)")
+	pf.StringVar(&f.configPath, "config", "", configFlagHelp)
 	pf.BoolVar(&f.asJSON, "json", false, "print JSON instead of text")
 	pf.StringVar(&f.auditLog, "audit-log", "",
 		`where audit events go, as JSON lines: a file (appended) or "-" for stderr (default: audit.log in the store folder)`)
@@ -55,10 +57,18 @@ type gatewaySession struct {
 // cannot be loaded, or whose store cannot be opened, is an input error
 // (exit 2, the message naming the file and line, no usage hint).
 func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySession, error) {
-	cfg, err := config.Load(f.configPath)
+	path, from, err := config.Find(f.configPath)
 	if err != nil {
 		return nil, &inputError{err}
 	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, &inputError{err}
+	}
+	if err := cfg.CheckFound(from); err != nil {
+		return nil, &inputError{err}
+	}
+	f.configPath = path
 	// The audit log: --audit-log, else the configuration's log.file, else
 	// audit.log in the store folder (stderr for a store that is not a
 	// folder); see package assemble.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/agentbackplane/backplane/config"
 	"io"
 	"os"
 	"slices"
@@ -87,7 +86,7 @@ catalog cannot be read or is not a tools/list result.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON report instead of text")
 	cmd.Flags().StringVar(&server, "server", "", "lint the live catalog of this configured upstream MCP server")
-	cmd.Flags().StringVar(&f.configPath, "config", config.DefaultFile, "the configuration file (with --server)")
+	cmd.Flags().StringVar(&f.configPath, "config", "", "with --server: "+configFlagHelp)
 	f.auditLog = os.DevNull // lint makes no calls; keep stdout and stderr for the report
 	return cmd
 }

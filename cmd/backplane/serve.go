@@ -69,7 +69,7 @@ func newServeCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.configPath, "config", defaultConfigFile, "the configuration file (YAML)")
+	fl.StringVar(&f.configPath, "config", "", configFlagHelp)
 	fl.StringVar(&f.auditLog, "audit-log", "",
 		`where audit events go, as JSON lines: a file (appended) or "-" for stderr (default: audit.log in the store folder)`)
 	fl.BoolVar(&stdio, "stdio", false, "serve one client on stdin and stdout, as serve.stdio_caller")
