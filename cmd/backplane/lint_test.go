@@ -12,8 +12,8 @@ import (
 // lintJSON is the --json report, decoded.
 type lintJSON struct {
 	Tools []struct {
-		Index int             `json:"index"`
-		Name  *string         `json:"name"`
+		Index     int               `json:"index"`
+		Name      *string           `json:"name"`
 		OK        bool              `json:"ok"`
 		Error     json.RawMessage   `json:"error"`
 		Errors    []json.RawMessage `json:"errors"`
