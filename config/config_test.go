@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/budget"
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
@@ -94,13 +93,13 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 	if n.Timeout != 5*time.Second {
 		t.Errorf("Timeout = %v", n.Timeout)
 	}
-	if n.Safety != (gateway.Safety{}) {
+	if n.Safety != (Safety{}) {
 		t.Errorf("Safety = %+v", n.Safety)
 	}
 	if n.Dir != abs {
 		t.Errorf("tool Dir = %q, want the file's folder %q", n.Dir, abs)
 	}
-	if n.MaxOutputBytes != gateway.DefaultMaxResultBytes {
+	if n.MaxOutputBytes != DefaultMaxResultBytes {
 		t.Errorf("MaxOutputBytes = %d", n.MaxOutputBytes)
 	}
 	wantSchema := map[string]any{
@@ -477,7 +476,7 @@ tools:
 	}
 	a, b := c.Tools[0], c.Tools[1]
 	if a.Name != "fs.read" || a.Dir != "/srv" || a.MaxOutputBytes != 500 || a.Timeout != time.Minute ||
-		a.Safety != (gateway.Safety{ReadOnly: true, Idempotent: true, RequiresApproval: true}) ||
+		a.Safety != (Safety{ReadOnly: true, Idempotent: true, RequiresApproval: true}) ||
 		!reflect.DeepEqual(a.Env, []string{"HOME", "LANG"}) {
 		t.Errorf("tool a = %+v", a)
 	}

@@ -170,7 +170,8 @@ func (p *parser) finish(c *Config) error {
 	if err := p.finishPostgres(c); err != nil {
 		return err
 	}
-	if !isPostgres(c.Store) {
+	c.StoreKind = StoreKindOf(c.Store)
+	if c.StoreKind == StoreSQLite {
 		c.Store = resolve(c.Dir, c.Store)
 	}
 	for i := range c.Tools {
@@ -204,7 +205,7 @@ func (p *parser) store(c *Config, v *yaml.Node) error {
 	switch {
 	case s == "":
 		return p.errAt(v, "store must name a folder or a postgres:// URL")
-	case isPostgres(s):
+	case StoreKindOf(s) == StorePostgres:
 	case urlScheme.MatchString(s):
 		return p.errAt(v, "store %q: only folders and postgres:// URLs are supported", strings.SplitN(s, "://", 2)[0]+"://...")
 	}

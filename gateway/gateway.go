@@ -47,6 +47,7 @@ import (
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Defaults.
@@ -93,38 +94,16 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Safety flags describe what a tool does, for policy and approval.
-type Safety struct {
-	ReadOnly         bool `json:"read_only" yaml:"read_only"`
-	Idempotent       bool `json:"idempotent" yaml:"idempotent"`
-	RequiresApproval bool `json:"requires_approval" yaml:"requires_approval"`
-}
+// The tool descriptor and its parts live in package tool, below the
+// backends; these aliases keep the gateway's names.
+type (
+	Safety    = tool.Safety
+	Validator = tool.Validator
+	Tool      = tool.Tool
+)
 
-// Validator validates argument bytes, reporting every violation as an
-// *inputschema.Error or *inputschema.ErrorList. *inputschema.Schema is one.
-type Validator interface {
-	ValidateJSONAll(args []byte) error
-}
-
-// Tool is a tool descriptor with its backend.
-type Tool struct {
-	Name        string
-	Description string
-	// InputSchema is the JSON Schema of the arguments, kept unchanged (D20).
-	InputSchema json.RawMessage
-	Safety      Safety
-	// Timeout bounds one call; 0 means Options.Timeout.
-	Timeout time.Duration
-	Backend backend.Backend
-	// Validator, when set, replaces the subset validator for this tool: an
-	// explicit choice of another boundary (D21), never a fallback.
-	Validator Validator
-	// Pinned tools come from a source the gateway does not control (an MCP
-	// upstream). Their definition hash is recorded at first registration;
-	// after a change, calls fail with forbidden until an operator accepts
-	// the new definition (store.Pins.AcceptPin; `backplane tools accept`).
-	Pinned bool
-}
+// The gateway is a tool.Registry: an upstream registers its tools through it.
+var _ tool.Registry = (*Gateway)(nil)
 
 // registered is a tool with what registration derived from it.
 type registered struct {
@@ -218,11 +197,11 @@ func (g *Gateway) Register(t Tool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.tools[t.Name]; ok {
-		return fmt.Errorf("gateway: tool %s is already registered", t.Name)
+		return fmt.Errorf("gateway: tool %s: %w", t.Name, tool.ErrAlreadyRegistered)
 	}
 	g.tools[t.Name] = r
 	if r.schemaErr != nil {
-		return fmt.Errorf("gateway: tool %s: %w", t.Name, r.schemaErr)
+		return &tool.SchemaError{Tool: t.Name, Err: r.schemaErr}
 	}
 	return nil
 }
@@ -272,26 +251,10 @@ func (g *Gateway) Tool(name string) (Tool, string, bool) {
 	return r.Tool, r.defHash, true
 }
 
-// DefinitionHash is the SHA-256 of the canonical JSON of a tool's name,
-// description, input schema (the raw bytes when they are not JSON) and
-// safety flags. The flags are part of the definition because they decide
-// whether a call needs approval: an upstream that flips readOnlyHint to
-// shed the approval step changes its tool, and a pinned tool is then held
-// back like any other change; an approval is bound to them as well.
+// DefinitionHash is [tool.DefinitionHash]: the digest of a tool's name,
+// description, input schema and safety flags.
 func DefinitionHash(name, description string, schema json.RawMessage, safety Safety) string {
-	var s any = string(schema)
-	if v, err := jsonstrict.Decode(schema, nil); err == nil {
-		s = v
-	}
-	def := func(schema any) map[string]any {
-		return map[string]any{"name": name, "description": description, "inputSchema": schema, "safety": map[string]any{
-			"read_only": safety.ReadOnly, "idempotent": safety.Idempotent, "requires_approval": safety.RequiresApproval}}
-	}
-	h, err := canonjson.DigestValue(def(s))
-	if err != nil {
-		h, _ = canonjson.DigestValue(def(string(schema)))
-	}
-	return h
+	return tool.DefinitionHash(name, description, schema, safety)
 }
 
 // CallRequest is one call of a tool.
@@ -311,6 +274,10 @@ type CallRequest struct {
 	// Progress, when set, is called about once a second while the call
 	// waits for an approval decision.
 	Progress func(approvalID string, waited time.Duration)
+	// Asker, when set, is handed to the backend with the call
+	// (backend.Call.Asker): the person behind this call's connection, whom
+	// ask_user_question asks.
+	Asker backend.Asker
 }
 
 // CallResult is the outcome of a call that ran.

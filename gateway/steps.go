@@ -150,6 +150,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	defer cancel()
 	res, err := t.Backend.Invoke(ictx, &backend.Call{
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
+		Asker: c.req.Asker,
 	})
 	sctx := context.WithoutCancel(ctx)
 

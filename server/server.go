@@ -42,7 +42,7 @@
 //     approval_required with the request's id.
 //   - ask_user_question (the built-in tool): when the client declared the
 //     elicitation capability, the question of a call is put to the person
-//     at that client through elicitation/create (see [builtin.WithAsker]);
+//     at that client through elicitation/create (the call carries it: [gateway.CallRequest.Asker]);
 //     otherwise the tool answers that there is no interaction channel.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
 //     a valid token is required, as the metrics name callers and tools) and
@@ -77,7 +77,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/gateway"
 )
 
@@ -350,7 +349,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	}
 
 	// ask_user_question puts its question to this session's client.
-	ctx = builtin.WithAsker(ctx, newElicitAsker(req.Session))
+	cr.Asker = newElicitAsker(req.Session)
 
 	start := time.Now()
 	res, err := s.g.Call(ctx, cr)

@@ -18,7 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // MaxRedirects is how many redirects url_fetch follows.
@@ -77,7 +77,7 @@ func newFetcher(o URLFetchOptions) (*fetcher, error) {
 		Timeout:   f.timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > MaxRedirects {
-				return fail(gateway.ClassExecutionFailure, "stopped after %d redirects (the last one to %s)", MaxRedirects, req.URL.Redacted())
+				return fail(tool.ClassExecutionFailure, "stopped after %d redirects (the last one to %s)", MaxRedirects, req.URL.Redacted())
 			}
 			return f.checkURL(req.URL)
 		},
@@ -117,14 +117,14 @@ func (f *fetcher) checkURL(u *url.URL) error {
 	switch u.Scheme {
 	case "http", "https":
 	default:
-		return fail(gateway.ClassValidation, "%s: only http and https URLs are fetched", u.Redacted()).with("url", u.Redacted())
+		return fail(tool.ClassValidation, "%s: only http and https URLs are fetched", u.Redacted()).with("url", u.Redacted())
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return fail(gateway.ClassValidation, "%s has no host", u.Redacted()).with("url", u.Redacted())
+		return fail(tool.ClassValidation, "%s has no host", u.Redacted()).with("url", u.Redacted())
 	}
 	if u.User != nil {
 		// Credentials in URLs end up in logs and journals.
-		return fail(gateway.ClassValidation, "%s carries credentials (user@host); they are not sent", u.Redacted())
+		return fail(tool.ClassValidation, "%s carries credentials (user@host); they are not sent", u.Redacted())
 	}
 	hp := hostPort(u)
 	if f.allowed(hp) {
@@ -150,7 +150,7 @@ func hostPort(u *url.URL) string {
 }
 
 func refusal(what, hostport, ip, why string) *toolError {
-	return fail(gateway.ClassForbidden,
+	return fail(tool.ClassForbidden,
 		"%s: refused to connect to %s, a %s address; allow %s in url_fetch's configuration to fetch it", what, ip, why, hostport).
 		with("address", ip).with("reason", why)
 }
@@ -218,7 +218,7 @@ func (f *fetcher) control(addr string) func(network, address string, _ syscall.R
 		if !byName && !f.allowed(address) {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
-				return fail(gateway.ClassForbidden, "refused to connect to %s: not an IP address and port", address)
+				return fail(tool.ClassForbidden, "refused to connect to %s: not an IP address and port", address)
 			}
 			if why := refusedAddr(ap.Addr()); why != "" {
 				return refusal(addr, addr, ap.Addr().Unmap().String(), why)
@@ -260,16 +260,16 @@ func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Resul
 	maxLen := DefaultURLFetchMaxLength
 	if a.MaxLength != nil {
 		if *a.MaxLength < 1 {
-			return nil, fail(gateway.ClassValidation, "max_length %d must be at least 1", *a.MaxLength)
+			return nil, fail(tool.ClassValidation, "max_length %d must be at least 1", *a.MaxLength)
 		}
 		maxLen = *a.MaxLength
 	}
 	u, err := url.Parse(a.URL)
 	if err != nil {
-		return nil, fail(gateway.ClassValidation, "%q is not a URL: %v", a.URL, err)
+		return nil, fail(tool.ClassValidation, "%q is not a URL: %v", a.URL, err)
 	}
 	if !u.IsAbs() {
-		return nil, fail(gateway.ClassValidation, "%q is not an absolute http or https URL", a.URL)
+		return nil, fail(tool.ClassValidation, "%q is not an absolute http or https URL", a.URL)
 	}
 	f := s.fetch
 	if err := f.checkURL(u); err != nil {
@@ -277,7 +277,7 @@ func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Resul
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fail(gateway.ClassValidation, "%s: %v", a.URL, err)
+		return nil, fail(tool.ClassValidation, "%s: %v", a.URL, err)
 	}
 	req.Header.Set("User-Agent", "backplane-url-fetch/1")
 	req.Header.Set("Accept", "text/html, text/plain, application/json, */*;q=0.5")
@@ -304,14 +304,14 @@ func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Resul
 		res.Content = text
 	}
 	if resp.StatusCode >= 400 {
-		class := gateway.ClassExecutionFailure
+		class := tool.ClassExecutionFailure
 		switch resp.StatusCode {
 		case http.StatusNotFound, http.StatusGone:
-			class = gateway.ClassNotFound
+			class = tool.ClassNotFound
 		case http.StatusUnauthorized, http.StatusForbidden:
-			class = gateway.ClassForbidden
+			class = tool.ClassForbidden
 		case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-			class = gateway.ClassTimeout
+			class = tool.ClassTimeout
 		}
 		res.Error = &errorBody{Class: class, Message: "HTTP " + resp.Status}
 	}
@@ -333,11 +333,11 @@ func (f *fetcher) fetchError(ctx context.Context, u string, err error) error {
 	var ne net.Error
 	switch {
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-		return fail(gateway.ClassNotFound, "%s: the host %s was not found", u, dnsErr.Name)
+		return fail(tool.ClassNotFound, "%s: the host %s was not found", u, dnsErr.Name)
 	case errors.As(err, &ne) && ne.Timeout():
-		return fail(gateway.ClassTimeout, "%s: no complete answer within %v", u, f.timeout)
+		return fail(tool.ClassTimeout, "%s: no complete answer within %v", u, f.timeout)
 	}
-	return fail(gateway.ClassExecutionFailure, "%s: %v", u, err)
+	return fail(tool.ClassExecutionFailure, "%s: %v", u, err)
 }
 
 // bodyText turns a body into text: HTML into readable text, other text as

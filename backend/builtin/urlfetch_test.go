@@ -229,8 +229,7 @@ func TestURLFetchRefusesNamesResolvingToLoopback(t *testing.T) {
 
 func TestURLFetchRedirects(t *testing.T) {
 	refused := newServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "refused server reached") })
-	var allowed *server
-	allowed = newServer(t, func(w http.ResponseWriter, r *http.Request) {
+	allowed := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/to-refused":
 			http.Redirect(w, r, refused.URL+"/", http.StatusFound)

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,7 +43,7 @@ func helperGateway() {
 	g := gateway.New(&gateway.Options{Store: memstore.New()})
 	_, err := Connect(context.Background(), Server{
 		Name: "go", Command: []string{os.Getenv("MCPTEST_SERVER")}, Env: []string{"MCPTEST_LOG", "MCPTEST_LINGER"},
-	}, &Options{Gateway: g})
+	}, &Options{Registry: g})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -61,10 +60,7 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	testServer = filepath.Join(dir, "mcptestserver")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
+	goTool := "go" // from PATH, as a developer runs it
 	build := exec.Command(goTool, "build", "-o", testServer, "./testdata/mcptestserver")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
@@ -157,7 +153,7 @@ func (e *env) tryConnect(srv Server, opts *Options) (*Upstream, error) {
 	if opts != nil {
 		o = *opts
 	}
-	o.Gateway = e.g
+	o.Registry = e.g
 	if o.Logger == nil {
 		o.Logger = e.log
 	}

@@ -85,7 +85,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		StdioCaller:  cfg.Serve.StdioCaller,
 		ApprovalWait: cfg.Serve.ApprovalWait,
 		Logger:       log,
-		Version:      buildVersion(),
+		Version:      readVersion().Version,
 	})
 
 	if stdio {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -26,10 +24,7 @@ func mcpTestServer(t *testing.T) string {
 		// the package's tests end (a t.TempDir would vanish with the first
 		// test, and the build is shared).
 		mcpServerPath = filepath.Join(filepath.Dir(binary), "mcptestserver")
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goTool); err != nil {
-			goTool = "go"
-		}
+		goTool := "go" // from PATH, as a developer runs it
 		out, err := exec.Command(goTool, "build", "-o", mcpServerPath, "../../backend/mcp/testdata/mcptestserver").CombinedOutput()
 		if err != nil {
 			mcpServerErr = errors.New(string(out))
