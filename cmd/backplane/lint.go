@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/schematool"
 )
