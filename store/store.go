@@ -111,12 +111,12 @@ const (
 // Approval is a request for a person's decision on one exact call: the
 // caller, the tool, the tool's definition hash and the arguments' digest.
 type Approval struct {
-	ID             string         `json:"id"`
-	Caller         string         `json:"caller"`
-	Session        string         `json:"session,omitempty"`
-	Tool           string         `json:"tool"`
-	DefinitionHash string         `json:"definition_hash"`
-	ArgsDigest     string         `json:"args_digest"`
+	ID             string `json:"id"`
+	Caller         string `json:"caller"`
+	Session        string `json:"session,omitempty"`
+	Tool           string `json:"tool"`
+	DefinitionHash string `json:"definition_hash"`
+	ArgsDigest     string `json:"args_digest"`
 	// Arguments are the call's arguments exactly as received and validated,
 	// so that whoever decides sees what they approve.
 	Arguments []byte         `json:"-"`
@@ -124,11 +124,11 @@ type Approval struct {
 	DecidedBy string         `json:"decided_by,omitempty"`
 	// Channel is how the decision was made (cli, console, elicitation);
 	// Reason is what the person who decided wrote, if anything.
-	Channel        string    `json:"channel,omitempty"`
-	Reason         string    `json:"reason,omitempty"`
-	CreatedAt      time.Time      `json:"created_at"`
-	ExpiresAt      time.Time      `json:"expires_at"`
-	DecidedAt      time.Time      `json:"decided_at,omitzero"`
+	Channel   string    `json:"channel,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
 	// ConsumedBy is the call id that used an approved request.
 	ConsumedBy string `json:"consumed_by,omitempty"`
 }
@@ -259,10 +259,10 @@ var (
 	ErrNotUncertain        = errors.New("intent is not uncertain")
 	// ErrSelfApproval is the gateway's refusal of a caller deciding its own
 	// request where no rule lets it; stores do not return it.
-	ErrSelfApproval        = errors.New("a caller cannot decide its own approval request")
-	ErrApprovalExpired     = errors.New("approval request expired")
-	ErrAlreadyDecided      = errors.New("approval request already decided")
-	ErrPinChanged          = errors.New("the tool's definition changed again; review it and accept the new hash")
+	ErrSelfApproval    = errors.New("a caller cannot decide its own approval request")
+	ErrApprovalExpired = errors.New("approval request expired")
+	ErrAlreadyDecided  = errors.New("approval request already decided")
+	ErrPinChanged      = errors.New("the tool's definition changed again; review it and accept the new hash")
 )
 
 // BudgetError reports the reservation that would exceed its quota.

@@ -90,11 +90,11 @@ func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now t
 		conds = append(conds, `status = 'pending'`)
 	default:
 		args = append(args, string(f.Status))
-		conds = append(conds, `status = $` + strconv.Itoa(len(args)))
+		conds = append(conds, `status = $`+strconv.Itoa(len(args)))
 	}
 	if f.Caller != "" {
 		args = append(args, f.Caller)
-		conds = append(conds, `caller = $` + strconv.Itoa(len(args)))
+		conds = append(conds, `caller = $`+strconv.Itoa(len(args)))
 	}
 	if len(conds) > 0 {
 		q += ` WHERE ` + strings.Join(conds, ` AND `)
