@@ -34,6 +34,8 @@ type approvalEntry struct {
 	ArgsDigest string               `json:"args_digest"`
 	Status     store.ApprovalStatus `json:"status"`
 	DecidedBy  string               `json:"decided_by,omitempty"`
+	Channel    string               `json:"channel,omitempty"`
+	Reason     string               `json:"reason,omitempty"`
 	ConsumedBy string               `json:"consumed_by,omitempty"`
 	CreatedAt  time.Time            `json:"created_at"`
 	ExpiresAt  time.Time            `json:"expires_at"`
@@ -79,7 +81,7 @@ With --json the answer is {"approvals":[{"id","caller","tool","args_digest",
 			for i, a := range list {
 				entries[i] = approvalEntry{
 					ID: a.ID, Caller: a.Caller, Session: a.Session, Tool: a.Tool, ArgsDigest: a.ArgsDigest,
-					Status: a.Status, DecidedBy: a.DecidedBy, ConsumedBy: a.ConsumedBy,
+					Status: a.Status, DecidedBy: a.DecidedBy, Channel: a.Channel, Reason: a.Reason, ConsumedBy: a.ConsumedBy,
 					CreatedAt: a.CreatedAt.UTC(), ExpiresAt: a.ExpiresAt.UTC(),
 				}
 			}
