@@ -80,3 +80,33 @@ func TestOperatorsRefused(t *testing.T) {
 		})
 	}
 }
+
+// The README's configuration block (the one listing every key) parses.
+func TestReadmeConfigBlock(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "The keys, all optional")
+	if !ok {
+		t.Skip("the README no longer lists the keys")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("no yaml block after \"The keys, all optional\"")
+	}
+	t.Setenv("BACKPLANE_OPS_TOKEN", "ops-token")
+	t.Setenv("NOTE_LOG", "/dev/null")
+	path := filepath.Join(t.TempDir(), "backplane.yaml")
+	if err := os.WriteFile(path, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatalf("the README's configuration: %v", err)
+	}
+	if c.OperatorTokens()["ops-token"] != "ops" || c.Approvals.MaxPending != 16 {
+		t.Errorf("operators %+v, approvals %+v", c.Operators, c.Approvals)
+	}
+}
