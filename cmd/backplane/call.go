@@ -97,7 +97,7 @@ in the store folder; --audit-log names another file, or "-" for stderr.`,
 	fl.StringVar(&caller, "caller", "", "who calls (the policy's caller name) (required)")
 	fl.StringVar(&session, "session", "", "the session id, for session budgets")
 	fl.StringVar(&key, "idempotency-key", "", "repeat-safe key: a repeated call returns the recorded outcome")
-	fl.DurationVar(&wait, "wait", 0, "how long to wait for an approval decision (default: approvals.wait of the configuration)")
+	fl.DurationVar(&wait, "wait", 0, "how long to wait for an approval decision (default: approvals.wait of the configuration; at most 50s)")
 	return cmd
 }
 
