@@ -49,12 +49,14 @@ func newOperatorsDir(t *testing.T, wait string) *gwDir {
 // elicitCounter answers every elicitation with answer (nil: never answers,
 // until the request is cancelled) and counts them.
 type elicitCounter struct {
-	n      atomic.Int64
-	answer *mcp.ElicitResult
+	n       atomic.Int64
+	answer  *mcp.ElicitResult
+	message atomic.Pointer[string]
 }
 
-func (e *elicitCounter) handle(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+func (e *elicitCounter) handle(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	e.n.Add(1)
+	e.message.Store(&req.Params.Message)
 	if e.answer == nil {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -346,6 +348,10 @@ func TestServeSelfApprovalAndPendingCap(t *testing.T) {
 	res, sc = callTool(t, ctx, cs, "edit", map[string]any{"path": "e.txt", "content": "new\n"})
 	if res.IsError || e.n.Load() != 1 {
 		t.Fatalf("self-approved edit: %+v, asked %d", sc, e.n.Load())
+	}
+	// The person was shown what the edit changes.
+	if m := e.message.Load(); m == nil || !strings.Contains(*m, "-old") || !strings.Contains(*m, "+new") {
+		t.Errorf("the elicitation did not show the diff: %v", m)
 	}
 	var editID string
 	for id, a := range g.approvalsByID(t) {
