@@ -43,7 +43,6 @@ import (
 	"github.com/agentbackplane/backplane/backend/mcp"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
@@ -176,7 +175,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		Logger:         rt.Audit,
 		Timeout:        cfg.Limits.Timeout,
 		MaxResultBytes: cfg.Limits.MaxResultBytes,
-		Limits:         inputschema.Limits{MaxArgumentBytes: cfg.Limits.MaxArgumentBytes},
+		Limits:         cfg.Limits.Schema(),
 	})
 	for _, t := range cfg.Tools {
 		b, err := command.New(command.Spec{Argv: t.Command, Env: t.Env, Dir: t.Dir, MaxOutputBytes: t.MaxOutputBytes})

@@ -171,6 +171,12 @@ type Limits struct {
 	Timeout time.Duration
 }
 
+// Schema returns the limits schemas are compiled and arguments validated
+// under: the gateway's, and the schema tooling's when given a configuration.
+func (l Limits) Schema() inputschema.Limits {
+	return inputschema.Limits{MaxArgumentBytes: l.MaxArgumentBytes}
+}
+
 // Log configures the audit log (package assemble opens it).
 type Log struct {
 	// Level is debug, info, warn or error. Default info.

@@ -545,7 +545,7 @@ func (p *parser) schema(t *ToolConfig, c *Config, key, v *yaml.Node) error {
 	if err := dec.Decode(&t.InputSchema); err != nil {
 		return p.errAt(key, "tool %s: input_schema: %v", t.Name, err) // cannot happen: emitJSON wrote it
 	}
-	limits := inputschema.Limits{MaxArgumentBytes: c.Limits.MaxArgumentBytes}
+	limits := c.Limits.Schema()
 	if _, err := inputschema.CompileValue(t.InputSchema, &inputschema.CompileOptions{Limits: limits}); err != nil {
 		return p.errAt(key, "tool %s: input_schema: %v", t.Name, err)
 	}
