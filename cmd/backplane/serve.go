@@ -222,13 +222,18 @@ func serveUntil(ctx context.Context, log *slog.Logger, srv *server.Server, serve
 		err = errors.Join(err, srv.Shutdown(sctx))
 		cancel()
 	case <-ctx.Done():
+		log.Info("shutting down: draining the calls in flight", "grace", shutdownGrace)
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		err = srv.Shutdown(sctx)
 		cancel()
 		err = errors.Join(err, <-served)
 	}
 	log.Info("stopped")
-	return err
+	if err != nil {
+		// A failure to stop cleanly is no usage error: no usage text.
+		return &inputError{err}
+	}
+	return nil
 }
 
 // stdinOf is the command's input, closable when it is a file (closing it

@@ -36,6 +36,9 @@ serve:
   tokens: {"alice-token": alice, "bob-token": bob}
   stdio_caller: alice
   approval_wait: 30s
+operators:
+  - name: ops
+    token: ops-token
 `
 
 // The official TypeScript SDK client, run by node: the client no one here
@@ -340,7 +343,10 @@ func TestServeHTTPTypeScriptClient(t *testing.T) {
 	}
 
 	// The metrics count what happened.
-	code, metrics := httpGet(t, p.base+"/metrics", "alice-token")
+	if code, _ := httpGet(t, p.base+"/metrics", "alice-token"); code != http.StatusForbidden {
+		t.Errorf("/metrics with a caller's token: %d, want 403", code)
+	}
+	code, metrics := httpGet(t, p.base+"/metrics", "ops-token")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
