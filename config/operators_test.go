@@ -66,6 +66,7 @@ func TestOperatorsRefused(t *testing.T) {
 		"bad approvers":  {"policy:\n  - {caller: a, allow: [x], approvers: [\"[\"]}\n", "bad pattern"},
 		"self_approve":   {"policy:\n  - {caller: a, allow: [x], self_approve: yes please}\n", "self_approve"},
 		"long wait":      {"serve:\n  approval_wait: 2m\n", "50s"},
+		"long call wait": {"approvals:\n  wait: 51s\n", "50s"},
 		"max_pending":    {"approvals:\n  max_pending: 0\n", "max_pending"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -296,6 +296,9 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 			if err != nil {
 				return err
 			}
+			if d > MaxServeApprovalWait {
+				return p.errAt(v, "approvals wait %s: at most %s (a waiting call must return before its client gives up)", d, MaxServeApprovalWait)
+			}
 			c.Approvals.Wait = d
 		case "max_pending":
 			n, err := p.integer(v, "max_pending")

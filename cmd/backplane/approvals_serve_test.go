@@ -201,6 +201,23 @@ func TestServeApprovalRequiredAtOnce(t *testing.T) {
 		t.Errorf("the decision: %v", a)
 	}
 
+	// The TypeScript SDK's client (no elicitation): approval_required at
+	// once, well before its 60s request timeout, with the ways to decide.
+	if _, err := os.Stat(filepath.Join("..", "..", "testdata", "mcp-peers", "node_modules")); err == nil {
+		rep, stderr := runTSClient(t, g, `{"calls":[{"name":"write","arguments":{"path":"ts.txt","content":"x"}}]}`,
+			"--http", p.base+"/mcp", "--token", "alice-token")
+		if len(rep.Calls) != 1 || rep.Calls[0].Result == nil {
+			t.Fatalf("TypeScript client: %+v\n%s", rep, stderr)
+		}
+		r := rep.Calls[0].Result
+		hints, _ := json.Marshal(r.StructuredContent["details"])
+		if !r.IsError || r.StructuredContent["class"] != "approval_required" || !strings.Contains(string(hints), "--config "+cfgPath) {
+			t.Errorf("TypeScript client's write: %+v", r.StructuredContent)
+		}
+	} else {
+		t.Log("the TypeScript SDK client is not installed (npm ci in testdata/mcp-peers): its case is skipped")
+	}
+
 	// /metrics: operators only.
 	if code, _ := httpGet(t, p.base+"/metrics", "alice-token"); code != http.StatusForbidden {
 		t.Errorf("/metrics with a caller's token: %d, want 403", code)
