@@ -35,9 +35,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		return &auth.TokenInfo{UserID: caller}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	mux.Handle(PathMCP, s.requireToken(sdkAuth(s.httpHandler)))
-	mux.Handle(PathMetrics, s.requireToken(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc(PathHealthz, s.healthz)
+	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(sdkAuth(s.httpHandler)))), true))
+	mux.Handle(PathMetrics, s.streamDeadlines(s.requireToken(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
+	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))
 	return mux
 }
 
@@ -71,7 +71,8 @@ func bearer(h string) (string, bool) {
 	return token, token != ""
 }
 
-// healthz answers 200 when the store answers a read, 503 otherwise. It says
+// healthz answers 200 when the store answers a read and the gateway's last
+// write to it (a commit or a settlement) did not fail, 503 otherwise. It says
 // nothing else: it is open to anyone who can reach the port.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -81,6 +82,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	_, err := s.g.Store().BudgetUsage(ctx)
 	if hc, ok := s.g.Store().(store.HealthChecker); ok && err == nil {
 		err = hc.Healthy(ctx)
+	}
+	if err == nil {
+		// Reads may work while every write fails (a full disk).
+		err = s.g.StoreWriteError()
 	}
 	if err != nil {
 		s.log.Warn("health check: the store cannot serve", "error", err)
@@ -97,9 +102,14 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // listens and, when no token is configured, that every request will be
 // refused.
 func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	// ReadTimeout is left unset: it would also bound the reads that watch a
+	// response stream's connection, and cut it; each request's body read
+	// is bounded instead (streamDeadlines), and so is /mcp's write.
 	hs := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.timeouts.ReadHeader,
+		IdleTimeout:       s.timeouts.Idle,
+		WriteTimeout:      s.timeouts.Write,
 	}
 	if len(s.tokens) == 0 {
 		s.log.Warn("no bearer tokens are configured (serve.tokens): every HTTP request will be refused with 401")

@@ -115,6 +115,21 @@ type Options struct {
 	// PageSize is the largest number of tools in one tools/list page.
 	// Default 1000.
 	PageSize int
+	// SessionIdleTimeout closes an HTTP session that received no request
+	// for this long. Default 30m; negative: never.
+	SessionIdleTimeout time.Duration
+	// MaxSessionsPerCaller bounds the HTTP sessions one caller holds open;
+	// an initialize beyond it is answered 429. Default 16; negative: no
+	// bound.
+	MaxSessionsPerCaller int
+	// AllowedOrigins are the browser origins ("https://app.example") whose
+	// requests /mcp serves, besides the loopback origins on the
+	// listener's port; a request with another Origin header is answered
+	// 403. A request without one (not from a browser) is served.
+	AllowedOrigins []string
+	// Timeouts are the HTTP server's (see HTTPTimeouts); zero fields mean
+	// the defaults.
+	Timeouts HTTPTimeouts
 }
 
 // Server serves one gateway over MCP. Create it with New.
@@ -140,6 +155,10 @@ type Server struct {
 
 	sessionIDs sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	unlistable sync.Map // tool name -> struct{}: warned once
+
+	sess     sessions // whose each HTTP session is, for MaxSessionsPerCaller
+	origins  []string // AllowedOrigins, normalised
+	timeouts HTTPTimeouts
 }
 
 type tokenEntry struct {
@@ -169,6 +188,19 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if s.opts.PageSize <= 0 {
 		s.opts.PageSize = DefaultPageSize
 	}
+	if s.opts.MaxSessionsPerCaller == 0 {
+		s.opts.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
+	}
+	idle := s.opts.SessionIdleTimeout
+	switch {
+	case idle == 0:
+		idle = DefaultSessionIdleTimeout
+	case idle < 0:
+		idle = 0 // the SDK's "never"
+	}
+	s.sess = sessions{owner: map[string]string{}, pending: map[string]int{}}
+	s.origins = normOrigins(o.AllowedOrigins)
+	s.timeouts = o.Timeouts.withDefaults()
 	for tok, caller := range o.Tokens {
 		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
 	}
@@ -182,7 +214,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	})
 	s.http = s.newMCPServer(callerFromToken)
 	s.httpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.http },
-		&mcp.StreamableHTTPOptions{Logger: s.sdkLog})
+		&mcp.StreamableHTTPOptions{Logger: s.sdkLog, SessionTimeout: idle})
 	return s
 }
 
@@ -219,6 +251,15 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
+			case "initialize":
+				res, err := next(ctx, method, req)
+				if err == nil {
+					if caller, cerr := callerOf(req); cerr == nil {
+						ss, _ := req.GetSession().(*mcp.ServerSession)
+						s.recordSession(ss, caller)
+					}
+				}
+				return res, err
 			case "tools/list":
 				caller, err := callerOf(req)
 				if err != nil {

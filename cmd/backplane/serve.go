@@ -84,8 +84,12 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		Tokens:       cfg.Serve.Tokens,
 		StdioCaller:  cfg.Serve.StdioCaller,
 		ApprovalWait: approvalWaitOption(cfg.Serve.ApprovalWait),
-		Logger:       log,
-		Version:      buildVersion(),
+		// Zero: the server's defaults.
+		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
+		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
+		AllowedOrigins:       cfg.Serve.AllowedOrigins,
+		Logger:               log,
+		Version:              buildVersion(),
 	})
 
 	if stdio {
