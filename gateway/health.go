@@ -42,7 +42,6 @@ func (g *Gateway) StoreWriteError() error {
 	return nil
 }
 
-
 // storeFailureWindow is how long a failed store write makes the gateway
 // unhealthy when no write succeeds after it.
 const storeFailureWindow = time.Minute

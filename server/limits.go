@@ -65,7 +65,11 @@ func (t HTTPTimeouts) withDefaults() HTTPTimeouts {
 type sessions struct {
 	mu      sync.Mutex
 	owner   map[string]string // session id -> caller
-	pending map[string]int    // caller -> sessions being created
+	pending map[string]int    // caller -> sessions being created, not yet recorded
+	// converted counts, per caller, requests whose session was recorded
+	// (it moved from pending to owner) while the request still runs: the
+	// client may send its next initialize before the handler returns.
+	converted map[string]int
 }
 
 // recordSession notes that the session ss (just initialized) is caller's.
@@ -75,6 +79,10 @@ func (s *Server) recordSession(ss *mcp.ServerSession, caller string) {
 	}
 	s.sess.mu.Lock()
 	s.sess.owner[ss.ID()] = caller
+	if s.sess.pending[caller] > 0 {
+		s.sess.pending[caller]--
+		s.sess.converted[caller]++
+	}
 	s.sess.mu.Unlock()
 }
 
@@ -131,7 +139,11 @@ func (s *Server) limitSessions(next http.Handler) http.Handler {
 		s.sess.mu.Unlock()
 		defer func() {
 			s.sess.mu.Lock()
-			if s.sess.pending[caller]--; s.sess.pending[caller] <= 0 {
+			if s.sess.converted[caller] > 0 {
+				if s.sess.converted[caller]--; s.sess.converted[caller] == 0 {
+					delete(s.sess.converted, caller)
+				}
+			} else if s.sess.pending[caller]--; s.sess.pending[caller] <= 0 {
 				delete(s.sess.pending, caller)
 			}
 			s.sess.mu.Unlock()

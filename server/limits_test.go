@@ -307,3 +307,31 @@ func TestHealthzWhenCommitsFail(t *testing.T) {
 		t.Errorf("healthz %d after a commit succeeded, want 200", code)
 	}
 }
+
+// TestConcurrentInitializesRespectTheCap: 40 initializes at once from one
+// caller leave at most the cap of sessions open.
+func TestConcurrentInitializesRespectTheCap(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}, MaxSessionsPerCaller: 5})
+	hs := httpServer(t, s)
+	var ok, refused atomic.Int64
+	done := make(chan struct{})
+	for range 40 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			code, _ := rawPost(t, hs.URL, "tok-alice", nil, initializeMsg)
+			switch code {
+			case http.StatusOK:
+				ok.Add(1)
+			case http.StatusTooManyRequests:
+				refused.Add(1)
+			}
+		}()
+	}
+	for range 40 {
+		<-done
+	}
+	if n := s.SessionCount("alice"); n > 5 || ok.Load() > 5 || ok.Load()+refused.Load() != 40 {
+		t.Errorf("%d live sessions, %d accepted, %d refused; want at most 5 accepted, the rest 429", n, ok.Load(), refused.Load())
+	}
+}

@@ -198,7 +198,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	case idle < 0:
 		idle = 0 // the SDK's "never"
 	}
-	s.sess = sessions{owner: map[string]string{}, pending: map[string]int{}}
+	s.sess = sessions{owner: map[string]string{}, pending: map[string]int{}, converted: map[string]int{}}
 	s.origins = normOrigins(o.AllowedOrigins)
 	s.timeouts = o.Timeouts.withDefaults()
 	for tok, caller := range o.Tokens {
