@@ -440,10 +440,18 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 }
 
 // ServeStdio serves one session over r and w (newline-delimited JSON-RPC,
-// the stdio transport) until the client closes it or ctx is done; then it
+// the stdio transport) until the client closes it or ctx is done (a line
+// that is not a JSON-RPC message is answered with a JSON-RPC error and
+// skipped, never ends the session); then it
 // shuts down as Shutdown does, waiting at most grace for calls in flight.
 func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteCloser, grace time.Duration) error {
-	ss, err := s.Connect(ctx, &mcp.IOTransport{Reader: r, Writer: w})
+	// A malformed line is answered (-32700, -32600) and skipped: see
+	// stdioFilter.
+	lw := &lockedWriter{w: w}
+	fr := newStdioFilter(r, lw, func(code int64, why string) {
+		s.log.Warn("stdio: a line that is not a JSON-RPC message was answered with an error and skipped", "code", code, "error", why)
+	})
+	ss, err := s.Connect(ctx, &mcp.IOTransport{Reader: fr, Writer: lw})
 	if err != nil {
 		return err
 	}
