@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-
 // FuzzStdioFilter: whatever the input, the filter never panics, passes on
 // only lines the SDK can decode, and answers the others with one JSON-RPC
 // error object per line.
