@@ -17,6 +17,10 @@ type Call struct {
 	Session string
 	// Arguments are the exact bytes that were validated (D18).
 	Arguments json.RawMessage
+	// Asker, when set, is this call's channel to the person behind it (the
+	// MCP session's elicitation, a terminal prompt); a backend that asks
+	// questions uses it before any channel of its own.
+	Asker Asker
 }
 
 // Result is what a tool returned. A tool-level error (the tool ran and

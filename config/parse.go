@@ -170,7 +170,8 @@ func (p *parser) finish(c *Config) error {
 	if err := p.finishPostgres(c); err != nil {
 		return err
 	}
-	if !isPostgres(c.Store) {
+	c.StoreKind = StoreKindOf(c.Store)
+	if c.StoreKind == StoreSQLite {
 		c.Store = resolve(c.Dir, c.Store)
 	}
 	for i := range c.Tools {
@@ -209,7 +210,7 @@ func (p *parser) store(c *Config, v *yaml.Node) error {
 	switch {
 	case s == "":
 		return p.errAt(v, "store must name a folder or a postgres:// URL")
-	case isPostgres(s):
+	case StoreKindOf(s) == StorePostgres:
 	case urlScheme.MatchString(s):
 		return p.errAt(v, "store %q: only folders and postgres:// URLs are supported", strings.SplitN(s, "://", 2)[0]+"://...")
 	}
@@ -321,11 +322,27 @@ func (p *parser) budgets(c *Config, v *yaml.Node) error {
 				q.Quota = n
 			case "cost":
 				return p.costs(&q, v)
+			case "default_cost":
+				n, err := p.integer(v, "default_cost")
+				if err != nil {
+					return err
+				}
+				if n < 0 {
+					return p.errAt(v, "default_cost %d must not be negative", n)
+				}
+				q.Default = &n
 			}
 			return nil
-		}, "scope", "quota", "cost")
+		}, "scope", "quota", "cost", "default_cost")
 		if err != nil {
 			return err
+		}
+		// Without default_cost, `cost: {default: N}` is the default cost
+		// (the long-standing spelling); with it, every key of cost is a
+		// tool name, so a tool named "default" can be given its own cost.
+		if c, ok := q.Cost["default"]; ok && q.Default == nil {
+			q.Default = &c
+			delete(q.Cost, "default")
 		}
 		if scopeNode == nil {
 			return p.errAt(item, "a budget needs a scope (caller or session)")

@@ -9,14 +9,15 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store/memstore"
 )
 
-// A tool, a policy, a call: the whole pipeline in a few lines. Without a
-// Store option the gateway keeps its journal in memory; hosts pass
-// store/sqlite for durability.
+// A tool, a policy, a call: the whole pipeline in a few lines. The example
+// keeps its journal in memory (store/memstore); hosts pass store/sqlite or
+// store/postgres for durability.
 func Example() {
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"echo"}}})
-	g := gateway.New(&gateway.Options{Policy: rules})
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	err := g.Register(gateway.Tool{
 		Name:        "echo",
 		Description: "Echo the text back.",

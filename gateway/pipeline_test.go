@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
@@ -462,4 +463,53 @@ func TestSuccessWithApprovalAuditOrder(t *testing.T) {
 			t.Error("the audit log contains an argument value")
 		}
 	})
+}
+
+// A pinned tool's pin is read at every call, after the policy allows it and
+// before anything is committed; a held definition stops the call there. The
+// recording store sees the pin methods like every other.
+func TestPinnedToolPinStepsAreRecorded(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{})
+		note := f.tool("note", nil, func(tl *gateway.Tool) { tl.Pinned = true })
+		if m := f.st.Methods(); !slices.Equal(m, []string{"SeePin"}) {
+			t.Fatalf("store calls at registration %v, want [SeePin]", m)
+		}
+		f.st.Reset()
+		if _, err := f.call("alice", "note", `{"text":"a"}`); err != nil {
+			t.Fatal(err)
+		}
+		if m := f.st.Methods(); !slices.Equal(m, []string{"GetPin", "CommitIntent", "Settle"}) {
+			t.Errorf("store calls %v, want [GetPin CommitIntent Settle]", m)
+		}
+		// The upstream changes the tool's definition: it is registered
+		// again, held back, and the call stops at the pin, before the commit.
+		f.g.Unregister("note")
+		f.tool("note", nil, func(tl *gateway.Tool) { tl.Pinned, tl.Description = true, "changed" })
+		f.st.Reset()
+		_, err := f.call("alice", "note", `{"text":"b"}`)
+		gwErr(t, err, gateway.ClassForbidden)
+		if m := f.st.Methods(); !slices.Equal(m, []string{"GetPin"}) {
+			t.Errorf("store calls %v, want [GetPin]", m)
+		}
+		if note.Count() != 1 || f.be["note"].Count() != 0 {
+			t.Errorf("backends invoked %d and %d times, want 1 and 0", note.Count(), f.be["note"].Count())
+		}
+	})
+}
+
+// A gateway without a store is a programmer error, refused loudly at
+// construction rather than run without durability.
+func TestNewRequiresAStore(t *testing.T) {
+	for name, opts := range map[string]*gateway.Options{"nil options": nil, "no store": {Timeout: time.Second}} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if r == nil || !strings.Contains(fmt.Sprint(r), "Store is required") {
+					t.Errorf("New did not panic with the reason: %v", r)
+				}
+			}()
+			gateway.New(opts)
+		})
+	}
 }

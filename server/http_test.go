@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -274,7 +275,7 @@ func metricValue(t *testing.T, text, name string, labels ...string) (float64, bo
 
 func TestMetrics(t *testing.T) {
 	f := newFixture(t)
-	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, ApprovalWait: -1})
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, ApprovalWait: 0})
 	hs := httpServer(t, s)
 	alice, err := connectHTTP(t, hs, "tok-alice", nil)
 	if err != nil {
@@ -345,8 +346,8 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
-// ServeHTTP ends on ctx: a call waiting for an approval is given the grace
-// period, then cancelled, and the function returns.
+// Shutdown ends ServeHTTP: a call waiting for an approval is given the
+// grace period (Shutdown's ctx), then cancelled, and both return.
 func TestServeHTTPShutdown(t *testing.T) {
 	f := newFixture(t)
 	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}, ApprovalWait: time.Minute})
@@ -354,9 +355,8 @@ func TestServeHTTPShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- s.ServeHTTP(ctx, ln, 500*time.Millisecond) }()
+	go func() { served <- s.ServeHTTP(ln) }()
 	hs := &httptest.Server{URL: "http://" + ln.Addr().String()}
 	cs, err := connectHTTP(t, hs, "tok-alice", nil)
 	if err != nil {
@@ -376,17 +376,24 @@ func TestServeHTTPShutdown(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	start := time.Now()
-	cancel()
-	select {
-	case err := <-served:
-		if err == nil || !regexp.MustCompile(`cancelled`).MatchString(err.Error()) {
-			t.Errorf("ServeHTTP returned %v, want the cancelled calls reported", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ServeHTTP did not return within 10s of the cancellation")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); err == nil || !regexp.MustCompile(`cancelled`).MatchString(err.Error()) {
+		t.Errorf("Shutdown returned %v, want the cancelled calls reported", err)
 	}
 	if d := time.Since(start); d < 400*time.Millisecond {
 		t.Errorf("shut down after %s, before the grace period", d)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("ServeHTTP ended by Shutdown returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeHTTP did not return within 10s of the shutdown")
+	}
+	if err := s.ServeHTTP(ln); !errors.Is(err, server.ErrServerClosed) {
+		t.Errorf("ServeHTTP after Shutdown: %v, want ErrServerClosed", err)
 	}
 	select {
 	case <-callDone:

@@ -161,10 +161,14 @@ func serveReal(t *testing.T, s *server.Server) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { s.ServeHTTP(ctx, ln, time.Second); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	go func() { s.ServeHTTP(ln); close(done) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		<-done
+	})
 	return ln.Addr().String()
 }
 

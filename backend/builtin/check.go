@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Each tool checks its arguments twice: before the call is recorded
@@ -25,7 +25,7 @@ var checkers = map[string]func(raw json.RawMessage) error{
 			return err
 		}
 		if a.Offset != nil && *a.Offset < 1 {
-			return fail(gateway.ClassValidation, "offset %d: lines are counted from 1", *a.Offset)
+			return fail(tool.ClassValidation, "offset %d: lines are counted from 1", *a.Offset)
 		}
 		_, err := limitArg(a.Limit, 1)
 		return err
@@ -52,7 +52,7 @@ var checkers = map[string]func(raw json.RawMessage) error{
 			return err
 		}
 		if a.Context != nil && *a.Context < 0 {
-			return fail(gateway.ClassValidation, "context %d must not be negative", *a.Context)
+			return fail(tool.ClassValidation, "context %d must not be negative", *a.Context)
 		}
 		_, err := limitArg(a.Limit, 1)
 		return err
@@ -65,7 +65,7 @@ var checkers = map[string]func(raw json.RawMessage) error{
 			return err
 		}
 		if a.Timeout != nil && *a.Timeout < 1 {
-			return fail(gateway.ClassValidation, "timeout %d: it is a number of seconds, at least 1", *a.Timeout)
+			return fail(tool.ClassValidation, "timeout %d: it is a number of seconds, at least 1", *a.Timeout)
 		}
 		return nil
 	},
@@ -75,7 +75,7 @@ var checkers = map[string]func(raw json.RawMessage) error{
 			return err
 		}
 		if a.MaxLength != nil && *a.MaxLength < 1 {
-			return fail(gateway.ClassValidation, "max_length %d must be at least 1", *a.MaxLength)
+			return fail(tool.ClassValidation, "max_length %d must be at least 1", *a.MaxLength)
 		}
 		return nil
 	},
@@ -85,7 +85,7 @@ var checkers = map[string]func(raw json.RawMessage) error{
 			return err
 		}
 		if a.TimeoutMS != nil && *a.TimeoutMS < 1000 {
-			return fail(gateway.ClassValidation, "timeout_ms %d must be at least 1000", *a.TimeoutMS)
+			return fail(tool.ClassValidation, "timeout_ms %d must be at least 1000", *a.TimeoutMS)
 		}
 		return nil
 	},

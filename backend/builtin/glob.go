@@ -15,7 +15,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 type globArgs struct {
@@ -81,7 +81,7 @@ func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		return nil, fmt.Errorf("glob %s: %w", a.Pattern, err)
 	}
 	if walkErr != nil {
-		return nil, fail(gateway.ClassValidation, "pattern %q: %v", a.Pattern, walkErr)
+		return nil, fail(tool.ClassValidation, "pattern %q: %v", a.Pattern, walkErr)
 	}
 	compact()
 	if found == nil {
@@ -96,7 +96,7 @@ func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 // the search folder.
 func (s *Set) globPattern(p, rel string) (string, error) {
 	if p == "" {
-		return "", fail(gateway.ClassValidation, "pattern is empty")
+		return "", fail(tool.ClassValidation, "pattern is empty")
 	}
 	if filepath.IsAbs(p) {
 		prel, err := s.rel(p)
@@ -112,17 +112,17 @@ func (s *Set) globPattern(p, rel string) (string, error) {
 		case strings.HasPrefix(prel, base+"/"):
 			p = prel[len(base)+1:]
 		default:
-			return "", fail(gateway.ClassValidation, "the absolute pattern %q is not under the search path %s", p, base)
+			return "", fail(tool.ClassValidation, "the absolute pattern %q is not under the search path %s", p, base)
 		}
 	}
 	for _, seg := range strings.Split(p, "/") {
 		if seg == ".." {
-			return "", fail(gateway.ClassForbidden, "pattern %q climbs out with \"..\"; patterns are matched inside the search path", p)
+			return "", fail(tool.ClassForbidden, "pattern %q climbs out with \"..\"; patterns are matched inside the search path", p)
 		}
 	}
 	p = collapseGlobstars(strings.TrimPrefix(path.Clean(p), "./"))
 	if !doublestar.ValidatePattern(p) {
-		return "", fail(gateway.ClassValidation, "%q is not a valid glob pattern", p)
+		return "", fail(tool.ClassValidation, "%q is not a valid glob pattern", p)
 	}
 	return p, nil
 }
@@ -141,7 +141,7 @@ func (s *Set) openDir(p, rel string) (*os.Root, string, error) {
 		return nil, "", fsError(p, err)
 	}
 	if !fi.IsDir() {
-		return nil, "", fail(gateway.ClassValidation, "%s is not a directory (it is a %s)", orDot(p), kind(fi.Mode())).with("path", p)
+		return nil, "", fail(tool.ClassValidation, "%s is not a directory (it is a %s)", orDot(p), kind(fi.Mode())).with("path", p)
 	}
 	dir, err := s.root.OpenRoot(rel)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Hidden paths: the gateway's private state (its journal, audit log and
@@ -34,7 +34,7 @@ func hiddenErr(p string) error {
 	if p == "" {
 		p = "."
 	}
-	return fail(gateway.ClassForbidden,
+	return fail(tool.ClassForbidden,
 		"%s is the gateway's private state (its journal, audit log or configuration), not part of the workspace; the built-in tools cannot reach it", p).
 		with("path", p)
 }

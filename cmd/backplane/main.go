@@ -107,7 +107,9 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// `backplane --version` prints what `backplane version` prints.
+	root.Version = readVersion().Version
+	root.SetVersionTemplate("{{with .Root}}{{end}}" + readVersion().String() + "\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -115,5 +117,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newCallCmd(), newJournalCmd(), newApprovalsCmd(), newBudgetCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
+	root.AddCommand(newCompletionCmd())
 	return root
 }
