@@ -339,3 +339,38 @@ func TestConcurrentInitializesRespectTheCap(t *testing.T) {
 		t.Errorf("%d live sessions, %d accepted, %d refused; want at most 5 accepted, the rest 429", n, ok.Load(), refused.Load())
 	}
 }
+
+// TestHostAndBodyRefusals keeps two refusals the attack review could not
+// break: a request reaching the loopback listener with another Host (DNS
+// rebinding) is 403, and a body over the cap is 413, both before any MCP
+// processing.
+func TestHostAndBodyRefusals(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}})
+	hs := httpServer(t, s)
+	post := func(host, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+server.PathMCP, strings.NewReader(body))
+		if host != "" {
+			req.Host = host
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer tok-alice")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("evil.example:80", initializeMsg); code != http.StatusForbidden {
+		t.Errorf("a foreign Host: %d, want 403", code)
+	}
+	big := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 5<<20) + `"}}`
+	if code := post("", big); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 5 MiB body: %d, want 413", code)
+	}
+	if n := s.SessionCount("alice"); n != 0 {
+		t.Errorf("%d sessions opened by refused requests", n)
+	}
+}

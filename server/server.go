@@ -46,8 +46,18 @@
 //     otherwise the tool answers that there is no interaction channel.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
 //     a valid token is required, as the metrics name callers and tools) and
-//     /healthz (no token; 200 {"ok":true} when the store answers, 503
-//     otherwise).
+//     /healthz (no token; 200 {"ok":true} when the store answers and the
+//     gateway's last write to it did not fail, 503 otherwise).
+//   - Limits of the HTTP face (limits.go): a caller holds at most
+//     [Options.MaxSessionsPerCaller] sessions (one more initialize: 429), a
+//     session idle for [Options.SessionIdleTimeout] is closed, a browser
+//     request whose Origin is neither a loopback origin of the listener
+//     nor in [Options.AllowedOrigins] is answered 403 on /mcp, and
+//     headers, bodies, idle connections and non-stream writes have
+//     timeouts ([HTTPTimeouts]); /mcp's event streams are never cut by
+//     them.
+//   - Over stdio, a line that is not a JSON-RPC message is answered with a
+//     JSON-RPC error (-32700, -32600) and skipped.
 //
 // The server speaks the session-based MCP protocol versions
 // ([ProtocolVersions], 2025-11-25 and older). 2026-07-28 forbids a server
