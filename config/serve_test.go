@@ -24,7 +24,7 @@ func TestServeIssueExample(t *testing.T) {
 		HTTP:         "127.0.0.1:8787",
 		Tokens:       map[string]string{"local-dev-token": "alice"},
 		StdioCaller:  "alice",
-		ApprovalWait: 2 * time.Minute,
+		ApprovalWait: DefaultServeApprovalWait,
 		Line:         2,
 	}
 	got := c.Serve

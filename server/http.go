@@ -35,8 +35,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		return &auth.TokenInfo{UserID: caller}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(sdkAuth(s.httpHandler)))), true))
-	mux.Handle(PathMetrics, s.streamDeadlines(s.requireToken(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
+	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(sdkAuth(s.trackRequests(s.httpHandler))))), true))
+	// The metrics name callers and tools: operators only.
+	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
 	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))
 	return mux
 }
