@@ -35,7 +35,7 @@ import (
 // right status.
 var (
 	ErrNotFound  = errors.New("not found")
-	ErrConflict  = errors.New("conflict") // e.g. already decided, expired, definition changed again
+	ErrConflict  = errors.New("conflict")  // e.g. already decided, expired, definition changed again
 	ErrForbidden = errors.New("forbidden") // e.g. this operator may not decide this request
 )
 
