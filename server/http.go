@@ -18,6 +18,7 @@ const (
 	PathMCP     = "/mcp"
 	PathMetrics = "/metrics"
 	PathHealthz = "/healthz"
+	PathConsole = "/ui"
 )
 
 // Handler is the HTTP face of the server: streamable HTTP MCP at /mcp and
@@ -38,6 +39,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(PathMCP, s.requireToken(sdkAuth(s.httpHandler)))
 	mux.Handle(PathMetrics, s.requireToken(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc(PathHealthz, s.healthz)
+	if s.opts.Console != nil {
+		mux.Handle(PathConsole, s.opts.Console)
+		mux.Handle(PathConsole+"/", s.opts.Console)
+	}
 	return mux
 }
 
@@ -101,11 +106,17 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, grace time.Dura
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
+	if c, ok := s.opts.Console.(interface{ Close() }); ok {
+		hs.RegisterOnShutdown(c.Close)
+	}
 	if len(s.tokens) == 0 {
 		s.log.Warn("no bearer tokens are configured (serve.tokens): every HTTP request will be refused with 401")
 	}
 	s.log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
 		"metrics", "http://"+ln.Addr().String()+PathMetrics, "callers", s.describeTokens())
+	if s.opts.Console != nil {
+		s.log.Info("serving the operators' web console", "url", "http://"+ln.Addr().String()+PathConsole+"/")
+	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {

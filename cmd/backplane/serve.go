@@ -86,6 +86,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		ApprovalWait: approvalWaitOption(cfg.Serve.ApprovalWait),
 		Logger:       log,
 		Version:      buildVersion(),
+		Console:      newConsole(cfg, s.rt, log, stdio, httpAddr),
 	})
 
 	if stdio {
