@@ -16,14 +16,31 @@ import (
 // DefaultPollInterval is how often a waiting call re-reads its request.
 const DefaultPollInterval = 100 * time.Millisecond
 
+// DefaultMaxPending is how many pending requests one caller may have open.
+const DefaultMaxPending = 16
+
+// MaxWait bounds every wait for a decision (and every elicitation): the MCP
+// SDK clients give up on a request after 60 seconds, and a call that
+// outlives its client must not be the one that consumes the approval.
+const MaxWait = 50 * time.Second
+
 // Options configure the approval step.
 type Options struct {
 	// Expire is how long a request stays open, and an approval usable.
 	// Default 10 minutes.
 	Expire time.Duration
 	// Wait is how long a call waits for a decision before it returns
-	// approval_required with the request id. 0 returns at once.
+	// approval_required with the request id. 0 returns at once (the
+	// default); at most MaxWait.
 	Wait time.Duration
+	// MaxPending caps the pending requests of one caller: beyond it a call
+	// needing a new request is refused and nothing is created. Default
+	// DefaultMaxPending.
+	MaxPending int
+	// Hints, when set, returns the ways to decide request id that are told
+	// to the caller and the operator (the CLI command with the
+	// configuration path, the console URL). Default: the CLI commands.
+	Hints func(id string) []string
 	// PollInterval is how often a waiting call re-reads the request.
 	PollInterval time.Duration
 	// Approver, when set, is asked for a decision as soon as a request is
@@ -33,11 +50,22 @@ type Options struct {
 
 // Approver obtains a decision from a person, interactively.
 type Approver interface {
-	// Ask presents the request and returns the decision, whose By names the
-	// person (never the caller: the store refuses self-approval). It returns
+	// Ask presents the request and returns the answer. It returns
 	// ErrNoDecision when none was made; the request then stays pending.
-	Ask(ctx context.Context, req *store.Approval) (store.Decision, error)
+	// Whether the person who answered may decide is the gateway's rule
+	// (gateway.DecideApproval), applied to the answer.
+	Ask(ctx context.Context, req *store.Approval) (Answer, error)
 }
 
 // ErrNoDecision means an Approver could not obtain a decision.
 var ErrNoDecision = errors.New("approval: no decision was made")
+
+// Answer is what an Approver obtained: the verdict, who gave it and
+// through which channel ("elicitation": the person at the caller's own
+// client; "cli": an operator at a terminal).
+type Answer struct {
+	Approve bool
+	Reason  string
+	By      string
+	Channel string
+}

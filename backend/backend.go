@@ -49,3 +49,16 @@ var (
 type Func func(ctx context.Context, call *Call) (*Result, error)
 
 func (f Func) Invoke(ctx context.Context, call *Call) (*Result, error) { return f(ctx, call) }
+
+// Preview is what a call would do, shown to the person who decides its
+// approval: a unified diff for a file edit, the command line for a shell.
+type Preview struct {
+	Diff    string `json:"diff,omitempty"`
+	Command string `json:"command,omitempty"`
+}
+
+// Previewer is implemented by backends that can say what a call would do
+// without doing it. Preview must not change anything.
+type Previewer interface {
+	Preview(ctx context.Context, call *Call) (*Preview, error)
+}

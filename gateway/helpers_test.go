@@ -269,10 +269,10 @@ func (b *recBackend) Calls() []*backend.Call {
 type recApprover struct {
 	mu    sync.Mutex
 	asked []store.Approval
-	ask   func(ctx context.Context, a *store.Approval) (store.Decision, error)
+	ask   func(ctx context.Context, a *store.Approval) (approval.Answer, error)
 }
 
-func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (store.Decision, error) {
+func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (approval.Answer, error) {
 	r.mu.Lock()
 	r.asked = append(r.asked, *a)
 	r.mu.Unlock()
@@ -516,12 +516,10 @@ func (f *fixture) totalUsed() int64 {
 	return n
 }
 
+// decide decides through the gateway's operator API, as the CLI does.
 func (f *fixture) decide(id string, approve bool, by string) error {
-	now := time.Now()
-	if f.clock != nil {
-		now = f.clock.Now()
-	}
-	return f.raw.DecideApproval(context.Background(), id, store.Decision{Approve: approve, By: by, At: now})
+	_, err := f.g.DecideApproval(context.Background(), id, gateway.Decision{Operator: by, Approve: approve, Channel: gateway.ChannelCLI})
+	return err
 }
 
 // ---- assertions ----

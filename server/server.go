@@ -77,14 +77,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/gateway"
 )
 
 // Defaults.
 const (
-	DefaultApprovalWait = 2 * time.Minute
-	DefaultPageSize     = 1000
+	DefaultPageSize = 1000
 )
 
 // ProtocolVersions are the MCP protocol versions served, newest first.
@@ -104,8 +104,9 @@ type Options struct {
 	// transport given to Connect).
 	StdioCaller string
 	// ApprovalWait bounds how long a call waits for an approval decision
-	// (and how long an elicitation may stay unanswered). Default 2m; a
-	// negative value returns approval_required at once.
+	// (and how long an elicitation may stay unanswered). 0 (the default),
+	// or a negative value, returns approval_required at once; at most
+	// approval.MaxWait, below the MCP SDK clients' 60s request timeout.
 	ApprovalWait time.Duration
 	// Logger receives the server's own events (not the gateway's audit).
 	// Default: discard.
@@ -158,13 +159,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{g: g, opts: o, wait: o.ApprovalWait, log: o.Logger}
-	if s.wait == 0 {
-		s.wait = DefaultApprovalWait
-	}
-	if s.wait < 0 {
-		s.wait = 0
-	}
+	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), approval.MaxWait), log: o.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -334,15 +329,15 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		cr.IdempotencyKey = key
 	}
 	if supportsElicitation(req.Session) {
-		cr.Approver = &elicitApprover{ss: req.Session, session: session, args: args, wait: s.wait}
+		cr.Approver = &elicitApprover{ss: req.Session, args: args}
 	}
 	if tok := p.GetProgressToken(); tok != nil {
 		cr.Progress = func(approvalID string, waited time.Duration) {
 			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 				ProgressToken: tok,
 				Progress:      waited.Seconds(),
-				Message: fmt.Sprintf("waiting for approval %s (%s so far, at most %s): backplane approvals approve %s --as NAME",
-					approvalID, waited.Round(time.Second), s.wait, approvalID),
+				Message: fmt.Sprintf("waiting for approval %s (%s so far, at most %s): %s",
+					approvalID, waited.Round(time.Second), s.wait, strings.Join(s.g.ApprovalHints(approvalID), "; or ")),
 			})
 			if err != nil {
 				s.log.Debug("progress notification not sent", "session", session, "error", err)
