@@ -64,6 +64,14 @@ type Backend interface {
 	Health(ctx context.Context) Health
 }
 
+// Notifier is implemented by Backends that can tell when approval
+// requests change, so that live pages update at once rather than at the
+// next poll. Changes returns a channel that receives after each change and
+// a function that ends the subscription.
+type Notifier interface {
+	Changes() (<-chan struct{}, func())
+}
+
 // Approval is an approval request as the operator sees it.
 type Approval struct {
 	ID              string          `json:"id"`
@@ -86,6 +94,14 @@ type Approval struct {
 	Reason         string    `json:"reason,omitempty"`
 	DecidedAt      time.Time `json:"decided_at,omitzero"`
 	ConsumedBy     string    `json:"consumed_by,omitempty"`
+	// PreviewError says why there is no diff or command to show.
+	PreviewError string `json:"preview_error,omitempty"`
+	// Approvers may decide (empty: any operator).
+	Approvers []string `json:"approvers,omitempty"`
+	// Waiting reports whether a call is waiting for the decision now.
+	Waiting bool `json:"waiting"`
+	// HowToDecide lists the other ways to decide (the CLI commands).
+	HowToDecide []string `json:"how_to_decide,omitempty"`
 }
 
 // CallQuery selects journal entries; zero fields match everything.

@@ -44,6 +44,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		c.mu.Unlock()
 	}()
 
+	var changes <-chan struct{}
+	if n, ok := c.b.(Notifier); ok {
+		ch, stop := n.Changes()
+		defer stop()
+		changes = ch
+	}
 	tick := time.NewTicker(c.poll)
 	defer tick.Stop()
 	ping := time.NewTicker(keepAlive)
@@ -65,6 +71,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-tick.C:
 		case <-wake:
+		case <-changes:
 		case <-ping.C:
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
 				return

@@ -61,30 +61,39 @@ func GatewayBackend(g *gateway.Gateway, opts *GatewayOptions) Backend {
 	return b
 }
 
-// storeErr maps the store's errors to the console's kinds.
-func storeErr(err error) error {
-	switch {
-	case err == nil:
+// backendErr maps the gateway's and the store's errors to the console's
+// kinds.
+func backendErr(err error) error {
+	if err == nil {
 		return nil
-	case errors.Is(err, store.ErrNotFound):
+	}
+	var oe *gateway.OperatorError
+	if errors.As(err, &oe) {
+		switch oe.Class {
+		case "not_found":
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		case "not_operator", "not_approver", "self_approval":
+			return fmt.Errorf("%w: %w", ErrForbidden, err)
+		default: // expired, already_decided, not_uncertain, not_pinned, changed
+			return fmt.Errorf("%w: %w", ErrConflict, err)
+		}
+	}
+	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	case errors.Is(err, store.ErrSelfApproval):
-		return fmt.Errorf("%w: %w", ErrForbidden, err)
-	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrApprovalExpired),
-		errors.Is(err, store.ErrPinChanged), errors.Is(err, store.ErrNotUncertain):
-		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	return err
 }
 
-func (b *gatewayBackend) approval(a *store.Approval) Approval {
-	now := b.now()
+// summary is a request as listed, without what only GetApproval reads
+// (the arguments, the preview).
+func (b *gatewayBackend) summary(a *store.Approval) Approval {
 	out := Approval{
 		ID: a.ID, Caller: a.Caller, Session: a.Session, Tool: a.Tool,
-		Status:         string(store.EffectiveApprovalStatus(a, now)),
+		Status:         string(store.EffectiveApprovalStatus(a, b.now())),
 		DefinitionHash: a.DefinitionHash, ArgsDigest: a.ArgsDigest,
 		CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
-		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, ConsumedBy: a.ConsumedBy,
+		DecidedBy: a.DecidedBy, Channel: a.Channel, Reason: a.Reason, DecidedAt: a.DecidedAt,
+		ConsumedBy: a.ConsumedBy,
 	}
 	if t, _, ok := b.g.Tool(a.Tool); ok {
 		out.ToolDescription = t.Description
@@ -92,29 +101,71 @@ func (b *gatewayBackend) approval(a *store.Approval) Approval {
 	return out
 }
 
+// maxDetailed bounds how many pending requests a list shows in full
+// (arguments and preview, which may read a file each).
+const maxDetailed = 50
+
 func (b *gatewayBackend) ListApprovals(ctx context.Context, status string, limit int) ([]Approval, error) {
-	as, err := b.st.ListApprovals(ctx, store.ApprovalFilter{Status: store.ApprovalStatus(status), Limit: limit}, b.now())
+	as, err := b.g.ListApprovals(ctx, store.ApprovalFilter{Status: store.ApprovalStatus(status), Limit: limit})
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, backendErr(err)
 	}
 	out := make([]Approval, 0, len(as))
+	detailed := 0
 	for i := range as {
-		out = append(out, b.approval(&as[i]))
+		a := b.summary(&as[i])
+		if a.Status == string(store.ApprovalPending) && detailed < maxDetailed {
+			detailed++
+			if v, err := b.GetApproval(ctx, a.ID); err == nil {
+				a = *v
+			}
+		}
+		out = append(out, a)
 	}
 	return out, nil
 }
 
 func (b *gatewayBackend) GetApproval(ctx context.Context, id string) (*Approval, error) {
-	a, err := b.st.GetApproval(ctx, id)
+	v, err := b.g.GetApproval(ctx, id)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, backendErr(err)
 	}
-	out := b.approval(a)
+	out := b.summary(&v.Approval)
+	out.Status = string(v.Status)
+	if v.Description != "" {
+		out.ToolDescription = v.Description
+	}
+	out.Arguments = v.Arguments
+	if v.Preview != nil {
+		out.Diff, out.Command = v.Preview.Diff, v.Preview.Command
+	}
+	out.PreviewError = v.PreviewError
+	out.Approvers = v.Approvers
+	out.Waiting = v.Waiting
+	out.HowToDecide = v.HowToDecide
 	return &out, nil
 }
 
 func (b *gatewayBackend) DecideApproval(ctx context.Context, id string, approve bool, operator, reason string) error {
-	return storeErr(b.st.DecideApproval(ctx, id, store.Decision{Approve: approve, By: operator, At: b.now()}))
+	_, err := b.g.DecideApproval(ctx, id, gateway.Decision{Operator: operator, Approve: approve, Reason: reason, Channel: gateway.ChannelConsole})
+	return backendErr(err)
+}
+
+// Changes implements Notifier: the gateway's approval events of this
+// process wake the live streams at once (reading the store remains the
+// truth, and shows other replicas' requests too).
+func (b *gatewayBackend) Changes() (<-chan struct{}, func()) {
+	evs, stop := b.g.SubscribeApprovals()
+	out := make(chan struct{}, 1)
+	go func() {
+		for range evs {
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out, stop
 }
 
 // storedResult is how the gateway keeps a succeeded call's result.
@@ -157,9 +208,9 @@ func (b *gatewayBackend) ListCalls(ctx context.Context, q CallQuery) ([]Call, bo
 		// and one more, to know whether another page follows.
 		f.Limit = q.Offset + q.Limit + 1
 	}
-	ins, err := b.st.ListIntents(ctx, f)
+	ins, err := b.g.ListIntents(ctx, f)
 	if err != nil {
-		return nil, false, storeErr(err)
+		return nil, false, backendErr(err)
 	}
 	var all []Call
 	for i := range ins {
@@ -180,18 +231,18 @@ func (b *gatewayBackend) ListCalls(ctx context.Context, q CallQuery) ([]Call, bo
 }
 
 func (b *gatewayBackend) GetCall(ctx context.Context, id string) (*Call, error) {
-	in, err := b.st.GetIntent(ctx, id)
+	in, err := b.g.GetIntent(ctx, id)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, backendErr(err)
 	}
 	c := call(in)
 	return &c, nil
 }
 
 func (b *gatewayBackend) Budgets(ctx context.Context) ([]Budget, error) {
-	us, err := b.st.BudgetUsage(ctx)
+	us, err := b.g.BudgetUsage(ctx)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, backendErr(err)
 	}
 	out := make([]Budget, 0, len(us))
 	for _, u := range us {
@@ -228,7 +279,7 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 			case err == nil:
 				ct.Pin = &Pin{AcceptedHash: p.AcceptedHash, SeenHash: p.SeenHash, AcceptedBy: p.AcceptedBy, UpdatedAt: p.UpdatedAt}
 			case !errors.Is(err, store.ErrNotFound):
-				return nil, storeErr(err)
+				return nil, backendErr(err)
 			}
 		}
 		out = append(out, ct)
@@ -238,7 +289,8 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 }
 
 func (b *gatewayBackend) AcceptDefinition(ctx context.Context, tool, hash, operator string) error {
-	return storeErr(b.st.AcceptPin(ctx, tool, hash, operator, b.now()))
+	_, err := b.g.AcceptDefinition(ctx, tool, operator, hash)
+	return backendErr(err)
 }
 
 func (b *gatewayBackend) Health(ctx context.Context) Health {
