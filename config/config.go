@@ -120,6 +120,8 @@ type Config struct {
 	Serve ServeConfig
 	// Servers are the upstream MCP servers (see [ServerConfig]).
 	Servers []ServerConfig
+	// Operators decide approvals (see [Operator]).
+	Operators []Operator
 }
 
 // Approvals configure the approval step.
@@ -247,6 +249,28 @@ type OpenOptions struct {
 	// Asker is the interaction channel of ask_user_question (a terminal
 	// prompt, MCP elicitation); nil means none.
 	Asker builtin.Asker
+	// ApprovalHints, when set, lists the ways to decide an approval request
+	// (serve adds its console URL). Default: the CLI commands, with
+	// --config naming this configuration by its absolute path.
+	ApprovalHints func(id string) []string
+}
+
+// ApprovalCommands are the CLI commands that decide request id, naming this
+// configuration by its absolute path so that they work from any folder.
+func (c *Config) ApprovalCommands(id string) []string {
+	path := c.Path
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	as := "OPERATOR"
+	if len(c.Operators) == 1 {
+		as = c.Operators[0].Name
+	}
+	return []string{
+		fmt.Sprintf("backplane approvals show %s --config %s", id, path),
+		fmt.Sprintf("backplane approvals approve %s --config %s --as %s", id, path, as),
+		fmt.Sprintf("backplane approvals deny %s --config %s --as %s --reason WHY", id, path, as),
+	}
 }
 
 // Runtime is an opened configuration: its store and its gateway.
@@ -325,6 +349,10 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 	rt.Store = st
 	rt.closers = append(rt.closers, st)
 
+	hints := o.ApprovalHints
+	if hints == nil {
+		hints = c.ApprovalCommands
+	}
 	g := gateway.New(&gateway.Options{
 		Store:   st,
 		Policy:  rules,
@@ -333,7 +361,9 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 			Expire:   c.Approvals.Expire,
 			Wait:     c.Approvals.Wait,
 			Approver: o.Approver,
+			Hints:    hints,
 		},
+		Operators:      c.OperatorNames(),
 		Logger:         logger,
 		Timeout:        c.Limits.Timeout,
 		MaxResultBytes: c.Limits.MaxResultBytes,

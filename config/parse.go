@@ -153,9 +153,11 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.servers(c, v)
 		case "postgres":
 			return p.postgres(c, k, v)
+		case "operators":
+			return p.operators(c, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -167,6 +169,9 @@ func (p *parser) finish(c *Config) error {
 		return err
 	}
 	p.finishServe(c)
+	if err := p.finishOperators(c); err != nil {
+		return err
+	}
 	if err := p.finishPostgres(c); err != nil {
 		return err
 	}
@@ -226,9 +231,13 @@ func (p *parser) policy(c *Config, v *yaml.Node) error {
 				r.Allow, err = p.patterns(v, "allow")
 			case "approve":
 				r.Approve, err = p.patterns(v, "approve")
+			case "approvers":
+				r.Approvers, err = p.patterns(v, "approvers")
+			case "self_approve":
+				r.SelfApprove, err = p.boolean(v, "self_approve")
 			}
 			return err
-		}, "caller", "allow", "approve")
+		}, "caller", "allow", "approve", "approvers", "self_approve")
 		if err != nil {
 			return err
 		}

@@ -100,6 +100,10 @@ type Options struct {
 	// Tokens maps bearer tokens to caller names, for HTTP. None: every HTTP
 	// request is refused (401).
 	Tokens map[string]string
+	// Operators maps operators' bearer tokens to their names: only they
+	// read /metrics (and use the console). A caller's token is refused there
+	// with 403.
+	Operators map[string]string
 	// StdioCaller is the caller of every call made over stdio (and over a
 	// transport given to Connect).
 	StdioCaller string
@@ -130,8 +134,9 @@ type Server struct {
 	wait    time.Duration
 	log     *slog.Logger
 	sdkLog  *slog.Logger
-	tokens  []tokenEntry
-	metrics *metrics
+	tokens    []tokenEntry
+	operators []tokenEntry
+	metrics   *metrics
 
 	stdio *mcp.Server // its caller is opts.StdioCaller
 	http  *mcp.Server // its caller comes with each request's token
@@ -144,7 +149,8 @@ type Server struct {
 	stopCalls context.CancelFunc
 	active    atomic.Int64 // calls in flight
 
-	sessionIDs sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
+	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
+	httpRequests sync.Map // requestHeader value -> the HTTP request's context
 	unlistable sync.Map // tool name -> struct{}: warned once
 }
 
@@ -171,6 +177,9 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	}
 	for tok, caller := range o.Tokens {
 		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
+	}
+	for tok, name := range o.Operators {
+		s.operators = append(s.operators, tokenEntry{[]byte(tok), name})
 	}
 	s.metrics = newMetrics(g.Store())
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
@@ -309,6 +318,15 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	defer cancel()
 	stopWatch := context.AfterFunc(s.stop, cancel)
 	defer stopWatch()
+	// Over HTTP the call also ends when its client's request does (a
+	// disconnect): the SDK keeps the call running for a resumable stream,
+	// but a call whose client is gone must not consume an approval.
+	if req.Extra != nil {
+		if hctx, ok := s.httpRequestContext(req.Extra.Header); ok {
+			stopHTTP := context.AfterFunc(hctx, cancel)
+			defer stopHTTP()
+		}
+	}
 
 	p := req.Params
 	args := p.Arguments
