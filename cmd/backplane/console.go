@@ -21,7 +21,7 @@ func newConsole(cfg *config.Config, rt *config.Runtime, log *slog.Logger, stdio 
 	if httpAddr != "" {
 		addr = httpAddr
 	}
-	operators := operatorTokens(cfg)
+	operators := cfg.OperatorTokens()
 	if len(operators) == 0 {
 		log.Warn("no operators are configured (operators:): the web console at /ui lets no one in")
 	}
@@ -80,7 +80,3 @@ func toolSource(cfg *config.Config) func(string) string {
 	}
 }
 
-// operatorTokens maps the configured operators' tokens to their names.
-func operatorTokens(cfg *config.Config) map[string]string {
-	return nil
-}

@@ -101,10 +101,26 @@ func uiText(t *testing.T, ctx context.Context, sel string) string {
 	return s
 }
 
-// waitFor polls a JavaScript predicate in the page.
+// uiPoll polls a JavaScript expression in the page until it is truthy
+// and returns its value. A navigation under way destroys the page's
+// JavaScript context: the poll starts again in the new page.
+func uiPoll[T any](ctx context.Context, js string) (T, error) {
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		v, err := chromedp.Run(ctx, chromedp.Poll[T](js, chromedp.WithPollingInterval(100*time.Millisecond),
+			chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil ||
+			!(strings.Contains(err.Error(), "context") || strings.Contains(err.Error(), "navigated")) {
+			return v, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// uiWaitFor waits for a JavaScript predicate to hold in the page.
 func uiWaitFor(t *testing.T, ctx context.Context, what, js string) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(40*time.Second))); err != nil {
+	if _, err := uiPoll[chromedp.Void](ctx, js); err != nil {
 		body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
 		t.Fatalf("waiting for %s: %v\npage:\n%s", what, err, body)
 	}
@@ -186,9 +202,10 @@ func uiAPIGet(t *testing.T, base, path string) map[string]any {
 
 // newPendingCard waits for the card of a new pending request to appear
 // on the open approvals page (live, without a reload) and returns its id.
-func newPendingCard(t *testing.T, ctx context.Context, seen map[string]bool) string {
+func newPendingCard(t *testing.T, ctx context.Context, p *serveProc, seen map[string]bool) string {
+	base := p.base
 	t.Helper()
-	var known []string
+	known := []string{}
 	for id := range seen {
 		known = append(known, id)
 	}
@@ -196,10 +213,11 @@ func newPendingCard(t *testing.T, ctx context.Context, seen map[string]bool) str
 		var cards = document.querySelectorAll('#pending article.approval');
 		for (var i = 0; i < cards.length; i++) { if (known.indexOf(cards[i].dataset.id) < 0) return cards[i].dataset.id; }
 		return false; })()`, uiJSON(known))
-	id, err := chromedp.Run(ctx, chromedp.Poll[string](js, chromedp.WithPollingTimeout(40*time.Second)))
+	id, err := uiPoll[string](ctx, js)
 	if err != nil {
 		body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-		t.Fatalf("no new pending approval appeared on the page: %v\n%s", err, body)
+		_, pending := httpGet(t, base+"/ui/api/approvals?status=pending", opsToken)
+		t.Fatalf("no new pending approval appeared on the page: %v\npage:\n%s\npending: %s\nserve log:\n%s", err, body, pending, p.log())
 	}
 	seen[id] = true
 	return id
@@ -241,7 +259,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		// asks: the request must appear without a reload.
 		uiWaitFor(t, ctx, "the live stream", `document.getElementById('live-status').textContent === 'live'`)
 		call := startWrite(t, base, "notes.txt", "hello from the console\n")
-		id := newPendingCard(t, ctx, seen)
+		id := newPendingCard(t, ctx, p, seen)
 		card := fmt.Sprintf(`article[data-id=%q]`, id)
 		body := uiText(t, ctx, card)
 		for _, want := range []string{"write", "alice", "-hello from the workspace", "+hello from the console"} {
@@ -277,7 +295,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		uiDo(t, ctx, "open the approvals", chromedp.Navigate(base+"/ui/approvals"))
 		uiWaitFor(t, ctx, "the live stream", `document.getElementById('live-status').textContent === 'live'`)
 		call := startWrite(t, base, "denied.txt", "must not be written\n")
-		id := newPendingCard(t, ctx, seen)
+		id := newPendingCard(t, ctx, p, seen)
 		card := fmt.Sprintf(`article[data-id=%q]`, id)
 		uiDo(t, ctx, "deny",
 			chromedp.SendKeys(chromedp.CSS(card+` input[name=reason]`), "not today"),
@@ -301,7 +319,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		uiDo(t, ctx, "open the approvals", chromedp.Navigate(base+"/ui/approvals"))
 		uiWaitFor(t, ctx, "the live stream", `document.getElementById('live-status').textContent === 'live'`)
 		call := startWrite(t, base, "forged.txt", "forged\n")
-		id := newPendingCard(t, ctx, seen)
+		id := newPendingCard(t, ctx, p, seen)
 		// Another origin (another port of 127.0.0.1: same site, so the
 		// SameSite cookie alone would not stop it) serves a form that
 		// posts an approval to the console.
