@@ -132,6 +132,9 @@ type Approvals struct {
 	// Wait is how long a call waits for a decision before it returns
 	// approval_required with the request id. Default 0: at once.
 	Wait time.Duration
+	// MaxPending caps one caller's pending requests (default 16): beyond
+	// it a call needing a new request is refused and nothing is created.
+	MaxPending int
 }
 
 // Limits bound calls.
@@ -358,10 +361,11 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 		Policy:  rules,
 		Budgets: c.Budgets,
 		Approvals: approval.Options{
-			Expire:   c.Approvals.Expire,
-			Wait:     c.Approvals.Wait,
-			Approver: o.Approver,
-			Hints:    hints,
+			Expire:     c.Approvals.Expire,
+			Wait:       c.Approvals.Wait,
+			MaxPending: c.Approvals.MaxPending,
+			Approver:   o.Approver,
+			Hints:      hints,
 		},
 		Operators:      c.OperatorNames(),
 		Logger:         logger,

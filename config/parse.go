@@ -291,9 +291,18 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 				return err
 			}
 			c.Approvals.Wait = d
+		case "max_pending":
+			n, err := p.integer(v, "max_pending")
+			if err != nil {
+				return err
+			}
+			if n <= 0 {
+				return p.errAt(v, "approvals max_pending must be positive")
+			}
+			c.Approvals.MaxPending = int(n)
 		}
 		return nil
-	}, "expire", "wait")
+	}, "expire", "wait", "max_pending")
 }
 
 func (p *parser) budgets(c *Config, v *yaml.Node) error {

@@ -129,11 +129,11 @@ type Options struct {
 
 // Server serves one gateway over MCP. Create it with New.
 type Server struct {
-	g       *gateway.Gateway
-	opts    Options
-	wait    time.Duration
-	log     *slog.Logger
-	sdkLog  *slog.Logger
+	g         *gateway.Gateway
+	opts      Options
+	wait      time.Duration
+	log       *slog.Logger
+	sdkLog    *slog.Logger
 	tokens    []tokenEntry
 	operators []tokenEntry
 	metrics   *metrics
@@ -151,7 +151,7 @@ type Server struct {
 
 	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
-	unlistable sync.Map // tool name -> struct{}: warned once
+	unlistable   sync.Map // tool name -> struct{}: warned once
 }
 
 type tokenEntry struct {

@@ -314,20 +314,34 @@ func (s *Set) describe() []gateway.Tool {
 			InputSchema: st.InputSchema,
 			Safety:      im.safety,
 			Timeout:     im.timeout,
-			Backend: backend.Func(func(ctx context.Context, call *backend.Call) (*backend.Result, error) {
-				if err := ctx.Err(); err != nil {
-					return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, st.Name, err)
-				}
-				res, err := fn(ctx, call.Arguments)
-				var te *toolError
-				if errors.As(err, &te) {
-					return te.result(), nil
-				}
-				return res, err
-			}),
+			Backend:     &toolBackend{s: s, name: st.Name, fn: fn},
 		})
 	}
 	return out
+}
+
+// toolBackend runs one built-in tool; it also previews write, edit and
+// bash calls for whoever decides their approval (backend.Previewer).
+type toolBackend struct {
+	s    *Set
+	name string
+	fn   func(context.Context, json.RawMessage) (*backend.Result, error)
+}
+
+func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, b.name, err)
+	}
+	res, err := b.fn(ctx, call.Arguments)
+	var te *toolError
+	if errors.As(err, &te) {
+		return te.result(), nil
+	}
+	return res, err
+}
+
+func (b *toolBackend) Preview(ctx context.Context, call *backend.Call) (*backend.Preview, error) {
+	return b.s.preview(ctx, b.name, call.Arguments)
 }
 
 // toolError is a tool-level failure: it becomes an IsError result.

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -90,7 +91,7 @@ intent is started.`,
 				return err
 			}
 			defer s.Close()
-			intents, err := s.rt.Store.ListIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: limit})
+			intents, err := s.rt.Gateway.ListIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: limit})
 			if err != nil {
 				return fmt.Errorf("reading the journal: %w", err)
 			}
@@ -203,7 +204,7 @@ when it was created and settled. Exit 1 when there is no such call.`,
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
-			in, err := s.rt.Store.GetIntent(cmd.Context(), args[0])
+			in, err := s.rt.Gateway.GetIntent(cmd.Context(), args[0])
 			if errors.Is(err, store.ErrNotFound) {
 				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", args[0]))
 			}
@@ -267,37 +268,29 @@ there is no such call. --as names who resolves it (default: the login name).`,
 			if executed == notExecuted {
 				return errors.New("say either --executed or --not-executed")
 			}
-			if as == "" {
-				as = operatorName()
-			}
-			if as == "" {
-				return errors.New("--as is required (no login name to default to)")
-			}
 			s, err := f.open(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
+			as, err := s.operator(as)
+			if err != nil {
+				return err
+			}
 			id := args[0]
-			err = s.rt.Store.ResolveIntent(cmd.Context(), id, executed, as, time.Now())
 			verdict := "executed"
 			if !executed {
 				verdict = "not_executed"
 			}
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", id))
-			case errors.Is(err, store.ErrNotUncertain):
-				msg := fmt.Sprintf("call %s is not uncertain", id)
-				if in, gerr := s.rt.Store.GetIntent(cmd.Context(), id); gerr == nil {
-					msg = fmt.Sprintf("call %s is %s, not uncertain: only an uncertain call can be resolved", id, in.Status)
-				}
-				return negative(out, f.asJSON, "not_uncertain", msg)
-			case err != nil:
-				return fmt.Errorf("resolving %s: %w", id, err)
+			_, err = s.rt.Gateway.ResolveIntent(cmd.Context(), id, executed, as)
+			var oe *gateway.OperatorError
+			if errors.As(err, &oe) {
+				return negative(out, f.asJSON, oe.Class, oe.Message)
 			}
-			s.audit.Info("resolve", "call_id", id, "step", "resolve", "outcome", verdict, "resolved_by", as)
+			if err != nil {
+				return err
+			}
 			if f.asJSON {
 				return writeJSONLine(out, struct {
 					OK         bool   `json:"ok"`
