@@ -31,7 +31,6 @@ func newConsole(cfg *config.Config, rt *config.Runtime, log *slog.Logger, stdio 
 		Facts: []console.Fact{
 			{Name: "Version", Value: buildVersion()},
 			{Name: "Configuration", Value: cfg.Path},
-			{Name: "Listening on", Value: addr},
 		},
 	})
 	var hosts []string

@@ -390,3 +390,144 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 }
+
+// screenshotConfig is consoleConfig with a command-free set-up that
+// returns approval_required at once, so that requests stay pending.
+const screenshotConfig = `operators:
+  - name: ops
+    token: "ops-secret"
+policy:
+  - caller: alice
+    allow: ["*"]
+  - caller: bob
+    allow: [read, ls, grep, glob]
+budgets:
+  - scope: caller
+    quota: 100
+    cost: {default: 1, write: 5, bash: 10}
+serve:
+  tokens: {"alice-token": alice, "bob-token": bob}
+  approval_wait: 0s
+`
+
+// TestConsoleScreenshots regenerates docs/console/*.png: one screenshot
+// of each page, over a gateway with some history. It runs only from
+// scripts/screenshots, which sets BACKPLANE_SCREENSHOTS to the folder.
+func TestConsoleScreenshots(t *testing.T) {
+	out := os.Getenv("BACKPLANE_SCREENSHOTS")
+	if out == "" {
+		t.Skip("BACKPLANE_SCREENSHOTS is not set: scripts/screenshots sets it to regenerate docs/console")
+	}
+	g := newGWDir(t, screenshotConfig)
+	files := map[string]string{
+		"notes.txt":     "Backplane notes\n\n- approvals are decided by operators\n- the journal keeps every call\n",
+		"src/main.go":   "package main\n\nfunc main() {\n\tprintln(\"hello\")\n}\n",
+		"docs/plan.txt": "1. ship the console\n2. write the docs\n",
+	}
+	for name, content := range files {
+		path := filepath.Join(g.dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startServe(t, g)
+	base := p.base
+
+	// Some history, through the MCP server as the agents would make it.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	connect := func(token string) *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: tokenTransport(token)}}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	alice, bob := connect(aliceToken), connect("bob-token")
+	callTool := func(cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res
+	}
+	callTool(alice, "read", map[string]any{"path": "notes.txt"})
+	callTool(bob, "ls", map[string]any{"path": "."})
+	callTool(bob, "grep", map[string]any{"pattern": "console", "path": "."})
+	callTool(alice, "read", map[string]any{"path": "missing.txt"}) // the tool reports an error
+	callTool(bob, "write", map[string]any{"path": "x.txt", "content": "x"})
+	// A write approved from the console, then retried by the agent.
+	writeArgs := map[string]any{"path": "docs/plan.txt", "content": "1. ship the console\n2. write the docs\n3. take screenshots\n"}
+	callTool(alice, "write", writeArgs)
+	pending := uiAPIGet(t, base, "/ui/api/approvals?status=pending")["approvals"].([]any)
+	if len(pending) != 1 {
+		t.Fatalf("pending: %v", pending)
+	}
+	decide := func(id string, approve bool, reason string) {
+		req, _ := http.NewRequest("POST", base+"/ui/api/approvals/"+id+"/decide", strings.NewReader(uiJSON(map[string]any{"approve": approve, "reason": reason})))
+		req.Header.Set("Authorization", "Bearer "+opsToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("decide %s: %d", id, resp.StatusCode)
+		}
+	}
+	decide(pending[0].(map[string]any)["id"].(string), true, "planned work")
+	callTool(alice, "write", writeArgs)
+	callTool(alice, "bash", map[string]any{"command": "rm -rf build && make release"})
+	denied := uiAPIGet(t, base, "/ui/api/approvals?status=pending")["approvals"].([]any)[0].(map[string]any)["id"].(string)
+	decide(denied, false, "not on a Friday")
+	// Left pending: an edit (with its diff) and a bash command.
+	callTool(alice, "edit", map[string]any{"path": "src/main.go", "old_content": "\tprintln(\"hello\")\n", "content": "\tprintln(\"hello, operators\")\n\tprintln(\"bye\")\n"})
+	callTool(alice, "bash", map[string]any{"command": "go test ./... && git push origin main"})
+	var editID, readErrID string
+	for _, v := range uiAPIGet(t, base, "/ui/api/approvals?status=pending")["approvals"].([]any) {
+		if a := v.(map[string]any); a["tool"] == "edit" {
+			editID = a["id"].(string)
+		}
+	}
+	for _, v := range uiAPIGet(t, base, "/ui/api/journal?status=tool_error")["calls"].([]any) {
+		readErrID = v.(map[string]any)["call_id"].(string)
+	}
+	if editID == "" || readErrID == "" {
+		t.Fatalf("the history is not as planned: edit %q, read error %q", editID, readErrID)
+	}
+
+	bctx := newBrowser(t)
+	shoot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(out, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s.png: %d bytes", name, len(png))
+	}
+	uiDo(t, bctx, "open the login form", chromedp.Navigate(base+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	shoot("login")
+	uiLogin(t, bctx, base, opsToken)
+	uiWaitFor(t, bctx, "the live approvals", `document.getElementById('live-status') && document.getElementById('live-status').textContent === 'live'`)
+	shoot("approvals")
+	for _, pg := range []struct{ name, path, ready string }{
+		{"approval", "/ui/approvals/" + editID, "pre.diff"},
+		{"journal", "/ui/journal", "table.journal"},
+		{"call", "/ui/journal/" + readErrID, "pre.result"},
+		{"budgets", "/ui/budgets", "table"},
+		{"tools", "/ui/tools", "table.tools"},
+		{"health", "/ui/health", "table"},
+	} {
+		uiDo(t, bctx, "open "+pg.path, chromedp.Navigate(base+pg.path), chromedp.WaitVisible(chromedp.CSS(pg.ready)))
+		shoot(pg.name)
+	}
+}
