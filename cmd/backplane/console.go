@@ -78,4 +78,3 @@ func toolSource(cfg *config.Config) func(string) string {
 		return "builtin"
 	}
 }
-
