@@ -2,7 +2,10 @@
 // with. Approval requests themselves are persisted by the store (see
 // store.Approval): each is bound to one exact call (caller, tool, the tool's
 // definition hash, the digest of the canonical arguments), expires, is
-// decided once by someone other than its caller, and is consumed by one call.
+// decided once, and is consumed by one call whose client is still there.
+// Who may decide is the gateway's rule (gateway.Gateway.DecideApproval):
+// operators, those a policy rule names as approvers, and the caller's own
+// person through elicitation only where a rule sets self_approve.
 package approval
 
 import (

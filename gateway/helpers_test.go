@@ -224,6 +224,11 @@ func (p *recPolicy) Decide(caller, tool string) policy.Decision {
 	return d
 }
 
+// ApproverRule passes the rules' approvers through (policy.Approvers).
+func (p *recPolicy) ApproverRule(caller, tool string) policy.ApproverRule {
+	return p.rules.ApproverRule(caller, tool)
+}
+
 func (p *recPolicy) Decisions() []decisionRec {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -325,6 +325,18 @@ func (g *Gateway) GetIntent(ctx context.Context, callID string) (*store.Intent, 
 	return g.store.GetIntent(ctx, callID)
 }
 
+// ToolReportedError reports whether in ran and its tool reported an error:
+// a succeeded intent whose recorded result has is_error set.
+func ToolReportedError(in *store.Intent) bool {
+	if in.Status != store.StatusSucceeded || len(in.Result) == 0 {
+		return false
+	}
+	var r struct {
+		IsError bool `json:"is_error"`
+	}
+	return json.Unmarshal(in.Result, &r) == nil && r.IsError
+}
+
 // PinView is a pinned tool's record with the definition registered now.
 type PinView struct {
 	store.Pin

@@ -17,11 +17,10 @@ import (
 // elicitor is a client's elicitation handler that answers as told and
 // records what it was asked.
 type elicitor struct {
-	mu       sync.Mutex
-	asked    []*mcp.ElicitParams
-	answer   *mcp.ElicitResult
-	fail     bool
-	sessions []string
+	mu     sync.Mutex
+	asked  []*mcp.ElicitParams
+	answer *mcp.ElicitResult
+	fail   bool
 }
 
 func (e *elicitor) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {

@@ -59,9 +59,8 @@ func newFixture(t testing.TB) *fixture {
 	t.Cleanup(func() { st.Close() })
 	rules, err := policy.NewRules([]policy.Rule{
 		// self_approve: the person at alice's own client may decide
-		// (the elicitation tests); guarded stays for operators only.
+		// (the elicitation tests).
 		{Caller: "alice", Allow: []string{"*"}, Approve: []string{"danger"}, SelfApprove: true},
-		{Caller: "alice", Allow: []string{"*"}, Approve: []string{"guarded"}},
 		{Caller: "bob", Allow: []string{"echo"}},
 	})
 	if err != nil {

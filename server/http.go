@@ -125,6 +125,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, grace time.Dura
 		return err
 	case <-ctx.Done():
 	}
+	s.log.Info("shutting down: draining the calls in flight", "in_flight", s.active.Load(), "grace", grace)
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	// Stop accepting while the calls drain; then close the sessions, which

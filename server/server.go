@@ -32,20 +32,25 @@
 //     through; any other JSON value is sent as text, and as
 //     structuredContent when it is an object. The gateway's call id is in
 //     _meta ([MetaCallID]).
-//   - Approvals: when the client declared the elicitation capability, the
-//     approval request of a call is put to the person at that client
-//     through elicitation/create (see [ApproverPrefix] for whom the decision
-//     is recorded as); otherwise, or when the elicitation fails, the call
-//     waits up to [Options.ApprovalWait] for a decision taken elsewhere
-//     (`backplane approvals approve`), sending notifications/progress
-//     meanwhile when the request carried a progress token, and then returns
-//     approval_required with the request's id.
+//   - Approvals: a call needing approval returns approval_required at once
+//     by default, with the request id and the ways to decide it
+//     ([gateway.Gateway.ApprovalHints]); with [Options.ApprovalWait] > 0 it
+//     waits that long (at most approval.MaxWait, below the SDK clients' 60s
+//     timeout) for a decision taken elsewhere, sending notifications/progress
+//     when the request carried a progress token. Where a policy rule sets
+//     self_approve and the client declared elicitation, the request is put
+//     to the person at that client through elicitation/create, bounded by
+//     the same wait; the decision is recorded as the caller's, through the
+//     elicitation channel. A call ends when its client's HTTP request does
+//     (a disconnect) or on notifications/cancelled, and then never consumes
+//     an approval.
 //   - ask_user_question (the built-in tool): when the client declared the
 //     elicitation capability, the question of a call is put to the person
 //     at that client through elicitation/create (see [builtin.WithAsker]);
 //     otherwise the tool answers that there is no interaction channel.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
-//     a valid token is required, as the metrics name callers and tools) and
+//     an operator's token is required ([Options.Operators]), as the metrics
+//     name callers and tools: a caller's token gets 403) and
 //     /healthz (no token; 200 {"ok":true} when the store answers, 503
 //     otherwise).
 //

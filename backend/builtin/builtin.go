@@ -365,15 +365,22 @@ func (e *toolError) with(key string, v any) *toolError {
 	return e
 }
 
-// errorBody is the "error" member of an IsError result.
+// errorBody is the "error" member of an IsError result: the shape of the
+// gateway's own error object (class, message, step, details), step
+// "invoke", so that a client reads a refusal and a tool's error alike.
 type errorBody struct {
 	Class   gateway.Class  `json:"class"`
 	Message string         `json:"message"`
-	Details map[string]any `json:"details,omitempty"`
+	Step    string         `json:"step"`
+	Details map[string]any `json:"details"`
 }
 
 func (e *toolError) body() *errorBody {
-	return &errorBody{Class: e.class, Message: e.msg, Details: e.details}
+	d := e.details
+	if d == nil {
+		d = map[string]any{}
+	}
+	return &errorBody{Class: e.class, Message: e.msg, Step: "invoke", Details: d}
 }
 
 func (e *toolError) result() *backend.Result {

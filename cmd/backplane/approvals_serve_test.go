@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -376,5 +377,67 @@ func TestServeSelfApprovalAndPendingCap(t *testing.T) {
 	}
 	if after := len(g.approvalsByID(t)); after != before {
 		t.Errorf("the refused call created a request: %d then %d", before, after)
+	}
+}
+
+// serve stopped by SIGTERM with a call in flight lets the call finish,
+// answers it, and exits 0 without usage text.
+func TestServeSIGTERMDrains(t *testing.T) {
+	g := newGWDir(t, `policy:
+  - caller: alice
+    allow: [slow]
+tools:
+  - name: slow
+    description: Answers once the release file exists.
+    input_schema: {type: object, additionalProperties: false}
+    command: [sh, -c, 'cat >/dev/null; while [ ! -e release ]; do sleep 0.05; done; echo ''{"done":true}''']
+serve:
+  tokens: {"alice-token": alice}
+`)
+	p := startServe(t, g)
+	cs := connectAlice(t, p, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+		done <- answer{res, err}
+	}()
+	// The call is committed and its tool running: then SIGTERM.
+	for start := time.Now(); !strings.Contains(readAudit(t, g), `"step":"commit","outcome":"ok"`); time.Sleep(50 * time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("the call did not start:\n%s", p.log())
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// serve is draining: let the tool finish.
+	for start := time.Now(); !strings.Contains(p.log(), "draining the calls in flight"); time.Sleep(50 * time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("serve did not start draining after SIGTERM:\n%s", p.log())
+		}
+	}
+	if err := os.WriteFile(filepath.Join(g.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if a.err != nil || a.res.IsError {
+		t.Fatalf("the in-flight call: %v %+v", a.err, a.res)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve did not exit after SIGTERM:\n%s", p.log())
+	}
+	if p.err != nil {
+		t.Errorf("serve exited with %v after SIGTERM:\n%s", p.err, p.log())
+	}
+	if strings.Contains(p.log(), "Usage:") {
+		t.Errorf("serve printed usage text on SIGTERM:\n%s", p.log())
 	}
 }
