@@ -168,12 +168,7 @@ func (b *gatewayBackend) Changes() (<-chan struct{}, func()) {
 	return out, stop
 }
 
-// storedResult is how the gateway keeps a succeeded call's result.
-type storedResult struct {
-	IsError bool            `json:"is_error"`
-	Content json.RawMessage `json:"content"`
-}
-
+// call is a journal entry as the console shows it.
 func call(in *store.Intent) Call {
 	c := Call{
 		ID: in.CallID, Caller: in.Caller, Session: in.Session, Tool: in.Tool, Status: string(in.Status),
@@ -182,12 +177,7 @@ func call(in *store.Intent) Call {
 		ApprovalID: in.ApprovalID, IdempotencyKey: in.IdempotencyKey, DefinitionHash: in.DefinitionHash,
 		ResolvedBy: in.ResolvedBy, CreatedAt: in.CreatedAt, SettledAt: in.SettledAt,
 	}
-	if in.Status == store.StatusSucceeded && len(in.Result) > 0 {
-		var r storedResult
-		if json.Unmarshal(in.Result, &r) == nil {
-			c.ToolError = r.IsError
-		}
-	}
+	c.ToolError = gateway.ToolReportedError(in)
 	return c
 }
 
