@@ -43,8 +43,10 @@ var (
 // the request's context; actions name the operator who asked.
 type Backend interface {
 	// ListApprovals returns approval requests, newest first; status ""
-	// means every status.
+	// means every status. The arguments and the preview may be left out:
+	// GetApproval has them.
 	ListApprovals(ctx context.Context, status string, limit int) ([]Approval, error)
+	// GetApproval returns one request with everything needed to decide it.
 	GetApproval(ctx context.Context, id string) (*Approval, error)
 	// DecideApproval records an operator's decision, made in the console.
 	DecideApproval(ctx context.Context, id string, approve bool, operator, reason string) error

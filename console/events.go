@@ -83,7 +83,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 // sendChanges writes the events that bring a page which has seen the
 // requests in seen up to date, and updates seen.
 func (c *Console) sendChanges(w http.ResponseWriter, r *http.Request, seen map[string]bool, first bool) error {
-	pending, err := c.b.ListApprovals(r.Context(), "pending", 200)
+	pending, err := c.b.ListApprovals(r.Context(), "pending", maxPendingShown)
 	if err != nil {
 		// A store that fails for a moment must not end the stream; the
 		// next poll tries again.
@@ -104,6 +104,10 @@ func (c *Console) sendChanges(w http.ResponseWriter, r *http.Request, seen map[s
 		now[a.ID] = true
 		if seen[a.ID] {
 			continue
+		}
+		// Only a new request is read whole (arguments, preview).
+		if full, err := c.b.GetApproval(r.Context(), a.ID); err == nil {
+			a = full
 		}
 		html, err := c.renderFragment("approval_card", a)
 		if err != nil {

@@ -101,26 +101,14 @@ func (b *gatewayBackend) summary(a *store.Approval) Approval {
 	return out
 }
 
-// maxDetailed bounds how many pending requests a list shows in full
-// (arguments and preview, which may read a file each).
-const maxDetailed = 50
-
 func (b *gatewayBackend) ListApprovals(ctx context.Context, status string, limit int) ([]Approval, error) {
 	as, err := b.g.ListApprovals(ctx, store.ApprovalFilter{Status: store.ApprovalStatus(status), Limit: limit})
 	if err != nil {
 		return nil, backendErr(err)
 	}
 	out := make([]Approval, 0, len(as))
-	detailed := 0
 	for i := range as {
-		a := b.summary(&as[i])
-		if a.Status == string(store.ApprovalPending) && detailed < maxDetailed {
-			detailed++
-			if v, err := b.GetApproval(ctx, a.ID); err == nil {
-				a = *v
-			}
-		}
-		out = append(out, a)
+		out = append(out, b.summary(&as[i]))
 	}
 	return out, nil
 }

@@ -267,7 +267,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 const recentDecisions = 20
 
 func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request) {
-	pending, err := c.b.ListApprovals(r.Context(), "pending", 200)
+	pending, err := c.pendingDetailed(r.Context())
 	if err != nil {
 		c.backendError(w, r, err)
 		return
@@ -286,6 +286,30 @@ func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "approvals", "Approvals", "approvals", map[string]any{
 		"Pending": pending, "Recent": recent, "Live": true,
 	})
+}
+
+// maxPendingShown bounds the pending requests a page shows, each read
+// whole (its preview may read a file).
+const maxPendingShown = 50
+
+// pendingDetailed lists the pending requests with their arguments and
+// previews.
+func (c *Console) pendingDetailed(ctx context.Context) ([]Approval, error) {
+	pending, err := c.b.ListApprovals(ctx, "pending", maxPendingShown)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pending {
+		a, err := c.b.GetApproval(ctx, pending[i].ID)
+		switch {
+		case err == nil:
+			pending[i] = *a
+		case errors.Is(err, ErrNotFound):
+		default:
+			return nil, err
+		}
+	}
+	return pending, nil
 }
 
 func (c *Console) approvalPage(w http.ResponseWriter, r *http.Request) {
