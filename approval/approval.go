@@ -46,8 +46,10 @@ type Options struct {
 	Hints func(id string) []string
 	// PollInterval is how often a waiting call re-reads the request.
 	PollInterval time.Duration
-	// Approver, when set, is asked for a decision as soon as a request is
-	// pending: a terminal prompt, an MCP elicitation.
+	// Approver, when set, is an operator's own prompt (a terminal), asked
+	// as soon as a request is pending; its answer is decided as Answer.By
+	// through Answer.Channel, under the gateway's rules. (The person at a
+	// caller's own client is a per-call approver: gateway.CallRequest.)
 	Approver Approver
 }
 

@@ -29,6 +29,8 @@ var approveSchema = json.RawMessage(`{"type":"object","properties":{"approve":{"
 type elicitApprover struct {
 	ss   *mcp.ServerSession
 	args json.RawMessage
+	// preview, when set, says what the call would do (a diff, a command).
+	preview func(ctx context.Context, id string) string
 }
 
 // Ask implements approval.Approver. Accept with approve=true approves;
@@ -38,7 +40,7 @@ type elicitApprover struct {
 func (a *elicitApprover) Ask(ctx context.Context, req *store.Approval) (approval.Answer, error) {
 	res, err := a.ss.Elicit(ctx, &mcp.ElicitParams{
 		Mode:            "form",
-		Message:         approvalMessage(req, a.args),
+		Message:         approvalMessage(req, a.args, a.previewOf(ctx, req.ID)),
 		RequestedSchema: approveSchema,
 	})
 	if err != nil {
@@ -51,8 +53,15 @@ func (a *elicitApprover) Ask(ctx context.Context, req *store.Approval) (approval
 	return approval.Answer{Approve: approve, Channel: "elicitation", Reason: "answered through the client (" + string(res.Action) + ")"}, nil
 }
 
+func (a *elicitApprover) previewOf(ctx context.Context, id string) string {
+	if a.preview == nil {
+		return ""
+	}
+	return a.preview(ctx, id)
+}
+
 // approvalMessage describes the exact call a person is asked to approve.
-func approvalMessage(req *store.Approval, args json.RawMessage) string {
+func approvalMessage(req *store.Approval, args json.RawMessage, preview string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Backplane approval request %s\n\n", req.ID)
 	fmt.Fprintf(&b, "caller: %s\n", req.Caller)
@@ -70,6 +79,7 @@ func approvalMessage(req *store.Approval, args json.RawMessage) string {
 	} else {
 		b.Write(pretty.Bytes())
 	}
+	b.WriteString(preview)
 	b.WriteString("\n\nApprove this call?")
 	return b.String()
 }

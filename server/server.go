@@ -352,7 +352,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		cr.IdempotencyKey = key
 	}
 	if supportsElicitation(req.Session) {
-		cr.Approver = &elicitApprover{ss: req.Session, args: args}
+		cr.Approver = &elicitApprover{ss: req.Session, args: args, preview: s.previewText}
 	}
 	if tok := p.GetProgressToken(); tok != nil {
 		cr.Progress = func(approvalID string, waited time.Duration) {
@@ -387,6 +387,27 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		return errorResult(err), nil
 	}
 	return successResult(res), nil
+}
+
+// previewText is what a call under approval would do, for an elicitation
+// message: the diff or the command, capped like the arguments.
+func (s *Server) previewText(ctx context.Context, id string) string {
+	v, err := s.g.GetApproval(ctx, id)
+	if err != nil || v.Preview == nil {
+		return ""
+	}
+	var b strings.Builder
+	if v.Preview.Command != "" {
+		b.WriteString("\n\ncommand:\n" + v.Preview.Command)
+	}
+	if v.Preview.Diff != "" {
+		b.WriteString("\n\nchange:\n" + v.Preview.Diff)
+	}
+	out := b.String()
+	if len(out) > maxShownArguments {
+		out = out[:maxShownArguments] + "\n... (cut)"
+	}
+	return out
 }
 
 // sessionID is the MCP session id of ss: the transport's (Mcp-Session-Id

@@ -49,12 +49,14 @@ func newOperatorsDir(t *testing.T, wait string) *gwDir {
 // elicitCounter answers every elicitation with answer (nil: never answers,
 // until the request is cancelled) and counts them.
 type elicitCounter struct {
-	n      atomic.Int64
-	answer *mcp.ElicitResult
+	n       atomic.Int64
+	answer  *mcp.ElicitResult
+	message atomic.Pointer[string]
 }
 
-func (e *elicitCounter) handle(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+func (e *elicitCounter) handle(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	e.n.Add(1)
+	e.message.Store(&req.Params.Message)
 	if e.answer == nil {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -197,6 +199,23 @@ func TestServeApprovalRequiredAtOnce(t *testing.T) {
 	a := g.approvalsByID(t)[id]
 	if a["decided_by"] != "ops" || a["channel"] != "cli" || a["reason"] != "checked the diff" || a["consumed_by"] == nil {
 		t.Errorf("the decision: %v", a)
+	}
+
+	// The TypeScript SDK's client (no elicitation): approval_required at
+	// once, well before its 60s request timeout, with the ways to decide.
+	if _, err := os.Stat(filepath.Join("..", "..", "testdata", "mcp-peers", "node_modules")); err == nil {
+		rep, stderr := runTSClient(t, g, `{"calls":[{"name":"write","arguments":{"path":"ts.txt","content":"x"}}]}`,
+			"--http", p.base+"/mcp", "--token", "alice-token")
+		if len(rep.Calls) != 1 || rep.Calls[0].Result == nil {
+			t.Fatalf("TypeScript client: %+v\n%s", rep, stderr)
+		}
+		r := rep.Calls[0].Result
+		hints, _ := json.Marshal(r.StructuredContent["details"])
+		if !r.IsError || r.StructuredContent["class"] != "approval_required" || !strings.Contains(string(hints), "--config "+cfgPath) {
+			t.Errorf("TypeScript client's write: %+v", r.StructuredContent)
+		}
+	} else {
+		t.Log("the TypeScript SDK client is not installed (npm ci in testdata/mcp-peers): its case is skipped")
 	}
 
 	// /metrics: operators only.
@@ -346,6 +365,10 @@ func TestServeSelfApprovalAndPendingCap(t *testing.T) {
 	res, sc = callTool(t, ctx, cs, "edit", map[string]any{"path": "e.txt", "content": "new\n"})
 	if res.IsError || e.n.Load() != 1 {
 		t.Fatalf("self-approved edit: %+v, asked %d", sc, e.n.Load())
+	}
+	// The person was shown what the edit changes.
+	if m := e.message.Load(); m == nil || !strings.Contains(*m, "-old") || !strings.Contains(*m, "+new") {
+		t.Errorf("the elicitation did not show the diff: %v", m)
 	}
 	var editID string
 	for id, a := range g.approvalsByID(t) {
