@@ -115,9 +115,6 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, grace time.Dura
 	}
 	s.log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
 		"metrics", "http://"+ln.Addr().String()+PathMetrics, "callers", s.describeTokens())
-	if s.opts.Console != nil {
-		s.log.Info("serving the operators' web console", "url", "http://"+ln.Addr().String()+PathConsole+"/")
-	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
