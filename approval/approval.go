@@ -33,8 +33,12 @@ type Options struct {
 	// Default 10 minutes.
 	Expire time.Duration
 	// Wait is how long a call waits for a decision before it returns
-	// approval_required with the request id. 0 returns at once (the
-	// default); at most MaxWait.
+	// approval_required with the request id. Zero (or negative) means do
+	// not wait: it returns at once. The same holds for every approval wait
+	// in Backplane (server.Options.ApprovalWait, gateway.CallRequest's
+	// override, the configuration's approvals.wait and serve.approval_wait),
+	// whose defaults, where they have one, apply only when left unset.
+	// At most MaxWait.
 	Wait time.Duration
 	// MaxPending caps the pending requests of one caller: beyond it a call
 	// needing a new request is refused and nothing is created. Default

@@ -32,7 +32,7 @@ type GatewayOptions struct {
 // gatewayBackend is the Backend of a running gateway.
 type gatewayBackend struct {
 	g       *gateway.Gateway
-	st      store.Store
+	st      gateway.Store
 	quotas  []budget.Quota
 	source  func(string) string
 	facts   []Fact
@@ -302,8 +302,10 @@ func (b *gatewayBackend) Health(ctx context.Context) Health {
 			h.Checks = append(h.Checks, c)
 		}
 	}
+	if inc, ok := b.st.(interface{ Incarnation() string }); ok {
+		h.Facts = append(h.Facts, Fact{"Incarnation", inc.Incarnation()})
+	}
 	h.Facts = append(h.Facts,
-		Fact{"Incarnation", b.st.Incarnation()},
 		Fact{"Tools", fmt.Sprint(len(b.g.Tools()))},
 		Fact{"Console started", b.started.UTC().Format(time.RFC3339)})
 	h.Facts = append(h.Facts, b.facts...)

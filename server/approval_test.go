@@ -205,7 +205,7 @@ func TestApprovalRequiredAfterWait(t *testing.T) {
 	}
 
 	// No wait at all: at once.
-	cs2 := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: -1}), nil)
+	cs2 := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: 0}), nil)
 	start = time.Now()
 	res = call(t, cs2, "danger", map[string]any{"target": "y"})
 	if c := structured(t, res)["class"]; c != "approval_required" || time.Since(start) > 5*time.Second {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/store/memstore"
 )
 
 // streamingConsole stands for the web console: /ui/stream never ends on
@@ -40,14 +41,13 @@ func (c *streamingConsole) Close() {
 // that its never-ending streams end and the HTTP server stops.
 func TestConsoleIsMountedAndClosedOnShutdown(t *testing.T) {
 	ui := &streamingConsole{done: make(chan struct{})}
-	s := New(gateway.New(nil), &Options{Console: ui})
+	s := New(gateway.New(&gateway.Options{Store: memstore.New()}), &Options{Console: ui})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- s.ServeHTTP(ctx, ln, time.Minute) }()
+	go func() { served <- s.ServeHTTP(ln) }()
 
 	resp, err := http.Get("http://" + ln.Addr().String() + "/ui/events")
 	if err != nil {
@@ -58,9 +58,13 @@ func TestConsoleIsMountedAndClosedOnShutdown(t *testing.T) {
 	if err != nil || line != ": /ui/events\n" {
 		t.Fatalf("the console's stream: %q %v", line, err)
 	}
-	cancel()
-	// With a grace of a minute, only Close ends the stream: the server
-	// would otherwise wait for it. The test's own deadline is the bound.
+	// With a minute to drain, only Close ends the stream early: the HTTP
+	// shutdown would otherwise wait for it, then cut it off.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
 	if err := <-served; err != nil {
 		t.Fatalf("ServeHTTP: %v", err)
 	}

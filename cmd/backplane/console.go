@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/console"
 )
@@ -13,7 +14,7 @@ import (
 // newConsole is the operators' web console of a served configuration,
 // served at /ui over HTTP (none over stdio): operators (operators:) get
 // in, callers (serve.tokens) are refused with 403.
-func newConsole(cfg *config.Config, rt *config.Runtime, log *slog.Logger, stdio bool, httpAddr string) http.Handler {
+func newConsole(cfg *config.Config, rt *assemble.Runtime, log *slog.Logger, stdio bool, httpAddr string) http.Handler {
 	if stdio {
 		return nil
 	}
@@ -29,7 +30,7 @@ func newConsole(cfg *config.Config, rt *config.Runtime, log *slog.Logger, stdio 
 		Budgets: cfg.Budgets,
 		Source:  toolSource(cfg),
 		Facts: []console.Fact{
-			{Name: "Version", Value: buildVersion()},
+			{Name: "Version", Value: readVersion().Version},
 			{Name: "Configuration", Value: cfg.Path},
 		},
 	})
