@@ -105,6 +105,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
 		AllowedOrigins:       cfg.Serve.AllowedOrigins,
+		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
 	})
 
 	if stdio {
