@@ -70,6 +70,10 @@ type Reservation struct {
 	Key    string `json:"key"`   // the caller name or the session id
 	Quota  int64  `json:"quota"` // the limit in force, checked at reservation
 	Amount int64  `json:"amount"`
+	// Window is the window the call counts in (the one holding the call's
+	// commit time); zero for a budget without windows. Each window of a
+	// (scope, key) has its own usage.
+	Window Window `json:"window,omitzero"`
 }
 
 // CommitRequest is everything CommitIntent writes in one transaction.
@@ -144,11 +148,15 @@ type ApprovalFilter struct {
 	Limit  int // 0 means a default of 100
 }
 
-// Usage is the budget used in one (scope, key).
+// Usage is the budget used in one (scope, key) and window.
 type Usage struct {
-	Scope string `json:"scope"`
-	Key   string `json:"key"`
-	Used  int64  `json:"used"`
+	Scope  string `json:"scope"`
+	Key    string `json:"key"`
+	Window Window `json:"window,omitzero"`
+	// Quota is the quota of the latest reservation made in this usage (the
+	// one in force then).
+	Quota int64 `json:"quota"`
+	Used  int64 `json:"used"`
 }
 
 // Store is the durable state of a gateway. Implementations are safe for
@@ -191,8 +199,11 @@ type Store interface {
 	// ErrSelfApproval, ErrApprovalExpired, ErrAlreadyDecided.
 	DecideApproval(ctx context.Context, id string, d Decision) error
 
-	// BudgetUsage lists the budget held per (scope, key).
+	// BudgetUsage lists the budget held per (scope, key, window), by
+	// scope, key, window length and window start.
 	BudgetUsage(ctx context.Context) ([]Usage, error)
+	BudgetOps
+	Retention
 
 	Pins
 
@@ -256,10 +267,17 @@ var (
 type BudgetError struct {
 	Scope, Key             string
 	Used, Requested, Quota int64
+	// Window is the reservation's window; zero when the budget has none.
+	Window Window
 }
 
 func (e *BudgetError) Error() string {
-	return fmt.Sprintf("budget exceeded for %s %q: used %d + requested %d > quota %d", e.Scope, e.Key, e.Used, e.Requested, e.Quota)
+	msg := fmt.Sprintf("budget exceeded for %s %q: used %d + requested %d > quota %d", e.Scope, e.Key, e.Used, e.Requested, e.Quota)
+	if !e.Window.IsZero() {
+		msg += fmt.Sprintf(" in the %v window from %s; it resets at %s", e.Window.Per,
+			e.Window.Start.UTC().Format(time.RFC3339), e.Window.End().UTC().Format(time.RFC3339))
+	}
+	return msg
 }
 
 func (e *BudgetError) Unwrap() error { return ErrBudgetExceeded }
