@@ -120,6 +120,9 @@ type Config struct {
 	Serve ServeConfig
 	// Servers are the upstream MCP servers (see [ServerConfig]).
 	Servers []ServerConfig
+	// Retention says how long the store keeps what is finished (see
+	// [Retention]).
+	Retention Retention
 }
 
 // Approvals configure the approval step.
@@ -219,6 +222,7 @@ func Parse(data []byte, filename string) (*Config, error) {
 		Dir:       dir,
 		Store:     DefaultStore,
 		Approvals: Approvals{Expire: gateway.DefaultApprovalExpiry},
+		Retention: Retention{Keep: DefaultRetentionKeep, Every: DefaultRetentionEvery},
 		Limits: Limits{
 			MaxArgumentBytes: inputschema.DefaultMaxArgumentBytes,
 			MaxResultBytes:   gateway.DefaultMaxResultBytes,

@@ -444,7 +444,7 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			DefinitionHash: t.defHash, Arguments: c.req.Arguments, ArgsDigest: digest,
 			IdempotencyKey: c.req.IdempotencyKey, CreatedAt: now,
 		},
-		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name),
+		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
 		ApprovalID:   approvalID,
 	}
 	existing, err := g.store.CommitIntent(ctx, req)
@@ -453,8 +453,7 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		switch {
 		case errors.As(err, &be):
 			c.audit("reserve", "budget_exceeded", "scope", be.Scope, "key", be.Key)
-			return nil, newError(ClassBudgetExceeded, "reserve", be.Error(), map[string]any{
-				"scope": be.Scope, "key": be.Key, "used": be.Used, "requested": be.Requested, "quota": be.Quota})
+			return nil, newError(ClassBudgetExceeded, "reserve", be.Error(), budgetDetails(be))
 		case errors.Is(err, store.ErrDuplicateKey) && existing != nil:
 			return c.replay(existing)
 		case errors.Is(err, store.ErrApprovalUnavailable):

@@ -230,6 +230,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 func pragmas(busy time.Duration) string {
 	return strings.Join([]string{
 		fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds()),
+		// Before journal_mode: a new file takes it before its first page
+		// is written (see ensureIncrementalVacuum for older files).
+		"_pragma=auto_vacuum(2)",
 		"_pragma=journal_mode(WAL)",
 		"_pragma=synchronous(FULL)",
 		"_pragma=foreign_keys(1)",
