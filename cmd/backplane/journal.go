@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +29,7 @@ budget).
 Opening the journal (any command, "journal list" included) first marks as
 uncertain the started intents of gateway processes that are no longer alive.`)
 	addGatewayFlags(cmd, &f)
-	cmd.AddCommand(newJournalListCmd(&f), newJournalShowCmd(&f), newJournalResolveCmd(&f))
+	cmd.AddCommand(newJournalListCmd(&f), newJournalShowCmd(&f), newJournalResolveCmd(&f), newJournalPruneCmd(&f))
 	return cmd
 }
 
@@ -61,6 +63,10 @@ var intentStatuses = []store.Status{
 	store.StatusExecuted, store.StatusNotExecuted,
 }
 
+// listPage is how many intents journal list reads from the store at a
+// time: what it holds in memory, however long the journal.
+const listPage = 500
+
 func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 	var (
 		status, caller, tool string
@@ -71,7 +77,9 @@ func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 		Short: "List intents, newest first",
 		Long: `List prints the journal's intents, newest first: call id, tool, caller,
 status, the digest of the arguments (never their values), when the intent
-was created and when it settled.
+was created and when it settled. --limit 0 lists the whole journal; it is
+read and written a page at a time, so memory stays small however long the
+journal is.
 
 With --json the answer is {"intents":[{"call_id","tool","caller","status",
 "args_digest","created_at","settled_at",...}]}; settled_at is null while an
@@ -90,43 +98,101 @@ intent is started.`,
 				return err
 			}
 			defer s.Close()
-			intents, err := s.rt.Store.ListIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: limit})
-			if err != nil {
-				return fmt.Errorf("reading the journal: %w", err)
-			}
-			entries := make([]journalEntry, len(intents))
-			for i := range intents {
-				entries[i] = entryOf(&intents[i])
-			}
-			out := cmd.OutOrStdout()
-			if f.asJSON {
-				return writeJSONLine(out, struct {
-					Intents []journalEntry `json:"intents"`
-				}{entries})
-			}
-			if len(entries) == 0 {
-				_, err := fmt.Fprintln(out, "no intents")
-				return err
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CALL ID\tTOOL\tCALLER\tSTATUS\tARGS DIGEST\tCREATED\tSETTLED")
-			for _, e := range entries {
-				settled := "-"
-				if e.SettledAt != nil {
-					settled = e.SettledAt.Format(time.RFC3339)
+			w := newJournalWriter(cmd.OutOrStdout(), f.asJSON)
+			cursor, left := "", limit
+			for {
+				n := listPage
+				if limit > 0 {
+					n = min(n, left)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, e.Status,
-					e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
+				p, err := s.rt.Store.PageIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: n}, cursor)
+				if err != nil {
+					return fmt.Errorf("reading the journal: %w", err)
+				}
+				if err := w.page(p.Intents); err != nil {
+					return err
+				}
+				left -= len(p.Intents)
+				if p.Next == "" || (limit > 0 && left <= 0) {
+					break
+				}
+				cursor = p.Next
 			}
-			return tw.Flush()
+			return w.end()
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&status, "status", "", "only intents in this status: "+joinStatuses(intentStatuses))
 	fl.StringVar(&caller, "caller", "", "only this caller's intents")
 	fl.StringVar(&tool, "tool", "", "only this tool's intents")
-	fl.IntVar(&limit, "limit", 100, "at most this many intents")
+	fl.IntVar(&limit, "limit", 100, "at most this many intents (0: all)")
 	return cmd
+}
+
+// journalWriter writes journal list's answer as the pages come: JSON
+// element by element inside {"intents":[...]}, text as a table aligned
+// within each page.
+type journalWriter struct {
+	out    *bufio.Writer
+	buf    bytes.Buffer
+	asJSON bool
+	n      int
+}
+
+func newJournalWriter(out io.Writer, asJSON bool) *journalWriter {
+	return &journalWriter{out: bufio.NewWriter(out), asJSON: asJSON}
+}
+
+func (w *journalWriter) page(intents []store.Intent) error {
+	if w.asJSON {
+		for i := range intents {
+			if w.n == 0 {
+				w.out.WriteString(`{"intents":[`)
+			} else {
+				w.out.WriteByte(',')
+			}
+			w.n++
+			w.buf.Reset()
+			if err := writeJSONLine(&w.buf, entryOf(&intents[i])); err != nil {
+				return err
+			}
+			w.out.Write(bytes.TrimSuffix(w.buf.Bytes(), []byte("\n")))
+		}
+		return w.out.Flush()
+	}
+	if len(intents) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w.out, 0, 4, 2, ' ', 0)
+	if w.n == 0 {
+		fmt.Fprintln(tw, "CALL ID\tTOOL\tCALLER\tSTATUS\tARGS DIGEST\tCREATED\tSETTLED")
+	}
+	for i := range intents {
+		e := entryOf(&intents[i])
+		settled := "-"
+		if e.SettledAt != nil {
+			settled = e.SettledAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, e.Status,
+			e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
+	}
+	w.n += len(intents)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return w.out.Flush()
+}
+
+func (w *journalWriter) end() error {
+	switch {
+	case w.asJSON && w.n == 0:
+		w.out.WriteString(`{"intents":[]}` + "\n")
+	case w.asJSON:
+		w.out.WriteString("]}\n")
+	case w.n == 0:
+		w.out.WriteString("no intents\n")
+	}
+	return w.out.Flush()
 }
 
 // intentDetail is one intent as "journal show" prints it: everything the

@@ -88,6 +88,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		Version:      buildVersion(),
 	})
 
+	// Retention: prune in the background for the life of the server
+	// (cfg.Retention; keep 0 is for ever), stopped before the store closes.
+	pctx, stopPruning := context.WithCancel(ctx)
+	pruning := make(chan struct{})
+	go func() {
+		defer close(pruning)
+		s.rt.Gateway.KeepPruning(pctx, cfg.Retention.Keep, cfg.Retention.Every)
+	}()
+	defer func() { stopPruning(); <-pruning }()
+
 	if stdio {
 		if cfg.Serve.StdioCaller == "" {
 			return &inputError{fmt.Errorf("%s: serve.stdio_caller is not set: --stdio needs the caller its calls are made as", cfg.Path)}
