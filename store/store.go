@@ -9,8 +9,10 @@
 //     intent row (status started) all happen, or none does, and it returns
 //     only once the transaction is synced to stable storage. Concurrent
 //     commits may share one sync (group commit).
-//   - A reservation never takes a (scope, key) above its quota, whatever the
-//     concurrency; reservations are idempotent by call id.
+//   - A reservation never takes a (scope, key) above its quota in its window
+//     (each Window of a (scope, key) counts apart; the zero Window is for
+//     ever), whatever the concurrency; reservations are idempotent by call
+//     id.
 //   - Budget is released only when an intent settles failed (proven not to
 //     have run) or an operator resolves an uncertain intent as not executed.
 //   - An intent leaves started exactly once. A started intent whose
@@ -18,6 +20,9 @@
 //     runs); never while its incarnation is alive. Nothing is ever re-run.
 //   - An approval is decided once, by someone other than its caller, before
 //     it expires, and is consumed by exactly one call.
+//   - Prune deletes only what has ended (settled intents, expired approvals,
+//     finished incarnations, ended windows) before its cut; a started or
+//     uncertain intent is never pruned.
 package store
 
 import (
