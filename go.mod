@@ -3,6 +3,7 @@ module github.com/agentbackplane/backplane
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jackc/puddle/v2 v2.2.3

@@ -22,7 +22,11 @@ type Options struct {
 	// Default 10 minutes.
 	Expire time.Duration
 	// Wait is how long a call waits for a decision before it returns
-	// approval_required with the request id. 0 returns at once.
+	// approval_required with the request id. Zero (or negative) means do
+	// not wait: it returns at once. The same holds for every approval wait
+	// in Backplane (server.Options.ApprovalWait, gateway.CallRequest's
+	// override, the configuration's approvals.wait and serve.approval_wait),
+	// whose defaults, where they have one, apply only when left unset.
 	Wait time.Duration
 	// PollInterval is how often a waiting call re-reads the request.
 	PollInterval time.Duration

@@ -17,7 +17,7 @@ import (
 //	  - scope: caller      # caller | session
 //	    quota: 100
 //	    per: 1h            # fixed windows aligned to the Unix epoch; absent: no window
-//	    cost: {default: 1, bash: 5}
+//	    cost: {default: 1, bash: 5}  # or default_cost: 1 (then "default" in cost is a tool)
 //
 // One budget per scope and window length: a caller may have both a
 // quota per hour and one per day, or for ever.
@@ -63,11 +63,27 @@ func (p *parser) budgets(c *Config, v *yaml.Node) error {
 				q.Per = d
 			case "cost":
 				return p.costs(&q, v)
+			case "default_cost":
+				n, err := p.integer(v, "default_cost")
+				if err != nil {
+					return err
+				}
+				if n < 0 {
+					return p.errAt(v, "default_cost %d must not be negative", n)
+				}
+				q.Default = &n
 			}
 			return nil
-		}, "scope", "quota", "per", "cost")
+		}, "scope", "quota", "per", "cost", "default_cost")
 		if err != nil {
 			return err
+		}
+		// Without default_cost, `cost: {default: N}` is the default cost
+		// (the long-standing spelling); with it, every key of cost is a
+		// tool name, so a tool named "default" can be given its own cost.
+		if c, ok := q.Cost["default"]; ok && q.Default == nil {
+			q.Default = &c
+			delete(q.Cost, "default")
 		}
 		if scopeNode == nil {
 			return p.errAt(item, "a budget needs a scope (caller or session)")

@@ -171,7 +171,8 @@ func (p *parser) finish(c *Config) error {
 	if err := p.finishPostgres(c); err != nil {
 		return err
 	}
-	if !isPostgres(c.Store) {
+	c.StoreKind = StoreKindOf(c.Store)
+	if c.StoreKind == StoreSQLite {
 		c.Store = resolve(c.Dir, c.Store)
 	}
 	for i := range c.Tools {
@@ -181,6 +182,11 @@ func (p *parser) finish(c *Config) error {
 		}
 		if t.MaxOutputBytes == 0 {
 			t.MaxOutputBytes = c.Limits.MaxResultBytes
+		}
+		if t.Dir == "" {
+			// The workspace, not the configuration's folder: that may be
+			// a folder the tools were never meant to work in.
+			t.Dir = c.Workspace
 		}
 	}
 	return nil
@@ -205,7 +211,7 @@ func (p *parser) store(c *Config, v *yaml.Node) error {
 	switch {
 	case s == "":
 		return p.errAt(v, "store must name a folder or a postgres:// URL")
-	case isPostgres(s):
+	case StoreKindOf(s) == StorePostgres:
 	case urlScheme.MatchString(s):
 		return p.errAt(v, "store %q: only folders and postgres:// URLs are supported", strings.SplitN(s, "://", 2)[0]+"://...")
 	}
@@ -345,7 +351,7 @@ var (
 func (p *parser) tools(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "tools", func(item *yaml.Node) error {
-		t := ToolConfig{Line: item.Line, Dir: c.Dir}
+		t := ToolConfig{Line: item.Line} // Dir: the workspace unless given (finish)
 		var nameNode, schemaKey, schemaNode *yaml.Node
 		err := p.mapping(item, "a tool", func(key string, k, v *yaml.Node) error {
 			var err error

@@ -35,7 +35,8 @@ type ServeConfig struct {
 	// `serve --stdio`.
 	StdioCaller string
 	// ApprovalWait is how long a call waits for an approval decision before
-	// it returns approval_required. Default 2m; 0s returns at once.
+	// it returns approval_required. Default 2m when the key is absent; 0s
+	// means do not wait (return at once), as everywhere in Backplane.
 	ApprovalWait time.Duration
 	// Line is where the serve section starts (0 when absent).
 	Line int

@@ -150,6 +150,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	defer cancel()
 	res, err := t.Backend.Invoke(ictx, &backend.Call{
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
+		Asker: c.req.Asker,
 	})
 	sctx := context.WithoutCancel(ctx)
 
@@ -180,9 +181,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		return nil, c.settleError(sctx, store.StatusUncertain, ClassMalformedResult,
 			"the backend's result is not one JSON value (the outcome is unknown: the call is marked uncertain)")
 	}
-	// Built by hand, not json.Marshal: Marshal would compact the content and
-	// escape <, > and &, and a replay must return the bytes this call returns.
-	stored := fmt.Appendf(nil, `{"is_error":%t,"content":%s}`, res.IsError, res.Content)
+	stored := store.EncodeResult(store.Result{IsError: res.IsError, Content: res.Content})
 	if err := g.store.Settle(sctx, c.id, store.Settlement{Status: store.StatusSucceeded, Result: stored, At: g.now()}); err != nil {
 		return nil, c.settleFailure(err)
 	}

@@ -17,11 +17,10 @@ import (
 // elicitor is a client's elicitation handler that answers as told and
 // records what it was asked.
 type elicitor struct {
-	mu       sync.Mutex
-	asked    []*mcp.ElicitParams
-	answer   *mcp.ElicitResult
-	fail     bool
-	sessions []string
+	mu     sync.Mutex
+	asked  []*mcp.ElicitParams
+	answer *mcp.ElicitResult
+	fail   bool
 }
 
 func (e *elicitor) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -206,7 +205,7 @@ func TestApprovalRequiredAfterWait(t *testing.T) {
 	}
 
 	// No wait at all: at once.
-	cs2 := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: -1}), nil)
+	cs2 := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: 0}), nil)
 	start = time.Now()
 	res = call(t, cs2, "danger", map[string]any{"target": "y"})
 	if c := structured(t, res)["class"]; c != "approval_required" || time.Since(start) > 5*time.Second {

@@ -68,7 +68,7 @@ func newFixture(t testing.TB) *fixture {
 	f.g = gateway.New(&gateway.Options{
 		Store:   st,
 		Policy:  rules,
-		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1, Cost: map[string]int64{"default": 0, "costly": 1}}},
+		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1, Cost: map[string]int64{"costly": 1}, Default: new(int64)}},
 	})
 	register := func(name, desc, schema string, safety gateway.Safety, fn backend.Func) {
 		t.Helper()

@@ -91,43 +91,28 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"ok":true}` + "\n"))
 }
 
-// ServeHTTP serves Handler on ln until ctx is done, then shuts down
-// gracefully: no new connections, calls in flight given up to grace to
-// finish (then cancelled), sessions closed. It logs, at start, where it
-// listens and, when no token is configured, that every request will be
-// refused.
-func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, grace time.Duration) error {
+// ServeHTTP serves Handler on ln until Shutdown, which stops accepting
+// connections and ends the server. It returns nil as soon as Shutdown
+// begins (as http.Server.Serve does): wait for Shutdown to return. It
+// returns ErrServerClosed at once when the server is already shut down, and
+// any error serving ln otherwise. It logs, at start, where it listens and,
+// when no token is configured, that every request will be refused.
+func (s *Server) ServeHTTP(ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+	}
+	if !s.addHTTPServer(hs) {
+		return ErrServerClosed
 	}
 	if len(s.tokens) == 0 {
 		s.log.Warn("no bearer tokens are configured (serve.tokens): every HTTP request will be refused with 401")
 	}
 	s.log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
 		"metrics", "http://"+ln.Addr().String()+PathMetrics, "callers", s.describeTokens())
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	// Stop accepting while the calls drain; then close the sessions, which
-	// ends their streams, so that the HTTP shutdown can complete.
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- hs.Shutdown(sctx) }()
-	err := s.Shutdown(sctx)
-	if herr := <-httpDone; herr != nil {
-		hs.Close()
-		if !errors.Is(herr, context.DeadlineExceeded) {
-			err = errors.Join(err, herr)
-		}
-	}
-	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
+	err := hs.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
 	}
 	return err
 }

@@ -42,7 +42,7 @@
 //     approval_required with the request's id.
 //   - ask_user_question (the built-in tool): when the client declared the
 //     elicitation capability, the question of a call is put to the person
-//     at that client through elicitation/create (see [builtin.WithAsker]);
+//     at that client through elicitation/create (the call carries it: [gateway.CallRequest.Asker]);
 //     otherwise the tool answers that there is no interaction channel.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
 //     a valid token is required, as the metrics name callers and tools) and
@@ -77,18 +77,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/gateway"
 )
 
-// Defaults.
-const (
-	DefaultApprovalWait = 2 * time.Minute
-	DefaultPageSize     = 1000
-)
+// DefaultPageSize is the default largest tools/list page.
+const DefaultPageSize = 1000
 
 // ProtocolVersions are the MCP protocol versions served, newest first.
 var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// ErrServerClosed is returned by ServeHTTP and ServeStdio when the server
+// is already shut down.
+var ErrServerClosed = errors.New("server: shut down")
 
 // ErrNoStdioCaller is returned by [Server.ServeStdio] and [Server.Connect]
 // when no stdio caller is configured: every call needs a caller.
@@ -104,8 +104,10 @@ type Options struct {
 	// transport given to Connect).
 	StdioCaller string
 	// ApprovalWait bounds how long a call waits for an approval decision
-	// (and how long an elicitation may stay unanswered). Default 2m; a
-	// negative value returns approval_required at once.
+	// taken elsewhere (and how long an elicitation may stay unanswered).
+	// Zero (or negative) means do not wait: approval_required is returned
+	// at once, as for approval.Options.Wait and the configuration's
+	// approval waits; an elicitation is then not time-bounded by the server.
 	ApprovalWait time.Duration
 	// Logger receives the server's own events (not the gateway's audit).
 	// Default: discard.
@@ -138,6 +140,10 @@ type Server struct {
 	stopCalls context.CancelFunc
 	active    atomic.Int64 // calls in flight
 
+	mu          sync.Mutex
+	shutdown    bool           // Shutdown was called
+	httpServers []*http.Server // those ServeHTTP runs, stopped by Shutdown
+
 	sessionIDs sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	unlistable sync.Map // tool name -> struct{}: warned once
 }
@@ -154,9 +160,6 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 		o = *opts
 	}
 	s := &Server{g: g, opts: o, wait: o.ApprovalWait, log: o.Logger}
-	if s.wait == 0 {
-		s.wait = DefaultApprovalWait
-	}
 	if s.wait < 0 {
 		s.wait = 0
 	}
@@ -346,12 +349,12 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	}
 
 	// ask_user_question puts its question to this session's client.
-	ctx = builtin.WithAsker(ctx, newElicitAsker(req.Session))
+	cr.Asker = newElicitAsker(req.Session)
 
 	start := time.Now()
 	res, err := s.g.Call(ctx, cr)
 	label := p.Name
-	if _, _, ok := s.g.Tool(p.Name); !ok {
+	if !s.g.Visible(caller, p.Name) { // a hidden tool is counted as unknown too
 		label = unknownTool
 	}
 	s.metrics.observe(label, res, err, time.Since(start))
@@ -399,34 +402,72 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 }
 
 // ServeStdio serves one session over r and w (newline-delimited JSON-RPC,
-// the stdio transport) until the client closes it or ctx is done; then it
-// shuts down as Shutdown does, waiting at most grace for calls in flight.
-func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteCloser, grace time.Duration) error {
-	ss, err := s.Connect(ctx, &mcp.IOTransport{Reader: r, Writer: w})
+// the stdio transport) until the client closes it (nil) or Shutdown ends
+// it (nil; Shutdown reports the calls it had to cancel). It returns
+// ErrServerClosed at once when the server is already shut down.
+func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
+	s.mu.Lock()
+	closed := s.shutdown
+	s.mu.Unlock()
+	if closed {
+		return ErrServerClosed
+	}
+	ss, err := s.Connect(context.Background(), &mcp.IOTransport{Reader: r, Writer: w})
 	if err != nil {
 		return err
 	}
-	ended := make(chan error, 1)
-	go func() { ended <- ss.Wait() }()
-	select {
-	case err := <-ended:
-		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
-			err = nil
-		}
-		return err
-	case <-ctx.Done():
+	err = ss.Wait()
+	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+		err = nil
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	return s.Shutdown(sctx)
+	s.mu.Lock()
+	closed = s.shutdown
+	s.mu.Unlock()
+	if closed {
+		return nil // the session ended because Shutdown closed it
+	}
+	return err
 }
 
-// Shutdown ends the server gracefully: it waits for the calls in flight
-// until ctx is done, then cancels those still running (a call waiting for an
-// approval returns cancelled; one whose tool is running settles as the
-// gateway settles a cancelled call), and closes every session. The server
-// is done then: a call it still receives is cancelled at once.
+// addHTTPServer records hs for Shutdown; false when already shut down.
+func (s *Server) addHTTPServer(hs *http.Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutdown {
+		return false
+	}
+	s.httpServers = append(s.httpServers, hs)
+	return true
+}
+
+// Shutdown is the one way a server ends, whatever it serves: it stops the
+// HTTP listeners of ServeHTTP (no new connections), waits for the calls in
+// flight until ctx is done, then cancels those still running (a call
+// waiting for an approval returns cancelled; one whose tool is running
+// settles as the gateway settles a cancelled call), and closes every
+// session, which ends ServeStdio and the HTTP streams. The server is done
+// then: a call it still receives is cancelled at once, and ServeHTTP and
+// ServeStdio return ErrServerClosed. The error reports the calls that had
+// to be cancelled.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown = true
+	servers := slices.Clone(s.httpServers)
+	s.mu.Unlock()
+
+	// Stop accepting while the calls drain; the HTTP shutdown completes
+	// once the sessions are closed below, which ends their streams.
+	httpDone := make(chan error, len(servers))
+	for _, hs := range servers {
+		go func() {
+			err := hs.Shutdown(ctx)
+			if err != nil {
+				hs.Close()
+			}
+			httpDone <- err
+		}()
+	}
+
 	var err error
 	if !s.drain(ctx) {
 		err = fmt.Errorf("server: calls still running at shutdown were cancelled: %w", ctx.Err())
@@ -441,6 +482,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, srv := range []*mcp.Server{s.stdio, s.http} {
 		for ss := range srv.Sessions() {
 			ss.Close()
+		}
+	}
+	for range servers {
+		if herr := <-httpDone; herr != nil && !errors.Is(herr, context.DeadlineExceeded) && !errors.Is(herr, context.Canceled) {
+			err = errors.Join(err, herr)
 		}
 	}
 	return err

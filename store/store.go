@@ -2,7 +2,7 @@
 // journal), budget reservations, approval requests and process incarnations.
 //
 // The contract every implementation keeps (checked by the shared suite in
-// store/storetest, run against memstore, sqlite and later postgres):
+// store/storetest, run against memstore, sqlite and postgres):
 //
 //   - CommitIntent is one atomic, durable step: the idempotency check, the
 //     budget check and reservation, the consumption of an approval and the
@@ -164,13 +164,29 @@ type Usage struct {
 	Used  int64 `json:"used"`
 }
 
-// Store is the durable state of a gateway. Implementations are safe for
-// concurrent use.
+// Store is the durable state of a gateway: the composition of the small
+// interfaces below, which every implementation (memstore, sqlite, postgres)
+// provides and the conformance suite in store/storetest checks together.
+// Code that needs only a part asks for that part (the gateway asks for
+// Journal, Approvals, Budgets, Pins and Retention; see gateway.Store). Implementations
+// are safe for concurrent use.
 type Store interface {
 	// Incarnation is this process's incarnation id, recorded in each intent
 	// it commits.
 	Incarnation() string
 
+	Journal
+	Approvals
+	Budgets
+	Pins
+	Retention
+
+	Close() error
+}
+
+// Journal records call intents: one per call that passed the checks, from
+// its commit to its settlement or an operator's resolution.
+type Journal interface {
 	// CommitIntent durably records a started intent with its reservations
 	// and approval consumption. Errors: ErrDuplicateKey (with the existing
 	// intent returned) when the caller already used the idempotency key;
@@ -191,7 +207,10 @@ type Store interface {
 	// Recover marks uncertain the started intents of incarnations that are
 	// no longer alive, and returns how many it marked.
 	Recover(ctx context.Context) (int, error)
+}
 
+// Approvals keeps approval requests (see Approval).
+type Approvals interface {
 	CreateApproval(ctx context.Context, a *Approval) error
 	GetApproval(ctx context.Context, id string) (*Approval, error)
 	// FindApproval returns the newest request for exactly this call that is
@@ -203,16 +222,16 @@ type Store interface {
 	// DecideApproval decides a pending request. Errors: ErrNotFound,
 	// ErrSelfApproval, ErrApprovalExpired, ErrAlreadyDecided.
 	DecideApproval(ctx context.Context, id string, d Decision) error
+}
 
+// Budgets reports the budget held and lets an operator reset it.
+// Reservations themselves are taken by Journal.CommitIntent, in the
+// intent's transaction.
+type Budgets interface {
 	// BudgetUsage lists the budget held per (scope, key, window), by
 	// scope, key, window length and window start.
 	BudgetUsage(ctx context.Context) ([]Usage, error)
 	BudgetOps
-	Retention
-
-	Pins
-
-	Close() error
 }
 
 // Pin is the recorded definition of a tool from a source the gateway does

@@ -121,3 +121,27 @@ func TestEachBuiltinToolThroughCall(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltinArgumentsCheckedBeforeTheIntent: integers a built-in tool
+// cannot use, which its schema accepts, are refused as validation errors
+// before anything is approved, reserved or journaled (issue 12, finding
+// 12): no intent, no approval request for bash.
+func TestBuiltinArgumentsCheckedBeforeTheIntent(t *testing.T) {
+	g := newGWDir(t, fmt.Sprintf(builtinConfig, "127.0.0.1:1"))
+	for _, c := range []struct{ tool, args string }{
+		{"read", `{"path":"x.txt","limit":1e400}`},
+		{"ls", `{"path":".","limit":99999999999999999999}`},
+		{"bash", `{"command":"true","timeout":99999999999999999999}`},
+	} {
+		m := g.runJSON(t, exitNegative, "", "call", "--caller", "alice", c.tool, c.args)
+		if e := callError(t, m, "validation"); e["step"] != "validate" {
+			t.Errorf("%s %s: refused at %v, want validate", c.tool, c.args, e["step"])
+		}
+	}
+	if j := g.journal(t); len(j) != 0 {
+		t.Errorf("the journal holds %d intents, want none: %v", len(j), j)
+	}
+	if a := g.approvalsByID(t); len(a) != 0 {
+		t.Errorf("approval requests were made: %v", a)
+	}
+}

@@ -233,12 +233,7 @@ func detailOf(in *store.Intent) intentDetail {
 		d.Arguments, _ = json.Marshal(string(in.Arguments))
 	}
 	if len(in.Result) > 0 {
-		// The gateway records {"content":..., "is_error":...}.
-		var r struct {
-			Content json.RawMessage `json:"content"`
-			IsError bool            `json:"is_error"`
-		}
-		if json.Unmarshal(in.Result, &r) == nil && r.Content != nil {
+		if r, err := store.DecodeResult(in.Result); err == nil {
 			d.Result, d.IsError = r.Content, r.IsError
 		} else if json.Valid(in.Result) {
 			d.Result = in.Result

@@ -8,8 +8,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/spf13/cobra"
+
+	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/schematool"
 )
 
 func newSchemaCmd() *cobra.Command {
@@ -38,7 +40,6 @@ at, and strict JSON decoding of schemas and arguments.`,
 const (
 	maxSchemaInput    = inputschema.DefaultMaxSchemaBytes + 1
 	maxArgumentsInput = inputschema.DefaultMaxArgumentBytes + 1
-	maxCatalogInput   = 64 << 20
 )
 
 // readInput reads a file, or stdin for "-", up to limit bytes.
@@ -91,12 +92,12 @@ message, path, pointer, schema_pointer, keyword, details.`,
 				_, werr := fmt.Fprintln(out, "ok: schema is inside the supported subset")
 				return werr
 			}
-			e, err := asSchemaError(err)
+			e, err := schematool.SchemaError(err)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				if werr := writeJSONLine(out, wireError(e)); werr != nil {
+				if werr := writeJSONLine(out, schematool.Wire(e)); werr != nil {
 					return werr
 				}
 				return errNegative
@@ -153,7 +154,11 @@ code is 0 once every line is processed, whatever the verdicts.`,
 				if schemaFile != "" || argsFile != "" {
 					return errors.New("--batch reads schemas and arguments from stdin; do not combine it with --schema or --args")
 				}
-				return runBatch(cmd.InOrStdin(), cmd.OutOrStdout(), newSchemaCache(defaultCacheEntries, defaultCacheBytes, nil))
+				err := schematool.RunBatch(cmd.InOrStdin(), cmd.OutOrStdout(), nil)
+				if errors.Is(err, schematool.ErrIO) {
+					return &inputError{err}
+				}
+				return err
 			}
 			if schemaFile == "" || argsFile == "" {
 				return errors.New("both --schema and --args are required (or use --batch)")
@@ -184,14 +189,14 @@ func validateOne(cmd *cobra.Command, schemaFile, argsFile string, asJSON bool) e
 	var list *inputschema.ErrorList
 	schema, err := inputschema.Compile(schemaData, nil)
 	if err != nil {
-		e, err := asSchemaError(err)
+		e, err := schematool.SchemaError(err)
 		if err != nil {
 			return err
 		}
 		list = &inputschema.ErrorList{Errors: []*inputschema.Error{e}}
 	} else if err := schema.ValidateJSONAll(argsData); err != nil {
 		if !errors.As(err, &list) {
-			e, err := asSchemaError(err)
+			e, err := schematool.SchemaError(err)
 			if err != nil {
 				return err
 			}
@@ -209,7 +214,7 @@ func validateOne(cmd *cobra.Command, schemaFile, argsFile string, asJSON bool) e
 	if asJSON {
 		report := validateReport{OK: false, Errors: make([]*inputschema.Error, len(list.Errors)), Truncated: list.Truncated}
 		for i, e := range list.Errors {
-			report.Errors[i] = wireError(e)
+			report.Errors[i] = schematool.Wire(e)
 		}
 		if err := writeJSONLine(out, report); err != nil {
 			return err
@@ -243,26 +248,6 @@ type validateReport struct {
 	OK        bool                 `json:"ok"`
 	Errors    []*inputschema.Error `json:"errors"`
 	Truncated bool                 `json:"truncated,omitempty"`
-}
-
-// asSchemaError extracts the contract error; anything else from the
-// validator would be a bug there, reported as such rather than as a verdict.
-func asSchemaError(err error) (*inputschema.Error, error) {
-	var e *inputschema.Error
-	if errors.As(err, &e) && e != nil {
-		return e, nil
-	}
-	return nil, fmt.Errorf("unexpected error from the validator: %v", err)
-}
-
-// wireError is e as written on the wire: details always an object, never
-// null. It copies, because compiled-schema errors may be shared.
-func wireError(e *inputschema.Error) *inputschema.Error {
-	c := *e
-	if c.Details == nil {
-		c.Details = map[string]any{}
-	}
-	return &c
 }
 
 // writeJSONLine writes v as one line of JSON, without HTML escaping so that

@@ -69,7 +69,7 @@ func newServeCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.configPath, "config", defaultConfigFile, "the configuration file (YAML)")
+	fl.StringVar(&f.configPath, "config", "", configFlagHelp)
 	fl.StringVar(&f.auditLog, "audit-log", "",
 		`where audit events go, as JSON lines: a file (appended) or "-" for stderr (default: audit.log in the store folder)`)
 	fl.BoolVar(&stdio, "stdio", false, "serve one client on stdin and stdout, as serve.stdio_caller")
@@ -83,9 +83,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	srv := server.New(s.rt.Gateway, &server.Options{
 		Tokens:       cfg.Serve.Tokens,
 		StdioCaller:  cfg.Serve.StdioCaller,
-		ApprovalWait: approvalWaitOption(cfg.Serve.ApprovalWait),
+		ApprovalWait: cfg.Serve.ApprovalWait,
 		Logger:       log,
-		Version:      buildVersion(),
+		Version:      readVersion().Version,
 	})
 
 	// Retention: prune in the background for the life of the server
@@ -103,9 +103,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 			return &inputError{fmt.Errorf("%s: serve.stdio_caller is not set: --stdio needs the caller its calls are made as", cfg.Path)}
 		}
 		log.Info("serving MCP over stdio", "caller", cfg.Serve.StdioCaller, "config", cfg.Path)
-		err := srv.ServeStdio(ctx, stdinOf(cmd), nopWriteCloser{cmd.OutOrStdout()}, shutdownGrace)
-		log.Info("stopped")
-		return err
+		return serveUntil(ctx, log, srv, func() error {
+			return srv.ServeStdio(stdinOf(cmd), nopWriteCloser{cmd.OutOrStdout()})
+		})
 	}
 
 	addr := cfg.Serve.HTTP
@@ -119,18 +119,30 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	if err != nil {
 		return &inputError{fmt.Errorf("listening on %s: %w", addr, err)}
 	}
-	err = srv.ServeHTTP(ctx, ln, shutdownGrace)
-	log.Info("stopped")
-	return err
+	return serveUntil(ctx, log, srv, func() error { return srv.ServeHTTP(ln) })
 }
 
-// approvalWaitOption maps the configuration's wait (0 returns at once) to
-// server.Options' (0 is the default, negative returns at once).
-func approvalWaitOption(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
+// serveUntil runs serve until it returns (the stdio client left) or ctx is
+// done; then it shuts the server down, giving the calls in flight
+// shutdownGrace to finish.
+func serveUntil(ctx context.Context, log *slog.Logger, srv *server.Server, serve func() error) error {
+	served := make(chan error, 1)
+	go func() { served <- serve() }()
+	var err error
+	select {
+	case err = <-served:
+		// Nothing to wait for: close the sessions that may remain.
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		err = errors.Join(err, srv.Shutdown(sctx))
+		cancel()
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		err = srv.Shutdown(sctx)
+		cancel()
+		err = errors.Join(err, <-served)
 	}
-	return d
+	log.Info("stopped")
+	return err
 }
 
 // stdinOf is the command's input, closable when it is a file (closing it

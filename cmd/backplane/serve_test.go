@@ -317,11 +317,14 @@ func TestServeHTTPTypeScriptClient(t *testing.T) {
 	checkCatalog(t, rep, allBuiltins)
 	checkTSCalls(t, rep)
 
-	// bob's token: fewer tools.
-	rep, _ = runTSClient(t, g, `{"calls":[{"name":"ls","arguments":{}}]}`, "--http", mcpURL, "--token", "bob-token")
+	// bob's token: fewer tools, and a tool bob may never call answers
+	// exactly as an unknown one does (its existence and schema stay hidden).
+	rep, _ = runTSClient(t, g, `{"calls":[{"name":"ls","arguments":{}},{"name":"no_such_tool","arguments":{}}]}`, "--http", mcpURL, "--token", "bob-token")
 	checkCatalog(t, rep, []string{"read"})
-	if r := rep.Calls[0].Result; r == nil || !r.IsError || r.StructuredContent["class"] != "forbidden" {
-		t.Errorf("bob calling ls: %+v", rep.Calls[0])
+	hidden, unknown := rep.Calls[0].Error, rep.Calls[1].Error
+	if hidden == nil || unknown == nil || hidden.Code != -32602 || hidden.Code != unknown.Code ||
+		strings.ReplaceAll(hidden.Message, "ls", "X") != strings.ReplaceAll(unknown.Message, "no_such_tool", "X") {
+		t.Errorf("bob calling ls: %+v; an unknown tool: %+v; want the same protocol error", rep.Calls[0], rep.Calls[1])
 	}
 
 	// A wrong token: 401 before MCP.
@@ -344,10 +347,9 @@ func TestServeHTTPTypeScriptClient(t *testing.T) {
 	for _, want := range []string{
 		`backplane_mcp_tool_calls_total{outcome="succeeded",tool="read"} 1`,
 		`backplane_mcp_tool_calls_total{outcome="refused",tool="read"} 1`,
-		`backplane_mcp_tool_calls_total{outcome="refused",tool="ls"} 1`,
-		`backplane_mcp_tool_calls_total{outcome="refused",tool="(unknown)"} 1`,
+		`backplane_mcp_tool_calls_total{outcome="refused",tool="(unknown)"} 3`,
 		`backplane_mcp_tool_call_refusals_total{class="validation"} 1`,
-		`backplane_mcp_tool_call_refusals_total{class="forbidden"} 1`,
+		`backplane_mcp_tool_call_refusals_total{class="not_found"} 3`,
 		`backplane_mcp_tool_call_duration_seconds_count{tool="read"} 2`,
 	} {
 		if !strings.Contains(metrics, want+"\n") {

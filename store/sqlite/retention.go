@@ -207,3 +207,12 @@ func (s *Store) ResetBudget(ctx context.Context, scope, key string) ([]store.Usa
 	}
 	return out, nil
 }
+
+// query runs a SELECT of several rows on the writer's connection.
+func (w *wtx) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := w.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.Query(args...)
+}
