@@ -89,3 +89,47 @@ func TestBudgetReset(t *testing.T) {
 }
 
 func errOf(_ *gateway.CallResult, err error) error { return err }
+
+// KeepPruning prunes on the gateway's clock: a settled call disappears
+// once the clock is past its settlement plus keep, and is audited as
+// pruned by "retention"; it stops when its context ends.
+func TestKeepPruning(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		clock := newFakeClock()
+		f := newFixture(t, mk, config{Clock: clock})
+		f.tool("note", nil)
+		res, err := f.call("alice", "note", `{"text":"x"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			f.g.KeepPruning(ctx, time.Hour, time.Millisecond)
+		}()
+		clock.Advance(2 * time.Hour)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := f.raw.GetIntent(context.Background(), res.CallID)
+			if errors.Is(err, store.ErrNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the settled call is still in the journal 30s after the clock passed its retention: %v", err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		<-stopped
+		var audited bool
+		for _, e := range f.log.Events(t) {
+			if e["msg"] == "retention" && e["step"] == "prune" && e["by"] == "retention" && e["intents"] == float64(1) {
+				audited = true
+			}
+		}
+		if !audited {
+			t.Errorf("no audit event for the prune of 1 intent in %s", f.log.String())
+		}
+	})
+}
