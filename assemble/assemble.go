@@ -43,7 +43,6 @@ import (
 	"github.com/agentbackplane/backplane/backend/mcp"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
@@ -76,6 +75,10 @@ type Options struct {
 	// Asker is the interaction channel of ask_user_question (a terminal
 	// prompt); nil means none. A call may carry its own.
 	Asker backend.Asker
+	// ApprovalHints, when set, lists the ways to decide an approval request
+	// (serve adds its console URL). Default: the CLI commands, with
+	// --config naming this configuration by its absolute path.
+	ApprovalHints func(id string) []string
 }
 
 // Runtime is an opened configuration: its store, its gateway, its audit
@@ -153,19 +156,26 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	rt.Store = st
 	rt.closers = append(rt.closers, st)
 
+	hints := o.ApprovalHints
+	if hints == nil {
+		hints = cfg.ApprovalCommands
+	}
 	g := gateway.New(&gateway.Options{
 		Store:   st,
 		Policy:  rules,
 		Budgets: cfg.Budgets,
 		Approvals: approval.Options{
-			Expire:   cfg.Approvals.Expire,
-			Wait:     cfg.Approvals.Wait,
-			Approver: o.Approver,
+			Expire:     cfg.Approvals.Expire,
+			Wait:       cfg.Approvals.Wait,
+			MaxPending: cfg.Approvals.MaxPending,
+			Approver:   o.Approver,
+			Hints:      hints,
 		},
+		Operators:      cfg.OperatorNames(),
 		Logger:         rt.Audit,
 		Timeout:        cfg.Limits.Timeout,
 		MaxResultBytes: cfg.Limits.MaxResultBytes,
-		Limits:         inputschema.Limits{MaxArgumentBytes: cfg.Limits.MaxArgumentBytes},
+		Limits:         cfg.Limits.Schema(),
 	})
 	for _, t := range cfg.Tools {
 		b, err := command.New(command.Spec{Argv: t.Command, Env: t.Env, Dir: t.Dir, MaxOutputBytes: t.MaxOutputBytes})

@@ -63,3 +63,16 @@ func (f Func) Invoke(ctx context.Context, call *Call) (*Result, error) { return 
 type Checker interface {
 	Check(args json.RawMessage) error
 }
+
+// Preview is what a call would do, shown to the person who decides its
+// approval: a unified diff for a file edit, the command line for a shell.
+type Preview struct {
+	Diff    string `json:"diff,omitempty"`
+	Command string `json:"command,omitempty"`
+}
+
+// Previewer is implemented by backends that can say what a call would do
+// without doing it. Preview must not change anything.
+type Previewer interface {
+	Preview(ctx context.Context, call *Call) (*Preview, error)
+}

@@ -142,6 +142,8 @@ type Config struct {
 	Serve ServeConfig
 	// Servers are the upstream MCP servers (see [ServerConfig]).
 	Servers []ServerConfig
+	// Operators decide approvals (see [Operator]).
+	Operators []Operator
 	// Retention says how long the store keeps what is finished (see
 	// [Retention]).
 	Retention Retention
@@ -156,6 +158,9 @@ type Approvals struct {
 	// approval_required with the request id. Default 0: do not wait, return
 	// at once (0 means that everywhere in Backplane).
 	Wait time.Duration
+	// MaxPending caps one caller's pending requests (default 16): beyond
+	// it a call needing a new request is refused and nothing is created.
+	MaxPending int
 }
 
 // Limits bound calls.
@@ -167,6 +172,12 @@ type Limits struct {
 	MaxResultBytes int
 	// Timeout bounds a call of a tool that sets none. Default 30s.
 	Timeout time.Duration
+}
+
+// Schema returns the limits schemas are compiled and arguments validated
+// under: the gateway's, and the schema tooling's when given a configuration.
+func (l Limits) Schema() inputschema.Limits {
+	return inputschema.Limits{MaxArgumentBytes: l.MaxArgumentBytes}
 }
 
 // Log configures the audit log (package assemble opens it).
@@ -264,4 +275,22 @@ func Parse(data []byte, filename string) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// ApprovalCommands are the CLI commands that decide request id, naming this
+// configuration by its absolute path so that they work from any folder.
+func (c *Config) ApprovalCommands(id string) []string {
+	path := c.Path
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	as := "OPERATOR"
+	if len(c.Operators) == 1 {
+		as = c.Operators[0].Name
+	}
+	return []string{
+		fmt.Sprintf("backplane approvals show %s --config %s", id, path),
+		fmt.Sprintf("backplane approvals approve %s --config %s --as %s", id, path, as),
+		fmt.Sprintf("backplane approvals deny %s --config %s --as %s --reason WHY", id, path, as),
+	}
 }

@@ -152,11 +152,13 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.servers(c, v)
 		case "postgres":
 			return p.postgres(c, k, v)
+		case "operators":
+			return p.operators(c, v)
 		case "retention":
 			return p.retention(c, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "retention"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -168,6 +170,9 @@ func (p *parser) finish(c *Config) error {
 		return err
 	}
 	p.finishServe(c)
+	if err := p.finishOperators(c); err != nil {
+		return err
+	}
 	if err := p.finishPostgres(c); err != nil {
 		return err
 	}
@@ -233,9 +238,13 @@ func (p *parser) policy(c *Config, v *yaml.Node) error {
 				r.Allow, err = p.patterns(v, "allow")
 			case "approve":
 				r.Approve, err = p.patterns(v, "approve")
+			case "approvers":
+				r.Approvers, err = p.patterns(v, "approvers")
+			case "self_approve":
+				r.SelfApprove, err = p.boolean(v, "self_approve")
 			}
 			return err
-		}, "caller", "allow", "approve")
+		}, "caller", "allow", "approve", "approvers", "self_approve")
 		if err != nil {
 			return err
 		}
@@ -288,10 +297,22 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 			if err != nil {
 				return err
 			}
+			if d > MaxServeApprovalWait {
+				return p.errAt(v, "approvals wait %s: at most %s (a waiting call must return before its client gives up)", d, MaxServeApprovalWait)
+			}
 			c.Approvals.Wait = d
+		case "max_pending":
+			n, err := p.integer(v, "max_pending")
+			if err != nil {
+				return err
+			}
+			if n <= 0 {
+				return p.errAt(v, "approvals max_pending must be positive")
+			}
+			c.Approvals.MaxPending = int(n)
 		}
 		return nil
-	}, "expire", "wait")
+	}, "expire", "wait", "max_pending")
 }
 
 func (p *parser) limits(c *Config, v *yaml.Node) error {
@@ -447,7 +468,7 @@ func (p *parser) schema(t *ToolConfig, c *Config, key, v *yaml.Node) error {
 	if err := dec.Decode(&t.InputSchema); err != nil {
 		return p.errAt(key, "tool %s: input_schema: %v", t.Name, err) // cannot happen: emitJSON wrote it
 	}
-	limits := inputschema.Limits{MaxArgumentBytes: c.Limits.MaxArgumentBytes}
+	limits := c.Limits.Schema()
 	if _, err := inputschema.CompileValue(t.InputSchema, &inputschema.CompileOptions{Limits: limits}); err != nil {
 		return p.errAt(key, "tool %s: input_schema: %v", t.Name, err)
 	}

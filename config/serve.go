@@ -18,7 +18,7 @@ import (
 //	  allow_remote: false            # true to listen on a non-loopback address
 //	  tokens: {"local-dev-token": alice}   # bearer token -> caller
 //	  stdio_caller: alice            # the caller for `backplane serve --stdio`
-//	  approval_wait: 2m              # how long a call waits for an approval
+//	  approval_wait: 0s              # how long a call waits for an approval (at most 50s)
 //
 // The HTTP address must be on the loopback interface unless allow_remote is
 // true: the tokens travel in clear over plain HTTP. With no tokens every
@@ -35,8 +35,10 @@ type ServeConfig struct {
 	// `serve --stdio`.
 	StdioCaller string
 	// ApprovalWait is how long a call waits for an approval decision before
-	// it returns approval_required. Default 2m when the key is absent; 0s
-	// means do not wait (return at once), as everywhere in Backplane.
+	// it returns approval_required. Default 0s: at once, with the request id
+	// and how to decide it. At most 50s (MaxServeApprovalWait): MCP SDK
+	// clients give up on a request after 60s, and a call must return to its
+	// client before that.
 	ApprovalWait time.Duration
 	// Line is where the serve section starts (0 when absent).
 	Line int
@@ -47,7 +49,10 @@ type ServeConfig struct {
 // Serve defaults.
 const (
 	DefaultServeHTTP         = "127.0.0.1:8787"
-	DefaultServeApprovalWait = 2 * time.Minute
+	DefaultServeApprovalWait = 0
+	// MaxServeApprovalWait is approval.MaxWait: below the MCP SDK clients'
+	// 60s request timeout.
+	MaxServeApprovalWait = 50 * time.Second
 )
 
 // bearerToken is RFC 6750's b64token: what can travel in an Authorization
@@ -86,6 +91,10 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 		case "approval_wait":
 			c.Serve.ApprovalWait, err = p.duration(v, key)
 			c.Serve.approvalWaitSet = true
+			if err == nil && (c.Serve.ApprovalWait < 0 || c.Serve.ApprovalWait > MaxServeApprovalWait) {
+				err = p.errAt(v, "serve approval_wait %s: must be from 0s (return approval_required at once) to %s: MCP clients give up on a request after 60s, and a call that outlives its client must not wait on",
+					c.Serve.ApprovalWait, MaxServeApprovalWait)
+			}
 		}
 		return err
 	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait")

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The serve section of the MCP issue's example, verbatim.
@@ -24,7 +23,7 @@ func TestServeIssueExample(t *testing.T) {
 		HTTP:         "127.0.0.1:8787",
 		Tokens:       map[string]string{"local-dev-token": "alice"},
 		StdioCaller:  "alice",
-		ApprovalWait: 2 * time.Minute,
+		ApprovalWait: DefaultServeApprovalWait,
 		Line:         2,
 	}
 	got := c.Serve

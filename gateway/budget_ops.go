@@ -59,24 +59,27 @@ func lineOf(u store.Usage, now time.Time) BudgetLine {
 	return l
 }
 
-// ErrBadBudgetReset is returned for a reset that names no scope, an
-// unknown scope or no operator.
+// ErrBadBudgetReset is wrapped by the *OperatorError of a reset that names
+// no operator or an unknown scope (class bad_reset).
 var ErrBadBudgetReset = errors.New("bad budget reset")
 
 // ResetBudget forgets what (scope, key) has used, in every window: an
-// operator's action, audited once with what was reset. Calls that held
-// budget before the reset give nothing back if they are later found not
-// to have run. operator is who resets; it must be named.
+// operator's action (see IsOperator), audited once with what was reset.
+// Calls that held budget before the reset give nothing back if they are
+// later found not to have run. Refusals are *OperatorError: bad_reset,
+// not_operator.
 func (g *Gateway) ResetBudget(ctx context.Context, scope, key, operator string) ([]BudgetLine, error) {
-	refuse := func(msg string) ([]BudgetLine, error) {
-		g.log.Warn("budget", "step", "reset", "outcome", "refused", "scope", scope, "key", key, "by", operator, "error", msg)
-		return nil, fmt.Errorf("%w: %s", ErrBadBudgetReset, msg)
+	refuse := func(e *OperatorError) ([]BudgetLine, error) {
+		g.log.Warn("budget", "step", "reset", "outcome", "refused", "scope", scope, "key", key, "by", operator, "reason", e.Class, "error", e.Message)
+		return nil, e
 	}
 	switch {
 	case operator == "":
-		return refuse("a budget reset must name the operator who makes it")
+		return refuse(opError("bad_reset", "a budget reset must name the operator who makes it", ErrBadBudgetReset))
 	case scope != string(budget.ScopeCaller) && scope != string(budget.ScopeSession):
-		return refuse(fmt.Sprintf("scope %q: caller or session", scope))
+		return refuse(opError("bad_reset", fmt.Sprintf("scope %q: caller or session", scope), ErrBadBudgetReset))
+	case !g.IsOperator(operator):
+		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator))
 	}
 	removed, err := g.store.ResetBudget(ctx, scope, key)
 	if err != nil {

@@ -94,6 +94,10 @@ type Options struct {
 	Limits inputschema.Limits
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Operators names the people who decide approvals, resolve intents and
+	// accept definitions (see DecideApproval). None: any named person but
+	// the caller (a single person's set-up).
+	Operators []string
 }
 
 // The tool descriptor and its parts live in package tool, below the
@@ -127,6 +131,13 @@ type Gateway struct {
 	limits   inputschema.Limits
 	now      func() time.Time
 
+	operators []string
+	events    approvalEvents
+	waiters   approvalWaiters
+	// pendingMu makes a caller's count of pending requests and the creation
+	// of one a single step within this process.
+	pendingMu sync.Mutex
+
 	mu    sync.RWMutex
 	tools map[string]*registered
 }
@@ -142,7 +153,7 @@ func New(opts *Options) *Gateway {
 	g := &Gateway{
 		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
-		tools: map[string]*registered{},
+		operators: slices.Clone(o.Operators), tools: map[string]*registered{},
 	}
 	if g.policy == nil {
 		g.policy = policy.DenyAll{}
@@ -162,6 +173,10 @@ func New(opts *Options) *Gateway {
 	if g.approval.Expire <= 0 {
 		g.approval.Expire = DefaultApprovalExpiry
 	}
+	if g.approval.MaxPending <= 0 {
+		g.approval.MaxPending = approval.DefaultMaxPending
+	}
+	g.approval.Wait = min(max(g.approval.Wait, 0), approval.MaxWait)
 	return g
 }
 
@@ -295,10 +310,14 @@ type CallRequest struct {
 	// IdempotencyKey, when set, makes a repeated call with the same key
 	// (by the same caller) return the first call's recorded outcome.
 	IdempotencyKey string
-	// ApprovalWait overrides Options.Approvals.Wait for this call when set.
+	// ApprovalWait overrides Options.Approvals.Wait for this call when set
+	// (0: do not wait; at most approval.MaxWait).
 	ApprovalWait *time.Duration
-	// Approver, when set, is asked instead of Options.Approvals.Approver
-	// (the person behind this call's connection, through MCP elicitation).
+	// Approver, when set, is the person at this call's own client (MCP
+	// elicitation). It is asked only where a policy rule sets self_approve
+	// for the call, and only when the call may wait (ApprovalWait > 0),
+	// bounded by that wait; its answer is recorded as the caller's, through
+	// ChannelElicitation.
 	Approver approval.Approver
 	// Progress, when set, is called about once a second while the call
 	// waits for an approval decision.
@@ -455,6 +474,14 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		c.audit("approve", "not_required")
 	}
 
+	// An approval is consumed only by a call whose client is still there:
+	// a call whose client went away leaves it for the retry.
+	if approvalID != "" && ctx.Err() != nil {
+		c.audit("approve", "withdrawn", "approval_id", approvalID)
+		return nil, newError(ClassCancelled, "approve",
+			"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
+	}
+
 	// 5 and 6. Budget reservation and the durable intent, in one transaction.
 	now := g.now()
 	req := &store.CommitRequest{
@@ -483,6 +510,10 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	}
 	c.committed = true
 	c.audit("commit", "ok", "reservations", len(req.Reservations))
+	if approvalID != "" {
+		g.events.publish(ApprovalEvent{Kind: "consumed", Approval: store.Approval{
+			ID: approvalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
+	}
 
 	// 7. Invocation, then settlement.
 	return c.invoke(ctx)

@@ -268,6 +268,11 @@ func (p *recPolicy) Decide(caller, tool string) policy.Decision {
 // authorization step's.
 func (p *recPolicy) Visible(caller, tool string) bool { return p.rules.Visible(caller, tool) }
 
+// ApproverRule passes the rules' approvers through (policy.Approvers).
+func (p *recPolicy) ApproverRule(caller, tool string) policy.ApproverRule {
+	return p.rules.ApproverRule(caller, tool)
+}
+
 func (p *recPolicy) Decisions() []decisionRec {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -313,10 +318,10 @@ func (b *recBackend) Calls() []*backend.Call {
 type recApprover struct {
 	mu    sync.Mutex
 	asked []store.Approval
-	ask   func(ctx context.Context, a *store.Approval) (store.Decision, error)
+	ask   func(ctx context.Context, a *store.Approval) (approval.Answer, error)
 }
 
-func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (store.Decision, error) {
+func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (approval.Answer, error) {
 	r.mu.Lock()
 	r.asked = append(r.asked, *a)
 	r.mu.Unlock()
@@ -560,12 +565,10 @@ func (f *fixture) totalUsed() int64 {
 	return n
 }
 
+// decide decides through the gateway's operator API, as the CLI does.
 func (f *fixture) decide(id string, approve bool, by string) error {
-	now := time.Now()
-	if f.clock != nil {
-		now = f.clock.Now()
-	}
-	return f.raw.DecideApproval(context.Background(), id, store.Decision{Approve: approve, By: by, At: now})
+	_, err := f.g.DecideApproval(context.Background(), id, gateway.Decision{Operator: by, Approve: approve, Channel: gateway.ChannelCLI})
+	return err
 }
 
 // ---- assertions ----

@@ -13,9 +13,20 @@ import (
 
 // Prune deletes what ended before before (see store.Retention: settled
 // intents, expired approvals, finished incarnations, ended budget
-// windows; never a started or uncertain intent). by names who prunes: an
-// operator, or "retention" for the background pruning.
-func (g *Gateway) Prune(ctx context.Context, before time.Time, by string) (store.PruneResult, error) {
+// windows; never a started or uncertain intent): an operator's action (see
+// IsOperator; a refusal is an *OperatorError of class not_operator),
+// audited once with what it removed.
+func (g *Gateway) Prune(ctx context.Context, before time.Time, operator string) (store.PruneResult, error) {
+	if !g.IsOperator(operator) {
+		g.log.Warn("retention", "step", "prune", "outcome", "refused", "before", before.UTC(), "by", operator, "reason", "not_operator")
+		return store.PruneResult{}, opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator)
+	}
+	return g.prune(ctx, before, operator)
+}
+
+// prune is Prune without the operator check; by is who prunes, "retention"
+// for the background pruning.
+func (g *Gateway) prune(ctx context.Context, before time.Time, by string) (store.PruneResult, error) {
 	r, err := g.store.Prune(ctx, before)
 	if err != nil {
 		g.log.Error("retention", "step", "prune", "outcome", "error", "before", before.UTC(), "by", by,
@@ -39,11 +50,18 @@ func (g *Gateway) KeepPruning(ctx context.Context, keep, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		g.Prune(ctx, g.now().Add(-keep), "retention")
+		g.prune(ctx, g.now().Add(-keep), "retention")
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// PageIntents reads the journal a page at a time (see
+// store.Retention.PageIntents), for front ends that list a long journal in
+// constant memory.
+func (g *Gateway) PageIntents(ctx context.Context, f store.IntentFilter, cursor string) (store.IntentPage, error) {
+	return g.store.PageIntents(ctx, f, cursor)
 }

@@ -35,8 +35,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		return &auth.TokenInfo{UserID: caller}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	mux.Handle(PathMCP, s.requireToken(sdkAuth(s.httpHandler)))
-	mux.Handle(PathMetrics, s.requireToken(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	mux.Handle(PathMCP, s.requireToken(sdkAuth(s.trackRequests(s.httpHandler))))
+	// The metrics name callers and tools: operators only.
+	mux.Handle(PathMetrics, s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc(PathHealthz, s.healthz)
 	return mux
 }

@@ -275,7 +275,8 @@ func metricValue(t *testing.T, text, name string, labels ...string) (float64, bo
 
 func TestMetrics(t *testing.T) {
 	f := newFixture(t)
-	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, ApprovalWait: 0})
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, ApprovalWait: 0,
+		Operators: map[string]string{"tok-ops": "ops"}})
 	hs := httpServer(t, s)
 	alice, err := connectHTTP(t, hs, "tok-alice", nil)
 	if err != nil {
@@ -295,7 +296,24 @@ func TestMetrics(t *testing.T) {
 	call(t, alice, "broken", map[string]any{})                                                           // failed: unknown_outcome
 	alice.CallTool(context.Background(), &mcpCallUnknown)                                                // not_found
 
-	text := scrape(t, hs, "tok-bob") // any valid token may scrape
+	// The metrics name callers: a caller's token is refused, an operator's
+	// is served.
+	for tok, want := range map[string]int{"tok-bob": http.StatusForbidden, "tok-alice": http.StatusForbidden, "nobody": http.StatusUnauthorized, "": http.StatusUnauthorized} {
+		req, _ := http.NewRequest(http.MethodGet, hs.URL+server.PathMetrics, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || strings.Contains(string(b), "backplane_") {
+			t.Errorf("/metrics with token %q: %s, want %d and no metrics: %.200s", tok, resp.Status, want, b)
+		}
+	}
+	text := scrape(t, hs, "tok-ops")
 	for _, c := range []struct {
 		name   string
 		labels []string

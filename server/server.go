@@ -32,20 +32,25 @@
 //     through; any other JSON value is sent as text, and as
 //     structuredContent when it is an object. The gateway's call id is in
 //     _meta ([MetaCallID]).
-//   - Approvals: when the client declared the elicitation capability, the
-//     approval request of a call is put to the person at that client
-//     through elicitation/create (see [ApproverPrefix] for whom the decision
-//     is recorded as); otherwise, or when the elicitation fails, the call
-//     waits up to [Options.ApprovalWait] for a decision taken elsewhere
-//     (`backplane approvals approve`), sending notifications/progress
-//     meanwhile when the request carried a progress token, and then returns
-//     approval_required with the request's id.
+//   - Approvals: a call needing approval returns approval_required at once
+//     by default, with the request id and the ways to decide it
+//     ([gateway.Gateway.ApprovalHints]); with [Options.ApprovalWait] > 0 it
+//     waits that long (at most approval.MaxWait, below the SDK clients' 60s
+//     timeout) for a decision taken elsewhere, sending notifications/progress
+//     when the request carried a progress token. Where a policy rule sets
+//     self_approve and the client declared elicitation, the request is put
+//     to the person at that client through elicitation/create, bounded by
+//     the same wait; the decision is recorded as the caller's, through the
+//     elicitation channel. A call ends when its client's HTTP request does
+//     (a disconnect) or on notifications/cancelled, and then never consumes
+//     an approval.
 //   - ask_user_question (the built-in tool): when the client declared the
 //     elicitation capability, the question of a call is put to the person
 //     at that client through elicitation/create (the call carries it: [gateway.CallRequest.Asker]);
 //     otherwise the tool answers that there is no interaction channel.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
-//     a valid token is required, as the metrics name callers and tools) and
+//     an operator's token is required ([Options.Operators]), as the metrics
+//     name callers and tools: a caller's token gets 403) and
 //     /healthz (no token; 200 {"ok":true} when the store answers, 503
 //     otherwise).
 //
@@ -77,11 +82,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
 )
 
-// DefaultPageSize is the default largest tools/list page.
-const DefaultPageSize = 1000
+// Defaults.
+const (
+	DefaultPageSize = 1000
+)
 
 // ProtocolVersions are the MCP protocol versions served, newest first.
 var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
@@ -100,14 +108,17 @@ type Options struct {
 	// Tokens maps bearer tokens to caller names, for HTTP. None: every HTTP
 	// request is refused (401).
 	Tokens map[string]string
+	// Operators maps operators' bearer tokens to their names: only they
+	// read /metrics (and use the console). A caller's token is refused there
+	// with 403.
+	Operators map[string]string
 	// StdioCaller is the caller of every call made over stdio (and over a
 	// transport given to Connect).
 	StdioCaller string
 	// ApprovalWait bounds how long a call waits for an approval decision
-	// taken elsewhere (and how long an elicitation may stay unanswered).
-	// Zero (or negative) means do not wait: approval_required is returned
-	// at once, as for approval.Options.Wait and the configuration's
-	// approval waits; an elicitation is then not time-bounded by the server.
+	// (and how long an elicitation may stay unanswered). 0 (the default),
+	// or a negative value, returns approval_required at once; at most
+	// approval.MaxWait, below the MCP SDK clients' 60s request timeout.
 	ApprovalWait time.Duration
 	// Logger receives the server's own events (not the gateway's audit).
 	// Default: discard.
@@ -121,13 +132,14 @@ type Options struct {
 
 // Server serves one gateway over MCP. Create it with New.
 type Server struct {
-	g       *gateway.Gateway
-	opts    Options
-	wait    time.Duration
-	log     *slog.Logger
-	sdkLog  *slog.Logger
-	tokens  []tokenEntry
-	metrics *metrics
+	g         *gateway.Gateway
+	opts      Options
+	wait      time.Duration
+	log       *slog.Logger
+	sdkLog    *slog.Logger
+	tokens    []tokenEntry
+	operators []tokenEntry
+	metrics   *metrics
 
 	stdio *mcp.Server // its caller is opts.StdioCaller
 	http  *mcp.Server // its caller comes with each request's token
@@ -144,8 +156,9 @@ type Server struct {
 	shutdown    bool           // Shutdown was called
 	httpServers []*http.Server // those ServeHTTP runs, stopped by Shutdown
 
-	sessionIDs sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
-	unlistable sync.Map // tool name -> struct{}: warned once
+	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
+	httpRequests sync.Map // requestHeader value -> the HTTP request's context
+	unlistable   sync.Map // tool name -> struct{}: warned once
 }
 
 type tokenEntry struct {
@@ -159,10 +172,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{g: g, opts: o, wait: o.ApprovalWait, log: o.Logger}
-	if s.wait < 0 {
-		s.wait = 0
-	}
+	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), approval.MaxWait), log: o.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -174,6 +184,9 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	}
 	for tok, caller := range o.Tokens {
 		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
+	}
+	for tok, name := range o.Operators {
+		s.operators = append(s.operators, tokenEntry{[]byte(tok), name})
 	}
 	s.metrics = newMetrics(g.Store())
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
@@ -312,6 +325,15 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	defer cancel()
 	stopWatch := context.AfterFunc(s.stop, cancel)
 	defer stopWatch()
+	// Over HTTP the call also ends when its client's request does (a
+	// disconnect): the SDK keeps the call running for a resumable stream,
+	// but a call whose client is gone must not consume an approval.
+	if req.Extra != nil {
+		if hctx, ok := s.httpRequestContext(req.Extra.Header); ok {
+			stopHTTP := context.AfterFunc(hctx, cancel)
+			defer stopHTTP()
+		}
+	}
 
 	p := req.Params
 	args := p.Arguments
@@ -332,15 +354,15 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		cr.IdempotencyKey = key
 	}
 	if supportsElicitation(req.Session) {
-		cr.Approver = &elicitApprover{ss: req.Session, session: session, args: args, wait: s.wait}
+		cr.Approver = &elicitApprover{ss: req.Session, args: args, preview: s.previewText}
 	}
 	if tok := p.GetProgressToken(); tok != nil {
 		cr.Progress = func(approvalID string, waited time.Duration) {
 			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 				ProgressToken: tok,
 				Progress:      waited.Seconds(),
-				Message: fmt.Sprintf("waiting for approval %s (%s so far, at most %s): backplane approvals approve %s --as NAME",
-					approvalID, waited.Round(time.Second), s.wait, approvalID),
+				Message: fmt.Sprintf("waiting for approval %s (%s so far, at most %s): %s",
+					approvalID, waited.Round(time.Second), s.wait, strings.Join(s.g.ApprovalHints(approvalID), "; or ")),
 			})
 			if err != nil {
 				s.log.Debug("progress notification not sent", "session", session, "error", err)
@@ -367,6 +389,27 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		return errorResult(err), nil
 	}
 	return successResult(res), nil
+}
+
+// previewText is what a call under approval would do, for an elicitation
+// message: the diff or the command, capped like the arguments.
+func (s *Server) previewText(ctx context.Context, id string) string {
+	v, err := s.g.GetApproval(ctx, id)
+	if err != nil || v.Preview == nil {
+		return ""
+	}
+	var b strings.Builder
+	if v.Preview.Command != "" {
+		b.WriteString("\n\ncommand:\n" + v.Preview.Command)
+	}
+	if v.Preview.Diff != "" {
+		b.WriteString("\n\nchange:\n" + v.Preview.Diff)
+	}
+	out := b.String()
+	if len(out) > maxShownArguments {
+		out = out[:maxShownArguments] + "\n... (cut)"
+	}
+	return out
 }
 
 // sessionID is the MCP session id of ss: the transport's (Mcp-Session-Id

@@ -335,17 +335,7 @@ func (s *Set) describe() []tool.Tool {
 			InputSchema: st.InputSchema,
 			Safety:      im.safety,
 			Timeout:     im.timeout,
-			Backend: checkedBackend{check: checker(st.Name), Func: func(ctx context.Context, call *backend.Call) (*backend.Result, error) {
-				if err := ctx.Err(); err != nil {
-					return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, st.Name, err)
-				}
-				res, err := fn(ctx, call)
-				var te *toolError
-				if errors.As(err, &te) {
-					return te.result(), nil
-				}
-				return res, err
-			}},
+			Backend:     &toolBackend{s: s, name: st.Name, fn: fn, check: checker(st.Name)},
 		})
 	}
 	return out
@@ -358,6 +348,32 @@ func checker(name string) func(json.RawMessage) error {
 		panic("builtin: no argument check of the built-in tool " + name)
 	}
 	return c
+}
+
+// toolBackend runs one built-in tool. It checks its arguments before the
+// intent (backend.Checker) and previews write, edit and bash calls for
+// whoever decides their approval (backend.Previewer).
+type toolBackend struct {
+	s     *Set
+	name  string
+	fn    toolFunc
+	check func(json.RawMessage) error
+}
+
+func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, b.name, err)
+	}
+	res, err := b.fn(ctx, call)
+	var te *toolError
+	if errors.As(err, &te) {
+		return te.result(), nil
+	}
+	return res, err
+}
+
+func (b *toolBackend) Preview(ctx context.Context, call *backend.Call) (*backend.Preview, error) {
+	return b.s.preview(ctx, b.name, call.Arguments)
 }
 
 // toolError is a tool-level failure: it becomes an IsError result.
@@ -381,15 +397,22 @@ func (e *toolError) with(key string, v any) *toolError {
 	return e
 }
 
-// errorBody is the "error" member of an IsError result.
+// errorBody is the "error" member of an IsError result: the shape of the
+// gateway's own error object (class, message, step, details), step
+// "invoke", so that a client reads a refusal and a tool's error alike.
 type errorBody struct {
 	Class   tool.Class     `json:"class"`
 	Message string         `json:"message"`
-	Details map[string]any `json:"details,omitempty"`
+	Step    string         `json:"step"`
+	Details map[string]any `json:"details"`
 }
 
 func (e *toolError) body() *errorBody {
-	return &errorBody{Class: e.class, Message: e.msg, Details: e.details}
+	d := e.details
+	if d == nil {
+		d = map[string]any{}
+	}
+	return &errorBody{Class: e.class, Message: e.msg, Step: "invoke", Details: d}
 }
 
 func (e *toolError) result() *backend.Result {

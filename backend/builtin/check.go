@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -91,15 +90,9 @@ var checkers = map[string]func(raw json.RawMessage) error{
 	},
 }
 
-// checkedBackend is a tool's backend with its argument check.
-type checkedBackend struct {
-	backend.Func
-	check func(raw json.RawMessage) error
-}
-
 // Check implements backend.Checker: the error's message is the tool's own
 // words (the gateway makes it a validation error).
-func (b checkedBackend) Check(raw json.RawMessage) error {
+func (b *toolBackend) Check(raw json.RawMessage) error {
 	if err := b.check(raw); err != nil {
 		var te *toolError
 		if errors.As(err, &te) {

@@ -337,7 +337,7 @@ func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Resul
 		case http.StatusRequestTimeout, http.StatusGatewayTimeout:
 			class = tool.ClassTimeout
 		}
-		res.Error = &errorBody{Class: class, Message: "HTTP " + resp.Status}
+		res.Error = &errorBody{Class: class, Message: "HTTP " + resp.Status, Step: "invoke", Details: map[string]any{}}
 	}
 	return &backend.Result{Content: marshal(res), IsError: res.Error != nil}, nil
 }

@@ -327,3 +327,27 @@ func TestBatchCompilesEachSchemaOnce(t *testing.T) {
 		wantFields(t, lines[i].error, map[string]string{"class": "unsupported_capability", "stage": "schema", "keyword": "enum"})
 	}
 }
+
+// With --config, schema validate checks arguments under the configuration's
+// limits, as its gateway does; without it, under the defaults.
+func TestValidateUnderConfiguredLimits(t *testing.T) {
+	cfg := writeFile(t, "backplane.yaml", "limits: {max_argument_bytes: 16}\n")
+	args := `{"text":"0123456789abcdef"}` // 27 bytes
+	line := `{"id":1,"schema":{"type":"object"},"arguments":` + args + "}\n"
+
+	if got := runBatchBinary(t, line); len(got) != 1 || !got[0].ok {
+		t.Fatalf("default limits: %+v", got)
+	}
+	r := runBinary(t, line, "schema", "validate", "--batch", "--config", cfg)
+	r.wantCode(t, exitOK)
+	got := decodeBatchOutput(t, r.stdout)
+	if len(got) != 1 || got[0].ok {
+		t.Fatalf("max_argument_bytes 16: %+v", got)
+	}
+	wantFields(t, got[0].error, map[string]string{"class": "validation", "stage": "arguments"})
+
+	schema := writeFile(t, "schema.json", `{"type":"object"}`)
+	runBinary(t, args, "schema", "validate", "--schema", schema, "--args", "-").wantCode(t, exitOK)
+	runBinary(t, args, "schema", "validate", "--schema", schema, "--args", "-", "--config", cfg).wantCode(t, exitNegative)
+	runBinary(t, args, "schema", "validate", "--schema", schema, "--args", "-", "--config", cfg+".missing").wantUsageError(t)
+}

@@ -113,8 +113,9 @@ func newBudgetResetCmd(f *gatewayFlags) *cobra.Command {
 		Long: `Reset forgets the budget a caller or a session has used, in every window,
 so its calls are accepted again at once. Calls that held budget before the
 reset give nothing back if they are later found not to have run. The reset
-is written to the audit log with who made it (--as, default: the login
-name) and what it removed.
+is written to the audit log with who made it (an operator: --as, or the
+owner of BACKPLANE_OPERATOR_TOKEN, default the login name) and what it
+removed.
 
 With --json the answer is {"ok":true,"scope","key","reset_by","removed":[budget
 lines as in budget show]}.`,
@@ -123,21 +124,19 @@ lines as in budget show]}.`,
 			if scope == "" || !cmd.Flags().Changed("key") {
 				return errors.New("say which budget: --scope caller|session and --key KEY")
 			}
-			if as == "" {
-				as = operatorName()
-			}
-			if as == "" {
-				return errors.New("--as is required (no login name to default to)")
-			}
 			s, err := f.open(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
+			if as, err = s.operator(as); err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			removed, err := s.rt.Gateway.ResetBudget(cmd.Context(), scope, key, as)
-			if errors.Is(err, gateway.ErrBadBudgetReset) {
-				return negative(out, f.asJSON, "bad_reset", err.Error())
+			var oe *gateway.OperatorError
+			if errors.As(err, &oe) {
+				return negative(out, f.asJSON, oe.Class, oe.Message)
 			}
 			if err != nil {
 				return err

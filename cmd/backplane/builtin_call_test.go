@@ -68,9 +68,17 @@ func TestEachBuiltinToolThroughCall(t *testing.T) {
 		"edit":      approveThenCall("edit", `{"path":"sub/new.txt","old_content":"beta","content":"gamma"}`),
 		"bash":      approveThenCall("bash", `{"command":"cat sub/new.txt","timeout":10}`),
 	}
-	// No terminal in a test run: ask_user_question says it has no channel.
-	ask := g.runJSON(t, 0, "", "call", "--caller", "alice", "ask_user_question", `{"question":"Proceed?"}`)
+	// No terminal in a test run: ask_user_question says it has no channel,
+	// a tool-reported error: exit 1, the result printed all the same.
+	ask := g.runJSON(t, 1, "", "call", "--caller", "alice", "ask_user_question", `{"question":"Proceed?"}`)
 	results["ask_user_question"] = ask
+	// The journal lists it as a tool error, apart from the calls that
+	// simply succeeded.
+	te := g.runJSON(t, 0, "", "journal", "list", "--status", "tool_error")
+	if list, _ := te["intents"].([]any); len(list) != 1 || list[0].(map[string]any)["call_id"] != ask["call_id"] ||
+		list[0].(map[string]any)["tool_error"] != true {
+		t.Errorf("journal list --status tool_error: %v, want only %v", te, ask["call_id"])
+	}
 
 	text := func(tool string) string {
 		t.Helper()

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/user"
+	"slices"
+	"strings"
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
@@ -29,6 +32,9 @@ type gatewayFlags struct {
 	asJSON     bool
 	// interactive gives ask_user_question the terminal, when there is one.
 	interactive bool
+	// consoleURL, when set (by serve, once it listens), is the console's
+	// base URL, added to the ways to decide an approval.
+	consoleURL func() string
 	// storeOnly marks verbs that work on the store alone (journal,
 	// approvals, budget): they do not start the MCP upstreams.
 	storeOnly bool
@@ -74,6 +80,15 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 	// folder); see package assemble.
 	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly}
 	closeTTY := func() {}
+	if f.consoleURL != nil {
+		opts.ApprovalHints = func(id string) []string {
+			hints := cfg.ApprovalCommands(id)
+			if base := f.consoleURL(); base != "" {
+				hints = append(hints, base+"/ui/approvals/"+id)
+			}
+			return hints
+		}
+	}
 	if f.interactive {
 		opts.Asker, closeTTY = openTerminalAsker()
 	}
@@ -116,4 +131,37 @@ func groupCmd(use, short, long string) *cobra.Command {
 			return cmd.Help()
 		},
 	}
+}
+
+// operatorTokenEnv names the environment variable holding an operator's
+// token: the CLI then acts as that operator.
+const operatorTokenEnv = "BACKPLANE_OPERATOR_TOKEN"
+
+// operator is who an operator verb acts as: the owner of
+// BACKPLANE_OPERATOR_TOKEN (as, if given, must be the same), else as, else
+// the login name. When the configuration lists operators, the name must be
+// one of them (an input error otherwise, before anything is done).
+func (s *gatewaySession) operator(as string) (string, error) {
+	cfg := s.rt.Config
+	if tok := os.Getenv(operatorTokenEnv); tok != "" {
+		name, ok := cfg.OperatorTokens()[tok]
+		if !ok {
+			return "", &inputError{fmt.Errorf("%s is set but is no operator's token in %s", operatorTokenEnv, cfg.Path)}
+		}
+		if as != "" && as != name {
+			return "", &inputError{fmt.Errorf("--as %s, but %s belongs to operator %s", as, operatorTokenEnv, name)}
+		}
+		return name, nil
+	}
+	if as == "" {
+		as = operatorName()
+	}
+	if as == "" {
+		return "", &inputError{errors.New("--as OPERATOR is required (no login name to default to): the decision records who made it")}
+	}
+	if names := cfg.OperatorNames(); len(names) > 0 && !slices.Contains(names, as) {
+		return "", &inputError{fmt.Errorf("%q is not an operator of %s (operators: %s); name one with --as or set %s",
+			as, cfg.Path, strings.Join(names, ", "), operatorTokenEnv)}
+	}
+	return as, nil
 }

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -42,14 +44,18 @@ type journalEntry struct {
 	Status     store.Status `json:"status"`
 	ArgsDigest string       `json:"args_digest"`
 	ErrorClass string       `json:"error_class,omitempty"`
-	CreatedAt  time.Time    `json:"created_at"`
-	SettledAt  *time.Time   `json:"settled_at"` // null while started
+	// ToolError is set on a succeeded intent whose tool reported an error
+	// (its result has is_error): it ran, and failed by its own account.
+	ToolError bool       `json:"tool_error,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	SettledAt *time.Time `json:"settled_at"` // null while started
 }
 
 func entryOf(in *store.Intent) journalEntry {
 	e := journalEntry{
 		CallID: in.CallID, Tool: in.Tool, Caller: in.Caller, Session: in.Session, Status: in.Status,
 		ArgsDigest: in.ArgsDigest, ErrorClass: in.ErrorClass, CreatedAt: in.CreatedAt.UTC(),
+		ToolError: gateway.ToolReportedError(in),
 	}
 	if !in.SettledAt.IsZero() {
 		t := in.SettledAt.UTC()
@@ -77,18 +83,24 @@ func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 		Short: "List intents, newest first",
 		Long: `List prints the journal's intents, newest first: call id, tool, caller,
 status, the digest of the arguments (never their values), when the intent
-was created and when it settled. --limit 0 lists the whole journal; it is
-read and written a page at a time, so memory stays small however long the
-journal is.
+was created and when it settled. A call that ran and whose tool reported an
+error is listed as "succeeded (tool_error)"; --status tool_error lists only
+those. --limit 0 lists the whole journal; it is read and written a page at
+a time, so memory stays small however long the journal is.
 
 With --json the answer is {"intents":[{"call_id","tool","caller","status",
-"args_digest","created_at","settled_at",...}]}; settled_at is null while an
-intent is started.`,
+"args_digest","created_at","settled_at","tool_error",...}]}; settled_at is
+null while an intent is started; tool_error is true for a tool-reported
+error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st := store.Status(status)
+			toolErrors := status == "tool_error"
+			if toolErrors {
+				st = store.StatusSucceeded
+			}
 			if st != "" && !contains(intentStatuses, st) {
-				return fmt.Errorf("--status %q: want one of %s", status, joinStatuses(intentStatuses))
+				return fmt.Errorf("--status %q: want one of %s, tool_error", status, joinStatuses(intentStatuses))
 			}
 			if limit < 0 {
 				return fmt.Errorf("--limit %d: must not be negative", limit)
@@ -102,17 +114,26 @@ intent is started.`,
 			cursor, left := "", limit
 			for {
 				n := listPage
-				if limit > 0 {
+				if limit > 0 && !toolErrors {
 					n = min(n, left)
 				}
-				p, err := s.rt.Store.PageIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: n}, cursor)
+				p, err := s.rt.Gateway.PageIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: n}, cursor)
 				if err != nil {
 					return fmt.Errorf("reading the journal: %w", err)
 				}
-				if err := w.page(p.Intents); err != nil {
+				page := p.Intents
+				if toolErrors {
+					// Tool errors are succeeded intents whose recorded result
+					// says so: filtered here, page by page.
+					page = slices.DeleteFunc(page, func(in store.Intent) bool { return !gateway.ToolReportedError(&in) })
+				}
+				if limit > 0 && len(page) > left {
+					page = page[:left]
+				}
+				if err := w.page(page); err != nil {
 					return err
 				}
-				left -= len(p.Intents)
+				left -= len(page)
 				if p.Next == "" || (limit > 0 && left <= 0) {
 					break
 				}
@@ -122,7 +143,7 @@ intent is started.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&status, "status", "", "only intents in this status: "+joinStatuses(intentStatuses))
+	fl.StringVar(&status, "status", "", "only intents in this status: "+joinStatuses(intentStatuses)+", or tool_error")
 	fl.StringVar(&caller, "caller", "", "only this caller's intents")
 	fl.StringVar(&tool, "tool", "", "only this tool's intents")
 	fl.IntVar(&limit, "limit", 100, "at most this many intents (0: all)")
@@ -173,7 +194,11 @@ func (w *journalWriter) page(intents []store.Intent) error {
 		if e.SettledAt != nil {
 			settled = e.SettledAt.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, e.Status,
+		status := string(e.Status)
+		if e.ToolError {
+			status += " (tool_error)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, status,
 			e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
 	}
 	w.n += len(intents)
@@ -264,7 +289,7 @@ when it was created and settled. Exit 1 when there is no such call.`,
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
-			in, err := s.rt.Store.GetIntent(cmd.Context(), args[0])
+			in, err := s.rt.Gateway.GetIntent(cmd.Context(), args[0])
 			if errors.Is(err, store.ErrNotFound) {
 				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", args[0]))
 			}
@@ -328,37 +353,29 @@ there is no such call. --as names who resolves it (default: the login name).`,
 			if executed == notExecuted {
 				return errors.New("say either --executed or --not-executed")
 			}
-			if as == "" {
-				as = operatorName()
-			}
-			if as == "" {
-				return errors.New("--as is required (no login name to default to)")
-			}
 			s, err := f.open(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
+			as, err := s.operator(as)
+			if err != nil {
+				return err
+			}
 			id := args[0]
-			err = s.rt.Store.ResolveIntent(cmd.Context(), id, executed, as, time.Now())
 			verdict := "executed"
 			if !executed {
 				verdict = "not_executed"
 			}
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", id))
-			case errors.Is(err, store.ErrNotUncertain):
-				msg := fmt.Sprintf("call %s is not uncertain", id)
-				if in, gerr := s.rt.Store.GetIntent(cmd.Context(), id); gerr == nil {
-					msg = fmt.Sprintf("call %s is %s, not uncertain: only an uncertain call can be resolved", id, in.Status)
-				}
-				return negative(out, f.asJSON, "not_uncertain", msg)
-			case err != nil:
-				return fmt.Errorf("resolving %s: %w", id, err)
+			_, err = s.rt.Gateway.ResolveIntent(cmd.Context(), id, executed, as)
+			var oe *gateway.OperatorError
+			if errors.As(err, &oe) {
+				return negative(out, f.asJSON, oe.Class, oe.Message)
 			}
-			s.audit.Info("resolve", "call_id", id, "step", "resolve", "outcome", verdict, "resolved_by", as)
+			if err != nil {
+				return err
+			}
 			if f.asJSON {
 				return writeJSONLine(out, struct {
 					OK         bool   `json:"ok"`

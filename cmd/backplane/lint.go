@@ -104,7 +104,7 @@ func liveCatalog(cmd *cobra.Command, f *gatewayFlags, server string, opts *schem
 		return nil, err
 	}
 	defer s.Close()
-	opts.Limits = inputschema.Limits{MaxArgumentBytes: s.rt.Config.Limits.MaxArgumentBytes}
+	opts.Limits = s.rt.Config.Limits.Schema()
 	up, ok := s.rt.Upstream(server)
 	if !ok {
 		return nil, inputErrorf("%s has no server named %q", f.configPath, server)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -25,8 +26,9 @@ back to the file system (SQLite). backplane serve does the same in the
 background by the configuration's retention (default: 30 days).
 
 DATE is 2026-01-31 (midnight UTC) or 2026-01-31T12:00:00Z (RFC 3339); AGE
-is how long ago, 30d or 12h. The prune is written to the audit log with who
-made it (--as, default: the login name).
+is how long ago, 30d or 12h. The prune is an operator action, written to
+the audit log with who made it (--as, or the owner of
+BACKPLANE_OPERATOR_TOKEN, default the login name).
 
 With --json the answer is {"ok":true,"before","intents","reservations",
 "approvals","incarnations","windows"}.`,
@@ -40,18 +42,19 @@ With --json the answer is {"ok":true,"before","intents","reservations",
 			if err != nil {
 				return err
 			}
-			if as == "" {
-				as = operatorName()
-			}
-			if as == "" {
-				return errors.New("--as is required (no login name to default to)")
-			}
 			s, err := f.open(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
+			if as, err = s.operator(as); err != nil {
+				return err
+			}
 			r, err := s.rt.Gateway.Prune(cmd.Context(), cut, as)
+			var oe *gateway.OperatorError
+			if errors.As(err, &oe) {
+				return negative(cmd.OutOrStdout(), f.asJSON, oe.Class, oe.Message)
+			}
 			if err != nil {
 				return err
 			}

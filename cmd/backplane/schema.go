@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/schematool"
 )
@@ -113,8 +114,8 @@ message, path, pointer, schema_pointer, keyword, details.`,
 
 func newSchemaValidateCmd() *cobra.Command {
 	var (
-		schemaFile, argsFile string
-		asJSON, batch        bool
+		schemaFile, argsFile, configPath string
+		asJSON, batch                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "validate --schema FILE --args FILE|-  |  validate --batch",
@@ -147,14 +148,27 @@ and schema_text (or of arguments and arguments_text), a duplicate or unknown
 member, or more than 16 MiB, gets an error with stage "input" and class
 "validation", and processing goes on. Blank lines are skipped (they produce
 no output line). Identical schema texts are compiled once per run. The exit
-code is 0 once every line is processed, whatever the verdicts.`,
+code is 0 once every line is processed, whatever the verdicts.
+
+With --config FILE, schemas and arguments are checked under that
+configuration's limits (limits.max_argument_bytes), as its gateway checks
+them; without it, under the defaults.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var limits inputschema.Limits
+			if configPath != "" {
+				cfg, err := config.Load(configPath)
+				if err != nil {
+					return &inputError{err}
+				}
+				limits = cfg.Limits.Schema()
+			}
 			if batch {
 				if schemaFile != "" || argsFile != "" {
 					return errors.New("--batch reads schemas and arguments from stdin; do not combine it with --schema or --args")
 				}
-				err := schematool.RunBatch(cmd.InOrStdin(), cmd.OutOrStdout(), nil)
+				cache := schematool.NewCache(&schematool.Options{Limits: limits}, nil)
+				err := schematool.RunBatch(cmd.InOrStdin(), cmd.OutOrStdout(), cache)
 				if errors.Is(err, schematool.ErrIO) {
 					return &inputError{err}
 				}
@@ -166,28 +180,35 @@ code is 0 once every line is processed, whatever the verdicts.`,
 			if schemaFile == "-" && argsFile == "-" {
 				return errors.New("--schema and --args cannot both read stdin")
 			}
-			return validateOne(cmd, schemaFile, argsFile, asJSON)
+			return validateOne(cmd, schemaFile, argsFile, asJSON, limits)
 		},
 	}
 	cmd.Flags().StringVar(&schemaFile, "schema", "", "schema file (- for stdin)")
 	cmd.Flags().StringVar(&argsFile, "args", "", "arguments file (- for stdin)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object instead of text (--batch always writes JSON)")
 	cmd.Flags().BoolVar(&batch, "batch", false, "read JSON Lines requests on stdin, write one JSON line each")
+	cmd.Flags().StringVar(&configPath, "config", "", "check under this configuration's limits (default: the built-in limits)")
 	return cmd
 }
 
 // validateOne is "schema validate" for one schema and one argument document.
-func validateOne(cmd *cobra.Command, schemaFile, argsFile string, asJSON bool) error {
+func validateOne(cmd *cobra.Command, schemaFile, argsFile string, asJSON bool, limits inputschema.Limits) error {
 	schemaData, err := readInput(cmd, schemaFile, maxSchemaInput)
 	if err != nil {
 		return err
 	}
-	argsData, err := readInput(cmd, argsFile, maxArgumentsInput)
+	// One byte past the limit, so that the validator reports an oversized
+	// document (as a validation error, the gateway's answer).
+	maxArgs := int64(maxArgumentsInput)
+	if limits.MaxArgumentBytes > 0 {
+		maxArgs = int64(limits.MaxArgumentBytes) + 1
+	}
+	argsData, err := readInput(cmd, argsFile, maxArgs)
 	if err != nil {
 		return err
 	}
 	var list *inputschema.ErrorList
-	schema, err := inputschema.Compile(schemaData, nil)
+	schema, err := inputschema.Compile(schemaData, &inputschema.CompileOptions{Limits: limits})
 	if err != nil {
 		e, err := schematool.SchemaError(err)
 		if err != nil {

@@ -27,7 +27,9 @@ import (
 
 // serveConfig serves the nine built-in tools of the folder: alice may call
 // every one (write needs an approval, as by default), bob only read.
-const serveConfig = `policy:
+const serveConfig = `operators:
+  - {name: ops, token: ops-token}
+policy:
   - caller: alice
     allow: ["*"]
   - caller: bob
@@ -339,8 +341,11 @@ func TestServeHTTPTypeScriptClient(t *testing.T) {
 		t.Errorf("/healthz: %d %s", code, body)
 	}
 
-	// The metrics count what happened.
-	code, metrics := httpGet(t, p.base+"/metrics", "alice-token")
+	// The metrics count what happened; operators read them, callers not.
+	if code, _ := httpGet(t, p.base+"/metrics", "alice-token"); code != http.StatusForbidden {
+		t.Errorf("/metrics with a caller's token: %d, want 403", code)
+	}
+	code, metrics := httpGet(t, p.base+"/metrics", "ops-token")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
@@ -432,7 +437,7 @@ func TestServeApprovalFromAnotherProcess(t *testing.T) {
 			t.Fatal("no progress notification within 10s of the request")
 		}
 	}
-	g.run(t, "", "approvals", "approve", id, "--as", "carol").wantCode(t, exitOK)
+	g.run(t, "", "approvals", "approve", id, "--as", "ops").wantCode(t, exitOK)
 
 	var a answer
 	select {
@@ -452,7 +457,7 @@ func TestServeApprovalFromAnotherProcess(t *testing.T) {
 	if !strings.Contains(progress[0], id) {
 		t.Errorf("progress message %q does not name the request %s", progress[0], id)
 	}
-	if got := g.approvalsByID(t)[id]; got["status"] != "approved" || got["decided_by"] != "carol" || got["consumed_by"] == nil {
+	if got := g.approvalsByID(t)[id]; got["status"] != "approved" || got["decided_by"] != "ops" || got["consumed_by"] == nil {
 		t.Errorf("approval after the call: %v", got)
 	}
 }

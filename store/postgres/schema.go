@@ -112,7 +112,14 @@ CREATE TABLE pins (
 	updated_at    timestamptz
 );
 `,
-	// 2: budget windows (store.Window, kept as whole seconds: per is the
+	// 2: what an approver sees and how the decision was made.
+	`
+ALTER TABLE approvals ADD COLUMN arguments bytea;
+ALTER TABLE approvals ADD COLUMN channel text NOT NULL DEFAULT '';
+ALTER TABLE approvals ADD COLUMN reason text NOT NULL DEFAULT '';
+CREATE INDEX approvals_caller_pending ON approvals (caller) WHERE status = 'pending';
+`,
+	// 3: budget windows (store.Window, kept as whole seconds: per is the
 	// window's length, 0 for no window; window_start its start since the
 	// epoch, 0 for no window) and the quota in force, so budget show can say
 	// what remains. Usage rows are locked in (scope, key, per, window_start)

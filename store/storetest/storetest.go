@@ -95,6 +95,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Approval/DuplicateID", testApprovalDuplicateID},
 		{"Approval/Decide", testApprovalDecide},
 		{"Approval/DecideRefusals", testApprovalDecideRefusals},
+		{"Approval/ListByCaller", testApprovalListByCaller},
 		{"Approval/Expiry", testApprovalExpiry},
 		{"Approval/DecidedOnce", testApprovalDecidedOnce},
 		{"Approval/List", testApprovalList},
