@@ -37,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
@@ -140,6 +141,8 @@ type Gateway struct {
 
 	mu    sync.RWMutex
 	tools map[string]*registered
+
+	lastWrite atomic.Pointer[writeFailure] // see StoreWriteError
 }
 
 // New returns a gateway with no tools. It panics when opts or opts.Store is
@@ -506,8 +509,12 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			c.audit("commit", "approval_unavailable")
 			return nil, newError(ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
 		}
+		if ctx.Err() == nil {
+			g.noteStoreWrite(err)
+		}
 		return nil, c.storeFailure(ctx, "commit", err)
 	}
+	g.noteStoreWrite(nil)
 	c.committed = true
 	c.audit("commit", "ok", "reservations", len(req.Reservations))
 	if approvalID != "" {

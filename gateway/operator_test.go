@@ -26,7 +26,7 @@ func opGateway(t *testing.T, st store.Store, opts approval.Options) *gateway.Gat
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Approvals: opts, Operators: []string{"ops", "sec-anna", "dev"}})
+	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Approvals: opts, Operators: []string{"ops", "sec-anna", "dev", "alice"}})
 	for _, name := range []string{"danger", "self"} {
 		err := g.Register(gateway.Tool{Name: name, Description: "the " + name + " tool", InputSchema: json.RawMessage(`{"type":"object"}`),
 			Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
@@ -69,6 +69,8 @@ func TestDecideApprovalRules(t *testing.T) {
 			{gateway.Decision{Operator: "carol", Approve: true, Channel: gateway.ChannelCLI}, "not_operator"},
 			{gateway.Decision{Operator: "dev", Approve: true, Channel: gateway.ChannelConsole}, "not_approver"},
 			{gateway.Decision{Operator: "alice", Approve: true, Channel: gateway.ChannelElicitation}, "self_approval"},
+			// An operator who is also the caller does not decide their own call.
+			{gateway.Decision{Operator: "alice", Approve: true, Channel: gateway.ChannelCLI}, "self_approval"},
 			{gateway.Decision{Operator: "bob", Approve: true, Channel: gateway.ChannelElicitation}, "not_approver"},
 			{gateway.Decision{Operator: "", Approve: true, Channel: gateway.ChannelCLI}, "not_operator"},
 		} {
@@ -94,9 +96,8 @@ func TestDecideApprovalRules(t *testing.T) {
 
 		// self: alice's own person may decide, through elicitation only.
 		sid := requestID(t, g, "self", `{}`)
-		if _, err := g.DecideApproval(ctx, sid, gateway.Decision{Operator: "alice", Approve: true, Channel: gateway.ChannelCLI}); err == nil {
-			t.Fatal("the caller decided through the CLI")
-		}
+		_, err = g.DecideApproval(ctx, sid, gateway.Decision{Operator: "alice", Approve: true, Channel: gateway.ChannelCLI})
+		wantRefusal(t, err, "self_approval") // self_approve is for the elicitation channel only
 		if a, err := g.DecideApproval(ctx, sid, gateway.Decision{Operator: "alice", Approve: true, Channel: gateway.ChannelElicitation}); err != nil || a.DecidedBy != "alice" {
 			t.Fatalf("self-approval where the rule opts in: %+v %v", a, err)
 		}

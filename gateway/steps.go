@@ -246,6 +246,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	if err := g.store.Settle(sctx, c.id, store.Settlement{Status: store.StatusSucceeded, Result: stored, At: g.now()}); err != nil {
 		return nil, c.settleFailure(err)
 	}
+	g.noteStoreWrite(nil)
 	c.audit("settle", "ok", "status", string(store.StatusSucceeded), "is_error", res.IsError)
 	return &CallResult{CallID: c.id, Result: res.Content, IsError: res.IsError}, nil
 }
@@ -259,6 +260,7 @@ func (c *call) settleError(ctx context.Context, status store.Status, class Class
 	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
 		return c.settleFailure(err)
 	}
+	c.g.noteStoreWrite(nil)
 	c.audit("settle", string(class), "status", string(status))
 	return newError(class, "invoke", msg, map[string]any{"status": string(status)})
 }
@@ -269,6 +271,7 @@ func (c *call) settleError(ctx context.Context, status store.Status, class Class
 // stays started (or was already marked uncertain by a recovery) and is
 // never re-run by the gateway.
 func (c *call) settleFailure(err error) error {
+	c.g.noteStoreWrite(err)
 	c.audit("settle", "store_error", "error", err.Error())
 	e := newError(ClassUnknownOutcome, "settle",
 		"the tool was invoked but its outcome could not be recorded: "+err.Error()+

@@ -51,8 +51,18 @@
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
 //     an operator's token is required ([Options.Operators]), as the metrics
 //     name callers and tools: a caller's token gets 403) and
-//     /healthz (no token; 200 {"ok":true} when the store answers, 503
-//     otherwise).
+//     /healthz (no token; 200 {"ok":true} when the store answers and the
+//     gateway's last write to it did not fail, 503 otherwise).
+//   - Limits of the HTTP face (limits.go): a caller holds at most
+//     [Options.MaxSessionsPerCaller] sessions (one more initialize: 429), a
+//     session idle for [Options.SessionIdleTimeout] is closed, a browser
+//     request whose Origin is neither a loopback origin of the listener
+//     nor in [Options.AllowedOrigins] is answered 403 on /mcp, and
+//     headers, bodies, idle connections and non-stream writes have
+//     timeouts ([HTTPTimeouts]); /mcp's event streams are never cut by
+//     them.
+//   - Over stdio, a line that is not a JSON-RPC message is answered with a
+//     JSON-RPC error (-32700, -32600) and skipped.
 //
 // The server speaks the session-based MCP protocol versions
 // ([ProtocolVersions], 2025-11-25 and older). 2026-07-28 forbids a server
@@ -128,6 +138,26 @@ type Options struct {
 	// PageSize is the largest number of tools in one tools/list page.
 	// Default 1000.
 	PageSize int
+	// SessionIdleTimeout closes an HTTP session that received no request
+	// for this long. Default 30m; negative: never.
+	SessionIdleTimeout time.Duration
+	// MaxSessionsPerCaller bounds the HTTP sessions one caller holds open;
+	// an initialize beyond it is answered 429. Default 16; negative: no
+	// bound.
+	MaxSessionsPerCaller int
+	// AllowedOrigins are the browser origins ("https://app.example") whose
+	// requests /mcp serves, besides the loopback origins on the
+	// listener's port; a request with another Origin header is answered
+	// 403. A request without one (not from a browser) is served.
+	AllowedOrigins []string
+	// Timeouts are the HTTP server's (see HTTPTimeouts); zero fields mean
+	// the defaults.
+	Timeouts HTTPTimeouts
+	// Console, when set, is served over HTTP at PathConsole and below: the
+	// operators' web console (package console), which authenticates its
+	// own requests. When it has a Close method, a shutdown calls it first,
+	// so that its live streams do not hold the server.
+	Console http.Handler
 }
 
 // Server serves one gateway over MCP. Create it with New.
@@ -159,6 +189,10 @@ type Server struct {
 	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
 	unlistable   sync.Map // tool name -> struct{}: warned once
+
+	sess     sessions // whose each HTTP session is, for MaxSessionsPerCaller
+	origins  []string // AllowedOrigins, normalised
+	timeouts HTTPTimeouts
 }
 
 type tokenEntry struct {
@@ -182,6 +216,19 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if s.opts.PageSize <= 0 {
 		s.opts.PageSize = DefaultPageSize
 	}
+	if s.opts.MaxSessionsPerCaller == 0 {
+		s.opts.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
+	}
+	idle := s.opts.SessionIdleTimeout
+	switch {
+	case idle == 0:
+		idle = DefaultSessionIdleTimeout
+	case idle < 0:
+		idle = 0 // the SDK's "never"
+	}
+	s.sess = sessions{owner: map[string]string{}, pending: map[string]int{}, converted: map[string]int{}}
+	s.origins = normOrigins(o.AllowedOrigins)
+	s.timeouts = o.Timeouts.withDefaults()
 	for tok, caller := range o.Tokens {
 		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
 	}
@@ -198,7 +245,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	})
 	s.http = s.newMCPServer(callerFromToken)
 	s.httpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.http },
-		&mcp.StreamableHTTPOptions{Logger: s.sdkLog})
+		&mcp.StreamableHTTPOptions{Logger: s.sdkLog, SessionTimeout: idle})
 	return s
 }
 
@@ -235,6 +282,15 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
+			case "initialize":
+				res, err := next(ctx, method, req)
+				if err == nil {
+					if caller, cerr := callerOf(req); cerr == nil {
+						ss, _ := req.GetSession().(*mcp.ServerSession)
+						s.recordSession(ss, caller)
+					}
+				}
+				return res, err
 			case "tools/list":
 				caller, err := callerOf(req)
 				if err != nil {
@@ -446,8 +502,10 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 
 // ServeStdio serves one session over r and w (newline-delimited JSON-RPC,
 // the stdio transport) until the client closes it (nil) or Shutdown ends
-// it (nil; Shutdown reports the calls it had to cancel). It returns
-// ErrServerClosed at once when the server is already shut down.
+// it (nil; Shutdown reports the calls it had to cancel). A line that is
+// not a JSON-RPC message is answered with a JSON-RPC error and skipped,
+// never ends the session. It returns ErrServerClosed at once when the
+// server is already shut down.
 func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
 	s.mu.Lock()
 	closed := s.shutdown
@@ -455,7 +513,13 @@ func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
 	if closed {
 		return ErrServerClosed
 	}
-	ss, err := s.Connect(context.Background(), &mcp.IOTransport{Reader: r, Writer: w})
+	// A malformed line is answered (-32700, -32600) and skipped: see
+	// stdioFilter.
+	lw := &lockedWriter{w: w}
+	fr := newStdioFilter(r, lw, func(code int64, why string) {
+		s.log.Warn("stdio: a line that is not a JSON-RPC message was answered with an error and skipped", "code", code, "error", why)
+	})
+	ss, err := s.Connect(context.Background(), &mcp.IOTransport{Reader: fr, Writer: lw})
 	if err != nil {
 		return err
 	}
@@ -501,10 +565,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// Stop accepting while the calls drain; the HTTP shutdown completes
 	// once the sessions are closed below, which ends their streams.
 	httpDone := make(chan error, len(servers))
+	drained := make(chan struct{}) // the calls' fate is decided
 	for _, hs := range servers {
 		go func() {
 			err := hs.Shutdown(ctx)
 			if err != nil {
+				// Closing the connections ends the calls' requests (a
+				// call whose client is gone withdraws): only once the
+				// drain below has counted what was still running.
+				<-drained
 				hs.Close()
 			}
 			httpDone <- err
@@ -512,7 +581,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 
 	var err error
-	if !s.drain(ctx) {
+	drainedInTime := s.drain(ctx)
+	close(drained)
+	if !drainedInTime {
 		err = fmt.Errorf("server: calls still running at shutdown were cancelled: %w", ctx.Err())
 		s.stopCalls()
 		// Cancelled calls return promptly; a backend that ignores its

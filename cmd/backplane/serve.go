@@ -101,6 +101,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		ApprovalWait: cfg.Serve.ApprovalWait,
 		Logger:       log,
 		Version:      readVersion().Version,
+		// Zero: the server's defaults.
+		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
+		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
+		AllowedOrigins:       cfg.Serve.AllowedOrigins,
+		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
 	})
 
 	// Retention: prune in the background for the life of the server
