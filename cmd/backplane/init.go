@@ -55,7 +55,8 @@ approvals:
 
 budgets:
   - scope: caller
-    quota: 1000                      # calls per caller
+    quota: 1000                      # per caller and day; a bash call costs 5
+    per: 24h                         # fixed windows; without per: never resets
     cost: {default: 1, bash: 5}
 `))
 
