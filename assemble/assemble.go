@@ -43,7 +43,6 @@ import (
 	"github.com/agentbackplane/backplane/backend/mcp"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
@@ -76,6 +75,10 @@ type Options struct {
 	// Asker is the interaction channel of ask_user_question (a terminal
 	// prompt); nil means none. A call may carry its own.
 	Asker backend.Asker
+	// ApprovalHints, when set, lists the ways to decide an approval request
+	// (serve adds its console URL). Default: the CLI commands, with
+	// --config naming this configuration by its absolute path.
+	ApprovalHints func(id string) []string
 }
 
 // Runtime is an opened configuration: its store, its gateway, its audit
@@ -161,19 +164,26 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	rt.Store = st
 	rt.closers = append(rt.closers, st)
 
+	hints := o.ApprovalHints
+	if hints == nil {
+		hints = cfg.ApprovalCommands
+	}
 	g := gateway.New(&gateway.Options{
 		Store:   st,
 		Policy:  rules,
 		Budgets: cfg.Budgets,
 		Approvals: approval.Options{
-			Expire:   cfg.Approvals.Expire,
-			Wait:     cfg.Approvals.Wait,
-			Approver: o.Approver,
+			Expire:     cfg.Approvals.Expire,
+			Wait:       cfg.Approvals.Wait,
+			MaxPending: cfg.Approvals.MaxPending,
+			Approver:   o.Approver,
+			Hints:      hints,
 		},
+		Operators:      cfg.OperatorNames(),
 		Logger:         rt.Audit,
 		Timeout:        cfg.Limits.Timeout,
 		MaxResultBytes: cfg.Limits.MaxResultBytes,
-		Limits:         inputschema.Limits{MaxArgumentBytes: cfg.Limits.MaxArgumentBytes},
+		Limits:         cfg.Limits.Schema(),
 	})
 	for _, t := range cfg.Tools {
 		b, err := command.New(command.Spec{Argv: t.Command, Env: t.Env, Dir: t.Dir, MaxOutputBytes: t.MaxOutputBytes})
@@ -241,6 +251,14 @@ func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Op
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
+	}
+	// The audit log names callers and tools: an older one left readable by
+	// others is made the owner's alone, as the store's files are.
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(fi.Mode().Perm() & 0o600); err != nil {
+			f.Close()
+			return nil, &config.Error{File: cfg.Path, Msg: "audit log " + path + " is readable by others and cannot be made private: " + err.Error(), Err: err}
+		}
 	}
 	rt.closers = append(rt.closers, f)
 	return slog.New(slog.NewJSONHandler(f, hopts)), nil
@@ -323,7 +341,7 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway) error
 	c := rt.Config
 	for _, s := range c.Servers {
 		u, err := mcp.Connect(ctx, mcp.Server{
-			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Dir,
+			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator,
 			Bridge: &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
 		}, &mcp.Options{

@@ -82,10 +82,11 @@ func TestOpenRunsTheExampleEndToEnd(t *testing.T) {
 		t.Errorf("journal entry %+v", in)
 	}
 
-	// bob is named by no rule: default deny, and the tool does not run.
+	// bob is named by no rule: default deny, the tool does not run, and
+	// does not even exist for him.
 	_, err = call(rt, "bob", "note", `{"text":"from bob"}`)
-	if !errors.Is(err, gateway.ErrForbidden) {
-		t.Errorf("bob: %v, want forbidden", err)
+	if !errors.Is(err, gateway.ErrNotFound) {
+		t.Errorf("bob: %v, want not_found", err)
 	}
 	// The schema is enforced.
 	_, err = call(rt, "alice", "note", `{"text":"x","n":0}`)

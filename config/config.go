@@ -10,10 +10,13 @@
 //     durations, policy patterns path.Match rejects, unknown budget scopes,
 //     two budgets of one scope, negative quotas or costs, a tool without a
 //     command, an input schema the gateway's validator refuses).
-//   - Relative paths (store, log.file, a tool's dir) resolve against the
-//     folder of the configuration file, never the process's working folder,
-//     and a tool's program runs in that folder unless its dir says
-//     otherwise. Defaults: store .backplane, approvals expire after 10m and
+//   - Relative paths (store, log.file, workspace, a tool's dir) resolve
+//     against the folder of the configuration file, never the process's
+//     working folder. A tool's program, and an upstream server's, runs in
+//     the workspace unless its dir says otherwise. Which file is loaded:
+//     [Find] (--config, $BACKPLANE_CONFIG, the user's file; never the
+//     working folder) and [Config.CheckFound].
+//     Defaults: store .backplane, approvals expire after 10m and
 //     wait 0s, limits as the gateway's (see [Limits]).
 //   - The policy is default deny: a caller no rule names may call nothing,
 //     and an empty policy means no call is allowed at all.
@@ -74,7 +77,7 @@ import (
 	"github.com/agentbackplane/backplane/policy"
 )
 
-// DefaultFile is the configuration file looked for in the working folder.
+// DefaultFile is the name of the user's configuration file (see [UserFile]).
 const DefaultFile = "backplane.yaml"
 
 // DefaultStore is the state folder used when the file names none.
@@ -141,6 +144,11 @@ type Config struct {
 	Serve ServeConfig
 	// Servers are the upstream MCP servers (see [ServerConfig]).
 	Servers []ServerConfig
+	// Operators decide approvals (see [Operator]).
+	Operators []Operator
+	// Retention says how long the store keeps what is finished (see
+	// [Retention]).
+	Retention Retention
 }
 
 // Approvals configure the approval step.
@@ -152,6 +160,9 @@ type Approvals struct {
 	// approval_required with the request id. Default 0: do not wait, return
 	// at once (0 means that everywhere in Backplane).
 	Wait time.Duration
+	// MaxPending caps one caller's pending requests (default 16): beyond
+	// it a call needing a new request is refused and nothing is created.
+	MaxPending int
 }
 
 // Limits bound calls.
@@ -163,6 +174,12 @@ type Limits struct {
 	MaxResultBytes int
 	// Timeout bounds a call of a tool that sets none. Default 30s.
 	Timeout time.Duration
+}
+
+// Schema returns the limits schemas are compiled and arguments validated
+// under: the gateway's, and the schema tooling's when given a configuration.
+func (l Limits) Schema() inputschema.Limits {
+	return inputschema.Limits{MaxArgumentBytes: l.MaxArgumentBytes}
 }
 
 // Log configures the audit log (package assemble opens it).
@@ -189,7 +206,7 @@ type ToolConfig struct {
 	Command []string
 	// Env names the variables passed through from the gateway's environment.
 	Env []string
-	// Dir is the absolute folder the program runs in. Default: Config.Dir.
+	// Dir is the absolute folder the program runs in. Default: Config.Workspace.
 	Dir string
 	// Timeout bounds one call. Default: Limits.Timeout.
 	Timeout time.Duration
@@ -247,6 +264,7 @@ func Parse(data []byte, filename string) (*Config, error) {
 		Dir:       dir,
 		Store:     DefaultStore,
 		Approvals: Approvals{Expire: DefaultApprovalExpire},
+		Retention: Retention{Keep: DefaultRetentionKeep, Every: DefaultRetentionEvery},
 		Limits: Limits{
 			MaxArgumentBytes: inputschema.DefaultMaxArgumentBytes,
 			MaxResultBytes:   DefaultMaxResultBytes,
@@ -259,4 +277,22 @@ func Parse(data []byte, filename string) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// ApprovalCommands are the CLI commands that decide request id, naming this
+// configuration by its absolute path so that they work from any folder.
+func (c *Config) ApprovalCommands(id string) []string {
+	path := c.Path
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	as := "OPERATOR"
+	if len(c.Operators) == 1 {
+		as = c.Operators[0].Name
+	}
+	return []string{
+		fmt.Sprintf("backplane approvals show %s --config %s", id, path),
+		fmt.Sprintf("backplane approvals approve %s --config %s --as %s", id, path, as),
+		fmt.Sprintf("backplane approvals deny %s --config %s --as %s --reason WHY", id, path, as),
+	}
 }

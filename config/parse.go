@@ -17,7 +17,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 )
@@ -153,9 +152,13 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.servers(c, v)
 		case "postgres":
 			return p.postgres(c, k, v)
+		case "operators":
+			return p.operators(c, v)
+		case "retention":
+			return p.retention(c, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -167,6 +170,9 @@ func (p *parser) finish(c *Config) error {
 		return err
 	}
 	p.finishServe(c)
+	if err := p.finishOperators(c); err != nil {
+		return err
+	}
 	if err := p.finishPostgres(c); err != nil {
 		return err
 	}
@@ -181,6 +187,11 @@ func (p *parser) finish(c *Config) error {
 		}
 		if t.MaxOutputBytes == 0 {
 			t.MaxOutputBytes = c.Limits.MaxResultBytes
+		}
+		if t.Dir == "" {
+			// The workspace, not the configuration's folder: that may be
+			// a folder the tools were never meant to work in.
+			t.Dir = c.Workspace
 		}
 	}
 	return nil
@@ -231,9 +242,13 @@ func (p *parser) policy(c *Config, v *yaml.Node) error {
 				r.Resources, err = p.patterns(v, "resources")
 			case "prompts":
 				r.Prompts, err = p.patterns(v, "prompts")
+			case "approvers":
+				r.Approvers, err = p.patterns(v, "approvers")
+			case "self_approve":
+				r.SelfApprove, err = p.boolean(v, "self_approve")
 			}
 			return err
-		}, "caller", "allow", "approve", "resources", "prompts")
+		}, "caller", "allow", "approve", "resources", "prompts", "approvers", "self_approve")
 		if err != nil {
 			return err
 		}
@@ -286,91 +301,22 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 			if err != nil {
 				return err
 			}
-			c.Approvals.Wait = d
-		}
-		return nil
-	}, "expire", "wait")
-}
-
-func (p *parser) budgets(c *Config, v *yaml.Node) error {
-	scopes := map[budget.Scope]int{} // scope -> line
-	return p.sequence(v, "budgets", func(item *yaml.Node) error {
-		var q budget.Quota
-		var scopeNode, quotaNode *yaml.Node
-		err := p.mapping(item, "a budget", func(key string, k, v *yaml.Node) error {
-			switch key {
-			case "scope":
-				scopeNode = v
-				s, err := p.str(v, "scope")
-				if err != nil {
-					return err
-				}
-				q.Scope = budget.Scope(s)
-				if q.Scope != budget.ScopeCaller && q.Scope != budget.ScopeSession {
-					return p.errAt(v, "unknown budget scope %q: caller or session", s)
-				}
-			case "quota":
-				quotaNode = v
-				n, err := p.integer(v, "quota")
-				if err != nil {
-					return err
-				}
-				if n < 0 {
-					return p.errAt(v, "quota %d must not be negative", n)
-				}
-				q.Quota = n
-			case "cost":
-				return p.costs(&q, v)
-			case "default_cost":
-				n, err := p.integer(v, "default_cost")
-				if err != nil {
-					return err
-				}
-				if n < 0 {
-					return p.errAt(v, "default_cost %d must not be negative", n)
-				}
-				q.Default = &n
+			if d > MaxServeApprovalWait {
+				return p.errAt(v, "approvals wait %s: at most %s (a waiting call must return before its client gives up)", d, MaxServeApprovalWait)
 			}
-			return nil
-		}, "scope", "quota", "cost", "default_cost")
-		if err != nil {
-			return err
+			c.Approvals.Wait = d
+		case "max_pending":
+			n, err := p.integer(v, "max_pending")
+			if err != nil {
+				return err
+			}
+			if n <= 0 {
+				return p.errAt(v, "approvals max_pending must be positive")
+			}
+			c.Approvals.MaxPending = int(n)
 		}
-		// Without default_cost, `cost: {default: N}` is the default cost
-		// (the long-standing spelling); with it, every key of cost is a
-		// tool name, so a tool named "default" can be given its own cost.
-		if c, ok := q.Cost["default"]; ok && q.Default == nil {
-			q.Default = &c
-			delete(q.Cost, "default")
-		}
-		if scopeNode == nil {
-			return p.errAt(item, "a budget needs a scope (caller or session)")
-		}
-		if quotaNode == nil {
-			return p.errAt(item, "a budget needs a quota")
-		}
-		if line, ok := scopes[q.Scope]; ok {
-			return p.errAt(scopeNode, "a %s budget is already defined at line %d", q.Scope, line)
-		}
-		scopes[q.Scope] = scopeNode.Line
-		c.Budgets = append(c.Budgets, q)
 		return nil
-	})
-}
-
-func (p *parser) costs(q *budget.Quota, v *yaml.Node) error {
-	q.Cost = map[string]int64{}
-	return p.mapping(v, "cost", func(key string, k, v *yaml.Node) error {
-		n, err := p.integer(v, "the cost of "+key)
-		if err != nil {
-			return err
-		}
-		if n < 0 {
-			return p.errAt(v, "the cost of %s is %d: it must not be negative", key, n)
-		}
-		q.Cost[key] = n
-		return nil
-	})
+	}, "expire", "wait", "max_pending")
 }
 
 func (p *parser) limits(c *Config, v *yaml.Node) error {
@@ -430,7 +376,7 @@ var (
 func (p *parser) tools(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "tools", func(item *yaml.Node) error {
-		t := ToolConfig{Line: item.Line, Dir: c.Dir}
+		t := ToolConfig{Line: item.Line} // Dir: the workspace unless given (finish)
 		var nameNode, schemaKey, schemaNode *yaml.Node
 		err := p.mapping(item, "a tool", func(key string, k, v *yaml.Node) error {
 			var err error
@@ -526,7 +472,7 @@ func (p *parser) schema(t *ToolConfig, c *Config, key, v *yaml.Node) error {
 	if err := dec.Decode(&t.InputSchema); err != nil {
 		return p.errAt(key, "tool %s: input_schema: %v", t.Name, err) // cannot happen: emitJSON wrote it
 	}
-	limits := inputschema.Limits{MaxArgumentBytes: c.Limits.MaxArgumentBytes}
+	limits := c.Limits.Schema()
 	if _, err := inputschema.CompileValue(t.InputSchema, &inputschema.CompileOptions{Limits: limits}); err != nil {
 		return p.errAt(key, "tool %s: input_schema: %v", t.Name, err)
 	}

@@ -371,8 +371,8 @@ func TestApprovalRequiredByToolSafety(t *testing.T) {
 func TestApprover(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		t.Run("approves interactively", func(t *testing.T) {
-			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (store.Decision, error) {
-				return store.Decision{Approve: true, By: "bob"}, nil
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (approval.Answer, error) {
+				return approval.Answer{Approve: true, By: "bob", Channel: "cli"}, nil
 			}}
 			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
 			danger := f.tool("danger", nil)
@@ -393,8 +393,8 @@ func TestApprover(t *testing.T) {
 			}
 		})
 		t.Run("denies interactively", func(t *testing.T) {
-			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (store.Decision, error) {
-				return store.Decision{Approve: false, By: "bob"}, nil
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (approval.Answer, error) {
+				return approval.Answer{Approve: false, By: "bob", Channel: "cli"}, nil
 			}}
 			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
 			danger := f.tool("danger", nil)
@@ -405,8 +405,8 @@ func TestApprover(t *testing.T) {
 			}
 		})
 		t.Run("no decision leaves it pending", func(t *testing.T) {
-			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (store.Decision, error) {
-				return store.Decision{}, approval.ErrNoDecision
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (approval.Answer, error) {
+				return approval.Answer{}, approval.ErrNoDecision
 			}}
 			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
 			danger := f.tool("danger", nil)
@@ -416,13 +416,14 @@ func TestApprover(t *testing.T) {
 			}
 		})
 		t.Run("self-approval through the approver is refused", func(t *testing.T) {
-			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (store.Decision, error) {
-				return store.Decision{Approve: true, By: a.Caller}, nil
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (approval.Answer, error) {
+				return approval.Answer{Approve: true, By: a.Caller, Channel: "cli"}, nil
 			}}
 			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
 			danger := f.tool("danger", nil)
+			// The answer is refused; the request stays for an operator.
 			_, err := f.call("alice", "danger", `{"text":"x"}`)
-			ge := gwErr(t, err, gateway.ClassForbidden)
+			ge := gwErr(t, err, gateway.ClassApprovalRequired)
 			id, _ := ge.Details["approval_id"].(string)
 			if id == "" || f.approval(id).Status != store.ApprovalPending {
 				t.Errorf("the self-approval was recorded: %+v", ge.Details)

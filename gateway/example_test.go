@@ -46,7 +46,8 @@ func Example() {
 	_, err = g.Call(context.Background(), gateway.CallRequest{
 		Caller: "mallory", Tool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`),
 	})
-	fmt.Println(errors.Is(err, gateway.ErrForbidden))
+	// To a caller no rule lets near it, the tool does not exist.
+	fmt.Println(errors.Is(err, gateway.ErrNotFound))
 	// Output:
 	// {"text":"hi"} <nil>
 	// validation $arguments.text type

@@ -37,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
@@ -59,13 +60,15 @@ const (
 
 // Store is what the gateway needs of its store: the journal of intents
 // (with the budget reservations it commits), approval requests, budget usage
-// (for health and metrics) and tool pins. Every store.Store is one:
+// (for health, metrics and an operator's reset), tool pins and retention
+// (pruning, paging the journal). Every store.Store is one:
 // store/sqlite and store/postgres are durable, store/memstore is not.
 type Store interface {
 	store.Journal
 	store.Approvals
 	store.Budgets
 	store.Pins
+	store.Retention
 }
 
 // Options configure a Gateway. Store is required; every other zero field
@@ -92,6 +95,10 @@ type Options struct {
 	Limits inputschema.Limits
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Operators names the people who decide approvals, resolve intents and
+	// accept definitions (see DecideApproval). None: any named person but
+	// the caller (a single person's set-up).
+	Operators []string
 }
 
 // The tool descriptor and its parts live in package tool, below the
@@ -125,11 +132,19 @@ type Gateway struct {
 	limits   inputschema.Limits
 	now      func() time.Time
 
+	operators []string
+	events    approvalEvents
+	waiters   approvalWaiters
+	// pendingMu makes a caller's count of pending requests and the creation
+	// of one a single step within this process.
+	pendingMu sync.Mutex
+
 	mu    sync.RWMutex
 	tools map[string]*registered
 
-	watchMu  sync.Mutex
-	watchers []func() // OnChange
+	watchMu   sync.Mutex
+	watchers  []func()                     // OnChange
+	lastWrite atomic.Pointer[writeFailure] // see StoreWriteError
 }
 
 // New returns a gateway with no tools. It panics when opts or opts.Store is
@@ -143,7 +158,7 @@ func New(opts *Options) *Gateway {
 	g := &Gateway{
 		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
-		tools: map[string]*registered{},
+		operators: slices.Clone(o.Operators), tools: map[string]*registered{},
 	}
 	if g.policy == nil {
 		g.policy = policy.DenyAll{}
@@ -163,6 +178,10 @@ func New(opts *Options) *Gateway {
 	if g.approval.Expire <= 0 {
 		g.approval.Expire = DefaultApprovalExpiry
 	}
+	if g.approval.MaxPending <= 0 {
+		g.approval.MaxPending = approval.DefaultMaxPending
+	}
+	g.approval.Wait = min(max(g.approval.Wait, 0), approval.MaxWait)
 	return g
 }
 
@@ -255,6 +274,33 @@ func (g *Gateway) ToolsFor(caller string) []Tool {
 	return out
 }
 
+// Visible reports whether the tool name is registered and visible to
+// caller (see [policy.Visible]): what a caller may learn of a name.
+func (g *Gateway) Visible(caller, name string) bool {
+	_, _, ok := g.Tool(name)
+	return ok && policy.Visible(g.policy, caller, name)
+}
+
+// notFound is the refusal of an unknown tool, and of one the caller may not
+// know of: the same words for both.
+func notFound(name string) *Error {
+	return newError(ClassNotFound, "lookup", fmt.Sprintf("no tool named %q", name), nil)
+}
+
+// checkError is the refusal of arguments a backend's Check refused: the
+// backend's own *Error when it returned one, else a validation error with
+// its message.
+func checkError(err error) *Error {
+	var ge *Error
+	if errors.As(err, &ge) {
+		ge.Step = "validate"
+		return ge
+	}
+	e := newError(ClassValidation, "validate", err.Error(), nil)
+	e.cause = err
+	return e
+}
+
 // Tools lists the registered tools.
 func (g *Gateway) Tools() []Tool {
 	g.mu.RLock()
@@ -313,10 +359,14 @@ type CallRequest struct {
 	// IdempotencyKey, when set, makes a repeated call with the same key
 	// (by the same caller) return the first call's recorded outcome.
 	IdempotencyKey string
-	// ApprovalWait overrides Options.Approvals.Wait for this call when set.
+	// ApprovalWait overrides Options.Approvals.Wait for this call when set
+	// (0: do not wait; at most approval.MaxWait).
 	ApprovalWait *time.Duration
-	// Approver, when set, is asked instead of Options.Approvals.Approver
-	// (the person behind this call's connection, through MCP elicitation).
+	// Approver, when set, is the person at this call's own client (MCP
+	// elicitation). It is asked only where a policy rule sets self_approve
+	// for the call, and only when the call may wait (ApprovalWait > 0),
+	// bounded by that wait; its answer is recorded as the caller's, through
+	// ChannelElicitation.
 	Approver approval.Approver
 	// Progress, when set, is called about once a second while the call
 	// waits for an approval decision.
@@ -403,9 +453,12 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	g.mu.RLock()
 	t, ok := g.tools[c.req.Tool]
 	g.mu.RUnlock()
-	if !ok {
+	// A tool the caller's policy never allows nor puts to an approval looks
+	// exactly like an unknown one: no forbidden, no schema, no validation
+	// errors tell the caller it exists.
+	if !ok || !policy.Visible(g.policy, c.req.Caller, t.Name) {
 		c.audit("lookup", "not_found")
-		return nil, newError(ClassNotFound, "lookup", fmt.Sprintf("no tool named %q", c.req.Tool), nil)
+		return nil, notFound(c.req.Tool)
 	}
 	c.tool = t
 
@@ -431,6 +484,14 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		return nil, newError(ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
 	}
 	c.digest = digest
+	// The backend's own check of its arguments, still before anything is
+	// approved, reserved or recorded.
+	if ck, ok := t.Backend.(backend.Checker); ok {
+		if err := ck.Check(c.req.Arguments); err != nil {
+			c.audit("validate", "invalid")
+			return nil, checkError(err)
+		}
+	}
 	c.audit("validate", "ok")
 
 	// 3. Authorization, default deny.
@@ -466,6 +527,14 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		c.audit("approve", "not_required")
 	}
 
+	// An approval is consumed only by a call whose client is still there:
+	// a call whose client went away leaves it for the retry.
+	if approvalID != "" && ctx.Err() != nil {
+		c.audit("approve", "withdrawn", "approval_id", approvalID)
+		return nil, newError(ClassCancelled, "approve",
+			"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
+	}
+
 	// 5 and 6. Budget reservation and the durable intent, in one transaction.
 	now := g.now()
 	req := &store.CommitRequest{
@@ -474,7 +543,7 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			DefinitionHash: t.defHash, Arguments: c.req.Arguments, ArgsDigest: digest,
 			IdempotencyKey: c.req.IdempotencyKey, CreatedAt: now,
 		},
-		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name),
+		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
 		ApprovalID:   approvalID,
 	}
 	existing, err := g.store.CommitIntent(ctx, req)
@@ -483,18 +552,25 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		switch {
 		case errors.As(err, &be):
 			c.audit("reserve", "budget_exceeded", "scope", be.Scope, "key", be.Key)
-			return nil, newError(ClassBudgetExceeded, "reserve", be.Error(), map[string]any{
-				"scope": be.Scope, "key": be.Key, "used": be.Used, "requested": be.Requested, "quota": be.Quota})
+			return nil, newError(ClassBudgetExceeded, "reserve", be.Error(), budgetDetails(be))
 		case errors.Is(err, store.ErrDuplicateKey) && existing != nil:
 			return c.replay(existing)
 		case errors.Is(err, store.ErrApprovalUnavailable):
 			c.audit("commit", "approval_unavailable")
 			return nil, newError(ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
 		}
+		if ctx.Err() == nil {
+			g.noteStoreWrite(err)
+		}
 		return nil, c.storeFailure(ctx, "commit", err)
 	}
+	g.noteStoreWrite(nil)
 	c.committed = true
 	c.audit("commit", "ok", "reservations", len(req.Reservations))
+	if approvalID != "" {
+		g.events.publish(ApprovalEvent{Kind: "consumed", Approval: store.Approval{
+			ID: approvalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
+	}
 
 	// 7. Invocation, then settlement.
 	return c.invoke(ctx)

@@ -202,6 +202,21 @@ func (r *recStore) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 	return r.real.BudgetUsage(ctx)
 }
 
+func (r *recStore) ResetBudget(ctx context.Context, scope, key string) ([]store.Usage, error) {
+	r.rec("ResetBudget", scope, key)
+	return r.real.ResetBudget(ctx, scope, key)
+}
+
+func (r *recStore) Prune(ctx context.Context, before time.Time) (store.PruneResult, error) {
+	r.rec("Prune", before)
+	return r.real.Prune(ctx, before)
+}
+
+func (r *recStore) PageIntents(ctx context.Context, f store.IntentFilter, cursor string) (store.IntentPage, error) {
+	r.rec("PageIntents", f, cursor)
+	return r.real.PageIntents(ctx, f, cursor)
+}
+
 func (r *recStore) SeePin(ctx context.Context, tool, hash string, now time.Time) (*store.Pin, error) {
 	r.rec("SeePin", tool, hash, now)
 	return r.real.SeePin(ctx, tool, hash, now)
@@ -249,6 +264,15 @@ func (p *recPolicy) Decide(caller, tool string) policy.Decision {
 	return d
 }
 
+// Visible is the real rules' answer, not recorded: Decisions are the
+// authorization step's.
+func (p *recPolicy) Visible(caller, tool string) bool { return p.rules.Visible(caller, tool) }
+
+// ApproverRule passes the rules' approvers through (policy.Approvers).
+func (p *recPolicy) ApproverRule(caller, tool string) policy.ApproverRule {
+	return p.rules.ApproverRule(caller, tool)
+}
+
 func (p *recPolicy) Decisions() []decisionRec {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -294,10 +318,10 @@ func (b *recBackend) Calls() []*backend.Call {
 type recApprover struct {
 	mu    sync.Mutex
 	asked []store.Approval
-	ask   func(ctx context.Context, a *store.Approval) (store.Decision, error)
+	ask   func(ctx context.Context, a *store.Approval) (approval.Answer, error)
 }
 
-func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (store.Decision, error) {
+func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (approval.Answer, error) {
 	r.mu.Lock()
 	r.asked = append(r.asked, *a)
 	r.mu.Unlock()
@@ -541,12 +565,10 @@ func (f *fixture) totalUsed() int64 {
 	return n
 }
 
+// decide decides through the gateway's operator API, as the CLI does.
 func (f *fixture) decide(id string, approve bool, by string) error {
-	now := time.Now()
-	if f.clock != nil {
-		now = f.clock.Now()
-	}
-	return f.raw.DecideApproval(context.Background(), id, store.Decision{Approve: approve, By: by, At: now})
+	_, err := f.g.DecideApproval(context.Background(), id, gateway.Decision{Operator: by, Approve: approve, Channel: gateway.ChannelCLI})
+	return err
 }
 
 // ---- assertions ----

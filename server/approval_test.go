@@ -57,7 +57,7 @@ func approvalsOf(t *testing.T, st store.Store, tool string) []store.Approval {
 func TestElicitationApproves(t *testing.T) {
 	f := newFixture(t)
 	e := &elicitor{answer: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}}
-	cs := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice"}), &mcp.ClientOptions{ElicitationHandler: e.handle})
+	cs := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: 20 * time.Second}), &mcp.ClientOptions{ElicitationHandler: e.handle})
 	res := call(t, cs, "danger", map[string]any{"target": "prod-db"})
 	if res.IsError {
 		t.Fatalf("approved call failed: %s", text(res))
@@ -70,7 +70,7 @@ func TestElicitationApproves(t *testing.T) {
 		t.Fatalf("%d approval requests", len(aprs))
 	}
 	a := aprs[0]
-	if a.Status != store.ApprovalApproved || !strings.HasPrefix(a.DecidedBy, server.ApproverPrefix+"mcp_") || a.ConsumedBy == "" {
+	if a.Status != store.ApprovalApproved || a.DecidedBy != "alice" || a.Channel != "elicitation" || a.ConsumedBy == "" {
 		t.Errorf("approval %+v", a)
 	}
 	msg := e.asked[0].Message
@@ -93,7 +93,7 @@ func TestElicitationDenies(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
 			e := &elicitor{answer: answer}
-			cs := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice"}), &mcp.ClientOptions{ElicitationHandler: e.handle})
+			cs := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: 20 * time.Second}), &mcp.ClientOptions{ElicitationHandler: e.handle})
 			res := call(t, cs, "danger", map[string]any{"target": "prod-db"})
 			sc := structured(t, res)
 			if !res.IsError || sc["class"] != "forbidden" || sc["step"] != "approve" {
@@ -103,7 +103,7 @@ func TestElicitationDenies(t *testing.T) {
 				t.Error("a denied call ran")
 			}
 			aprs := approvalsOf(t, f.st, "danger")
-			if len(aprs) != 1 || aprs[0].Status != store.ApprovalDenied || !strings.HasPrefix(aprs[0].DecidedBy, server.ApproverPrefix) {
+			if len(aprs) != 1 || aprs[0].Status != store.ApprovalDenied || aprs[0].DecidedBy != "alice" || aprs[0].Channel != "elicitation" {
 				t.Errorf("approvals %+v", aprs)
 			}
 		})
@@ -218,7 +218,7 @@ func TestApprovalRequiredAfterWait(t *testing.T) {
 
 func TestElicitationOverHTTP(t *testing.T) {
 	f := newFixture(t)
-	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}})
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}, ApprovalWait: 20 * time.Second})
 	hs := httpServer(t, s)
 	e := &elicitor{answer: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}}
 	cs, err := connectHTTP(t, hs, "tok-alice", &mcp.ClientOptions{ElicitationHandler: e.handle})
@@ -230,7 +230,7 @@ func TestElicitationOverHTTP(t *testing.T) {
 		t.Fatalf("isError %v, invoked %d: %s", res.IsError, f.dangers.Load(), text(res))
 	}
 	aprs := approvalsOf(t, f.st, "danger")
-	if len(aprs) != 1 || aprs[0].DecidedBy != server.ApproverPrefix+cs.ID() || aprs[0].Session != cs.ID() {
-		t.Errorf("approval %+v, want decided by %s%s", aprs, server.ApproverPrefix, cs.ID())
+	if len(aprs) != 1 || aprs[0].DecidedBy != "alice" || aprs[0].Channel != "elicitation" || aprs[0].Session != cs.ID() {
+		t.Errorf("approval %+v, want decided by alice through elicitation", aprs)
 	}
 }

@@ -58,7 +58,9 @@ func newFixture(t testing.TB) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	rules, err := policy.NewRules([]policy.Rule{
-		{Caller: "alice", Allow: []string{"*"}, Approve: []string{"danger"}},
+		// self_approve: the person at alice's own client may decide
+		// (the elicitation tests).
+		{Caller: "alice", Allow: []string{"*"}, Approve: []string{"danger"}, SelfApprove: true},
 		{Caller: "bob", Allow: []string{"echo"}},
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ const (
 	PathMCP     = "/mcp"
 	PathMetrics = "/metrics"
 	PathHealthz = "/healthz"
+	PathConsole = "/ui"
 )
 
 // Handler is the HTTP face of the server: streamable HTTP MCP at /mcp and
@@ -35,9 +36,16 @@ func (s *Server) Handler() http.Handler {
 		}
 		return &auth.TokenInfo{UserID: caller}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	mux.Handle(PathMCP, s.requireToken(sdkAuth(s.httpHandler)))
-	mux.Handle(PathMetrics, s.requireToken(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc(PathHealthz, s.healthz)
+	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(sdkAuth(s.trackRequests(s.httpHandler))))), true))
+	// The metrics name callers and tools: operators only.
+	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
+	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))
+	if s.opts.Console != nil {
+		// The console's live page is an event stream: no write deadline.
+		console := s.streamDeadlines(s.opts.Console, true)
+		mux.Handle(PathConsole, console)
+		mux.Handle(PathConsole+"/", console)
+	}
 	return mux
 }
 
@@ -71,7 +79,8 @@ func bearer(h string) (string, bool) {
 	return token, token != ""
 }
 
-// healthz answers 200 when the store answers a read, 503 otherwise. It says
+// healthz answers 200 when the store answers a read and the gateway's last
+// write to it (a commit or a settlement) did not fail, 503 otherwise. It says
 // nothing else: it is open to anyone who can reach the port.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -81,6 +90,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	_, err := s.g.Store().BudgetUsage(ctx)
 	if hc, ok := s.g.Store().(store.HealthChecker); ok && err == nil {
 		err = hc.Healthy(ctx)
+	}
+	if err == nil {
+		// Reads may work while every write fails (a full disk).
+		err = s.g.StoreWriteError()
 	}
 	if err != nil {
 		s.log.Warn("health check: the store cannot serve", "error", err)
@@ -98,9 +111,17 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // any error serving ln otherwise. It logs, at start, where it listens and,
 // when no token is configured, that every request will be refused.
 func (s *Server) ServeHTTP(ln net.Listener) error {
+	// ReadTimeout is left unset: it would also bound the reads that watch a
+	// response stream's connection, and cut it; each request's body read
+	// is bounded instead (streamDeadlines), and so is /mcp's write.
 	hs := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.timeouts.ReadHeader,
+		IdleTimeout:       s.timeouts.Idle,
+		WriteTimeout:      s.timeouts.Write,
+	}
+	if c, ok := s.opts.Console.(interface{ Close() }); ok {
+		hs.RegisterOnShutdown(c.Close)
 	}
 	if !s.addHTTPServer(hs) {
 		return ErrServerClosed

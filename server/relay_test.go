@@ -33,8 +33,8 @@ import (
 
 type approveAll struct{}
 
-func (approveAll) Ask(context.Context, *store.Approval) (store.Decision, error) {
-	return store.Decision{Approve: true, By: "operator", At: time.Now()}, nil
+func (approveAll) Ask(context.Context, *store.Approval) (approval.Answer, error) {
+	return approval.Answer{Approve: true, By: "operator", Channel: "cli"}, nil
 }
 
 // lockedBuffer is an audit log the test reads while the gateway writes.
@@ -74,7 +74,8 @@ func everything(t *testing.T, bridge *upstream.Bridge) (*server.Server, *lockedB
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"*"}}})
+	// SelfApprove: a client with elicitation approves its own calls.
+	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"*"}, Approve: []string{"*"}, SelfApprove: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func everything(t *testing.T, bridge *upstream.Bridge) (*server.Server, *lockedB
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { u.Close() })
-	return server.New(g, &server.Options{StdioCaller: "alice", Tokens: map[string]string{"tok-e": "alice"}}), audit
+	return server.New(g, &server.Options{StdioCaller: "alice", Tokens: map[string]string{"tok-e": "alice"}, ApprovalWait: 30 * time.Second}), audit
 }
 
 func callCtx(t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams) *mcp.CallToolResult {
@@ -102,19 +103,6 @@ func callCtx(t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams) *m
 		t.Fatalf("call %s: %v", params.Name, err)
 	}
 	return res
-}
-
-// waitFor waits for cond, which events make true; the deadline only ends
-// a test that would otherwise hang.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestUpstreamProgressReachesCaller: trigger-long-running-operation's

@@ -1,6 +1,16 @@
 package server
 
-import "github.com/modelcontextprotocol/go-sdk/mcp"
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultResumeGrace is how long, by default, a call whose HTTP request
+// dropped waits for its client to resume.
+const DefaultResumeGrace = 30 * time.Second
 
 // DefaultResumeBytes bounds the in-memory event store of the HTTP
 // handler by default.
@@ -23,4 +33,53 @@ func (s *Server) eventStore() mcp.EventStore {
 	es := mcp.NewMemoryEventStore(nil)
 	es.SetMaxBytes(n)
 	return es
+}
+
+// sessionRequest counts an HTTP request of session in progress; the
+// returned function ends it.
+func (s *Server) sessionRequest(session string) func() {
+	if session == "" {
+		return func() {}
+	}
+	v, _ := s.live.LoadOrStore(session, new(atomic.Int64))
+	n := v.(*atomic.Int64)
+	n.Add(1)
+	return func() { n.Add(-1) }
+}
+
+// cancelUnlessResumed runs when the HTTP request of a call ends before the
+// call: the call is cancelled (its client went away: it must not consume
+// an approval), unless streams are resumable and the session has a request
+// in progress again within the grace (the client reconnected, with
+// Last-Event-ID, to get the answer).
+func (s *Server) cancelUnlessResumed(ctx context.Context, ss *mcp.ServerSession, cancel context.CancelFunc) {
+	grace := s.opts.ResumeGrace
+	if grace == 0 {
+		grace = DefaultResumeGrace
+	}
+	if grace < 0 || s.opts.ResumeBytes < 0 || ss == nil || ss.ID() == "" {
+		cancel()
+		return
+	}
+	v, _ := s.live.LoadOrStore(ss.ID(), new(atomic.Int64))
+	n := v.(*atomic.Int64)
+	go func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				cancel()
+				return
+			case <-tick.C:
+				if n.Load() > 0 {
+					return // resumed
+				}
+			}
+		}
+	}()
 }

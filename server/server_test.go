@@ -221,9 +221,13 @@ func TestCallRefusals(t *testing.T) {
 		c, _ := structured(t, res)["class"].(string)
 		return c
 	}
-	// Not granted: forbidden, even though bob names a real tool.
-	if c := class(call(t, bob, "costly", map[string]any{})); c != "forbidden" {
-		t.Errorf("bob calling costly: %s, want forbidden", c)
+	// Not granted, nor put to an approval: to bob, costly does not exist,
+	// exactly like an unknown tool (finding 7).
+	_, errCostly := bob.CallTool(context.Background(), &mcp.CallToolParams{Name: "costly", Arguments: map[string]any{"bad": 1}})
+	_, errNone := bob.CallTool(context.Background(), &mcp.CallToolParams{Name: "costlz", Arguments: map[string]any{"bad": 1}})
+	if errCostly == nil || errNone == nil ||
+		errCostly.Error() != strings.ReplaceAll(errNone.Error(), "costlz", "costly") {
+		t.Errorf("bob calling costly: %v; an unknown tool: %v; want the same answer", errCostly, errNone)
 	}
 	// Outside the subset: unsupported_capability naming $schema.
 	res := call(t, alice, "dollar", map[string]any{"x": "y"})

@@ -9,15 +9,20 @@
 //     intent row (status started) all happen, or none does, and it returns
 //     only once the transaction is synced to stable storage. Concurrent
 //     commits may share one sync (group commit).
-//   - A reservation never takes a (scope, key) above its quota, whatever the
-//     concurrency; reservations are idempotent by call id.
+//   - A reservation never takes a (scope, key) above its quota in its window
+//     (each Window of a (scope, key) counts apart; the zero Window is for
+//     ever), whatever the concurrency; reservations are idempotent by call
+//     id.
 //   - Budget is released only when an intent settles failed (proven not to
 //     have run) or an operator resolves an uncertain intent as not executed.
 //   - An intent leaves started exactly once. A started intent whose
 //     incarnation is dead becomes uncertain at the next Recover (which Open
 //     runs); never while its incarnation is alive. Nothing is ever re-run.
-//   - An approval is decided once, by someone other than its caller, before
-//     it expires, and is consumed by exactly one call.
+//   - An approval is decided once, before it expires, and is consumed by
+//     exactly one call. Who may decide it is the gateway's rule.
+//   - Prune deletes only what has ended (settled intents, expired approvals,
+//     finished incarnations, ended windows) before its cut; a started or
+//     uncertain intent is never pruned.
 package store
 
 import (
@@ -70,6 +75,10 @@ type Reservation struct {
 	Key    string `json:"key"`   // the caller name or the session id
 	Quota  int64  `json:"quota"` // the limit in force, checked at reservation
 	Amount int64  `json:"amount"`
+	// Window is the window the call counts in (the one holding the call's
+	// commit time); zero for a budget without windows. Each window of a
+	// (scope, key) has its own usage.
+	Window Window `json:"window,omitzero"`
 }
 
 // CommitRequest is everything CommitIntent writes in one transaction.
@@ -111,17 +120,24 @@ const (
 // Approval is a request for a person's decision on one exact call: the
 // caller, the tool, the tool's definition hash and the arguments' digest.
 type Approval struct {
-	ID             string         `json:"id"`
-	Caller         string         `json:"caller"`
-	Session        string         `json:"session,omitempty"`
-	Tool           string         `json:"tool"`
-	DefinitionHash string         `json:"definition_hash"`
-	ArgsDigest     string         `json:"args_digest"`
-	Status         ApprovalStatus `json:"status"`
-	DecidedBy      string         `json:"decided_by,omitempty"`
-	CreatedAt      time.Time      `json:"created_at"`
-	ExpiresAt      time.Time      `json:"expires_at"`
-	DecidedAt      time.Time      `json:"decided_at,omitzero"`
+	ID             string `json:"id"`
+	Caller         string `json:"caller"`
+	Session        string `json:"session,omitempty"`
+	Tool           string `json:"tool"`
+	DefinitionHash string `json:"definition_hash"`
+	ArgsDigest     string `json:"args_digest"`
+	// Arguments are the call's arguments exactly as received and validated,
+	// so that whoever decides sees what they approve.
+	Arguments []byte         `json:"-"`
+	Status    ApprovalStatus `json:"status"`
+	DecidedBy string         `json:"decided_by,omitempty"`
+	// Channel is how the decision was made (cli, console, elicitation);
+	// Reason is what the person who decided wrote, if anything.
+	Channel   string    `json:"channel,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
 	// ConsumedBy is the call id that used an approved request.
 	ConsumedBy string `json:"consumed_by,omitempty"`
 }
@@ -131,31 +147,39 @@ type ApprovalKey struct {
 	Caller, Tool, DefinitionHash, ArgsDigest string
 }
 
-// Decision is a resolver's verdict on an approval request.
+// Decision is a resolver's verdict on an approval request. Who may decide
+// is the gateway's rule (gateway.DecideApproval); the store records it.
 type Decision struct {
 	Approve bool
 	By      string
 	At      time.Time
+	Channel string
+	Reason  string
 }
 
 // ApprovalFilter selects approval requests; zero fields match everything.
 type ApprovalFilter struct {
 	Status ApprovalStatus
+	Caller string
 	Limit  int // 0 means a default of 100
 }
 
-// Usage is the budget used in one (scope, key).
+// Usage is the budget used in one (scope, key) and window.
 type Usage struct {
-	Scope string `json:"scope"`
-	Key   string `json:"key"`
-	Used  int64  `json:"used"`
+	Scope  string `json:"scope"`
+	Key    string `json:"key"`
+	Window Window `json:"window,omitzero"`
+	// Quota is the quota of the latest reservation made in this usage (the
+	// one in force then).
+	Quota int64 `json:"quota"`
+	Used  int64 `json:"used"`
 }
 
 // Store is the durable state of a gateway: the composition of the small
 // interfaces below, which every implementation (memstore, sqlite, postgres)
 // provides and the conformance suite in store/storetest checks together.
 // Code that needs only a part asks for that part (the gateway asks for
-// Journal, Approvals, Budgets and Pins; see gateway.Store). Implementations
+// Journal, Approvals, Budgets, Pins and Retention; see gateway.Store). Implementations
 // are safe for concurrent use.
 type Store interface {
 	// Incarnation is this process's incarnation id, recorded in each intent
@@ -166,6 +190,7 @@ type Store interface {
 	Approvals
 	Budgets
 	Pins
+	Retention
 
 	Close() error
 }
@@ -206,15 +231,18 @@ type Approvals interface {
 	FindApproval(ctx context.Context, k ApprovalKey, now time.Time) (*Approval, error)
 	ListApprovals(ctx context.Context, f ApprovalFilter, now time.Time) ([]Approval, error)
 	// DecideApproval decides a pending request. Errors: ErrNotFound,
-	// ErrSelfApproval, ErrApprovalExpired, ErrAlreadyDecided.
+	// ErrApprovalExpired, ErrAlreadyDecided.
 	DecideApproval(ctx context.Context, id string, d Decision) error
 }
 
-// Budgets reports the budget held. Reservations themselves are taken by
-// Journal.CommitIntent, in the intent's transaction.
+// Budgets reports the budget held and lets an operator reset it.
+// Reservations themselves are taken by Journal.CommitIntent, in the
+// intent's transaction.
 type Budgets interface {
-	// BudgetUsage lists the budget held per (scope, key).
+	// BudgetUsage lists the budget held per (scope, key, window), by
+	// scope, key, window length and window start.
 	BudgetUsage(ctx context.Context) ([]Usage, error)
+	BudgetOps
 }
 
 // Pin is the recorded definition of a tool from a source the gateway does
@@ -264,20 +292,29 @@ var (
 	ErrApprovalUnavailable = errors.New("approval not approved, already consumed, expired or for another call")
 	ErrNotStarted          = errors.New("intent is not started by this incarnation")
 	ErrNotUncertain        = errors.New("intent is not uncertain")
-	ErrSelfApproval        = errors.New("a caller cannot decide its own approval request")
-	ErrApprovalExpired     = errors.New("approval request expired")
-	ErrAlreadyDecided      = errors.New("approval request already decided")
-	ErrPinChanged          = errors.New("the tool's definition changed again; review it and accept the new hash")
+	// ErrSelfApproval is the gateway's refusal of a caller deciding its own
+	// request where no rule lets it; stores do not return it.
+	ErrSelfApproval    = errors.New("a caller cannot decide its own approval request")
+	ErrApprovalExpired = errors.New("approval request expired")
+	ErrAlreadyDecided  = errors.New("approval request already decided")
+	ErrPinChanged      = errors.New("the tool's definition changed again; review it and accept the new hash")
 )
 
 // BudgetError reports the reservation that would exceed its quota.
 type BudgetError struct {
 	Scope, Key             string
 	Used, Requested, Quota int64
+	// Window is the reservation's window; zero when the budget has none.
+	Window Window
 }
 
 func (e *BudgetError) Error() string {
-	return fmt.Sprintf("budget exceeded for %s %q: used %d + requested %d > quota %d", e.Scope, e.Key, e.Used, e.Requested, e.Quota)
+	msg := fmt.Sprintf("budget exceeded for %s %q: used %d + requested %d > quota %d", e.Scope, e.Key, e.Used, e.Requested, e.Quota)
+	if !e.Window.IsZero() {
+		msg += fmt.Sprintf(" in the %v window from %s; it resets at %s", e.Window.Per,
+			e.Window.Start.UTC().Format(time.RFC3339), e.Window.End().UTC().Format(time.RFC3339))
+	}
+	return msg
 }
 
 func (e *BudgetError) Unwrap() error { return ErrBudgetExceeded }
@@ -291,16 +328,15 @@ func EffectiveApprovalStatus(a *Approval, now time.Time) ApprovalStatus {
 	return a.Status
 }
 
-// Decide applies the decision rules every store shares to request a (as
-// read, locked, by the store): who decides must be named and is not the
-// caller, the request must still be pending at d.At. It returns the status
-// to record, or the contract's error; stores only persist the result.
+// Decide is the state transition every store applies to request a (as
+// read, locked, by the store): the decision names who decides, and the
+// request is still pending at d.At. Who may decide (operators, approvers,
+// self-approval) is decided before, by the gateway (gateway.DecideApproval).
+// It returns the status to record, or the contract's error; stores only
+// persist the result.
 func Decide(a *Approval, d Decision) (ApprovalStatus, error) {
 	if d.By == "" {
 		return "", fmt.Errorf("approval %s: a decision must name who decides", a.ID)
-	}
-	if d.By == a.Caller {
-		return "", fmt.Errorf("approval %s: %w", a.ID, ErrSelfApproval)
 	}
 	switch EffectiveApprovalStatus(a, d.At) {
 	case ApprovalExpired:

@@ -32,9 +32,12 @@
 // and edit create missing folders one at a time below a checked one. ls
 // leaves hidden entries out of its listing and count, and the walks of
 // glob and grep skip them, through links too (a link into them is still
-// listed by name, as every link is, and never followed). Elsewhere the
-// check is by name only. A hard link to a hidden file is not recognised
-// (making one takes bash).
+// listed by name, as every link is, and never followed). A file is also
+// compared by (device, inode) with the hidden files: on Linux a regular
+// file with several links (a hard link to the journal placed in the
+// workspace), elsewhere every file and folder opened, where names are also
+// compared regardless of case (macOS and Windows volumes usually ignore
+// it), so "BACKPLANE.YAML" is the hidden configuration there.
 //
 // # bash is not confined
 //
@@ -86,6 +89,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbackplane/backplane/backend"
@@ -182,6 +187,15 @@ type Set struct {
 	readMax int
 	asker   Asker
 	tools   []tool.Tool
+	// walkOpens counts what walks open (walkFS.open): the tests bound the
+	// work of a glob or grep with it.
+	walkOpens atomic.Int64
+
+	// ids caches the identities of the hidden files where every open is
+	// compared with them (see hiddenIDs).
+	idsMu sync.Mutex
+	ids   map[fileKey]bool
+	idsAt time.Time
 }
 
 // New opens the workspace and returns the tools.
@@ -321,20 +335,45 @@ func (s *Set) describe() []tool.Tool {
 			InputSchema: st.InputSchema,
 			Safety:      im.safety,
 			Timeout:     im.timeout,
-			Backend: backend.Func(func(ctx context.Context, call *backend.Call) (*backend.Result, error) {
-				if err := ctx.Err(); err != nil {
-					return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, st.Name, err)
-				}
-				res, err := fn(ctx, call)
-				var te *toolError
-				if errors.As(err, &te) {
-					return te.result(), nil
-				}
-				return res, err
-			}),
+			Backend:     &toolBackend{s: s, name: st.Name, fn: fn, check: checker(st.Name)},
 		})
 	}
 	return out
+}
+
+// checker is the argument check of the named tool; every tool has one.
+func checker(name string) func(json.RawMessage) error {
+	c, ok := checkers[name]
+	if !ok {
+		panic("builtin: no argument check of the built-in tool " + name)
+	}
+	return c
+}
+
+// toolBackend runs one built-in tool. It checks its arguments before the
+// intent (backend.Checker) and previews write, edit and bash calls for
+// whoever decides their approval (backend.Previewer).
+type toolBackend struct {
+	s     *Set
+	name  string
+	fn    toolFunc
+	check func(json.RawMessage) error
+}
+
+func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, b.name, err)
+	}
+	res, err := b.fn(ctx, call)
+	var te *toolError
+	if errors.As(err, &te) {
+		return te.result(), nil
+	}
+	return res, err
+}
+
+func (b *toolBackend) Preview(ctx context.Context, call *backend.Call) (*backend.Preview, error) {
+	return b.s.preview(ctx, b.name, call.Arguments)
 }
 
 // toolError is a tool-level failure: it becomes an IsError result.
@@ -358,15 +397,22 @@ func (e *toolError) with(key string, v any) *toolError {
 	return e
 }
 
-// errorBody is the "error" member of an IsError result.
+// errorBody is the "error" member of an IsError result: the shape of the
+// gateway's own error object (class, message, step, details), step
+// "invoke", so that a client reads a refusal and a tool's error alike.
 type errorBody struct {
 	Class   tool.Class     `json:"class"`
 	Message string         `json:"message"`
-	Details map[string]any `json:"details,omitempty"`
+	Step    string         `json:"step"`
+	Details map[string]any `json:"details"`
 }
 
 func (e *toolError) body() *errorBody {
-	return &errorBody{Class: e.class, Message: e.msg, Details: e.details}
+	d := e.details
+	if d == nil {
+		d = map[string]any{}
+	}
+	return &errorBody{Class: e.class, Message: e.msg, Step: "invoke", Details: d}
 }
 
 func (e *toolError) result() *backend.Result {

@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -70,13 +71,12 @@ func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	// pattern's literal part, which is looked up through walkFS like the
 	// rest: hidden entries are neither listed nor matched, whatever the
 	// name or link leading to them.
-	walkErr := doublestar.GlobWalk(walkFS{ctx, s, dir, where}, pattern, func(p string, d fs.DirEntry) error {
+	walkErr := globWalk(ctx, walkFS{ctx, s, dir, where}, pattern, func(p string) {
 		found = append(found, path.Join(prefix, p))
 		if len(found) >= 4*limit+64 {
 			compact()
 		}
-		return nil
-	}, doublestar.WithNoFollow(), doublestar.WithFilesOnly())
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("glob %s: %w", a.Pattern, err)
 	}
@@ -120,7 +120,7 @@ func (s *Set) globPattern(p, rel string) (string, error) {
 			return "", fail(tool.ClassForbidden, "pattern %q climbs out with \"..\"; patterns are matched inside the search path", p)
 		}
 	}
-	p = strings.TrimPrefix(path.Clean(p), "./")
+	p = collapseGlobstars(strings.TrimPrefix(path.Clean(p), "./"))
 	if !doublestar.ValidatePattern(p) {
 		return "", fail(tool.ClassValidation, "%q is not a valid glob pattern", p)
 	}
@@ -150,4 +150,61 @@ func (s *Set) openDir(p, rel string) (*os.Root, string, error) {
 	// Checked again: the root is what is used, and the name may have been
 	// swapped for a link since the look above.
 	return s.checkedRoot(p, dir, filepath.Join(s.ws, rel))
+}
+
+// collapseGlobstars replaces runs of "**" segments with one: "**/**/x"
+// means what "**/x" means (any number of folders, then x), and each extra
+// "**" would multiply the work of a walk and repeat its matches.
+func collapseGlobstars(p string) string {
+	segs := strings.Split(p, "/")
+	out := segs[:0]
+	for i, seg := range segs {
+		if seg == "**" && i > 0 && len(out) > 0 && out[len(out)-1] == "**" {
+			continue
+		}
+		out = append(out, seg)
+	}
+	return strings.Join(out, "/")
+}
+
+// globWalk calls found with each path under fsys that matches pattern,
+// folders left out, symbolic links listed and never followed, each path
+// once. A pattern without "**" is walked by doublestar, which reads only
+// the folders its segments can match; one with "**" is one walk of the
+// tree below its literal prefix, each entry visited once and matched
+// against the whole pattern, so the work is linear in the tree whatever
+// the number of "**" (doublestar's GlobWalk descends once per "**" and
+// repeats matches).
+func globWalk(ctx context.Context, fsys walkFS, pattern string, found func(p string)) error {
+	if !slices.Contains(strings.Split(pattern, "/"), "**") {
+		return doublestar.GlobWalk(fsys, pattern, func(p string, d fs.DirEntry) error {
+			found(p)
+			return nil
+		}, doublestar.WithNoFollow(), doublestar.WithFilesOnly())
+	}
+	base, _ := doublestar.SplitPattern(pattern)
+	err := fs.WalkDir(fsys, base, func(p string, d fs.DirEntry, err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if err != nil {
+			// An unreadable or vanished folder is left out, as doublestar
+			// leaves it out; so is a missing literal prefix.
+			if d != nil && d.IsDir() && p != base {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if ok, _ := doublestar.Match(pattern, p); ok {
+			found(p)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"code.dny.dev/ssrf"
+
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -157,10 +159,16 @@ func refusal(what, hostport, ip, why string) *toolError {
 
 // refusedAddr says why an address is refused, or "" when it is not:
 // loopback, private (RFC 1918, RFC 4193 fc00::/7), link-local, unspecified,
-// multicast, and the other ranges that reach this host or its network.
+// multicast by name, and every other special-purpose range of the IANA
+// IPv4 and IPv6 registries (code.dny.dev/ssrf, generated from them): for
+// IPv6 anything outside global unicast 2000::/3 (::/96 IPv4-compatible,
+// 64:ff9b:1::/48, site-local...) and the special ranges inside it (2002::/16
+// 6to4, 2001::/23...); for IPv4 198.18.0.0/15, 240.0.0.0/4, 100.64.0.0/10,
+// the documentation ranges... An address in the NAT64 prefix 64:ff9b::/96
+// is judged by the IPv4 address it reaches.
 func refusedAddr(ip netip.Addr) string {
 	ip = ip.Unmap().WithZone("")
-	if ip.Is6() && nat64.Contains(ip) {
+	if ip.Is6() && ssrf.IPv6NAT64Prefix.Contains(ip) {
 		// 64:ff9b::a.b.c.d reaches a.b.c.d through a NAT64 gateway.
 		b := ip.As16()
 		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
@@ -177,26 +185,32 @@ func refusedAddr(ip netip.Addr) string {
 	case ip.IsMulticast():
 		return "multicast"
 	}
-	for _, r := range otherRefused {
-		if r.p.Contains(ip) {
-			return r.why
-		}
+	if err := specialPurpose.SafeAddr(ip); err != nil {
+		return "special-purpose (" + specialRange(ip) + ")"
 	}
 	return ""
 }
 
-var (
-	nat64        = netip.MustParsePrefix("64:ff9b::/96")
-	otherRefused = []struct {
-		p   netip.Prefix
-		why string
-	}{
-		{netip.MustParsePrefix("0.0.0.0/8"), "unspecified (\"this network\")"},
-		{netip.MustParsePrefix("100.64.0.0/10"), "private (shared address space)"},
-		{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
-		{netip.MustParsePrefix("fec0::/10"), "private (site-local)"},
+// specialPurpose refuses the special-purpose ranges; ports and networks are
+// not its business here.
+var specialPurpose = ssrf.New(ssrf.WithAnyPort(), ssrf.WithAnyNetwork())
+
+// specialRange names the registry range ip lies in, for the refusal.
+func specialRange(ip netip.Addr) string {
+	list := ssrf.IPv4DeniedPrefixes
+	if ip.Is6() {
+		list = ssrf.IPv6DeniedPrefixes
+		if !ssrf.IPv6GlobalUnicast.Contains(ip) {
+			return "outside IPv6 global unicast " + ssrf.IPv6GlobalUnicast.String()
+		}
 	}
-)
+	for _, p := range list {
+		if p.Contains(ip) {
+			return p.String()
+		}
+	}
+	return "reserved"
+}
 
 // dial connects to addr (host:port from the URL). When it is not
 // allowlisted, each IP address the dialer is about to connect to, after
@@ -213,22 +227,32 @@ func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 // control is the dialer's Control for a connection to addr (as in the
 // URL): it checks the resolved address it is given, before connect(2).
 func (f *fetcher) control(addr string) func(network, address string, _ syscall.RawConn) error {
-	byName := f.allowed(addr)
 	return func(network, address string, _ syscall.RawConn) error {
-		if !byName && !f.allowed(address) {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fail(tool.ClassForbidden, "refused to connect to %s: not an IP address and port", address)
-			}
-			if why := refusedAddr(ap.Addr()); why != "" {
-				return refusal(addr, addr, ap.Addr().Unmap().String(), why)
-			}
+		if err := f.checkDial(addr, address); err != nil {
+			return err
 		}
 		if f.onConnect != nil {
 			f.onConnect(address)
 		}
 		return nil
 	}
+}
+
+// checkDial is the dialer's check, in Control, before connect(2): addr is
+// what the URL named, address the IP address and port about to be
+// connected to.
+func (f *fetcher) checkDial(addr, address string) error {
+	if f.allowed(addr) || f.allowed(address) {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fail(tool.ClassForbidden, "refused to connect to %s: not an IP address and port", address)
+	}
+	if why := refusedAddr(ap.Addr()); why != "" {
+		return refusal(addr, addr, ap.Addr().Unmap().String(), why)
+	}
+	return nil
 }
 
 type fetchArgs struct {
@@ -313,7 +337,7 @@ func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Resul
 		case http.StatusRequestTimeout, http.StatusGatewayTimeout:
 			class = tool.ClassTimeout
 		}
-		res.Error = &errorBody{Class: class, Message: "HTTP " + resp.Status}
+		res.Error = &errorBody{Class: class, Message: "HTTP " + resp.Status, Step: "invoke", Details: map[string]any{}}
 	}
 	return &backend.Result{Content: marshal(res), IsError: res.Error != nil}, nil
 }

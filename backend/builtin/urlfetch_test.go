@@ -366,7 +366,7 @@ func TestRefusedAddr(t *testing.T) {
 		"192.168.0.1": "private", "fc00::1": "private", "fdff::1": "private", "169.254.0.1": "link-local",
 		"fe80::1": "link-local", "0.0.0.0": "unspecified", "::": "unspecified", "224.0.0.251": "multicast",
 		"ff05::2": "multicast", "::ffff:10.0.0.1": "private", "64:ff9b::7f00:1": "loopback",
-		"0.1.2.3": `unspecified ("this network")`, "100.127.0.1": "private (shared address space)",
+		"0.1.2.3": "special-purpose (0.0.0.0/8)", "100.127.0.1": "special-purpose (100.64.0.0/10)",
 		"8.8.8.8": "", "2001:4860:4860::8888": "", "172.32.0.1": "", "1.1.1.1": "", "100.128.0.1": "",
 	} {
 		if got := refusedAddr(netip.MustParseAddr(s)); got != want {
@@ -387,6 +387,45 @@ func TestNormHostPort(t *testing.T) {
 	for _, bad := range []string{"example.com", ":80", "host:0", "host:http", "host:70000"} {
 		if _, err := normHostPort(bad); err == nil {
 			t.Errorf("normHostPort(%q) accepted", bad)
+		}
+	}
+}
+
+// TestURLFetchRefusesSpecialPurposeRanges: the special-purpose ranges of
+// the IANA registries a hand list missed (issue 12, finding 14) are refused
+// by the dialer's check (the hook run in Control, before connect(2); called
+// here directly, so nothing is dialled) and, as literals, by url_fetch
+// before any connection; public addresses pass the check.
+func TestURLFetchRefusesSpecialPurposeRanges(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, addr := range []string{
+		"[::8.8.8.8]:80",          // ::/96, IPv4-compatible
+		"[2002:808:808::1]:80",    // 6to4 2002::/16
+		"[64:ff9b:1::808:808]:80", // local-use NAT64 64:ff9b:1::/48
+		"198.18.0.1:80",           // benchmarking 198.18.0.0/15
+		"198.19.255.254:443",      //
+		"240.0.0.1:80",            // reserved 240.0.0.0/4
+		"255.255.255.255:80",      // broadcast
+		"192.0.2.10:80",           // documentation
+		"[2001:db8::1]:80",        // documentation
+		"[64:ff9b::7f00:1]:80",    // NAT64 of 127.0.0.1
+	} {
+		err := f.set.fetch.control(addr)("tcp", addr, nil)
+		var te *toolError
+		if !errors.As(err, &te) || te.class != gateway.ClassForbidden {
+			// Never fetched then: that would send traffic off this host.
+			t.Errorf("checkDial %s: %v, want a forbidden refusal", addr, err)
+			continue
+		}
+		u := "http://" + addr + "/"
+		res, gerr := call(t, f.set, "url_fetch", args("url", u))
+		if e := errorOf(t, "url_fetch", nil, res, gerr); e.Class != string(gateway.ClassForbidden) {
+			t.Errorf("url_fetch %s: %+v, want forbidden", u, e)
+		}
+	}
+	for _, addr := range []string{"8.8.8.8:443", "[2606:4700::1111]:443", "[64:ff9b::808:808]:80"} {
+		if err := f.set.fetch.control(addr)("tcp", addr, nil); err != nil {
+			t.Errorf("checkDial %s: %v, want it allowed", addr, err)
 		}
 	}
 }

@@ -93,11 +93,11 @@ type approveAll struct {
 	asked []string
 }
 
-func (a *approveAll) Ask(ctx context.Context, req *store.Approval) (store.Decision, error) {
+func (a *approveAll) Ask(ctx context.Context, req *store.Approval) (approval.Answer, error) {
 	a.mu.Lock()
 	a.asked = append(a.asked, req.Tool)
 	a.mu.Unlock()
-	return store.Decision{Approve: true, By: "operator", At: time.Now()}, nil
+	return approval.Answer{Approve: true, By: "operator", Channel: "cli"}, nil
 }
 
 func (a *approveAll) tools() []string {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/user"
+	"slices"
+	"strings"
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
@@ -17,8 +20,10 @@ import (
 // recovery, so any of them, even a read-only "journal list", turns the
 // started intents of dead processes into uncertain ones.
 
-// defaultConfigFile is looked up in the working directory.
-const defaultConfigFile = "backplane.yaml"
+// configFlagHelp describes --config: the working folder is never searched
+// (see config.Find).
+const configFlagHelp = "the configuration file (YAML; default: $" + config.EnvConfig +
+	", else $XDG_CONFIG_HOME/backplane/backplane.yaml, i.e. ~/.config/backplane/backplane.yaml; never the working folder)"
 
 // gatewayFlags are the flags every gateway verb takes.
 type gatewayFlags struct {
@@ -27,6 +32,9 @@ type gatewayFlags struct {
 	asJSON     bool
 	// interactive gives ask_user_question the terminal, when there is one.
 	interactive bool
+	// consoleURL, when set (by serve, once it listens), is the console's
+	// base URL, added to the ways to decide an approval.
+	consoleURL func() string
 	// storeOnly marks verbs that work on the store alone (journal,
 	// approvals, budget): they do not start the MCP upstreams.
 	storeOnly bool
@@ -37,7 +45,7 @@ type gatewayFlags struct {
 // both work).
 func addGatewayFlags(cmd *cobra.Command, f *gatewayFlags) {
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.configPath, "config", defaultConfigFile, "the configuration file (YAML)")
+	pf.StringVar(&f.configPath, "config", "", configFlagHelp)
 	pf.BoolVar(&f.asJSON, "json", false, "print JSON instead of text")
 	pf.StringVar(&f.auditLog, "audit-log", "",
 		`where audit events go, as JSON lines: a file (appended) or "-" for stderr (default: audit.log in the store folder)`)
@@ -55,15 +63,32 @@ type gatewaySession struct {
 // cannot be loaded, or whose store cannot be opened, is an input error
 // (exit 2, the message naming the file and line, no usage hint).
 func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySession, error) {
-	cfg, err := config.Load(f.configPath)
+	path, from, err := config.Find(f.configPath)
 	if err != nil {
 		return nil, &inputError{err}
 	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, &inputError{err}
+	}
+	if err := cfg.CheckFound(from); err != nil {
+		return nil, &inputError{err}
+	}
+	f.configPath = path
 	// The audit log: --audit-log, else the configuration's log.file, else
 	// audit.log in the store folder (stderr for a store that is not a
 	// folder); see package assemble.
 	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly}
 	closeTTY := func() {}
+	if f.consoleURL != nil {
+		opts.ApprovalHints = func(id string) []string {
+			hints := cfg.ApprovalCommands(id)
+			if base := f.consoleURL(); base != "" {
+				hints = append(hints, base+"/ui/approvals/"+id)
+			}
+			return hints
+		}
+	}
 	if f.interactive {
 		opts.Asker, closeTTY = openTerminalAsker()
 	}
@@ -106,4 +131,37 @@ func groupCmd(use, short, long string) *cobra.Command {
 			return cmd.Help()
 		},
 	}
+}
+
+// operatorTokenEnv names the environment variable holding an operator's
+// token: the CLI then acts as that operator.
+const operatorTokenEnv = "BACKPLANE_OPERATOR_TOKEN"
+
+// operator is who an operator verb acts as: the owner of
+// BACKPLANE_OPERATOR_TOKEN (as, if given, must be the same), else as, else
+// the login name. When the configuration lists operators, the name must be
+// one of them (an input error otherwise, before anything is done).
+func (s *gatewaySession) operator(as string) (string, error) {
+	cfg := s.rt.Config
+	if tok := os.Getenv(operatorTokenEnv); tok != "" {
+		name, ok := cfg.OperatorTokens()[tok]
+		if !ok {
+			return "", &inputError{fmt.Errorf("%s is set but is no operator's token in %s", operatorTokenEnv, cfg.Path)}
+		}
+		if as != "" && as != name {
+			return "", &inputError{fmt.Errorf("--as %s, but %s belongs to operator %s", as, operatorTokenEnv, name)}
+		}
+		return name, nil
+	}
+	if as == "" {
+		as = operatorName()
+	}
+	if as == "" {
+		return "", &inputError{errors.New("--as OPERATOR is required (no login name to default to): the decision records who made it")}
+	}
+	if names := cfg.OperatorNames(); len(names) > 0 && !slices.Contains(names, as) {
+		return "", &inputError{fmt.Errorf("%q is not an operator of %s (operators: %s); name one with --as or set %s",
+			as, cfg.Path, strings.Join(names, ", "), operatorTokenEnv)}
+	}
+	return as, nil
 }

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -27,7 +31,7 @@ budget).
 Opening the journal (any command, "journal list" included) first marks as
 uncertain the started intents of gateway processes that are no longer alive.`)
 	addGatewayFlags(cmd, &f)
-	cmd.AddCommand(newJournalListCmd(&f), newJournalShowCmd(&f), newJournalResolveCmd(&f))
+	cmd.AddCommand(newJournalListCmd(&f), newJournalShowCmd(&f), newJournalResolveCmd(&f), newJournalPruneCmd(&f))
 	return cmd
 }
 
@@ -40,14 +44,18 @@ type journalEntry struct {
 	Status     store.Status `json:"status"`
 	ArgsDigest string       `json:"args_digest"`
 	ErrorClass string       `json:"error_class,omitempty"`
-	CreatedAt  time.Time    `json:"created_at"`
-	SettledAt  *time.Time   `json:"settled_at"` // null while started
+	// ToolError is set on a succeeded intent whose tool reported an error
+	// (its result has is_error): it ran, and failed by its own account.
+	ToolError bool       `json:"tool_error,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	SettledAt *time.Time `json:"settled_at"` // null while started
 }
 
 func entryOf(in *store.Intent) journalEntry {
 	e := journalEntry{
 		CallID: in.CallID, Tool: in.Tool, Caller: in.Caller, Session: in.Session, Status: in.Status,
 		ArgsDigest: in.ArgsDigest, ErrorClass: in.ErrorClass, CreatedAt: in.CreatedAt.UTC(),
+		ToolError: gateway.ToolReportedError(in),
 	}
 	if !in.SettledAt.IsZero() {
 		t := in.SettledAt.UTC()
@@ -61,6 +69,10 @@ var intentStatuses = []store.Status{
 	store.StatusExecuted, store.StatusNotExecuted,
 }
 
+// listPage is how many intents journal list reads from the store at a
+// time: what it holds in memory, however long the journal.
+const listPage = 500
+
 func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 	var (
 		status, caller, tool string
@@ -71,16 +83,24 @@ func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 		Short: "List intents, newest first",
 		Long: `List prints the journal's intents, newest first: call id, tool, caller,
 status, the digest of the arguments (never their values), when the intent
-was created and when it settled.
+was created and when it settled. A call that ran and whose tool reported an
+error is listed as "succeeded (tool_error)"; --status tool_error lists only
+those. --limit 0 lists the whole journal; it is read and written a page at
+a time, so memory stays small however long the journal is.
 
 With --json the answer is {"intents":[{"call_id","tool","caller","status",
-"args_digest","created_at","settled_at",...}]}; settled_at is null while an
-intent is started.`,
+"args_digest","created_at","settled_at","tool_error",...}]}; settled_at is
+null while an intent is started; tool_error is true for a tool-reported
+error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st := store.Status(status)
+			toolErrors := status == "tool_error"
+			if toolErrors {
+				st = store.StatusSucceeded
+			}
 			if st != "" && !contains(intentStatuses, st) {
-				return fmt.Errorf("--status %q: want one of %s", status, joinStatuses(intentStatuses))
+				return fmt.Errorf("--status %q: want one of %s, tool_error", status, joinStatuses(intentStatuses))
 			}
 			if limit < 0 {
 				return fmt.Errorf("--limit %d: must not be negative", limit)
@@ -90,43 +110,114 @@ intent is started.`,
 				return err
 			}
 			defer s.Close()
-			intents, err := s.rt.Store.ListIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: limit})
-			if err != nil {
-				return fmt.Errorf("reading the journal: %w", err)
-			}
-			entries := make([]journalEntry, len(intents))
-			for i := range intents {
-				entries[i] = entryOf(&intents[i])
-			}
-			out := cmd.OutOrStdout()
-			if f.asJSON {
-				return writeJSONLine(out, struct {
-					Intents []journalEntry `json:"intents"`
-				}{entries})
-			}
-			if len(entries) == 0 {
-				_, err := fmt.Fprintln(out, "no intents")
-				return err
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CALL ID\tTOOL\tCALLER\tSTATUS\tARGS DIGEST\tCREATED\tSETTLED")
-			for _, e := range entries {
-				settled := "-"
-				if e.SettledAt != nil {
-					settled = e.SettledAt.Format(time.RFC3339)
+			w := newJournalWriter(cmd.OutOrStdout(), f.asJSON)
+			cursor, left := "", limit
+			for {
+				n := listPage
+				if limit > 0 && !toolErrors {
+					n = min(n, left)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, e.Status,
-					e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
+				p, err := s.rt.Gateway.PageIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: n}, cursor)
+				if err != nil {
+					return fmt.Errorf("reading the journal: %w", err)
+				}
+				page := p.Intents
+				if toolErrors {
+					// Tool errors are succeeded intents whose recorded result
+					// says so: filtered here, page by page.
+					page = slices.DeleteFunc(page, func(in store.Intent) bool { return !gateway.ToolReportedError(&in) })
+				}
+				if limit > 0 && len(page) > left {
+					page = page[:left]
+				}
+				if err := w.page(page); err != nil {
+					return err
+				}
+				left -= len(page)
+				if p.Next == "" || (limit > 0 && left <= 0) {
+					break
+				}
+				cursor = p.Next
 			}
-			return tw.Flush()
+			return w.end()
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&status, "status", "", "only intents in this status: "+joinStatuses(intentStatuses))
+	fl.StringVar(&status, "status", "", "only intents in this status: "+joinStatuses(intentStatuses)+", or tool_error")
 	fl.StringVar(&caller, "caller", "", "only this caller's intents")
 	fl.StringVar(&tool, "tool", "", "only this tool's intents")
-	fl.IntVar(&limit, "limit", 100, "at most this many intents")
+	fl.IntVar(&limit, "limit", 100, "at most this many intents (0: all)")
 	return cmd
+}
+
+// journalWriter writes journal list's answer as the pages come: JSON
+// element by element inside {"intents":[...]}, text as a table aligned
+// within each page.
+type journalWriter struct {
+	out    *bufio.Writer
+	buf    bytes.Buffer
+	asJSON bool
+	n      int
+}
+
+func newJournalWriter(out io.Writer, asJSON bool) *journalWriter {
+	return &journalWriter{out: bufio.NewWriter(out), asJSON: asJSON}
+}
+
+func (w *journalWriter) page(intents []store.Intent) error {
+	if w.asJSON {
+		for i := range intents {
+			if w.n == 0 {
+				w.out.WriteString(`{"intents":[`)
+			} else {
+				w.out.WriteByte(',')
+			}
+			w.n++
+			w.buf.Reset()
+			if err := writeJSONLine(&w.buf, entryOf(&intents[i])); err != nil {
+				return err
+			}
+			w.out.Write(bytes.TrimSuffix(w.buf.Bytes(), []byte("\n")))
+		}
+		return w.out.Flush()
+	}
+	if len(intents) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w.out, 0, 4, 2, ' ', 0)
+	if w.n == 0 {
+		fmt.Fprintln(tw, "CALL ID\tTOOL\tCALLER\tSTATUS\tARGS DIGEST\tCREATED\tSETTLED")
+	}
+	for i := range intents {
+		e := entryOf(&intents[i])
+		settled := "-"
+		if e.SettledAt != nil {
+			settled = e.SettledAt.Format(time.RFC3339)
+		}
+		status := string(e.Status)
+		if e.ToolError {
+			status += " (tool_error)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, status,
+			e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
+	}
+	w.n += len(intents)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return w.out.Flush()
+}
+
+func (w *journalWriter) end() error {
+	switch {
+	case w.asJSON && w.n == 0:
+		w.out.WriteString(`{"intents":[]}` + "\n")
+	case w.asJSON:
+		w.out.WriteString("]}\n")
+	case w.n == 0:
+		w.out.WriteString("no intents\n")
+	}
+	return w.out.Flush()
 }
 
 // intentDetail is one intent as "journal show" prints it: everything the
@@ -198,7 +289,7 @@ when it was created and settled. Exit 1 when there is no such call.`,
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
-			in, err := s.rt.Store.GetIntent(cmd.Context(), args[0])
+			in, err := s.rt.Gateway.GetIntent(cmd.Context(), args[0])
 			if errors.Is(err, store.ErrNotFound) {
 				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", args[0]))
 			}
@@ -262,37 +353,29 @@ there is no such call. --as names who resolves it (default: the login name).`,
 			if executed == notExecuted {
 				return errors.New("say either --executed or --not-executed")
 			}
-			if as == "" {
-				as = operatorName()
-			}
-			if as == "" {
-				return errors.New("--as is required (no login name to default to)")
-			}
 			s, err := f.open(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
+			as, err := s.operator(as)
+			if err != nil {
+				return err
+			}
 			id := args[0]
-			err = s.rt.Store.ResolveIntent(cmd.Context(), id, executed, as, time.Now())
 			verdict := "executed"
 			if !executed {
 				verdict = "not_executed"
 			}
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", id))
-			case errors.Is(err, store.ErrNotUncertain):
-				msg := fmt.Sprintf("call %s is not uncertain", id)
-				if in, gerr := s.rt.Store.GetIntent(cmd.Context(), id); gerr == nil {
-					msg = fmt.Sprintf("call %s is %s, not uncertain: only an uncertain call can be resolved", id, in.Status)
-				}
-				return negative(out, f.asJSON, "not_uncertain", msg)
-			case err != nil:
-				return fmt.Errorf("resolving %s: %w", id, err)
+			_, err = s.rt.Gateway.ResolveIntent(cmd.Context(), id, executed, as)
+			var oe *gateway.OperatorError
+			if errors.As(err, &oe) {
+				return negative(out, f.asJSON, oe.Class, oe.Message)
 			}
-			s.audit.Info("resolve", "call_id", id, "step", "resolve", "outcome", verdict, "resolved_by", as)
+			if err != nil {
+				return err
+			}
 			if f.asJSON {
 				return writeJSONLine(out, struct {
 					OK         bool   `json:"ok"`

@@ -12,22 +12,12 @@ import (
 // lintJSON is the --json report, decoded.
 type lintJSON struct {
 	Tools []struct {
-		Index int             `json:"index"`
-		Name  *string         `json:"name"`
-		OK    bool            `json:"ok"`
-		Error json.RawMessage `json:"error"`
-		// Errors are every error of the tool; Error is the first.
-		Errors []struct {
-			Class         string         `json:"class"`
-			Stage         string         `json:"stage"`
-			Message       string         `json:"message"`
-			Path          string         `json:"path"`
-			Pointer       string         `json:"pointer"`
-			SchemaPointer string         `json:"schema_pointer"`
-			Keyword       string         `json:"keyword"`
-			Details       map[string]any `json:"details"`
-		} `json:"errors"`
-		Truncated bool `json:"truncated"`
+		Index     int               `json:"index"`
+		Name      *string           `json:"name"`
+		OK        bool              `json:"ok"`
+		Error     json.RawMessage   `json:"error"`
+		Errors    []json.RawMessage `json:"errors"`
+		Truncated bool              `json:"truncated"`
 	} `json:"tools"`
 	Summary struct {
 		Total       *int           `json:"total"`
@@ -55,8 +45,11 @@ func runLintJSON(t *testing.T, stdin string, wantCode int, catalog string) lintJ
 		if tool.Index != i {
 			t.Errorf("tool %d has index %d", i, tool.Index)
 		}
-		if tool.OK != (tool.Error == nil) {
-			t.Errorf("tool %d: ok %v with error %s", i, tool.OK, tool.Error)
+		if tool.OK != (tool.Error == nil) || tool.OK != (len(tool.Errors) == 0) {
+			t.Errorf("tool %d: ok %v with error %s and errors %s", i, tool.OK, tool.Error, tool.Errors)
+		}
+		if !tool.OK && string(tool.Errors[0]) != string(tool.Error) {
+			t.Errorf("tool %d: errors[0] %s is not error %s", i, tool.Errors[0], tool.Error)
 		}
 	}
 	return report
@@ -204,30 +197,6 @@ func TestLintReferenceServers(t *testing.T) {
 	}
 }
 
-// TestLintEveryError: a tool outside the subset for several reasons has
-// them all listed, and counts once per keyword in the summary.
-func TestLintEveryError(t *testing.T) {
-	catalog := `[{"name":"many","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"type":"string","pattern":"^x"},"b":{"type":"string","pattern":"^y","maxLength":3}}}}]`
-	report := runLintJSON(t, catalog, exitNegative, "-")
-	var got []string
-	for _, e := range report.Tools[0].Errors {
-		got = append(got, e.Keyword+"@"+e.SchemaPointer)
-	}
-	want := []string{"$schema@/$schema", "pattern@/properties/a/pattern", "pattern@/properties/b/pattern", "maxLength@/properties/b/maxLength"}
-	for _, w := range want {
-		if !slices.Contains(got, w) {
-			t.Errorf("errors %v lack %s", got, w)
-		}
-	}
-	report.wantSummary(t, 1, 0, 1, map[string]int{"$schema": 1, "pattern": 1, "maxLength": 1})
-	r := runBinary(t, catalog, "schema", "lint", "-")
-	for _, w := range []string{"FAIL  many: unsupported_capability, keyword $schema", "and: unsupported_capability, keyword maxLength"} {
-		if !strings.Contains(r.stdout, w) {
-			t.Errorf("human output lacks %q:\n%s", w, r.stdout)
-		}
-	}
-}
-
 func TestLintBareArrayOnStdin(t *testing.T) {
 	catalog := `[
 	  {"name":"a","inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}},
@@ -302,4 +271,28 @@ func TestLintUnreadableCatalog(t *testing.T) {
 		})
 	}
 	runBinary(t, "", "schema", "lint", "/nonexistent/catalog.json").wantUsageError(t)
+}
+
+// Every error of a tool is listed, the first being the gateway's; the
+// summary still counts tools by their first error.
+func TestLintListsEveryError(t *testing.T) {
+	catalog := `[{"name":"many","inputSchema":{"type":"object","$schema":"x",
+	  "properties":{"a":{"type":"string","pattern":"^a","format":"uri"},"b":{"type":"strange"}}}}]`
+	report := runLintJSON(t, catalog, exitNegative, "-")
+	report.wantSummary(t, 1, 0, 1, map[string]int{"$schema": 1})
+	var got []string
+	for _, raw := range report.Tools[0].Errors {
+		e := checkErrorObject(t, decodeObject(t, string(raw)))
+		got = append(got, e["schema_pointer"].(string))
+	}
+	if want := []string{"/$schema", "/properties/a/format", "/properties/a/pattern", "/properties/b/type"}; !slices.Equal(got, want) {
+		t.Errorf("errors at %v, want %v", got, want)
+	}
+	r := runBinary(t, catalog, "schema", "lint", "-")
+	r.wantCode(t, exitNegative)
+	for _, want := range []string{"FAIL  many: unsupported_capability, keyword $schema", "and: unsupported_capability, keyword format", "/properties/b/type"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("human output lacks %q:\n%s", want, r.stdout)
+		}
+	}
 }

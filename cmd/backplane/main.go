@@ -81,7 +81,9 @@ the tool. A call whose outcome is unknown is never re-run.
   tools        list tools and accept changed upstream definitions
   schema       check schemas and arguments against the subset
 
-The gateway verbs read one configuration file (backplane.yaml, or --config).
+The gateway verbs read one configuration file: --config FILE, else
+$BACKPLANE_CONFIG, else ~/.config/backplane/backplane.yaml ($XDG_CONFIG_HOME);
+never one found in the working folder, which an agent's tools may write.
 
 The gateway validates arguments against a strict, fail-closed subset of JSON
 Schema: type (object, array, string, integer, number, boolean), properties,
@@ -115,6 +117,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newCallCmd(), newJournalCmd(), newApprovalsCmd(), newBudgetCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
-	root.AddCommand(newCompletionCmd())
+	root.AddCommand(newCompletionCmd(), newInitCmd())
 	return root
 }

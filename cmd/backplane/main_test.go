@@ -28,6 +28,15 @@ func buildAndRun(m *testing.M) int {
 		return 2
 	}
 	defer os.RemoveAll(dir)
+	// Hermetic: no configuration of the person running the tests is ever
+	// found (the user's folder is an empty one), and none is named.
+	os.Unsetenv("BACKPLANE_CONFIG")
+	xdg := filepath.Join(dir, "xdg-config")
+	if err := os.Mkdir(xdg, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	os.Setenv("XDG_CONFIG_HOME", xdg)
 	binary = filepath.Join(dir, "backplane")
 	goTool := "go" // from PATH, as a developer runs it
 	build := exec.Command(goTool, "build", "-o", binary, ".")

