@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -138,5 +139,62 @@ func TestResumeAfterDroppedStream(t *testing.T) {
 	defer mu.Unlock()
 	if steps == 0 {
 		t.Error("no progress event before the cut")
+	}
+}
+
+// gone is a client transport with no standalone stream (GET answered 405)
+// whose connection is lost for good once the first tools/call stream has
+// carried one event.
+type gone struct {
+	cutter
+	lost atomic.Bool
+}
+
+func (g *gone) RoundTrip(r *http.Request) (*http.Response, error) {
+	if g.lost.Load() {
+		return nil, errors.New("the network is gone")
+	}
+	if r.Method == http.MethodGet {
+		return &http.Response{StatusCode: http.StatusMethodNotAllowed, Body: io.NopCloser(strings.NewReader("")), Header: http.Header{}, Request: r}, nil
+	}
+	resp, err := g.cutter.RoundTrip(r)
+	if err == nil && g.cut.Load() {
+		g.lost.Store(true)
+	}
+	return resp, err
+}
+
+// TestDroppedClientThatNeverReturnsIsCancelled: past ResumeGrace without
+// its session coming back, a call waiting for an approval is cancelled:
+// approving the request afterwards runs nothing.
+func TestDroppedClientThatNeverReturnsIsCancelled(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-a": "alice"}, ApprovalWait: 30 * time.Second, ResumeGrace: 200 * time.Millisecond})
+	hs := httpServer(t, s)
+	tr := &gone{cutter: cutter{base: http.DefaultTransport, token: "tok-a"}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "leaver", Version: "v0"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: hs.URL + server.PathMCP, HTTPClient: &http.Client{Transport: tr}, MaxRetries: 0,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p := &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"target": "prod-db"}}
+		p.SetProgressToken("tok-g")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cs.CallTool(ctx, p)
+	}()
+	waitFor(t, "the stream to be cut", tr.cut.Load)
+	// The call withdraws (the gateway says so in its error); the server
+	// counts no call in flight any more.
+	waitFor(t, "the call to be cancelled", func() bool { return len(approvalsOf(t, f.st, "danger")) == 1 && server.ActiveCalls(s) == 0 })
+	aprs := approvalsOf(t, f.st, "danger")
+	if err := f.st.DecideApproval(context.Background(), aprs[0].ID, store.Decision{Approve: true, By: "carol", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if f.dangers.Load() != 0 {
+		t.Errorf("the tool ran %d times for a client that was gone", f.dangers.Load())
 	}
 }
