@@ -10,7 +10,7 @@ import (
 
 // DefaultResumeGrace is how long, by default, a call whose HTTP request
 // dropped waits for its client to resume.
-const DefaultResumeGrace = 30 * time.Second
+const DefaultResumeGrace = 10 * time.Second
 
 // DefaultResumeBytes bounds the in-memory event store of the HTTP
 // handler by default.
