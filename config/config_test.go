@@ -52,7 +52,7 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 		{"alice", "other", false, false},
 		{"bob", "note", false, false}, // default deny
 	} {
-		d := rules.Decide(tc.caller, tc.tool)
+		d := rules.Decide(policy.Request{Caller: tc.caller, Tool: tc.tool})
 		if d.Allow != tc.allow || d.RequireApproval != tc.mustAsk {
 			t.Errorf("Decide(%s, %s) = allow %v approval %v, want %v %v", tc.caller, tc.tool, d.Allow, d.RequireApproval, tc.allow, tc.mustAsk)
 		}

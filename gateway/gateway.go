@@ -230,7 +230,7 @@ func (g *Gateway) Unregister(name string) bool {
 func (g *Gateway) ToolsFor(caller string) []Tool {
 	var out []Tool
 	for _, t := range g.Tools() {
-		if g.policy.Decide(caller, t.Name).Allow {
+		if policy.MayCall(g.policy, caller, t.Name) {
 			out = append(out, t)
 		}
 	}
@@ -403,18 +403,23 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	c.digest = digest
 	c.audit("validate", "ok")
 
-	// 3. Authorization, default deny.
-	d := g.policy.Decide(c.req.Caller, t.Name)
+	// 3. Authorization, default deny, on the validated arguments; the
+	// policy in force now decides (a reload later does not change it).
+	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: v})
+	if d.Err != nil {
+		c.audit("authorize", "invalid", "reason", d.Reason)
+		return nil, newError(ClassValidation, "authorize", d.Err.Error(), nil)
+	}
 	if !d.Allow {
-		c.audit("authorize", "deny", "reason", d.Reason)
-		return nil, newError(ClassForbidden, "authorize", d.Reason, nil)
+		c.audit("authorize", "deny", "reason", d.Reason, "rule", d.Source)
+		return nil, newError(ClassForbidden, "authorize", d.Reason, policyDetails(d))
 	}
 	if t.Pinned {
 		if err := c.checkPin(ctx); err != nil {
 			return nil, err
 		}
 	}
-	c.audit("authorize", "allow", "reason", d.Reason)
+	c.audit("authorize", "allow", "reason", d.Reason, "rule", d.Source)
 
 	// A repeated idempotency key returns what is recorded, before any
 	// approval or budget is asked for again.
@@ -531,4 +536,20 @@ func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 	c.audit("replay", "conflict", "previous_call_id", prev.CallID)
 	return nil, newError(ClassResourceConflict, "replay",
 		fmt.Sprintf("the earlier call with this idempotency key is %s; it is never re-run automatically", prev.Status), details)
+}
+
+// policyDetails are the error details of a policy refusal: the deciding
+// rule and, for a shell command, each part's decision.
+func policyDetails(d policy.Decision) map[string]any {
+	det := map[string]any{}
+	if d.Source != "" {
+		det["rule"] = d.Source
+	}
+	if len(d.Parts) > 0 {
+		det["parts"] = d.Parts
+	}
+	if len(det) == 0 {
+		return nil
+	}
+	return det
 }
