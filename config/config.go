@@ -174,6 +174,9 @@ type ToolConfig struct {
 	// MaxOutputBytes caps the program's stdout. Default: Limits.MaxResultBytes.
 	MaxOutputBytes int
 	Safety         gateway.Safety
+	// MainArg names the argument TOOL(PATTERN) policy entries match
+	// (main_arg); nil: none, and such entries are refused.
+	MainArg *policy.MainArg
 	// Line is where the tool is declared in the file.
 	Line int
 }
@@ -254,6 +257,8 @@ type Runtime struct {
 	Gateway *gateway.Gateway
 	Store   store.Store
 	Config  *Config
+	// Policy is the policy in force; Reload replaces it.
+	Policy *policy.Live
 
 	closers   []io.Closer
 	upstreams []*mcp.Upstream // also in closers
@@ -294,10 +299,11 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 
 	// Parse checked all of this; a Config built or changed by hand is
 	// checked again rather than trusted.
-	rules, err := policy.NewRules(c.Policy)
+	rules, err := c.CompilePolicy()
 	if err != nil {
-		return nil, &Error{File: c.Path, Msg: err.Error()}
+		return nil, err
 	}
+	live := policy.NewLive(rules)
 	for _, q := range c.Budgets {
 		if err := q.Check(); err != nil {
 			return nil, &Error{File: c.Path, Msg: err.Error()}
@@ -327,7 +333,7 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 
 	g := gateway.New(&gateway.Options{
 		Store:   st,
-		Policy:  rules,
+		Policy:  live,
 		Budgets: c.Budgets,
 		Approvals: approval.Options{
 			Expire:   c.Approvals.Expire,
@@ -370,6 +376,7 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 		}
 	}
 	rt.Gateway = g
+	rt.Policy = live
 	return rt, nil
 }
 

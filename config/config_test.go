@@ -33,7 +33,8 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 	}
 
 	// policy: alice may call note, danger and fs.*; danger needs approval.
-	wantRules := []policy.Rule{{Caller: "alice", Allow: []string{"note", "danger", "fs.*"}, Approve: []string{"danger"}}}
+	wantRules := []policy.Rule{{Caller: "alice", Allow: []string{"note", "danger", "fs.*"}, Approve: []string{"danger"},
+		Pos: policy.Pos{File: c.Path, Line: 3, Allow: []int{4, 4, 4}, Approve: []int{5}}}}
 	if !reflect.DeepEqual(c.Policy, wantRules) {
 		t.Errorf("Policy = %+v, want %+v", c.Policy, wantRules)
 	}

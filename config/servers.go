@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbackplane/backplane/backend/mcp"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
 
@@ -49,6 +50,9 @@ type ServerConfig struct {
 	// Validator is "subset" (the default: the gateway's own, every tool
 	// whose schema is outside it refused) or "draft2020-12".
 	Validator string
+	// MainArg names the argument TOOL(PATTERN) policy entries match, for
+	// every tool of the server (main_arg); nil: none.
+	MainArg *policy.MainArg
 	// Line is where the server is declared in the file.
 	Line int
 }
@@ -114,9 +118,11 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 					s.Validator != mcp.ValidatorSubset && s.Validator != mcp.ValidatorDraft2020 {
 					err = p.errAt(v, "validator %q: %s or %s", s.Validator, mcp.ValidatorSubset, mcp.ValidatorDraft2020)
 				}
+			case "main_arg":
+				s.MainArg, err = p.mainArg(v)
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator")
+		}, "name", "command", "env", "url", "headers", "validator", "main_arg")
 		if err != nil {
 			return err
 		}

@@ -75,6 +75,7 @@ type compiledRule struct {
 type Rules struct {
 	rules     []compiledRule
 	mainArgs  map[string]MainArg
+	globKeys  []string // the mainArgs keys that are globs, sorted
 	workspace []string
 	// Source rules, kept for explain and check.
 	src []Rule
@@ -102,6 +103,12 @@ func Compile(rules []Rule, opts *Options) (*Rules, error) {
 		}
 		r.mainArgs[k] = v
 	}
+	for k := range r.mainArgs {
+		if isGlob(k) {
+			r.globKeys = append(r.globKeys, k)
+		}
+	}
+	slices.Sort(r.globKeys)
 	for _, w := range o.Workspace {
 		r.workspace = append(r.workspace, path.Clean(strings.ReplaceAll(w, `\`, "/")))
 	}
@@ -186,7 +193,7 @@ func (r *Rules) compileEntry(text string, effect Effect, known func(string) bool
 		return nil, fmt.Errorf("entry %q names no tool", text)
 	}
 	if err := validGlob(e.tool); err != nil {
-		return nil, fmt.Errorf("entry %q: bad tool pattern: %v", text, err)
+		return nil, fmt.Errorf("bad pattern %q: %v", text, err)
 	}
 	e.toolGlob = isGlob(e.tool)
 	if !e.toolGlob && known != nil && !known(e.tool) {
@@ -195,7 +202,7 @@ func (r *Rules) compileEntry(text string, effect Effect, known func(string) bool
 	if !e.hasPat {
 		return e, nil
 	}
-	ma, ok := r.mainArgs[e.tool]
+	ma, ok := r.mainArgFor(e.tool)
 	if !ok {
 		return nil, fmt.Errorf("entry %q: tool %s has no main argument to match a pattern against (name one with main_arg)", text, e.tool)
 	}
@@ -226,14 +233,7 @@ func (r *Rules) mainArgFor(tool string) (MainArg, bool) {
 	if m, ok := r.mainArgs[tool]; ok {
 		return m, true
 	}
-	keys := make([]string, 0)
-	for k := range r.mainArgs {
-		if isGlob(k) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range r.globKeys {
 		if ok, _ := path.Match(k, tool); ok {
 			return r.mainArgs[k], true
 		}
