@@ -65,15 +65,15 @@ func TestPolicyErrorsNameTheLine(t *testing.T) {
 		want string
 	}{
 		"pattern without main argument": {tool + "policy:\n  - caller: a\n    allow: [read, \"note(x*)\"]\n", 7, "has no main argument"},
-		"pattern on unknown tool":        {"policy:\n  - caller: a\n    deny:\n      - read\n      - \"nope(x)\"\n", 5, "no tool is named nope"},
-		"CEL on unknown tool":            {"policy:\n  - caller: a\n    rules:\n      - allow: nope\n        if: 'true'\n", 5, "no tool is named nope"},
-		"CEL does not compile":           {tool + "policy:\n  - caller: a\n    rules:\n      - allow: note\n        if: 'args.text +'\n", 9, "CEL"},
-		"CEL not boolean":                {tool + "policy:\n  - caller: a\n    rules:\n      - allow: note\n        if: 'size(args)'\n", 9, "not bool"},
-		"CEL without if":                 {tool + "policy:\n  - caller: a\n    rules:\n      - allow: note\n", 8, "needs if"},
-		"CEL two effects":                {tool + "policy:\n  - caller: a\n    rules:\n      - allow: note\n        deny: note\n        if: 'true'\n", 9, "not both"},
-		"bad path pattern":               {"policy:\n  - caller: a\n    allow: [\"read([x)\"]\n", 3, "bad path pattern"},
-		"bad main_arg match":             {"tools:\n  - name: note\n    input_schema: {type: object}\n    command: [cat]\n    main_arg: {name: text, match: regex}\n", 5, "main_arg match"},
-		"bad domain":                     {"policy:\n  - caller: a\n    deny: [\"url_fetch(domain:a/b)\"]\n", 3, "not a host name"},
+		"pattern on unknown tool":       {"policy:\n  - caller: a\n    deny:\n      - read\n      - \"nope(x)\"\n", 5, "no tool is named nope"},
+		"CEL on unknown tool":           {"policy:\n  - caller: a\n    rules:\n      - allow: nope\n        if: 'true'\n", 5, "no tool is named nope"},
+		"CEL does not compile":          {tool + "policy:\n  - caller: a\n    rules:\n      - allow: note\n        if: 'args.text +'\n", 9, "CEL"},
+		"CEL not boolean":               {tool + "policy:\n  - caller: a\n    rules:\n      - allow: note\n        if: 'size(args)'\n", 9, "not bool"},
+		"CEL without if":                {tool + "policy:\n  - caller: a\n    rules:\n      - allow: note\n", 8, "needs if"},
+		"CEL two effects":               {tool + "policy:\n  - caller: a\n    rules:\n      - allow: note\n        deny: note\n        if: 'true'\n", 9, "not both"},
+		"bad path pattern":              {"policy:\n  - caller: a\n    allow: [\"read([x)\"]\n", 3, "bad path pattern"},
+		"bad main_arg match":            {"tools:\n  - name: note\n    input_schema: {type: object}\n    command: [cat]\n    main_arg: {name: text, match: regex}\n", 5, "main_arg match"},
+		"bad domain":                    {"policy:\n  - caller: a\n    deny: [\"url_fetch(domain:a/b)\"]\n", 3, "not a host name"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), "backplane.yaml")
