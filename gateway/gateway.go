@@ -348,6 +348,7 @@ type call struct {
 	step      string
 	tool      *registered
 	digest    string
+	rule      string // the policy rule that authorized the call (file:line)
 	committed bool
 }
 
@@ -419,6 +420,7 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			return nil, err
 		}
 	}
+	c.rule = d.Source
 	c.audit("authorize", "allow", "reason", d.Reason, "rule", d.Source)
 
 	// A repeated idempotency key returns what is recorded, before any

@@ -79,6 +79,8 @@ the tool. A call whose outcome is unknown is never re-run.
   approvals    list, approve and deny approval requests
   budget       show budget used per scope
   tools        list tools and accept changed upstream definitions
+  policy       explain how the policy decides a call; check it
+  reload       make a running serve re-read its policy
   schema       check schemas and arguments against the subset
 
 The gateway verbs read one configuration file (backplane.yaml, or --config).
@@ -113,5 +115,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newCallCmd(), newJournalCmd(), newApprovalsCmd(), newBudgetCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
+	root.AddCommand(newPolicyCmd(), newReloadCmd())
 	return root
 }
