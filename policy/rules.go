@@ -5,6 +5,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/bmatcuk/doublestar/v4"
 )
@@ -79,6 +81,9 @@ type Rules struct {
 	workspace []string
 	// Source rules, kept for explain and check.
 	src []Rule
+
+	cache  sync.Map // cacheKey -> []*entry
+	cached atomic.Int64
 }
 
 // Compile checks every rule and builds the policy: a malformed glob, a
@@ -257,9 +262,28 @@ func (e *entry) matchesTool(tool string) bool {
 	return ok
 }
 
+// maxCached bounds the (caller, tool) pairs whose entries are remembered.
+const maxCached = 4096
+
 // entriesFor lists the entries naming the caller and the tool, in rule
-// order.
+// order; the answer is cached (the rules never change).
 func (r *Rules) entriesFor(caller, tool string) []*entry {
+	key := cacheKey{caller, tool}
+	if v, ok := r.cache.Load(key); ok {
+		return v.([]*entry)
+	}
+	out := r.findEntries(caller, tool)
+	if r.cached.Load() < maxCached {
+		if _, loaded := r.cache.LoadOrStore(key, out); !loaded {
+			r.cached.Add(1)
+		}
+	}
+	return out
+}
+
+type cacheKey struct{ caller, tool string }
+
+func (r *Rules) findEntries(caller, tool string) []*entry {
 	var out []*entry
 	for i := range r.rules {
 		cr := &r.rules[i]

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -48,7 +49,9 @@ func splitShell(cmd string) (parts []subject, err error) {
 			parts, err = nil, fmt.Errorf("%w: %v", ErrUnparsable, p)
 		}
 	}()
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(cmd), "")
+	parser := parsers.Get().(*syntax.Parser)
+	f, err := parser.Parse(strings.NewReader(cmd), "")
+	parsers.Put(parser)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnparsable, err)
 	}
@@ -251,9 +254,25 @@ func redirText(r *syntax.Redirect) string {
 	return t
 }
 
+// Parsers and printers are reused: making one costs more than most
+// commands take to parse. A parser is only put back after a parse that
+// returned (a panic leaves it to the collector).
+var (
+	parsers  = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
+	printers = sync.Pool{New: func() any { return syntax.NewPrinter(syntax.Minify(true)) }}
+)
+
 func printNode(n syntax.Node) string {
+	if w, ok := n.(*syntax.Word); ok {
+		if lit := w.Lit(); lit != "" {
+			return lit
+		}
+	}
 	var b strings.Builder
-	if err := syntax.NewPrinter(syntax.Minify(true)).Print(&b, n); err != nil {
+	pr := printers.Get().(*syntax.Printer)
+	err := pr.Print(&b, n)
+	printers.Put(pr)
+	if err != nil {
 		return fmt.Sprintf("%T", n)
 	}
 	return strings.TrimSpace(b.String())
