@@ -3,8 +3,10 @@ package policy
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 )
@@ -277,6 +279,36 @@ func FuzzDecide(f *testing.F) {
 			if p.Effect == EffectDeny && d.Allow {
 				t.Fatalf("%q: part %q denied but the call is allowed", cmd, p.Text)
 			}
+		}
+	})
+}
+
+// FuzzTextGlob checks the text matcher against a regular expression
+// built from the same pattern.
+func FuzzTextGlob(f *testing.F) {
+	for _, s := range [][2]string{{"git status*", "git status -s"}, {"*rm -rf*", "x rm -rf y"}, {"a?c", "aéc"}, {"**", ""}, {"*a*a*a*b", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		if len(pattern) > 64 || len(s) > 256 || !utf8.ValidString(pattern) || !utf8.ValidString(s) {
+			return
+		}
+		var re strings.Builder
+		re.WriteString(`(?s)^`)
+		for _, c := range pattern {
+			switch c {
+			case '*':
+				re.WriteString(`.*`)
+			case '?':
+				re.WriteString(`.`)
+			default:
+				re.WriteString(regexp.QuoteMeta(string(c)))
+			}
+		}
+		re.WriteString(`$`)
+		want := regexp.MustCompile(re.String()).MatchString(s)
+		if got := textGlob(pattern, s); got != want {
+			t.Fatalf("textGlob(%q, %q) = %v, the regexp says %v", pattern, s, got, want)
 		}
 	})
 }
