@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/google/cel-go/cel"
+
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
 )
 
 // CEL conditions see four variables: caller, session and tool (strings)
@@ -109,8 +111,8 @@ func celValue(v any, depth int) (any, error) {
 			l[i] = c
 		}
 		return l, nil
-	case fmt.Stringer: // jsonstrict.Number
-		return celNumber(x.String())
+	case jsonstrict.Number:
+		return celNumber(string(x))
 	case json.Number:
 		return celNumber(string(x))
 	case string, bool, int64, uint64, float64:
