@@ -5,7 +5,9 @@
 //  1. lookup of the tool by exact name (not_found);
 //  2. validation of the arguments against the tool's compiled schema, every
 //     violation reported (validation, unsupported_capability);
-//  3. authorization by the policy, default deny (forbidden);
+//  3. authorization by the policy in force, on the validated arguments,
+//     default deny (forbidden; a shell command that does not parse is
+//     validation);
 //  4. approval, where the policy or the tool's safety flags demand it: a
 //     persisted request bound to the caller, the tool, its definition hash
 //     and the digest of the canonical arguments (approval_required while
