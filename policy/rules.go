@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,7 @@ func (e *Error) Error() string {
 // entry is one compiled list entry or condition.
 type entry struct {
 	text     string // as written
+	quoted   string // text, quoted for reasons
 	tool     string // exact name or path.Match glob
 	toolGlob bool
 	effect   Effect
@@ -176,6 +178,7 @@ func Compile(rules []Rule, opts *Options) (*Rules, error) {
 			}
 			e.source = rule.Pos.source(c.Line, i)
 			e.text = fmt.Sprintf("%s: %s if %s", c.Effect, c.Tool, c.If)
+			e.quoted = strconv.Quote(e.text)
 			cr.entries = append(cr.entries, e)
 		}
 		r.rules = append(r.rules, cr)
@@ -187,7 +190,7 @@ func isGlob(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
 // compileEntry parses "TOOL" or "TOOL(PATTERN)".
 func (r *Rules) compileEntry(text string, effect Effect, known func(string) bool) (*entry, error) {
-	e := &entry{text: text, tool: text, effect: effect}
+	e := &entry{text: text, quoted: strconv.Quote(text), tool: text, effect: effect}
 	if i := strings.IndexByte(text, '('); i >= 0 {
 		if !strings.HasSuffix(text, ")") {
 			return nil, fmt.Errorf("entry %q: TOOL(PATTERN) must end with ')'", text)
@@ -451,13 +454,14 @@ func decidePart(entries []*entry, matched []bool, s subject) partDecision {
 	}
 	p.explicit = true
 	p.Effect, p.Source = best.effect, best.source
+	// Concatenation, not Sprintf: this runs for every part of every call.
 	switch best.effect {
 	case EffectAllow:
-		p.Reason = fmt.Sprintf("allowed by %q at %s", best.text, best.source)
+		p.Reason = "allowed by " + best.quoted + " at " + best.source
 	case EffectApprove:
-		p.Reason = fmt.Sprintf("needs approval by %q at %s", best.text, best.source)
+		p.Reason = "needs approval by " + best.quoted + " at " + best.source
 	default:
-		p.Reason = fmt.Sprintf("denied by %q at %s", best.text, best.source)
+		p.Reason = "denied by " + best.quoted + " at " + best.source
 	}
 	return p
 }
