@@ -20,8 +20,8 @@
 //     decided alone and the call gets the strictest decision of its parts.
 //     A part whose command name is not a literal, or which runs code given
 //     as arguments (eval, sh -c, ...), or which writes to a file through a
-//     redirection, matches no allow. A command that does not parse is
-//     refused with [ErrUnparsable].
+//     redirection, matches no allow pattern (a bare tool name still allows
+//     it). A command that does not parse is refused with [ErrUnparsable].
 //   - CEL conditions are compiled and type-checked by [Compile]; their
 //     evaluation is bounded by a cost limit, and an evaluation error decides
 //     deny (fail closed).

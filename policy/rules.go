@@ -436,7 +436,10 @@ func decidePart(entries []*entry, matched []bool, s subject) partDecision {
 		if e.hasPat && !e.matches(s) {
 			continue
 		}
-		if e.effect == EffectAllow && s.noAllow != "" {
+		if e.effect == EffectAllow && e.hasPat && s.noAllow != "" {
+			// Only a pattern is blind to what makes the part opaque; an
+			// entry naming the bare tool allows every argument, as it
+			// always did, whatever other entries the tool has.
 			continue
 		}
 		if best == nil || outranks(e, best) {

@@ -137,6 +137,21 @@ func TestNonLiteralCommandMatchesNoAllow(t *testing.T) {
 	}
 }
 
+// A bare allow allows every argument, whether or not patterns on the same
+// tool make the policy parse the command.
+func TestBareAllowStaysBare(t *testing.T) {
+	r, err := Compile([]Rule{{Caller: "a", Allow: []string{"bash"}, Deny: []string{"bash(*rm -rf*)"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cmd, allow := range map[string]bool{"$X y": true, "ls > f": true, "rm -rf x": false} {
+		d := r.Decide(Request{Caller: "a", Tool: "bash", Args: map[string]any{"command": cmd}})
+		if d.Allow != allow {
+			t.Errorf("%q: %+v", cmd, d)
+		}
+	}
+}
+
 func TestCELIntegersStayIntegers(t *testing.T) {
 	r, err := Compile([]Rule{{Caller: "a", Conditions: []Condition{
 		{Effect: EffectAllow, Tool: "t", If: `args.n == 9007199254740993 && type(args.n) == int && caller == "a" && tool == "t" && session == "s"`},
