@@ -9,6 +9,7 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store/memstore"
 )
 
 const shSchema = `{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`
@@ -23,7 +24,7 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := policy.NewLive(allow)
-	g := gateway.New(&gateway.Options{Policy: live})
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: live})
 	running, release := make(chan struct{}), make(chan struct{})
 	err = g.Register(gateway.Tool{
 		Name: "bash", InputSchema: json.RawMessage(shSchema),
@@ -60,7 +61,8 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the call authorized before the reload: %v", err)
 	}
-	if err := call("git status"); !errors.Is(err, gateway.ErrForbidden) {
+	// The new policy names bash nowhere: for alice it is now no tool at all.
+	if err := call("git status"); !errors.Is(err, gateway.ErrNotFound) {
 		t.Fatalf("after the reload: %v", err)
 	}
 	if tools := g.ToolsFor("alice"); len(tools) != 0 {

@@ -105,22 +105,6 @@ type Policy interface {
 	Decide(Request) Decision
 }
 
-// Lister is implemented by policies that can say whether a caller may call
-// a tool with some arguments, for listing tools. A Policy without it is
-// asked Decide with nil arguments.
-type Lister interface {
-	MayCall(caller, tool string) bool
-}
-
-// MayCall reports whether p lets caller call tool with some arguments
-// (perhaps after approval).
-func MayCall(p Policy, caller, tool string) bool {
-	if l, ok := p.(Lister); ok {
-		return l.MayCall(caller, tool)
-	}
-	return p.Decide(Request{Caller: caller, Tool: tool}).Allow
-}
-
 // Rule grants one caller a set of tools. Caller is an exact name or a
 // path.Match glob. Entries are tool names or path.Match globs ("fs.*"; '*'
 // does not cross a '/'), or TOOL(PATTERN) (see [MainArg]).
@@ -137,6 +121,13 @@ type Rule struct {
 	// Pos says where the rule and its entries are written, for decisions
 	// and errors; zero when built by hand.
 	Pos Pos `json:"-" yaml:"-"`
+	// Approvers names the operators (exact names or path.Match globs) who
+	// may decide this rule's approvals; none means any operator. See
+	// [Rules.ApproverRule].
+	Approvers []string `json:"approvers,omitempty" yaml:"approvers"`
+	// SelfApprove lets the person at the caller's own client decide this
+	// rule's approvals through MCP elicitation. Default false: operators only.
+	SelfApprove bool `json:"self_approve,omitempty" yaml:"self_approve"`
 }
 
 // Condition is a CEL rule: Effect applies to Tool (an entry as in the
@@ -222,7 +213,17 @@ func (l *Live) Load() Policy {
 
 func (l *Live) Decide(r Request) Decision { return l.Load().Decide(r) }
 
-func (l *Live) MayCall(caller, tool string) bool { return MayCall(l.Load(), caller, tool) }
+// Visible asks the policy in force (see [Visible]).
+func (l *Live) Visible(caller, tool string) bool { return Visible(l.Load(), caller, tool) }
+
+// ApproverRule asks the policy in force; one that does not say leaves
+// decisions to any operator (see [Approvers]).
+func (l *Live) ApproverRule(caller, tool string) ApproverRule {
+	if a, ok := l.Load().(Approvers); ok {
+		return a.ApproverRule(caller, tool)
+	}
+	return ApproverRule{}
+}
 
 // validGlob reports whether p is a well-formed path.Match pattern.
 func validGlob(p string) error {

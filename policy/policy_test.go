@@ -56,6 +56,8 @@ func TestNewRulesRefusesBadRules(t *testing.T) {
 		{{Caller: "", Allow: []string{"x"}}},
 		{{Caller: "a", Allow: []string{"[x"}}},
 		{{Caller: "a", Approve: []string{"x\\"}}},
+		{{Caller: "a", Approve: []string{"x"}, Approvers: []string{"[ops"}}},
+		{{Caller: "a", Approve: []string{"x"}, Approvers: []string{""}}},
 	} {
 		if _, err := NewRules(rules); err == nil {
 			t.Errorf("NewRules(%+v) accepted a bad rule", rules)

@@ -137,6 +137,14 @@ func Compile(rules []Rule, opts *Options) (*Rules, error) {
 		if err := validGlob(rule.Caller); err != nil {
 			return nil, errAt(0, "bad caller pattern %q: %v", rule.Caller, err)
 		}
+		for _, a := range rule.Approvers {
+			if a == "" {
+				return nil, errAt(0, "approvers: an empty operator name")
+			}
+			if err := validGlob(a); err != nil {
+				return nil, errAt(0, "approvers: bad pattern %q: %v", a, err)
+			}
+		}
 		cr := compiledRule{caller: rule.Caller, callerGlob: isGlob(rule.Caller)}
 		for _, list := range []struct {
 			effect  Effect
@@ -302,9 +310,10 @@ func (r *Rules) findEntries(caller, tool string) []*entry {
 	return out
 }
 
-// MayCall reports whether some arguments could be allowed or approved: an
+// Visible reports whether some arguments could be allowed or approved: an
 // allow or approve entry names the tool and no unconditional deny does.
-func (r *Rules) MayCall(caller, tool string) bool {
+// A tool that is not visible looks, to the caller, like no tool at all.
+func (r *Rules) Visible(caller, tool string) bool {
 	may := false
 	for _, e := range r.entriesFor(caller, tool) {
 		if e.effect == EffectDeny && !e.hasPat && e.cond == nil {

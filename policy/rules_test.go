@@ -220,7 +220,7 @@ func TestCompileRefusesWithLine(t *testing.T) {
 	}
 }
 
-func TestMayCallAndCallerGlobs(t *testing.T) {
+func TestVisibleAndCallerGlobs(t *testing.T) {
 	r, err := Compile([]Rule{
 		{Caller: "ci-*", Allow: []string{"bash(go test *)"}, Deny: []string{"write"}},
 		{Caller: "ci-*", Approve: []string{"write"}},
@@ -228,8 +228,8 @@ func TestMayCallAndCallerGlobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.MayCall("ci-1", "bash") || r.MayCall("ci-1", "write") || r.MayCall("dev", "bash") {
-		t.Fatal("MayCall")
+	if !r.Visible("ci-1", "bash") || r.Visible("ci-1", "write") || r.Visible("dev", "bash") {
+		t.Fatal("Visible")
 	}
 }
 

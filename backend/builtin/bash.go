@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 const (
@@ -54,7 +54,7 @@ func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result
 	capped := false
 	if a.Timeout != nil {
 		if *a.Timeout < 1 {
-			return nil, fail(gateway.ClassValidation, "timeout %d: it is a number of seconds, at least 1", *a.Timeout)
+			return nil, fail(tool.ClassValidation, "timeout %d: it is a number of seconds, at least 1", *a.Timeout)
 		}
 		if *a.Timeout > int(s.bash.MaxTimeout/time.Second) {
 			timeout, capped = s.bash.MaxTimeout, true
@@ -170,11 +170,11 @@ func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result
 			if capped {
 				msg += fmt.Sprintf(" (the timeout asked for, %ds, is capped at %v)", *a.Timeout, s.bash.MaxTimeout)
 			}
-			res.Error = &errorBody{Class: gateway.ClassTimeout, Message: msg}
+			res.Error = &errorBody{Class: tool.ClassTimeout, Message: msg, Step: "invoke", Details: map[string]any{}}
 		case ws.Signaled():
-			res.Error = &errorBody{Class: gateway.ClassExecutionFailure, Message: "the shell was killed by signal " + ws.Signal().String()}
+			res.Error = &errorBody{Class: tool.ClassExecutionFailure, Message: "the shell was killed by signal " + ws.Signal().String(), Step: "invoke", Details: map[string]any{}}
 		default:
-			res.Error = &errorBody{Class: gateway.ClassExecutionFailure, Message: "exit status " + strconv.Itoa(res.ExitCode)}
+			res.Error = &errorBody{Class: tool.ClassExecutionFailure, Message: "exit status " + strconv.Itoa(res.ExitCode), Step: "invoke", Details: map[string]any{}}
 		}
 	default:
 		return nil, fmt.Errorf("bash: %w", waitErr)
@@ -187,7 +187,7 @@ func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result
 		res.Truncated = true
 		note := "stdout or stderr was still held open by a process outside the command's process group; output may be missing"
 		if res.Error == nil {
-			res.Error = &errorBody{Class: gateway.ClassExecutionFailure, Message: note}
+			res.Error = &errorBody{Class: tool.ClassExecutionFailure, Message: note, Step: "invoke", Details: map[string]any{}}
 		} else {
 			res.Error.Message += "; " + note
 		}

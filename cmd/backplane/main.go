@@ -83,7 +83,9 @@ the tool. A call whose outcome is unknown is never re-run.
   reload       make a running serve re-read its policy
   schema       check schemas and arguments against the subset
 
-The gateway verbs read one configuration file (backplane.yaml, or --config).
+The gateway verbs read one configuration file: --config FILE, else
+$BACKPLANE_CONFIG, else ~/.config/backplane/backplane.yaml ($XDG_CONFIG_HOME);
+never one found in the working folder, which an agent's tools may write.
 
 The gateway validates arguments against a strict, fail-closed subset of JSON
 Schema: type (object, array, string, integer, number, boolean), properties,
@@ -107,7 +109,9 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// `backplane --version` prints what `backplane version` prints.
+	root.Version = readVersion().Version
+	root.SetVersionTemplate("{{with .Root}}{{end}}" + readVersion().String() + "\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -116,5 +120,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
 	root.AddCommand(newPolicyCmd(), newReloadCmd())
+	root.AddCommand(newCompletionCmd())
 	return root
 }

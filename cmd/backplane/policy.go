@@ -53,9 +53,9 @@ would be refused, 2 for a usage or configuration error.`,
 			if caller == "" {
 				return errors.New("--caller is required")
 			}
-			cfg, err := config.Load(configPath)
+			cfg, err := findConfig(configPath)
 			if err != nil {
-				return &inputError{err}
+				return err
 			}
 			rules, err := cfg.CompilePolicy()
 			if err != nil {
@@ -98,7 +98,7 @@ would be refused, 2 for a usage or configuration error.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&configPath, "config", defaultConfigFile, "the configuration file (YAML)")
+	fl.StringVar(&configPath, "config", "", configFlagHelp)
 	fl.StringVar(&caller, "caller", "", "who calls (the policy's caller name) (required)")
 	fl.StringVar(&session, "session", "", "the session id (CEL rules see it)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON instead of text")
@@ -119,9 +119,9 @@ they seem to:
   allow_needs_approval  an allow on a tool whose safety flags demand an
                         approval anyway (requires_approval)
 
-An approve entry needs someone to decide it: this build has no operators
-section, so anyone running "backplane approvals approve" can, and approve
-entries are not checked for it.
+  no_operator           an approve entry no one may decide: no configured
+                        operator is among its approvers and it does not
+                        set self_approve
 
 Exit 0 when nothing is found, 1 when something is, 2 for a usage or
 configuration error.`,
@@ -144,7 +144,11 @@ configuration error.`,
 				asks[t.Name] = t.Safety.RequiresApproval
 			}
 			slices.Sort(names)
-			found := rules.Lint(policy.LintOptions{Tools: names, RequiresApproval: func(t string) bool { return asks[t] }})
+			found := rules.Lint(policy.LintOptions{
+				Tools:            names,
+				RequiresApproval: func(t string) bool { return asks[t] },
+				CanDecide:        canDecide(rules, s.rt.Config.OperatorNames()),
+			})
 			out := cmd.OutOrStdout()
 			if f.asJSON {
 				if found == nil {
@@ -169,4 +173,41 @@ configuration error.`,
 	}
 	addGatewayFlags(cmd, &f)
 	return cmd
+}
+
+// findConfig finds and loads the configuration as the gateway verbs do
+// (see config.Find), without opening it.
+func findConfig(flag string) (*config.Config, error) {
+	path, from, err := config.Find(flag)
+	if err != nil {
+		return nil, &inputError{err}
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, &inputError{err}
+	}
+	if err := cfg.CheckFound(from); err != nil {
+		return nil, &inputError{err}
+	}
+	return cfg, nil
+}
+
+// canDecide reports whether someone may decide the approvals of caller
+// (a rule's caller, perhaps a glob) calling tool: the caller's own person
+// where a rule sets self_approve, else a configured operator among the
+// approvers. With no operators configured any name is an operator, so an
+// approve entry can always be decided.
+func canDecide(rules *policy.Rules, operators []string) func(caller, tool string) bool {
+	return func(caller, tool string) bool {
+		a := rules.ApproverRule(caller, tool)
+		if a.SelfApprove || len(operators) == 0 {
+			return true
+		}
+		for _, op := range operators {
+			if op != caller && a.MayApprove(op) {
+				return true
+			}
+		}
+		return false
+	}
 }

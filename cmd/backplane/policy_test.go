@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -46,6 +47,15 @@ func TestPolicyIssueExamplesThroughCall(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(g.dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// "git status" must succeed when allowed: call exits 1 when the tool
+	// reports an error, so the workspace is a repository.
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed: the issue's examples run git status")
+	}
+	if out, err := exec.Command(gitBin, "init", "-q", g.dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
 	}
 	call := func(code int, tool, args string) map[string]any {
 		t.Helper()
@@ -94,9 +104,16 @@ func TestPolicyIssueExamplesThroughCall(t *testing.T) {
 	refused("forbidden", "write", `{"path":"docs/../src/a.txt","content":"x"}`, "")
 	refused("forbidden", "write", `{"path":"docs/../../out","content":"x"}`, "")
 
-	// Domains match the host and its subdomains.
-	refused("forbidden", "url_fetch", `{"url":"https://internal.example/x"}`, "8")
-	refused("forbidden", "url_fetch", `{"url":"https://api.internal.example/x"}`, "8")
+	// Domains match the host and its subdomains. alice's rule only denies
+	// url_fetch, so to her it is no tool at all (hidden tools look
+	// unknown); explain shows the deny that would decide.
+	refused("not_found", "url_fetch", `{"url":"https://internal.example/x"}`, "")
+	for _, u := range []string{"https://internal.example/x", "https://api.internal.example/x"} {
+		m := g.runJSON(t, exitNegative, "", "policy", "explain", "--caller", "alice", "url_fetch", `{"url":"`+u+`"}`)
+		if rule, _ := m["rule"].(string); m["decision"] != "deny" || !strings.HasSuffix(rule, "backplane.yaml:8") {
+			t.Errorf("explain url_fetch %s: %v", u, m)
+		}
+	}
 
 	// CEL.
 	refused("forbidden", "note", `{"text":"my password"}`, "")
@@ -158,6 +175,33 @@ func TestPolicyCheck(t *testing.T) {
 	}
 	if kinds["read"] != "" {
 		t.Errorf("read: %q", kinds["read"])
+	}
+
+	// With operators configured, an approve entry none of them may decide
+	// (and that the caller may not decide itself) is reported.
+	g = newGWDir(t, `operators:
+  - name: ops
+    token: ops-token
+policy:
+  - caller: alice
+    approve: [write]
+    approvers: [sec-*]
+  - caller: alice
+    approve: [edit]
+    approvers: [ops]
+  - caller: alice
+    approve: [bash]
+    approvers: [sec-*]
+    self_approve: true
+`)
+	m = g.runJSON(t, exitNegative, "", "policy", "check")
+	var got []string
+	for _, f := range m["findings"].([]any) {
+		fm := f.(map[string]any)
+		got = append(got, fm["entry"].(string)+":"+fm["kind"].(string))
+	}
+	if len(got) != 1 || got[0] != "write:no_operator" {
+		t.Errorf("findings %v, want only write:no_operator", got)
 	}
 }
 
@@ -243,7 +287,9 @@ func TestPolicyReloadThroughServe(t *testing.T) {
 	if ok, _ := readEnv(); ok {
 		t.Fatal("the running policy changed after a refused file")
 	}
-	if !strings.Contains(readFile(t, audit), `"error":"backplane.yaml:3: allow: `) {
+	// The configuration is named by its absolute path: the error starts
+	// with it.
+	if !strings.Contains(readFile(t, audit), `/backplane.yaml:3: allow: entry \"read([x)\"`) {
 		t.Errorf("the refusal's line is not in the audit log:\n%s", readFile(t, audit))
 	}
 	write(allowRead)

@@ -64,7 +64,7 @@ func (r *reloader) reload(via string) error {
 // watchReload reloads on SIGHUP and on "reload" through the control socket
 // until ctx is done; the returned function waits for both to stop.
 func watchReload(ctx context.Context, s *gatewaySession, log *slog.Logger) func() {
-	r := &reloader{s: s, log: log, audit: s.audit}
+	r := &reloader{s: s, log: log, audit: s.rt.Audit}
 	var wg sync.WaitGroup
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -88,6 +88,15 @@ func watchReload(ctx context.Context, s *gatewaySession, log *slog.Logger) func(
 		}
 	}
 	return wg.Wait
+}
+
+// stateDir is the store folder, where the control socket lives; "" for a
+// store that is not a folder.
+func stateDir(cfg *config.Config) string {
+	if cfg.StoreKind != config.StoreSQLite {
+		return ""
+	}
+	return cfg.Store
 }
 
 // listenControl listens on the socket at path, replacing a stale one (left
@@ -172,9 +181,9 @@ Exit 0 when the new policy is in force, 1 when serve refused the file, 2 when
 there is no serve to ask or the file cannot be read here.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configPath)
+			cfg, err := findConfig(configPath)
 			if err != nil {
-				return &inputError{fmt.Errorf("%w (no serve was asked: its policy stays)", err)}
+				return fmt.Errorf("%w (no serve was asked: its policy stays)", err)
 			}
 			dir := stateDir(cfg)
 			if dir == "" {
@@ -202,6 +211,6 @@ there is no serve to ask or the file cannot be read here.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", defaultConfigFile, "the configuration file (YAML)")
+	cmd.Flags().StringVar(&configPath, "config", "", configFlagHelp)
 	return cmd
 }
