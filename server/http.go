@@ -18,6 +18,7 @@ const (
 	PathMCP     = "/mcp"
 	PathMetrics = "/metrics"
 	PathHealthz = "/healthz"
+	PathConsole = "/ui"
 )
 
 // Handler is the HTTP face of the server: streamable HTTP MCP at /mcp and
@@ -39,6 +40,12 @@ func (s *Server) Handler() http.Handler {
 	// The metrics name callers and tools: operators only.
 	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
 	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))
+	if s.opts.Console != nil {
+		// The console's live page is an event stream: no write deadline.
+		console := s.streamDeadlines(s.opts.Console, true)
+		mux.Handle(PathConsole, console)
+		mux.Handle(PathConsole+"/", console)
+	}
 	return mux
 }
 
@@ -112,6 +119,9 @@ func (s *Server) ServeHTTP(ln net.Listener) error {
 		ReadHeaderTimeout: s.timeouts.ReadHeader,
 		IdleTimeout:       s.timeouts.Idle,
 		WriteTimeout:      s.timeouts.Write,
+	}
+	if c, ok := s.opts.Console.(interface{ Close() }); ok {
+		hs.RegisterOnShutdown(c.Close)
 	}
 	if !s.addHTTPServer(hs) {
 		return ErrServerClosed

@@ -153,6 +153,11 @@ type Options struct {
 	// Timeouts are the HTTP server's (see HTTPTimeouts); zero fields mean
 	// the defaults.
 	Timeouts HTTPTimeouts
+	// Console, when set, is served over HTTP at PathConsole and below: the
+	// operators' web console (package console), which authenticates its
+	// own requests. When it has a Close method, a shutdown calls it first,
+	// so that its live streams do not hold the server.
+	Console http.Handler
 }
 
 // Server serves one gateway over MCP. Create it with New.

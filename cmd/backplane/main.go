@@ -120,6 +120,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
 	root.AddCommand(newPolicyCmd(), newReloadCmd())
-	root.AddCommand(newCompletionCmd())
+	root.AddCommand(newCompletionCmd(), newInitCmd())
 	return root
 }
