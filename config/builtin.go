@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"time"
@@ -33,6 +34,8 @@ type Builtin struct {
 	// Safety re-flags tools; a nil field keeps the tool's own flag.
 	Safety map[string]SafetyOverride
 	Bash   builtin.BashOptions
+	// BashSandbox overrides the top-level sandbox section for bash.
+	BashSandbox *SandboxConfig
 	// URLFetchAllow lists host:port entries exempt from the refusal of
 	// loopback and private addresses.
 	URLFetchAllow []string
@@ -128,6 +131,10 @@ func (p *parser) builtin(c *Config, v *yaml.Node) error {
 					} else {
 						c.Builtin.Bash.MaxTimeout = d
 					}
+				case "sandbox":
+					s, err := p.sandbox(c, v)
+					c.Builtin.BashSandbox = s
+					return err
 				case "env":
 					env, err := p.strList(v, "env")
 					for _, name := range env {
@@ -139,7 +146,7 @@ func (p *parser) builtin(c *Config, v *yaml.Node) error {
 					return err
 				}
 				return nil
-			}, "timeout", "max_timeout", "env")
+			}, "timeout", "max_timeout", "env", "sandbox")
 		case "url_fetch":
 			return p.mapping(v, "url_fetch", func(key string, k, v *yaml.Node) error {
 				allow, err := p.strList(v, "allow")
@@ -192,13 +199,23 @@ func (c *Config) privatePaths() []string {
 }
 
 // registerBuiltins opens the workspace and registers the enabled tools.
-func (c *Config) registerBuiltins(g *gateway.Gateway, asker builtin.Asker) (*builtin.Set, error) {
+func (c *Config) registerBuiltins(g *gateway.Gateway, asker builtin.Asker, rt *Runtime, logger *slog.Logger) (*builtin.Set, error) {
 	if len(c.Builtin.Enable) == 0 {
 		return nil, nil
 	}
+	bash := c.Builtin.Bash
+	var sb SandboxDecision
+	if slices.Contains(c.Builtin.Enable, "bash") {
+		var err error
+		if sb, err = c.sandboxFor(kindBash, c.Builtin.BashSandbox); err != nil {
+			return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: "bash: " + err.Error()}
+		}
+		rt.noteSandbox(logger, "bash", sb)
+		bash.Sandbox = sb.Policy
+	}
 	set, err := builtin.New(&builtin.Options{
 		Workspace: c.Workspace,
-		Bash:      c.Builtin.Bash,
+		Bash:      bash,
 		URLFetch:  builtin.URLFetchOptions{Allow: c.Builtin.URLFetchAllow},
 		Asker:     asker,
 		Hide:      c.privatePaths(),
@@ -213,6 +230,9 @@ func (c *Config) registerBuiltins(g *gateway.Gateway, asker builtin.Asker) (*bui
 			return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: "unknown built-in tool " + name}
 		}
 		t.Safety = c.Builtin.Safety[name].apply(t.Safety)
+		if name == "bash" {
+			t.Backend = &sandboxedBackend{Backend: t.Backend, attrs: auditAttrs(sb)}
+		}
 		if err := g.Register(t); err != nil {
 			set.Close()
 			return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: err.Error()}

@@ -120,6 +120,8 @@ type Config struct {
 	Serve ServeConfig
 	// Servers are the upstream MCP servers (see [ServerConfig]).
 	Servers []ServerConfig
+	// Sandbox confines tool processes (see [SandboxConfig]).
+	Sandbox SandboxConfig
 }
 
 // Approvals configure the approval step.
@@ -174,6 +176,8 @@ type ToolConfig struct {
 	// MaxOutputBytes caps the program's stdout. Default: Limits.MaxResultBytes.
 	MaxOutputBytes int
 	Safety         gateway.Safety
+	// Sandbox overrides the top-level sandbox section; nil: none.
+	Sandbox *SandboxConfig
 	// Line is where the tool is declared in the file.
 	Line int
 }
@@ -254,6 +258,12 @@ type Runtime struct {
 	Gateway *gateway.Gateway
 	Store   store.Store
 	Config  *Config
+
+	// Sandbox is the sandbox decision of each tool process, by tool name
+	// (a server by its name); SandboxNotes the distinct reasons tools run
+	// unsandboxed, for the start to say once.
+	Sandbox      map[string]SandboxDecision
+	SandboxNotes []string
 
 	closers   []io.Closer
 	upstreams []*mcp.Upstream // also in closers
@@ -340,10 +350,16 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 		Limits:         inputschema.Limits{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
 	})
 	for _, t := range c.Tools {
-		b, err := command.New(command.Spec{Argv: t.Command, Env: t.Env, Dir: t.Dir, MaxOutputBytes: t.MaxOutputBytes})
+		sb, err := c.sandboxFor(kindCommand, t.Sandbox)
 		if err != nil {
 			return nil, &Error{File: c.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
 		}
+		rt.noteSandbox(logger, t.Name, sb)
+		cb, err := command.New(command.Spec{Argv: t.Command, Env: t.Env, Dir: t.Dir, MaxOutputBytes: t.MaxOutputBytes, Sandbox: sb.Policy})
+		if err != nil {
+			return nil, &Error{File: c.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
+		}
+		b := &sandboxedBackend{Backend: cb, attrs: auditAttrs(sb)}
 		err = g.Register(gateway.Tool{
 			Name:        t.Name,
 			Description: t.Description,
@@ -356,7 +372,7 @@ func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err e
 			return nil, &Error{File: c.Path, Line: t.Line, Msg: err.Error()}
 		}
 	}
-	set, err := c.registerBuiltins(g, o.Asker)
+	set, err := c.registerBuiltins(g, o.Asker, rt, logger)
 	if err != nil {
 		return nil, err
 	}

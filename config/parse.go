@@ -153,9 +153,15 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.servers(c, v)
 		case "postgres":
 			return p.postgres(c, k, v)
+		case "sandbox":
+			s, err := p.sandbox(c, v)
+			if s != nil {
+				c.Sandbox = *s
+			}
+			return err
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "sandbox"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -447,6 +453,8 @@ func (p *parser) tools(c *Config, v *yaml.Node) error {
 				}
 			case "max_output_bytes":
 				t.MaxOutputBytes, err = p.positiveInt(v, key)
+			case "sandbox":
+				t.Sandbox, err = p.sandbox(c, v)
 			case "safety":
 				err = p.mapping(v, "safety", func(key string, k, v *yaml.Node) error {
 					b, err := p.boolean(v, key)
@@ -462,7 +470,7 @@ func (p *parser) tools(c *Config, v *yaml.Node) error {
 				}, "read_only", "idempotent", "requires_approval")
 			}
 			return err
-		}, "name", "description", "input_schema", "command", "env", "dir", "timeout", "max_output_bytes", "safety")
+		}, "name", "description", "input_schema", "command", "env", "dir", "timeout", "max_output_bytes", "safety", "sandbox")
 		if err != nil {
 			return err
 		}

@@ -11,14 +11,15 @@
 //   - sets RLIMIT_CPU, RLIMIT_AS and RLIMIT_FSIZE;
 //   - applies a Landlock domain (ABI 6 or later; no_new_privs is set):
 //     read and execute on the system's folders (/usr, /bin, /sbin, /lib*,
-//     /opt, /proc) and on a short list of /etc files, read-write on a few
+//     /opt), on a short list of /etc files and on the process's own /proc
+//     entries (not all of /proc: see procFiles), read-write on a few
 //     /dev files, read-write on the policy's Write paths (the workspace),
 //     read on its Read paths; TCP connect and bind refused except the
 //     policy's ports (or not handled at all when the network is allowed);
 //     signals and abstract Unix sockets scoped to the sandbox, so the
 //     gateway and every process outside cannot be signalled or reached.
-//     Landlock also refuses ptrace of a process outside the domain, which
-//     is what guards /proc/<pid>/environ, mem and fd of the gateway.
+//     Landlock also refuses ptrace attach of a process outside the domain
+//     (and with it process_vm_readv and pidfd_getfd).
 //
 // A refusal the launcher meets before the exec (a rule it cannot apply) is
 // written to stderr prefixed "backplane sandbox:" and it exits 126: the
@@ -222,7 +223,15 @@ func within(p, dir string) bool {
 }
 
 // systemDirs get read and execute.
-var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc"}
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"}
+
+// procFiles get read. /proc as a whole is not granted: on the kernels
+// tried (Linux 6.18), Landlock's ptrace scoping refuses PTRACE_ATTACH of a
+// process outside the domain but not the read-mode access that guards
+// /proc/<pid>/environ, so another process's environment (the gateway's,
+// with its tokens) would be readable. "/proc/self" is resolved by the
+// launcher, before the exec, to its own /proc/<pid>, which the tool keeps.
+var procFiles = []string{"/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/uptime", "/proc/loadavg", "/proc/version", "/proc/filesystems"}
 
 // etcFiles are the /etc entries programs commonly need; /etc as a whole is
 // not granted (it holds secrets such as /etc/shadow, readable by root).

@@ -113,7 +113,7 @@ func restrict(p *Policy) error {
 		landlock.RODirs(systemDirs...).IgnoreIfMissing(),
 		landlock.RWFiles(devFiles...).IgnoreIfMissing(),
 	}
-	for _, f := range etcFiles {
+	for _, f := range append(etcFiles, procFiles...) {
 		rules = append(rules, pathRule(f, false))
 	}
 	for _, f := range p.Read {
