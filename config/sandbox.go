@@ -216,7 +216,7 @@ func (c *Config) sandboxFor(kind processKind, o *SandboxConfig) (SandboxDecision
 	if kind != kindServer {
 		p.Write = append(p.Write, c.Workspace)
 	} else {
-		p.Network.All = true    // servers keep the network unless told
+		p.Network.All = true      // servers keep the network unless told
 		p.Limits.AddressSpace = 0 // runtimes such as node reserve much address space
 	}
 	for _, s := range []*SandboxConfig{&c.Sandbox, o} {

@@ -99,7 +99,7 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 		// Its own process group (a signal to the gateway's group does not
 		// reach it, and closing kills all it started) and the parent-death
 		// signal: package procsup.
-		cmd, cleanup, err := procsup.Command(u.srv.Command, u.srv.Dir, u.environ(), u.srv.Sandbox)
+		cmd, cleanup, err := procsup.Command(u.srv.Command, u.srv.Dir, u.environ(), u.srv.Sandbox, false)
 		if err != nil {
 			return nil, fmt.Errorf("connecting over %s: %w", u.transport(), err)
 		}

@@ -11,7 +11,12 @@
 //     forked, not the process, so every start happens on one goroutine
 //     locked to its OS thread for the life of the process: that thread
 //     never exits while the gateway lives.
-//   - [Run] (one call, one process): stdin is written and closed, stdout
+//   - [Run] (one call, one process) starts it, on Linux, under the
+//     supervising launcher (see sandbox.Wrap), which stays its parent and
+//     kills its whole process group when the gateway dies: the parent-death
+//     signal alone would miss its background children (it is not inherited
+//     across fork).
+//   - [Run]: stdin is written and closed, stdout
 //     and stderr are copied to the caller's writers; when the process
 //     exits, the deadline passes, ctx is done or a writer refuses more
 //     output, what is left of its group is killed with SIGKILL; the reap
@@ -29,6 +34,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
@@ -111,9 +117,9 @@ func (o *Outcome) Signaled() (syscall.Signal, bool) {
 
 // Command returns an exec.Cmd for argv in dir with env (never the
 // gateway's environment), wrapped in the sandbox launcher when policy is
-// not nil. Start it with [Start]; call cleanup (never nil) once it is
-// reaped.
-func Command(argv []string, dir string, env []string, policy *sandbox.Policy) (cmd *exec.Cmd, cleanup func(), err error) {
+// not nil or isolate is set (see [sandbox.Wrap]). Start it with [Start];
+// call cleanup (never nil) once it is reaped.
+func Command(argv []string, dir string, env []string, policy *sandbox.Policy, isolate bool) (cmd *exec.Cmd, cleanup func(), err error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, nil, fmt.Errorf("%w: no program", ErrNotStarted)
 	}
@@ -121,28 +127,51 @@ func Command(argv []string, dir string, env []string, policy *sandbox.Policy) (c
 	if cmd.Err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrNotStarted, cmd.Err)
 	}
+	if err := checkProgram(cmd.Path, dir); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
+	}
 	cmd.Dir = dir
 	if env == nil {
 		env = []string{}
 	}
 	cmd.Env = env
 	cleanup = func() {}
-	if policy != nil {
-		if cleanup, err = sandbox.Wrap(cmd, policy); err != nil {
+	if policy != nil || isolate {
+		if cleanup, err = sandbox.Wrap(cmd, policy, isolate); err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 		}
 	}
 	return cmd, cleanup, nil
 }
 
+// checkProgram refuses a program that is missing or not executable before
+// anything starts: through the launcher, its exec would fail only in the
+// child, which the gateway could not tell from a tool's own exit status.
+func checkProgram(path, dir string) error {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s: %w", path, os.ErrPermission)
+	}
+	return nil
+}
+
 // Start starts cmd in its own process group with the parent-death signal
-// (on Linux), on the thread that forks every tool process.
+// (on Linux; in a new PID namespace the launcher sets it, see
+// sandbox.Wrap), on the thread that forks every tool process.
 func Start(cmd *exec.Cmd) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	setPdeathsig(cmd.SysProcAttr)
+	if !sandbox.OwnPdeathsig(cmd) {
+		setPdeathsig(cmd.SysProcAttr)
+	}
 	var err error
 	onSpawner(func() { err = cmd.Start() })
 	return err
@@ -188,7 +217,7 @@ func Run(ctx context.Context, spec *Spec) (*Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
-	cmd, cleanup, err := Command(spec.Argv, spec.Dir, spec.Env, spec.Sandbox)
+	cmd, cleanup, err := Command(spec.Argv, spec.Dir, spec.Env, spec.Sandbox, true)
 	if err != nil {
 		return nil, err
 	}

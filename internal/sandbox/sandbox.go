@@ -38,6 +38,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // LauncherArg is the hidden first argument that makes the binary the
@@ -138,37 +139,64 @@ func Probe() Status {
 	return status
 }
 
-// Wrap rewrites cmd to run through the launcher under p. The program must
-// already be resolved (exec.Command did) and is granted read and execute.
-// The returned cleanup removes the call's cgroup, killing whatever is left
-// in it (processes that left the process group included); call it once the
-// process is reaped.
-func Wrap(cmd *exec.Cmd, p *Policy) (cleanup func(), err error) {
-	if st := Probe(); !st.Available {
-		return nil, fmt.Errorf("sandbox unavailable: %s", st.Reason)
-	}
-	q := *p
-	q.Read = slices.Clone(p.Read)
-	prog := cmd.Path
-	if !filepath.IsAbs(prog) {
-		if prog, err = filepath.Abs(filepath.Join(cmd.Dir, prog)); err != nil {
-			return nil, err
-		}
-	}
-	q.Read = append(q.Read, prog)
+// launchSpec is what the launcher is told, as JSON in its argv.
+type launchSpec struct {
+	// Policy confines the tool; nil: no confinement.
+	Policy *Policy `json:"policy,omitempty"`
+	// Lifeline is the fd of the read end of a pipe whose write end only
+	// the gateway holds: the launcher stays as the tool's parent and, when
+	// the pipe reads EOF (the gateway is gone), kills the tool's whole
+	// process group. 0: the launcher executes the tool in its place.
+	Lifeline int `json:"lifeline,omitempty"`
+}
+
+// Wrap rewrites cmd to run through the launcher: confined by p when p is
+// not nil, and with isolate (Linux) supervised by it: the launcher stays
+// as the tool's parent and kills the tool's whole process group when the
+// gateway dies (see launchSpec.Lifeline). With neither, cmd is left as it
+// is. The
+// program must already be resolved (exec.Command did) and is granted read
+// and execute. The returned cleanup removes the call's cgroup, killing
+// whatever is left in it; call it once the process is reaped.
+func Wrap(cmd *exec.Cmd, p *Policy, isolate bool) (cleanup func(), err error) {
 	cleanup = func() {}
-	if q.Limits.Processes > 0 {
-		if dir, ok := newCgroup(q.Limits.Processes); ok {
-			q.Cgroup = dir
-			cleanup = func() { removeCgroup(dir) }
+	if p != nil {
+		if st := Probe(); !st.Available {
+			return nil, fmt.Errorf("sandbox unavailable: %s", st.Reason)
 		}
 	}
-	spec, err := json.Marshal(&q)
+	isolate = isolate && supervisable()
+	if p == nil && !isolate {
+		return cleanup, nil
+	}
+	spec := launchSpec{}
+	if p != nil {
+		q := *p
+		q.Read = slices.Clone(p.Read)
+		prog := cmd.Path
+		if !filepath.IsAbs(prog) {
+			if prog, err = filepath.Abs(filepath.Join(cmd.Dir, prog)); err != nil {
+				return nil, err
+			}
+		}
+		q.Read = append(q.Read, prog)
+		if q.Limits.Processes > 0 {
+			if dir, ok := newCgroup(q.Limits.Processes); ok {
+				q.Cgroup = dir
+				cleanup = func() { removeCgroup(dir) }
+			}
+		}
+		spec.Policy = &q
+	}
+	if isolate {
+		spec.Lifeline = isolateAttr(cmd)
+	}
+	b, err := json.Marshal(&spec)
 	if err != nil {
 		cleanup()
 		return nil, err
 	}
-	args := append([]string{"backplane-sandbox", LauncherArg, string(spec), cmd.Path}, cmd.Args...)
+	args := append([]string{"backplane-sandbox", LauncherArg, string(b), cmd.Path}, cmd.Args...)
 	cmd.Path = "/proc/self/exe"
 	cmd.Args = args
 	return cleanup, nil
@@ -253,7 +281,25 @@ var cgroupSeq atomic.Uint64
 // controller); overridable for tests.
 var cgroupRoot = "/sys/fs/cgroup/pids"
 
+var staleOnce sync.Once
+
+// removeStale removes the empty cgroups of gateways that died (a gateway
+// killed with SIGKILL leaves its calls' folders behind).
+func removeStale() {
+	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "backplane-*-*"))
+	for _, d := range dirs {
+		var pid, seq int
+		if _, err := fmt.Sscanf(filepath.Base(d), "backplane-%d-%d", &pid, &seq); err != nil || pid == os.Getpid() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.Remove(d) // fails harmlessly while a process is left in it
+		}
+	}
+}
+
 func newCgroup(max uint64) (string, bool) {
+	staleOnce.Do(removeStale)
 	dir := filepath.Join(cgroupRoot, fmt.Sprintf("backplane-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", false
