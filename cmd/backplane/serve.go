@@ -87,6 +87,10 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		Logger:       log,
 		Version:      buildVersion(),
 	})
+	// Once at startup: why tools run unsandboxed, if some do.
+	for _, note := range s.rt.SandboxNotes {
+		log.Warn("tool processes run unsandboxed", "reason", note)
+	}
 
 	if stdio {
 		if cfg.Serve.StdioCaller == "" {
