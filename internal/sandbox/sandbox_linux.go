@@ -155,7 +155,8 @@ func supervise(spec launchSpec, path string, argv []string) error {
 var (
 	lifelineOnce sync.Once
 	lifelineR    *os.File
-	lifelineW    *os.File // held, never closed, for the process's life
+	//lint:ignore U1000 the write end is only held open, for the process's life
+	lifelineW *os.File
 )
 
 // isolateAttr hands cmd the lifeline and returns its fd number in the
