@@ -115,3 +115,31 @@ func TestSandboxStateInsideTheWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSandboxSection: any sandbox section parses or is refused with a
+// line, never a panic.
+func FuzzSandboxSection(f *testing.F) {
+	for _, s := range []string{
+		"{enable: required, read: [a], write: [/b], network: [443], limits: {cpu: 1s, memory: 1, processes: 1, file_size: 1}}",
+		"{network: true}", "{network: [0, 65536]}", "{enable: 1}", "[]", "{limits: {cpu: -1s}}", "{read: [&a x, *a]}",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := Parse([]byte("sandbox: "+s), "backplane.yaml")
+		if err != nil {
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("%T %v", err, err)
+			}
+			return
+		}
+		if n := c.Sandbox.Network; n != nil {
+			for _, p := range n.Ports {
+				if p == 0 {
+					t.Fatalf("port 0 accepted: %q", s)
+				}
+			}
+		}
+	})
+}
