@@ -2,7 +2,10 @@
 // with. Approval requests themselves are persisted by the store (see
 // store.Approval): each is bound to one exact call (caller, tool, the tool's
 // definition hash, the digest of the canonical arguments), expires, is
-// decided once by someone other than its caller, and is consumed by one call.
+// decided once, and is consumed by one call whose client is still there.
+// Who may decide is the gateway's rule (gateway.Gateway.DecideApproval):
+// operators, those a policy rule names as approvers, and the caller's own
+// person through elicitation only where a rule sets self_approve.
 package approval
 
 import (
@@ -16,28 +19,62 @@ import (
 // DefaultPollInterval is how often a waiting call re-reads its request.
 const DefaultPollInterval = 100 * time.Millisecond
 
+// DefaultMaxPending is how many pending requests one caller may have open.
+const DefaultMaxPending = 16
+
+// MaxWait bounds every wait for a decision (and every elicitation): the MCP
+// SDK clients give up on a request after 60 seconds, and a call that
+// outlives its client must not be the one that consumes the approval.
+const MaxWait = 50 * time.Second
+
 // Options configure the approval step.
 type Options struct {
 	// Expire is how long a request stays open, and an approval usable.
 	// Default 10 minutes.
 	Expire time.Duration
 	// Wait is how long a call waits for a decision before it returns
-	// approval_required with the request id. 0 returns at once.
+	// approval_required with the request id. Zero (or negative) means do
+	// not wait: it returns at once. The same holds for every approval wait
+	// in Backplane (server.Options.ApprovalWait, gateway.CallRequest's
+	// override, the configuration's approvals.wait and serve.approval_wait),
+	// whose defaults, where they have one, apply only when left unset.
+	// At most MaxWait.
 	Wait time.Duration
+	// MaxPending caps the pending requests of one caller: beyond it a call
+	// needing a new request is refused and nothing is created. Default
+	// DefaultMaxPending.
+	MaxPending int
+	// Hints, when set, returns the ways to decide request id that are told
+	// to the caller and the operator (the CLI command with the
+	// configuration path, the console URL). Default: the CLI commands.
+	Hints func(id string) []string
 	// PollInterval is how often a waiting call re-reads the request.
 	PollInterval time.Duration
-	// Approver, when set, is asked for a decision as soon as a request is
-	// pending: a terminal prompt, an MCP elicitation.
+	// Approver, when set, is an operator's own prompt (a terminal), asked
+	// as soon as a request is pending; its answer is decided as Answer.By
+	// through Answer.Channel, under the gateway's rules. (The person at a
+	// caller's own client is a per-call approver: gateway.CallRequest.)
 	Approver Approver
 }
 
 // Approver obtains a decision from a person, interactively.
 type Approver interface {
-	// Ask presents the request and returns the decision, whose By names the
-	// person (never the caller: the store refuses self-approval). It returns
+	// Ask presents the request and returns the answer. It returns
 	// ErrNoDecision when none was made; the request then stays pending.
-	Ask(ctx context.Context, req *store.Approval) (store.Decision, error)
+	// Whether the person who answered may decide is the gateway's rule
+	// (gateway.DecideApproval), applied to the answer.
+	Ask(ctx context.Context, req *store.Approval) (Answer, error)
 }
 
 // ErrNoDecision means an Approver could not obtain a decision.
 var ErrNoDecision = errors.New("approval: no decision was made")
+
+// Answer is what an Approver obtained: the verdict, who gave it and
+// through which channel ("elicitation": the person at the caller's own
+// client; "cli": an operator at a terminal).
+type Answer struct {
+	Approve bool
+	Reason  string
+	By      string
+	Channel string
+}

@@ -17,6 +17,10 @@ type Call struct {
 	Session string
 	// Arguments are the exact bytes that were validated (D18).
 	Arguments json.RawMessage
+	// Asker, when set, is this call's channel to the person behind it (the
+	// MCP session's elicitation, a terminal prompt); a backend that asks
+	// questions uses it before any channel of its own.
+	Asker Asker
 }
 
 // Result is what a tool returned. A tool-level error (the tool ran and
@@ -55,3 +59,26 @@ var (
 type Func func(ctx context.Context, call *Call) (*Result, error)
 
 func (f Func) Invoke(ctx context.Context, call *Call) (*Result, error) { return f(ctx, call) }
+
+// Checker is implemented by a backend that checks a call's arguments itself,
+// beyond what the input schema can say (an integer the tool cannot hold, a
+// timeout it cannot honour). The gateway calls Check after the schema
+// validation and before anything is approved, reserved or recorded, and
+// refuses the call as a validation error when it fails: a call the tool
+// would refuse must cost nothing and never be put to a person.
+type Checker interface {
+	Check(args json.RawMessage) error
+}
+
+// Preview is what a call would do, shown to the person who decides its
+// approval: a unified diff for a file edit, the command line for a shell.
+type Preview struct {
+	Diff    string `json:"diff,omitempty"`
+	Command string `json:"command,omitempty"`
+}
+
+// Previewer is implemented by backends that can say what a call would do
+// without doing it. Preview must not change anything.
+type Previewer interface {
+	Preview(ctx context.Context, call *Call) (*Preview, error)
+}

@@ -22,9 +22,12 @@ const (
 type Quota struct {
 	Scope Scope `json:"scope" yaml:"scope"`
 	Quota int64 `json:"quota" yaml:"quota"`
-	// Cost maps tool names to their cost; the key "default" (or, when it is
-	// absent, 1) applies to the others.
+	// Cost maps tool names to their cost. Every key is a tool name, so a
+	// tool named "default" is one like any other.
 	Cost map[string]int64 `json:"cost,omitempty" yaml:"cost"`
+	// Default is the cost of a tool Cost does not list; nil means 1. (The
+	// configuration's `cost: {default: N}` is parsed into it; see config.)
+	Default *int64 `json:"default_cost,omitempty" yaml:"default_cost"`
 }
 
 // CostOf returns the cost of one call of tool under q.
@@ -32,8 +35,8 @@ func (q Quota) CostOf(tool string) int64 {
 	if c, ok := q.Cost[tool]; ok {
 		return c
 	}
-	if c, ok := q.Cost["default"]; ok {
-		return c
+	if q.Default != nil {
+		return *q.Default
 	}
 	return 1
 }
@@ -45,6 +48,9 @@ func (q Quota) Check() error {
 	}
 	if q.Quota < 0 {
 		return fmt.Errorf("budget quota %d: must not be negative", q.Quota)
+	}
+	if q.Default != nil && *q.Default < 0 {
+		return fmt.Errorf("budget default cost is %d: must not be negative", *q.Default)
 	}
 	for tool, c := range q.Cost {
 		if c < 0 {

@@ -7,15 +7,35 @@ import (
 )
 
 func TestCostOf(t *testing.T) {
-	q := Quota{Scope: ScopeCaller, Quota: 3, Cost: map[string]int64{"default": 1, "danger": 2}}
+	q := Quota{Scope: ScopeCaller, Quota: 3, Cost: map[string]int64{"danger": 2}, Default: ptr(1)}
 	if q.CostOf("danger") != 2 || q.CostOf("note") != 1 {
 		t.Fatalf("costs: danger %d note %d", q.CostOf("danger"), q.CostOf("note"))
 	}
 	if (Quota{Scope: ScopeCaller, Quota: 3}).CostOf("x") != 1 {
 		t.Fatal("a tool without a configured cost must cost 1")
 	}
-	if (Quota{Cost: map[string]int64{"default": 5}}).CostOf("x") != 5 {
+	if (Quota{Default: ptr(5)}).CostOf("x") != 5 {
 		t.Fatal("the default cost must apply to unlisted tools")
+	}
+	if (Quota{Default: ptr(0)}).CostOf("x") != 0 {
+		t.Fatal("a default cost of 0 must be kept, not read as unset")
+	}
+	// A tool named "default" is a tool: its cost is its own, and it is not
+	// the default of the others.
+	named := Quota{Cost: map[string]int64{"default": 7}, Default: ptr(2)}
+	if named.CostOf("default") != 7 || named.CostOf("other") != 2 {
+		t.Fatalf("tool named default costs %d, other %d; want 7 and 2", named.CostOf("default"), named.CostOf("other"))
+	}
+	if (Quota{Cost: map[string]int64{"default": 7}}).CostOf("other") != 1 {
+		t.Fatal("a Cost entry named default must not act as the default")
+	}
+}
+
+func ptr(n int64) *int64 { return &n }
+
+func TestCheckDefault(t *testing.T) {
+	if (Quota{Scope: ScopeCaller, Quota: 1, Default: ptr(-1)}).Check() == nil {
+		t.Error("Check accepted a negative default cost")
 	}
 }
 

@@ -2,16 +2,11 @@ package config
 
 import (
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/agentbackplane/backplane/backend/builtin"
-	"github.com/agentbackplane/backplane/backend/builtin/schemas"
-	"github.com/agentbackplane/backplane/gateway"
 )
 
 // Builtin configures the nine built-in tools (read, write, edit, ls, glob,
@@ -33,7 +28,7 @@ type Builtin struct {
 	Enable []string
 	// Safety re-flags tools; a nil field keeps the tool's own flag.
 	Safety map[string]SafetyOverride
-	Bash   builtin.BashOptions
+	Bash   BashConfig
 	// BashSandbox overrides the top-level sandbox section for bash.
 	BashSandbox *SandboxConfig
 	// URLFetchAllow lists host:port entries exempt from the refusal of
@@ -43,12 +38,23 @@ type Builtin struct {
 	Line int
 }
 
+// BashConfig configures the bash tool (zero fields: the tool's defaults).
+type BashConfig struct {
+	// Timeout applies when a call gives none; MaxTimeout caps what a call
+	// asks for.
+	Timeout, MaxTimeout time.Duration
+	// Env names the variables passed from the gateway's environment; nil
+	// means the tool's default.
+	Env []string
+}
+
 // SafetyOverride changes some of a tool's safety flags.
 type SafetyOverride struct {
 	ReadOnly, Idempotent, RequiresApproval *bool
 }
 
-func (o SafetyOverride) apply(s gateway.Safety) gateway.Safety {
+// Apply returns s with the flags o sets changed.
+func (o SafetyOverride) Apply(s Safety) Safety {
 	if o.ReadOnly != nil {
 		s.ReadOnly = *o.ReadOnly
 	}
@@ -61,13 +67,14 @@ func (o SafetyOverride) apply(s gateway.Safety) gateway.Safety {
 	return s
 }
 
-func builtinNames() []string {
-	var out []string
-	for _, t := range schemas.All() {
-		out = append(out, t.Name)
-	}
-	return out
+// BuiltinTools are the names of the built-in tools, in the order of
+// package backend/builtin/schemas (a test of package assemble holds them
+// equal): the default of builtin.enable.
+func BuiltinTools() []string {
+	return []string{"read", "bash", "grep", "glob", "write", "url_fetch", "edit", "ls", "ask_user_question"}
 }
+
+func builtinNames() []string { return BuiltinTools() }
 
 func (p *parser) builtinTool(v *yaml.Node, what string) (string, error) {
 	name, err := p.str(v, what)
@@ -177,14 +184,18 @@ func (p *parser) finishBuiltin(c *Config) error {
 	return nil
 }
 
-// privatePaths are the gateway's own files, which the built-in tools must
+// PrivatePaths are the gateway's own files, which the built-in tools must
 // not reach even when they lie inside the workspace (by default they do:
 // workspace ., store .backplane): the store folder (the journal holds every
 // call's arguments), the audit log, and this configuration file (it may
 // hold secrets for upstream servers).
-func (c *Config) privatePaths() []string {
+func (c *Config) PrivatePaths() []string {
 	var out []string
-	if c.Store != "" && !isPostgres(c.Store) {
+	kind := c.StoreKind
+	if kind == "" { // a Config built by hand
+		kind = StoreKindOf(c.Store)
+	}
+	if c.Store != "" && kind == StoreSQLite {
 		out = append(out, resolve(c.Dir, c.Store))
 	}
 	if c.Log.File != "" {
@@ -196,47 +207,4 @@ func (c *Config) privatePaths() []string {
 	// A Config built by hand may leave Dir empty: a relative path would be
 	// refused by the tools, and means nothing to hide that can be named.
 	return slices.DeleteFunc(out, func(p string) bool { return !filepath.IsAbs(p) })
-}
-
-// registerBuiltins opens the workspace and registers the enabled tools.
-func (c *Config) registerBuiltins(g *gateway.Gateway, asker builtin.Asker, rt *Runtime, logger *slog.Logger) (*builtin.Set, error) {
-	if len(c.Builtin.Enable) == 0 {
-		return nil, nil
-	}
-	bash := c.Builtin.Bash
-	var sb SandboxDecision
-	if slices.Contains(c.Builtin.Enable, "bash") {
-		var err error
-		if sb, err = c.sandboxFor(kindBash, c.Builtin.BashSandbox); err != nil {
-			return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: "bash: " + err.Error()}
-		}
-		rt.noteSandbox(logger, "bash", sb)
-		bash.Sandbox = sb.Policy
-	}
-	set, err := builtin.New(&builtin.Options{
-		Workspace: c.Workspace,
-		Bash:      bash,
-		URLFetch:  builtin.URLFetchOptions{Allow: c.Builtin.URLFetchAllow},
-		Asker:     asker,
-		Hide:      c.privatePaths(),
-	})
-	if err != nil {
-		return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: fmt.Sprintf("workspace %s: %v", c.Workspace, err)}
-	}
-	for _, name := range c.Builtin.Enable {
-		t, ok := set.Tool(name)
-		if !ok {
-			set.Close()
-			return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: "unknown built-in tool " + name}
-		}
-		t.Safety = c.Builtin.Safety[name].apply(t.Safety)
-		if name == "bash" {
-			t.Backend = &sandboxedBackend{Backend: t.Backend, attrs: auditAttrs(sb)}
-		}
-		if err := g.Register(t); err != nil {
-			set.Close()
-			return nil, &Error{File: c.Path, Line: c.Builtin.Line, Msg: err.Error()}
-		}
-	}
-	return set, nil
 }

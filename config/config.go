@@ -1,5 +1,5 @@
 // Package config reads Backplane's single configuration file (YAML,
-// backplane.yaml by default) and opens the gateway it describes.
+// backplane.yaml by default) and checks it.
 //
 // What it promises:
 //
@@ -10,10 +10,13 @@
 //     durations, policy patterns path.Match rejects, unknown budget scopes,
 //     two budgets of one scope, negative quotas or costs, a tool without a
 //     command, an input schema the gateway's validator refuses).
-//   - Relative paths (store, log.file, a tool's dir) resolve against the
-//     folder of the configuration file, never the process's working folder,
-//     and a tool's program runs in that folder unless its dir says
-//     otherwise. Defaults: store .backplane, approvals expire after 10m and
+//   - Relative paths (store, log.file, workspace, a tool's dir) resolve
+//     against the folder of the configuration file, never the process's
+//     working folder. A tool's program, and an upstream server's, runs in
+//     the workspace unless its dir says otherwise. Which file is loaded:
+//     [Find] (--config, $BACKPLANE_CONFIG, the user's file; never the
+//     working folder) and [Config.CheckFound].
+//     Defaults: store .backplane, approvals expire after 10m and
 //     wait 0s, limits as the gateway's (see [Limits]).
 //   - The policy is default deny: a caller no rule names may call nothing,
 //     and an empty policy means no call is allowed at all.
@@ -36,7 +39,7 @@
 //	budgets:
 //	  - scope: caller              # caller | session
 //	    quota: 3
-//	    cost: {default: 1, danger: 2}
+//	    cost: {default: 1, danger: 2}   # default: the cost of unlisted tools
 //	limits: {max_argument_bytes: 4194304, max_result_bytes: 1048576, timeout: 30s}
 //	log: {level: info, file: audit.log}
 //	tools:
@@ -54,43 +57,60 @@
 //	    command: [npx, -y, "@modelcontextprotocol/server-everything"]
 //	    validator: subset            # the default; or draft2020-12
 //
-// [Config.Open] turns a Config into a running [Runtime]: its store, its
-// policy and budgets, and a gateway with every tool registered with a
-// command backend (package backend/command), and every upstream server's
-// tools (package backend/mcp).
+// This package only parses and checks: it opens no store, starts nothing
+// and imports no store driver, backend or gateway. Package assemble turns
+// a Config into a running gateway.
 package config
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend/builtin"
-	"github.com/agentbackplane/backplane/backend/command"
-	"github.com/agentbackplane/backplane/backend/mcp"
 	"github.com/agentbackplane/backplane/budget"
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
-	"github.com/agentbackplane/backplane/store"
-	"github.com/agentbackplane/backplane/store/postgres"
-	"github.com/agentbackplane/backplane/store/sqlite"
 )
 
-// DefaultFile is the configuration file looked for in the working folder.
+// DefaultFile is the name of the user's configuration file (see [UserFile]).
 const DefaultFile = "backplane.yaml"
 
 // DefaultStore is the state folder used when the file names none.
 const DefaultStore = ".backplane"
+
+// Defaults the file shares with the gateway (package gateway's
+// DefaultApprovalExpiry, DefaultMaxResultBytes and DefaultTimeout; a test
+// of package assemble holds them equal).
+const (
+	DefaultApprovalExpire = 10 * time.Minute
+	DefaultMaxResultBytes = 1 << 20
+	DefaultTimeout        = 30 * time.Second
+)
+
+// StoreKind says which store Config.Store names, as the parser read it.
+type StoreKind string
+
+const (
+	// StoreSQLite: Store is the absolute path of a folder (the embedded
+	// SQLite store).
+	StoreSQLite StoreKind = "sqlite"
+	// StorePostgres: Store is a postgres:// or postgresql:// URL (the
+	// shared PostgreSQL store).
+	StorePostgres StoreKind = "postgres"
+)
+
+// StoreKindOf is the kind of store s names: a postgres:// or
+// postgresql:// URL is PostgreSQL, anything else a folder. (Parse refuses
+// other URLs.)
+func StoreKindOf(s string) StoreKind {
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		return StorePostgres
+	}
+	return StoreSQLite
+}
 
 // Config is a parsed, checked configuration. Every default is filled in, so
 // the values are the ones in force.
@@ -103,6 +123,8 @@ type Config struct {
 
 	// Store is the absolute path of the state folder, or a postgres:// URL.
 	Store string
+	// StoreKind says which of the two Store is; Parse sets it.
+	StoreKind StoreKind
 	// Postgres tunes a postgres:// store (see [PostgresConfig]).
 	Postgres PostgresConfig
 	// Policy is the list of rules; empty means nothing may be called.
@@ -122,6 +144,8 @@ type Config struct {
 	Servers []ServerConfig
 	// Sandbox confines tool processes (see [SandboxConfig]).
 	Sandbox SandboxConfig
+	// Operators decide approvals (see [Operator]).
+	Operators []Operator
 }
 
 // Approvals configure the approval step.
@@ -130,8 +154,12 @@ type Approvals struct {
 	// Default 10m.
 	Expire time.Duration
 	// Wait is how long a call waits for a decision before it returns
-	// approval_required with the request id. Default 0: at once.
+	// approval_required with the request id. Default 0: do not wait, return
+	// at once (0 means that everywhere in Backplane).
 	Wait time.Duration
+	// MaxPending caps one caller's pending requests (default 16): beyond
+	// it a call needing a new request is refused and nothing is created.
+	MaxPending int
 }
 
 // Limits bound calls.
@@ -145,12 +173,18 @@ type Limits struct {
 	Timeout time.Duration
 }
 
-// Log configures the audit log written when Open is given no logger.
+// Schema returns the limits schemas are compiled and arguments validated
+// under: the gateway's, and the schema tooling's when given a configuration.
+func (l Limits) Schema() inputschema.Limits {
+	return inputschema.Limits{MaxArgumentBytes: l.MaxArgumentBytes}
+}
+
+// Log configures the audit log (package assemble opens it).
 type Log struct {
 	// Level is debug, info, warn or error. Default info.
 	Level string
-	// File receives the audit events as JSON lines, appended; "" writes
-	// none.
+	// File receives the audit events as JSON lines, appended; "" leaves
+	// the choice to package assemble (audit.log in the store folder).
 	File string
 }
 
@@ -169,17 +203,23 @@ type ToolConfig struct {
 	Command []string
 	// Env names the variables passed through from the gateway's environment.
 	Env []string
-	// Dir is the absolute folder the program runs in. Default: Config.Dir.
+	// Dir is the absolute folder the program runs in. Default: Config.Workspace.
 	Dir string
 	// Timeout bounds one call. Default: Limits.Timeout.
 	Timeout time.Duration
 	// MaxOutputBytes caps the program's stdout. Default: Limits.MaxResultBytes.
 	MaxOutputBytes int
-	Safety         gateway.Safety
+	Safety         Safety
 	// Sandbox overrides the top-level sandbox section; nil: none.
 	Sandbox *SandboxConfig
 	// Line is where the tool is declared in the file.
 	Line int
+}
+
+// Safety flags of a tool, as the file sets them (the same fields as the
+// gateway's tool.Safety, which converts from it).
+type Safety struct {
+	ReadOnly, Idempotent, RequiresApproval bool
 }
 
 // Error is a configuration error at a line of a file (Line 0 when no line
@@ -222,11 +262,11 @@ func Parse(data []byte, filename string) (*Config, error) {
 		Path:      filename,
 		Dir:       dir,
 		Store:     DefaultStore,
-		Approvals: Approvals{Expire: gateway.DefaultApprovalExpiry},
+		Approvals: Approvals{Expire: DefaultApprovalExpire},
 		Limits: Limits{
 			MaxArgumentBytes: inputschema.DefaultMaxArgumentBytes,
-			MaxResultBytes:   gateway.DefaultMaxResultBytes,
-			Timeout:          gateway.DefaultTimeout,
+			MaxResultBytes:   DefaultMaxResultBytes,
+			Timeout:          DefaultTimeout,
 		},
 		Log:       Log{Level: "info"},
 		Workspace: ".",
@@ -237,196 +277,20 @@ func Parse(data []byte, filename string) (*Config, error) {
 	return c, nil
 }
 
-// OpenOptions configure Open. A nil *OpenOptions means the defaults.
-type OpenOptions struct {
-	// SkipServers leaves the MCP upstreams unconnected (their tools are not
-	// registered): for commands that only read or decide on the store, such
-	// as journal, approvals and budget, which must not start servers.
-	SkipServers bool
-	// Logger receives the audit events. Default: a JSON log appended to
-	// log.file when the configuration names one, else none.
-	Logger *slog.Logger
-	// Approver, when set, is asked for decisions interactively.
-	Approver approval.Approver
-	// Asker is the interaction channel of ask_user_question (a terminal
-	// prompt, MCP elicitation); nil means none.
-	Asker builtin.Asker
-}
-
-// Runtime is an opened configuration: its store and its gateway.
-type Runtime struct {
-	Gateway *gateway.Gateway
-	Store   store.Store
-	Config  *Config
-
-	// Sandbox is the sandbox decision of each tool process, by tool name
-	// (a server by its name); SandboxNotes the distinct reasons tools run
-	// unsandboxed, for the start to say once.
-	Sandbox      map[string]SandboxDecision
-	SandboxNotes []string
-
-	closers   []io.Closer
-	upstreams []*mcp.Upstream // also in closers
-}
-
-// Close closes the upstream servers' connections (their programs are
-// stopped), the store and the audit log file, if Open opened one.
-func (r *Runtime) Close() error {
-	var errs []error
-	for i := len(r.closers) - 1; i >= 0; i-- {
-		errs = append(errs, r.closers[i].Close())
+// ApprovalCommands are the CLI commands that decide request id, naming this
+// configuration by its absolute path so that they work from any folder.
+func (c *Config) ApprovalCommands(id string) []string {
+	path := c.Path
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
 	}
-	r.closers = nil
-	return errors.Join(errs...)
-}
-
-// ErrStoreUnavailable is returned by Open for a store that this build
-// cannot open.
-var ErrStoreUnavailable = errors.New("store not available")
-
-// Open opens the store, builds the policy and budgets, and returns a
-// gateway with every configured tool registered. Close the Runtime when
-// done.
-func (c *Config) Open(ctx context.Context, opts *OpenOptions) (_ *Runtime, err error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	as := "OPERATOR"
+	if len(c.Operators) == 1 {
+		as = c.Operators[0].Name
 	}
-	var o OpenOptions
-	if opts != nil {
-		o = *opts
+	return []string{
+		fmt.Sprintf("backplane approvals show %s --config %s", id, path),
+		fmt.Sprintf("backplane approvals approve %s --config %s --as %s", id, path, as),
+		fmt.Sprintf("backplane approvals deny %s --config %s --as %s --reason WHY", id, path, as),
 	}
-	rt := &Runtime{Config: c}
-	defer func() {
-		if err != nil {
-			rt.Close() // what was opened before the failure
-		}
-	}()
-
-	// Parse checked all of this; a Config built or changed by hand is
-	// checked again rather than trusted.
-	rules, err := policy.NewRules(c.Policy)
-	if err != nil {
-		return nil, &Error{File: c.Path, Msg: err.Error()}
-	}
-	for _, q := range c.Budgets {
-		if err := q.Check(); err != nil {
-			return nil, &Error{File: c.Path, Msg: err.Error()}
-		}
-	}
-
-	logger := o.Logger
-	if logger == nil && c.Log.File != "" {
-		f, err := os.OpenFile(c.Log.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return nil, &Error{File: c.Path, Msg: "log file: " + err.Error()}
-		}
-		rt.closers = append(rt.closers, f)
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(c.Log.Level)); err != nil {
-			return nil, &Error{File: c.Path, Msg: "log level: " + err.Error()}
-		}
-		logger = slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: level}))
-	}
-
-	st, err := c.openStore(logger)
-	if err != nil {
-		return nil, err
-	}
-	rt.Store = st
-	rt.closers = append(rt.closers, st)
-
-	g := gateway.New(&gateway.Options{
-		Store:   st,
-		Policy:  rules,
-		Budgets: c.Budgets,
-		Approvals: approval.Options{
-			Expire:   c.Approvals.Expire,
-			Wait:     c.Approvals.Wait,
-			Approver: o.Approver,
-		},
-		Logger:         logger,
-		Timeout:        c.Limits.Timeout,
-		MaxResultBytes: c.Limits.MaxResultBytes,
-		Limits:         inputschema.Limits{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
-	})
-	for _, t := range c.Tools {
-		sb, err := c.sandboxFor(kindCommand, t.Sandbox)
-		if err != nil {
-			return nil, &Error{File: c.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
-		}
-		rt.noteSandbox(logger, t.Name, sb)
-		cb, err := command.New(command.Spec{Argv: t.Command, Env: t.Env, Dir: t.Dir, MaxOutputBytes: t.MaxOutputBytes, Sandbox: sb.Policy})
-		if err != nil {
-			return nil, &Error{File: c.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
-		}
-		b := &sandboxedBackend{Backend: cb, attrs: auditAttrs(sb)}
-		err = g.Register(gateway.Tool{
-			Name:        t.Name,
-			Description: t.Description,
-			InputSchema: t.InputSchemaJSON,
-			Safety:      t.Safety,
-			Timeout:     t.Timeout,
-			Backend:     b,
-		})
-		if err != nil {
-			return nil, &Error{File: c.Path, Line: t.Line, Msg: err.Error()}
-		}
-	}
-	set, err := c.registerBuiltins(g, o.Asker, rt, logger)
-	if err != nil {
-		return nil, err
-	}
-	if set != nil {
-		rt.closers = append(rt.closers, set)
-	}
-	// Last: a server's tools collide with any tool registered before.
-	if !o.SkipServers {
-		if err := c.connectServers(ctx, rt, g, logger); err != nil {
-			return nil, err
-		}
-	}
-	rt.Gateway = g
-	return rt, nil
-}
-
-// openStore opens the configured store: a postgres:// URL is the shared
-// PostgreSQL store, a folder the embedded SQLite store.
-func (c *Config) openStore(logger *slog.Logger) (store.Store, error) {
-	if isPostgres(c.Store) {
-		u, password := c.Store, ""
-		if pu, err := url.Parse(u); err == nil {
-			u = pu.Redacted() // never print a password
-			password, _ = pu.User.Password()
-		}
-		// Connecting, migrating and recovering; bounded, since Open's
-		// context does not reach here.
-		const openTimeout = 30 * time.Second
-		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
-		defer cancel()
-		opts := c.Postgres.options()
-		opts.Logger = logger
-		st, err := postgres.Open(ctx, c.Store, opts)
-		if err != nil {
-			msg := err.Error()
-			if password != "" {
-				// The store's errors do not show it; make sure.
-				msg = strings.ReplaceAll(msg, password, "xxxxx")
-			}
-			return nil, &Error{File: c.Path, Msg: fmt.Sprintf("store %s: %s", u, msg), Err: err}
-		}
-		return st, nil
-	}
-	var opts *sqlite.Options
-	if logger != nil {
-		opts = &sqlite.Options{Logger: logger}
-	}
-	st, err := sqlite.Open(c.Store, opts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: store %s: %w", c.Path, c.Store, err)
-	}
-	return st, nil
-}
-
-func isPostgres(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/budget"
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
@@ -64,7 +63,8 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 	}
 
 	// budgets: per caller, quota 3, note costs 1 (the default), danger 2.
-	wantBudgets := []budget.Quota{{Scope: budget.ScopeCaller, Quota: 3, Cost: map[string]int64{"default": 1, "danger": 2}}}
+	one := int64(1)
+	wantBudgets := []budget.Quota{{Scope: budget.ScopeCaller, Quota: 3, Cost: map[string]int64{"danger": 2}, Default: &one}}
 	if !reflect.DeepEqual(c.Budgets, wantBudgets) {
 		t.Errorf("Budgets = %+v, want %+v", c.Budgets, wantBudgets)
 	}
@@ -93,13 +93,13 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 	if n.Timeout != 5*time.Second {
 		t.Errorf("Timeout = %v", n.Timeout)
 	}
-	if n.Safety != (gateway.Safety{}) {
+	if n.Safety != (Safety{}) {
 		t.Errorf("Safety = %+v", n.Safety)
 	}
 	if n.Dir != abs {
 		t.Errorf("tool Dir = %q, want the file's folder %q", n.Dir, abs)
 	}
-	if n.MaxOutputBytes != gateway.DefaultMaxResultBytes {
+	if n.MaxOutputBytes != DefaultMaxResultBytes {
 		t.Errorf("MaxOutputBytes = %d", n.MaxOutputBytes)
 	}
 	wantSchema := map[string]any{
@@ -179,6 +179,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"budget without quota", "budgets:\n  - scope: caller\n", 2, "needs a quota"},
 		{"two quotas of one scope", "budgets:\n  - scope: caller\n    quota: 1\n  - scope: session\n    quota: 1\n  - scope: caller\n    quota: 2\n", 6, "a caller budget is already defined at line 2"},
 		{"hex quota", "budgets:\n  - scope: caller\n    quota: 0x10\n", 3, "in decimal"},
+		{"negative default_cost", "budgets:\n  - scope: caller\n    quota: 5\n    default_cost: -1\n", 4, "default_cost -1 must not be negative"},
 		{"tool without command", "tools:\n  - name: t\n    input_schema: {type: object}\n", 2, "tool t needs a command"},
 		{"empty command", "tools:\n  - name: t\n    input_schema: {type: object}\n    command: []\n", 4, "command must name a program"},
 		{"tool without name", "tools:\n  - command: [cat]\n    input_schema: {type: object}\n", 2, "a tool needs a name"},
@@ -475,7 +476,7 @@ tools:
 	}
 	a, b := c.Tools[0], c.Tools[1]
 	if a.Name != "fs.read" || a.Dir != "/srv" || a.MaxOutputBytes != 500 || a.Timeout != time.Minute ||
-		a.Safety != (gateway.Safety{ReadOnly: true, Idempotent: true, RequiresApproval: true}) ||
+		a.Safety != (Safety{ReadOnly: true, Idempotent: true, RequiresApproval: true}) ||
 		!reflect.DeepEqual(a.Env, []string{"HOME", "LANG"}) {
 		t.Errorf("tool a = %+v", a)
 	}
@@ -484,3 +485,41 @@ tools:
 		t.Errorf("tool b = %+v", b)
 	}
 }
+
+// The default cost has its own field: `cost: {default: N}` still sets it,
+// and with default_cost given, "default" in cost is the tool of that name.
+func TestBudgetDefaultCost(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml        string
+		wantDefault       *int64
+		wantCost          map[string]int64
+		defaultTool, rest int64
+	}{
+		{"cost default is the default", "budgets:\n  - scope: caller\n    quota: 9\n    cost: {default: 0, danger: 2}\n",
+			ptr(0), map[string]int64{"danger": 2}, 0, 0},
+		{"default_cost key", "budgets:\n  - scope: caller\n    quota: 9\n    default_cost: 3\n",
+			ptr(3), nil, 3, 3},
+		{"a tool named default", "budgets:\n  - scope: caller\n    quota: 9\n    cost: {default: 5}\n    default_cost: 2\n",
+			ptr(2), map[string]int64{"default": 5}, 5, 2},
+		{"a tool named default, default_cost first", "budgets:\n  - scope: caller\n    quota: 9\n    default_cost: 2\n    cost: {default: 5}\n",
+			ptr(2), map[string]int64{"default": 5}, 5, 2},
+		{"no default", "budgets:\n  - scope: caller\n    quota: 9\n    cost: {danger: 2}\n",
+			nil, map[string]int64{"danger": 2}, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.yaml), "backplane.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := c.Budgets[0]
+			if !reflect.DeepEqual(q.Default, tc.wantDefault) || !reflect.DeepEqual(q.Cost, tc.wantCost) && len(q.Cost)+len(tc.wantCost) > 0 {
+				t.Errorf("Default %v Cost %v, want %v %v", q.Default, q.Cost, tc.wantDefault, tc.wantCost)
+			}
+			if q.CostOf("default") != tc.defaultTool || q.CostOf("other") != tc.rest {
+				t.Errorf("CostOf(default) %d CostOf(other) %d, want %d %d", q.CostOf("default"), q.CostOf("other"), tc.defaultTool, tc.rest)
+			}
+		})
+	}
+}
+
+func ptr(n int64) *int64 { return &n }

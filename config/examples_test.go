@@ -21,8 +21,13 @@ func TestServeExample(t *testing.T) {
 	if c.Serve.HTTP != "127.0.0.1:8787" || c.Serve.Tokens["local-dev-token"] != "dev" || c.Serve.StdioCaller != "dev" {
 		t.Errorf("serve: %+v", c.Serve)
 	}
-	if len(c.Policy) != 1 || !slices.Contains(c.Policy[0].Approve, "bash") {
+	if len(c.Policy) != 1 || !slices.Contains(c.Policy[0].Approve, "bash") ||
+		!slices.Equal(c.Policy[0].Approvers, []string{"ops"}) || c.Policy[0].SelfApprove {
 		t.Errorf("policy: %+v", c.Policy)
+	}
+	if len(c.Operators) != 1 || c.Operators[0].Name != "ops" || c.Operators[0].Token != "local-ops-token" ||
+		c.Approvals.MaxPending != 16 || c.Serve.ApprovalWait != 0 {
+		t.Errorf("operators %+v, approvals %+v, wait %s", c.Operators, c.Approvals, c.Serve.ApprovalWait)
 	}
 	if len(c.Builtin.Enable) != 9 {
 		t.Errorf("built-in tools enabled: %v, want all nine", c.Builtin.Enable)

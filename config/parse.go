@@ -153,6 +153,8 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.servers(c, v)
 		case "postgres":
 			return p.postgres(c, k, v)
+		case "operators":
+			return p.operators(c, v)
 		case "sandbox":
 			s, err := p.sandbox(c, v)
 			if s != nil {
@@ -161,7 +163,7 @@ func (p *parser) parse(c *Config) (err error) {
 			return err
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "sandbox"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "sandbox"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -173,10 +175,14 @@ func (p *parser) finish(c *Config) error {
 		return err
 	}
 	p.finishServe(c)
+	if err := p.finishOperators(c); err != nil {
+		return err
+	}
 	if err := p.finishPostgres(c); err != nil {
 		return err
 	}
-	if !isPostgres(c.Store) {
+	c.StoreKind = StoreKindOf(c.Store)
+	if c.StoreKind == StoreSQLite {
 		c.Store = resolve(c.Dir, c.Store)
 	}
 	for i := range c.Tools {
@@ -186,6 +192,11 @@ func (p *parser) finish(c *Config) error {
 		}
 		if t.MaxOutputBytes == 0 {
 			t.MaxOutputBytes = c.Limits.MaxResultBytes
+		}
+		if t.Dir == "" {
+			// The workspace, not the configuration's folder: that may be
+			// a folder the tools were never meant to work in.
+			t.Dir = c.Workspace
 		}
 	}
 	return nil
@@ -210,7 +221,7 @@ func (p *parser) store(c *Config, v *yaml.Node) error {
 	switch {
 	case s == "":
 		return p.errAt(v, "store must name a folder or a postgres:// URL")
-	case isPostgres(s):
+	case StoreKindOf(s) == StorePostgres:
 	case urlScheme.MatchString(s):
 		return p.errAt(v, "store %q: only folders and postgres:// URLs are supported", strings.SplitN(s, "://", 2)[0]+"://...")
 	}
@@ -232,9 +243,13 @@ func (p *parser) policy(c *Config, v *yaml.Node) error {
 				r.Allow, err = p.patterns(v, "allow")
 			case "approve":
 				r.Approve, err = p.patterns(v, "approve")
+			case "approvers":
+				r.Approvers, err = p.patterns(v, "approvers")
+			case "self_approve":
+				r.SelfApprove, err = p.boolean(v, "self_approve")
 			}
 			return err
-		}, "caller", "allow", "approve")
+		}, "caller", "allow", "approve", "approvers", "self_approve")
 		if err != nil {
 			return err
 		}
@@ -287,10 +302,22 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 			if err != nil {
 				return err
 			}
+			if d > MaxServeApprovalWait {
+				return p.errAt(v, "approvals wait %s: at most %s (a waiting call must return before its client gives up)", d, MaxServeApprovalWait)
+			}
 			c.Approvals.Wait = d
+		case "max_pending":
+			n, err := p.integer(v, "max_pending")
+			if err != nil {
+				return err
+			}
+			if n <= 0 {
+				return p.errAt(v, "approvals max_pending must be positive")
+			}
+			c.Approvals.MaxPending = int(n)
 		}
 		return nil
-	}, "expire", "wait")
+	}, "expire", "wait", "max_pending")
 }
 
 func (p *parser) budgets(c *Config, v *yaml.Node) error {
@@ -322,11 +349,27 @@ func (p *parser) budgets(c *Config, v *yaml.Node) error {
 				q.Quota = n
 			case "cost":
 				return p.costs(&q, v)
+			case "default_cost":
+				n, err := p.integer(v, "default_cost")
+				if err != nil {
+					return err
+				}
+				if n < 0 {
+					return p.errAt(v, "default_cost %d must not be negative", n)
+				}
+				q.Default = &n
 			}
 			return nil
-		}, "scope", "quota", "cost")
+		}, "scope", "quota", "cost", "default_cost")
 		if err != nil {
 			return err
+		}
+		// Without default_cost, `cost: {default: N}` is the default cost
+		// (the long-standing spelling); with it, every key of cost is a
+		// tool name, so a tool named "default" can be given its own cost.
+		if c, ok := q.Cost["default"]; ok && q.Default == nil {
+			q.Default = &c
+			delete(q.Cost, "default")
 		}
 		if scopeNode == nil {
 			return p.errAt(item, "a budget needs a scope (caller or session)")
@@ -415,7 +458,7 @@ var (
 func (p *parser) tools(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "tools", func(item *yaml.Node) error {
-		t := ToolConfig{Line: item.Line, Dir: c.Dir}
+		t := ToolConfig{Line: item.Line} // Dir: the workspace unless given (finish)
 		var nameNode, schemaKey, schemaNode *yaml.Node
 		err := p.mapping(item, "a tool", func(key string, k, v *yaml.Node) error {
 			var err error
@@ -513,7 +556,7 @@ func (p *parser) schema(t *ToolConfig, c *Config, key, v *yaml.Node) error {
 	if err := dec.Decode(&t.InputSchema); err != nil {
 		return p.errAt(key, "tool %s: input_schema: %v", t.Name, err) // cannot happen: emitJSON wrote it
 	}
-	limits := inputschema.Limits{MaxArgumentBytes: c.Limits.MaxArgumentBytes}
+	limits := c.Limits.Schema()
 	if _, err := inputschema.CompileValue(t.InputSchema, &inputschema.CompileOptions{Limits: limits}); err != nil {
 		return p.errAt(key, "tool %s: input_schema: %v", t.Name, err)
 	}

@@ -2,14 +2,12 @@ package config
 
 import (
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/sandbox"
 )
 
@@ -161,13 +159,14 @@ func (p *parser) sandboxNetwork(v *yaml.Node) (*sandbox.Network, error) {
 	return out, err
 }
 
-// processKind is what a sandboxed process is for: the defaults differ.
-type processKind int
+// ProcessKind is what a sandboxed process is for: the defaults differ.
+type ProcessKind int
 
+// The kinds of tool processes.
 const (
-	kindBash processKind = iota
-	kindCommand
-	kindServer
+	KindBash ProcessKind = iota
+	KindCommand
+	KindServer
 )
 
 // SandboxDecision is what the sandbox does for one tool (or server).
@@ -176,8 +175,9 @@ type SandboxDecision struct {
 	Policy *sandbox.Policy
 	// Note says why it is unsandboxed ("" when sandboxed).
 	Note string
-	// quiet: the default, nothing to warn about.
-	quiet bool
+	// Quiet: the default (a server without a sandbox section), nothing to
+	// warn about.
+	Quiet bool
 }
 
 // String is how tools list shows it.
@@ -189,16 +189,16 @@ func (d SandboxDecision) String() string {
 	return fmt.Sprintf("sandboxed (write %s; network %s)", strings.Join(d.Policy.Write, ","), r["network"])
 }
 
-// sandboxFor decides the sandbox of one process: the top-level section,
+// SandboxFor decides the sandbox of one process: the top-level section,
 // overridden by o (nil: none). An error is a start refusal.
-func (c *Config) sandboxFor(kind processKind, o *SandboxConfig) (SandboxDecision, error) {
+func (c *Config) SandboxFor(kind ProcessKind, o *SandboxConfig) (SandboxDecision, error) {
 	mode := c.Sandbox.Enable
 	if mode == "" {
 		mode = SandboxAuto
 	}
-	if kind == kindServer && o == nil {
+	if kind == KindServer && o == nil {
 		// Servers opt in with a sandbox section: not worth a warning.
-		return SandboxDecision{Note: "stdio servers opt in with a sandbox section", quiet: true}, nil
+		return SandboxDecision{Note: "stdio servers opt in with a sandbox section", Quiet: true}, nil
 	}
 	if o != nil && o.Enable != "" {
 		mode = o.Enable
@@ -213,7 +213,7 @@ func (c *Config) sandboxFor(kind processKind, o *SandboxConfig) (SandboxDecision
 		return SandboxDecision{Note: "the kernel cannot sandbox: " + st.Reason}, nil
 	}
 	p := &sandbox.Policy{Limits: sandbox.DefaultLimits}
-	if kind != kindServer {
+	if kind != KindServer {
 		p.Write = append(p.Write, c.Workspace)
 	} else {
 		p.Network.All = true      // servers keep the network unless told
@@ -241,43 +241,11 @@ func (c *Config) sandboxFor(kind processKind, o *SandboxConfig) (SandboxDecision
 			p.Limits.FileSize = s.Limits.FileSize
 		}
 	}
-	if err := sandbox.CheckState(p, c.privatePaths()); err != nil {
+	if err := sandbox.CheckState(p, c.PrivatePaths()); err != nil {
 		if mode == SandboxAuto {
 			return SandboxDecision{Note: err.Error()}, nil
 		}
 		return SandboxDecision{}, err
 	}
 	return SandboxDecision{Policy: p}, nil
-}
-
-// sandboxedBackend adds the sandbox's rules to the audit events of its
-// calls' settlement.
-type sandboxedBackend struct {
-	backend.Backend
-	attrs []any
-}
-
-func (b *sandboxedBackend) AuditAttrs() []any { return b.attrs }
-
-func auditAttrs(d SandboxDecision) []any {
-	if d.Policy == nil {
-		return []any{"sandboxed", false}
-	}
-	return []any{"sandboxed", true, "sandbox_rules", d.Policy.Rules()}
-}
-
-// noteSandbox records a tool's decision in the Runtime and, once per
-// distinct note, in the log.
-func (rt *Runtime) noteSandbox(logger *slog.Logger, tool string, d SandboxDecision) {
-	if rt.Sandbox == nil {
-		rt.Sandbox = map[string]SandboxDecision{}
-	}
-	rt.Sandbox[tool] = d
-	if d.Policy != nil || d.quiet || slices.Contains(rt.SandboxNotes, d.Note) {
-		return
-	}
-	rt.SandboxNotes = append(rt.SandboxNotes, d.Note)
-	if logger != nil {
-		logger.Warn("sandbox", "outcome", "unsandboxed", "reason", d.Note)
-	}
 }

@@ -98,7 +98,7 @@ func TestSandboxStateInsideTheWorkspace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := c.sandboxFor(kindBash, nil)
+		d, err := c.SandboxFor(KindBash, nil)
 		switch {
 		case tc.refused:
 			if !errors.Is(err, sandbox.ErrStateInside) {

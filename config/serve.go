@@ -18,7 +18,10 @@ import (
 //	  allow_remote: false            # true to listen on a non-loopback address
 //	  tokens: {"local-dev-token": alice}   # bearer token -> caller
 //	  stdio_caller: alice            # the caller for `backplane serve --stdio`
-//	  approval_wait: 2m              # how long a call waits for an approval
+//	  approval_wait: 0s              # how long a call waits for an approval (at most 50s)
+//	  session_idle_timeout: 30m      # an HTTP session idle this long is closed
+//	  max_sessions_per_caller: 16    # open HTTP sessions per caller; more: 429
+//	  allowed_origins: ["https://app.example"]  # browser origins besides the listener's loopback ones
 //
 // The HTTP address must be on the loopback interface unless allow_remote is
 // true: the tokens travel in clear over plain HTTP. With no tokens every
@@ -35,8 +38,20 @@ type ServeConfig struct {
 	// `serve --stdio`.
 	StdioCaller string
 	// ApprovalWait is how long a call waits for an approval decision before
-	// it returns approval_required. Default 2m; 0s returns at once.
+	// it returns approval_required. Default 0s: at once, with the request id
+	// and how to decide it. At most 50s (MaxServeApprovalWait): MCP SDK
+	// clients give up on a request after 60s, and a call must return to its
+	// client before that.
 	ApprovalWait time.Duration
+	// SessionIdleTimeout closes an HTTP session idle this long. Default
+	// 30m ([server.DefaultSessionIdleTimeout]).
+	SessionIdleTimeout time.Duration
+	// MaxSessionsPerCaller bounds the open HTTP sessions of one caller.
+	// Default 16.
+	MaxSessionsPerCaller int
+	// AllowedOrigins are browser origins /mcp serves besides the loopback
+	// origins of its listener; another Origin is refused (403).
+	AllowedOrigins []string
 	// Line is where the serve section starts (0 when absent).
 	Line int
 
@@ -46,12 +61,18 @@ type ServeConfig struct {
 // Serve defaults.
 const (
 	DefaultServeHTTP         = "127.0.0.1:8787"
-	DefaultServeApprovalWait = 2 * time.Minute
+	DefaultServeApprovalWait = 0
+	// MaxServeApprovalWait is approval.MaxWait: below the MCP SDK clients'
+	// 60s request timeout.
+	MaxServeApprovalWait = 50 * time.Second
 )
 
 // bearerToken is RFC 6750's b64token: what can travel in an Authorization
 // header unquoted.
 var bearerToken = regexp.MustCompile(`^[A-Za-z0-9._~+/-]+=*$`)
+
+// originRe is a web origin as browsers send it.
+var originRe = regexp.MustCompile(`^https?://[A-Za-z0-9.:\[\]-]+/?$`)
 
 func (p *parser) serve(c *Config, v *yaml.Node) error {
 	c.Serve.Line = v.Line
@@ -85,9 +106,32 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 		case "approval_wait":
 			c.Serve.ApprovalWait, err = p.duration(v, key)
 			c.Serve.approvalWaitSet = true
+			if err == nil && (c.Serve.ApprovalWait < 0 || c.Serve.ApprovalWait > MaxServeApprovalWait) {
+				err = p.errAt(v, "serve approval_wait %s: must be from 0s (return approval_required at once) to %s: MCP clients give up on a request after 60s, and a call that outlives its client must not wait on",
+					c.Serve.ApprovalWait, MaxServeApprovalWait)
+			}
+		case "session_idle_timeout":
+			c.Serve.SessionIdleTimeout, err = p.duration(v, key)
+			if err == nil && c.Serve.SessionIdleTimeout < time.Second {
+				err = p.errAt(v, "serve session_idle_timeout must be at least 1s")
+			}
+		case "max_sessions_per_caller":
+			var n int64
+			n, err = p.integer(v, key)
+			if err == nil && (n < 1 || n > 1<<20) {
+				err = p.errAt(v, "serve max_sessions_per_caller must be from 1 to 1048576")
+			}
+			c.Serve.MaxSessionsPerCaller = int(n)
+		case "allowed_origins":
+			c.Serve.AllowedOrigins, err = p.strList(v, key)
+			for _, o := range c.Serve.AllowedOrigins {
+				if err == nil && !originRe.MatchString(o) {
+					err = p.errAt(v, "serve allowed_origins: %q is not an origin (scheme://host[:port], no path)", o)
+				}
+			}
 		}
 		return err
-	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait")
+	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins")
 	if err != nil {
 		return err
 	}

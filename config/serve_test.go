@@ -24,7 +24,7 @@ func TestServeIssueExample(t *testing.T) {
 		HTTP:         "127.0.0.1:8787",
 		Tokens:       map[string]string{"local-dev-token": "alice"},
 		StdioCaller:  "alice",
-		ApprovalWait: 2 * time.Minute,
+		ApprovalWait: DefaultServeApprovalWait,
 		Line:         2,
 	}
 	got := c.Serve
@@ -102,6 +102,10 @@ func TestServeErrors(t *testing.T) {
 		{"bad wait", "serve:\n  approval_wait: soon\n", 2, "bad duration"},
 		{"allow_remote not bool", "serve:\n  allow_remote: yes please\n", 2, "true or false"},
 		{"serve a list", "serve: [http]\n", 1, "must be a mapping"},
+		{"idle timeout too short", "serve:\n  session_idle_timeout: 10ms\n", 2, "at least 1s"},
+		{"no sessions", "serve:\n  max_sessions_per_caller: 0\n", 2, "from 1 to"},
+		{"origin with a path", "serve:\n  allowed_origins: [\"https://a.example/x\"]\n", 2, "not an origin"},
+		{"origin without scheme", "serve:\n  allowed_origins: [a.example]\n", 2, "not an origin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.src), "backplane.yaml")
@@ -127,5 +131,15 @@ func TestCheckServeAddr(t *testing.T) {
 		if err := CheckServeAddr(addr, true); err != nil {
 			t.Errorf("CheckServeAddr(%q, allowRemote) = %v", addr, err)
 		}
+	}
+}
+
+func TestServeLimits(t *testing.T) {
+	c, err := Parse([]byte("serve:\n  session_idle_timeout: 5m\n  max_sessions_per_caller: 4\n  allowed_origins: [\"https://app.example\", \"http://[::1]:3000\"]\n"), "backplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Serve.SessionIdleTimeout != 5*time.Minute || c.Serve.MaxSessionsPerCaller != 4 || len(c.Serve.AllowedOrigins) != 2 {
+		t.Errorf("serve %+v", c.Serve)
 	}
 }

@@ -1,17 +1,17 @@
 package config
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
 	"net/url"
 	"regexp"
 
 	"go.yaml.in/yaml/v3"
+)
 
-	"github.com/agentbackplane/backplane/backend/mcp"
-	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/validator/draft2020"
+// The validators a server may name (package backend/mcp's ValidatorSubset
+// and ValidatorDraft2020; a test of package assemble holds them equal).
+const (
+	ValidatorSubset    = "subset"
+	ValidatorDraft2020 = "draft2020-12"
 )
 
 // ServerConfig is one upstream MCP server, whose tools the gateway
@@ -30,9 +30,9 @@ import (
 // Exactly one of command (stdio; the program runs in the configuration
 // file's folder) and url (streamable HTTP, http:// or https://). env goes
 // with a command, headers with a url. Header values are secrets: no error
-// message quotes them. Open starts or connects every server, and fails,
-// naming the server's line, when one cannot be reached or one of its tools
-// collides with another tool.
+// message quotes them. Package assemble starts or connects every server,
+// and fails, naming the server's line, when one cannot be reached or one
+// of its tools collides with another tool.
 type ServerConfig struct {
 	// Name prefixes the server's tools: letters, digits, '_' and '-' (no
 	// dots: a tool is NAME.TOOL).
@@ -60,7 +60,7 @@ var serverNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 func (p *parser) servers(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "servers", func(item *yaml.Node) error {
-		s := ServerConfig{Line: item.Line, Validator: mcp.ValidatorSubset}
+		s := ServerConfig{Line: item.Line, Validator: ValidatorSubset}
 		var nameNode, cmdNode, urlNode, envNode, headersNode, sandboxNode *yaml.Node
 		err := p.mapping(item, "a server", func(key string, k, v *yaml.Node) error {
 			var err error
@@ -116,8 +116,8 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 				s.Sandbox, err = p.sandbox(c, v)
 			case "validator":
 				if s.Validator, err = p.str(v, "validator"); err == nil &&
-					s.Validator != mcp.ValidatorSubset && s.Validator != mcp.ValidatorDraft2020 {
-					err = p.errAt(v, "validator %q: %s or %s", s.Validator, mcp.ValidatorSubset, mcp.ValidatorDraft2020)
+					s.Validator != ValidatorSubset && s.Validator != ValidatorDraft2020 {
+					err = p.errAt(v, "validator %q: %s or %s", s.Validator, ValidatorSubset, ValidatorDraft2020)
 				}
 			}
 			return err
@@ -153,66 +153,3 @@ var (
 	headerName    = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 	headerValueRe = regexp.MustCompile(`^[^\x00-\x08\x0a-\x1f\x7f]*$`)
 )
-
-// connectServers starts or connects every configured server and registers
-// its tools in g; each connection is closed with the Runtime.
-func (c *Config) connectServers(ctx context.Context, rt *Runtime, g *gateway.Gateway, logger *slog.Logger) error {
-	for _, s := range c.Servers {
-		var sb SandboxDecision
-		if s.URL == "" {
-			var err error
-			if sb, err = c.sandboxFor(kindServer, s.Sandbox); err != nil {
-				return &Error{File: c.Path, Line: s.Line, Msg: fmt.Sprintf("server %s: %v", s.Name, err)}
-			}
-			rt.noteSandbox(logger, s.Name, sb)
-		}
-		u, err := mcp.Connect(ctx, mcp.Server{
-			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Dir,
-			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
-		}, &mcp.Options{
-			Gateway:   g,
-			Logger:    logger,
-			Draft2020: &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
-		})
-		if err != nil {
-			return &Error{File: c.Path, Line: s.Line, Msg: err.Error(), Err: err}
-		}
-		rt.closers = append(rt.closers, u)
-		rt.upstreams = append(rt.upstreams, u)
-	}
-	return nil
-}
-
-// Upstream returns the connection to the named server.
-func (r *Runtime) Upstream(name string) (*mcp.Upstream, bool) {
-	for _, u := range r.upstreams {
-		if u.Name() == name {
-			return u, true
-		}
-	}
-	return nil, false
-}
-
-// ToolSource says where a registered tool comes from: "builtin", "tools"
-// (the configuration's command tools), "server NAME", or "" when the name
-// is not a configured tool.
-func (r *Runtime) ToolSource(tool string) string {
-	for _, u := range r.upstreams {
-		for _, name := range u.Tools() {
-			if name == tool {
-				return fmt.Sprintf("server %s", u.Name())
-			}
-		}
-	}
-	for _, t := range r.Config.Tools {
-		if t.Name == tool {
-			return "tools"
-		}
-	}
-	for _, name := range r.Config.Builtin.Enable {
-		if name == tool {
-			return "builtin"
-		}
-	}
-	return ""
-}

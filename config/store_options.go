@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/agentbackplane/backplane/store/postgres"
 )
 
 // PostgresConfig tunes the PostgreSQL store (a postgres:// store), shared by
@@ -40,19 +38,14 @@ type PostgresConfig struct {
 	Line int
 }
 
-// Defaults of the postgres section, the same as package store/postgres's.
+// Defaults of the postgres section, the same as package store/postgres's
+// (a test of package assemble holds them equal).
 const (
 	DefaultPostgresLeaseTTL = 15 * time.Second
 	// MinPostgresLeaseTTL: a shorter lease would expire on ordinary database
 	// latency, and a live replica's calls would be declared uncertain.
 	MinPostgresLeaseTTL = time.Second
 )
-
-// options returns the store options the section sets (zero fields: the
-// store's defaults).
-func (pc PostgresConfig) options() *postgres.Options {
-	return &postgres.Options{LeaseTTL: pc.LeaseTTL, RenewEvery: pc.RenewEvery, MaxConns: pc.MaxConns}
-}
 
 func (p *parser) postgres(c *Config, k, v *yaml.Node) error {
 	c.Postgres.Line = k.Line
@@ -111,7 +104,7 @@ func (p *parser) postgres(c *Config, k, v *yaml.Node) error {
 // finishPostgres refuses the section with a store that is not PostgreSQL,
 // and fills in the lease defaults with one that is.
 func (p *parser) finishPostgres(c *Config) error {
-	if !isPostgres(c.Store) {
+	if StoreKindOf(c.Store) != StorePostgres {
 		if c.Postgres.Line > 0 {
 			return &Error{File: p.file, Line: c.Postgres.Line,
 				Msg: "postgres options given but the store is a folder (" + c.Store + "): they apply only to a postgres:// store"}

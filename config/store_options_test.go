@@ -1,18 +1,10 @@
 package config
 
 import (
-	"context"
-	"crypto/rand"
 	"errors"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/agentbackplane/backplane/store/postgres"
-	"github.com/jackc/pgx/v5"
 )
 
 const pgStore = "store: postgres://postgres@127.0.0.1:5432/test?sslmode=disable&search_path=bp_x\n"
@@ -38,9 +30,8 @@ func TestPostgresSectionValues(t *testing.T) {
 			if got.Line != wantLine {
 				t.Errorf("Line = %d, want %d", got.Line, wantLine)
 			}
-			o := got.options()
-			if o.LeaseTTL != 20*time.Second || o.RenewEvery != 2*time.Second || o.MaxConns != 4 || o.Schema != "" {
-				t.Errorf("store options %+v", o)
+			if c.StoreKind != StorePostgres {
+				t.Errorf("StoreKind = %q, want %q", c.StoreKind, StorePostgres)
 			}
 		})
 	}
@@ -117,86 +108,5 @@ func TestPostgresSectionErrors(t *testing.T) {
 				t.Errorf("error %q does not name the file", ce.Error())
 			}
 		})
-	}
-}
-
-// The section reaches the store: the incarnation's lease in the database
-// is lease_ttl long, and it is renewed every renew_every.
-func TestPostgresSectionOpensStoreWithLease(t *testing.T) {
-	base := os.Getenv(postgresURLEnv)
-	if base == "" {
-		t.Skip(postgresURLEnv + " is unset: it names a PostgreSQL database this test creates and drops a schema in " +
-			"(e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-	}
-	ctx := context.Background()
-	schema := "bp_test_" + strings.ToLower(rand.Text()[:12])
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-
-	// A lease of an hour renewed every second: the default renewal (every
-	// 20 minutes) would not move it during the test.
-	path := filepath.Join(t.TempDir(), "bp.yaml")
-	src := "store: '" + u.String() + "'\npostgres: {lease_ttl: 1h, renew_every: 1s, max_conns: 2}\n"
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := c.Open(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	ps, ok := rt.Store.(*postgres.Store)
-	if !ok {
-		t.Fatalf("store is %T, want *postgres.Store", rt.Store)
-	}
-
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	lease := func() (ahead time.Duration, expires time.Time) {
-		t.Helper()
-		var us int64
-		err := conn.QueryRow(ctx, `SELECT (extract(epoch FROM lease_expires_at - clock_timestamp()) * 1e6)::bigint, lease_expires_at
-			FROM `+pgx.Identifier{schema, "incarnations"}.Sanitize()+` WHERE id = $1 AND state = 'alive'`, ps.Incarnation()).Scan(&us, &expires)
-		if err != nil {
-			t.Fatalf("the incarnation's lease: %v", err)
-		}
-		return time.Duration(us) * time.Microsecond, expires
-	}
-	ahead, first := lease()
-	if ahead < 59*time.Minute || ahead > time.Hour {
-		t.Errorf("the lease runs %s ahead, want lease_ttl 1h (the default is 15s)", ahead)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		time.Sleep(300 * time.Millisecond)
-		if _, e := lease(); e.After(first) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lease was not renewed within 5s with renew_every 1s")
-		}
 	}
 }

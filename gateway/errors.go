@@ -6,24 +6,26 @@ import (
 	"strings"
 
 	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Class is a stable error class string; callers (and models) match on it.
-type Class string
+// It is [tool.Class], so that backends name classes without the gateway.
+type Class = tool.Class
 
 const (
-	ClassValidation       Class = "validation"
-	ClassUnsupported      Class = "unsupported_capability"
-	ClassNotFound         Class = "not_found"
-	ClassForbidden        Class = "forbidden"
-	ClassApprovalRequired Class = "approval_required"
-	ClassBudgetExceeded   Class = "budget_exceeded"
-	ClassResourceConflict Class = "resource_conflict"
-	ClassTimeout          Class = "timeout"
-	ClassCancelled        Class = "cancelled"
-	ClassExecutionFailure Class = "execution_failure"
-	ClassUnknownOutcome   Class = "unknown_outcome"
-	ClassMalformedResult  Class = "malformed_result"
+	ClassValidation       = tool.ClassValidation
+	ClassUnsupported      = tool.ClassUnsupported
+	ClassNotFound         = tool.ClassNotFound
+	ClassForbidden        = tool.ClassForbidden
+	ClassApprovalRequired = tool.ClassApprovalRequired
+	ClassBudgetExceeded   = tool.ClassBudgetExceeded
+	ClassResourceConflict = tool.ClassResourceConflict
+	ClassTimeout          = tool.ClassTimeout
+	ClassCancelled        = tool.ClassCancelled
+	ClassExecutionFailure = tool.ClassExecutionFailure
+	ClassUnknownOutcome   = tool.ClassUnknownOutcome
+	ClassMalformedResult  = tool.ClassMalformedResult
 )
 
 // Sentinels, one per class: errors.Is(err, gateway.ErrForbidden).

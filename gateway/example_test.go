@@ -9,14 +9,15 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store/memstore"
 )
 
-// A tool, a policy, a call: the whole pipeline in a few lines. Without a
-// Store option the gateway keeps its journal in memory; hosts pass
-// store/sqlite for durability.
+// A tool, a policy, a call: the whole pipeline in a few lines. The example
+// keeps its journal in memory (store/memstore); hosts pass store/sqlite or
+// store/postgres for durability.
 func Example() {
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"echo"}}})
-	g := gateway.New(&gateway.Options{Policy: rules})
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	err := g.Register(gateway.Tool{
 		Name:        "echo",
 		Description: "Echo the text back.",
@@ -45,7 +46,8 @@ func Example() {
 	_, err = g.Call(context.Background(), gateway.CallRequest{
 		Caller: "mallory", Tool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`),
 	})
-	fmt.Println(errors.Is(err, gateway.ErrForbidden))
+	// To a caller no rule lets near it, the tool does not exist.
+	fmt.Println(errors.Is(err, gateway.ErrNotFound))
 	// Output:
 	// {"text":"hi"} <nil>
 	// validation $arguments.text type

@@ -19,8 +19,9 @@
 // idempotency key returns the recorded outcome, or resource_conflict while
 // the first call is running or uncertain.
 //
-// The store, policy, approver, budgets and backends are small interfaces a
-// host can replace. Every step is written as a structured audit event
+// The store (required: the gateway's promises are only as durable as it),
+// policy, approver, budgets and backends are small interfaces a host can
+// replace. Every step is written as a structured audit event
 // (log/slog) carrying the call id, the step and the outcome, and the digest
 // of the arguments, never their values.
 package gateway
@@ -36,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
@@ -46,7 +48,7 @@ import (
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
-	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Defaults.
@@ -56,12 +58,25 @@ const (
 	DefaultApprovalExpiry = 10 * time.Minute
 )
 
-// Options configure a Gateway. A nil *Options, and every zero field, means
-// the default.
+// Store is what the gateway needs of its store: the journal of intents
+// (with the budget reservations it commits), approval requests, budget usage
+// (for health and metrics) and tool pins. Every store.Store is one:
+// store/sqlite and store/postgres are durable, store/memstore is not.
+type Store interface {
+	store.Journal
+	store.Approvals
+	store.Budgets
+	store.Pins
+}
+
+// Options configure a Gateway. Store is required; every other zero field
+// means the default.
 type Options struct {
-	// Store keeps intents, reservations and approvals. Default: an in-memory
-	// store (nothing durable); use store/sqlite for the real thing.
-	Store store.Store
+	// Store keeps intents, reservations, approvals and pins. Required: there
+	// is no silent in-memory fallback, which would switch off the
+	// durability promise (tests and examples pass memstore.New()
+	// explicitly).
+	Store Store
 	// Policy authorizes calls. Default: deny everything.
 	Policy policy.Policy
 	// Budgets are the quotas reserved for each call. Default: none.
@@ -78,40 +93,22 @@ type Options struct {
 	Limits inputschema.Limits
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Operators names the people who decide approvals, resolve intents and
+	// accept definitions (see DecideApproval). None: any named person but
+	// the caller (a single person's set-up).
+	Operators []string
 }
 
-// Safety flags describe what a tool does, for policy and approval.
-type Safety struct {
-	ReadOnly         bool `json:"read_only" yaml:"read_only"`
-	Idempotent       bool `json:"idempotent" yaml:"idempotent"`
-	RequiresApproval bool `json:"requires_approval" yaml:"requires_approval"`
-}
+// The tool descriptor and its parts live in package tool, below the
+// backends; these aliases keep the gateway's names.
+type (
+	Safety    = tool.Safety
+	Validator = tool.Validator
+	Tool      = tool.Tool
+)
 
-// Validator validates argument bytes, reporting every violation as an
-// *inputschema.Error or *inputschema.ErrorList. *inputschema.Schema is one.
-type Validator interface {
-	ValidateJSONAll(args []byte) error
-}
-
-// Tool is a tool descriptor with its backend.
-type Tool struct {
-	Name        string
-	Description string
-	// InputSchema is the JSON Schema of the arguments, kept unchanged (D20).
-	InputSchema json.RawMessage
-	Safety      Safety
-	// Timeout bounds one call; 0 means Options.Timeout.
-	Timeout time.Duration
-	Backend backend.Backend
-	// Validator, when set, replaces the subset validator for this tool: an
-	// explicit choice of another boundary (D21), never a fallback.
-	Validator Validator
-	// Pinned tools come from a source the gateway does not control (an MCP
-	// upstream). Their definition hash is recorded at first registration;
-	// after a change, calls fail with forbidden until an operator accepts
-	// the new definition (store.Pins.AcceptPin; `backplane tools accept`).
-	Pinned bool
-}
+// The gateway is a tool.Registry: an upstream registers its tools through it.
+var _ tool.Registry = (*Gateway)(nil)
 
 // registered is a tool with what registration derived from it.
 type registered struct {
@@ -123,7 +120,7 @@ type registered struct {
 
 // Gateway runs calls through the pipeline. It is safe for concurrent use.
 type Gateway struct {
-	store    store.Store
+	store    Store
 	policy   policy.Policy
 	budgets  []budget.Quota
 	approval approval.Options
@@ -133,23 +130,31 @@ type Gateway struct {
 	limits   inputschema.Limits
 	now      func() time.Time
 
+	operators []string
+	events    approvalEvents
+	waiters   approvalWaiters
+	// pendingMu makes a caller's count of pending requests and the creation
+	// of one a single step within this process.
+	pendingMu sync.Mutex
+
 	mu    sync.RWMutex
 	tools map[string]*registered
+
+	lastWrite atomic.Pointer[writeFailure] // see StoreWriteError
 }
 
-// New returns a gateway with no tools.
+// New returns a gateway with no tools. It panics when opts or opts.Store is
+// nil: a gateway without a store is a programmer error (as http.Handle
+// with a nil handler is), not a condition to handle at run time.
 func New(opts *Options) *Gateway {
-	var o Options
-	if opts != nil {
-		o = *opts
+	if opts == nil || opts.Store == nil {
+		panic("gateway.New: Options.Store is required (store/sqlite or store/postgres; store/memstore for tests)")
 	}
+	o := *opts
 	g := &Gateway{
 		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
-		tools: map[string]*registered{},
-	}
-	if g.store == nil {
-		g.store = memstore.New()
+		operators: slices.Clone(o.Operators), tools: map[string]*registered{},
 	}
 	if g.policy == nil {
 		g.policy = policy.DenyAll{}
@@ -169,11 +174,15 @@ func New(opts *Options) *Gateway {
 	if g.approval.Expire <= 0 {
 		g.approval.Expire = DefaultApprovalExpiry
 	}
+	if g.approval.MaxPending <= 0 {
+		g.approval.MaxPending = approval.DefaultMaxPending
+	}
+	g.approval.Wait = min(max(g.approval.Wait, 0), approval.MaxWait)
 	return g
 }
 
-// Store returns the gateway's store.
-func (g *Gateway) Store() store.Store { return g.store }
+// Store returns the gateway's store, as given in Options.Store.
+func (g *Gateway) Store() Store { return g.store }
 
 // Register adds a tool. A missing name or backend, or a name already
 // registered, is an error and nothing is registered. A schema outside the
@@ -206,11 +215,11 @@ func (g *Gateway) Register(t Tool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.tools[t.Name]; ok {
-		return fmt.Errorf("gateway: tool %s is already registered", t.Name)
+		return fmt.Errorf("gateway: tool %s: %w", t.Name, tool.ErrAlreadyRegistered)
 	}
 	g.tools[t.Name] = r
 	if r.schemaErr != nil {
-		return fmt.Errorf("gateway: tool %s: %w", t.Name, r.schemaErr)
+		return &tool.SchemaError{Tool: t.Name, Err: r.schemaErr}
 	}
 	return nil
 }
@@ -238,6 +247,33 @@ func (g *Gateway) ToolsFor(caller string) []Tool {
 	return out
 }
 
+// Visible reports whether the tool name is registered and visible to
+// caller (see [policy.Visible]): what a caller may learn of a name.
+func (g *Gateway) Visible(caller, name string) bool {
+	_, _, ok := g.Tool(name)
+	return ok && policy.Visible(g.policy, caller, name)
+}
+
+// notFound is the refusal of an unknown tool, and of one the caller may not
+// know of: the same words for both.
+func notFound(name string) *Error {
+	return newError(ClassNotFound, "lookup", fmt.Sprintf("no tool named %q", name), nil)
+}
+
+// checkError is the refusal of arguments a backend's Check refused: the
+// backend's own *Error when it returned one, else a validation error with
+// its message.
+func checkError(err error) *Error {
+	var ge *Error
+	if errors.As(err, &ge) {
+		ge.Step = "validate"
+		return ge
+	}
+	e := newError(ClassValidation, "validate", err.Error(), nil)
+	e.cause = err
+	return e
+}
+
 // Tools lists the registered tools.
 func (g *Gateway) Tools() []Tool {
 	g.mu.RLock()
@@ -260,26 +296,10 @@ func (g *Gateway) Tool(name string) (Tool, string, bool) {
 	return r.Tool, r.defHash, true
 }
 
-// DefinitionHash is the SHA-256 of the canonical JSON of a tool's name,
-// description, input schema (the raw bytes when they are not JSON) and
-// safety flags. The flags are part of the definition because they decide
-// whether a call needs approval: an upstream that flips readOnlyHint to
-// shed the approval step changes its tool, and a pinned tool is then held
-// back like any other change; an approval is bound to them as well.
+// DefinitionHash is [tool.DefinitionHash]: the digest of a tool's name,
+// description, input schema and safety flags.
 func DefinitionHash(name, description string, schema json.RawMessage, safety Safety) string {
-	var s any = string(schema)
-	if v, err := jsonstrict.Decode(schema, nil); err == nil {
-		s = v
-	}
-	def := func(schema any) map[string]any {
-		return map[string]any{"name": name, "description": description, "inputSchema": schema, "safety": map[string]any{
-			"read_only": safety.ReadOnly, "idempotent": safety.Idempotent, "requires_approval": safety.RequiresApproval}}
-	}
-	h, err := canonjson.DigestValue(def(s))
-	if err != nil {
-		h, _ = canonjson.DigestValue(def(string(schema)))
-	}
-	return h
+	return tool.DefinitionHash(name, description, schema, safety)
 }
 
 // CallRequest is one call of a tool.
@@ -291,14 +311,22 @@ type CallRequest struct {
 	// IdempotencyKey, when set, makes a repeated call with the same key
 	// (by the same caller) return the first call's recorded outcome.
 	IdempotencyKey string
-	// ApprovalWait overrides Options.Approvals.Wait for this call when set.
+	// ApprovalWait overrides Options.Approvals.Wait for this call when set
+	// (0: do not wait; at most approval.MaxWait).
 	ApprovalWait *time.Duration
-	// Approver, when set, is asked instead of Options.Approvals.Approver
-	// (the person behind this call's connection, through MCP elicitation).
+	// Approver, when set, is the person at this call's own client (MCP
+	// elicitation). It is asked only where a policy rule sets self_approve
+	// for the call, and only when the call may wait (ApprovalWait > 0),
+	// bounded by that wait; its answer is recorded as the caller's, through
+	// ChannelElicitation.
 	Approver approval.Approver
 	// Progress, when set, is called about once a second while the call
 	// waits for an approval decision.
 	Progress func(approvalID string, waited time.Duration)
+	// Asker, when set, is handed to the backend with the call
+	// (backend.Call.Asker): the person behind this call's connection, whom
+	// ask_user_question asks.
+	Asker backend.Asker
 }
 
 // CallResult is the outcome of a call that ran.
@@ -379,9 +407,12 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	g.mu.RLock()
 	t, ok := g.tools[c.req.Tool]
 	g.mu.RUnlock()
-	if !ok {
+	// A tool the caller's policy never allows nor puts to an approval looks
+	// exactly like an unknown one: no forbidden, no schema, no validation
+	// errors tell the caller it exists.
+	if !ok || !policy.Visible(g.policy, c.req.Caller, t.Name) {
 		c.audit("lookup", "not_found")
-		return nil, newError(ClassNotFound, "lookup", fmt.Sprintf("no tool named %q", c.req.Tool), nil)
+		return nil, notFound(c.req.Tool)
 	}
 	c.tool = t
 
@@ -407,6 +438,14 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		return nil, newError(ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
 	}
 	c.digest = digest
+	// The backend's own check of its arguments, still before anything is
+	// approved, reserved or recorded.
+	if ck, ok := t.Backend.(backend.Checker); ok {
+		if err := ck.Check(c.req.Arguments); err != nil {
+			c.audit("validate", "invalid")
+			return nil, checkError(err)
+		}
+	}
 	c.audit("validate", "ok")
 
 	// 3. Authorization, default deny.
@@ -442,6 +481,14 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		c.audit("approve", "not_required")
 	}
 
+	// An approval is consumed only by a call whose client is still there:
+	// a call whose client went away leaves it for the retry.
+	if approvalID != "" && ctx.Err() != nil {
+		c.audit("approve", "withdrawn", "approval_id", approvalID)
+		return nil, newError(ClassCancelled, "approve",
+			"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
+	}
+
 	// 5 and 6. Budget reservation and the durable intent, in one transaction.
 	now := g.now()
 	req := &store.CommitRequest{
@@ -467,10 +514,18 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			c.audit("commit", "approval_unavailable")
 			return nil, newError(ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
 		}
+		if ctx.Err() == nil {
+			g.noteStoreWrite(err)
+		}
 		return nil, c.storeFailure(ctx, "commit", err)
 	}
+	g.noteStoreWrite(nil)
 	c.committed = true
 	c.audit("commit", "ok", "reservations", len(req.Reservations))
+	if approvalID != "" {
+		g.events.publish(ApprovalEvent{Kind: "consumed", Approval: store.Approval{
+			ID: approvalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
+	}
 
 	// 7. Invocation, then settlement.
 	return c.invoke(ctx)
@@ -522,11 +577,8 @@ func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 			return nil, newError(Class(prev.ErrorClass), "replay", prev.ErrorMessage, details)
 		}
 		c.audit("replay", "ok", "previous_call_id", prev.CallID)
-		var r struct {
-			Content json.RawMessage `json:"content"`
-			IsError bool            `json:"is_error"`
-		}
-		if err := json.Unmarshal(prev.Result, &r); err != nil {
+		r, err := store.DecodeResult(prev.Result)
+		if err != nil {
 			return nil, newError(ClassMalformedResult, "replay", "the recorded result cannot be read: "+err.Error(), details)
 		}
 		return &CallResult{CallID: prev.CallID, Result: r.Content, IsError: r.IsError, Replayed: true}, nil

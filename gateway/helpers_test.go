@@ -61,9 +61,12 @@ type storeCall struct {
 }
 
 // recStore passes every method to the real store and records its name and
-// arguments.
+// arguments. It does not embed the store: every method of store.Store is
+// written out below (the assertion after the type makes a method added to
+// the interface a compile error here), so no call can reach the store
+// unrecorded.
 type recStore struct {
-	store.Store
+	real  store.Store
 	mu    sync.Mutex
 	calls []storeCall
 	// before, when set, runs before each method reaches the real store,
@@ -72,6 +75,8 @@ type recStore struct {
 	// cancelling just as the gateway reads its approval).
 	before func(method string, n int)
 }
+
+var _ store.Store = (*recStore)(nil)
 
 func (r *recStore) rec(method string, args ...any) {
 	r.mu.Lock()
@@ -125,81 +130,101 @@ func (r *recStore) Reset() {
 
 func (r *recStore) Incarnation() string {
 	r.rec("Incarnation")
-	return r.Store.Incarnation()
+	return r.real.Incarnation()
 }
 
 func (r *recStore) CommitIntent(ctx context.Context, req *store.CommitRequest) (*store.Intent, error) {
 	cp := *req
 	cp.Reservations = slices.Clone(req.Reservations)
 	r.rec("CommitIntent", cp)
-	return r.Store.CommitIntent(ctx, req)
+	return r.real.CommitIntent(ctx, req)
 }
 
 func (r *recStore) Settle(ctx context.Context, callID string, s store.Settlement) error {
 	// The context's state is recorded: a settlement must not be abandoned
 	// because the caller went away.
 	r.rec("Settle", callID, s, ctx.Err())
-	return r.Store.Settle(ctx, callID, s)
+	return r.real.Settle(ctx, callID, s)
 }
 
 func (r *recStore) GetIntent(ctx context.Context, callID string) (*store.Intent, error) {
 	r.rec("GetIntent", callID)
-	return r.Store.GetIntent(ctx, callID)
+	return r.real.GetIntent(ctx, callID)
 }
 
 func (r *recStore) GetIntentByKey(ctx context.Context, caller, key string) (*store.Intent, error) {
 	r.rec("GetIntentByKey", caller, key)
-	return r.Store.GetIntentByKey(ctx, caller, key)
+	return r.real.GetIntentByKey(ctx, caller, key)
 }
 
 func (r *recStore) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.Intent, error) {
 	r.rec("ListIntents", f)
-	return r.Store.ListIntents(ctx, f)
+	return r.real.ListIntents(ctx, f)
 }
 
 func (r *recStore) ResolveIntent(ctx context.Context, callID string, executed bool, by string, at time.Time) error {
 	r.rec("ResolveIntent", callID, executed, by, at)
-	return r.Store.ResolveIntent(ctx, callID, executed, by, at)
+	return r.real.ResolveIntent(ctx, callID, executed, by, at)
 }
 
 func (r *recStore) Recover(ctx context.Context) (int, error) {
 	r.rec("Recover")
-	return r.Store.Recover(ctx)
+	return r.real.Recover(ctx)
 }
 
 func (r *recStore) CreateApproval(ctx context.Context, a *store.Approval) error {
 	r.rec("CreateApproval", *a)
-	return r.Store.CreateApproval(ctx, a)
+	return r.real.CreateApproval(ctx, a)
 }
 
 func (r *recStore) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
 	r.rec("GetApproval", id)
-	return r.Store.GetApproval(ctx, id)
+	return r.real.GetApproval(ctx, id)
 }
 
 func (r *recStore) FindApproval(ctx context.Context, k store.ApprovalKey, now time.Time) (*store.Approval, error) {
 	r.rec("FindApproval", k, now)
-	return r.Store.FindApproval(ctx, k, now)
+	return r.real.FindApproval(ctx, k, now)
 }
 
 func (r *recStore) ListApprovals(ctx context.Context, f store.ApprovalFilter, now time.Time) ([]store.Approval, error) {
 	r.rec("ListApprovals", f, now)
-	return r.Store.ListApprovals(ctx, f, now)
+	return r.real.ListApprovals(ctx, f, now)
 }
 
 func (r *recStore) DecideApproval(ctx context.Context, id string, d store.Decision) error {
 	r.rec("DecideApproval", id, d)
-	return r.Store.DecideApproval(ctx, id, d)
+	return r.real.DecideApproval(ctx, id, d)
 }
 
 func (r *recStore) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 	r.rec("BudgetUsage")
-	return r.Store.BudgetUsage(ctx)
+	return r.real.BudgetUsage(ctx)
+}
+
+func (r *recStore) SeePin(ctx context.Context, tool, hash string, now time.Time) (*store.Pin, error) {
+	r.rec("SeePin", tool, hash, now)
+	return r.real.SeePin(ctx, tool, hash, now)
+}
+
+func (r *recStore) GetPin(ctx context.Context, tool string) (*store.Pin, error) {
+	r.rec("GetPin", tool)
+	return r.real.GetPin(ctx, tool)
+}
+
+func (r *recStore) AcceptPin(ctx context.Context, tool, hash, by string, now time.Time) error {
+	r.rec("AcceptPin", tool, hash, by, now)
+	return r.real.AcceptPin(ctx, tool, hash, by, now)
+}
+
+func (r *recStore) ListPins(ctx context.Context) ([]store.Pin, error) {
+	r.rec("ListPins")
+	return r.real.ListPins(ctx)
 }
 
 func (r *recStore) Close() error {
 	r.rec("Close")
-	return r.Store.Close()
+	return r.real.Close()
 }
 
 // ---- recording policy ----
@@ -222,6 +247,15 @@ func (p *recPolicy) Decide(caller, tool string) policy.Decision {
 	p.got = append(p.got, decisionRec{caller, tool, d})
 	p.mu.Unlock()
 	return d
+}
+
+// Visible is the real rules' answer, not recorded: Decisions are the
+// authorization step's.
+func (p *recPolicy) Visible(caller, tool string) bool { return p.rules.Visible(caller, tool) }
+
+// ApproverRule passes the rules' approvers through (policy.Approvers).
+func (p *recPolicy) ApproverRule(caller, tool string) policy.ApproverRule {
+	return p.rules.ApproverRule(caller, tool)
 }
 
 func (p *recPolicy) Decisions() []decisionRec {
@@ -269,10 +303,10 @@ func (b *recBackend) Calls() []*backend.Call {
 type recApprover struct {
 	mu    sync.Mutex
 	asked []store.Approval
-	ask   func(ctx context.Context, a *store.Approval) (store.Decision, error)
+	ask   func(ctx context.Context, a *store.Approval) (approval.Answer, error)
 }
 
-func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (store.Decision, error) {
+func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (approval.Answer, error) {
 	r.mu.Lock()
 	r.asked = append(r.asked, *a)
 	r.mu.Unlock()
@@ -409,7 +443,7 @@ func newFixture(t *testing.T, mk func(t *testing.T) store.Store, cfg config) *fi
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, raw: raw, st: &recStore{Store: raw}, pol: &recPolicy{rules: pr}, log: &auditLog{}, clock: cfg.Clock, be: map[string]*recBackend{}}
+	f := &fixture{t: t, raw: raw, st: &recStore{real: raw}, pol: &recPolicy{rules: pr}, log: &auditLog{}, clock: cfg.Clock, be: map[string]*recBackend{}}
 	opts := &gateway.Options{
 		Store: f.st, Policy: f.pol, Budgets: cfg.Budgets, Approvals: cfg.Approvals,
 		Logger:  slog.New(slog.NewJSONHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -516,12 +550,10 @@ func (f *fixture) totalUsed() int64 {
 	return n
 }
 
+// decide decides through the gateway's operator API, as the CLI does.
 func (f *fixture) decide(id string, approve bool, by string) error {
-	now := time.Now()
-	if f.clock != nil {
-		now = f.clock.Now()
-	}
-	return f.raw.DecideApproval(context.Background(), id, store.Decision{Approve: approve, By: by, At: now})
+	_, err := f.g.DecideApproval(context.Background(), id, gateway.Decision{Operator: by, Approve: approve, Channel: gateway.ChannelCLI})
+	return err
 }
 
 // ---- assertions ----

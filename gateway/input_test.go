@@ -13,6 +13,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/store/memstore"
 )
 
 func TestBadArgumentsAreValidationErrors(t *testing.T) {
@@ -101,7 +102,7 @@ func TestRegisterRefusals(t *testing.T) {
 	ok := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		return &backend.Result{Content: json.RawMessage(`1`)}, nil
 	})
-	g := gateway.New(nil)
+	g := gateway.New(&gateway.Options{Store: memstore.New()})
 	if err := g.Register(gateway.Tool{Name: "", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err == nil {
 		t.Error("a tool without a name was registered")
 	}

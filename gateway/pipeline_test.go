@@ -7,15 +7,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/canonjson"
+	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -158,26 +161,26 @@ func TestSchemaOutsideSubsetIsRegisteredButRefusedBeforePolicy(t *testing.T) {
 
 func TestForbiddenLeavesNoApprovalIntentOrInvocation(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
-		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 10}}})
+		// carol's rule names danger for approval but never allows it: she
+		// may know of it (it is visible), and is refused at authorization.
+		rules := append(slices.Clone(defaultRules), policy.Rule{Caller: "carol", Approve: []string{"danger"}})
+		f := newFixture(t, mk, config{Rules: rules, Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 10}}})
 		danger := f.tool("danger", nil, func(tl *gateway.Tool) { tl.Safety.RequiresApproval = true })
-		// mallory has no rule; bob has one that does not name danger.
-		for _, caller := range []string{"mallory", "bob"} {
-			f.st.Reset()
-			mark := f.log.Mark(t)
-			_, err := f.call(caller, "danger", `{"text":"`+secret+`"}`)
-			ge := gwErr(t, err, gateway.ClassForbidden)
-			if !errors.Is(err, gateway.ErrForbidden) || ge.Step != "authorize" || ge.CallID != "" {
-				t.Errorf("%s: %+v", caller, ge)
-			}
-			if m := f.st.Methods(); len(m) != 0 {
-				t.Errorf("%s: store called: %v", caller, m)
-			}
-			ev := f.log.Since(t, mark)
-			inOrder(t, ev, "validate", "authorize")
-			noLaterSteps(t, ev, "approve", "reserve", "commit", "settle")
+		f.st.Reset()
+		mark := f.log.Mark(t)
+		_, err := f.call("carol", "danger", `{"text":"`+secret+`"}`)
+		ge := gwErr(t, err, gateway.ClassForbidden)
+		if !errors.Is(err, gateway.ErrForbidden) || ge.Step != "authorize" || ge.CallID != "" {
+			t.Errorf("carol: %+v", ge)
 		}
-		if d := f.pol.Decisions(); len(d) != 2 || d[0].Decision.Allow || d[1].Decision.Allow {
-			t.Errorf("policy decisions %v, want two denials", d)
+		if m := f.st.Methods(); len(m) != 0 {
+			t.Errorf("store called: %v", m)
+		}
+		ev := f.log.Since(t, mark)
+		inOrder(t, ev, "validate", "authorize")
+		noLaterSteps(t, ev, "approve", "reserve", "commit", "settle")
+		if d := f.pol.Decisions(); len(d) != 1 || d[0].Decision.Allow {
+			t.Errorf("policy decisions %v, want one denial", d)
 		}
 		if len(f.approvals()) != 0 || len(f.intents()) != 0 || f.totalUsed() != 0 {
 			t.Error("an approval, an intent or a reservation exists")
@@ -190,6 +193,100 @@ func TestForbiddenLeavesNoApprovalIntentOrInvocation(t *testing.T) {
 		}
 	})
 }
+
+// TestInvisibleToolLooksUnknown: a tool the caller's policy neither allows
+// nor puts to an approval answers exactly as a tool that does not exist:
+// not_found at lookup with the same message shape, no validation errors
+// (the schema stays unknown to that caller), no policy decision, nothing
+// stored (issue 12, finding 7).
+func TestInvisibleToolLooksUnknown(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{})
+		danger := f.tool("danger", nil)
+		// mallory has no rule; bob has one that does not name danger. The
+		// arguments break the schema: a validation error would reveal it.
+		for _, caller := range []string{"mallory", "bob"} {
+			f.st.Reset()
+			mark := f.log.Mark(t)
+			_, err := f.call(caller, "danger", `{"text":7,"extra":true}`)
+			ge := gwErr(t, err, gateway.ClassNotFound)
+			_, err2 := f.call(caller, "no_such_tool", `{"text":7,"extra":true}`)
+			unknown := gwErr(t, err2, gateway.ClassNotFound)
+			if ge.Step != "lookup" || len(ge.Errors) != 0 || ge.Keyword != "" || len(ge.Details) != len(unknown.Details) {
+				t.Errorf("%s: %+v", caller, ge)
+			}
+			if want := strings.ReplaceAll(unknown.Message, "no_such_tool", "danger"); ge.Message != want {
+				t.Errorf("%s: message %q, want the unknown tool's shape %q", caller, ge.Message, want)
+			}
+			if m := f.st.Methods(); len(m) != 0 {
+				t.Errorf("%s: store called: %v", caller, m)
+			}
+			ev := f.log.Since(t, mark)
+			noLaterSteps(t, ev, "validate", "authorize", "approve", "reserve", "commit", "settle")
+		}
+		if d := f.pol.Decisions(); len(d) != 0 {
+			t.Errorf("policy decisions %v, want none", d)
+		}
+		if danger.Count() != 0 {
+			t.Error("backend invoked")
+		}
+		// alice, who may call it, still gets its validation errors.
+		_, err := f.call("alice", "danger", `{"text":7}`)
+		if ge := gwErr(t, err, gateway.ClassValidation); ge.Step != "validate" {
+			t.Errorf("alice: %+v", ge)
+		}
+		if !f.g.Visible("alice", "danger") || f.g.Visible("bob", "danger") || f.g.Visible("alice", "nope") {
+			t.Error("Gateway.Visible disagrees with the rules")
+		}
+	})
+}
+
+// TestBackendCheckRefusesBeforeApproval: a backend's own argument check
+// (backend.Checker) refuses arguments the schema accepts before anything
+// is approved, reserved or recorded (issue 12, finding 12).
+func TestBackendCheckRefusesBeforeApproval(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 10}}})
+		b := &recBackend{}
+		err := f.g.Register(gateway.Tool{Name: "danger", InputSchema: json.RawMessage(noteSchema), Backend: checked{
+			Backend: b.Backend(),
+			check: func(raw json.RawMessage) error {
+				var a struct{ N *int }
+				if err := json.Unmarshal(raw, &a); err != nil {
+					return fmt.Errorf("n does not fit: %w", err)
+				}
+				return nil
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.st.Reset()
+		mark := f.log.Mark(t)
+		_, err = f.call("alice", "danger", `{"text":"x","n":1e400}`) // the schema accepts it
+		ge := gwErr(t, err, gateway.ClassValidation)
+		if ge.Step != "validate" || !strings.Contains(ge.Message, "n does not fit") {
+			t.Errorf("%+v", ge)
+		}
+		if m := f.st.Methods(); len(m) != 0 {
+			t.Errorf("store called: %v", m)
+		}
+		noLaterSteps(t, f.log.Since(t, mark), "authorize", "approve", "reserve", "commit", "settle")
+		if len(f.approvals()) != 0 || len(f.intents()) != 0 || f.totalUsed() != 0 || b.Count() != 0 {
+			t.Error("an approval, an intent, a reservation or an invocation exists")
+		}
+		// A call that passes the check goes on to the approval step.
+		_, err = f.call("alice", "danger", `{"text":"x","n":2}`)
+		gwErr(t, err, gateway.ClassApprovalRequired)
+	})
+}
+
+// checked is a backend with an argument check.
+type checked struct {
+	backend.Backend
+	check func(json.RawMessage) error
+}
+
+func (c checked) Check(raw json.RawMessage) error { return c.check(raw) }
 
 func TestApprovalPendingLeavesNoIntentBudgetOrInvocation(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
@@ -366,4 +463,53 @@ func TestSuccessWithApprovalAuditOrder(t *testing.T) {
 			t.Error("the audit log contains an argument value")
 		}
 	})
+}
+
+// A pinned tool's pin is read at every call, after the policy allows it and
+// before anything is committed; a held definition stops the call there. The
+// recording store sees the pin methods like every other.
+func TestPinnedToolPinStepsAreRecorded(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{})
+		note := f.tool("note", nil, func(tl *gateway.Tool) { tl.Pinned = true })
+		if m := f.st.Methods(); !slices.Equal(m, []string{"SeePin"}) {
+			t.Fatalf("store calls at registration %v, want [SeePin]", m)
+		}
+		f.st.Reset()
+		if _, err := f.call("alice", "note", `{"text":"a"}`); err != nil {
+			t.Fatal(err)
+		}
+		if m := f.st.Methods(); !slices.Equal(m, []string{"GetPin", "CommitIntent", "Settle"}) {
+			t.Errorf("store calls %v, want [GetPin CommitIntent Settle]", m)
+		}
+		// The upstream changes the tool's definition: it is registered
+		// again, held back, and the call stops at the pin, before the commit.
+		f.g.Unregister("note")
+		f.tool("note", nil, func(tl *gateway.Tool) { tl.Pinned, tl.Description = true, "changed" })
+		f.st.Reset()
+		_, err := f.call("alice", "note", `{"text":"b"}`)
+		gwErr(t, err, gateway.ClassForbidden)
+		if m := f.st.Methods(); !slices.Equal(m, []string{"GetPin"}) {
+			t.Errorf("store calls %v, want [GetPin]", m)
+		}
+		if note.Count() != 1 || f.be["note"].Count() != 0 {
+			t.Errorf("backends invoked %d and %d times, want 1 and 0", note.Count(), f.be["note"].Count())
+		}
+	})
+}
+
+// A gateway without a store is a programmer error, refused loudly at
+// construction rather than run without durability.
+func TestNewRequiresAStore(t *testing.T) {
+	for name, opts := range map[string]*gateway.Options{"nil options": nil, "no store": {Timeout: time.Second}} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if r == nil || !strings.Contains(fmt.Sprint(r), "Store is required") {
+					t.Errorf("New did not panic with the reason: %v", r)
+				}
+			}()
+			gateway.New(opts)
+		})
+	}
 }

@@ -108,8 +108,11 @@ func TestSettlementClasses(t *testing.T) {
 					t.Errorf("a result was returned: %s", res.Result)
 				}
 				ge := gwErr(t, err, tc.class)
-				if tc.timeout > 0 && time.Since(start) > 5*time.Second {
-					t.Errorf("the %v deadline was not enforced", tc.timeout)
+				// The timeout case's backend returns only when its context
+				// ends: the timeout class proves the deadline ended it (no
+				// wall-clock bound, which a loaded machine could break).
+				if tc.timeout > 0 && time.Since(start) < tc.timeout {
+					t.Errorf("returned before the %v deadline", tc.timeout)
 				}
 				if ge.CallID == "" {
 					t.Fatal("no call id on an error after commit")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
@@ -14,120 +15,180 @@ import (
 )
 
 // approve finds or creates the approval request bound to this exact call
-// and returns its id once approved.
+// and returns its id once approved. The same caller, tool, definition and
+// arguments get the same request back while it is open, never a second.
 func (c *call) approve(ctx context.Context) (string, error) {
 	g, t := c.g, c.tool
 	key := store.ApprovalKey{Caller: c.req.Caller, Tool: t.Name, DefinitionHash: t.defHash, ArgsDigest: c.digest}
 	a, err := g.store.FindApproval(ctx, key, g.now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		now := g.now()
-		a = &store.Approval{
-			ID: NewID("apr"), Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name,
-			DefinitionHash: t.defHash, ArgsDigest: c.digest, Status: store.ApprovalPending,
-			CreatedAt: now, ExpiresAt: now.Add(g.approval.Expire),
+		if a, err = c.createApproval(ctx, key); err != nil {
+			return "", err
 		}
-		if err := g.store.CreateApproval(ctx, a); err != nil {
-			return "", c.storeFailure(ctx, "approve", err)
-		}
-		c.audit("approve", "requested", "approval_id", a.ID)
 	case err != nil:
 		return "", c.storeFailure(ctx, "approve", err)
 	}
 
-	approver := g.approval.Approver
-	if c.req.Approver != nil {
-		approver = c.req.Approver
-	}
-	if a.Status == store.ApprovalPending && approver != nil {
-		if err := c.askApprover(ctx, approver, a); err != nil {
-			return "", err
-		}
-	}
 	wait := g.approval.Wait
 	if c.req.ApprovalWait != nil {
-		wait = *c.req.ApprovalWait
+		wait = min(max(*c.req.ApprovalWait, 0), approval.MaxWait)
+	}
+	if a.Status == store.ApprovalPending && g.approval.Approver != nil && c.req.Approver == nil {
+		// An operator's own prompt (a terminal): it is its own bound.
+		c.askApprover(ctx, a, g.approval.Approver, false)
+		fresh, err := g.store.GetApproval(ctx, a.ID)
+		if err != nil {
+			return "", c.storeFailure(ctx, "approve", err)
+		}
+		a = fresh
 	}
 	if a.Status == store.ApprovalPending && wait > 0 {
-		if a, err = c.awaitDecision(ctx, a.ID, wait); err != nil {
+		g.waiters.add(a.ID, 1)
+		a, err = c.awaitDecision(ctx, a, wait)
+		g.waiters.add(a.ID, -1)
+		if err != nil {
 			return "", err
 		}
 	}
 	details := map[string]any{"approval_id": a.ID, "expires_at": a.ExpiresAt.UTC().Format(time.RFC3339)}
 	switch store.EffectiveApprovalStatus(a, g.now()) {
 	case store.ApprovalApproved:
-		c.audit("approve", "approved", "approval_id", a.ID, "decided_by", a.DecidedBy)
+		c.audit("approve", "approved", "approval_id", a.ID, "decided_by", a.DecidedBy, "channel", a.Channel)
 		return a.ID, nil
 	case store.ApprovalDenied:
-		c.audit("approve", "denied", "approval_id", a.ID, "decided_by", a.DecidedBy)
+		c.audit("approve", "denied", "approval_id", a.ID, "decided_by", a.DecidedBy, "channel", a.Channel)
 		details["decided_by"] = a.DecidedBy
-		return "", newError(ClassForbidden, "approve", fmt.Sprintf("the call was denied by %s", a.DecidedBy), details)
+		msg := fmt.Sprintf("the call was denied by %s", a.DecidedBy)
+		if a.Reason != "" {
+			details["reason"] = a.Reason
+			msg += ": " + a.Reason
+		}
+		return "", newError(ClassForbidden, "approve", msg, details)
 	case store.ApprovalExpired:
 		c.audit("approve", "expired", "approval_id", a.ID)
 		return "", newError(ClassForbidden, "approve", "the approval request expired before a decision; call again for a new one", details)
 	}
 	c.audit("approve", "pending", "approval_id", a.ID)
-	return "", newError(ClassApprovalRequired, "approve",
-		fmt.Sprintf("this call needs an approval: request %s is pending", a.ID), details)
+	hints := g.hints(a.ID)
+	details["how_to_decide"] = hints
+	return "", newError(ClassApprovalRequired, "approve", fmt.Sprintf(
+		"this call needs an approval: request %s is pending. An operator decides it (%s); then make the same call again, with the same arguments, before %s",
+		a.ID, strings.Join(hints, "; or "), a.ExpiresAt.UTC().Format(time.RFC3339)), details)
 }
 
-// askApprover puts a pending request to the interactive approver, if any,
-// and records its decision.
-func (c *call) askApprover(ctx context.Context, approver approval.Approver, a *store.Approval) error {
+// createApproval opens a new request, unless the caller already has
+// Options.Approvals.MaxPending pending ones: then nothing is created.
+func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*store.Approval, error) {
+	g, t := c.g, c.tool
+	g.pendingMu.Lock()
+	defer g.pendingMu.Unlock()
+	pending, err := g.store.ListApprovals(ctx, store.ApprovalFilter{Caller: c.req.Caller, Status: store.ApprovalPending, Limit: g.approval.MaxPending}, g.now())
+	if err != nil {
+		return nil, c.storeFailure(ctx, "approve", err)
+	}
+	if len(pending) >= g.approval.MaxPending {
+		c.audit("approve", "too_many_pending", "pending", len(pending), "max", g.approval.MaxPending)
+		return nil, newError(ClassForbidden, "approve", fmt.Sprintf(
+			"caller %s already has %d approval requests pending, the most allowed: no new request was created; wait for an operator to decide them or for them to expire",
+			c.req.Caller, len(pending)), map[string]any{"pending": len(pending), "max_pending": g.approval.MaxPending})
+	}
+	now := g.now()
+	a := &store.Approval{
+		ID: NewID("apr"), Caller: key.Caller, Session: c.req.Session, Tool: t.Name,
+		DefinitionHash: key.DefinitionHash, ArgsDigest: key.ArgsDigest, Arguments: c.req.Arguments,
+		Status: store.ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(g.approval.Expire),
+	}
+	if err := g.store.CreateApproval(ctx, a); err != nil {
+		return nil, c.storeFailure(ctx, "approve", err)
+	}
+	c.audit("approve", "requested", "approval_id", a.ID)
+	g.events.publish(ApprovalEvent{Kind: "pending", Approval: *a, HowToDecide: g.hints(a.ID)})
+	return a, nil
+}
+
+// askApprover puts a pending request to an interactive approver and records
+// its answer through DecideApproval, under the same rules as any other
+// decision. The approver of the call itself (the person at the caller's own
+// client) is asked only where the policy lets that person decide.
+func (c *call) askApprover(ctx context.Context, a *store.Approval, approver approval.Approver, self bool) {
 	g := c.g
-	d, err := approver.Ask(ctx, a)
+	if self && !g.approverRule(a.Caller, a.Tool).SelfApprove {
+		return // operators only: the caller's own client is not asked
+	}
+	ans, err := approver.Ask(ctx, a)
 	if errors.Is(err, approval.ErrNoDecision) {
-		return nil
+		return
 	}
 	if err != nil {
 		c.audit("approve", "approver_error", "approval_id", a.ID, "error", err.Error())
-		return nil // the request stays pending; the wait below still applies
+		return // the request stays pending; the wait goes on
 	}
-	if d.At.IsZero() {
-		d.At = g.now()
+	d := Decision{Operator: ans.By, Approve: ans.Approve, Reason: ans.Reason, Channel: Channel(ans.Channel)}
+	if self {
+		d.Operator, d.Channel = c.req.Caller, ChannelElicitation
 	}
-	if err := g.store.DecideApproval(ctx, a.ID, d); err != nil && !errors.Is(err, store.ErrAlreadyDecided) {
+	if _, err := g.DecideApproval(ctx, a.ID, d); err != nil {
 		c.audit("approve", "decision_refused", "approval_id", a.ID, "error", err.Error())
-		return newError(ClassForbidden, "approve", "the approver's decision was refused: "+err.Error(), map[string]any{"approval_id": a.ID})
 	}
-	fresh, err := g.store.GetApproval(ctx, a.ID)
-	if err != nil {
-		return c.storeFailure(ctx, "approve", err)
-	}
-	*a = *fresh
-	return nil
 }
 
-// awaitDecision polls the store until the request is decided or expires, the
-// wait ends or ctx is done. Polling (not an in-process signal) is what lets
-// a decision made by another process, such as `backplane approvals approve`,
-// release the call.
-func (c *call) awaitDecision(ctx context.Context, id string, wait time.Duration) (*store.Approval, error) {
-	g := c.g
+// awaitDecision asks the interactive approver, if any, then polls the store
+// until the request is decided or expires, the wait ends or ctx is done.
+// Polling (not an in-process signal) is what lets a decision made by
+// another process, such as `backplane approvals approve`, release the call.
+// A call whose client went away withdraws: the request stays as it is,
+// for the client's retry, and is never consumed by this call.
+func (c *call) awaitDecision(outer context.Context, a *store.Approval, wait time.Duration) (*store.Approval, error) {
+	g, id := c.g, a.ID
+	ctx, cancel := context.WithTimeout(outer, wait)
+	defer cancel()
+	outerDone := func() bool { return outer.Err() != nil }
+	withdrawn := func() (*store.Approval, error) {
+		c.audit("approve", "withdrawn", "approval_id", id)
+		g.events.publish(ApprovalEvent{Kind: "withdrawn", Approval: *a})
+		return a, newError(ClassCancelled, "approve",
+			"the call went away while waiting for approval; the request stays open for the same call made again", map[string]any{"approval_id": id})
+	}
 	poll := g.approval.PollInterval
 	if poll <= 0 {
 		poll = approval.DefaultPollInterval
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
+	c.audit("approve", "waiting", "approval_id", id, "wait", wait.String())
+	done := make(chan struct{})
+	askee := *a
+	go func() {
+		defer close(done)
+		if c.req.Approver != nil {
+			c.askApprover(ctx, &askee, c.req.Approver, true)
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	asked := (<-chan struct{})(done)
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
-	c.audit("approve", "waiting", "approval_id", id, "wait", wait.String())
 	start, lastProgress := time.Now(), time.Now()
 	for {
-		a, err := g.store.GetApproval(ctx, id)
+		fresh, err := g.store.GetApproval(context.WithoutCancel(ctx), id)
 		if err != nil {
-			return nil, c.storeFailure(ctx, "approve", err)
+			return a, c.storeFailure(ctx, "approve", err)
 		}
+		a = fresh
 		if store.EffectiveApprovalStatus(a, g.now()) != store.ApprovalPending {
+			if outerDone() {
+				return withdrawn()
+			}
 			return a, nil
 		}
 		select {
 		case <-ctx.Done():
-			c.audit("approve", "cancelled", "approval_id", id)
-			return nil, newError(ClassCancelled, "approve", "the call was cancelled while waiting for approval", map[string]any{"approval_id": id})
-		case <-deadline.C:
-			return a, nil
+			if outerDone() {
+				return withdrawn()
+			}
+			return a, nil // the wait is over: approval_required
+		case <-asked:
+			asked = nil // answered (or not): poll on until the wait ends
+			continue
 		case <-tick.C:
 			if c.req.Progress != nil && time.Since(lastProgress) >= time.Second {
 				lastProgress = time.Now()
@@ -150,6 +211,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	defer cancel()
 	res, err := t.Backend.Invoke(ictx, &backend.Call{
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
+		Asker: c.req.Asker,
 	})
 	sctx := context.WithoutCancel(ctx)
 
@@ -180,12 +242,11 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		return nil, c.settleError(sctx, store.StatusUncertain, ClassMalformedResult,
 			"the backend's result is not one JSON value (the outcome is unknown: the call is marked uncertain)")
 	}
-	// Built by hand, not json.Marshal: Marshal would compact the content and
-	// escape <, > and &, and a replay must return the bytes this call returns.
-	stored := fmt.Appendf(nil, `{"is_error":%t,"content":%s}`, res.IsError, res.Content)
+	stored := store.EncodeResult(store.Result{IsError: res.IsError, Content: res.Content})
 	if err := g.store.Settle(sctx, c.id, store.Settlement{Status: store.StatusSucceeded, Result: stored, At: g.now()}); err != nil {
 		return nil, c.settleFailure(err)
 	}
+	g.noteStoreWrite(nil)
 	c.audit("settle", "ok", "status", string(store.StatusSucceeded), "is_error", res.IsError)
 	return &CallResult{CallID: c.id, Result: res.Content, IsError: res.IsError}, nil
 }
@@ -199,6 +260,7 @@ func (c *call) settleError(ctx context.Context, status store.Status, class Class
 	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
 		return c.settleFailure(err)
 	}
+	c.g.noteStoreWrite(nil)
 	c.audit("settle", string(class), "status", string(status))
 	return newError(class, "invoke", msg, map[string]any{"status": string(status)})
 }
@@ -209,6 +271,7 @@ func (c *call) settleError(ctx context.Context, status store.Status, class Class
 // stays started (or was already marked uncertain by a recovery) and is
 // never re-run by the gateway.
 func (c *call) settleFailure(err error) error {
+	c.g.noteStoreWrite(err)
 	c.audit("settle", "store_error", "error", err.Error())
 	e := newError(ClassUnknownOutcome, "settle",
 		"the tool was invoked but its outcome could not be recorded: "+err.Error()+

@@ -17,6 +17,22 @@ func Compile(data []byte, opts *CompileOptions) (*Schema, error) {
 	return compileBytes(data, opts.limits())
 }
 
+// CompileAll is Compile reporting every error of the schema, for tooling
+// that shows a schema's author all there is to fix (lint): nil with the
+// schema, or an [*ErrorList] at stage "schema" whose first error is the one
+// Compile returns. Listed are every unsupported keyword of every schema
+// object, and in each schema object the first other error found there (a
+// later check of the same object depends on the earlier ones); nested
+// schemas are checked whatever their siblings hold. A document that cannot
+// be decoded is a list of one. At most Limits.MaxErrors are listed.
+func CompileAll(data []byte, opts *CompileOptions) (*Schema, error) {
+	s, err := compileBytesAll(data, opts.limits())
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // CompileValue checks and compiles a host-authored schema given as Go values
 // (D1): map[string]any, []any, []string, string, bool, nil, Go numbers,
 // json.Number. The value is not retained.

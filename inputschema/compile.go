@@ -110,6 +110,29 @@ func compileBytes(data []byte, l Limits) (*Schema, error) {
 	return compileValue(v, l)
 }
 
+// compileBytesAll is compileBytes collecting every error (see CompileAll).
+func compileBytesAll(data []byte, l Limits) (*Schema, *ErrorList) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &ErrorList{Errors: []*Error{schemaErr(ClassUnsupported, "", "", "tool schema is required", nil)}}
+	}
+	v, err := jsonstrict.Decode(data, &jsonstrict.Options{MaxDepth: l.MaxDepth, MaxBytes: l.MaxSchemaBytes})
+	if err != nil {
+		return nil, &ErrorList{Errors: []*Error{decodeError(StageSchema, "the schema is", err)}}
+	}
+	if v == nil {
+		return nil, &ErrorList{Errors: []*Error{schemaErr(ClassUnsupported, "", "", "tool schema is required", nil)}}
+	}
+	c := compiler{maxDepth: l.MaxDepth, all: true, maxErrors: l.MaxErrors}
+	root, err := c.schema(v, "", 1, true)
+	if err != nil {
+		c.add(err)
+	}
+	if len(c.errs) > 0 {
+		return nil, &ErrorList{Errors: c.errs, Truncated: c.truncated}
+	}
+	return &Schema{root: root, limits: l, argOpts: jsonstrict.Options{MaxDepth: l.MaxDepth, MaxBytes: l.MaxArgumentBytes}}, nil
+}
+
 func compileValue(v any, l Limits) (*Schema, error) {
 	if v == nil {
 		return nil, schemaErr(ClassUnsupported, "", "", "tool schema is required", nil)
@@ -124,6 +147,39 @@ func compileValue(v any, l Limits) (*Schema, error) {
 
 type compiler struct {
 	maxDepth int
+	// all: collect errors (CompileAll) instead of stopping at the first. A
+	// schema object still stops at its first error other than an unknown
+	// keyword; its parent records that error and goes on with its siblings.
+	all       bool
+	maxErrors int
+	errs      []*Error
+	truncated bool
+}
+
+// add records an error in collect mode.
+func (c *compiler) add(err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = schemaErr(ClassValidation, "", "", err.Error(), nil)
+	}
+	if len(c.errs) >= c.maxErrors {
+		c.truncated = true
+		return
+	}
+	c.errs = append(c.errs, e)
+}
+
+// childFailed handles a nested schema's error: in collect mode it is
+// recorded and the caller goes on (false); otherwise the caller returns it.
+func (c *compiler) childFailed(err error) bool {
+	if err == nil {
+		return false
+	}
+	if c.all {
+		c.add(err)
+		return false
+	}
+	return true
 }
 
 func schemaErr(class Class, ptr, keyword, msg string, details map[string]any) *Error {
@@ -164,7 +220,11 @@ func (c *compiler) schema(v any, ptr string, depth int, root bool) (*node, error
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !allowedKeywords[k] {
-			return nil, schemaErr(ClassUnsupported, ptr+"/"+escapePointer(k), k, fmt.Sprintf("keyword %q is not supported", k), nil)
+			err := schemaErr(ClassUnsupported, ptr+"/"+escapePointer(k), k, fmt.Sprintf("keyword %q is not supported", k), nil)
+			if !c.all {
+				return nil, err
+			}
+			c.add(err) // and go on: the other checks ignore unknown keywords
 		}
 	}
 	_, hasAP := m["additionalProperties"]
@@ -229,7 +289,7 @@ func (c *compiler) schema(v any, ptr string, depth int, root bool) (*node, error
 			slices.Sort(names)
 			for _, name := range names {
 				child, err := c.schema(pm[name], kptr+"/"+escapePointer(name), depth+1, false)
-				if err != nil {
+				if c.childFailed(err) {
 					return nil, err
 				}
 				props[name] = child
@@ -260,7 +320,7 @@ func (c *compiler) schema(v any, ptr string, depth int, root bool) (*node, error
 			switch val.(type) {
 			case map[string]any:
 				child, err := c.schema(val, kptr, depth+1, false)
-				if err != nil {
+				if c.childFailed(err) {
 					return nil, err
 				}
 				n.items = child
@@ -303,7 +363,7 @@ func (c *compiler) oneOf(m map[string]any, keys []string, val any, ptr string, d
 	n := &node{kind: kindOneOf, ptr: ptr, typePtr: ptr + "/oneOf"}
 	for i, b := range list {
 		child, err := c.schema(b, ptr+"/oneOf/"+strconv.Itoa(i), depth+1, false)
-		if err != nil {
+		if c.childFailed(err) {
 			return nil, err
 		}
 		n.branches = append(n.branches, child)

@@ -29,6 +29,13 @@ type Rule struct {
 	Allow []string `json:"allow" yaml:"allow"`
 	// Approve lists the allowed tools whose calls need an approval first.
 	Approve []string `json:"approve,omitempty" yaml:"approve"`
+	// Approvers names the operators (exact names or path.Match globs) who
+	// may decide this rule's approvals; none means any operator. See
+	// [Rules.ApproverRule].
+	Approvers []string `json:"approvers,omitempty" yaml:"approvers"`
+	// SelfApprove lets the person at the caller's own client decide this
+	// rule's approvals through MCP elicitation. Default false: operators only.
+	SelfApprove bool `json:"self_approve,omitempty" yaml:"self_approve"`
 }
 
 // Rules is a Policy: the union of the rules naming the caller. It is
@@ -45,7 +52,7 @@ func NewRules(rules []Rule) (*Rules, error) {
 		if rule.Caller == "" {
 			return nil, fmt.Errorf("policy rule %d: caller is required", i+1)
 		}
-		for _, list := range [][]string{rule.Allow, rule.Approve} {
+		for _, list := range [][]string{rule.Allow, rule.Approve, rule.Approvers} {
 			for _, p := range list {
 				if _, err := path.Match(p, ""); err != nil {
 					return nil, fmt.Errorf("policy rule %d (caller %s): bad pattern %q: %w", i+1, rule.Caller, p, err)

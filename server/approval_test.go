@@ -17,11 +17,10 @@ import (
 // elicitor is a client's elicitation handler that answers as told and
 // records what it was asked.
 type elicitor struct {
-	mu       sync.Mutex
-	asked    []*mcp.ElicitParams
-	answer   *mcp.ElicitResult
-	fail     bool
-	sessions []string
+	mu     sync.Mutex
+	asked  []*mcp.ElicitParams
+	answer *mcp.ElicitResult
+	fail   bool
 }
 
 func (e *elicitor) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -58,7 +57,7 @@ func approvalsOf(t *testing.T, st store.Store, tool string) []store.Approval {
 func TestElicitationApproves(t *testing.T) {
 	f := newFixture(t)
 	e := &elicitor{answer: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}}
-	cs := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice"}), &mcp.ClientOptions{ElicitationHandler: e.handle})
+	cs := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: 20 * time.Second}), &mcp.ClientOptions{ElicitationHandler: e.handle})
 	res := call(t, cs, "danger", map[string]any{"target": "prod-db"})
 	if res.IsError {
 		t.Fatalf("approved call failed: %s", text(res))
@@ -71,7 +70,7 @@ func TestElicitationApproves(t *testing.T) {
 		t.Fatalf("%d approval requests", len(aprs))
 	}
 	a := aprs[0]
-	if a.Status != store.ApprovalApproved || !strings.HasPrefix(a.DecidedBy, server.ApproverPrefix+"mcp_") || a.ConsumedBy == "" {
+	if a.Status != store.ApprovalApproved || a.DecidedBy != "alice" || a.Channel != "elicitation" || a.ConsumedBy == "" {
 		t.Errorf("approval %+v", a)
 	}
 	msg := e.asked[0].Message
@@ -94,7 +93,7 @@ func TestElicitationDenies(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
 			e := &elicitor{answer: answer}
-			cs := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice"}), &mcp.ClientOptions{ElicitationHandler: e.handle})
+			cs := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: 20 * time.Second}), &mcp.ClientOptions{ElicitationHandler: e.handle})
 			res := call(t, cs, "danger", map[string]any{"target": "prod-db"})
 			sc := structured(t, res)
 			if !res.IsError || sc["class"] != "forbidden" || sc["step"] != "approve" {
@@ -104,7 +103,7 @@ func TestElicitationDenies(t *testing.T) {
 				t.Error("a denied call ran")
 			}
 			aprs := approvalsOf(t, f.st, "danger")
-			if len(aprs) != 1 || aprs[0].Status != store.ApprovalDenied || !strings.HasPrefix(aprs[0].DecidedBy, server.ApproverPrefix) {
+			if len(aprs) != 1 || aprs[0].Status != store.ApprovalDenied || aprs[0].DecidedBy != "alice" || aprs[0].Channel != "elicitation" {
 				t.Errorf("approvals %+v", aprs)
 			}
 		})
@@ -206,7 +205,7 @@ func TestApprovalRequiredAfterWait(t *testing.T) {
 	}
 
 	// No wait at all: at once.
-	cs2 := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: -1}), nil)
+	cs2 := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: 0}), nil)
 	start = time.Now()
 	res = call(t, cs2, "danger", map[string]any{"target": "y"})
 	if c := structured(t, res)["class"]; c != "approval_required" || time.Since(start) > 5*time.Second {
@@ -219,7 +218,7 @@ func TestApprovalRequiredAfterWait(t *testing.T) {
 
 func TestElicitationOverHTTP(t *testing.T) {
 	f := newFixture(t)
-	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}})
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}, ApprovalWait: 20 * time.Second})
 	hs := httpServer(t, s)
 	e := &elicitor{answer: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}}
 	cs, err := connectHTTP(t, hs, "tok-alice", &mcp.ClientOptions{ElicitationHandler: e.handle})
@@ -231,7 +230,7 @@ func TestElicitationOverHTTP(t *testing.T) {
 		t.Fatalf("isError %v, invoked %d: %s", res.IsError, f.dangers.Load(), text(res))
 	}
 	aprs := approvalsOf(t, f.st, "danger")
-	if len(aprs) != 1 || aprs[0].DecidedBy != server.ApproverPrefix+cs.ID() || aprs[0].Session != cs.ID() {
-		t.Errorf("approval %+v, want decided by %s%s", aprs, server.ApproverPrefix, cs.ID())
+	if len(aprs) != 1 || aprs[0].DecidedBy != "alice" || aprs[0].Channel != "elicitation" || aprs[0].Session != cs.ID() {
+		t.Errorf("approval %+v, want decided by alice through elicitation", aprs)
 	}
 }

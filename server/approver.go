@@ -10,22 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/store"
 )
-
-// ApproverPrefix starts the DecidedBy of every decision taken through MCP
-// elicitation; the session id follows.
-//
-// Why not the caller's name: the answer comes from the person at the
-// client's end of this one session, which the gateway cannot tell apart from
-// the caller's own identity, and the store refuses a decision whose By is
-// the caller (no self-approval). Recording the channel instead keeps the
-// journal honest about what is known (the decision came in over that
-// session's elicitation), and a caller named like this prefix cannot exist
-// by accident. Operators who need a named approver for a tool keep the
-// elicitation out of it: clients without the elicitation capability wait
-// for `backplane approvals approve ID --as NAME`.
-const ApproverPrefix = "mcp-elicitation:"
 
 // maxShownArguments caps the arguments shown in an elicitation message; the
 // digest always identifies the exact arguments.
@@ -36,43 +23,45 @@ var approveSchema = json.RawMessage(`{"type":"object","properties":{"approve":{"
 
 // elicitApprover puts an approval request to the person at the client's end
 // of one session, through elicitation/create (the approval.Approver of one
-// call).
+// call). The gateway asks it only where a policy rule sets self_approve,
+// and records its answer as the caller's own, through the elicitation
+// channel; the gateway's wait bounds it (ctx).
 type elicitApprover struct {
-	ss      *mcp.ServerSession
-	session string
-	args    json.RawMessage
-	// wait bounds the elicitation: a client that never answers leaves the
-	// request pending, not the call hanging.
-	wait time.Duration
+	ss   *mcp.ServerSession
+	args json.RawMessage
+	// preview, when set, says what the call would do (a diff, a command).
+	preview func(ctx context.Context, id string) string
 }
 
 // Ask implements approval.Approver. Accept with approve=true approves;
 // decline, cancel and approve=false deny. A failed elicitation (the client
 // went away, timed out, refused the request) is an error: the request stays
 // pending and the call waits for an operator's decision as usual.
-func (a *elicitApprover) Ask(ctx context.Context, req *store.Approval) (store.Decision, error) {
-	if a.wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.wait)
-		defer cancel()
-	}
+func (a *elicitApprover) Ask(ctx context.Context, req *store.Approval) (approval.Answer, error) {
 	res, err := a.ss.Elicit(ctx, &mcp.ElicitParams{
 		Mode:            "form",
-		Message:         approvalMessage(req, a.args),
+		Message:         approvalMessage(req, a.args, a.previewOf(ctx, req.ID)),
 		RequestedSchema: approveSchema,
 	})
 	if err != nil {
-		return store.Decision{}, fmt.Errorf("elicitation: %w", err)
+		return approval.Answer{}, fmt.Errorf("elicitation: %w", err)
 	}
 	approve := false
 	if res.Action == "accept" {
 		approve, _ = res.Content["approve"].(bool)
 	}
-	return store.Decision{Approve: approve, By: ApproverPrefix + a.session, At: time.Now()}, nil
+	return approval.Answer{Approve: approve, Channel: "elicitation", Reason: "answered through the client (" + string(res.Action) + ")"}, nil
+}
+
+func (a *elicitApprover) previewOf(ctx context.Context, id string) string {
+	if a.preview == nil {
+		return ""
+	}
+	return a.preview(ctx, id)
 }
 
 // approvalMessage describes the exact call a person is asked to approve.
-func approvalMessage(req *store.Approval, args json.RawMessage) string {
+func approvalMessage(req *store.Approval, args json.RawMessage, preview string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Backplane approval request %s\n\n", req.ID)
 	fmt.Fprintf(&b, "caller: %s\n", req.Caller)
@@ -90,6 +79,7 @@ func approvalMessage(req *store.Approval, args json.RawMessage) string {
 	} else {
 		b.Write(pretty.Bytes())
 	}
+	b.WriteString(preview)
 	b.WriteString("\n\nApprove this call?")
 	return b.String()
 }

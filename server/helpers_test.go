@@ -58,7 +58,9 @@ func newFixture(t testing.TB) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	rules, err := policy.NewRules([]policy.Rule{
-		{Caller: "alice", Allow: []string{"*"}, Approve: []string{"danger"}},
+		// self_approve: the person at alice's own client may decide
+		// (the elicitation tests).
+		{Caller: "alice", Allow: []string{"*"}, Approve: []string{"danger"}, SelfApprove: true},
 		{Caller: "bob", Allow: []string{"echo"}},
 	})
 	if err != nil {
@@ -68,7 +70,7 @@ func newFixture(t testing.TB) *fixture {
 	f.g = gateway.New(&gateway.Options{
 		Store:   st,
 		Policy:  rules,
-		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1, Cost: map[string]int64{"default": 0, "costly": 1}}},
+		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1, Cost: map[string]int64{"costly": 1}, Default: new(int64)}},
 	})
 	register := func(name, desc, schema string, safety gateway.Safety, fn backend.Func) {
 		t.Helper()

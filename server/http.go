@@ -18,6 +18,7 @@ const (
 	PathMCP     = "/mcp"
 	PathMetrics = "/metrics"
 	PathHealthz = "/healthz"
+	PathConsole = "/ui"
 )
 
 // Handler is the HTTP face of the server: streamable HTTP MCP at /mcp and
@@ -35,9 +36,16 @@ func (s *Server) Handler() http.Handler {
 		}
 		return &auth.TokenInfo{UserID: caller}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	mux.Handle(PathMCP, s.requireToken(sdkAuth(s.httpHandler)))
-	mux.Handle(PathMetrics, s.requireToken(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc(PathHealthz, s.healthz)
+	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(sdkAuth(s.trackRequests(s.httpHandler))))), true))
+	// The metrics name callers and tools: operators only.
+	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
+	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))
+	if s.opts.Console != nil {
+		// The console's live page is an event stream: no write deadline.
+		console := s.streamDeadlines(s.opts.Console, true)
+		mux.Handle(PathConsole, console)
+		mux.Handle(PathConsole+"/", console)
+	}
 	return mux
 }
 
@@ -71,7 +79,8 @@ func bearer(h string) (string, bool) {
 	return token, token != ""
 }
 
-// healthz answers 200 when the store answers a read, 503 otherwise. It says
+// healthz answers 200 when the store answers a read and the gateway's last
+// write to it (a commit or a settlement) did not fail, 503 otherwise. It says
 // nothing else: it is open to anyone who can reach the port.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -82,6 +91,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	if hc, ok := s.g.Store().(store.HealthChecker); ok && err == nil {
 		err = hc.Healthy(ctx)
 	}
+	if err == nil {
+		// Reads may work while every write fails (a full disk).
+		err = s.g.StoreWriteError()
+	}
 	if err != nil {
 		s.log.Warn("health check: the store cannot serve", "error", err)
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -91,43 +104,36 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"ok":true}` + "\n"))
 }
 
-// ServeHTTP serves Handler on ln until ctx is done, then shuts down
-// gracefully: no new connections, calls in flight given up to grace to
-// finish (then cancelled), sessions closed. It logs, at start, where it
-// listens and, when no token is configured, that every request will be
-// refused.
-func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, grace time.Duration) error {
+// ServeHTTP serves Handler on ln until Shutdown, which stops accepting
+// connections and ends the server. It returns nil as soon as Shutdown
+// begins (as http.Server.Serve does): wait for Shutdown to return. It
+// returns ErrServerClosed at once when the server is already shut down, and
+// any error serving ln otherwise. It logs, at start, where it listens and,
+// when no token is configured, that every request will be refused.
+func (s *Server) ServeHTTP(ln net.Listener) error {
+	// ReadTimeout is left unset: it would also bound the reads that watch a
+	// response stream's connection, and cut it; each request's body read
+	// is bounded instead (streamDeadlines), and so is /mcp's write.
 	hs := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.timeouts.ReadHeader,
+		IdleTimeout:       s.timeouts.Idle,
+		WriteTimeout:      s.timeouts.Write,
+	}
+	if c, ok := s.opts.Console.(interface{ Close() }); ok {
+		hs.RegisterOnShutdown(c.Close)
+	}
+	if !s.addHTTPServer(hs) {
+		return ErrServerClosed
 	}
 	if len(s.tokens) == 0 {
 		s.log.Warn("no bearer tokens are configured (serve.tokens): every HTTP request will be refused with 401")
 	}
 	s.log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
 		"metrics", "http://"+ln.Addr().String()+PathMetrics, "callers", s.describeTokens())
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	// Stop accepting while the calls drain; then close the sessions, which
-	// ends their streams, so that the HTTP shutdown can complete.
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- hs.Shutdown(sctx) }()
-	err := s.Shutdown(sctx)
-	if herr := <-httpDone; herr != nil {
-		hs.Close()
-		if !errors.Is(herr, context.DeadlineExceeded) {
-			err = errors.Join(err, herr)
-		}
-	}
-	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
+	err := hs.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -186,8 +187,10 @@ func TestHTTPAuthentication(t *testing.T) {
 	if !slices.Equal(toolNames(lb.Tools), []string{"echo"}) || len(la.Tools) != 6 {
 		t.Errorf("bob sees %v, alice %v", toolNames(lb.Tools), toolNames(la.Tools))
 	}
-	if res := call(t, bob, "costly", map[string]any{}); structured(t, res)["class"] != "forbidden" {
-		t.Errorf("bob calling costly over HTTP: %v", structured(t, res))
+	// A tool bob's policy never names does not exist for him (finding 7).
+	if _, err := bob.CallTool(context.Background(), &mcp.CallToolParams{Name: "costly", Arguments: map[string]any{}}); err == nil ||
+		!strings.Contains(err.Error(), `no tool named "costly"`) {
+		t.Errorf("bob calling costly over HTTP: %v, want the unknown tool's error", err)
 	}
 	// The caller of a call is the token's, recorded in the journal.
 	res := call(t, alice, "echo", map[string]any{"text": "hi"})
@@ -272,7 +275,8 @@ func metricValue(t *testing.T, text, name string, labels ...string) (float64, bo
 
 func TestMetrics(t *testing.T) {
 	f := newFixture(t)
-	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, ApprovalWait: -1})
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, ApprovalWait: 0,
+		Operators: map[string]string{"tok-ops": "ops"}})
 	hs := httpServer(t, s)
 	alice, err := connectHTTP(t, hs, "tok-alice", nil)
 	if err != nil {
@@ -284,15 +288,32 @@ func TestMetrics(t *testing.T) {
 	}
 	call(t, alice, "echo", map[string]any{"text": "1"})
 	call(t, alice, "echo", map[string]any{"text": "2"})
-	call(t, alice, "echo", map[string]any{"n": 1})          // validation
-	call(t, bob, "costly", map[string]any{})                // forbidden
-	call(t, alice, "costly", map[string]any{})              // budget: 1 of 1
-	call(t, alice, "costly", map[string]any{})              // budget_exceeded
-	call(t, alice, "danger", map[string]any{"target": "x"}) // approval_required
-	call(t, alice, "broken", map[string]any{})              // failed: unknown_outcome
-	alice.CallTool(context.Background(), &mcpCallUnknown)   // not_found
+	call(t, alice, "echo", map[string]any{"n": 1})                                                       // validation
+	bob.CallTool(context.Background(), &mcp.CallToolParams{Name: "costly", Arguments: map[string]any{}}) // not_found: bob may not know of it
+	call(t, alice, "costly", map[string]any{})                                                           // budget: 1 of 1
+	call(t, alice, "costly", map[string]any{})                                                           // budget_exceeded
+	call(t, alice, "danger", map[string]any{"target": "x"})                                              // approval_required
+	call(t, alice, "broken", map[string]any{})                                                           // failed: unknown_outcome
+	alice.CallTool(context.Background(), &mcpCallUnknown)                                                // not_found
 
-	text := scrape(t, hs, "tok-bob") // any valid token may scrape
+	// The metrics name callers: a caller's token is refused, an operator's
+	// is served.
+	for tok, want := range map[string]int{"tok-bob": http.StatusForbidden, "tok-alice": http.StatusForbidden, "nobody": http.StatusUnauthorized, "": http.StatusUnauthorized} {
+		req, _ := http.NewRequest(http.MethodGet, hs.URL+server.PathMetrics, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || strings.Contains(string(b), "backplane_") {
+			t.Errorf("/metrics with token %q: %s, want %d and no metrics: %.200s", tok, resp.Status, want, b)
+		}
+	}
+	text := scrape(t, hs, "tok-ops")
 	for _, c := range []struct {
 		name   string
 		labels []string
@@ -300,15 +321,14 @@ func TestMetrics(t *testing.T) {
 	}{
 		{"backplane_mcp_tool_calls_total", []string{`tool="echo"`, `outcome="succeeded"`}, 2},
 		{"backplane_mcp_tool_calls_total", []string{`tool="echo"`, `outcome="refused"`}, 1},
-		{"backplane_mcp_tool_calls_total", []string{`tool="costly"`, `outcome="refused"`}, 2},
+		{"backplane_mcp_tool_calls_total", []string{`tool="costly"`, `outcome="refused"`}, 1},
 		{"backplane_mcp_tool_calls_total", []string{`tool="costly"`, `outcome="succeeded"`}, 1},
 		{"backplane_mcp_tool_calls_total", []string{`tool="broken"`, `outcome="failed"`}, 1},
-		{"backplane_mcp_tool_calls_total", []string{`tool="(unknown)"`, `outcome="refused"`}, 1},
+		{"backplane_mcp_tool_calls_total", []string{`tool="(unknown)"`, `outcome="refused"`}, 2},
 		{"backplane_mcp_tool_call_refusals_total", []string{`class="validation"`}, 1},
-		{"backplane_mcp_tool_call_refusals_total", []string{`class="forbidden"`}, 1},
 		{"backplane_mcp_tool_call_refusals_total", []string{`class="budget_exceeded"`}, 1},
 		{"backplane_mcp_tool_call_refusals_total", []string{`class="approval_required"`}, 1},
-		{"backplane_mcp_tool_call_refusals_total", []string{`class="not_found"`}, 1},
+		{"backplane_mcp_tool_call_refusals_total", []string{`class="not_found"`}, 2},
 		{"backplane_mcp_tool_call_failures_total", []string{`class="unknown_outcome"`}, 1},
 		{"backplane_mcp_tool_call_duration_seconds_count", []string{`tool="echo"`}, 3},
 		{"backplane_budget_used", []string{`scope="caller"`, `key="alice"`}, 1},
@@ -344,8 +364,8 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
-// ServeHTTP ends on ctx: a call waiting for an approval is given the grace
-// period, then cancelled, and the function returns.
+// Shutdown ends ServeHTTP: a call waiting for an approval is given the
+// grace period (Shutdown's ctx), then cancelled, and both return.
 func TestServeHTTPShutdown(t *testing.T) {
 	f := newFixture(t)
 	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}, ApprovalWait: time.Minute})
@@ -353,9 +373,8 @@ func TestServeHTTPShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- s.ServeHTTP(ctx, ln, 500*time.Millisecond) }()
+	go func() { served <- s.ServeHTTP(ln) }()
 	hs := &httptest.Server{URL: "http://" + ln.Addr().String()}
 	cs, err := connectHTTP(t, hs, "tok-alice", nil)
 	if err != nil {
@@ -375,17 +394,24 @@ func TestServeHTTPShutdown(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	start := time.Now()
-	cancel()
-	select {
-	case err := <-served:
-		if err == nil || !regexp.MustCompile(`cancelled`).MatchString(err.Error()) {
-			t.Errorf("ServeHTTP returned %v, want the cancelled calls reported", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ServeHTTP did not return within 10s of the cancellation")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); err == nil || !regexp.MustCompile(`cancelled`).MatchString(err.Error()) {
+		t.Errorf("Shutdown returned %v, want the cancelled calls reported", err)
 	}
 	if d := time.Since(start); d < 400*time.Millisecond {
 		t.Errorf("shut down after %s, before the grace period", d)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("ServeHTTP ended by Shutdown returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeHTTP did not return within 10s of the shutdown")
+	}
+	if err := s.ServeHTTP(ln); !errors.Is(err, server.ErrServerClosed) {
+		t.Errorf("ServeHTTP after Shutdown: %v, want ErrServerClosed", err)
 	}
 	select {
 	case <-callDone:

@@ -34,7 +34,7 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 }
 
-func newMetrics(st store.Store) *metrics {
+func newMetrics(st store.Budgets) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -102,7 +102,7 @@ func refusedBeforeInvocation(err error) bool {
 
 // budgetCollector reads the store's budget usage at each scrape, so the
 // figure is the store's (shared with other processes), not a local count.
-type budgetCollector struct{ st store.Store }
+type budgetCollector struct{ st store.Budgets }
 
 var budgetUsedDesc = prometheus.NewDesc("backplane_budget_used",
 	"Budget units held per scope (caller or session) and key, as the store reports them.",

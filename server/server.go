@@ -32,22 +32,37 @@
 //     through; any other JSON value is sent as text, and as
 //     structuredContent when it is an object. The gateway's call id is in
 //     _meta ([MetaCallID]).
-//   - Approvals: when the client declared the elicitation capability, the
-//     approval request of a call is put to the person at that client
-//     through elicitation/create (see [ApproverPrefix] for whom the decision
-//     is recorded as); otherwise, or when the elicitation fails, the call
-//     waits up to [Options.ApprovalWait] for a decision taken elsewhere
-//     (`backplane approvals approve`), sending notifications/progress
-//     meanwhile when the request carried a progress token, and then returns
-//     approval_required with the request's id.
+//   - Approvals: a call needing approval returns approval_required at once
+//     by default, with the request id and the ways to decide it
+//     ([gateway.Gateway.ApprovalHints]); with [Options.ApprovalWait] > 0 it
+//     waits that long (at most approval.MaxWait, below the SDK clients' 60s
+//     timeout) for a decision taken elsewhere, sending notifications/progress
+//     when the request carried a progress token. Where a policy rule sets
+//     self_approve and the client declared elicitation, the request is put
+//     to the person at that client through elicitation/create, bounded by
+//     the same wait; the decision is recorded as the caller's, through the
+//     elicitation channel. A call ends when its client's HTTP request does
+//     (a disconnect) or on notifications/cancelled, and then never consumes
+//     an approval.
 //   - ask_user_question (the built-in tool): when the client declared the
 //     elicitation capability, the question of a call is put to the person
-//     at that client through elicitation/create (see [builtin.WithAsker]);
+//     at that client through elicitation/create (the call carries it: [gateway.CallRequest.Asker]);
 //     otherwise the tool answers that there is no interaction channel.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
-//     a valid token is required, as the metrics name callers and tools) and
-//     /healthz (no token; 200 {"ok":true} when the store answers, 503
-//     otherwise).
+//     an operator's token is required ([Options.Operators]), as the metrics
+//     name callers and tools: a caller's token gets 403) and
+//     /healthz (no token; 200 {"ok":true} when the store answers and the
+//     gateway's last write to it did not fail, 503 otherwise).
+//   - Limits of the HTTP face (limits.go): a caller holds at most
+//     [Options.MaxSessionsPerCaller] sessions (one more initialize: 429), a
+//     session idle for [Options.SessionIdleTimeout] is closed, a browser
+//     request whose Origin is neither a loopback origin of the listener
+//     nor in [Options.AllowedOrigins] is answered 403 on /mcp, and
+//     headers, bodies, idle connections and non-stream writes have
+//     timeouts ([HTTPTimeouts]); /mcp's event streams are never cut by
+//     them.
+//   - Over stdio, a line that is not a JSON-RPC message is answered with a
+//     JSON-RPC error (-32700, -32600) and skipped.
 //
 // The server speaks the session-based MCP protocol versions
 // ([ProtocolVersions], 2025-11-25 and older). 2026-07-28 forbids a server
@@ -77,18 +92,21 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend/builtin"
+	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
 )
 
 // Defaults.
 const (
-	DefaultApprovalWait = 2 * time.Minute
-	DefaultPageSize     = 1000
+	DefaultPageSize = 1000
 )
 
 // ProtocolVersions are the MCP protocol versions served, newest first.
 var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// ErrServerClosed is returned by ServeHTTP and ServeStdio when the server
+// is already shut down.
+var ErrServerClosed = errors.New("server: shut down")
 
 // ErrNoStdioCaller is returned by [Server.ServeStdio] and [Server.Connect]
 // when no stdio caller is configured: every call needs a caller.
@@ -100,12 +118,17 @@ type Options struct {
 	// Tokens maps bearer tokens to caller names, for HTTP. None: every HTTP
 	// request is refused (401).
 	Tokens map[string]string
+	// Operators maps operators' bearer tokens to their names: only they
+	// read /metrics (and use the console). A caller's token is refused there
+	// with 403.
+	Operators map[string]string
 	// StdioCaller is the caller of every call made over stdio (and over a
 	// transport given to Connect).
 	StdioCaller string
 	// ApprovalWait bounds how long a call waits for an approval decision
-	// (and how long an elicitation may stay unanswered). Default 2m; a
-	// negative value returns approval_required at once.
+	// (and how long an elicitation may stay unanswered). 0 (the default),
+	// or a negative value, returns approval_required at once; at most
+	// approval.MaxWait, below the MCP SDK clients' 60s request timeout.
 	ApprovalWait time.Duration
 	// Logger receives the server's own events (not the gateway's audit).
 	// Default: discard.
@@ -115,17 +138,38 @@ type Options struct {
 	// PageSize is the largest number of tools in one tools/list page.
 	// Default 1000.
 	PageSize int
+	// SessionIdleTimeout closes an HTTP session that received no request
+	// for this long. Default 30m; negative: never.
+	SessionIdleTimeout time.Duration
+	// MaxSessionsPerCaller bounds the HTTP sessions one caller holds open;
+	// an initialize beyond it is answered 429. Default 16; negative: no
+	// bound.
+	MaxSessionsPerCaller int
+	// AllowedOrigins are the browser origins ("https://app.example") whose
+	// requests /mcp serves, besides the loopback origins on the
+	// listener's port; a request with another Origin header is answered
+	// 403. A request without one (not from a browser) is served.
+	AllowedOrigins []string
+	// Timeouts are the HTTP server's (see HTTPTimeouts); zero fields mean
+	// the defaults.
+	Timeouts HTTPTimeouts
+	// Console, when set, is served over HTTP at PathConsole and below: the
+	// operators' web console (package console), which authenticates its
+	// own requests. When it has a Close method, a shutdown calls it first,
+	// so that its live streams do not hold the server.
+	Console http.Handler
 }
 
 // Server serves one gateway over MCP. Create it with New.
 type Server struct {
-	g       *gateway.Gateway
-	opts    Options
-	wait    time.Duration
-	log     *slog.Logger
-	sdkLog  *slog.Logger
-	tokens  []tokenEntry
-	metrics *metrics
+	g         *gateway.Gateway
+	opts      Options
+	wait      time.Duration
+	log       *slog.Logger
+	sdkLog    *slog.Logger
+	tokens    []tokenEntry
+	operators []tokenEntry
+	metrics   *metrics
 
 	stdio *mcp.Server // its caller is opts.StdioCaller
 	http  *mcp.Server // its caller comes with each request's token
@@ -138,8 +182,17 @@ type Server struct {
 	stopCalls context.CancelFunc
 	active    atomic.Int64 // calls in flight
 
-	sessionIDs sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
-	unlistable sync.Map // tool name -> struct{}: warned once
+	mu          sync.Mutex
+	shutdown    bool           // Shutdown was called
+	httpServers []*http.Server // those ServeHTTP runs, stopped by Shutdown
+
+	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
+	httpRequests sync.Map // requestHeader value -> the HTTP request's context
+	unlistable   sync.Map // tool name -> struct{}: warned once
+
+	sess     sessions // whose each HTTP session is, for MaxSessionsPerCaller
+	origins  []string // AllowedOrigins, normalised
+	timeouts HTTPTimeouts
 }
 
 type tokenEntry struct {
@@ -153,13 +206,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{g: g, opts: o, wait: o.ApprovalWait, log: o.Logger}
-	if s.wait == 0 {
-		s.wait = DefaultApprovalWait
-	}
-	if s.wait < 0 {
-		s.wait = 0
-	}
+	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), approval.MaxWait), log: o.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -169,8 +216,24 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if s.opts.PageSize <= 0 {
 		s.opts.PageSize = DefaultPageSize
 	}
+	if s.opts.MaxSessionsPerCaller == 0 {
+		s.opts.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
+	}
+	idle := s.opts.SessionIdleTimeout
+	switch {
+	case idle == 0:
+		idle = DefaultSessionIdleTimeout
+	case idle < 0:
+		idle = 0 // the SDK's "never"
+	}
+	s.sess = sessions{owner: map[string]string{}, pending: map[string]int{}, converted: map[string]int{}}
+	s.origins = normOrigins(o.AllowedOrigins)
+	s.timeouts = o.Timeouts.withDefaults()
 	for tok, caller := range o.Tokens {
 		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
+	}
+	for tok, name := range o.Operators {
+		s.operators = append(s.operators, tokenEntry{[]byte(tok), name})
 	}
 	s.metrics = newMetrics(g.Store())
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
@@ -182,7 +245,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	})
 	s.http = s.newMCPServer(callerFromToken)
 	s.httpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.http },
-		&mcp.StreamableHTTPOptions{Logger: s.sdkLog})
+		&mcp.StreamableHTTPOptions{Logger: s.sdkLog, SessionTimeout: idle})
 	return s
 }
 
@@ -219,6 +282,15 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
+			case "initialize":
+				res, err := next(ctx, method, req)
+				if err == nil {
+					if caller, cerr := callerOf(req); cerr == nil {
+						ss, _ := req.GetSession().(*mcp.ServerSession)
+						s.recordSession(ss, caller)
+					}
+				}
+				return res, err
 			case "tools/list":
 				caller, err := callerOf(req)
 				if err != nil {
@@ -309,6 +381,15 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	defer cancel()
 	stopWatch := context.AfterFunc(s.stop, cancel)
 	defer stopWatch()
+	// Over HTTP the call also ends when its client's request does (a
+	// disconnect): the SDK keeps the call running for a resumable stream,
+	// but a call whose client is gone must not consume an approval.
+	if req.Extra != nil {
+		if hctx, ok := s.httpRequestContext(req.Extra.Header); ok {
+			stopHTTP := context.AfterFunc(hctx, cancel)
+			defer stopHTTP()
+		}
+	}
 
 	p := req.Params
 	args := p.Arguments
@@ -329,15 +410,15 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		cr.IdempotencyKey = key
 	}
 	if supportsElicitation(req.Session) {
-		cr.Approver = &elicitApprover{ss: req.Session, session: session, args: args, wait: s.wait}
+		cr.Approver = &elicitApprover{ss: req.Session, args: args, preview: s.previewText}
 	}
 	if tok := p.GetProgressToken(); tok != nil {
 		cr.Progress = func(approvalID string, waited time.Duration) {
 			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 				ProgressToken: tok,
 				Progress:      waited.Seconds(),
-				Message: fmt.Sprintf("waiting for approval %s (%s so far, at most %s): backplane approvals approve %s --as NAME",
-					approvalID, waited.Round(time.Second), s.wait, approvalID),
+				Message: fmt.Sprintf("waiting for approval %s (%s so far, at most %s): %s",
+					approvalID, waited.Round(time.Second), s.wait, strings.Join(s.g.ApprovalHints(approvalID), "; or ")),
 			})
 			if err != nil {
 				s.log.Debug("progress notification not sent", "session", session, "error", err)
@@ -346,12 +427,12 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	}
 
 	// ask_user_question puts its question to this session's client.
-	ctx = builtin.WithAsker(ctx, newElicitAsker(req.Session))
+	cr.Asker = newElicitAsker(req.Session)
 
 	start := time.Now()
 	res, err := s.g.Call(ctx, cr)
 	label := p.Name
-	if _, _, ok := s.g.Tool(p.Name); !ok {
+	if !s.g.Visible(caller, p.Name) { // a hidden tool is counted as unknown too
 		label = unknownTool
 	}
 	s.metrics.observe(label, res, err, time.Since(start))
@@ -364,6 +445,27 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		return errorResult(err), nil
 	}
 	return successResult(res), nil
+}
+
+// previewText is what a call under approval would do, for an elicitation
+// message: the diff or the command, capped like the arguments.
+func (s *Server) previewText(ctx context.Context, id string) string {
+	v, err := s.g.GetApproval(ctx, id)
+	if err != nil || v.Preview == nil {
+		return ""
+	}
+	var b strings.Builder
+	if v.Preview.Command != "" {
+		b.WriteString("\n\ncommand:\n" + v.Preview.Command)
+	}
+	if v.Preview.Diff != "" {
+		b.WriteString("\n\nchange:\n" + v.Preview.Diff)
+	}
+	out := b.String()
+	if len(out) > maxShownArguments {
+		out = out[:maxShownArguments] + "\n... (cut)"
+	}
+	return out
 }
 
 // sessionID is the MCP session id of ss: the transport's (Mcp-Session-Id
@@ -399,36 +501,89 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 }
 
 // ServeStdio serves one session over r and w (newline-delimited JSON-RPC,
-// the stdio transport) until the client closes it or ctx is done; then it
-// shuts down as Shutdown does, waiting at most grace for calls in flight.
-func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteCloser, grace time.Duration) error {
-	ss, err := s.Connect(ctx, &mcp.IOTransport{Reader: r, Writer: w})
+// the stdio transport) until the client closes it (nil) or Shutdown ends
+// it (nil; Shutdown reports the calls it had to cancel). A line that is
+// not a JSON-RPC message is answered with a JSON-RPC error and skipped,
+// never ends the session. It returns ErrServerClosed at once when the
+// server is already shut down.
+func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
+	s.mu.Lock()
+	closed := s.shutdown
+	s.mu.Unlock()
+	if closed {
+		return ErrServerClosed
+	}
+	// A malformed line is answered (-32700, -32600) and skipped: see
+	// stdioFilter.
+	lw := &lockedWriter{w: w}
+	fr := newStdioFilter(r, lw, func(code int64, why string) {
+		s.log.Warn("stdio: a line that is not a JSON-RPC message was answered with an error and skipped", "code", code, "error", why)
+	})
+	ss, err := s.Connect(context.Background(), &mcp.IOTransport{Reader: fr, Writer: lw})
 	if err != nil {
 		return err
 	}
-	ended := make(chan error, 1)
-	go func() { ended <- ss.Wait() }()
-	select {
-	case err := <-ended:
-		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
-			err = nil
-		}
-		return err
-	case <-ctx.Done():
+	err = ss.Wait()
+	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+		err = nil
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	return s.Shutdown(sctx)
+	s.mu.Lock()
+	closed = s.shutdown
+	s.mu.Unlock()
+	if closed {
+		return nil // the session ended because Shutdown closed it
+	}
+	return err
 }
 
-// Shutdown ends the server gracefully: it waits for the calls in flight
-// until ctx is done, then cancels those still running (a call waiting for an
-// approval returns cancelled; one whose tool is running settles as the
-// gateway settles a cancelled call), and closes every session. The server
-// is done then: a call it still receives is cancelled at once.
+// addHTTPServer records hs for Shutdown; false when already shut down.
+func (s *Server) addHTTPServer(hs *http.Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutdown {
+		return false
+	}
+	s.httpServers = append(s.httpServers, hs)
+	return true
+}
+
+// Shutdown is the one way a server ends, whatever it serves: it stops the
+// HTTP listeners of ServeHTTP (no new connections), waits for the calls in
+// flight until ctx is done, then cancels those still running (a call
+// waiting for an approval returns cancelled; one whose tool is running
+// settles as the gateway settles a cancelled call), and closes every
+// session, which ends ServeStdio and the HTTP streams. The server is done
+// then: a call it still receives is cancelled at once, and ServeHTTP and
+// ServeStdio return ErrServerClosed. The error reports the calls that had
+// to be cancelled.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown = true
+	servers := slices.Clone(s.httpServers)
+	s.mu.Unlock()
+
+	// Stop accepting while the calls drain; the HTTP shutdown completes
+	// once the sessions are closed below, which ends their streams.
+	httpDone := make(chan error, len(servers))
+	drained := make(chan struct{}) // the calls' fate is decided
+	for _, hs := range servers {
+		go func() {
+			err := hs.Shutdown(ctx)
+			if err != nil {
+				// Closing the connections ends the calls' requests (a
+				// call whose client is gone withdraws): only once the
+				// drain below has counted what was still running.
+				<-drained
+				hs.Close()
+			}
+			httpDone <- err
+		}()
+	}
+
 	var err error
-	if !s.drain(ctx) {
+	drainedInTime := s.drain(ctx)
+	close(drained)
+	if !drainedInTime {
 		err = fmt.Errorf("server: calls still running at shutdown were cancelled: %w", ctx.Err())
 		s.stopCalls()
 		// Cancelled calls return promptly; a backend that ignores its
@@ -441,6 +596,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, srv := range []*mcp.Server{s.stdio, s.http} {
 		for ss := range srv.Sessions() {
 			ss.Close()
+		}
+	}
+	for range servers {
+		if herr := <-httpDone; herr != nil && !errors.Is(herr, context.DeadlineExceeded) && !errors.Is(herr, context.Canceled) {
+			err = errors.Join(err, herr)
 		}
 	}
 	return err

@@ -221,9 +221,13 @@ func TestCallRefusals(t *testing.T) {
 		c, _ := structured(t, res)["class"].(string)
 		return c
 	}
-	// Not granted: forbidden, even though bob names a real tool.
-	if c := class(call(t, bob, "costly", map[string]any{})); c != "forbidden" {
-		t.Errorf("bob calling costly: %s, want forbidden", c)
+	// Not granted, nor put to an approval: to bob, costly does not exist,
+	// exactly like an unknown tool (finding 7).
+	_, errCostly := bob.CallTool(context.Background(), &mcp.CallToolParams{Name: "costly", Arguments: map[string]any{"bad": 1}})
+	_, errNone := bob.CallTool(context.Background(), &mcp.CallToolParams{Name: "costlz", Arguments: map[string]any{"bad": 1}})
+	if errCostly == nil || errNone == nil ||
+		errCostly.Error() != strings.ReplaceAll(errNone.Error(), "costlz", "costly") {
+		t.Errorf("bob calling costly: %v; an unknown tool: %v; want the same answer", errCostly, errNone)
 	}
 	// Outside the subset: unsupported_capability naming $schema.
 	res := call(t, alice, "dollar", map[string]any{"x": "y"})
@@ -288,17 +292,16 @@ func TestNoStdioCaller(t *testing.T) {
 	}
 }
 
-// ServeStdio over pipes: it serves until the client closes its end, and on
-// ctx it gives the calls in flight the grace period, then cancels them.
+// ServeStdio over pipes: it serves until the client closes its end, and
+// Shutdown gives the calls in flight the grace period, then cancels them
+// and ends ServeStdio.
 func TestServeStdioPipes(t *testing.T) {
 	f := newFixture(t)
 	s := server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: time.Minute})
 	clientR, serverW := io.Pipe()
 	serverR, clientW := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- s.ServeStdio(ctx, serverR, serverW, 300*time.Millisecond) }()
+	go func() { served <- s.ServeStdio(serverR, serverW) }()
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "pipe-client", Version: "v0"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: clientR, Writer: clientW}, nil)
@@ -319,17 +322,24 @@ func TestServeStdioPipes(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); err == nil || !strings.Contains(err.Error(), "cancelled") {
+		t.Errorf("Shutdown returned %v, want the cancelled call reported", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("returned after %s, before the grace period", d)
+	}
 	select {
 	case err := <-served:
-		if err == nil || !strings.Contains(err.Error(), "cancelled") {
-			t.Errorf("ServeStdio returned %v, want the cancelled call reported", err)
+		if err != nil {
+			t.Errorf("ServeStdio ended by Shutdown returned %v", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("ServeStdio did not return")
 	}
-	if d := time.Since(start); d < 250*time.Millisecond {
-		t.Errorf("returned after %s, before the grace period", d)
+	if err := s.ServeStdio(io.NopCloser(strings.NewReader("")), nopWC{io.Discard}); !errors.Is(err, server.ErrServerClosed) {
+		t.Errorf("ServeStdio after Shutdown: %v, want ErrServerClosed", err)
 	}
 	if f.dangers.Load() != 0 {
 		t.Error("the unapproved call ran")
@@ -341,7 +351,7 @@ func TestServeStdioPipes(t *testing.T) {
 	s = server.New(f.g, &server.Options{StdioCaller: "alice"})
 	clientR, serverW = io.Pipe()
 	serverR, clientW = io.Pipe()
-	go func() { served <- s.ServeStdio(context.Background(), serverR, serverW, time.Second) }()
+	go func() { served <- s.ServeStdio(serverR, serverW) }()
 	cs, err = c.Connect(context.Background(), &mcp.IOTransport{Reader: clientR, Writer: clientW}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -359,3 +369,7 @@ func TestServeStdioPipes(t *testing.T) {
 		t.Fatal("ServeStdio did not return after the client closed")
 	}
 }
+
+type nopWC struct{ io.Writer }
+
+func (nopWC) Close() error { return nil }

@@ -2,7 +2,7 @@
 // journal), budget reservations, approval requests and process incarnations.
 //
 // The contract every implementation keeps (checked by the shared suite in
-// store/storetest, run against memstore, sqlite and later postgres):
+// store/storetest, run against memstore, sqlite and postgres):
 //
 //   - CommitIntent is one atomic, durable step: the idempotency check, the
 //     budget check and reservation, the consumption of an approval and the
@@ -16,8 +16,8 @@
 //   - An intent leaves started exactly once. A started intent whose
 //     incarnation is dead becomes uncertain at the next Recover (which Open
 //     runs); never while its incarnation is alive. Nothing is ever re-run.
-//   - An approval is decided once, by someone other than its caller, before
-//     it expires, and is consumed by exactly one call.
+//   - An approval is decided once, before it expires, and is consumed by
+//     exactly one call. Who may decide it is the gateway's rule.
 package store
 
 import (
@@ -111,17 +111,24 @@ const (
 // Approval is a request for a person's decision on one exact call: the
 // caller, the tool, the tool's definition hash and the arguments' digest.
 type Approval struct {
-	ID             string         `json:"id"`
-	Caller         string         `json:"caller"`
-	Session        string         `json:"session,omitempty"`
-	Tool           string         `json:"tool"`
-	DefinitionHash string         `json:"definition_hash"`
-	ArgsDigest     string         `json:"args_digest"`
-	Status         ApprovalStatus `json:"status"`
-	DecidedBy      string         `json:"decided_by,omitempty"`
-	CreatedAt      time.Time      `json:"created_at"`
-	ExpiresAt      time.Time      `json:"expires_at"`
-	DecidedAt      time.Time      `json:"decided_at,omitzero"`
+	ID             string `json:"id"`
+	Caller         string `json:"caller"`
+	Session        string `json:"session,omitempty"`
+	Tool           string `json:"tool"`
+	DefinitionHash string `json:"definition_hash"`
+	ArgsDigest     string `json:"args_digest"`
+	// Arguments are the call's arguments exactly as received and validated,
+	// so that whoever decides sees what they approve.
+	Arguments []byte         `json:"-"`
+	Status    ApprovalStatus `json:"status"`
+	DecidedBy string         `json:"decided_by,omitempty"`
+	// Channel is how the decision was made (cli, console, elicitation);
+	// Reason is what the person who decided wrote, if anything.
+	Channel   string    `json:"channel,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
 	// ConsumedBy is the call id that used an approved request.
 	ConsumedBy string `json:"consumed_by,omitempty"`
 }
@@ -131,16 +138,20 @@ type ApprovalKey struct {
 	Caller, Tool, DefinitionHash, ArgsDigest string
 }
 
-// Decision is a resolver's verdict on an approval request.
+// Decision is a resolver's verdict on an approval request. Who may decide
+// is the gateway's rule (gateway.DecideApproval); the store records it.
 type Decision struct {
 	Approve bool
 	By      string
 	At      time.Time
+	Channel string
+	Reason  string
 }
 
 // ApprovalFilter selects approval requests; zero fields match everything.
 type ApprovalFilter struct {
 	Status ApprovalStatus
+	Caller string
 	Limit  int // 0 means a default of 100
 }
 
@@ -151,13 +162,28 @@ type Usage struct {
 	Used  int64  `json:"used"`
 }
 
-// Store is the durable state of a gateway. Implementations are safe for
-// concurrent use.
+// Store is the durable state of a gateway: the composition of the small
+// interfaces below, which every implementation (memstore, sqlite, postgres)
+// provides and the conformance suite in store/storetest checks together.
+// Code that needs only a part asks for that part (the gateway asks for
+// Journal, Approvals, Budgets and Pins; see gateway.Store). Implementations
+// are safe for concurrent use.
 type Store interface {
 	// Incarnation is this process's incarnation id, recorded in each intent
 	// it commits.
 	Incarnation() string
 
+	Journal
+	Approvals
+	Budgets
+	Pins
+
+	Close() error
+}
+
+// Journal records call intents: one per call that passed the checks, from
+// its commit to its settlement or an operator's resolution.
+type Journal interface {
 	// CommitIntent durably records a started intent with its reservations
 	// and approval consumption. Errors: ErrDuplicateKey (with the existing
 	// intent returned) when the caller already used the idempotency key;
@@ -178,7 +204,10 @@ type Store interface {
 	// Recover marks uncertain the started intents of incarnations that are
 	// no longer alive, and returns how many it marked.
 	Recover(ctx context.Context) (int, error)
+}
 
+// Approvals keeps approval requests (see Approval).
+type Approvals interface {
 	CreateApproval(ctx context.Context, a *Approval) error
 	GetApproval(ctx context.Context, id string) (*Approval, error)
 	// FindApproval returns the newest request for exactly this call that is
@@ -188,15 +217,15 @@ type Store interface {
 	FindApproval(ctx context.Context, k ApprovalKey, now time.Time) (*Approval, error)
 	ListApprovals(ctx context.Context, f ApprovalFilter, now time.Time) ([]Approval, error)
 	// DecideApproval decides a pending request. Errors: ErrNotFound,
-	// ErrSelfApproval, ErrApprovalExpired, ErrAlreadyDecided.
+	// ErrApprovalExpired, ErrAlreadyDecided.
 	DecideApproval(ctx context.Context, id string, d Decision) error
+}
 
+// Budgets reports the budget held. Reservations themselves are taken by
+// Journal.CommitIntent, in the intent's transaction.
+type Budgets interface {
 	// BudgetUsage lists the budget held per (scope, key).
 	BudgetUsage(ctx context.Context) ([]Usage, error)
-
-	Pins
-
-	Close() error
 }
 
 // Pin is the recorded definition of a tool from a source the gateway does
@@ -246,10 +275,12 @@ var (
 	ErrApprovalUnavailable = errors.New("approval not approved, already consumed, expired or for another call")
 	ErrNotStarted          = errors.New("intent is not started by this incarnation")
 	ErrNotUncertain        = errors.New("intent is not uncertain")
-	ErrSelfApproval        = errors.New("a caller cannot decide its own approval request")
-	ErrApprovalExpired     = errors.New("approval request expired")
-	ErrAlreadyDecided      = errors.New("approval request already decided")
-	ErrPinChanged          = errors.New("the tool's definition changed again; review it and accept the new hash")
+	// ErrSelfApproval is the gateway's refusal of a caller deciding its own
+	// request where no rule lets it; stores do not return it.
+	ErrSelfApproval    = errors.New("a caller cannot decide its own approval request")
+	ErrApprovalExpired = errors.New("approval request expired")
+	ErrAlreadyDecided  = errors.New("approval request already decided")
+	ErrPinChanged      = errors.New("the tool's definition changed again; review it and accept the new hash")
 )
 
 // BudgetError reports the reservation that would exceed its quota.
@@ -273,16 +304,15 @@ func EffectiveApprovalStatus(a *Approval, now time.Time) ApprovalStatus {
 	return a.Status
 }
 
-// Decide applies the decision rules every store shares to request a (as
-// read, locked, by the store): who decides must be named and is not the
-// caller, the request must still be pending at d.At. It returns the status
-// to record, or the contract's error; stores only persist the result.
+// Decide is the state transition every store applies to request a (as
+// read, locked, by the store): the decision names who decides, and the
+// request is still pending at d.At. Who may decide (operators, approvers,
+// self-approval) is decided before, by the gateway (gateway.DecideApproval).
+// It returns the status to record, or the contract's error; stores only
+// persist the result.
 func Decide(a *Approval, d Decision) (ApprovalStatus, error) {
 	if d.By == "" {
 		return "", fmt.Errorf("approval %s: a decision must name who decides", a.ID)
-	}
-	if d.By == a.Caller {
-		return "", fmt.Errorf("approval %s: %w", a.ID, ErrSelfApproval)
 	}
 	switch EffectiveApprovalStatus(a, d.At) {
 	case ApprovalExpired:

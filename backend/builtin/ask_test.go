@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func TestAskWithoutChannelIsUnsupported(t *testing.T) {
 	f := newFixture(t, nil)
-	e := mustFail(t, f.set, "ask_user_question", args("question", "Proceed?"), gateway.ClassUnsupported)
+	e := mustFail(t, f.set, "ask_user_question", args("question", "Proceed?"), tool.ClassUnsupported)
 	if !strings.Contains(e.Message, "no interaction channel") {
 		t.Errorf("message %q does not say there is no interaction channel", e.Message)
 	}
@@ -77,12 +77,12 @@ func TestAskOutcomes(t *testing.T) {
 	answer = func(context.Context, Question) (Answer, error) {
 		return Answer{}, fmt.Errorf("user pressed escape: %w", ErrDeclined)
 	}
-	mustFail(t, f.set, "ask_user_question", q, gateway.ClassCancelled)
+	mustFail(t, f.set, "ask_user_question", q, tool.ClassCancelled)
 
 	answer = func(context.Context, Question) (Answer, error) {
 		return Answer{}, fmt.Errorf("client lacks elicitation: %w", ErrNoChannel)
 	}
-	mustFail(t, f.set, "ask_user_question", q, gateway.ClassUnsupported)
+	mustFail(t, f.set, "ask_user_question", q, tool.ClassUnsupported)
 
 	// No answer within timeout_ms: the Asker sees the deadline.
 	answer = func(ctx context.Context, q Question) (Answer, error) {
@@ -90,7 +90,7 @@ func TestAskOutcomes(t *testing.T) {
 		return Answer{}, ctx.Err()
 	}
 	start := time.Now()
-	e := mustFail(t, f.set, "ask_user_question", q, gateway.ClassTimeout)
+	e := mustFail(t, f.set, "ask_user_question", q, tool.ClassTimeout)
 	if d := time.Since(start); d < time.Second || d > 4*time.Second {
 		t.Errorf("timeout_ms 1000 took %v", d)
 	}
@@ -147,11 +147,22 @@ func (a *answering) count() int {
 	return a.asked
 }
 
-func TestWithAsker(t *testing.T) {
-	q := args("question", "Which?", "options", []string{"own", "ctx-1", "ctx-2"})
-	answerOf := func(t *testing.T, s *Set, ctx context.Context) askResult {
+// invokeAsking runs a call that carries a as its interaction channel
+// (backend.Call.Asker), as the gateway hands it on.
+func invokeAsking(s *Set, a Asker, q json.RawMessage) (*backend.Result, error) {
+	t, ok := s.Tool("ask_user_question")
+	if !ok {
+		return nil, errors.New("no ask_user_question")
+	}
+	return t.Backend.Invoke(context.Background(), &backend.Call{
+		CallID: "call_test", Tool: "ask_user_question", Caller: "tester", Arguments: q, Asker: a})
+}
+
+func TestCallCarriesItsAsker(t *testing.T) {
+	q := args("question", "Which?", "options", []string{"own", "call-1", "call-2"})
+	answerOf := func(t *testing.T, s *Set, a Asker) askResult {
 		t.Helper()
-		res, err := invoke(ctx, s, "ask_user_question", q)
+		res, err := invokeAsking(s, a, q)
 		if err != nil || res.IsError {
 			t.Fatalf("ask: %v %s", err, resultText(res))
 		}
@@ -162,29 +173,29 @@ func TestWithAsker(t *testing.T) {
 		return r
 	}
 
-	// A Set without a channel of its own asks the context's.
+	// A Set without a channel of its own asks the call's.
 	bare := newFixture(t, nil)
-	ctxAsker := &answering{value: "ctx-1"}
-	if r := answerOf(t, bare.set, WithAsker(context.Background(), ctxAsker)); r.Answer != "ctx-1" {
-		t.Errorf("answer %+v, want the context asker's ctx-1", r)
+	callAsker := &answering{value: "call-1"}
+	if r := answerOf(t, bare.set, callAsker); r.Answer != "call-1" {
+		t.Errorf("answer %+v, want the call asker's call-1", r)
 	}
-	if ctxAsker.count() != 1 {
-		t.Errorf("the context asker was asked %d times", ctxAsker.count())
+	if callAsker.count() != 1 {
+		t.Errorf("the call's asker was asked %d times", callAsker.count())
 	}
-	// Without one in the context, it still has no channel.
-	mustFail(t, bare.set, "ask_user_question", q, gateway.ClassUnsupported)
+	// Without one in the call, it still has no channel.
+	mustFail(t, bare.set, "ask_user_question", q, tool.ClassUnsupported)
 
-	// The context's Asker is preferred to the Set's own; nil changes nothing.
+	// The call's Asker is preferred to the Set's own; none leaves the Set's.
 	own := &answering{value: "own"}
 	f := newFixture(t, &Options{Asker: own})
-	if r := answerOf(t, f.set, WithAsker(context.Background(), ctxAsker)); r.Answer != "ctx-1" {
-		t.Errorf("answer %+v, want the context asker's", r)
+	if r := answerOf(t, f.set, callAsker); r.Answer != "call-1" {
+		t.Errorf("answer %+v, want the call asker's", r)
 	}
 	if own.count() != 0 {
-		t.Errorf("the Set's asker was asked %d times while the context carried one", own.count())
+		t.Errorf("the Set's asker was asked %d times while the call carried one", own.count())
 	}
-	if r := answerOf(t, f.set, WithAsker(context.Background(), nil)); r.Answer != "own" || own.count() != 1 {
-		t.Errorf("WithAsker(ctx, nil): answer %+v, Set's asker asked %d times", r, own.count())
+	if r := answerOf(t, f.set, nil); r.Answer != "own" || own.count() != 1 {
+		t.Errorf("a call without an asker: answer %+v, Set's asker asked %d times", r, own.count())
 	}
 
 	// Concurrent calls each reach their own channel.
@@ -193,8 +204,8 @@ func TestWithAsker(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			want := []string{"ctx-1", "ctx-2"}[i%2]
-			res, err := invoke(WithAsker(context.Background(), &answering{value: want}), f.set, "ask_user_question", q)
+			want := []string{"call-1", "call-2"}[i%2]
+			res, err := invokeAsking(f.set, &answering{value: want}, q)
 			if err != nil || res.IsError || !strings.Contains(string(res.Content), `"answer":"`+want+`"`) {
 				t.Errorf("call %d: %v %s, want answer %s", i, err, resultText(res), want)
 			}

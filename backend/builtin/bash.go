@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/procsup"
+	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 type bashArgs struct {
@@ -45,7 +46,7 @@ func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result
 	capped := false
 	if a.Timeout != nil {
 		if *a.Timeout < 1 {
-			return nil, fail(gateway.ClassValidation, "timeout %d: it is a number of seconds, at least 1", *a.Timeout)
+			return nil, fail(tool.ClassValidation, "timeout %d: it is a number of seconds, at least 1", *a.Timeout)
 		}
 		if *a.Timeout > int(s.bash.MaxTimeout/time.Second) {
 			timeout, capped = s.bash.MaxTimeout, true
@@ -99,11 +100,11 @@ func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result
 			if capped {
 				msg += fmt.Sprintf(" (the timeout asked for, %ds, is capped at %v)", *a.Timeout, s.bash.MaxTimeout)
 			}
-			res.Error = &errorBody{Class: gateway.ClassTimeout, Message: msg}
+			res.Error = &errorBody{Class: tool.ClassTimeout, Message: msg, Step: "invoke", Details: map[string]any{}}
 		case ws.Signaled():
-			res.Error = &errorBody{Class: gateway.ClassExecutionFailure, Message: "the shell was killed by signal " + ws.Signal().String()}
+			res.Error = &errorBody{Class: tool.ClassExecutionFailure, Message: "the shell was killed by signal " + ws.Signal().String(), Step: "invoke", Details: map[string]any{}}
 		default:
-			res.Error = &errorBody{Class: gateway.ClassExecutionFailure, Message: "exit status " + strconv.Itoa(res.ExitCode)}
+			res.Error = &errorBody{Class: tool.ClassExecutionFailure, Message: "exit status " + strconv.Itoa(res.ExitCode), Step: "invoke", Details: map[string]any{}}
 		}
 	default:
 		return nil, fmt.Errorf("bash: %w", waitErr)
@@ -116,7 +117,7 @@ func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result
 		res.Truncated = true
 		note := "stdout or stderr was still held open by a process outside the command's process group; output may be missing"
 		if res.Error == nil {
-			res.Error = &errorBody{Class: gateway.ClassExecutionFailure, Message: note}
+			res.Error = &errorBody{Class: tool.ClassExecutionFailure, Message: note, Step: "invoke", Details: map[string]any{}}
 		} else {
 			res.Error.Message += "; " + note
 		}
@@ -188,3 +189,12 @@ func (h *headTail) String() string {
 }
 
 func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// AuditAttrs implements backend.Auditor: the audit event that settles a
+// bash call says whether the shell was sandboxed, and how.
+func (b *toolBackend) AuditAttrs() []any {
+	if b.name != "bash" {
+		return nil
+	}
+	return sandbox.AuditAttrs(b.s.bash.Sandbox)
+}

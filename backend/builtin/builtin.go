@@ -32,9 +32,12 @@
 // and edit create missing folders one at a time below a checked one. ls
 // leaves hidden entries out of its listing and count, and the walks of
 // glob and grep skip them, through links too (a link into them is still
-// listed by name, as every link is, and never followed). Elsewhere the
-// check is by name only. A hard link to a hidden file is not recognised
-// (making one takes bash).
+// listed by name, as every link is, and never followed). A file is also
+// compared by (device, inode) with the hidden files: on Linux a regular
+// file with several links (a hard link to the journal placed in the
+// workspace), elsewhere every file and folder opened, where names are also
+// compared regardless of case (macOS and Windows volumes usually ignore
+// it), so "BACKPLANE.YAML" is the hidden configuration there.
 //
 // # bash is not confined
 //
@@ -86,12 +89,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Defaults.
@@ -126,9 +131,10 @@ type Options struct {
 	Bash      BashOptions
 	URLFetch  URLFetchOptions
 	Read      ReadOptions
-	// Asker is the interaction channel of ask_user_question. A call's
-	// context may carry its own (WithAsker: the MCP session's elicitation);
-	// with neither, the tool fails with unsupported_capability.
+	// Asker is the interaction channel of ask_user_question. A call may
+	// carry its own (backend.Call.Asker: the MCP session's elicitation),
+	// which is asked instead; with neither, the tool fails with
+	// unsupported_capability.
 	Asker Asker
 	// Hide lists absolute paths of folders and files the path-taking tools
 	// treat as outside the workspace (the gateway's store folder, audit
@@ -184,7 +190,16 @@ type Set struct {
 	fetch   *fetcher
 	readMax int
 	asker   Asker
-	tools   []gateway.Tool
+	tools   []tool.Tool
+	// walkOpens counts what walks open (walkFS.open): the tests bound the
+	// work of a glob or grep with it.
+	walkOpens atomic.Int64
+
+	// ids caches the identities of the hidden files where every open is
+	// compared with them (see hiddenIDs).
+	idsMu sync.Mutex
+	ids   map[fileKey]bool
+	idsAt time.Time
 }
 
 // New opens the workspace and returns the tools.
@@ -273,77 +288,108 @@ func (s *Set) Workspace() string { return s.ws }
 
 // Tools returns the nine tools, in the order of [schemas.All], with their
 // default safety flags. The slice is the caller's own.
-func (s *Set) Tools() []gateway.Tool {
-	return append([]gateway.Tool(nil), s.tools...)
+func (s *Set) Tools() []tool.Tool {
+	return append([]tool.Tool(nil), s.tools...)
 }
 
 // Tool returns the named built-in tool.
-func (s *Set) Tool(name string) (gateway.Tool, bool) {
+func (s *Set) Tool(name string) (tool.Tool, bool) {
 	for _, t := range s.tools {
 		if t.Name == name {
 			return t, true
 		}
 	}
-	return gateway.Tool{}, false
+	return tool.Tool{}, false
 }
 
-type toolFunc func(ctx context.Context, args json.RawMessage) (*backend.Result, error)
+// toolFunc runs one call of a built-in tool.
+type toolFunc func(ctx context.Context, call *backend.Call) (*backend.Result, error)
 
-func (s *Set) describe() []gateway.Tool {
+// argsOnly adapts a tool that needs only the call's arguments.
+func argsOnly(fn func(ctx context.Context, args json.RawMessage) (*backend.Result, error)) toolFunc {
+	return func(ctx context.Context, call *backend.Call) (*backend.Result, error) { return fn(ctx, call.Arguments) }
+}
+
+func (s *Set) describe() []tool.Tool {
 	impl := map[string]struct {
 		fn      toolFunc
-		safety  gateway.Safety
+		safety  tool.Safety
 		timeout time.Duration
 	}{
-		"read":              {s.read, gateway.Safety{ReadOnly: true, Idempotent: true}, 0},
-		"ls":                {s.ls, gateway.Safety{ReadOnly: true, Idempotent: true}, 0},
-		"glob":              {s.glob, gateway.Safety{ReadOnly: true, Idempotent: true}, 0},
-		"grep":              {s.grep, gateway.Safety{ReadOnly: true, Idempotent: true}, 0},
-		"write":             {s.write, gateway.Safety{RequiresApproval: true}, 0},
-		"edit":              {s.edit, gateway.Safety{RequiresApproval: true}, 0},
-		"bash":              {s.runBash, gateway.Safety{RequiresApproval: true}, s.bash.MaxTimeout + deadlineGrace},
-		"url_fetch":         {s.urlFetch, gateway.Safety{ReadOnly: true}, s.fetch.timeout + deadlineGrace},
-		"ask_user_question": {s.ask, gateway.Safety{ReadOnly: true}, MaxAskTimeout + deadlineGrace},
+		"read":              {argsOnly(s.read), tool.Safety{ReadOnly: true, Idempotent: true}, 0},
+		"ls":                {argsOnly(s.ls), tool.Safety{ReadOnly: true, Idempotent: true}, 0},
+		"glob":              {argsOnly(s.glob), tool.Safety{ReadOnly: true, Idempotent: true}, 0},
+		"grep":              {argsOnly(s.grep), tool.Safety{ReadOnly: true, Idempotent: true}, 0},
+		"write":             {argsOnly(s.write), tool.Safety{RequiresApproval: true}, 0},
+		"edit":              {argsOnly(s.edit), tool.Safety{RequiresApproval: true}, 0},
+		"bash":              {argsOnly(s.runBash), tool.Safety{RequiresApproval: true}, s.bash.MaxTimeout + deadlineGrace},
+		"url_fetch":         {argsOnly(s.urlFetch), tool.Safety{ReadOnly: true}, s.fetch.timeout + deadlineGrace},
+		"ask_user_question": {s.ask, tool.Safety{ReadOnly: true}, MaxAskTimeout + deadlineGrace},
 	}
-	var out []gateway.Tool
+	var out []tool.Tool
 	for _, st := range schemas.All() {
 		im, ok := impl[st.Name]
 		if !ok {
 			panic("builtin: no implementation of the built-in tool " + st.Name)
 		}
 		fn := im.fn
-		out = append(out, gateway.Tool{
+		out = append(out, tool.Tool{
 			Name:        st.Name,
 			Description: st.Description,
 			InputSchema: st.InputSchema,
 			Safety:      im.safety,
 			Timeout:     im.timeout,
-			Backend: backend.Func(func(ctx context.Context, call *backend.Call) (*backend.Result, error) {
-				if err := ctx.Err(); err != nil {
-					return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, st.Name, err)
-				}
-				res, err := fn(ctx, call.Arguments)
-				var te *toolError
-				if errors.As(err, &te) {
-					return te.result(), nil
-				}
-				return res, err
-			}),
+			Backend:     &toolBackend{s: s, name: st.Name, fn: fn, check: checker(st.Name)},
 		})
 	}
 	return out
 }
 
+// checker is the argument check of the named tool; every tool has one.
+func checker(name string) func(json.RawMessage) error {
+	c, ok := checkers[name]
+	if !ok {
+		panic("builtin: no argument check of the built-in tool " + name)
+	}
+	return c
+}
+
+// toolBackend runs one built-in tool. It checks its arguments before the
+// intent (backend.Checker) and previews write, edit and bash calls for
+// whoever decides their approval (backend.Previewer).
+type toolBackend struct {
+	s     *Set
+	name  string
+	fn    toolFunc
+	check func(json.RawMessage) error
+}
+
+func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, b.name, err)
+	}
+	res, err := b.fn(ctx, call)
+	var te *toolError
+	if errors.As(err, &te) {
+		return te.result(), nil
+	}
+	return res, err
+}
+
+func (b *toolBackend) Preview(ctx context.Context, call *backend.Call) (*backend.Preview, error) {
+	return b.s.preview(ctx, b.name, call.Arguments)
+}
+
 // toolError is a tool-level failure: it becomes an IsError result.
 type toolError struct {
-	class   gateway.Class
+	class   tool.Class
 	msg     string
 	details map[string]any
 }
 
 func (e *toolError) Error() string { return string(e.class) + ": " + e.msg }
 
-func fail(class gateway.Class, format string, args ...any) *toolError {
+func fail(class tool.Class, format string, args ...any) *toolError {
 	return &toolError{class: class, msg: fmt.Sprintf(format, args...)}
 }
 
@@ -355,15 +401,22 @@ func (e *toolError) with(key string, v any) *toolError {
 	return e
 }
 
-// errorBody is the "error" member of an IsError result.
+// errorBody is the "error" member of an IsError result: the shape of the
+// gateway's own error object (class, message, step, details), step
+// "invoke", so that a client reads a refusal and a tool's error alike.
 type errorBody struct {
-	Class   gateway.Class  `json:"class"`
+	Class   tool.Class     `json:"class"`
 	Message string         `json:"message"`
-	Details map[string]any `json:"details,omitempty"`
+	Step    string         `json:"step"`
+	Details map[string]any `json:"details"`
 }
 
 func (e *toolError) body() *errorBody {
-	return &errorBody{Class: e.class, Message: e.msg, Details: e.details}
+	d := e.details
+	if d == nil {
+		d = map[string]any{}
+	}
+	return &errorBody{Class: e.class, Message: e.msg, Step: "invoke", Details: d}
 }
 
 func (e *toolError) result() *backend.Result {
@@ -396,10 +449,10 @@ func decode(args json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fail(gateway.ClassValidation, "the arguments cannot be read: %v", err)
+		return fail(tool.ClassValidation, "the arguments cannot be read: %v", err)
 	}
 	if dec.More() {
-		return fail(gateway.ClassValidation, "the arguments hold more than one JSON value")
+		return fail(tool.ClassValidation, "the arguments hold more than one JSON value")
 	}
 	return nil
 }

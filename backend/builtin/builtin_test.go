@@ -14,6 +14,7 @@ import (
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store/memstore"
 )
 
 func TestToolDescriptors(t *testing.T) {
@@ -131,7 +132,7 @@ func TestThroughTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(&gateway.Options{Policy: rules})
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	for _, tool := range f.set.Tools() {
 		if err := g.Register(tool); err != nil {
 			t.Fatalf("Register(%s): %v", tool.Name, err)

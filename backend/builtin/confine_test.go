@@ -321,8 +321,7 @@ func TestSymlinkSwapRace(t *testing.T) {
 			counts["ok"]++
 		}
 		// edit, not write: write would create a missing "race" folder.
-		res, err = call(t, f.set, "edit", args("path", "race/secret.txt", "content", "harmless\n"))
-		if err != nil {
+		if _, err := call(t, f.set, "edit", args("path", "race/secret.txt", "content", "harmless\n")); err != nil {
 			t.Fatalf("edit: Go error %v", err)
 		}
 	}

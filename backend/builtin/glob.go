@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,7 +15,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 type globArgs struct {
@@ -70,18 +71,17 @@ func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	// pattern's literal part, which is looked up through walkFS like the
 	// rest: hidden entries are neither listed nor matched, whatever the
 	// name or link leading to them.
-	walkErr := doublestar.GlobWalk(walkFS{ctx, s, dir, where}, pattern, func(p string, d fs.DirEntry) error {
+	walkErr := globWalk(ctx, walkFS{ctx, s, dir, where}, pattern, func(p string) {
 		found = append(found, path.Join(prefix, p))
 		if len(found) >= 4*limit+64 {
 			compact()
 		}
-		return nil
-	}, doublestar.WithNoFollow(), doublestar.WithFilesOnly())
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("glob %s: %w", a.Pattern, err)
 	}
 	if walkErr != nil {
-		return nil, fail(gateway.ClassValidation, "pattern %q: %v", a.Pattern, walkErr)
+		return nil, fail(tool.ClassValidation, "pattern %q: %v", a.Pattern, walkErr)
 	}
 	compact()
 	if found == nil {
@@ -96,7 +96,7 @@ func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 // the search folder.
 func (s *Set) globPattern(p, rel string) (string, error) {
 	if p == "" {
-		return "", fail(gateway.ClassValidation, "pattern is empty")
+		return "", fail(tool.ClassValidation, "pattern is empty")
 	}
 	if filepath.IsAbs(p) {
 		prel, err := s.rel(p)
@@ -112,17 +112,17 @@ func (s *Set) globPattern(p, rel string) (string, error) {
 		case strings.HasPrefix(prel, base+"/"):
 			p = prel[len(base)+1:]
 		default:
-			return "", fail(gateway.ClassValidation, "the absolute pattern %q is not under the search path %s", p, base)
+			return "", fail(tool.ClassValidation, "the absolute pattern %q is not under the search path %s", p, base)
 		}
 	}
 	for _, seg := range strings.Split(p, "/") {
 		if seg == ".." {
-			return "", fail(gateway.ClassForbidden, "pattern %q climbs out with \"..\"; patterns are matched inside the search path", p)
+			return "", fail(tool.ClassForbidden, "pattern %q climbs out with \"..\"; patterns are matched inside the search path", p)
 		}
 	}
-	p = strings.TrimPrefix(path.Clean(p), "./")
+	p = collapseGlobstars(strings.TrimPrefix(path.Clean(p), "./"))
 	if !doublestar.ValidatePattern(p) {
-		return "", fail(gateway.ClassValidation, "%q is not a valid glob pattern", p)
+		return "", fail(tool.ClassValidation, "%q is not a valid glob pattern", p)
 	}
 	return p, nil
 }
@@ -141,7 +141,7 @@ func (s *Set) openDir(p, rel string) (*os.Root, string, error) {
 		return nil, "", fsError(p, err)
 	}
 	if !fi.IsDir() {
-		return nil, "", fail(gateway.ClassValidation, "%s is not a directory (it is a %s)", orDot(p), kind(fi.Mode())).with("path", p)
+		return nil, "", fail(tool.ClassValidation, "%s is not a directory (it is a %s)", orDot(p), kind(fi.Mode())).with("path", p)
 	}
 	dir, err := s.root.OpenRoot(rel)
 	if err != nil {
@@ -150,4 +150,61 @@ func (s *Set) openDir(p, rel string) (*os.Root, string, error) {
 	// Checked again: the root is what is used, and the name may have been
 	// swapped for a link since the look above.
 	return s.checkedRoot(p, dir, filepath.Join(s.ws, rel))
+}
+
+// collapseGlobstars replaces runs of "**" segments with one: "**/**/x"
+// means what "**/x" means (any number of folders, then x), and each extra
+// "**" would multiply the work of a walk and repeat its matches.
+func collapseGlobstars(p string) string {
+	segs := strings.Split(p, "/")
+	out := segs[:0]
+	for i, seg := range segs {
+		if seg == "**" && i > 0 && len(out) > 0 && out[len(out)-1] == "**" {
+			continue
+		}
+		out = append(out, seg)
+	}
+	return strings.Join(out, "/")
+}
+
+// globWalk calls found with each path under fsys that matches pattern,
+// folders left out, symbolic links listed and never followed, each path
+// once. A pattern without "**" is walked by doublestar, which reads only
+// the folders its segments can match; one with "**" is one walk of the
+// tree below its literal prefix, each entry visited once and matched
+// against the whole pattern, so the work is linear in the tree whatever
+// the number of "**" (doublestar's GlobWalk descends once per "**" and
+// repeats matches).
+func globWalk(ctx context.Context, fsys walkFS, pattern string, found func(p string)) error {
+	if !slices.Contains(strings.Split(pattern, "/"), "**") {
+		return doublestar.GlobWalk(fsys, pattern, func(p string, d fs.DirEntry) error {
+			found(p)
+			return nil
+		}, doublestar.WithNoFollow(), doublestar.WithFilesOnly())
+	}
+	base, _ := doublestar.SplitPattern(pattern)
+	err := fs.WalkDir(fsys, base, func(p string, d fs.DirEntry, err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if err != nil {
+			// An unreadable or vanished folder is left out, as doublestar
+			// leaves it out; so is a missing literal prefix.
+			if d != nil && d.IsDir() && p != base {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if ok, _ := doublestar.Match(pattern, p); ok {
+			found(p)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Grep bounds.
@@ -86,7 +86,7 @@ func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	g := &grepper{limit: limit}
 	if a.Context != nil {
 		if *a.Context < 0 {
-			return nil, fail(gateway.ClassValidation, "context %d must not be negative", *a.Context)
+			return nil, fail(tool.ClassValidation, "context %d must not be negative", *a.Context)
 		}
 		g.context = min(*a.Context, MaxGrepContext)
 	}
@@ -96,10 +96,10 @@ func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	}
 	// RE2: matching is linear in the input, so no pattern can hang the call.
 	if g.re, err = regexp.Compile(expr); err != nil {
-		return nil, fail(gateway.ClassValidation, "pattern %q is not a valid regular expression (Go RE2 syntax): %v", a.Pattern, err)
+		return nil, fail(tool.ClassValidation, "pattern %q is not a valid regular expression (Go RE2 syntax): %v", a.Pattern, err)
 	}
 	if a.Glob != "" && !doublestar.ValidatePattern(a.Glob) {
-		return nil, fail(gateway.ClassValidation, "glob %q is not a valid pattern", a.Glob)
+		return nil, fail(tool.ClassValidation, "glob %q is not a valid pattern", a.Glob)
 	}
 	rel, err := s.rel(a.Path)
 	if err != nil {

@@ -18,9 +18,6 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 )
 
-// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
-const prSetChildSubreaper = 36
-
 // subreaper is set when this test process adopts the orphans of its
 // descendants. Without it an orphan is adopted by PID 1, and where PID 1
 // does not reap (as in many containers) a killed orphan stays a zombie,
@@ -29,8 +26,7 @@ const prSetChildSubreaper = 36
 var subreaper bool
 
 func TestMain(m *testing.M) {
-	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
-	subreaper = errno == 0
+	subreaper = setSubreaper()
 	os.Exit(m.Run())
 }
 

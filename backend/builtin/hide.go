@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Hidden paths: the gateway's private state (its journal, audit log and
@@ -34,7 +34,7 @@ func hiddenErr(p string) error {
 	if p == "" {
 		p = "."
 	}
-	return fail(gateway.ClassForbidden,
+	return fail(tool.ClassForbidden,
 		"%s is the gateway's private state (its journal, audit log or configuration), not part of the workspace; the built-in tools cannot reach it", p).
 		with("path", p)
 }
@@ -84,10 +84,11 @@ func within(p, dir string) bool {
 }
 
 // hides reports whether the absolute path p is hidden or inside a hidden
-// folder.
+// folder (regardless of case where names ignore it: foldName).
 func (s *Set) hides(p string) bool {
+	p = foldName(p)
 	for _, h := range s.hidden {
-		if within(p, h) {
+		if within(p, foldName(h)) {
 			return true
 		}
 	}
@@ -126,7 +127,7 @@ func (s *Set) openChecked(p, rel string) (*os.File, error) {
 	if err != nil {
 		return nil, fsError(p, err)
 	}
-	if len(s.hidden) > 0 && s.hides(locate(f, filepath.Join(s.ws, rel))) {
+	if len(s.hidden) > 0 && (s.hides(locate(f, filepath.Join(s.ws, rel))) || s.sameAsHidden(f)) {
 		f.Close()
 		return nil, hiddenErr(p)
 	}
@@ -236,6 +237,7 @@ func (w walkFS) open(name string) (*os.File, string, error) {
 	if err := w.ctx.Err(); err != nil {
 		return nil, "", err
 	}
+	w.s.walkOpens.Add(1)
 	if !fs.ValidPath(name) {
 		return nil, "", &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
@@ -251,7 +253,7 @@ func (w walkFS) open(name string) (*os.File, string, error) {
 		return f, lex, nil
 	}
 	where := locate(f, lex)
-	if w.s.hides(where) {
+	if w.s.hides(where) || w.s.sameAsHidden(f) {
 		f.Close()
 		return nil, "", &fs.PathError{Op: "open", Path: name, Err: errHidden}
 	}

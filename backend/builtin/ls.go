@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 type lsArgs struct {
@@ -92,7 +92,7 @@ func limitArg(p *int, def int) (int, error) {
 		return def, nil
 	}
 	if *p < 1 {
-		return 0, fail(gateway.ClassValidation, "limit %d must be at least 1", *p)
+		return 0, fail(tool.ClassValidation, "limit %d must be at least 1", *p)
 	}
 	return *p, nil
 }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // os.Root reports an escape with an unexported error value. learnEscapeError
@@ -53,7 +53,7 @@ func (s *Set) rel(p string) (string, error) {
 		return ".", nil
 	}
 	if strings.IndexByte(p, 0) >= 0 {
-		return "", fail(gateway.ClassValidation, "the path %q contains a NUL byte", p)
+		return "", fail(tool.ClassValidation, "the path %q contains a NUL byte", p)
 	}
 	if !filepath.IsAbs(p) {
 		return p, nil
@@ -67,7 +67,7 @@ func (s *Set) rel(p string) (string, error) {
 			return c[len(prefix):], nil
 		}
 	}
-	return "", fail(gateway.ClassForbidden, "%s is outside the workspace %s; paths are confined to it", p, s.ws).
+	return "", fail(tool.ClassForbidden, "%s is outside the workspace %s; paths are confined to it", p, s.ws).
 		with("path", p)
 }
 
@@ -100,22 +100,22 @@ func fsError(p string, err error) error {
 	var out *toolError
 	switch {
 	case isEscape(err):
-		out = fail(gateway.ClassForbidden,
+		out = fail(tool.ClassForbidden,
 			"%s leads outside the workspace (through \"..\", an absolute path, or a symbolic link that points out of it or is absolute); it is refused, not followed", p)
 	case errors.Is(err, syscall.ELOOP):
-		out = fail(gateway.ClassExecutionFailure, "%s: too many levels of symbolic links (a symbolic link loop)", p)
+		out = fail(tool.ClassExecutionFailure, "%s: too many levels of symbolic links (a symbolic link loop)", p)
 	case errors.Is(err, fs.ErrNotExist):
-		out = fail(gateway.ClassNotFound, "%s does not exist", p)
+		out = fail(tool.ClassNotFound, "%s does not exist", p)
 	case errors.Is(err, syscall.ENOTDIR):
-		out = fail(gateway.ClassNotFound, "%s does not exist: a component of the path is not a directory", p)
+		out = fail(tool.ClassNotFound, "%s does not exist: a component of the path is not a directory", p)
 	case errors.Is(err, fs.ErrPermission):
-		out = fail(gateway.ClassForbidden, "%s: permission denied", p)
+		out = fail(tool.ClassForbidden, "%s: permission denied", p)
 	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EINVAL), errors.Is(err, fs.ErrInvalid):
-		out = fail(gateway.ClassValidation, "%s: %s", p, reason)
+		out = fail(tool.ClassValidation, "%s: %s", p, reason)
 	case errors.Is(err, syscall.EISDIR):
-		out = fail(gateway.ClassValidation, "%s is a directory", p)
+		out = fail(tool.ClassValidation, "%s is a directory", p)
 	default:
-		out = fail(gateway.ClassExecutionFailure, "%s: %s", p, reason)
+		out = fail(tool.ClassExecutionFailure, "%s: %s", p, reason)
 	}
 	return out.with("path", p)
 }
@@ -141,5 +141,5 @@ func notRegular(p string, m fs.FileMode) error {
 	case "other":
 		what = "is not a regular file (" + m.Type().String() + ")"
 	}
-	return fail(gateway.ClassValidation, "%s %s", p, what).with("path", p)
+	return fail(tool.ClassValidation, "%s %s", p, what).with("path", p)
 }

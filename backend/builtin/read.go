@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // sniffBytes is how much of a file decides whether it is binary.
@@ -75,18 +75,18 @@ func (s *Set) read(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		return nil, err
 	}
 	if a.Path == "" {
-		return nil, fail(gateway.ClassValidation, "path is empty")
+		return nil, fail(tool.ClassValidation, "path is empty")
 	}
 	offset, limit := 1, 0
 	if a.Offset != nil {
 		if *a.Offset < 1 {
-			return nil, fail(gateway.ClassValidation, "offset %d: lines are counted from 1", *a.Offset)
+			return nil, fail(tool.ClassValidation, "offset %d: lines are counted from 1", *a.Offset)
 		}
 		offset = *a.Offset
 	}
 	if a.Limit != nil {
 		if *a.Limit < 1 {
-			return nil, fail(gateway.ClassValidation, "limit %d must be at least 1", *a.Limit)
+			return nil, fail(tool.ClassValidation, "limit %d must be at least 1", *a.Limit)
 		}
 		limit = *a.Limit
 	}
@@ -166,7 +166,7 @@ func (s *Set) read(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		res.EndLine = line
 	}
 	if line < offset && !(offset == 1 && line == 0) {
-		return nil, fail(gateway.ClassValidation, "offset %d is past the end of %s, which has %d lines", offset, a.Path, line).
+		return nil, fail(tool.ClassValidation, "offset %d is past the end of %s, which has %d lines", offset, a.Path, line).
 			with("lines", line)
 	}
 	res.Content = out.String()

@@ -17,8 +17,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"code.dny.dev/ssrf"
+
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // MaxRedirects is how many redirects url_fetch follows.
@@ -34,6 +36,13 @@ type fetcher struct {
 	timeout  time.Duration
 	maxBytes int
 	allow    map[string]bool // normalised host:port
+
+	// Test hooks, nil in use: onDial is called as a connection is asked
+	// for (addr as in the URL), onConnect once an address passed the check,
+	// just before connect(2). They let tests prove that a refusal happened
+	// before any dial or connect by counting, not by timing.
+	onDial    func(addr string)
+	onConnect func(address string)
 }
 
 func newFetcher(o URLFetchOptions) (*fetcher, error) {
@@ -70,7 +79,7 @@ func newFetcher(o URLFetchOptions) (*fetcher, error) {
 		Timeout:   f.timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > MaxRedirects {
-				return fail(gateway.ClassExecutionFailure, "stopped after %d redirects (the last one to %s)", MaxRedirects, req.URL.Redacted())
+				return fail(tool.ClassExecutionFailure, "stopped after %d redirects (the last one to %s)", MaxRedirects, req.URL.Redacted())
 			}
 			return f.checkURL(req.URL)
 		},
@@ -110,14 +119,14 @@ func (f *fetcher) checkURL(u *url.URL) error {
 	switch u.Scheme {
 	case "http", "https":
 	default:
-		return fail(gateway.ClassValidation, "%s: only http and https URLs are fetched", u.Redacted()).with("url", u.Redacted())
+		return fail(tool.ClassValidation, "%s: only http and https URLs are fetched", u.Redacted()).with("url", u.Redacted())
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return fail(gateway.ClassValidation, "%s has no host", u.Redacted()).with("url", u.Redacted())
+		return fail(tool.ClassValidation, "%s has no host", u.Redacted()).with("url", u.Redacted())
 	}
 	if u.User != nil {
 		// Credentials in URLs end up in logs and journals.
-		return fail(gateway.ClassValidation, "%s carries credentials (user@host); they are not sent", u.Redacted())
+		return fail(tool.ClassValidation, "%s carries credentials (user@host); they are not sent", u.Redacted())
 	}
 	hp := hostPort(u)
 	if f.allowed(hp) {
@@ -143,17 +152,23 @@ func hostPort(u *url.URL) string {
 }
 
 func refusal(what, hostport, ip, why string) *toolError {
-	return fail(gateway.ClassForbidden,
+	return fail(tool.ClassForbidden,
 		"%s: refused to connect to %s, a %s address; allow %s in url_fetch's configuration to fetch it", what, ip, why, hostport).
 		with("address", ip).with("reason", why)
 }
 
 // refusedAddr says why an address is refused, or "" when it is not:
 // loopback, private (RFC 1918, RFC 4193 fc00::/7), link-local, unspecified,
-// multicast, and the other ranges that reach this host or its network.
+// multicast by name, and every other special-purpose range of the IANA
+// IPv4 and IPv6 registries (code.dny.dev/ssrf, generated from them): for
+// IPv6 anything outside global unicast 2000::/3 (::/96 IPv4-compatible,
+// 64:ff9b:1::/48, site-local...) and the special ranges inside it (2002::/16
+// 6to4, 2001::/23...); for IPv4 198.18.0.0/15, 240.0.0.0/4, 100.64.0.0/10,
+// the documentation ranges... An address in the NAT64 prefix 64:ff9b::/96
+// is judged by the IPv4 address it reaches.
 func refusedAddr(ip netip.Addr) string {
 	ip = ip.Unmap().WithZone("")
-	if ip.Is6() && nat64.Contains(ip) {
+	if ip.Is6() && ssrf.IPv6NAT64Prefix.Contains(ip) {
 		// 64:ff9b::a.b.c.d reaches a.b.c.d through a NAT64 gateway.
 		b := ip.As16()
 		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
@@ -170,50 +185,74 @@ func refusedAddr(ip netip.Addr) string {
 	case ip.IsMulticast():
 		return "multicast"
 	}
-	for _, r := range otherRefused {
-		if r.p.Contains(ip) {
-			return r.why
-		}
+	if err := specialPurpose.SafeAddr(ip); err != nil {
+		return "special-purpose (" + specialRange(ip) + ")"
 	}
 	return ""
 }
 
-var (
-	nat64        = netip.MustParsePrefix("64:ff9b::/96")
-	otherRefused = []struct {
-		p   netip.Prefix
-		why string
-	}{
-		{netip.MustParsePrefix("0.0.0.0/8"), "unspecified (\"this network\")"},
-		{netip.MustParsePrefix("100.64.0.0/10"), "private (shared address space)"},
-		{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
-		{netip.MustParsePrefix("fec0::/10"), "private (site-local)"},
+// specialPurpose refuses the special-purpose ranges; ports and networks are
+// not its business here.
+var specialPurpose = ssrf.New(ssrf.WithAnyPort(), ssrf.WithAnyNetwork())
+
+// specialRange names the registry range ip lies in, for the refusal.
+func specialRange(ip netip.Addr) string {
+	list := ssrf.IPv4DeniedPrefixes
+	if ip.Is6() {
+		list = ssrf.IPv6DeniedPrefixes
+		if !ssrf.IPv6GlobalUnicast.Contains(ip) {
+			return "outside IPv6 global unicast " + ssrf.IPv6GlobalUnicast.String()
+		}
 	}
-)
+	for _, p := range list {
+		if p.Contains(ip) {
+			return p.String()
+		}
+	}
+	return "reserved"
+}
 
 // dial connects to addr (host:port from the URL). When it is not
 // allowlisted, each IP address the dialer is about to connect to, after
 // resolution, is checked in Control, before connect(2): a refused address is
 // never connected to.
 func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	byName := f.allowed(addr)
-	d := &net.Dialer{
-		Timeout: f.timeout,
-		Control: func(network, address string, _ syscall.RawConn) error {
-			if byName || f.allowed(address) {
-				return nil
-			}
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fail(gateway.ClassForbidden, "refused to connect to %s: not an IP address and port", address)
-			}
-			if why := refusedAddr(ap.Addr()); why != "" {
-				return refusal(addr, addr, ap.Addr().Unmap().String(), why)
-			}
-			return nil
-		},
+	if f.onDial != nil {
+		f.onDial(addr)
 	}
+	d := &net.Dialer{Timeout: f.timeout, Control: f.control(addr)}
 	return d.DialContext(ctx, network, addr)
+}
+
+// control is the dialer's Control for a connection to addr (as in the
+// URL): it checks the resolved address it is given, before connect(2).
+func (f *fetcher) control(addr string) func(network, address string, _ syscall.RawConn) error {
+	return func(network, address string, _ syscall.RawConn) error {
+		if err := f.checkDial(addr, address); err != nil {
+			return err
+		}
+		if f.onConnect != nil {
+			f.onConnect(address)
+		}
+		return nil
+	}
+}
+
+// checkDial is the dialer's check, in Control, before connect(2): addr is
+// what the URL named, address the IP address and port about to be
+// connected to.
+func (f *fetcher) checkDial(addr, address string) error {
+	if f.allowed(addr) || f.allowed(address) {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fail(tool.ClassForbidden, "refused to connect to %s: not an IP address and port", address)
+	}
+	if why := refusedAddr(ap.Addr()); why != "" {
+		return refusal(addr, addr, ap.Addr().Unmap().String(), why)
+	}
+	return nil
 }
 
 type fetchArgs struct {
@@ -245,16 +284,16 @@ func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Resul
 	maxLen := DefaultURLFetchMaxLength
 	if a.MaxLength != nil {
 		if *a.MaxLength < 1 {
-			return nil, fail(gateway.ClassValidation, "max_length %d must be at least 1", *a.MaxLength)
+			return nil, fail(tool.ClassValidation, "max_length %d must be at least 1", *a.MaxLength)
 		}
 		maxLen = *a.MaxLength
 	}
 	u, err := url.Parse(a.URL)
 	if err != nil {
-		return nil, fail(gateway.ClassValidation, "%q is not a URL: %v", a.URL, err)
+		return nil, fail(tool.ClassValidation, "%q is not a URL: %v", a.URL, err)
 	}
 	if !u.IsAbs() {
-		return nil, fail(gateway.ClassValidation, "%q is not an absolute http or https URL", a.URL)
+		return nil, fail(tool.ClassValidation, "%q is not an absolute http or https URL", a.URL)
 	}
 	f := s.fetch
 	if err := f.checkURL(u); err != nil {
@@ -262,7 +301,7 @@ func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Resul
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fail(gateway.ClassValidation, "%s: %v", a.URL, err)
+		return nil, fail(tool.ClassValidation, "%s: %v", a.URL, err)
 	}
 	req.Header.Set("User-Agent", "backplane-url-fetch/1")
 	req.Header.Set("Accept", "text/html, text/plain, application/json, */*;q=0.5")
@@ -289,16 +328,16 @@ func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Resul
 		res.Content = text
 	}
 	if resp.StatusCode >= 400 {
-		class := gateway.ClassExecutionFailure
+		class := tool.ClassExecutionFailure
 		switch resp.StatusCode {
 		case http.StatusNotFound, http.StatusGone:
-			class = gateway.ClassNotFound
+			class = tool.ClassNotFound
 		case http.StatusUnauthorized, http.StatusForbidden:
-			class = gateway.ClassForbidden
+			class = tool.ClassForbidden
 		case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-			class = gateway.ClassTimeout
+			class = tool.ClassTimeout
 		}
-		res.Error = &errorBody{Class: class, Message: "HTTP " + resp.Status}
+		res.Error = &errorBody{Class: class, Message: "HTTP " + resp.Status, Step: "invoke", Details: map[string]any{}}
 	}
 	return &backend.Result{Content: marshal(res), IsError: res.Error != nil}, nil
 }
@@ -318,11 +357,11 @@ func (f *fetcher) fetchError(ctx context.Context, u string, err error) error {
 	var ne net.Error
 	switch {
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-		return fail(gateway.ClassNotFound, "%s: the host %s was not found", u, dnsErr.Name)
+		return fail(tool.ClassNotFound, "%s: the host %s was not found", u, dnsErr.Name)
 	case errors.As(err, &ne) && ne.Timeout():
-		return fail(gateway.ClassTimeout, "%s: no complete answer within %v", u, f.timeout)
+		return fail(tool.ClassTimeout, "%s: no complete answer within %v", u, f.timeout)
 	}
-	return fail(gateway.ClassExecutionFailure, "%s: %v", u, err)
+	return fail(tool.ClassExecutionFailure, "%s: %v", u, err)
 }
 
 // bodyText turns a body into text: HTML into readable text, other text as

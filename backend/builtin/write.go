@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // osCreateExcl creates a new file, refusing to reuse an existing one.
@@ -85,7 +85,7 @@ func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		return nil, err
 	}
 	if fi == nil {
-		return nil, fail(gateway.ClassNotFound, "%s does not exist; edit changes an existing file (use write to create one)", a.Path).
+		return nil, fail(tool.ClassNotFound, "%s does not exist; edit changes an existing file (use write to create one)", a.Path).
 			with("path", a.Path)
 	}
 	if a.OldContent == nil {
@@ -96,10 +96,10 @@ func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	}
 	old := *a.OldContent
 	if old == "" {
-		return nil, fail(gateway.ClassValidation, "old_content is empty; omit it to replace the whole file")
+		return nil, fail(tool.ClassValidation, "old_content is empty; omit it to replace the whole file")
 	}
 	if fi.Size() > MaxEditBytes {
-		return nil, fail(gateway.ClassValidation, "%s is %d bytes, over the %d bytes edit reads; use write to replace it", a.Path, fi.Size(), MaxEditBytes)
+		return nil, fail(tool.ClassValidation, "%s is %d bytes, over the %d bytes edit reads; use write to replace it", a.Path, fi.Size(), MaxEditBytes)
 	}
 	// Checked like read: whether text occurs in a file is a read of it.
 	f, err := s.openChecked(a.Path, rel)
@@ -112,17 +112,17 @@ func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		return nil, fsError(a.Path, err)
 	}
 	if len(data) > MaxEditBytes {
-		return nil, fail(gateway.ClassValidation, "%s is over the %d bytes edit reads; use write to replace it", a.Path, MaxEditBytes)
+		return nil, fail(tool.ClassValidation, "%s is over the %d bytes edit reads; use write to replace it", a.Path, MaxEditBytes)
 	}
 	text := string(data)
 	switch n := strings.Count(text, old); n {
 	case 1:
 	case 0:
-		return nil, fail(gateway.ClassValidation,
+		return nil, fail(tool.ClassValidation,
 			"old_content was not found in %s (0 occurrences; it must occur exactly once, whitespace included); the file was not changed", a.Path).
 			with("path", a.Path).with("occurrences", 0)
 	default:
-		return nil, fail(gateway.ClassValidation,
+		return nil, fail(tool.ClassValidation,
 			"old_content occurs %d times in %s; it must occur exactly once: include more of the surrounding text; the file was not changed", n, a.Path).
 			with("path", a.Path).with("occurrences", n)
 	}
@@ -137,14 +137,14 @@ func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 // folder written with a trailing slash) and returns its name for the root.
 func (s *Set) fileName(p string) (string, error) {
 	if p == "" {
-		return "", fail(gateway.ClassValidation, "path is empty")
+		return "", fail(tool.ClassValidation, "path is empty")
 	}
 	rel, err := s.rel(p)
 	if err != nil {
 		return "", err
 	}
 	if base := filepath.Base(rel); base == "." || base == ".." || base == "/" || strings.HasSuffix(rel, "/") {
-		return "", fail(gateway.ClassValidation, "%s does not name a file", p).with("path", p)
+		return "", fail(tool.ClassValidation, "%s does not name a file", p).with("path", p)
 	}
 	if s.lexHidden(rel) {
 		return "", hiddenErr(p)
@@ -182,7 +182,7 @@ func (s *Set) target(p, rel string) (fs.FileInfo, error) {
 			}
 		}
 		dest, _ := s.root.Readlink(rel)
-		return nil, fail(gateway.ClassValidation, "%s is a symbolic link (to %s); name the file it points to", p, dest).
+		return nil, fail(tool.ClassValidation, "%s is a symbolic link (to %s); name the file it points to", p, dest).
 			with("path", p).with("link_target", dest)
 	}
 	return nil, notRegular(p, fi.Mode())

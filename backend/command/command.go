@@ -298,3 +298,7 @@ func (t *tailBuffer) String() string {
 	}
 	return string(b)
 }
+
+// AuditAttrs implements backend.Auditor: the audit event that settles a
+// call says whether the program was sandboxed, and how.
+func (b *Backend) AuditAttrs() []any { return sandbox.AuditAttrs(b.spec.Sandbox) }

@@ -9,9 +9,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/tool"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
 
@@ -35,7 +34,7 @@ type upTool struct {
 	full    string // NAME.TOOL
 	desc    string
 	schema  json.RawMessage
-	safety  gateway.Safety
+	safety  tool.Safety
 	backend *toolBackend
 }
 
@@ -176,9 +175,9 @@ func members(raw []byte) (map[string]json.RawMessage, error) {
 
 // safetyOf maps a tool's annotations to the gateway's flags: hints the
 // server gives about itself. Only readOnlyHint true spares the approval.
-func safetyOf(t rawTool) gateway.Safety {
+func safetyOf(t rawTool) tool.Safety {
 	ro := t.Annotations.ReadOnly != nil && *t.Annotations.ReadOnly
-	return gateway.Safety{
+	return tool.Safety{
 		ReadOnly:         ro,
 		Idempotent:       t.Annotations.Idempotent != nil && *t.Annotations.Idempotent,
 		RequiresApproval: !ro,
@@ -187,8 +186,8 @@ func safetyOf(t rawTool) gateway.Safety {
 
 // tighten keeps the stricter of two safety flag sets: a server that drops a
 // tool's approval by changing its annotations does not get it dropped.
-func tighten(old, new gateway.Safety) gateway.Safety {
-	return gateway.Safety{
+func tighten(old, new tool.Safety) tool.Safety {
+	return tool.Safety{
 		ReadOnly:         old.ReadOnly && new.ReadOnly,
 		Idempotent:       old.Idempotent && new.Idempotent,
 		RequiresApproval: old.RequiresApproval || new.RequiresApproval,
@@ -199,7 +198,7 @@ func tighten(old, new gateway.Safety) gateway.Safety {
 // choice: nil for the subset (the gateway's own), else a draft 2020-12
 // validator, or one that refuses every call when the schema cannot be
 // compiled (fail closed, never a fallback to another validator).
-func (u *Upstream) validatorFor(full string, schema json.RawMessage) gateway.Validator {
+func (u *Upstream) validatorFor(full string, schema json.RawMessage) tool.Validator {
 	if u.srv.Validator != ValidatorDraft2020 {
 		return nil
 	}
@@ -264,16 +263,8 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			u.unregister(old)
 			delete(u.tools, t.Name)
 		}
-		if _, _, taken := u.g.Tool(full); taken {
-			err := fmt.Errorf("tool %s collides with a tool already registered under that name", full)
-			if atStart {
-				return err
-			}
-			u.log.Error("upstream tool left out", "tool", full, "error", err.Error())
-			continue
-		}
 		b := &toolBackend{u: u, name: t.Name}
-		err := u.g.Register(gateway.Tool{
+		err := u.reg.Register(tool.Tool{
 			Name:        full,
 			Description: t.Description,
 			InputSchema: t.InputSchema,
@@ -282,7 +273,9 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			Validator:   u.validatorFor(full, t.InputSchema),
 			Pinned:      true,
 		})
-		if reg, _, ok := u.g.Tool(full); ok && reg.Backend == backend.Backend(b) {
+		var se *tool.SchemaError
+		switch {
+		case err == nil, errors.As(err, &se):
 			if err != nil {
 				// Registered unchanged; every call fails with this (D20).
 				u.log.Warn("upstream tool schema refused by the subset validator; its calls will be refused", "tool", full, "error", err.Error())
@@ -294,9 +287,8 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 				u.log.Info("upstream tool added", "tool", full)
 			}
 			continue
-		}
-		if err == nil {
-			err = errors.New("not registered")
+		case errors.Is(err, tool.ErrAlreadyRegistered):
+			err = fmt.Errorf("tool %s collides with a tool already registered under that name", full)
 		}
 		if atStart {
 			return err
@@ -313,11 +305,11 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 	return nil
 }
 
-// unregister removes t from the gateway if the registration is still ours.
+// unregister removes t from the registry. Only tools this upstream
+// registered are in u.tools, and a registry refuses a second registration
+// of a name, so the registration under t.full is ours.
 func (u *Upstream) unregister(t *upTool) {
-	if reg, _, ok := u.g.Tool(t.full); ok && reg.Backend == backend.Backend(t.backend) {
-		u.g.Unregister(t.full)
-	}
+	u.reg.Unregister(t.full)
 }
 
 func (u *Upstream) unregisterAll() {

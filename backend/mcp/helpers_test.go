@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/store/memstore"
 	"github.com/agentbackplane/backplane/store/sqlite"
 )
 
@@ -40,10 +40,10 @@ func TestMain(m *testing.M) {
 // helperGateway is the test binary run as a gateway process that connects
 // the test server and waits to be killed (see TestServerDiesWithGateway).
 func helperGateway() {
-	g := gateway.New(nil)
+	g := gateway.New(&gateway.Options{Store: memstore.New()})
 	_, err := Connect(context.Background(), Server{
 		Name: "go", Command: []string{os.Getenv("MCPTEST_SERVER")}, Env: []string{"MCPTEST_LOG", "MCPTEST_LINGER"},
-	}, &Options{Gateway: g})
+	}, &Options{Registry: g})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -60,10 +60,7 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	testServer = filepath.Join(dir, "mcptestserver")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
+	goTool := "go" // from PATH, as a developer runs it
 	build := exec.Command(goTool, "build", "-o", testServer, "./testdata/mcptestserver")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
@@ -96,11 +93,11 @@ type approveAll struct {
 	asked []string
 }
 
-func (a *approveAll) Ask(ctx context.Context, req *store.Approval) (store.Decision, error) {
+func (a *approveAll) Ask(ctx context.Context, req *store.Approval) (approval.Answer, error) {
 	a.mu.Lock()
 	a.asked = append(a.asked, req.Tool)
 	a.mu.Unlock()
-	return store.Decision{Approve: true, By: "operator", At: time.Now()}, nil
+	return approval.Answer{Approve: true, By: "operator", Channel: "cli"}, nil
 }
 
 func (a *approveAll) tools() []string {
@@ -156,7 +153,7 @@ func (e *env) tryConnect(srv Server, opts *Options) (*Upstream, error) {
 	if opts != nil {
 		o = *opts
 	}
-	o.Gateway = e.g
+	o.Registry = e.g
 	if o.Logger == nil {
 		o.Logger = e.log
 	}

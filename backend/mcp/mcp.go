@@ -69,8 +69,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/tool"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
 
@@ -167,11 +167,12 @@ var (
 	headerValue = regexp.MustCompile(`^[^\x00-\x08\x0a-\x1f\x7f]*$`)
 )
 
-// Options configure Connect. Gateway is required; every zero field means
+// Options configure Connect. Registry is required; every zero field means
 // the default.
 type Options struct {
-	// Gateway receives the tools.
-	Gateway *gateway.Gateway
+	// Registry receives the tools: the gateway (*gateway.Gateway is a
+	// tool.Registry).
+	Registry tool.Registry
 	// Logger receives the upstream's events (starts, outages, catalog
 	// changes, schemas the validator refuses). Default: discard.
 	Logger *slog.Logger
@@ -192,7 +193,7 @@ type Options struct {
 // gateway. It keeps the connection up until Close.
 type Upstream struct {
 	srv    Server
-	g      *gateway.Gateway
+	reg    tool.Registry
 	log    *slog.Logger
 	client *sdk.Client
 	minB   time.Duration
@@ -217,7 +218,7 @@ type Upstream struct {
 var ErrClosed = errors.New("mcp: the upstream is closed")
 
 // Connect starts (or connects to) srv, lists its tools and registers them in
-// opts.Gateway, then keeps the connection up until Close. It fails, leaving
+// opts.Registry, then keeps the connection up until Close. It fails, leaving
 // nothing registered and nothing running, when the server cannot be
 // reached, initialized or listed within opts.ConnectTimeout, or when one of
 // its tools collides with a registered tool.
@@ -229,14 +230,14 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	if opts != nil {
 		o = *opts
 	}
-	if o.Gateway == nil {
-		return nil, errors.New("mcp: Options.Gateway is required")
+	if o.Registry == nil {
+		return nil, errors.New("mcp: Options.Registry is required")
 	}
 	if srv.Validator == "" {
 		srv.Validator = ValidatorSubset
 	}
 	u := &Upstream{
-		srv: srv, g: o.Gateway, log: o.Logger,
+		srv: srv, reg: o.Registry, log: o.Logger,
 		minB: o.MinBackoff, maxB: o.MaxBackoff, connTO: o.ConnectTimeout, httpRT: o.HTTPTransport, d2020: o.Draft2020,
 		relist: make(chan struct{}, 1), done: make(chan struct{}),
 		tools: map[string]*upTool{},

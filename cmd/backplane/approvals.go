@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -19,7 +21,7 @@ definition, and the digest of the arguments. Someone other than the caller
 approves or denies it before it expires; an approval is used by one call,
 the same call made again.`)
 	addGatewayFlags(cmd, &f)
-	cmd.AddCommand(newApprovalsListCmd(&f), newApprovalDecideCmd(&f, true), newApprovalDecideCmd(&f, false))
+	cmd.AddCommand(newApprovalsListCmd(&f), newApprovalsShowCmd(&f), newApprovalDecideCmd(&f, true), newApprovalDecideCmd(&f, false))
 	return cmd
 }
 
@@ -32,6 +34,8 @@ type approvalEntry struct {
 	ArgsDigest string               `json:"args_digest"`
 	Status     store.ApprovalStatus `json:"status"`
 	DecidedBy  string               `json:"decided_by,omitempty"`
+	Channel    string               `json:"channel,omitempty"`
+	Reason     string               `json:"reason,omitempty"`
 	ConsumedBy string               `json:"consumed_by,omitempty"`
 	CreatedAt  time.Time            `json:"created_at"`
 	ExpiresAt  time.Time            `json:"expires_at"`
@@ -69,7 +73,7 @@ With --json the answer is {"approvals":[{"id","caller","tool","args_digest",
 				return err
 			}
 			defer s.Close()
-			list, err := s.rt.Store.ListApprovals(cmd.Context(), store.ApprovalFilter{Status: st, Limit: limit}, time.Now())
+			list, err := s.rt.Gateway.ListApprovals(cmd.Context(), store.ApprovalFilter{Status: st, Limit: limit})
 			if err != nil {
 				return fmt.Errorf("reading approvals: %w", err)
 			}
@@ -77,7 +81,7 @@ With --json the answer is {"approvals":[{"id","caller","tool","args_digest",
 			for i, a := range list {
 				entries[i] = approvalEntry{
 					ID: a.ID, Caller: a.Caller, Session: a.Session, Tool: a.Tool, ArgsDigest: a.ArgsDigest,
-					Status: a.Status, DecidedBy: a.DecidedBy, ConsumedBy: a.ConsumedBy,
+					Status: a.Status, DecidedBy: a.DecidedBy, Channel: a.Channel, Reason: a.Reason, ConsumedBy: a.ConsumedBy,
 					CreatedAt: a.CreatedAt.UTC(), ExpiresAt: a.ExpiresAt.UTC(),
 				}
 			}
@@ -108,21 +112,24 @@ With --json the answer is {"approvals":[{"id","caller","tool","args_digest",
 
 // newApprovalDecideCmd builds "approvals approve" or "approvals deny".
 func newApprovalDecideCmd(f *gatewayFlags, approve bool) *cobra.Command {
-	var as string
+	var as, reason string
 	verb, done := "deny", "denied"
 	if approve {
 		verb, done = "approve", "approved"
 	}
 	cmd := &cobra.Command{
-		Use:   verb + " ID --as NAME",
+		Use:   verb + " ID [--as OPERATOR] [--reason TEXT]",
 		Short: fmt.Sprintf("%s a pending approval request", map[bool]string{true: "Approve", false: "Deny"}[approve]),
-		Long: fmt.Sprintf(`%s decides a pending approval request as NAME. A caller cannot
-decide its own request; a request already decided or expired cannot be
+		Long: fmt.Sprintf(`%s decides a pending approval request as an operator: the one
+BACKPLANE_OPERATOR_TOKEN belongs to, or --as (which must name a configured
+operator when the configuration lists operators).
+The caller cannot decide its own request, the policy may restrict who
+decides (approvers), and a request already decided or expired cannot be
 decided again. Exit 1, with the reason, when the decision is refused.`, verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if as == "" {
-				return errors.New("--as NAME is required: the decision records who made it")
+			if as == "" && os.Getenv(operatorTokenEnv) == "" {
+				return fmt.Errorf("--as OPERATOR (or %s) is required: the decision records who made it", operatorTokenEnv)
 			}
 			s, err := f.open(cmd.Context(), cmd)
 			if err != nil {
@@ -130,45 +137,33 @@ decided again. Exit 1, with the reason, when the decision is refused.`, verb),
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
-			id := args[0]
-			err = s.rt.Store.DecideApproval(cmd.Context(), id, store.Decision{Approve: approve, By: as, At: time.Now()})
+			who, err := s.operator(as)
 			if err != nil {
-				class, msg := refusalOf(err, id, as)
-				if class == "" {
-					return fmt.Errorf("deciding %s: %w", id, err)
-				}
-				s.audit.Warn("approval", "approval_id", id, "step", "decide", "outcome", "refused", "decision", verb, "by", as, "reason", class)
-				return negative(out, f.asJSON, class, msg)
+				return err
 			}
-			s.audit.Info("approval", "approval_id", id, "step", "decide", "outcome", done, "by", as)
+			id := args[0]
+			_, err = s.rt.Gateway.DecideApproval(cmd.Context(), id, gateway.Decision{
+				Operator: who, Approve: approve, Reason: reason, Channel: gateway.ChannelCLI})
+			var oe *gateway.OperatorError
+			if errors.As(err, &oe) {
+				return negative(out, f.asJSON, oe.Class, oe.Message)
+			}
+			if err != nil {
+				return err
+			}
 			if f.asJSON {
 				return writeJSONLine(out, struct {
 					OK        bool   `json:"ok"`
 					ID        string `json:"id"`
 					Status    string `json:"status"`
 					DecidedBy string `json:"decided_by"`
-				}{true, id, done, as})
+				}{true, id, done, who})
 			}
-			_, err = fmt.Fprintf(out, "ok: approval %s %s by %s\n", id, done, as)
+			_, err = fmt.Fprintf(out, "ok: approval %s %s by %s\n", id, done, who)
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&as, "as", "", "who decides (required; never the caller)")
+	cmd.Flags().StringVar(&as, "as", "", "the operator who decides (default: the owner of BACKPLANE_OPERATOR_TOKEN)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the decision and told to the caller")
 	return cmd
-}
-
-// refusalOf turns a refused decision into a class and a message for people;
-// class "" for errors that are not a refusal (a store failure).
-func refusalOf(err error, id, as string) (class, msg string) {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return "not_found", fmt.Sprintf("no approval request %s", id)
-	case errors.Is(err, store.ErrSelfApproval):
-		return "self_approval", fmt.Sprintf("%s made the call of request %s and cannot decide it: someone else must", as, id)
-	case errors.Is(err, store.ErrApprovalExpired):
-		return "expired", fmt.Sprintf("approval request %s has expired; the caller must call again for a new one", id)
-	case errors.Is(err, store.ErrAlreadyDecided):
-		return "already_decided", fmt.Sprintf("approval request %s is already decided", id)
-	}
-	return "", ""
 }

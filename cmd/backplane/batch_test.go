@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/schematool"
 )
 
 // batchLine is one decoded output line; id stays raw to check the echo.
@@ -274,7 +272,7 @@ func TestBatchBlankLinesSkipped(t *testing.T) {
 // TestBatchLongLine: a line over the bound is an input error, and the run
 // goes on with the next line.
 func TestBatchLongLine(t *testing.T) {
-	long := `{"id":1,"schema":{"type":"object"},"arguments_text":"` + strings.Repeat("x", maxBatchLine) + `"}`
+	long := `{"id":1,"schema":{"type":"object"},"arguments_text":"` + strings.Repeat("x", schematool.MaxBatchLine) + `"}`
 	input := long + "\n" + `{"id":2,"schema":{"type":"object"},"arguments":{}}` + "\n"
 	lines := runBatchBinary(t, input)
 	if len(lines) != 2 {
@@ -287,42 +285,6 @@ func TestBatchLongLine(t *testing.T) {
 	}
 	if !lines[1].ok || lines[1].id != "2" {
 		t.Errorf("line after the long one: ok %v id %s", lines[1].ok, lines[1].id)
-	}
-}
-
-func TestReadLine(t *testing.T) {
-	const max = 8
-	// A small buffer forces lines across several ReadSlice chunks.
-	r := bufio.NewReaderSize(strings.NewReader("12345678\n123456789\nabc\r\n\nlast"), 16)
-	want := []struct {
-		line    string
-		tooLong bool
-	}{
-		{"12345678", false}, // exactly max
-		{"", true},          // max+1
-		{"abc\r", false},
-		{"", false},
-		{"last", false}, // no final newline
-	}
-	var buf []byte
-	for i, w := range want {
-		line, tooLong, err := readLine(r, buf, max)
-		if err != nil || string(line) != w.line || tooLong != w.tooLong {
-			t.Errorf("line %d: %q tooLong=%v err=%v, want %q tooLong=%v", i, line, tooLong, err, w.line, w.tooLong)
-		}
-		buf = line[:0]
-	}
-	if _, _, err := readLine(r, buf, max); err != io.EOF {
-		t.Errorf("after the last line: err %v, want io.EOF", err)
-	}
-
-	// A long line spanning many buffers is consumed to its end.
-	r = bufio.NewReaderSize(strings.NewReader(strings.Repeat("y", 100)+"\nok\n"), 16)
-	if _, tooLong, err := readLine(r, nil, max); !tooLong || err != nil {
-		t.Errorf("long line: tooLong=%v err=%v", tooLong, err)
-	}
-	if line, _, _ := readLine(r, nil, max); string(line) != "ok" {
-		t.Errorf("line after a long one: %q", line)
 	}
 }
 
@@ -345,9 +307,9 @@ func TestBatchCompilesEachSchemaOnce(t *testing.T) {
 		fmt.Fprintf(&in, `{"id":"bad%d","schema":{"type":"object","enum":[1]},"arguments":{}}`+"\n", i)
 	}
 	compiles := 0
-	cache := newSchemaCache(defaultCacheEntries, defaultCacheBytes, countingCompile(&compiles))
+	cache := schematool.NewCache(nil, countingCompile(&compiles))
 	var out bytes.Buffer
-	if err := runBatch(strings.NewReader(in.String()), &out, cache); err != nil {
+	if err := schematool.RunBatch(strings.NewReader(in.String()), &out, cache); err != nil {
 		t.Fatal(err)
 	}
 	if compiles != 3 {
@@ -366,61 +328,26 @@ func TestBatchCompilesEachSchemaOnce(t *testing.T) {
 	}
 }
 
-func TestSchemaCacheKeysAndBounds(t *testing.T) {
-	compiles := 0
-	c := newSchemaCache(2, 1<<20, countingCompile(&compiles))
-	a, b := []byte(`{"type":"object"}`), []byte(`{"type": "object"}`) // same meaning, other bytes
-	d := []byte(`{"type":"object","description":"d"}`)
+// With --config, schema validate checks arguments under the configuration's
+// limits, as its gateway does; without it, under the defaults.
+func TestValidateUnderConfiguredLimits(t *testing.T) {
+	cfg := writeFile(t, "backplane.yaml", "limits: {max_argument_bytes: 16}\n")
+	args := `{"text":"0123456789abcdef"}` // 27 bytes
+	line := `{"id":1,"schema":{"type":"object"},"arguments":` + args + "}\n"
 
-	sa, err := c.get(a)
-	if err != nil || sa == nil {
-		t.Fatalf("compile: %v", err)
+	if got := runBatchBinary(t, line); len(got) != 1 || !got[0].ok {
+		t.Fatalf("default limits: %+v", got)
 	}
-	if again, _ := c.get(a); again != sa {
-		t.Error("a second get did not return the cached schema")
+	r := runBinary(t, line, "schema", "validate", "--batch", "--config", cfg)
+	r.wantCode(t, exitOK)
+	got := decodeBatchOutput(t, r.stdout)
+	if len(got) != 1 || got[0].ok {
+		t.Fatalf("max_argument_bytes 16: %+v", got)
 	}
-	c.get(b)
-	if compiles != 2 {
-		t.Errorf("%d compiles, want 2: the key is the exact bytes", compiles)
-	}
-	c.get(a) // a becomes the most recently used
-	c.get(d) // evicts b, the least recently used
-	if c.len() != 2 {
-		t.Errorf("cache holds %d entries, bound 2", c.len())
-	}
-	before := compiles
-	c.get(a)
-	if compiles != before {
-		t.Error("a was evicted although b was the least recently used")
-	}
-	c.get(b)
-	if compiles != before+1 {
-		t.Error("b was not evicted")
-	}
+	wantFields(t, got[0].error, map[string]string{"class": "validation", "stage": "arguments"})
 
-	// The byte bound: texts larger than the bound are compiled, never kept.
-	compiles = 0
-	small := newSchemaCache(100, 20, countingCompile(&compiles))
-	small.get(d)
-	small.get(d)
-	if compiles != 2 || small.len() != 0 {
-		t.Errorf("over-bound text: %d compiles, %d entries; want 2, 0", compiles, small.len())
-	}
-	small.get(a) // 17 bytes, fits
-	small.get(a)
-	if compiles != 3 || small.len() != 1 {
-		t.Errorf("fitting text: %d compiles, %d entries; want 3, 1", compiles, small.len())
-	}
-}
-
-// failingWriter fails every write, as a closed stdout does.
-type failingWriter struct{}
-
-func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("closed") }
-
-func TestBatchReportsWriteFailure(t *testing.T) {
-	in := strings.NewReader(`{"schema":{"type":"object"},"arguments":{}}` + "\n")
-	if err := runBatch(in, failingWriter{}, newSchemaCache(4, 1<<20, nil)); err == nil {
-		t.Error("a failing stdout went unreported")
-	}
+	schema := writeFile(t, "schema.json", `{"type":"object"}`)
+	runBinary(t, args, "schema", "validate", "--schema", schema, "--args", "-").wantCode(t, exitOK)
+	runBinary(t, args, "schema", "validate", "--schema", schema, "--args", "-", "--config", cfg).wantCode(t, exitNegative)
+	runBinary(t, args, "schema", "validate", "--schema", schema, "--args", "-", "--config", cfg+".missing").wantUsageError(t)
 }

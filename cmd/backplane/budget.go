@@ -49,7 +49,7 @@ With --json the answer is {"budgets":[{"scope","key","quota","used"}],
 				return err
 			}
 			defer s.Close()
-			usage, err := s.rt.Store.BudgetUsage(cmd.Context())
+			usage, err := s.rt.Gateway.BudgetUsage(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("reading budgets: %w", err)
 			}

@@ -68,9 +68,17 @@ func TestEachBuiltinToolThroughCall(t *testing.T) {
 		"edit":      approveThenCall("edit", `{"path":"sub/new.txt","old_content":"beta","content":"gamma"}`),
 		"bash":      approveThenCall("bash", `{"command":"cat sub/new.txt","timeout":10}`),
 	}
-	// No terminal in a test run: ask_user_question says it has no channel.
-	ask := g.runJSON(t, 0, "", "call", "--caller", "alice", "ask_user_question", `{"question":"Proceed?"}`)
+	// No terminal in a test run: ask_user_question says it has no channel,
+	// a tool-reported error: exit 1, the result printed all the same.
+	ask := g.runJSON(t, 1, "", "call", "--caller", "alice", "ask_user_question", `{"question":"Proceed?"}`)
 	results["ask_user_question"] = ask
+	// The journal lists it as a tool error, apart from the calls that
+	// simply succeeded.
+	te := g.runJSON(t, 0, "", "journal", "list", "--status", "tool_error")
+	if list, _ := te["intents"].([]any); len(list) != 1 || list[0].(map[string]any)["call_id"] != ask["call_id"] ||
+		list[0].(map[string]any)["tool_error"] != true {
+		t.Errorf("journal list --status tool_error: %v, want only %v", te, ask["call_id"])
+	}
 
 	text := func(tool string) string {
 		t.Helper()
@@ -119,5 +127,29 @@ func TestEachBuiltinToolThroughCall(t *testing.T) {
 		if show["call_id"] != id || show["tool"] != tool || show["status"] != "succeeded" || show["arguments"] == nil {
 			t.Errorf("journal show %s: %v", id, show)
 		}
+	}
+}
+
+// TestBuiltinArgumentsCheckedBeforeTheIntent: integers a built-in tool
+// cannot use, which its schema accepts, are refused as validation errors
+// before anything is approved, reserved or journaled (issue 12, finding
+// 12): no intent, no approval request for bash.
+func TestBuiltinArgumentsCheckedBeforeTheIntent(t *testing.T) {
+	g := newGWDir(t, fmt.Sprintf(builtinConfig, "127.0.0.1:1"))
+	for _, c := range []struct{ tool, args string }{
+		{"read", `{"path":"x.txt","limit":1e400}`},
+		{"ls", `{"path":".","limit":99999999999999999999}`},
+		{"bash", `{"command":"true","timeout":99999999999999999999}`},
+	} {
+		m := g.runJSON(t, exitNegative, "", "call", "--caller", "alice", c.tool, c.args)
+		if e := callError(t, m, "validation"); e["step"] != "validate" {
+			t.Errorf("%s %s: refused at %v, want validate", c.tool, c.args, e["step"])
+		}
+	}
+	if j := g.journal(t); len(j) != 0 {
+		t.Errorf("the journal holds %d intents, want none: %v", len(j), j)
+	}
+	if a := g.approvalsByID(t); len(a) != 0 {
+		t.Errorf("approval requests were made: %v", a)
 	}
 }

@@ -35,10 +35,10 @@ validation of the arguments, authorization, approval, budget reservation, the
 durable intent, then the tool's backend. ARGS is the JSON text of the
 arguments, or "-" to read it from stdin; it is passed on byte for byte.
 
-Exit 0 when the tool ran and returned a result (a result the tool itself
-marks as an error included: is_error is then set); exit 1 when the call was
-refused or its outcome is a failure; exit 2 for a usage or configuration
-error.
+Exit 0 when the tool ran and returned a result; exit 1 when the call was
+refused, its outcome is a failure, or the tool itself reported an error (its
+result is printed all the same, with is_error set); exit 2 for a usage or
+configuration error.
 
 With --json the answer is one line:
   {"ok":true,"call_id":"...","result":<the tool's result>}
@@ -97,7 +97,7 @@ in the store folder; --audit-log names another file, or "-" for stderr.`,
 	fl.StringVar(&caller, "caller", "", "who calls (the policy's caller name) (required)")
 	fl.StringVar(&session, "session", "", "the session id, for session budgets")
 	fl.StringVar(&key, "idempotency-key", "", "repeat-safe key: a repeated call returns the recorded outcome")
-	fl.DurationVar(&wait, "wait", 0, "how long to wait for an approval decision (default: approvals.wait of the configuration)")
+	fl.DurationVar(&wait, "wait", 0, "how long to wait for an approval decision (default: approvals.wait of the configuration; at most 50s)")
 	return cmd
 }
 
@@ -135,7 +135,13 @@ func reportCall(out io.Writer, asJSON bool, res *gateway.CallResult, err error) 
 		return errNegative
 	}
 	if asJSON {
-		return writeJSONLine(out, callReport{OK: true, CallID: &res.CallID, Result: res.Result, IsError: res.IsError, Replayed: res.Replayed})
+		if err := writeJSONLine(out, callReport{OK: true, CallID: &res.CallID, Result: res.Result, IsError: res.IsError, Replayed: res.Replayed}); err != nil {
+			return err
+		}
+		if res.IsError {
+			return errNegative // the tool reported an error: scripts must see it
+		}
+		return nil
 	}
 	head := "ok"
 	if res.IsError {
@@ -145,6 +151,9 @@ func reportCall(out io.Writer, asJSON bool, res *gateway.CallResult, err error) 
 		head += ", replayed from the journal"
 	}
 	fmt.Fprintf(out, "%s: call %s\n%s\n", head, res.CallID, res.Result)
+	if res.IsError {
+		return errNegative
+	}
 	return nil
 }
 

@@ -115,11 +115,15 @@ func newGWDir(t *testing.T, config string) *gwDir {
 	}
 	g := &gwDir{dir: dir, noteLog: filepath.Join(dir, "notes.log")}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NOTE_LOG=") {
+		if !strings.HasPrefix(kv, "NOTE_LOG=") && !strings.HasPrefix(kv, "BACKPLANE_CONFIG=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
 			g.env = append(g.env, kv)
 		}
 	}
-	g.env = append(g.env, "NOTE_LOG="+g.noteLog)
+	// The working folder is never searched for a configuration: the
+	// operator names it (finding 2 of issue 12); the user's folder is an
+	// empty one of the test's.
+	g.env = append(g.env, "NOTE_LOG="+g.noteLog, "BACKPLANE_CONFIG="+filepath.Join(dir, "backplane.yaml"),
+		"XDG_CONFIG_HOME="+t.TempDir())
 	return g
 }
 
@@ -287,8 +291,10 @@ func TestCallRefusals(t *testing.T) {
 		args               []string
 		check              func(t *testing.T, e map[string]any)
 	}{
-		{name: "forbidden caller", class: "forbidden", args: []string{"--caller", "mallory", "note", `{"text":"hi"}`}},
-		{name: "bob may decide but not call", class: "forbidden", args: []string{"--caller", "bob", "note", `{"text":"hi"}`}},
+		// A tool no rule lets the caller near does not exist for it
+		// (issue 12, finding 7): not_found, with no validation errors.
+		{name: "caller without a rule", class: "not_found", args: []string{"--caller", "mallory", "note", `{"text":5}`}},
+		{name: "bob may decide but not call", class: "not_found", args: []string{"--caller", "bob", "note", `{"text":"hi"}`}},
 		{name: "unknown tool", class: "not_found", args: []string{"--caller", "alice", "nope", `{}`}},
 		{name: "array arguments", class: "validation", args: []string{"--caller", "alice", "note", `[{"text":"hi"}]`},
 			check: func(t *testing.T, e map[string]any) {
@@ -524,3 +530,40 @@ func lineOf(text, s string) int {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestStateFilesArePrivate: after a call, the store folder is 0700 and the
+// database, its -wal and -shm, and the audit log 0600, even when the folder
+// and the log were left readable by others before (issue 12, finding 9).
+func TestStateFilesArePrivate(t *testing.T) {
+	g := newGWDir(t, testConfig)
+	state := filepath.Join(g.dir, ".backplane")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	audit := filepath.Join(state, "audit.log")
+	if err := os.WriteFile(audit, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{state, audit} {
+		mode := os.FileMode(0o644)
+		if p == state {
+			mode = 0o755
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	callOK(t, g.runJSON(t, exitOK, "", "call", "--caller", "alice", "note", `{"text":"hi"}`))
+	for p, want := range map[string]os.FileMode{
+		state: 0o700, audit: 0o600,
+		filepath.Join(state, "backplane.db"): 0o600,
+	} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got&^want != 0 {
+			t.Errorf("%s is %v, want at most %v", filepath.Base(p), got, want)
+		}
+	}
+}

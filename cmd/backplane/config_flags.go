@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/user"
-	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/spf13/cobra"
 )
@@ -20,13 +20,10 @@ import (
 // recovery, so any of them, even a read-only "journal list", turns the
 // started intents of dead processes into uncertain ones.
 
-// defaultConfigFile is looked up in the working directory.
-const defaultConfigFile = "backplane.yaml"
-
-// auditLogName is the file, in the store folder, that receives the audit
-// events when neither --audit-log nor the configuration's log.file names
-// one: stdout stays the verb's answer, and stderr stays for problems.
-const auditLogName = "audit.log"
+// configFlagHelp describes --config: the working folder is never searched
+// (see config.Find).
+const configFlagHelp = "the configuration file (YAML; default: $" + config.EnvConfig +
+	", else $XDG_CONFIG_HOME/backplane/backplane.yaml, i.e. ~/.config/backplane/backplane.yaml; never the working folder)"
 
 // gatewayFlags are the flags every gateway verb takes.
 type gatewayFlags struct {
@@ -35,6 +32,9 @@ type gatewayFlags struct {
 	asJSON     bool
 	// interactive gives ask_user_question the terminal, when there is one.
 	interactive bool
+	// consoleURL, when set (by serve, once it listens), is the console's
+	// base URL, added to the ways to decide an approval.
+	consoleURL func() string
 	// storeOnly marks verbs that work on the store alone (journal,
 	// approvals, budget): they do not start the MCP upstreams.
 	storeOnly bool
@@ -45,103 +45,67 @@ type gatewayFlags struct {
 // both work).
 func addGatewayFlags(cmd *cobra.Command, f *gatewayFlags) {
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.configPath, "config", defaultConfigFile, "the configuration file (YAML)")
+	pf.StringVar(&f.configPath, "config", "", configFlagHelp)
 	pf.BoolVar(&f.asJSON, "json", false, "print JSON instead of text")
 	pf.StringVar(&f.auditLog, "audit-log", "",
 		`where audit events go, as JSON lines: a file (appended) or "-" for stderr (default: audit.log in the store folder)`)
 }
 
-// gatewaySession is an opened configuration: the runtime (gateway and
-// store) and the audit logger, closed together.
+// gatewaySession is an opened configuration: the runtime (gateway, store
+// and audit logger), closed together with the terminal, if one was opened.
 type gatewaySession struct {
-	rt       *config.Runtime
+	rt       *assemble.Runtime
 	audit    *slog.Logger
-	closeLog func() error
+	closeTTY func()
 }
 
 // open loads the configuration and opens its runtime. A configuration that
 // cannot be loaded, or whose store cannot be opened, is an input error
 // (exit 2, the message naming the file and line, no usage hint).
 func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySession, error) {
-	cfg, err := config.Load(f.configPath)
+	path, from, err := config.Find(f.configPath)
 	if err != nil {
 		return nil, &inputError{err}
 	}
-	logger, closeLog, err := f.auditLogger(cmd.ErrOrStderr(), cfg)
+	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, &inputError{err}
 	}
-	opts := &config.OpenOptions{Logger: logger, SkipServers: f.storeOnly}
-	if f.interactive {
-		asker, closeTTY := openTerminalAsker()
-		opts.Asker = asker
-		closeLog = chainClose(closeLog, closeTTY)
+	if err := cfg.CheckFound(from); err != nil {
+		return nil, &inputError{err}
 	}
-	rt, err := cfg.Open(ctx, opts)
-	if err != nil {
-		closeLog()
-		return nil, &inputError{fmt.Errorf("opening %s: %w", f.configPath, err)}
-	}
-	return &gatewaySession{rt: rt, audit: logger, closeLog: closeLog}, nil
-}
-
-func chainClose(first func() error, then func()) func() error {
-	return func() error {
-		err := first()
-		then()
-		return err
-	}
-}
-
-// Close closes the store first (it may still log), then the audit log.
-func (s *gatewaySession) Close() error {
-	return errors.Join(s.rt.Close(), s.closeLog())
-}
-
-// auditLogger opens the audit log: --audit-log, else the configuration's
-// log.file, else audit.log in the store folder (created if need be, as the
-// store would create it). A store that is not a folder (a postgres:// URL)
-// sends the events to stderr. The configuration's log.level applies.
-func (f *gatewayFlags) auditLogger(stderr io.Writer, cfg *config.Config) (*slog.Logger, func() error, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
-		return nil, nil, fmt.Errorf("%s: log level: %w", cfg.Path, err)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	path := f.auditLog
-	if path == "" {
-		path = cfg.Log.File
-	}
-	if path == "" {
-		dir := stateDir(cfg)
-		if dir == "" {
-			path = "-"
-		} else {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return nil, nil, fmt.Errorf("audit log: %w", err)
+	f.configPath = path
+	// The audit log: --audit-log, else the configuration's log.file, else
+	// audit.log in the store folder (stderr for a store that is not a
+	// folder); see package assemble.
+	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly}
+	closeTTY := func() {}
+	if f.consoleURL != nil {
+		opts.ApprovalHints = func(id string) []string {
+			hints := cfg.ApprovalCommands(id)
+			if base := f.consoleURL(); base != "" {
+				hints = append(hints, base+"/ui/approvals/"+id)
 			}
-			path = filepath.Join(dir, auditLogName)
+			return hints
 		}
 	}
-	if path == "-" {
-		return slog.New(slog.NewJSONHandler(stderr, opts)), func() error { return nil }, nil
+	if f.interactive {
+		opts.Asker, closeTTY = openTerminalAsker()
 	}
-	// O_APPEND: concurrent processes append whole records (each event is
-	// one write), never overwrite each other.
-	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	rt, err := assemble.Open(ctx, cfg, opts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("audit log: %w", err)
+		closeTTY()
+		return nil, &inputError{fmt.Errorf("opening %s: %w", f.configPath, err)}
 	}
-	return slog.New(slog.NewJSONHandler(file, opts)), file.Close, nil
+	return &gatewaySession{rt: rt, audit: rt.Audit, closeTTY: closeTTY}, nil
 }
 
-// stateDir is the folder of the configured store (absolute: the
-// configuration resolves it), or "" when the store is not a folder.
-func stateDir(cfg *config.Config) string {
-	if strings.Contains(cfg.Store, "://") {
-		return ""
-	}
-	return cfg.Store
+// Close closes the runtime (the store first, the audit log last), then the
+// terminal.
+func (s *gatewaySession) Close() error {
+	err := s.rt.Close()
+	s.closeTTY()
+	return err
 }
 
 // operatorName is who an operator's decision is recorded as when --as is
@@ -167,4 +131,37 @@ func groupCmd(use, short, long string) *cobra.Command {
 			return cmd.Help()
 		},
 	}
+}
+
+// operatorTokenEnv names the environment variable holding an operator's
+// token: the CLI then acts as that operator.
+const operatorTokenEnv = "BACKPLANE_OPERATOR_TOKEN"
+
+// operator is who an operator verb acts as: the owner of
+// BACKPLANE_OPERATOR_TOKEN (as, if given, must be the same), else as, else
+// the login name. When the configuration lists operators, the name must be
+// one of them (an input error otherwise, before anything is done).
+func (s *gatewaySession) operator(as string) (string, error) {
+	cfg := s.rt.Config
+	if tok := os.Getenv(operatorTokenEnv); tok != "" {
+		name, ok := cfg.OperatorTokens()[tok]
+		if !ok {
+			return "", &inputError{fmt.Errorf("%s is set but is no operator's token in %s", operatorTokenEnv, cfg.Path)}
+		}
+		if as != "" && as != name {
+			return "", &inputError{fmt.Errorf("--as %s, but %s belongs to operator %s", as, operatorTokenEnv, name)}
+		}
+		return name, nil
+	}
+	if as == "" {
+		as = operatorName()
+	}
+	if as == "" {
+		return "", &inputError{errors.New("--as OPERATOR is required (no login name to default to): the decision records who made it")}
+	}
+	if names := cfg.OperatorNames(); len(names) > 0 && !slices.Contains(names, as) {
+		return "", &inputError{fmt.Errorf("%q is not an operator of %s (operators: %s); name one with --as or set %s",
+			as, cfg.Path, strings.Join(names, ", "), operatorTokenEnv)}
+	}
+	return as, nil
 }

@@ -153,6 +153,13 @@ func (c *crashDir) crashRounds(t *testing.T, rng *rand.Rand, rounds int) int {
   ) &
 done
 wait`
+	// The kills land at random points of a call's life, scaled by how long
+	// one uncut call takes on this machine now: fixed delays kill every
+	// round before its first call commits when the machine is loaded.
+	start := time.Now()
+	callOK(t, c.runJSON(t, exitOK, "", "call", "--caller", "crasher", "rec", crashArgs(next)))
+	oneCall := max(time.Since(start), 20*time.Millisecond)
+	next++
 	for round := range rounds {
 		cmd := exec.Command("sh", "-c", script)
 		cmd.Dir = c.dir
@@ -161,7 +168,7 @@ wait`
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		delay := time.Duration(5+rng.IntN(146)) * time.Millisecond
+		delay := oneCall/4 + time.Duration(rng.Int64N(int64(3*oneCall)))
 		time.Sleep(delay)
 		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("round %d: kill: %v", round, err)

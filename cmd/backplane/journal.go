@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -40,14 +41,18 @@ type journalEntry struct {
 	Status     store.Status `json:"status"`
 	ArgsDigest string       `json:"args_digest"`
 	ErrorClass string       `json:"error_class,omitempty"`
-	CreatedAt  time.Time    `json:"created_at"`
-	SettledAt  *time.Time   `json:"settled_at"` // null while started
+	// ToolError is set on a succeeded intent whose tool reported an error
+	// (its result has is_error): it ran, and failed by its own account.
+	ToolError bool       `json:"tool_error,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	SettledAt *time.Time `json:"settled_at"` // null while started
 }
 
 func entryOf(in *store.Intent) journalEntry {
 	e := journalEntry{
 		CallID: in.CallID, Tool: in.Tool, Caller: in.Caller, Session: in.Session, Status: in.Status,
 		ArgsDigest: in.ArgsDigest, ErrorClass: in.ErrorClass, CreatedAt: in.CreatedAt.UTC(),
+		ToolError: gateway.ToolReportedError(in),
 	}
 	if !in.SettledAt.IsZero() {
 		t := in.SettledAt.UTC()
@@ -71,16 +76,23 @@ func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 		Short: "List intents, newest first",
 		Long: `List prints the journal's intents, newest first: call id, tool, caller,
 status, the digest of the arguments (never their values), when the intent
-was created and when it settled.
+was created and when it settled. A call that ran and whose tool reported an
+error is listed as "succeeded (tool_error)"; --status tool_error lists only
+those (among the newest 10 x --limit succeeded intents).
 
 With --json the answer is {"intents":[{"call_id","tool","caller","status",
-"args_digest","created_at","settled_at",...}]}; settled_at is null while an
-intent is started.`,
+"args_digest","created_at","settled_at","tool_error",...}]}; settled_at is
+null while an intent is started; tool_error is true for a tool-reported
+error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st := store.Status(status)
+			toolErrors := status == "tool_error"
+			if toolErrors {
+				st = store.StatusSucceeded
+			}
 			if st != "" && !contains(intentStatuses, st) {
-				return fmt.Errorf("--status %q: want one of %s", status, joinStatuses(intentStatuses))
+				return fmt.Errorf("--status %q: want one of %s, tool_error", status, joinStatuses(intentStatuses))
 			}
 			if limit < 0 {
 				return fmt.Errorf("--limit %d: must not be negative", limit)
@@ -90,13 +102,24 @@ intent is started.`,
 				return err
 			}
 			defer s.Close()
-			intents, err := s.rt.Store.ListIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: limit})
+			fetch := limit
+			if toolErrors {
+				fetch = 10 * max(limit, 100)
+			}
+			intents, err := s.rt.Gateway.ListIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: fetch})
 			if err != nil {
 				return fmt.Errorf("reading the journal: %w", err)
 			}
-			entries := make([]journalEntry, len(intents))
+			entries := make([]journalEntry, 0, len(intents))
 			for i := range intents {
-				entries[i] = entryOf(&intents[i])
+				e := entryOf(&intents[i])
+				if toolErrors && !e.ToolError {
+					continue
+				}
+				if toolErrors && limit > 0 && len(entries) == limit {
+					break
+				}
+				entries = append(entries, e)
 			}
 			out := cmd.OutOrStdout()
 			if f.asJSON {
@@ -115,14 +138,18 @@ intent is started.`,
 				if e.SettledAt != nil {
 					settled = e.SettledAt.Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, e.Status,
+				status := string(e.Status)
+				if e.ToolError {
+					status += " (tool_error)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, status,
 					e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
 			}
 			return tw.Flush()
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&status, "status", "", "only intents in this status: "+joinStatuses(intentStatuses))
+	fl.StringVar(&status, "status", "", "only intents in this status: "+joinStatuses(intentStatuses)+", or tool_error")
 	fl.StringVar(&caller, "caller", "", "only this caller's intents")
 	fl.StringVar(&tool, "tool", "", "only this tool's intents")
 	fl.IntVar(&limit, "limit", 100, "at most this many intents")
@@ -167,12 +194,7 @@ func detailOf(in *store.Intent) intentDetail {
 		d.Arguments, _ = json.Marshal(string(in.Arguments))
 	}
 	if len(in.Result) > 0 {
-		// The gateway records {"content":..., "is_error":...}.
-		var r struct {
-			Content json.RawMessage `json:"content"`
-			IsError bool            `json:"is_error"`
-		}
-		if json.Unmarshal(in.Result, &r) == nil && r.Content != nil {
+		if r, err := store.DecodeResult(in.Result); err == nil {
 			d.Result, d.IsError = r.Content, r.IsError
 		} else if json.Valid(in.Result) {
 			d.Result = in.Result
@@ -203,7 +225,7 @@ when it was created and settled. Exit 1 when there is no such call.`,
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
-			in, err := s.rt.Store.GetIntent(cmd.Context(), args[0])
+			in, err := s.rt.Gateway.GetIntent(cmd.Context(), args[0])
 			if errors.Is(err, store.ErrNotFound) {
 				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", args[0]))
 			}
@@ -267,37 +289,29 @@ there is no such call. --as names who resolves it (default: the login name).`,
 			if executed == notExecuted {
 				return errors.New("say either --executed or --not-executed")
 			}
-			if as == "" {
-				as = operatorName()
-			}
-			if as == "" {
-				return errors.New("--as is required (no login name to default to)")
-			}
 			s, err := f.open(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
+			as, err := s.operator(as)
+			if err != nil {
+				return err
+			}
 			id := args[0]
-			err = s.rt.Store.ResolveIntent(cmd.Context(), id, executed, as, time.Now())
 			verdict := "executed"
 			if !executed {
 				verdict = "not_executed"
 			}
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no call %s in the journal", id))
-			case errors.Is(err, store.ErrNotUncertain):
-				msg := fmt.Sprintf("call %s is not uncertain", id)
-				if in, gerr := s.rt.Store.GetIntent(cmd.Context(), id); gerr == nil {
-					msg = fmt.Sprintf("call %s is %s, not uncertain: only an uncertain call can be resolved", id, in.Status)
-				}
-				return negative(out, f.asJSON, "not_uncertain", msg)
-			case err != nil:
-				return fmt.Errorf("resolving %s: %w", id, err)
+			_, err = s.rt.Gateway.ResolveIntent(cmd.Context(), id, executed, as)
+			var oe *gateway.OperatorError
+			if errors.As(err, &oe) {
+				return negative(out, f.asJSON, oe.Class, oe.Message)
 			}
-			s.audit.Info("resolve", "call_id", id, "step", "resolve", "outcome", verdict, "resolved_by", as)
+			if err != nil {
+				return err
+			}
 			if f.asJSON {
 				return writeJSONLine(out, struct {
 					OK         bool   `json:"ok"`

@@ -12,10 +12,12 @@ import (
 // lintJSON is the --json report, decoded.
 type lintJSON struct {
 	Tools []struct {
-		Index int             `json:"index"`
-		Name  *string         `json:"name"`
-		OK    bool            `json:"ok"`
-		Error json.RawMessage `json:"error"`
+		Index     int               `json:"index"`
+		Name      *string           `json:"name"`
+		OK        bool              `json:"ok"`
+		Error     json.RawMessage   `json:"error"`
+		Errors    []json.RawMessage `json:"errors"`
+		Truncated bool              `json:"truncated"`
 	} `json:"tools"`
 	Summary struct {
 		Total       *int           `json:"total"`
@@ -43,8 +45,11 @@ func runLintJSON(t *testing.T, stdin string, wantCode int, catalog string) lintJ
 		if tool.Index != i {
 			t.Errorf("tool %d has index %d", i, tool.Index)
 		}
-		if tool.OK != (tool.Error == nil) {
-			t.Errorf("tool %d: ok %v with error %s", i, tool.OK, tool.Error)
+		if tool.OK != (tool.Error == nil) || tool.OK != (len(tool.Errors) == 0) {
+			t.Errorf("tool %d: ok %v with error %s and errors %s", i, tool.OK, tool.Error, tool.Errors)
+		}
+		if !tool.OK && string(tool.Errors[0]) != string(tool.Error) {
+			t.Errorf("tool %d: errors[0] %s is not error %s", i, tool.Errors[0], tool.Error)
 		}
 	}
 	return report
@@ -266,4 +271,28 @@ func TestLintUnreadableCatalog(t *testing.T) {
 		})
 	}
 	runBinary(t, "", "schema", "lint", "/nonexistent/catalog.json").wantUsageError(t)
+}
+
+// Every error of a tool is listed, the first being the gateway's; the
+// summary still counts tools by their first error.
+func TestLintListsEveryError(t *testing.T) {
+	catalog := `[{"name":"many","inputSchema":{"type":"object","$schema":"x",
+	  "properties":{"a":{"type":"string","pattern":"^a","format":"uri"},"b":{"type":"strange"}}}}]`
+	report := runLintJSON(t, catalog, exitNegative, "-")
+	report.wantSummary(t, 1, 0, 1, map[string]int{"$schema": 1})
+	var got []string
+	for _, raw := range report.Tools[0].Errors {
+		e := checkErrorObject(t, decodeObject(t, string(raw)))
+		got = append(got, e["schema_pointer"].(string))
+	}
+	if want := []string{"/$schema", "/properties/a/format", "/properties/a/pattern", "/properties/b/type"}; !slices.Equal(got, want) {
+		t.Errorf("errors at %v, want %v", got, want)
+	}
+	r := runBinary(t, catalog, "schema", "lint", "-")
+	r.wantCode(t, exitNegative)
+	for _, want := range []string{"FAIL  many: unsupported_capability, keyword $schema", "and: unsupported_capability, keyword format", "/properties/b/type"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("human output lacks %q:\n%s", want, r.stdout)
+		}
+	}
 }

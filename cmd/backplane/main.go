@@ -86,7 +86,9 @@ the tool. A call whose outcome is unknown is never re-run.
   tools        list tools and accept changed upstream definitions
   schema       check schemas and arguments against the subset
 
-The gateway verbs read one configuration file (backplane.yaml, or --config).
+The gateway verbs read one configuration file: --config FILE, else
+$BACKPLANE_CONFIG, else ~/.config/backplane/backplane.yaml ($XDG_CONFIG_HOME);
+never one found in the working folder, which an agent's tools may write.
 
 The gateway validates arguments against a strict, fail-closed subset of JSON
 Schema: type (object, array, string, integer, number, boolean), properties,
@@ -110,7 +112,9 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// `backplane --version` prints what `backplane version` prints.
+	root.Version = readVersion().Version
+	root.SetVersionTemplate("{{with .Root}}{{end}}" + readVersion().String() + "\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -118,5 +122,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newCallCmd(), newJournalCmd(), newApprovalsCmd(), newBudgetCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
+	root.AddCommand(newCompletionCmd())
 	return root
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -29,11 +28,17 @@ func buildAndRun(m *testing.M) int {
 		return 2
 	}
 	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "backplane")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
+	// Hermetic: no configuration of the person running the tests is ever
+	// found (the user's folder is an empty one), and none is named.
+	os.Unsetenv("BACKPLANE_CONFIG")
+	xdg := filepath.Join(dir, "xdg-config")
+	if err := os.Mkdir(xdg, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
 	}
+	os.Setenv("XDG_CONFIG_HOME", xdg)
+	binary = filepath.Join(dir, "backplane")
+	goTool := "go" // from PATH, as a developer runs it
 	build := exec.Command(goTool, "build", "-o", binary, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {

@@ -75,6 +75,11 @@ func newSandboxLayout(t *testing.T, enable string) *sandboxLayout {
 		t.Fatal(err)
 	}
 	g.dir = state
+	for i, kv := range g.env {
+		if strings.HasPrefix(kv, "BACKPLANE_CONFIG=") {
+			g.env[i] = "BACKPLANE_CONFIG=" + filepath.Join(state, "backplane.yaml")
+		}
+	}
 	l.gwDir = g
 	return l
 }

@@ -8,8 +8,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/spf13/cobra"
+
+	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/schematool"
 )
 
 func newSchemaCmd() *cobra.Command {
@@ -38,7 +41,6 @@ at, and strict JSON decoding of schemas and arguments.`,
 const (
 	maxSchemaInput    = inputschema.DefaultMaxSchemaBytes + 1
 	maxArgumentsInput = inputschema.DefaultMaxArgumentBytes + 1
-	maxCatalogInput   = 64 << 20
 )
 
 // readInput reads a file, or stdin for "-", up to limit bytes.
@@ -91,12 +93,12 @@ message, path, pointer, schema_pointer, keyword, details.`,
 				_, werr := fmt.Fprintln(out, "ok: schema is inside the supported subset")
 				return werr
 			}
-			e, err := asSchemaError(err)
+			e, err := schematool.SchemaError(err)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				if werr := writeJSONLine(out, wireError(e)); werr != nil {
+				if werr := writeJSONLine(out, schematool.Wire(e)); werr != nil {
 					return werr
 				}
 				return errNegative
@@ -112,8 +114,8 @@ message, path, pointer, schema_pointer, keyword, details.`,
 
 func newSchemaValidateCmd() *cobra.Command {
 	var (
-		schemaFile, argsFile string
-		asJSON, batch        bool
+		schemaFile, argsFile, configPath string
+		asJSON, batch                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "validate --schema FILE --args FILE|-  |  validate --batch",
@@ -146,14 +148,31 @@ and schema_text (or of arguments and arguments_text), a duplicate or unknown
 member, or more than 16 MiB, gets an error with stage "input" and class
 "validation", and processing goes on. Blank lines are skipped (they produce
 no output line). Identical schema texts are compiled once per run. The exit
-code is 0 once every line is processed, whatever the verdicts.`,
+code is 0 once every line is processed, whatever the verdicts.
+
+With --config FILE, schemas and arguments are checked under that
+configuration's limits (limits.max_argument_bytes), as its gateway checks
+them; without it, under the defaults.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var limits inputschema.Limits
+			if configPath != "" {
+				cfg, err := config.Load(configPath)
+				if err != nil {
+					return &inputError{err}
+				}
+				limits = cfg.Limits.Schema()
+			}
 			if batch {
 				if schemaFile != "" || argsFile != "" {
 					return errors.New("--batch reads schemas and arguments from stdin; do not combine it with --schema or --args")
 				}
-				return runBatch(cmd.InOrStdin(), cmd.OutOrStdout(), newSchemaCache(defaultCacheEntries, defaultCacheBytes, nil))
+				cache := schematool.NewCache(&schematool.Options{Limits: limits}, nil)
+				err := schematool.RunBatch(cmd.InOrStdin(), cmd.OutOrStdout(), cache)
+				if errors.Is(err, schematool.ErrIO) {
+					return &inputError{err}
+				}
+				return err
 			}
 			if schemaFile == "" || argsFile == "" {
 				return errors.New("both --schema and --args are required (or use --batch)")
@@ -161,37 +180,44 @@ code is 0 once every line is processed, whatever the verdicts.`,
 			if schemaFile == "-" && argsFile == "-" {
 				return errors.New("--schema and --args cannot both read stdin")
 			}
-			return validateOne(cmd, schemaFile, argsFile, asJSON)
+			return validateOne(cmd, schemaFile, argsFile, asJSON, limits)
 		},
 	}
 	cmd.Flags().StringVar(&schemaFile, "schema", "", "schema file (- for stdin)")
 	cmd.Flags().StringVar(&argsFile, "args", "", "arguments file (- for stdin)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object instead of text (--batch always writes JSON)")
 	cmd.Flags().BoolVar(&batch, "batch", false, "read JSON Lines requests on stdin, write one JSON line each")
+	cmd.Flags().StringVar(&configPath, "config", "", "check under this configuration's limits (default: the built-in limits)")
 	return cmd
 }
 
 // validateOne is "schema validate" for one schema and one argument document.
-func validateOne(cmd *cobra.Command, schemaFile, argsFile string, asJSON bool) error {
+func validateOne(cmd *cobra.Command, schemaFile, argsFile string, asJSON bool, limits inputschema.Limits) error {
 	schemaData, err := readInput(cmd, schemaFile, maxSchemaInput)
 	if err != nil {
 		return err
 	}
-	argsData, err := readInput(cmd, argsFile, maxArgumentsInput)
+	// One byte past the limit, so that the validator reports an oversized
+	// document (as a validation error, the gateway's answer).
+	maxArgs := int64(maxArgumentsInput)
+	if limits.MaxArgumentBytes > 0 {
+		maxArgs = int64(limits.MaxArgumentBytes) + 1
+	}
+	argsData, err := readInput(cmd, argsFile, maxArgs)
 	if err != nil {
 		return err
 	}
 	var list *inputschema.ErrorList
-	schema, err := inputschema.Compile(schemaData, nil)
+	schema, err := inputschema.Compile(schemaData, &inputschema.CompileOptions{Limits: limits})
 	if err != nil {
-		e, err := asSchemaError(err)
+		e, err := schematool.SchemaError(err)
 		if err != nil {
 			return err
 		}
 		list = &inputschema.ErrorList{Errors: []*inputschema.Error{e}}
 	} else if err := schema.ValidateJSONAll(argsData); err != nil {
 		if !errors.As(err, &list) {
-			e, err := asSchemaError(err)
+			e, err := schematool.SchemaError(err)
 			if err != nil {
 				return err
 			}
@@ -209,7 +235,7 @@ func validateOne(cmd *cobra.Command, schemaFile, argsFile string, asJSON bool) e
 	if asJSON {
 		report := validateReport{OK: false, Errors: make([]*inputschema.Error, len(list.Errors)), Truncated: list.Truncated}
 		for i, e := range list.Errors {
-			report.Errors[i] = wireError(e)
+			report.Errors[i] = schematool.Wire(e)
 		}
 		if err := writeJSONLine(out, report); err != nil {
 			return err
@@ -243,26 +269,6 @@ type validateReport struct {
 	OK        bool                 `json:"ok"`
 	Errors    []*inputschema.Error `json:"errors"`
 	Truncated bool                 `json:"truncated,omitempty"`
-}
-
-// asSchemaError extracts the contract error; anything else from the
-// validator would be a bug there, reported as such rather than as a verdict.
-func asSchemaError(err error) (*inputschema.Error, error) {
-	var e *inputschema.Error
-	if errors.As(err, &e) && e != nil {
-		return e, nil
-	}
-	return nil, fmt.Errorf("unexpected error from the validator: %v", err)
-}
-
-// wireError is e as written on the wire: details always an object, never
-// null. It copies, because compiled-schema errors may be shared.
-func wireError(e *inputschema.Error) *inputschema.Error {
-	c := *e
-	if c.Details == nil {
-		c.Details = map[string]any{}
-	}
-	return &c
 }
 
 // writeJSONLine writes v as one line of JSON, without HTML escaping so that

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,12 +11,17 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/server"
 )
 
@@ -60,16 +67,23 @@ func newServeCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			var console atomic.Pointer[string]
+			f.consoleURL = func() string {
+				if p := console.Load(); p != nil {
+					return *p
+				}
+				return ""
+			}
 			s, err := f.open(ctx, cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			return runServe(ctx, cmd, s, stdio, httpAddr)
+			return runServe(ctx, cmd, s, stdio, httpAddr, &console)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.configPath, "config", defaultConfigFile, "the configuration file (YAML)")
+	fl.StringVar(&f.configPath, "config", "", configFlagHelp)
 	fl.StringVar(&f.auditLog, "audit-log", "",
 		`where audit events go, as JSON lines: a file (appended) or "-" for stderr (default: audit.log in the store folder)`)
 	fl.BoolVar(&stdio, "stdio", false, "serve one client on stdin and stdout, as serve.stdio_caller")
@@ -77,15 +91,21 @@ func newServeCmd() *cobra.Command {
 	return cmd
 }
 
-func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio bool, httpAddr string) error {
+func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio bool, httpAddr string, console *atomic.Pointer[string]) error {
 	cfg := s.rt.Config
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	srv := server.New(s.rt.Gateway, &server.Options{
+		Operators:    cfg.OperatorTokens(),
 		Tokens:       cfg.Serve.Tokens,
 		StdioCaller:  cfg.Serve.StdioCaller,
-		ApprovalWait: approvalWaitOption(cfg.Serve.ApprovalWait),
+		ApprovalWait: cfg.Serve.ApprovalWait,
 		Logger:       log,
-		Version:      buildVersion(),
+		Version:      readVersion().Version,
+		// Zero: the server's defaults.
+		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
+		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
+		AllowedOrigins:       cfg.Serve.AllowedOrigins,
+		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
 	})
 	// Once at startup: why tools run unsandboxed, if some do.
 	for _, note := range s.rt.SandboxNotes {
@@ -93,13 +113,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	}
 
 	if stdio {
+		// stdout is the protocol: the operator's lines go to stderr.
+		stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
+		defer stopPending()
 		if cfg.Serve.StdioCaller == "" {
 			return &inputError{fmt.Errorf("%s: serve.stdio_caller is not set: --stdio needs the caller its calls are made as", cfg.Path)}
 		}
 		log.Info("serving MCP over stdio", "caller", cfg.Serve.StdioCaller, "config", cfg.Path)
-		err := srv.ServeStdio(ctx, stdinOf(cmd), nopWriteCloser{cmd.OutOrStdout()}, shutdownGrace)
-		log.Info("stopped")
-		return err
+		return serveUntil(ctx, log, srv, func() error {
+			return srv.ServeStdio(stdinOf(cmd), nopWriteCloser{cmd.OutOrStdout()})
+		})
 	}
 
 	addr := cfg.Serve.HTTP
@@ -113,18 +136,113 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	if err != nil {
 		return &inputError{fmt.Errorf("listening on %s: %w", addr, err)}
 	}
-	err = srv.ServeHTTP(ctx, ln, shutdownGrace)
-	log.Info("stopped")
-	return err
+	base := "http://" + ln.Addr().String()
+	console.Store(&base)
+	printSummary(cmd.ErrOrStderr(), s, base)
+	stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
+	defer stopPending()
+	return serveUntil(ctx, log, srv, func() error { return srv.ServeHTTP(ln) })
 }
 
-// approvalWaitOption maps the configuration's wait (0 returns at once) to
-// server.Options' (0 is the default, negative returns at once).
-func approvalWaitOption(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
+// printSummary tells the person who started serve where things are: the
+// MCP URL, where the callers' and operators' tokens are configured, the
+// console, and the tools by source.
+func printSummary(w io.Writer, s *gatewaySession, base string) {
+	cfg := s.rt.Config
+	cfgPath, _ := filepath.Abs(cfg.Path)
+	fmt.Fprintf(w, "backplane serve: MCP at %s%s (configuration %s)\n", base, server.PathMCP, cfgPath)
+	fmt.Fprintf(w, "  caller tokens: serve.tokens in %s (%d)\n", cfgPath, len(cfg.Serve.Tokens))
+	if len(cfg.Operators) == 0 {
+		fmt.Fprintf(w, "  operators: none configured (operators:): /metrics and the console refuse every token\n")
 	}
-	return d
+	for _, o := range cfg.Operators {
+		fmt.Fprintf(w, "  operator %s: token from %s\n", o.Name, o.TokenFrom)
+	}
+	fmt.Fprintf(w, "  console: %s/ui  metrics: %s%s (operators only)\n", base, base, server.PathMetrics)
+	bySource := map[string][]string{}
+	for _, t := range s.rt.Gateway.Tools() {
+		src := "configured"
+		switch {
+		case t.Pinned:
+			src = "upstream"
+		case slices.Contains(builtinNames, t.Name):
+			src = "built-in"
+		}
+		bySource[src] = append(bySource[src], t.Name)
+	}
+	for _, src := range []string{"built-in", "configured", "upstream"} {
+		if names := bySource[src]; len(names) > 0 {
+			slices.Sort(names)
+			fmt.Fprintf(w, "  tools (%s): %s\n", src, strings.Join(names, ", "))
+		}
+	}
+}
+
+// builtinNames are the built-in tools' names.
+var builtinNames = []string{"read", "write", "edit", "ls", "glob", "grep", "bash", "url_fetch", "ask_user_question"}
+
+// announcePending prints one line per new pending approval request: id,
+// caller, tool, short arguments and how to decide it.
+func announcePending(w io.Writer, g *gateway.Gateway) func() {
+	events, stop := g.SubscribeApprovals()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range events {
+			if ev.Kind != "pending" {
+				continue
+			}
+			args := ""
+			if v, err := g.GetApproval(context.Background(), ev.Approval.ID); err == nil {
+				args = shortArgs(v.Arguments)
+			}
+			fmt.Fprintf(w, "approval pending: %s caller=%s tool=%s args=%s\n  decide: %s\n",
+				ev.Approval.ID, ev.Approval.Caller, ev.Approval.Tool, args, strings.Join(ev.HowToDecide, "\n          "))
+		}
+	}()
+	return func() { stop(); <-done }
+}
+
+// shortArgs is arguments on one line, cut to 120 characters.
+func shortArgs(b []byte) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		buf.Reset()
+		buf.Write(b)
+	}
+	s := buf.String()
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+
+// serveUntil runs serve until it returns (the stdio client left) or ctx is
+// done; then it shuts the server down, giving the calls in flight
+// shutdownGrace to finish.
+func serveUntil(ctx context.Context, log *slog.Logger, srv *server.Server, serve func() error) error {
+	served := make(chan error, 1)
+	go func() { served <- serve() }()
+	var err error
+	select {
+	case err = <-served:
+		// Nothing to wait for: close the sessions that may remain.
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		err = errors.Join(err, srv.Shutdown(sctx))
+		cancel()
+	case <-ctx.Done():
+		log.Info("shutting down: draining the calls in flight", "grace", shutdownGrace)
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		err = srv.Shutdown(sctx)
+		cancel()
+		err = errors.Join(err, <-served)
+	}
+	log.Info("stopped")
+	if err != nil {
+		// A failure to stop cleanly is no usage error: no usage text.
+		return &inputError{err}
+	}
+	return nil
 }
 
 // stdinOf is the command's input, closable when it is a file (closing it

@@ -27,7 +27,9 @@ import (
 
 // serveConfig serves the nine built-in tools of the folder: alice may call
 // every one (write needs an approval, as by default), bob only read.
-const serveConfig = `policy:
+const serveConfig = `operators:
+  - {name: ops, token: ops-token}
+policy:
   - caller: alice
     allow: ["*"]
   - caller: bob
@@ -317,11 +319,14 @@ func TestServeHTTPTypeScriptClient(t *testing.T) {
 	checkCatalog(t, rep, allBuiltins)
 	checkTSCalls(t, rep)
 
-	// bob's token: fewer tools.
-	rep, _ = runTSClient(t, g, `{"calls":[{"name":"ls","arguments":{}}]}`, "--http", mcpURL, "--token", "bob-token")
+	// bob's token: fewer tools, and a tool bob may never call answers
+	// exactly as an unknown one does (its existence and schema stay hidden).
+	rep, _ = runTSClient(t, g, `{"calls":[{"name":"ls","arguments":{}},{"name":"no_such_tool","arguments":{}}]}`, "--http", mcpURL, "--token", "bob-token")
 	checkCatalog(t, rep, []string{"read"})
-	if r := rep.Calls[0].Result; r == nil || !r.IsError || r.StructuredContent["class"] != "forbidden" {
-		t.Errorf("bob calling ls: %+v", rep.Calls[0])
+	hidden, unknown := rep.Calls[0].Error, rep.Calls[1].Error
+	if hidden == nil || unknown == nil || hidden.Code != -32602 || hidden.Code != unknown.Code ||
+		strings.ReplaceAll(hidden.Message, "ls", "X") != strings.ReplaceAll(unknown.Message, "no_such_tool", "X") {
+		t.Errorf("bob calling ls: %+v; an unknown tool: %+v; want the same protocol error", rep.Calls[0], rep.Calls[1])
 	}
 
 	// A wrong token: 401 before MCP.
@@ -336,18 +341,20 @@ func TestServeHTTPTypeScriptClient(t *testing.T) {
 		t.Errorf("/healthz: %d %s", code, body)
 	}
 
-	// The metrics count what happened.
-	code, metrics := httpGet(t, p.base+"/metrics", "alice-token")
+	// The metrics count what happened; operators read them, callers not.
+	if code, _ := httpGet(t, p.base+"/metrics", "alice-token"); code != http.StatusForbidden {
+		t.Errorf("/metrics with a caller's token: %d, want 403", code)
+	}
+	code, metrics := httpGet(t, p.base+"/metrics", "ops-token")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
 	for _, want := range []string{
 		`backplane_mcp_tool_calls_total{outcome="succeeded",tool="read"} 1`,
 		`backplane_mcp_tool_calls_total{outcome="refused",tool="read"} 1`,
-		`backplane_mcp_tool_calls_total{outcome="refused",tool="ls"} 1`,
-		`backplane_mcp_tool_calls_total{outcome="refused",tool="(unknown)"} 1`,
+		`backplane_mcp_tool_calls_total{outcome="refused",tool="(unknown)"} 3`,
 		`backplane_mcp_tool_call_refusals_total{class="validation"} 1`,
-		`backplane_mcp_tool_call_refusals_total{class="forbidden"} 1`,
+		`backplane_mcp_tool_call_refusals_total{class="not_found"} 3`,
 		`backplane_mcp_tool_call_duration_seconds_count{tool="read"} 2`,
 	} {
 		if !strings.Contains(metrics, want+"\n") {
@@ -430,7 +437,7 @@ func TestServeApprovalFromAnotherProcess(t *testing.T) {
 			t.Fatal("no progress notification within 10s of the request")
 		}
 	}
-	g.run(t, "", "approvals", "approve", id, "--as", "carol").wantCode(t, exitOK)
+	g.run(t, "", "approvals", "approve", id, "--as", "ops").wantCode(t, exitOK)
 
 	var a answer
 	select {
@@ -450,7 +457,7 @@ func TestServeApprovalFromAnotherProcess(t *testing.T) {
 	if !strings.Contains(progress[0], id) {
 		t.Errorf("progress message %q does not name the request %s", progress[0], id)
 	}
-	if got := g.approvalsByID(t)[id]; got["status"] != "approved" || got["decided_by"] != "carol" || got["consumed_by"] == nil {
+	if got := g.approvalsByID(t)[id]; got["status"] != "approved" || got["decided_by"] != "ops" || got["consumed_by"] == nil {
 		t.Errorf("approval after the call: %v", got)
 	}
 }

@@ -7,12 +7,11 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 
-	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/assemble"
+	"github.com/agentbackplane/backplane/gateway"
 )
 
 func newToolsCmd() *cobra.Command {
@@ -130,7 +129,7 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 
 // toolSandbox is the sandbox decision of the process behind tool: its
 // own, or its server's.
-func toolSandbox(rt *config.Runtime, tool string) string {
+func toolSandbox(rt *assemble.Runtime, tool string) string {
 	if d, ok := rt.Sandbox[tool]; ok {
 		return d.String()
 	}
@@ -160,43 +159,26 @@ its definition is not the one --hash names.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if as == "" {
-				as = operatorName()
-			}
-			if as == "" {
-				return errors.New("--as WHO is required: the decision records who made it")
-			}
 			s, err := f.open(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
-			t, current, ok := s.rt.Gateway.Tool(name)
-			switch {
-			case !ok:
-				return negative(out, f.asJSON, "not_found", fmt.Sprintf("no tool named %s is registered", name))
-			case !t.Pinned:
-				return negative(out, f.asJSON, "not_pinned", fmt.Sprintf("%s is not an upstream tool: its definition comes from the configuration and is not pinned", name))
-			case hash != "" && hash != current:
-				return negative(out, f.asJSON, "changed", fmt.Sprintf("the definition of %s is now %s, not %s: review it again", name, current, hash))
-			}
-			pin, err := s.rt.Store.GetPin(cmd.Context(), name)
+			as, err := s.operator(as)
 			if err != nil {
-				return fmt.Errorf("reading the pin of %s: %w", name, err)
+				return err
 			}
-			already := pin.AcceptedHash == current
-			if !already {
-				err = s.rt.Store.AcceptPin(cmd.Context(), name, current, as, time.Now())
-				if errors.Is(err, store.ErrPinChanged) {
-					return negative(out, f.asJSON, "changed", fmt.Sprintf("the definition of %s changed again while it was being accepted: review it again", name))
-				}
-				if err != nil {
-					return fmt.Errorf("accepting %s: %w", name, err)
-				}
-				s.audit.Info("pin", "tool", name, "step", "accept", "outcome", "accepted", "by", as,
-					"definition_hash", current, "previous_hash", pin.AcceptedHash)
+			acc, err := s.rt.Gateway.AcceptDefinition(cmd.Context(), name, as, hash)
+			var oe *gateway.OperatorError
+			if errors.As(err, &oe) {
+				return negative(out, f.asJSON, oe.Class, oe.Message)
 			}
+			if err != nil {
+				return err
+			}
+			current, already := acc.DefinitionHash, acc.AlreadyAccepted
+			pin := struct{ AcceptedBy string }{acc.AcceptedBy}
 			if f.asJSON {
 				return writeJSONLine(out, struct {
 					OK              bool   `json:"ok"`

@@ -2,10 +2,8 @@ package main
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -22,16 +20,11 @@ var (
 func mcpTestServer(t *testing.T) string {
 	t.Helper()
 	mcpServerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "backplane-cli-mcp")
-		if err != nil {
-			mcpServerErr = err
-			return
-		}
-		mcpServerPath = filepath.Join(dir, "mcptestserver")
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goTool); err != nil {
-			goTool = "go"
-		}
+		// Beside the backplane binary: TestMain removes that folder when
+		// the package's tests end (a t.TempDir would vanish with the first
+		// test, and the build is shared).
+		mcpServerPath = filepath.Join(filepath.Dir(binary), "mcptestserver")
+		goTool := "go" // from PATH, as a developer runs it
 		out, err := exec.Command(goTool, "build", "-o", mcpServerPath, "../../backend/mcp/testdata/mcptestserver").CombinedOutput()
 		if err != nil {
 			mcpServerErr = errors.New(string(out))

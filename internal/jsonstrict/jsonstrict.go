@@ -13,7 +13,14 @@
 // Two forms of output: [Parser.Parse] fills a flat, reusable [Doc] (a tape of
 // nodes pointing into the input, no allocation once warm), and [Decode] (or
 // [Doc.Value]) builds ordinary Go values: map[string]any, []any, string, bool,
-// nil and [Number]. The package uses the standard library only.
+// nil and [Number].
+//
+// For envelopes, documents that carry other documents, [Members] and
+// [Elements] split an object or array into its members' exact bytes,
+// checking the envelope strictly and what it carries by syntax only, so the
+// carried documents reach their own validator unchanged.
+//
+// The package uses the standard library only.
 package jsonstrict
 
 import (

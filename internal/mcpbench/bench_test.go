@@ -59,7 +59,7 @@ func upstream(b *testing.B) *mcp.ClientSession {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "echo-upstream", Version: "v0"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo the text."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
-			return nil, echoOut{Text: in.Text}, nil
+			return nil, echoOut(in), nil
 		})
 	return connect(b, func(ctx context.Context, t mcp.Transport) error {
 		_, err := srv.Connect(ctx, t, nil)

@@ -310,3 +310,11 @@ func newCgroup(max uint64) (string, bool) {
 	}
 	return dir, true
 }
+
+// AuditAttrs are the audit attributes of a process run under p (nil: none).
+func AuditAttrs(p *Policy) []any {
+	if p == nil {
+		return []any{"sandboxed", false}
+	}
+	return []any{"sandboxed", true, "sandbox_rules", p.Rules()}
+}

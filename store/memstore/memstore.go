@@ -198,6 +198,7 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
 		return fmt.Errorf("memstore: approval %q exists", a.ID)
 	}
 	c := *a
+	c.Arguments = slices.Clone(a.Arguments)
 	s.approvals[a.ID] = &c
 	return nil
 }
@@ -244,6 +245,9 @@ func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now t
 	}
 	var out []store.Approval
 	for _, a := range s.approvals {
+		if f.Caller != "" && a.Caller != f.Caller {
+			continue
+		}
 		c := *a
 		c.Status = store.EffectiveApprovalStatus(a, now)
 		if f.Status == "" || c.Status == f.Status {
@@ -271,7 +275,7 @@ func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision)
 		return err
 	}
 	a.Status = status
-	a.DecidedBy, a.DecidedAt = d.By, d.At
+	a.DecidedBy, a.DecidedAt, a.Channel, a.Reason = d.By, d.At, d.Channel, d.Reason
 	return nil
 }
 

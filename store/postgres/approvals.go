@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentbackplane/backplane/store"
@@ -12,7 +14,7 @@ import (
 )
 
 const approvalCols = `id, caller, session, tool, definition_hash, args_digest, status, decided_by,
-	created_at, expires_at, decided_at, consumed_by`
+	created_at, expires_at, decided_at, consumed_by, arguments, channel, reason`
 
 // CreateApproval records a new approval request; its id must be new.
 func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
@@ -21,9 +23,9 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
 		status = store.ApprovalPending
 	}
 	return s.write(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `INSERT INTO approvals (`+approvalCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		_, err := c.Exec(ctx, `INSERT INTO approvals (`+approvalCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 			a.ID, a.Caller, a.Session, a.Tool, a.DefinitionHash, a.ArgsDigest, string(status), a.DecidedBy,
-			ts(a.CreatedAt), ts(a.ExpiresAt), ts(a.DecidedAt), nullString(a.ConsumedBy))
+			ts(a.CreatedAt), ts(a.ExpiresAt), ts(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason)
 		if err != nil {
 			if isUnique(err) {
 				return fmt.Errorf("postgres store: approval %q exists: %w", a.ID, err)
@@ -80,14 +82,22 @@ func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now t
 	}
 	q := `SELECT ` + approvalCols + ` FROM approvals`
 	var args []any
+	var conds []string
 	switch f.Status {
 	case "":
 	case store.ApprovalPending, store.ApprovalExpired:
 		// Expiry is derived at read time: both are stored pending.
-		q += ` WHERE status = 'pending'`
+		conds = append(conds, `status = 'pending'`)
 	default:
-		q += ` WHERE status = $1`
 		args = append(args, string(f.Status))
+		conds = append(conds, `status = $`+strconv.Itoa(len(args)))
+	}
+	if f.Caller != "" {
+		args = append(args, f.Caller)
+		conds = append(conds, `caller = $`+strconv.Itoa(len(args)))
+	}
+	if len(conds) > 0 {
+		q += ` WHERE ` + strings.Join(conds, ` AND `)
 	}
 	q += ` ORDER BY created_at DESC NULLS LAST, id COLLATE "C" DESC`
 	var out []store.Approval
@@ -132,8 +142,8 @@ func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision)
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE approvals SET status = $1, decided_by = $2, decided_at = $3 WHERE id = $4`,
-			string(status), d.By, ts(d.At), id)
+		_, err = tx.Exec(ctx, `UPDATE approvals SET status = $1, decided_by = $2, decided_at = $3, channel = $4, reason = $5 WHERE id = $6`,
+			string(status), d.By, ts(d.At), d.Channel, d.Reason, id)
 		if err != nil {
 			return fmt.Errorf("postgres store: decide approval %s: %w", id, err)
 		}
@@ -147,7 +157,7 @@ func scanApproval(r pgx.Row) (*store.Approval, error) {
 	var created, expires, decided pgtype.Timestamptz
 	var consumed pgtype.Text
 	if err := r.Scan(&a.ID, &a.Caller, &a.Session, &a.Tool, &a.DefinitionHash, &a.ArgsDigest, &status, &a.DecidedBy,
-		&created, &expires, &decided, &consumed); err != nil {
+		&created, &expires, &decided, &consumed, &a.Arguments, &a.Channel, &a.Reason); err != nil {
 		return nil, err
 	}
 	a.Status, a.ConsumedBy = store.ApprovalStatus(status), consumed.String

@@ -112,6 +112,13 @@ CREATE TABLE pins (
 	updated_at    timestamptz
 );
 `,
+	// 3: what an approver sees and how the decision was made.
+	`
+ALTER TABLE approvals ADD COLUMN arguments bytea;
+ALTER TABLE approvals ADD COLUMN channel text NOT NULL DEFAULT '';
+ALTER TABLE approvals ADD COLUMN reason text NOT NULL DEFAULT '';
+CREATE INDEX approvals_caller_pending ON approvals (caller) WHERE status = 'pending';
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

@@ -5,13 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentbackplane/backplane/store"
 )
 
 const approvalCols = `id, caller, session, tool, definition_hash, args_digest, status, decided_by,
-	created_at, expires_at, decided_at, consumed_by`
+	created_at, expires_at, decided_at, consumed_by, arguments, channel, reason`
 
 // CreateApproval records a new approval request; its id must be new.
 func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
@@ -20,9 +21,9 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
 		status = store.ApprovalPending
 	}
 	return s.write1(ctx, func(w *wtx) error {
-		_, err := w.exec(`INSERT INTO approvals (`+approvalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := w.exec(`INSERT INTO approvals (`+approvalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.ID, a.Caller, a.Session, a.Tool, a.DefinitionHash, a.ArgsDigest, string(status), a.DecidedBy,
-			nanos(a.CreatedAt), nanos(a.ExpiresAt), nanos(a.DecidedAt), nullString(a.ConsumedBy))
+			nanos(a.CreatedAt), nanos(a.ExpiresAt), nanos(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason)
 		if err != nil {
 			if isUnique(err) {
 				return fmt.Errorf("sqlite store: approval %q exists: %w", a.ID, err)
@@ -82,14 +83,22 @@ func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now t
 	}
 	q := `SELECT ` + approvalCols + ` FROM approvals`
 	var args []any
+	var conds []string
 	switch f.Status {
 	case "":
 	case store.ApprovalPending, store.ApprovalExpired:
 		// Expiry is derived at read time: both are stored pending.
-		q += ` WHERE status = 'pending'`
+		conds = append(conds, `status = 'pending'`)
 	default:
-		q += ` WHERE status = ?`
 		args = append(args, string(f.Status))
+		conds = append(conds, `status = ?`)
+	}
+	if f.Caller != "" {
+		args = append(args, f.Caller)
+		conds = append(conds, `caller = ?`)
+	}
+	if len(conds) > 0 {
+		q += ` WHERE ` + strings.Join(conds, ` AND `)
 	}
 	q += ` ORDER BY created_at DESC, id DESC`
 	var out []store.Approval
@@ -135,8 +144,8 @@ func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision)
 		if err != nil {
 			return err
 		}
-		_, err = w.exec(`UPDATE approvals SET status = ?, decided_by = ?, decided_at = ? WHERE id = ? AND status = 'pending'`,
-			string(status), d.By, nanos(d.At), id)
+		_, err = w.exec(`UPDATE approvals SET status = ?, decided_by = ?, decided_at = ?, channel = ?, reason = ? WHERE id = ? AND status = 'pending'`,
+			string(status), d.By, nanos(d.At), d.Channel, d.Reason, id)
 		if err != nil {
 			return fmt.Errorf("sqlite store: decide approval %s: %w", id, err)
 		}
@@ -150,7 +159,7 @@ func scanApproval(r scanner) (*store.Approval, error) {
 	var created, expires, decided sql.NullInt64
 	var consumed sql.NullString
 	if err := r.Scan(&a.ID, &a.Caller, &a.Session, &a.Tool, &a.DefinitionHash, &a.ArgsDigest, &status, &a.DecidedBy,
-		&created, &expires, &decided, &consumed); err != nil {
+		&created, &expires, &decided, &consumed, &a.Arguments, &a.Channel, &a.Reason); err != nil {
 		return nil, err
 	}
 	a.Status, a.ConsumedBy = store.ApprovalStatus(status), consumed.String

@@ -99,6 +99,13 @@ CREATE TABLE pins (
 	updated_at    INTEGER
 ) WITHOUT ROWID;
 `,
+	// 3: what an approver sees and how the decision was made.
+	`
+ALTER TABLE approvals ADD COLUMN arguments BLOB;
+ALTER TABLE approvals ADD COLUMN channel TEXT NOT NULL DEFAULT '';
+ALTER TABLE approvals ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+CREATE INDEX approvals_caller_pending ON approvals (caller) WHERE status = 'pending';
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

@@ -140,6 +140,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(abs, "incarnations"), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite store: %w", err)
 	}
+	if err := tightenPermissions(abs, o.Logger); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
 
 	s := &Store{
 		dir:         abs,

@@ -288,14 +288,6 @@ func (w *wtx) queryRow(query string, args ...any) *sql.Row {
 	return st.QueryRow(args...)
 }
 
-func (w *wtx) query(query string, args ...any) (*sql.Rows, error) {
-	st, err := w.stmt(query)
-	if err != nil {
-		return nil, err
-	}
-	return st.Query(args...)
-}
-
 // rstmt returns a prepared statement of the read pool.
 func (s *Store) rstmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	s.rmu.Lock()

@@ -8,8 +8,8 @@ import (
 	"github.com/agentbackplane/backplane/store"
 )
 
-// Approval requests: decided once, by someone other than the caller, before
-// they expire, and consumed by exactly one call.
+// Approval requests: decided once, before they expire, and consumed by
+// exactly one call. Who may decide is the gateway's rule, not the store's.
 
 // approvalAt creates a pending approval for the exact call in with the given
 // creation and expiry times.
@@ -39,6 +39,8 @@ func wantApproval(t *testing.T, got *store.Approval, want store.Approval) {
 		{"Tool", g.Tool, w.Tool}, {"DefinitionHash", g.DefinitionHash, w.DefinitionHash},
 		{"ArgsDigest", g.ArgsDigest, w.ArgsDigest}, {"Status", string(g.Status), string(w.Status)},
 		{"DecidedBy", g.DecidedBy, w.DecidedBy}, {"ConsumedBy", g.ConsumedBy, w.ConsumedBy},
+		{"Arguments", string(g.Arguments), string(w.Arguments)}, {"Channel", g.Channel, w.Channel},
+		{"Reason", g.Reason, w.Reason},
 	} {
 		if c.g != c.w {
 			t.Errorf("approval %s: %s = %q, want %q", want.ID, c.field, c.g, c.w)
@@ -64,6 +66,7 @@ func testApprovalRoundTrip(f *fixture) {
 	a := &store.Approval{
 		ID: "apr-round", Caller: "alice", Session: "sess-9", Tool: "danger",
 		DefinitionHash: "sha256:def", ArgsDigest: "sha256:args", Status: store.ApprovalPending,
+		Arguments: []byte(`{"path": "a.txt", "content": "x\u00e9"}`),
 		CreatedAt: f.base.In(zone).Add(123 * ms), ExpiresAt: f.base.In(zone).Add(10 * time.Minute).Add(456 * ms),
 	}
 	if err := f.s.CreateApproval(f.ctx, a); err != nil {
@@ -75,10 +78,10 @@ func testApprovalRoundTrip(f *fixture) {
 	wantApproval(t, f.getApproval("apr-round"), want)
 
 	at := f.base.Add(2 * time.Minute).Add(789 * ms)
-	if err := f.s.DecideApproval(f.ctx, "apr-round", store.Decision{Approve: true, By: "bob", At: at.In(zone)}); err != nil {
+	if err := f.s.DecideApproval(f.ctx, "apr-round", store.Decision{Approve: true, By: "bob", At: at.In(zone), Channel: "console", Reason: "looks right"}); err != nil {
 		t.Fatal(err)
 	}
-	want.Status, want.DecidedBy, want.DecidedAt = store.ApprovalApproved, "bob", at
+	want.Status, want.DecidedBy, want.DecidedAt, want.Channel, want.Reason = store.ApprovalApproved, "bob", at, "console", "looks right"
 	wantApproval(t, f.getApproval("apr-round"), want)
 }
 
@@ -130,10 +133,6 @@ func testApprovalDecideRefusals(f *fixture) {
 	t := f.t
 	in := f.intent("alice", "danger")
 	a := f.approval(in)
-	for _, approve := range []bool{true, false} {
-		err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: approve, By: "alice", At: f.base})
-		wantErr(t, fmt.Sprintf("self-decision (approve=%v)", approve), err, store.ErrSelfApproval)
-	}
 	if err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: true, By: "", At: f.base}); err == nil {
 		t.Error("a decision by nobody (empty By) was accepted")
 	}
@@ -542,4 +541,28 @@ func testConsumeAtomic(f *fixture) {
 		t.Errorf("ConsumedBy = %q, want %s", got.ConsumedBy, in.CallID)
 	}
 	f.wantUsage(map[usageKey]int64{{"caller", "alice"}: 2})
+}
+
+// ListApprovals filters by caller: the gateway counts a caller's pending
+// requests with it to cap them.
+func testApprovalListByCaller(f *fixture) {
+	t := f.t
+	a1 := f.approval(f.intent("alice", "danger"))
+	f.approval(f.intent("bob", "danger"))
+	a3 := f.approval(f.intent("alice", "other"))
+	f.decide(a3.ID, true)
+	got, err := f.s.ListApprovals(f.ctx, store.ApprovalFilter{Caller: "alice", Status: store.ApprovalPending}, f.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != a1.ID {
+		t.Errorf("alice's pending requests: %+v, want only %s", got, a1.ID)
+	}
+	all, err := f.s.ListApprovals(f.ctx, store.ApprovalFilter{Caller: "alice"}, f.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 {
+		t.Errorf("alice's requests: %d, want 2", len(all))
+	}
 }

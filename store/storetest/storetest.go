@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite of the store contract: every
-// store.Store implementation (memstore, sqlite, later postgres) runs it from
+// store.Store implementation (memstore, sqlite, postgres) runs it from
 // its own tests with
 //
 //	func TestConformance(t *testing.T) {
@@ -10,7 +10,10 @@
 // implementation keeps it, so one suite holds every store to the same
 // contract. It is deterministic (concurrent tests assert invariants and exact
 // counts that hold under every interleaving) and small: a few hundred commits
-// in total, because a durable store syncs each one.
+// in total, because a durable store syncs each one. It covers every part
+// of store.Store (Journal, Approvals, Budgets, Pins) in one run, since the
+// parts share transactions: a commit consumes an approval and reserves
+// budget.
 //
 // What the suite requires beyond the wording of store.go, and why:
 //
@@ -86,6 +89,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Approval/DuplicateID", testApprovalDuplicateID},
 		{"Approval/Decide", testApprovalDecide},
 		{"Approval/DecideRefusals", testApprovalDecideRefusals},
+		{"Approval/ListByCaller", testApprovalListByCaller},
 		{"Approval/Expiry", testApprovalExpiry},
 		{"Approval/DecidedOnce", testApprovalDecidedOnce},
 		{"Approval/List", testApprovalList},

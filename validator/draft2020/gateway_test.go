@@ -10,6 +10,7 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store/memstore"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
 
@@ -30,7 +31,7 @@ func TestThroughTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(&gateway.Options{Policy: rules})
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	var reached atomic.Int32
 	be := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		reached.Add(1)

@@ -1,4 +1,4 @@
-package config
+package assemble
 
 import (
 	"context"
@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
-	"github.com/jackc/pgx/v5"
 )
 
 // postgresURLEnv names the database the PostgreSQL tests may create
@@ -56,14 +59,14 @@ func TestOpenPostgresStore(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Store != u.String() {
 		t.Errorf("Store = %q, want the URL as written", c.Store)
 	}
-	rt, err := c.Open(ctx, nil)
+	rt, err := Open(ctx, c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +109,11 @@ func TestOpenPostgresStore(t *testing.T) {
 // the URL without its password. (No database needed: nothing listens on
 // port 1.)
 func TestOpenPostgresErrorHidesPassword(t *testing.T) {
-	c, err := Parse([]byte("store: postgres://user:hunter2@127.0.0.1:1/bp?connect_timeout=5\n"), "/x/bp.yaml")
+	c, err := config.Parse([]byte("store: postgres://user:hunter2@127.0.0.1:1/bp?connect_timeout=5\n"), "/x/bp.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := c.Open(context.Background(), nil)
+	rt, err := Open(context.Background(), c, nil)
 	if err == nil {
 		rt.Close()
 		t.Fatal("opened a store nothing serves")
@@ -120,5 +123,86 @@ func TestOpenPostgresErrorHidesPassword(t *testing.T) {
 	}
 	if !strings.HasPrefix(err.Error(), "/x/bp.yaml: store postgres://user:xxxxx@127.0.0.1:1/bp") {
 		t.Errorf("error %q does not name the file and the redacted URL", err)
+	}
+}
+
+// The section reaches the store: the incarnation's lease in the database
+// is lease_ttl long, and it is renewed every renew_every.
+func TestPostgresSectionOpensStoreWithLease(t *testing.T) {
+	base := os.Getenv(postgresURLEnv)
+	if base == "" {
+		t.Skip(postgresURLEnv + " is unset: it names a PostgreSQL database this test creates and drops a schema in " +
+			"(e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+	}
+	ctx := context.Background()
+	schema := "bp_test_" + strings.ToLower(rand.Text()[:12])
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop schema: %v", err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	// A lease of an hour renewed every second: the default renewal (every
+	// 20 minutes) would not move it during the test.
+	path := filepath.Join(t.TempDir(), "bp.yaml")
+	src := "store: '" + u.String() + "'\npostgres: {lease_ttl: 1h, renew_every: 1s, max_conns: 2}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := Open(ctx, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ps, ok := rt.Store.(*postgres.Store)
+	if !ok {
+		t.Fatalf("store is %T, want *postgres.Store", rt.Store)
+	}
+
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	lease := func() (ahead time.Duration, expires time.Time) {
+		t.Helper()
+		var us int64
+		err := conn.QueryRow(ctx, `SELECT (extract(epoch FROM lease_expires_at - clock_timestamp()) * 1e6)::bigint, lease_expires_at
+			FROM `+pgx.Identifier{schema, "incarnations"}.Sanitize()+` WHERE id = $1 AND state = 'alive'`, ps.Incarnation()).Scan(&us, &expires)
+		if err != nil {
+			t.Fatalf("the incarnation's lease: %v", err)
+		}
+		return time.Duration(us) * time.Microsecond, expires
+	}
+	ahead, first := lease()
+	if ahead < 59*time.Minute || ahead > time.Hour {
+		t.Errorf("the lease runs %s ahead, want lease_ttl 1h (the default is 15s)", ahead)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		time.Sleep(300 * time.Millisecond)
+		if _, e := lease(); e.After(first) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease was not renewed within 5s with renew_every 1s")
+		}
 	}
 }

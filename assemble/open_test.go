@@ -1,4 +1,4 @@
-package config
+package assemble
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
@@ -18,22 +19,22 @@ import (
 
 // openExample writes the issue's example, verbatim, into a fresh folder and
 // opens it: its store is that folder's .backplane.
-func openExample(t *testing.T, opts *OpenOptions) (*Runtime, string) {
+func openExample(t *testing.T, opts *Options) (*Runtime, string) {
 	t.Helper()
-	example, err := os.ReadFile("testdata/example.yaml")
+	example, err := os.ReadFile("../config/testdata/example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, DefaultFile)
+	path := filepath.Join(dir, config.DefaultFile)
 	if err := os.WriteFile(path, example, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := c.Open(context.Background(), opts)
+	rt, err := Open(context.Background(), c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestOpenRunsTheExampleEndToEnd(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "notes.log")
 	t.Setenv("NOTE_LOG", logPath)
 	var audit bytes.Buffer
-	rt, dir := openExample(t, &OpenOptions{Logger: slog.New(slog.NewJSONHandler(&audit, nil))})
+	rt, dir := openExample(t, &Options{Logger: slog.New(slog.NewJSONHandler(&audit, nil))})
 
 	// The store is SQLite, in the config file's folder.
 	if _, ok := rt.Store.(*sqlite.Store); !ok {
@@ -81,10 +82,11 @@ func TestOpenRunsTheExampleEndToEnd(t *testing.T) {
 		t.Errorf("journal entry %+v", in)
 	}
 
-	// bob is named by no rule: default deny, and the tool does not run.
+	// bob is named by no rule: default deny, the tool does not run, and
+	// does not even exist for him.
 	_, err = call(rt, "bob", "note", `{"text":"from bob"}`)
-	if !errors.Is(err, gateway.ErrForbidden) {
-		t.Errorf("bob: %v, want forbidden", err)
+	if !errors.Is(err, gateway.ErrNotFound) {
+		t.Errorf("bob: %v, want not_found", err)
 	}
 	// The schema is enforced.
 	_, err = call(rt, "alice", "note", `{"text":"x","n":0}`)
@@ -129,11 +131,11 @@ func TestOpenToolFailureIsAToolLevelResult(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := c.Open(context.Background(), nil)
+	rt, err := Open(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +164,11 @@ func TestOpenWritesTheConfiguredAuditLog(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := c.Open(context.Background(), nil)
+	rt, err := Open(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,13 +206,13 @@ func TestOpenWritesTheConfiguredAuditLog(t *testing.T) {
 }
 
 func TestOpenHonoursACancelledContext(t *testing.T) {
-	c, err := Parse(nil, filepath.Join(t.TempDir(), "bp.yaml"))
+	c, err := config.Parse(nil, filepath.Join(t.TempDir(), "bp.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := c.Open(ctx, nil); !errors.Is(err, context.Canceled) {
+	if _, err := Open(ctx, c, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Open under a cancelled context: %v", err)
 	}
 	if _, err := os.Stat(c.Store); !os.IsNotExist(err) {

@@ -1,4 +1,4 @@
-package main
+package schematool
 
 import (
 	"bufio"
@@ -12,20 +12,6 @@ import (
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 )
 
-// stageInput marks a batch line whose envelope is wrong, before any schema
-// or argument is looked at. It is this command's stage, not the validator's.
-const stageInput inputschema.Stage = "input"
-
-// maxBatchLine bounds one input line; a longer line is answered with an
-// input error and skipped, and processing goes on.
-const maxBatchLine = 16 << 20
-
-// Schema cache bounds: by entry count and by the schema text kept as keys.
-const (
-	defaultCacheEntries = 1024
-	defaultCacheBytes   = 64 << 20
-)
-
 // batchResult is one output line.
 type batchResult struct {
 	ID    json.RawMessage    `json:"id"` // nil encodes as null
@@ -33,27 +19,44 @@ type batchResult struct {
 	Error *inputschema.Error `json:"error,omitempty"`
 }
 
-// runBatch answers every JSON Lines request of in on out, in order. Only
-// I/O errors stop it; every verdict, negative or not, is an output line.
-func runBatch(in io.Reader, out io.Writer, cache *schemaCache) error {
+// RunBatch answers every JSON Lines request of in on out, in order:
+//
+//	in:  {"id":..., "schema":{...} | "schema_text":"...",
+//	      "arguments":{...} | "arguments_text":"..."}
+//	out: {"id":...,"ok":true}
+//	     {"id":...,"ok":false,"error":{class,stage,message,path,pointer,
+//	                                   schema_pointer,keyword,details}}
+//
+// "schema" and "arguments" are handed to the validator byte for byte;
+// "schema_text" and "arguments_text" are JSON strings whose decoded text is
+// handed over instead. "id" is optional and echoed (null when absent). Each
+// line reports the first error only. A line whose envelope is wrong (not an
+// object, both or neither of a pair, a duplicate or unknown member, longer
+// than MaxBatchLine) gets an error at StageInput and processing goes on;
+// blank lines produce no output. Schemas are compiled through cache (nil: a
+// new one with default options). Only I/O errors (wrapping ErrIO) stop it.
+func RunBatch(in io.Reader, out io.Writer, cache *Cache) error {
+	if cache == nil {
+		cache = NewCache(nil, nil)
+	}
 	r := bufio.NewReaderSize(in, 64<<10)
 	w := bufio.NewWriterSize(out, 64<<10)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	var buf []byte
 	for lineNo := 1; ; lineNo++ {
-		line, tooLong, err := readLine(r, buf, maxBatchLine)
+		line, tooLong, err := readLine(r, buf, MaxBatchLine)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			w.Flush()
-			return inputErrorf("reading stdin: %v", err)
+			return fmt.Errorf("%w: reading the input: %v", ErrIO, err)
 		}
 		buf = line[:0]
 		var res batchResult
 		if tooLong {
-			res = inputFailure(nil, lineNo, fmt.Sprintf("input line is longer than %d bytes", maxBatchLine))
+			res = inputFailure(nil, lineNo, fmt.Sprintf("input line is longer than %d bytes", MaxBatchLine))
 		} else if isBlank(line) {
 			continue
 		} else {
@@ -64,12 +67,12 @@ func runBatch(in io.Reader, out io.Writer, cache *schemaCache) error {
 			// encode; answer the line all the same.
 			res = batchResult{ID: res.ID, Error: envelopeError(lineNo, "cannot encode the result: "+err.Error())}
 			if err := enc.Encode(&res); err != nil {
-				return err
+				return fmt.Errorf("%w: writing the output: %v", ErrIO, err)
 			}
 		}
 	}
 	if err := w.Flush(); err != nil {
-		return inputErrorf("writing stdout: %v", err)
+		return fmt.Errorf("%w: writing the output: %v", ErrIO, err)
 	}
 	return nil
 }
@@ -124,7 +127,7 @@ type batchRequest struct {
 }
 
 // answerLine gives the verdict for one non-blank input line.
-func answerLine(line []byte, lineNo int, cache *schemaCache) batchResult {
+func answerLine(line []byte, lineNo int, cache *Cache) batchResult {
 	req, res, ok := parseRequest(line, lineNo)
 	if !ok {
 		return res
@@ -136,42 +139,45 @@ func answerLine(line []byte, lineNo int, cache *schemaCache) batchResult {
 	if err == nil {
 		return batchResult{ID: req.id, OK: true}
 	}
-	e, convErr := asSchemaError(err)
+	e, convErr := SchemaError(err)
 	if convErr != nil {
 		return inputFailure(req.id, lineNo, convErr.Error())
 	}
-	return batchResult{ID: req.id, Error: wireError(e)}
+	return batchResult{ID: req.id, Error: Wire(e)}
 }
 
 // parseRequest takes an envelope apart. On failure it returns the input
 // error line to write, echoing the id when it could be read unambiguously.
 func parseRequest(line []byte, lineNo int) (batchRequest, batchResult, bool) {
 	var req batchRequest
-	members, err := objectMembers(line)
+	members, err := jsonstrict.Members(line, envelopeOpts)
 	if err != nil {
-		msg := "input line is " + err.Error()
+		msg := "input line is not a valid JSON object: " + err.Error()
+		if errors.Is(err, jsonstrict.ErrKind) {
+			msg = "input line is not a JSON object"
+		}
 		return req, inputFailure(nil, lineNo, msg), false
 	}
 	seen := map[string]json.RawMessage{}
 	var problem string
 	for _, m := range members {
-		if _, dup := seen[m.name]; dup {
+		if _, dup := seen[m.Name]; dup {
 			if problem == "" {
-				problem = fmt.Sprintf("duplicate member %q", m.name)
+				problem = fmt.Sprintf("duplicate member %q", m.Name)
 			}
 			continue
 		}
-		seen[m.name] = m.raw
-		switch m.name {
+		seen[m.Name] = m.Raw
+		switch m.Name {
 		case "id", "schema", "schema_text", "arguments", "arguments_text":
 		default:
 			if problem == "" {
-				problem = fmt.Sprintf("unknown member %q (expected id, schema or schema_text, arguments or arguments_text)", m.name)
+				problem = fmt.Sprintf("unknown member %q (expected id, schema or schema_text, arguments or arguments_text)", m.Name)
 			}
 		}
 	}
 	if raw, ok := seen["id"]; ok && !isDuplicated(members, "id") {
-		if err := jsonstrict.Valid(raw, &jsonstrict.Options{MaxBytes: maxBatchLine}); err != nil {
+		if err := jsonstrict.Valid(raw, &jsonstrict.Options{MaxBytes: MaxBatchLine}); err != nil {
 			return req, inputFailure(nil, lineNo, "id is not strict JSON: "+err.Error()), false
 		}
 		req.id = raw
@@ -188,10 +194,10 @@ func parseRequest(line []byte, lineNo int) (batchRequest, batchResult, bool) {
 	return req, batchResult{}, true
 }
 
-func isDuplicated(members []member, name string) bool {
+func isDuplicated(members []jsonstrict.Member, name string) bool {
 	n := 0
 	for _, m := range members {
-		if m.name == name {
+		if m.Name == name {
 			n++
 		}
 	}
@@ -211,7 +217,7 @@ func pickDocument(seen map[string]json.RawMessage, raw, text string) ([]byte, st
 	case hasText:
 		// Strict decoding: a text carried with invalid UTF-8 or a lone
 		// surrogate would otherwise be silently altered before validation.
-		v, err := jsonstrict.Decode(t, &jsonstrict.Options{MaxBytes: maxBatchLine})
+		v, err := jsonstrict.Decode(t, &jsonstrict.Options{MaxBytes: MaxBatchLine})
 		if err != nil {
 			return nil, fmt.Sprintf("%q is not a strict JSON string: %v", text, err)
 		}
@@ -232,16 +238,17 @@ func inputFailure(id json.RawMessage, lineNo int, msg string) batchResult {
 func envelopeError(lineNo int, msg string) *inputschema.Error {
 	return &inputschema.Error{
 		Class:   inputschema.ClassValidation,
-		Stage:   stageInput,
+		Stage:   StageInput,
 		Message: msg,
 		Details: map[string]any{"line": lineNo},
 	}
 }
 
-// schemaCache compiles each distinct schema text once per run. It is keyed
-// by the exact bytes, keeps failures as well as schemas, and forgets the
-// least recently used entry past its bounds.
-type schemaCache struct {
+// Cache compiles each distinct schema text once. It is keyed by the exact
+// bytes, keeps failures as well as schemas, and forgets the least recently
+// used entry past its bounds (Options.CacheEntries, Options.CacheBytes). It
+// is not safe for concurrent use: one batch run owns it.
+type Cache struct {
 	maxEntries int
 	maxBytes   int
 	bytes      int
@@ -256,15 +263,17 @@ type cacheEntry struct {
 	err    error
 }
 
-// newSchemaCache makes a cache; compile nil means inputschema.Compile with
-// the default limits (tests inject a counting compile).
-func newSchemaCache(maxEntries, maxBytes int, compile func([]byte) (*inputschema.Schema, error)) *schemaCache {
+// NewCache makes a cache. compile nil means inputschema.Compile under
+// opts.Limits (tests inject a counting compile).
+func NewCache(opts *Options, compile func([]byte) (*inputschema.Schema, error)) *Cache {
+	o := opts.orDefault()
 	if compile == nil {
-		compile = func(data []byte) (*inputschema.Schema, error) { return inputschema.Compile(data, nil) }
+		copts := &inputschema.CompileOptions{Limits: o.Limits}
+		compile = func(data []byte) (*inputschema.Schema, error) { return inputschema.Compile(data, copts) }
 	}
-	return &schemaCache{
-		maxEntries: maxEntries,
-		maxBytes:   maxBytes,
+	return &Cache{
+		maxEntries: o.CacheEntries,
+		maxBytes:   o.CacheBytes,
 		compile:    compile,
 		entries:    map[string]*list.Element{},
 		order:      list.New(),
@@ -272,7 +281,7 @@ func newSchemaCache(maxEntries, maxBytes int, compile func([]byte) (*inputschema
 }
 
 // get returns the compiled schema for text, or its compile error.
-func (c *schemaCache) get(text []byte) (*inputschema.Schema, error) {
+func (c *Cache) get(text []byte) (*inputschema.Schema, error) {
 	if el, ok := c.entries[string(text)]; ok {
 		c.order.MoveToFront(el)
 		e := el.Value.(*cacheEntry)
@@ -295,5 +304,5 @@ func (c *schemaCache) get(text []byte) (*inputschema.Schema, error) {
 	return schema, err
 }
 
-// len is the number of cached schema texts.
-func (c *schemaCache) len() int { return c.order.Len() }
+// Len is the number of cached schema texts.
+func (c *Cache) Len() int { return c.order.Len() }

@@ -1,0 +1,407 @@
+// Package assemble builds a running gateway from a parsed configuration
+// (*config.Config) and takes it down again.
+//
+// What it promises:
+//
+//   - [Open] opens, in this order, the audit log, the store (the embedded
+//     SQLite store for a folder, the shared PostgreSQL store for a
+//     postgres:// URL, as config parsed the store's kind), a gateway with
+//     the configuration's policy, budgets, approvals and limits, the command
+//     tools (package backend/command), the enabled built-in tools (package
+//     backend/builtin), and last every upstream MCP server (package
+//     backend/mcp), whose tools collide with any registered before. It fails
+//     with a *config.Error naming the file and, where one applies, the line,
+//     and then leaves nothing open or running.
+//   - One audit log: [Options.Logger] when given; else the file
+//     [Options.AuditLog] names ("-" for [Options.Stderr]); else the
+//     configuration's log.file; else audit.log in the store folder, or
+//     Options.Stderr for a store that is not a folder. Files are appended
+//     to (O_APPEND: concurrent processes write whole records). The
+//     configuration's log.level applies. The store logs its own operational
+//     events (recovery, lease, contention) to the same logger.
+//   - [Runtime.Close] closes the upstream connections (their programs are
+//     stopped), the built-in tools' workspace, the store, and the audit log
+//     file last, since the others may still log.
+package assemble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentbackplane/backplane/approval"
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/backend/builtin"
+	"github.com/agentbackplane/backplane/backend/command"
+	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/store/postgres"
+	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
+	"github.com/agentbackplane/backplane/validator/draft2020"
+)
+
+// AuditLogName is the file, in the store folder, that receives the audit
+// events when nothing else names where they go.
+const AuditLogName = "audit.log"
+
+// Options configure Open. A nil *Options means the defaults.
+type Options struct {
+	// NoUpstreams leaves the MCP upstreams unconnected (their tools are not
+	// registered): for commands that only read or decide on the store, such
+	// as journal, approvals and budget, which must not start servers.
+	NoUpstreams bool
+	// Logger, when set, receives the audit events, and no log file is
+	// opened.
+	Logger *slog.Logger
+	// AuditLog, when set, overrides the configuration's log.file: a file
+	// (appended to), or "-" for Stderr.
+	AuditLog string
+	// Stderr is where "-" and the default of a store that is not a folder
+	// send the audit events. Default os.Stderr.
+	Stderr io.Writer
+	// Approver, when set, is asked for decisions interactively.
+	Approver approval.Approver
+	// Asker is the interaction channel of ask_user_question (a terminal
+	// prompt); nil means none. A call may carry its own.
+	Asker backend.Asker
+	// ApprovalHints, when set, lists the ways to decide an approval request
+	// (serve adds its console URL). Default: the CLI commands, with
+	// --config naming this configuration by its absolute path.
+	ApprovalHints func(id string) []string
+}
+
+// Runtime is an opened configuration: its store, its gateway, its audit
+// log and its upstreams.
+type Runtime struct {
+	Gateway *gateway.Gateway
+	Store   store.Store
+	Config  *config.Config
+	// Audit receives the audit events (the gateway's and an operator's).
+	Audit *slog.Logger
+
+	// Sandbox is the sandbox decision of each tool process, by tool name
+	// (a server by its name); SandboxNotes the distinct reasons tools run
+	// unsandboxed, for the start to say once.
+	Sandbox      map[string]config.SandboxDecision
+	SandboxNotes []string
+
+	closers   []io.Closer
+	upstreams []*mcp.Upstream // also in closers
+}
+
+// Close closes what Open opened, in the reverse order. It may be called
+// more than once.
+func (r *Runtime) Close() error {
+	var errs []error
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		errs = append(errs, r.closers[i].Close())
+	}
+	r.closers = nil
+	return errors.Join(errs...)
+}
+
+// Open builds the gateway cfg describes. Close the Runtime when done.
+func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		return nil, errors.New("assemble: no configuration")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	rt := &Runtime{Config: cfg}
+	defer func() {
+		if err != nil {
+			rt.Close() // what was opened before the failure
+		}
+	}()
+
+	// Parse checked all of this; a Config built or changed by hand is
+	// checked again rather than trusted.
+	rules, err := policy.NewRules(cfg.Policy)
+	if err != nil {
+		return nil, &config.Error{File: cfg.Path, Msg: err.Error()}
+	}
+	for _, q := range cfg.Budgets {
+		if err := q.Check(); err != nil {
+			return nil, &config.Error{File: cfg.Path, Msg: err.Error()}
+		}
+	}
+	kind := cfg.StoreKind
+	if kind == "" { // a Config built by hand
+		kind = config.StoreKindOf(cfg.Store)
+	}
+	if kind != config.StoreSQLite && kind != config.StorePostgres {
+		return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("store kind %q: only %s and %s are known", kind, config.StoreSQLite, config.StorePostgres)}
+	}
+
+	if rt.Audit, err = rt.openAuditLog(cfg, kind, &o); err != nil {
+		return nil, err
+	}
+	st, err := openStore(cfg, kind, rt.Audit)
+	if err != nil {
+		return nil, err
+	}
+	rt.Store = st
+	rt.closers = append(rt.closers, st)
+
+	hints := o.ApprovalHints
+	if hints == nil {
+		hints = cfg.ApprovalCommands
+	}
+	g := gateway.New(&gateway.Options{
+		Store:   st,
+		Policy:  rules,
+		Budgets: cfg.Budgets,
+		Approvals: approval.Options{
+			Expire:     cfg.Approvals.Expire,
+			Wait:       cfg.Approvals.Wait,
+			MaxPending: cfg.Approvals.MaxPending,
+			Approver:   o.Approver,
+			Hints:      hints,
+		},
+		Operators:      cfg.OperatorNames(),
+		Logger:         rt.Audit,
+		Timeout:        cfg.Limits.Timeout,
+		MaxResultBytes: cfg.Limits.MaxResultBytes,
+		Limits:         cfg.Limits.Schema(),
+	})
+	for _, t := range cfg.Tools {
+		sb, err := cfg.SandboxFor(config.KindCommand, t.Sandbox)
+		if err != nil {
+			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
+		}
+		rt.noteSandbox(t.Name, sb)
+		cb, err := command.New(command.Spec{Argv: t.Command, Env: t.Env, Dir: t.Dir, MaxOutputBytes: t.MaxOutputBytes, Sandbox: sb.Policy})
+		if err != nil {
+			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
+		}
+		err = g.Register(gateway.Tool{
+			Name:        t.Name,
+			Description: t.Description,
+			InputSchema: t.InputSchemaJSON,
+			Safety:      tool.Safety(t.Safety),
+			Timeout:     t.Timeout,
+			Backend:     cb,
+		})
+		if err != nil {
+			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: err.Error()}
+		}
+	}
+	if err := rt.registerBuiltins(g, o.Asker); err != nil {
+		return nil, err
+	}
+	// Last: a server's tools collide with any tool registered before.
+	if !o.NoUpstreams {
+		if err := rt.connectServers(ctx, g); err != nil {
+			return nil, err
+		}
+	}
+	rt.Gateway = g
+	return rt, nil
+}
+
+// openAuditLog opens the one audit log (see the package doc).
+func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Options) (*slog.Logger, error) {
+	if o.Logger != nil {
+		return o.Logger, nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
+		return nil, &config.Error{File: cfg.Path, Msg: "log level: " + err.Error()}
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	path := o.AuditLog
+	if path == "" {
+		path = cfg.Log.File
+	}
+	if path == "" {
+		if kind != config.StoreSQLite {
+			path = "-"
+		} else {
+			// As the store would create it.
+			if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
+				return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
+			}
+			path = filepath.Join(cfg.Store, AuditLogName)
+		}
+	}
+	if path == "-" {
+		return slog.New(slog.NewJSONHandler(o.Stderr, hopts)), nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
+	}
+	// The audit log names callers and tools: an older one left readable by
+	// others is made the owner's alone, as the store's files are.
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(fi.Mode().Perm() & 0o600); err != nil {
+			f.Close()
+			return nil, &config.Error{File: cfg.Path, Msg: "audit log " + path + " is readable by others and cannot be made private: " + err.Error(), Err: err}
+		}
+	}
+	rt.closers = append(rt.closers, f)
+	return slog.New(slog.NewJSONHandler(f, hopts)), nil
+}
+
+// openStore opens the configured store: a postgres:// URL is the shared
+// PostgreSQL store, a folder the embedded SQLite store.
+func openStore(cfg *config.Config, kind config.StoreKind, logger *slog.Logger) (store.Store, error) {
+	switch kind {
+	case config.StorePostgres:
+		u, password := cfg.Store, ""
+		if pu, err := url.Parse(u); err == nil {
+			u = pu.Redacted() // never print a password
+			password, _ = pu.User.Password()
+		}
+		// Connecting, migrating and recovering; bounded, since Open's
+		// context does not reach here.
+		const openTimeout = 30 * time.Second
+		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+		defer cancel()
+		st, err := postgres.Open(ctx, cfg.Store, postgresOptions(cfg.Postgres, logger))
+		if err != nil {
+			msg := err.Error()
+			if password != "" {
+				// The store's errors do not show it; make sure.
+				msg = strings.ReplaceAll(msg, password, "xxxxx")
+			}
+			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("store %s: %s", u, msg), Err: err}
+		}
+		return st, nil
+	case config.StoreSQLite:
+		st, err := sqlite.Open(cfg.Store, &sqlite.Options{Logger: logger})
+		if err != nil {
+			return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("store %s: %v", cfg.Store, err), Err: err}
+		}
+		return st, nil
+	}
+	return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("store kind %q: only %s and %s are known", kind, config.StoreSQLite, config.StorePostgres)}
+}
+
+// postgresOptions are the store options the postgres section sets (zero
+// fields: the store's defaults).
+func postgresOptions(pc config.PostgresConfig, logger *slog.Logger) *postgres.Options {
+	return &postgres.Options{LeaseTTL: pc.LeaseTTL, RenewEvery: pc.RenewEvery, MaxConns: pc.MaxConns, Logger: logger}
+}
+
+// registerBuiltins opens the workspace and registers the enabled tools.
+func (rt *Runtime) registerBuiltins(g *gateway.Gateway, asker backend.Asker) error {
+	c := rt.Config
+	if len(c.Builtin.Enable) == 0 {
+		return nil
+	}
+	var sb config.SandboxDecision
+	if slices.Contains(c.Builtin.Enable, "bash") {
+		var err error
+		if sb, err = c.SandboxFor(config.KindBash, c.Builtin.BashSandbox); err != nil {
+			return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: "bash: " + err.Error()}
+		}
+		rt.noteSandbox("bash", sb)
+	}
+	set, err := builtin.New(&builtin.Options{
+		Workspace: c.Workspace,
+		Bash:      builtin.BashOptions{Timeout: c.Builtin.Bash.Timeout, MaxTimeout: c.Builtin.Bash.MaxTimeout, Env: c.Builtin.Bash.Env, Sandbox: sb.Policy},
+		URLFetch:  builtin.URLFetchOptions{Allow: c.Builtin.URLFetchAllow},
+		Asker:     asker,
+		Hide:      c.PrivatePaths(),
+	})
+	if err != nil {
+		return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: fmt.Sprintf("workspace %s: %v", c.Workspace, err)}
+	}
+	rt.closers = append(rt.closers, set)
+	for _, name := range c.Builtin.Enable {
+		t, ok := set.Tool(name)
+		if !ok {
+			return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: "unknown built-in tool " + name}
+		}
+		t.Safety = tool.Safety(c.Builtin.Safety[name].Apply(config.Safety(t.Safety)))
+		if err := g.Register(t); err != nil {
+			return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+// connectServers starts or connects every configured server and registers
+// its tools in g; each connection is closed with the Runtime.
+func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway) error {
+	c := rt.Config
+	for _, s := range c.Servers {
+		var sb config.SandboxDecision
+		if s.URL == "" {
+			var err error
+			if sb, err = c.SandboxFor(config.KindServer, s.Sandbox); err != nil {
+				return &config.Error{File: c.Path, Line: s.Line, Msg: fmt.Sprintf("server %s: %v", s.Name, err)}
+			}
+			rt.noteSandbox(s.Name, sb)
+		}
+		u, err := mcp.Connect(ctx, mcp.Server{
+			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
+			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
+		}, &mcp.Options{
+			Registry:  g,
+			Logger:    rt.Audit,
+			Draft2020: &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
+		})
+		if err != nil {
+			return &config.Error{File: c.Path, Line: s.Line, Msg: err.Error(), Err: err}
+		}
+		rt.closers = append(rt.closers, u)
+		rt.upstreams = append(rt.upstreams, u)
+	}
+	return nil
+}
+
+// Upstream returns the connection to the named server.
+func (rt *Runtime) Upstream(name string) (*mcp.Upstream, bool) {
+	for _, u := range rt.upstreams {
+		if u.Name() == name {
+			return u, true
+		}
+	}
+	return nil, false
+}
+
+// ToolSource says where a registered tool comes from: "builtin", "tools"
+// (the configuration's command tools), "server NAME", or "" when the name
+// is not a configured tool.
+func (rt *Runtime) ToolSource(name string) string {
+	for _, u := range rt.upstreams {
+		for _, n := range u.Tools() {
+			if n == name {
+				return "server " + u.Name()
+			}
+		}
+	}
+	for _, t := range rt.Config.Tools {
+		if t.Name == name {
+			return "tools"
+		}
+	}
+	for _, n := range rt.Config.Builtin.Enable {
+		if n == name {
+			return "builtin"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,197 @@
+package assemble
+
+import (
+	"context"
+	"errors"
+	"go/build"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbackplane/backplane/config"
+)
+
+// --- Open, with the Go test server of backend/mcp ---
+
+var (
+	testServerOnce sync.Once
+	testServerDir  string // removed by TestMain
+	testServerPath string
+	testServerErr  error
+)
+
+// goTool is the go command of the toolchain that built the test.
+func goTool() string {
+	if p := filepath.Join(build.Default.GOROOT, "bin", "go"); build.Default.GOROOT != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "go"
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testServerDir != "" {
+		os.RemoveAll(testServerDir)
+	}
+	os.Exit(code)
+}
+
+// mcpTestServer builds backend/mcp's test server once.
+func mcpTestServer(t *testing.T) string {
+	t.Helper()
+	testServerOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "backplane-assemble-test")
+		if err != nil {
+			testServerErr = err
+			return
+		}
+		testServerDir = dir
+		testServerPath = filepath.Join(dir, "mcptestserver")
+		out, err := exec.Command(goTool(), "build", "-o", testServerPath, "../backend/mcp/testdata/mcptestserver").CombinedOutput()
+		if err != nil {
+			testServerErr = errors.New(string(out))
+		}
+	})
+	if testServerErr != nil {
+		t.Fatalf("building the test MCP server: %v", testServerErr)
+	}
+	return testServerPath
+}
+
+// serverConfig writes a configuration whose server go runs the test server
+// copied into the folder as ./mcptestserver (a path relative to the file).
+func serverConfig(t *testing.T, extra string) (path, logFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := os.ReadFile(mcpTestServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mcptestserver"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logFile = filepath.Join(dir, "server.log")
+	t.Setenv("MCPTEST_LOG", logFile)
+	path = filepath.Join(dir, config.DefaultFile)
+	cfg := `policy:
+  - caller: alice
+    allow: ["*"]
+builtin: {enable: []}
+servers:
+  - name: go
+    command: [./mcptestserver]
+    env: [MCPTEST_LOG]
+` + extra
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, logFile
+}
+
+// serverPIDs reads the pids the test server logged at each start.
+func serverPIDs(t *testing.T, logFile string) []int {
+	t.Helper()
+	data, _ := os.ReadFile(logFile)
+	var pids []int
+	for _, l := range strings.Split(string(data), "\n") {
+		if s, ok := strings.CutPrefix(l, "start "); ok {
+			pid, _ := strconv.Atoi(s)
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestOpenConnectsServers(t *testing.T) {
+	path, logFile := serverConfig(t, "")
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := Open(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := call(rt, "alice", "go.greet", `{"name":"ann"}`)
+	if err != nil || !strings.Contains(string(res.Result), "hello, ann") {
+		t.Fatalf("go.greet: %v, %v", res, err)
+	}
+	if src := rt.ToolSource("go.greet"); src != "server go" {
+		t.Errorf("ToolSource = %q", src)
+	}
+	if u, ok := rt.Upstream("go"); !ok || !u.Connected() {
+		t.Errorf("Upstream(go) = %v, %v", u, ok)
+	}
+	tool, _, _ := rt.Gateway.Tool("go.greet")
+	if !tool.Pinned {
+		t.Error("go.greet is not pinned")
+	}
+	pids := serverPIDs(t, logFile)
+	if len(pids) != 1 {
+		t.Fatalf("server started %d times", len(pids))
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pids[0])
+}
+
+func TestOpenRefusesACollidingServer(t *testing.T) {
+	path, logFile := serverConfig(t, `tools:
+  - name: go.greet
+    input_schema: {type: object}
+    command: [cat]
+`)
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), c, nil)
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Line != 6 || !strings.Contains(err.Error(), "go.greet collides") {
+		t.Fatalf("Open: %v, want a collision at the server's line 6", err)
+	}
+	for _, pid := range serverPIDs(t, logFile) {
+		waitGone(t, pid)
+	}
+}
+
+func TestOpenFailsOnAServerThatCannotStart(t *testing.T) {
+	path, logFile := serverConfig(t, `  - name: broken
+    command: [./no-such-program]
+`)
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), c, nil)
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Line != 9 || !strings.Contains(err.Error(), "server broken") {
+		t.Fatalf("Open: %v, want an error at line 9 naming the server", err)
+	}
+	// The server connected before it was stopped.
+	pids := serverPIDs(t, logFile)
+	if len(pids) != 1 {
+		t.Fatalf("server go started %d times", len(pids))
+	}
+	waitGone(t, pids[0])
+}

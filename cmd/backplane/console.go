@@ -1,0 +1,81 @@
+package main
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/agentbackplane/backplane/assemble"
+	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/console"
+)
+
+// newConsole is the operators' web console of a served configuration,
+// served at /ui over HTTP (none over stdio): operators (operators:) get
+// in, callers (serve.tokens) are refused with 403.
+func newConsole(cfg *config.Config, rt *assemble.Runtime, log *slog.Logger, stdio bool, httpAddr string) http.Handler {
+	if stdio {
+		return nil
+	}
+	addr := cfg.Serve.HTTP
+	if httpAddr != "" {
+		addr = httpAddr
+	}
+	operators := cfg.OperatorTokens()
+	if len(operators) == 0 {
+		log.Warn("no operators are configured (operators:): the web console at /ui lets no one in")
+	}
+	b := console.GatewayBackend(rt.Gateway, &console.GatewayOptions{
+		Budgets: cfg.Budgets,
+		Source:  toolSource(cfg),
+		Facts: []console.Fact{
+			{Name: "Version", Value: readVersion().Version},
+			{Name: "Configuration", Value: cfg.Path},
+		},
+	})
+	var hosts []string
+	if cfg.Serve.AllowRemote && !loopbackAddr(addr) {
+		// Served beyond loopback on purpose: the names it is reached by
+		// are not known here.
+		hosts = []string{"*"}
+	}
+	return console.New(b, console.NewTokenAuth(operators, cfg.Serve.Tokens), &console.Options{
+		Logger:       log,
+		AllowedHosts: hosts,
+	})
+}
+
+// loopbackAddr reports whether host:port names a loopback address.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// toolSource names where a configured tool comes from.
+func toolSource(cfg *config.Config) func(string) string {
+	command := map[string]bool{}
+	for _, t := range cfg.Tools {
+		command[t.Name] = true
+	}
+	servers := map[string]bool{}
+	for _, s := range cfg.Servers {
+		servers[s.Name] = true
+	}
+	return func(tool string) string {
+		if command[tool] {
+			return "command"
+		}
+		if prefix, _, ok := strings.Cut(tool, "."); ok && servers[prefix] {
+			return "upstream " + prefix
+		}
+		return "builtin"
+	}
+}

@@ -1,0 +1,239 @@
+// Package console is the operators' web console of a Backplane gateway,
+// served at /ui by `backplane serve` on the same listener as /mcp.
+//
+// What it promises:
+//
+//   - Only operators get in. Every page, form and JSON endpoint needs an
+//     operator's token, either as `Authorization: Bearer TOKEN` or through
+//     the login form, which keeps a random session id server-side and sets
+//     it as an HttpOnly, SameSite=Strict cookie (the token itself is never
+//     stored in the browser). A caller's token is refused with 403; any
+//     other token, or none, with 401 (pages redirect to the login form).
+//   - State-changing requests (decide an approval, accept a definition,
+//     log in or out) are POSTs protected against cross-site requests by
+//     http.CrossOriginProtection; requests whose Host is not an allowed host
+//     are refused (DNS rebinding).
+//   - Pages are server-rendered html/template documents that work without
+//     JavaScript; one small embedded script adds live updates of pending
+//     approvals through server-sent events (/ui/events). No build step, no
+//     CDN: every asset is embedded with go:embed and served from /ui/static/.
+//
+// The console reads and acts only through a Backend, which the gateway
+// implements (see GatewayBackend); it keeps no state of its own besides
+// login sessions.
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Errors a Backend wraps (with %w) so that the console answers with the
+// right status.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrConflict  = errors.New("conflict")  // e.g. already decided, expired, definition changed again
+	ErrForbidden = errors.New("forbidden") // e.g. this operator may not decide this request
+)
+
+// Backend is what the console reads and does. Every method is called with
+// the request's context; actions name the operator who asked.
+type Backend interface {
+	// ListApprovals returns approval requests, newest first; status ""
+	// means every status. The arguments and the preview may be left out:
+	// GetApproval has them.
+	ListApprovals(ctx context.Context, status string, limit int) ([]Approval, error)
+	// GetApproval returns one request with everything needed to decide it.
+	GetApproval(ctx context.Context, id string) (*Approval, error)
+	// DecideApproval records an operator's decision, made in the console.
+	DecideApproval(ctx context.Context, id string, approve bool, operator, reason string) error
+
+	// ListCalls returns journal entries matching q, newest first, and
+	// whether more follow.
+	ListCalls(ctx context.Context, q CallQuery) (calls []Call, more bool, err error)
+	GetCall(ctx context.Context, id string) (*Call, error)
+
+	Budgets(ctx context.Context) ([]Budget, error)
+
+	Tools(ctx context.Context) ([]Tool, error)
+	// AcceptDefinition accepts the definition of tool with hash (the one the
+	// operator saw) as its pinned definition.
+	AcceptDefinition(ctx context.Context, tool, hash, operator string) error
+
+	Health(ctx context.Context) Health
+}
+
+// Notifier is implemented by Backends that can tell when approval
+// requests change, so that live pages update at once rather than at the
+// next poll. Changes returns a channel that receives after each change and
+// a function that ends the subscription.
+type Notifier interface {
+	Changes() (<-chan struct{}, func())
+}
+
+// Approval is an approval request as the operator sees it.
+type Approval struct {
+	ID              string          `json:"id"`
+	Caller          string          `json:"caller"`
+	Session         string          `json:"session,omitempty"`
+	Tool            string          `json:"tool"`
+	ToolDescription string          `json:"tool_description,omitempty"`
+	Status          string          `json:"status"` // pending, approved, denied, expired, ...
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	// Diff is a unified diff of what a write or edit would change; Command
+	// the command a bash call would run.
+	Diff           string    `json:"diff,omitempty"`
+	Command        string    `json:"command,omitempty"`
+	DefinitionHash string    `json:"definition_hash,omitempty"`
+	ArgsDigest     string    `json:"args_digest,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	ExpiresAt      time.Time `json:"expires_at"`
+	DecidedBy      string    `json:"decided_by,omitempty"`
+	Channel        string    `json:"channel,omitempty"`
+	Reason         string    `json:"reason,omitempty"`
+	DecidedAt      time.Time `json:"decided_at,omitzero"`
+	ConsumedBy     string    `json:"consumed_by,omitempty"`
+	// PreviewError says why there is no diff or command to show.
+	PreviewError string `json:"preview_error,omitempty"`
+	// Approvers may decide (empty: any operator).
+	Approvers []string `json:"approvers,omitempty"`
+	// Waiting reports whether a call is waiting for the decision now.
+	Waiting bool `json:"waiting"`
+	// HowToDecide lists the other ways to decide (the CLI commands).
+	HowToDecide []string `json:"how_to_decide,omitempty"`
+}
+
+// CallQuery selects journal entries; zero fields match everything.
+type CallQuery struct {
+	Caller string
+	Tool   string
+	// Status is a journal status, or "tool_error" for calls whose tool ran
+	// and reported an error.
+	Status string
+	Offset int
+	Limit  int
+}
+
+// Call is one journal entry.
+type Call struct {
+	ID             string          `json:"call_id"`
+	Caller         string          `json:"caller"`
+	Session        string          `json:"session,omitempty"`
+	Tool           string          `json:"tool"`
+	Status         string          `json:"status"`
+	ToolError      bool            `json:"tool_error,omitempty"` // the tool ran and reported an error
+	ErrorClass     string          `json:"error_class,omitempty"`
+	ErrorMessage   string          `json:"error_message,omitempty"`
+	Arguments      json.RawMessage `json:"arguments,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	ApprovalID     string          `json:"approval_id,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	DefinitionHash string          `json:"definition_hash,omitempty"`
+	ResolvedBy     string          `json:"resolved_by,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	SettledAt      time.Time       `json:"settled_at,omitzero"`
+}
+
+// Budget is the use of one budget scope and key.
+type Budget struct {
+	Scope  string `json:"scope"`
+	Key    string `json:"key"`
+	Window string `json:"window,omitempty"`
+	Used   int64  `json:"used"`
+	Quota  int64  `json:"quota,omitempty"` // 0: unknown
+}
+
+// Tool is one tool of the catalog.
+type Tool struct {
+	Name             string          `json:"name"`
+	Description      string          `json:"description,omitempty"`
+	Source           string          `json:"source,omitempty"` // builtin, command, an upstream's name
+	InputSchema      json.RawMessage `json:"input_schema,omitempty"`
+	ReadOnly         bool            `json:"read_only"`
+	Idempotent       bool            `json:"idempotent"`
+	RequiresApproval bool            `json:"requires_approval"`
+	DefinitionHash   string          `json:"definition_hash,omitempty"`
+	Pin              *Pin            `json:"pin,omitempty"`
+}
+
+// Pin is the recorded definition of a tool from a source the gateway does
+// not control.
+type Pin struct {
+	AcceptedHash string    `json:"accepted_hash"`
+	SeenHash     string    `json:"seen_hash"`
+	AcceptedBy   string    `json:"accepted_by,omitempty"`
+	UpdatedAt    time.Time `json:"updated_at,omitzero"`
+}
+
+// Held reports whether the newest definition waits for an operator.
+func (p *Pin) Held() bool { return p != nil && p.SeenHash != p.AcceptedHash }
+
+// Health is the state of the gateway, for the health page.
+type Health struct {
+	OK     bool          `json:"ok"`
+	Checks []HealthCheck `json:"checks"`
+	Facts  []Fact        `json:"facts,omitempty"`
+}
+
+// HealthCheck is one check of the health page.
+type HealthCheck struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Fact is one line of the health page's description of the process.
+type Fact struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Auth maps tokens to who holds them.
+type Auth interface {
+	// Operator returns the operator whose token this is.
+	Operator(token string) (name string, ok bool)
+	// IsCaller reports whether token is a caller's (refused with 403).
+	IsCaller(token string) bool
+}
+
+// Options configure a Console. A nil *Options, and every zero field, means
+// the default.
+type Options struct {
+	// Logger receives the console's own log. Default: discard.
+	Logger *slog.Logger
+	// AllowedHosts are the host names (without port) requests may name in
+	// their Host header. Default: loopback names only (localhost,
+	// 127.0.0.1, ::1). A single "*" allows any host (a server deliberately
+	// exposed beyond loopback).
+	AllowedHosts []string
+	// SessionTTL is how long a login lasts. Default 12h.
+	SessionTTL time.Duration
+	// MaxSessions caps the logins kept; the oldest goes first. Default 256.
+	MaxSessions int
+	// PollInterval is how often pending approvals are read while a browser
+	// watches them live. Default 1s.
+	PollInterval time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultSessionTTL   = 12 * time.Hour
+	DefaultMaxSessions  = 256
+	DefaultPollInterval = time.Second
+	// PageSize is how many entries a journal page shows.
+	PageSize = 50
+	// maxOffset bounds journal paging.
+	maxOffset = 100000
+	// maxFormBytes bounds a form or JSON body.
+	maxFormBytes = 64 << 10
+	// maxReason bounds the reason given with a decision.
+	maxReason = 2000
+)
+
+// Prefix is where the console is mounted.
+const Prefix = "/ui"

@@ -1,0 +1,632 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
+)
+
+// Console serves the web console. Create it with New; it is an
+// http.Handler for the paths under Prefix.
+type Console struct {
+	b        Backend
+	auth     Auth
+	log      *slog.Logger
+	hosts    map[string]struct{}
+	anyHost  bool
+	poll     time.Duration
+	now      func() time.Time
+	sessions *sessions
+	handler  http.Handler
+
+	// wake tells live streams to read pending approvals now (a decision
+	// was made here); done ends them (Close).
+	mu      sync.Mutex
+	wakers  map[chan struct{}]struct{}
+	done    chan struct{}
+	closeMu sync.Once
+}
+
+// New returns a console over b, letting in the operators auth knows. It
+// panics when b or auth is nil: that is a wiring mistake.
+func New(b Backend, auth Auth, opts *Options) *Console {
+	if b == nil || auth == nil {
+		panic("console.New: a Backend and an Auth are required")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	c := &Console{
+		b:      b,
+		auth:   auth,
+		log:    opts.Logger,
+		hosts:  map[string]struct{}{},
+		poll:   opts.PollInterval,
+		now:    opts.Now,
+		wakers: map[chan struct{}]struct{}{},
+		done:   make(chan struct{}),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.poll <= 0 {
+		c.poll = DefaultPollInterval
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	hosts := opts.AllowedHosts
+	if len(hosts) == 0 {
+		hosts = []string{"localhost", "127.0.0.1", "::1"}
+	}
+	for _, h := range hosts {
+		if h == "*" {
+			c.anyHost = true
+		}
+		c.hosts[strings.ToLower(h)] = struct{}{}
+	}
+	ttl, maxS := opts.SessionTTL, opts.MaxSessions
+	if ttl <= 0 {
+		ttl = DefaultSessionTTL
+	}
+	if maxS <= 0 {
+		maxS = DefaultMaxSessions
+	}
+	c.sessions = &sessions{m: map[string]*session{}, ttl: ttl, max: maxS, now: c.now}
+	c.handler = c.routes()
+	return c
+}
+
+// ServeHTTP implements http.Handler.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// Close ends the live event streams, so that an HTTP server shutting down
+// is not held by them. The console keeps serving pages.
+func (c *Console) Close() {
+	c.closeMu.Do(func() { close(c.done) })
+}
+
+func (c *Console) routes() http.Handler {
+	mux := http.NewServeMux()
+	p := Prefix
+	op := func(h http.HandlerFunc) http.Handler { return c.requireOperator(h) }
+
+	mux.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", staticHandler()))
+	mux.HandleFunc("GET "+p+"/login", c.loginPage)
+	mux.HandleFunc("POST "+p+"/login", c.login)
+	mux.HandleFunc("POST "+p+"/logout", c.logout)
+
+	home := op(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, p+"/approvals", http.StatusSeeOther)
+	})
+	mux.Handle("GET "+p, home)
+	mux.Handle("GET "+p+"/{$}", home)
+	mux.Handle("GET "+p+"/approvals", op(c.approvalsPage))
+	mux.Handle("GET "+p+"/approvals/{id}", op(c.approvalPage))
+	mux.Handle("POST "+p+"/approvals/{id}/decide", op(c.decide))
+	mux.Handle("GET "+p+"/journal", op(c.journalPage))
+	mux.Handle("GET "+p+"/journal/{id}", op(c.callPage))
+	mux.Handle("GET "+p+"/budgets", op(c.budgetsPage))
+	mux.Handle("GET "+p+"/tools", op(c.toolsPage))
+	mux.Handle("POST "+p+"/tools/accept", op(c.accept))
+	mux.Handle("GET "+p+"/health", op(c.healthPage))
+	mux.Handle("GET "+p+"/events", op(c.events))
+
+	mux.Handle("GET "+p+"/api/approvals", op(c.apiApprovals))
+	mux.Handle("GET "+p+"/api/approvals/{id}", op(c.apiApproval))
+	mux.Handle("POST "+p+"/api/approvals/{id}/decide", op(c.decide))
+	mux.Handle("GET "+p+"/api/journal", op(c.apiJournal))
+	mux.Handle("GET "+p+"/api/journal/{id}", op(c.apiCall))
+	mux.Handle("GET "+p+"/api/budgets", op(c.apiBudgets))
+	mux.Handle("GET "+p+"/api/tools", op(c.apiTools))
+	mux.Handle("POST "+p+"/api/tools/accept", op(c.accept))
+	mux.Handle("GET "+p+"/api/health", op(c.apiHealth))
+
+	// Every other path under the prefix, and every other method, needs an
+	// operator too, so that probing says nothing to anyone else.
+	mux.Handle(p+"/", op(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "no such page")
+	}))
+
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.log.Warn("console: cross-origin request refused", "method", r.Method, "path", r.URL.Path,
+			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+		c.fail(w, r, http.StatusForbidden, "cross-origin request refused")
+	}))
+	return c.checkHost(securityHeaders(cop.Handler(mux)))
+}
+
+// securityHeaders: no framing, no inline script, nothing cached, no
+// referrer leaving the console.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		if !strings.HasPrefix(r.URL.Path, Prefix+"/static/") {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func wantsJSON(r *http.Request) bool {
+	if strings.HasPrefix(r.URL.Path, Prefix+"/api/") {
+		return true
+	}
+	acc := r.Header.Get("Accept")
+	return strings.Contains(acc, "application/json") && !strings.Contains(acc, "text/html")
+}
+
+// fail answers an error as JSON ({"error": msg}) or as a page.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	if wantsJSON(r) || r.Header.Get("Authorization") != "" {
+		writeJSON(w, status, map[string]string{"error": msg})
+		return
+	}
+	c.render(w, r, status, "error", "Error", "", map[string]any{"Status": status, "StatusText": http.StatusText(status), "Message": msg})
+}
+
+// backendError answers an error from the backend: its kind decides the
+// status; an unexpected error is logged and not shown.
+func (c *Console) backendError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		c.fail(w, r, http.StatusNotFound, err.Error())
+	case errors.Is(err, ErrConflict):
+		c.fail(w, r, http.StatusConflict, err.Error())
+	case errors.Is(err, ErrForbidden):
+		c.fail(w, r, http.StatusForbidden, err.Error())
+	case errors.Is(err, context.Canceled):
+		// the browser went away
+	default:
+		c.log.Error("console: backend error", "path", r.URL.Path, "error", err)
+		c.fail(w, r, http.StatusInternalServerError, "internal error (see the server's log)")
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// ---- login
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	next := safeNext(r.URL.Query().Get("next"))
+	if _, res := c.authenticate(r); res == authOK {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	c.render(w, r, http.StatusOK, "login", "Log in", "", map[string]any{"Next": next})
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "the form could not be read")
+		return
+	}
+	tok := strings.TrimSpace(r.PostForm.Get("token"))
+	next := safeNext(r.PostForm.Get("next"))
+	name, ok := c.auth.Operator(tok)
+	if !ok {
+		status, msg := http.StatusUnauthorized, "this is not an operator's token"
+		if c.auth.IsCaller(tok) {
+			status, msg = http.StatusForbidden, "this is a caller's token: the console is for operators only"
+		}
+		c.log.Warn("console: login refused", "status", status, "remote", r.RemoteAddr)
+		c.render(w, r, status, "login", "Log in", "", map[string]any{"Next": next, "Error": msg})
+		return
+	}
+	id, err := c.sessions.create(name)
+	if err != nil {
+		c.log.Error("console: session id", "error", err)
+		c.fail(w, r, http.StatusInternalServerError, "internal error")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: id, Path: Prefix,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		MaxAge: int(c.sessions.ttl / time.Second),
+	})
+	c.log.Info("console: operator logged in", "operator", name)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(cookieName); err == nil {
+		c.sessions.drop(ck.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
+}
+
+// ---- approvals
+
+// recentDecisions is how many decided requests the approvals page lists.
+const recentDecisions = 20
+
+func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request) {
+	pending, err := c.pendingDetailed(r.Context())
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	all, err := c.b.ListApprovals(r.Context(), "", 100)
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	var recent []Approval
+	for _, a := range all {
+		if a.Status != "pending" && len(recent) < recentDecisions {
+			recent = append(recent, a)
+		}
+	}
+	c.render(w, r, http.StatusOK, "approvals", "Approvals", "approvals", map[string]any{
+		"Pending": pending, "Recent": recent, "Live": true,
+	})
+}
+
+// maxPendingShown bounds the pending requests a page shows, each read
+// whole (its preview may read a file).
+const maxPendingShown = 50
+
+// pendingDetailed lists the pending requests with their arguments and
+// previews.
+func (c *Console) pendingDetailed(ctx context.Context) ([]Approval, error) {
+	pending, err := c.b.ListApprovals(ctx, "pending", maxPendingShown)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pending {
+		a, err := c.b.GetApproval(ctx, pending[i].ID)
+		switch {
+		case err == nil:
+			pending[i] = *a
+		case errors.Is(err, ErrNotFound):
+		default:
+			return nil, err
+		}
+	}
+	return pending, nil
+}
+
+func (c *Console) approvalPage(w http.ResponseWriter, r *http.Request) {
+	a, err := c.b.GetApproval(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "approval", "Approval "+a.ID, "approvals", map[string]any{"A": a})
+}
+
+// decideBody is the JSON form of a decision.
+type decideBody struct {
+	Approve *bool  `json:"approve"`
+	Reason  string `json:"reason"`
+}
+
+// decide records a decision, from the form (decision=approve|deny,
+// reason) or JSON ({"approve": bool, "reason": "..."}).
+func (c *Console) decide(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var approve bool
+	var reason string
+	isJSON := strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if isJSON {
+		var body decideBody
+		if err := decodeJSON(r.Body, &body); err != nil {
+			c.fail(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		if body.Approve == nil {
+			c.fail(w, r, http.StatusBadRequest, `"approve" (true or false) is required`)
+			return
+		}
+		approve, reason = *body.Approve, body.Reason
+	} else {
+		if err := r.ParseForm(); err != nil {
+			c.fail(w, r, http.StatusBadRequest, "the form could not be read")
+			return
+		}
+		switch r.PostForm.Get("decision") {
+		case "approve":
+			approve = true
+		case "deny":
+		default:
+			c.fail(w, r, http.StatusBadRequest, `decision must be "approve" or "deny"`)
+			return
+		}
+		reason = r.PostForm.Get("reason")
+	}
+	reason = strings.TrimSpace(reason)
+	if len(reason) > maxReason {
+		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("the reason is longer than %d bytes", maxReason))
+		return
+	}
+	operator := operatorOf(r.Context())
+	if err := c.b.DecideApproval(r.Context(), id, approve, operator, reason); err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	verdict := "denied"
+	if approve {
+		verdict = "approved"
+	}
+	c.log.Info("console: approval decided", "id", id, "decision", verdict, "operator", operator)
+	c.wake()
+	if isJSON || wantsJSON(r) {
+		a, err := c.b.GetApproval(r.Context(), id)
+		if err != nil {
+			writeJSON(w, http.StatusOK, map[string]string{"id": id, "status": verdict})
+			return
+		}
+		writeJSON(w, http.StatusOK, a)
+		return
+	}
+	http.Redirect(w, r, Prefix+"/approvals/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+func decodeJSON(r io.Reader, v any) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("reading the body: %w", err)
+	}
+	if err := jsonstrict.Valid(data, nil); err != nil {
+		return fmt.Errorf("the body is not valid JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("the body does not have the expected fields: %w", err)
+	}
+	return nil
+}
+
+// ---- journal
+
+// callQuery reads the journal's filters from the URL.
+func callQuery(r *http.Request) (CallQuery, error) {
+	q := r.URL.Query()
+	cq := CallQuery{Caller: q.Get("caller"), Tool: q.Get("tool"), Status: q.Get("status"), Limit: PageSize}
+	for _, v := range []string{cq.Caller, cq.Tool, cq.Status} {
+		if len(v) > 200 {
+			return cq, errors.New("a filter is longer than 200 bytes")
+		}
+	}
+	if s := q.Get("offset"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > maxOffset {
+			return cq, fmt.Errorf("offset must be a number from 0 to %d", maxOffset)
+		}
+		cq.Offset = n
+	}
+	return cq, nil
+}
+
+// Statuses the journal filter offers.
+var journalStatuses = []string{"started", "succeeded", "tool_error", "failed", "uncertain", "executed", "not_executed"}
+
+func (c *Console) journalPage(w http.ResponseWriter, r *http.Request) {
+	q, err := callQuery(r)
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	calls, more, err := c.b.ListCalls(r.Context(), q)
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	page := func(offset int) string {
+		v := url.Values{}
+		for k, s := range map[string]string{"caller": q.Caller, "tool": q.Tool, "status": q.Status} {
+			if s != "" {
+				v.Set(k, s)
+			}
+		}
+		if offset > 0 {
+			v.Set("offset", strconv.Itoa(offset))
+		}
+		if len(v) == 0 {
+			return Prefix + "/journal"
+		}
+		return Prefix + "/journal?" + v.Encode()
+	}
+	data := map[string]any{"Q": q, "Calls": calls, "Statuses": journalStatuses, "First": q.Offset + 1, "Last": q.Offset + len(calls)}
+	if q.Offset > 0 {
+		data["Prev"] = page(max(0, q.Offset-q.Limit))
+	}
+	if more && q.Offset+q.Limit <= maxOffset {
+		data["Next"] = page(q.Offset + q.Limit)
+	}
+	c.render(w, r, http.StatusOK, "journal", "Journal", "journal", data)
+}
+
+func (c *Console) callPage(w http.ResponseWriter, r *http.Request) {
+	call, err := c.b.GetCall(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "call", "Call "+call.ID, "journal", map[string]any{"C": call})
+}
+
+// ---- budgets, tools, health
+
+func (c *Console) budgetsPage(w http.ResponseWriter, r *http.Request) {
+	bs, err := c.b.Budgets(r.Context())
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "budgets", "Budgets", "budgets", map[string]any{"Budgets": bs})
+}
+
+func (c *Console) toolsPage(w http.ResponseWriter, r *http.Request) {
+	ts, err := c.b.Tools(r.Context())
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	held := 0
+	for _, t := range ts {
+		if t.Pin.Held() {
+			held++
+		}
+	}
+	c.render(w, r, http.StatusOK, "tools", "Tools", "tools", map[string]any{"Tools": ts, "Held": held})
+}
+
+// acceptBody is the JSON form of accepting a definition.
+type acceptBody struct {
+	Tool string `json:"tool"`
+	Hash string `json:"hash"`
+}
+
+func (c *Console) accept(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	var body acceptBody
+	isJSON := strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
+	if isJSON {
+		if err := decodeJSON(r.Body, &body); err != nil {
+			c.fail(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+	} else {
+		if err := r.ParseForm(); err != nil {
+			c.fail(w, r, http.StatusBadRequest, "the form could not be read")
+			return
+		}
+		body.Tool, body.Hash = r.PostForm.Get("tool"), r.PostForm.Get("hash")
+	}
+	if body.Tool == "" || body.Hash == "" {
+		c.fail(w, r, http.StatusBadRequest, "tool and hash are required")
+		return
+	}
+	operator := operatorOf(r.Context())
+	if err := c.b.AcceptDefinition(r.Context(), body.Tool, body.Hash, operator); err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	c.log.Info("console: definition accepted", "tool", body.Tool, "hash", body.Hash, "operator", operator)
+	if isJSON || wantsJSON(r) {
+		writeJSON(w, http.StatusOK, map[string]string{"tool": body.Tool, "accepted_hash": body.Hash})
+		return
+	}
+	http.Redirect(w, r, Prefix+"/tools#tool-"+url.PathEscape(body.Tool), http.StatusSeeOther)
+}
+
+func (c *Console) healthPage(w http.ResponseWriter, r *http.Request) {
+	h := c.b.Health(r.Context())
+	status := http.StatusOK
+	if !h.OK {
+		status = http.StatusServiceUnavailable
+	}
+	c.render(w, r, status, "health", "Health", "health", map[string]any{"H": h})
+}
+
+// ---- JSON
+
+func (c *Console) apiApprovals(w http.ResponseWriter, r *http.Request) {
+	status := r.URL.Query().Get("status")
+	as, err := c.b.ListApprovals(r.Context(), status, 200)
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": nonNil(as)})
+}
+
+func (c *Console) apiApproval(w http.ResponseWriter, r *http.Request) {
+	a, err := c.b.GetApproval(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+func (c *Console) apiJournal(w http.ResponseWriter, r *http.Request) {
+	q, err := callQuery(r)
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	calls, more, err := c.b.ListCalls(r.Context(), q)
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	out := map[string]any{"calls": nonNil(calls), "offset": q.Offset}
+	if more {
+		out["next_offset"] = q.Offset + q.Limit
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (c *Console) apiCall(w http.ResponseWriter, r *http.Request) {
+	call, err := c.b.GetCall(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, call)
+}
+
+func (c *Console) apiBudgets(w http.ResponseWriter, r *http.Request) {
+	bs, err := c.b.Budgets(r.Context())
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"budgets": nonNil(bs)})
+}
+
+func (c *Console) apiTools(w http.ResponseWriter, r *http.Request) {
+	ts, err := c.b.Tools(r.Context())
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tools": nonNil(ts)})
+}
+
+func (c *Console) apiHealth(w http.ResponseWriter, r *http.Request) {
+	h := c.b.Health(r.Context())
+	status := http.StatusOK
+	if !h.OK {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, h)
+}
+
+// nonNil makes an empty list encode as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

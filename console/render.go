@@ -1,0 +1,142 @@
+package console
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// pages are the templates rendered as whole documents.
+var pages = []string{"login", "error", "approvals", "approval", "journal", "call", "budgets", "tools", "health"}
+
+// maxShown bounds a JSON document shown on a page; the JSON endpoints
+// return it whole.
+const maxShown = 256 << 10
+
+var funcs = template.FuncMap{
+	"ts": func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"pretty": func(raw json.RawMessage) string {
+		if len(raw) == 0 {
+			return "-"
+		}
+		var b bytes.Buffer
+		if err := json.Indent(&b, raw, "", "  "); err != nil {
+			b.Reset()
+			b.Write(raw)
+		}
+		if b.Len() > maxShown {
+			return b.String()[:maxShown] + fmt.Sprintf("\n... (%d bytes in all; the JSON endpoint has it whole)", b.Len())
+		}
+		return b.String()
+	},
+	"short": func(s string) string {
+		if len(s) > 16 {
+			return s[:16] + "…"
+		}
+		return s
+	},
+	"diffLines": diffLines,
+	"prefix":    func() string { return Prefix },
+}
+
+var templates = func() map[string]*template.Template {
+	m := map[string]*template.Template{}
+	for _, p := range pages {
+		m[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS,
+			"templates/layout.html", "templates/partials.html", "templates/"+p+".html"))
+	}
+	return m
+}()
+
+// diffLine is one line of a unified diff, classed for colour.
+type diffLine struct{ Class, Text string }
+
+func diffLines(diff string) []diffLine {
+	lines := strings.Split(strings.TrimSuffix(diff, "\n"), "\n")
+	out := make([]diffLine, 0, len(lines))
+	for _, l := range lines {
+		class := "ctx"
+		switch {
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
+			class = "file"
+		case strings.HasPrefix(l, "@@"):
+			class = "hunk"
+		case strings.HasPrefix(l, "+"):
+			class = "add"
+		case strings.HasPrefix(l, "-"):
+			class = "del"
+		}
+		out = append(out, diffLine{class, l})
+	}
+	return out
+}
+
+// pageData is what every page template gets.
+type pageData struct {
+	Title    string
+	Nav      string // the current section
+	Operator string
+	D        map[string]any
+}
+
+// render writes a whole page. Templates are executed into a buffer first,
+// so that a failure answers 500 rather than half a page.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page, title, nav string, data map[string]any) {
+	t, ok := templates[page]
+	if !ok {
+		panic("console: no page template " + page)
+	}
+	var b bytes.Buffer
+	err := t.ExecuteTemplate(&b, "layout", pageData{Title: title, Nav: nav, Operator: operatorOf(r.Context()), D: data})
+	if err != nil {
+		c.log.Error("console: rendering", "page", page, "error", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+// renderFragment renders one named partial template.
+func (c *Console) renderFragment(name string, data any) (string, error) {
+	var b bytes.Buffer
+	if err := templates["approvals"].ExecuteTemplate(&b, name, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func staticHandler() http.Handler {
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		panic(err)
+	}
+	fsrv := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// No directory listings.
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		fsrv.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"net/http"
+)
+
+// Operators are authenticated by their own bearer tokens
+// ([Options.Operators]), separate from callers': an operator may read
+// /metrics (and the console's pages), a caller may not (403).
+
+// operatorOfToken is the operator a token belongs to, compared in constant
+// time like callers' tokens.
+func (s *Server) operatorOfToken(token string) (string, bool) {
+	name, found := "", 0
+	for _, e := range s.operators {
+		if subtle.ConstantTimeCompare(e.token, []byte(token)) == 1 {
+			name, found = e.caller, 1
+		}
+	}
+	return name, found == 1 && token != ""
+}
+
+// Operator authenticates an operator's request by its bearer token. It
+// returns the operator's name and 200, or 401 (no token, or one nobody
+// has) or 403 (a caller's token: callers are not operators).
+func (s *Server) Operator(r *http.Request) (string, int) {
+	token, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		return "", http.StatusUnauthorized
+	}
+	return s.OperatorOfToken(token)
+}
+
+// OperatorOfToken is [Server.Operator] for a token obtained otherwise (a
+// console's login form).
+func (s *Server) OperatorOfToken(token string) (string, int) {
+	if name, ok := s.operatorOfToken(token); ok {
+		return name, http.StatusOK
+	}
+	if _, ok := s.callerOfToken(token); ok {
+		return "", http.StatusForbidden
+	}
+	return "", http.StatusUnauthorized
+}
+
+type operatorKey struct{}
+
+// OperatorFrom returns the operator RequireOperator authenticated.
+func OperatorFrom(ctx context.Context) (string, bool) {
+	name, ok := ctx.Value(operatorKey{}).(string)
+	return name, ok
+}
+
+// RequireOperator lets through only requests bearing an operator's token:
+// 401 without a valid token, 403 for a caller's.
+func (s *Server) RequireOperator(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, status := s.Operator(r)
+		switch status {
+		case http.StatusOK:
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), operatorKey{}, name)))
+			return
+		case http.StatusForbidden:
+			http.Error(w, "this is for operators: a caller's token is not an operator's", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="backplane-operators", error="invalid_token"`)
+		msg := "an operator's bearer token is required"
+		if len(s.operators) == 0 {
+			msg = "no operator tokens are configured (operators:): every request is refused"
+		}
+		http.Error(w, msg, http.StatusUnauthorized)
+	})
+}
+
+// requestHeader is the header, set by the server itself on every /mcp
+// request (any value a client sent is replaced), that lets a tools/call
+// find the HTTP request it came in on: a call ends when its client's
+// request does (a disconnect), not only on notifications/cancelled.
+const requestHeader = "X-Backplane-Http-Request"
+
+// trackRequests registers each /mcp request's context under a fresh id.
+func (s *Server) trackRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := rand.Text()
+		r.Header.Set(requestHeader, id)
+		s.httpRequests.Store(id, r.Context())
+		defer s.httpRequests.Delete(id)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// httpRequestContext is the context of the HTTP request a call came in on.
+func (s *Server) httpRequestContext(h http.Header) (context.Context, bool) {
+	if h == nil {
+		return nil, false
+	}
+	v, ok := s.httpRequests.Load(h.Get(requestHeader))
+	if !ok {
+		return nil, false
+	}
+	return v.(context.Context), true
+}

@@ -1,0 +1,47 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Result is what a succeeded call returned, as the journal records it in
+// Intent.Result: the backend's result, byte for byte, and whether the tool
+// flagged it as a tool-level error. EncodeResult and DecodeResult are its
+// only encoding and decoding: the gateway (recording, replaying), the CLI
+// (journal show) and any other reader go through them.
+type Result struct {
+	IsError bool
+	// Content is one JSON value, exactly as the backend returned it
+	// (whitespace, member order and escapes included).
+	Content json.RawMessage
+}
+
+// ErrMalformedResult is returned by DecodeResult for bytes that are not a
+// recorded result.
+var ErrMalformedResult = errors.New("not a recorded result")
+
+// EncodeResult returns the journal's encoding of r: {"is_error":B,"content":C}.
+// It is built by hand, not with json.Marshal, which would compact Content
+// and escape <, > and &: a replay must return the bytes the call returned.
+// r.Content must be one JSON value (the gateway checks it before settling).
+func EncodeResult(r Result) []byte {
+	return fmt.Appendf(nil, `{"is_error":%t,"content":%s}`, r.IsError, r.Content)
+}
+
+// DecodeResult reads what EncodeResult wrote, returning Content as the exact
+// bytes recorded. It fails with ErrMalformedResult for anything else.
+func DecodeResult(b []byte) (Result, error) {
+	var r struct {
+		IsError *bool           `json:"is_error"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrMalformedResult, err)
+	}
+	if r.IsError == nil || r.Content == nil {
+		return Result{}, fmt.Errorf("%w: is_error or content is missing", ErrMalformedResult)
+	}
+	return Result{IsError: *r.IsError, Content: r.Content}, nil
+}

@@ -1,0 +1,124 @@
+// Package tool holds what the gateway and the backends share about a tool:
+// its descriptor ([Tool]), its safety flags, the validator it may bring, the
+// stable error classes a call can end with, its definition hash, and the
+// [Registry] an upstream registers its tools through.
+//
+// It sits below both package gateway and the backends (backend/...), so
+// that a backend describes and registers its tools without importing the
+// gateway. Package gateway re-exports these names (gateway.Tool is
+// tool.Tool).
+package tool
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/internal/canonjson"
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
+)
+
+// Safety flags describe what a tool does, for policy and approval.
+type Safety struct {
+	ReadOnly         bool `json:"read_only" yaml:"read_only"`
+	Idempotent       bool `json:"idempotent" yaml:"idempotent"`
+	RequiresApproval bool `json:"requires_approval" yaml:"requires_approval"`
+}
+
+// Validator validates argument bytes, reporting every violation as an
+// *inputschema.Error or *inputschema.ErrorList. *inputschema.Schema is one.
+type Validator interface {
+	ValidateJSONAll(args []byte) error
+}
+
+// Tool is a tool descriptor with its backend.
+type Tool struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the arguments, kept unchanged (D20).
+	InputSchema json.RawMessage
+	Safety      Safety
+	// Timeout bounds one call; 0 means the gateway's default.
+	Timeout time.Duration
+	Backend backend.Backend
+	// Validator, when set, replaces the subset validator for this tool: an
+	// explicit choice of another boundary (D21), never a fallback.
+	Validator Validator
+	// Pinned tools come from a source the gateway does not control (an MCP
+	// upstream). Their definition hash is recorded at first registration;
+	// after a change, calls fail with forbidden until an operator accepts
+	// the new definition (store.Pins.AcceptPin; `backplane tools accept`).
+	Pinned bool
+}
+
+// Class is a stable error class string; callers (and models) match on it.
+type Class string
+
+const (
+	ClassValidation       Class = "validation"
+	ClassUnsupported      Class = "unsupported_capability"
+	ClassNotFound         Class = "not_found"
+	ClassForbidden        Class = "forbidden"
+	ClassApprovalRequired Class = "approval_required"
+	ClassBudgetExceeded   Class = "budget_exceeded"
+	ClassResourceConflict Class = "resource_conflict"
+	ClassTimeout          Class = "timeout"
+	ClassCancelled        Class = "cancelled"
+	ClassExecutionFailure Class = "execution_failure"
+	ClassUnknownOutcome   Class = "unknown_outcome"
+	ClassMalformedResult  Class = "malformed_result"
+)
+
+// Registry is where a source of tools (an MCP upstream) registers them.
+// *gateway.Gateway is one.
+//
+// Register adds t. It refuses, registering nothing, a tool without a name
+// or a backend, and a name already registered (the error wraps
+// [ErrAlreadyRegistered]). A tool whose input schema the registry's
+// validator refuses is registered all the same, unchanged (D20), and
+// reported with a *[SchemaError]: every call of it then fails with that
+// error before its backend runs.
+//
+// Unregister removes the named tool and reports whether it was registered.
+// A source unregisters only the names it registered itself.
+type Registry interface {
+	Register(t Tool) error
+	Unregister(name string) bool
+}
+
+// ErrAlreadyRegistered is wrapped by Register's error when the name is taken.
+var ErrAlreadyRegistered = errors.New("a tool is already registered under that name")
+
+// SchemaError reports a tool that Register registered although its input
+// schema is outside what the validator accepts.
+type SchemaError struct {
+	Tool string
+	Err  error
+}
+
+func (e *SchemaError) Error() string { return "tool " + e.Tool + ": " + e.Err.Error() }
+
+func (e *SchemaError) Unwrap() error { return e.Err }
+
+// DefinitionHash is the SHA-256 of the canonical JSON of a tool's name,
+// description, input schema (the raw bytes when they are not JSON) and
+// safety flags. The flags are part of the definition because they decide
+// whether a call needs approval: an upstream that flips readOnlyHint to
+// shed the approval step changes its tool, and a pinned tool is then held
+// back like any other change; an approval is bound to them as well.
+func DefinitionHash(name, description string, schema json.RawMessage, safety Safety) string {
+	var s any = string(schema)
+	if v, err := jsonstrict.Decode(schema, nil); err == nil {
+		s = v
+	}
+	def := func(schema any) map[string]any {
+		return map[string]any{"name": name, "description": description, "inputSchema": schema, "safety": map[string]any{
+			"read_only": safety.ReadOnly, "idempotent": safety.Idempotent, "requires_approval": safety.RequiresApproval}}
+	}
+	h, err := canonjson.DigestValue(def(s))
+	if err != nil {
+		h, _ = canonjson.DigestValue(def(string(schema)))
+	}
+	return h
+}
