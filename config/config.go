@@ -142,6 +142,8 @@ type Config struct {
 	Serve ServeConfig
 	// Servers are the upstream MCP servers (see [ServerConfig]).
 	Servers []ServerConfig
+	// Sandbox confines tool processes (see [SandboxConfig]).
+	Sandbox SandboxConfig
 	// Operators decide approvals (see [Operator]).
 	Operators []Operator
 	// Retention says how long the store keeps what is finished (see
@@ -211,6 +213,8 @@ type ToolConfig struct {
 	// MaxOutputBytes caps the program's stdout. Default: Limits.MaxResultBytes.
 	MaxOutputBytes int
 	Safety         Safety
+	// Sandbox overrides the top-level sandbox section; nil: none.
+	Sandbox *SandboxConfig
 	// Line is where the tool is declared in the file.
 	Line int
 }
