@@ -155,9 +155,15 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.operators(c, v)
 		case "retention":
 			return p.retention(c, v)
+		case "sandbox":
+			s, err := p.sandbox(c, v)
+			if s != nil {
+				c.Sandbox = *s
+			}
+			return err
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention", "sandbox"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -459,6 +465,8 @@ func (p *parser) tools(c *Config, v *yaml.Node) error {
 				t.MaxOutputBytes, err = p.positiveInt(v, key)
 			case "main_arg":
 				t.MainArg, err = p.mainArg(v)
+			case "sandbox":
+				t.Sandbox, err = p.sandbox(c, v)
 			case "safety":
 				err = p.mapping(v, "safety", func(key string, k, v *yaml.Node) error {
 					b, err := p.boolean(v, key)
@@ -474,7 +482,7 @@ func (p *parser) tools(c *Config, v *yaml.Node) error {
 				}, "read_only", "idempotent", "requires_approval")
 			}
 			return err
-		}, "name", "description", "input_schema", "command", "env", "dir", "timeout", "max_output_bytes", "safety", "main_arg")
+		}, "name", "description", "input_schema", "command", "env", "dir", "timeout", "max_output_bytes", "safety", "sandbox", "main_arg")
 		if err != nil {
 			return err
 		}

@@ -54,6 +54,8 @@ type ServerConfig struct {
 	// MainArg names the argument TOOL(PATTERN) policy entries match, for
 	// every tool of the server (main_arg); nil: none.
 	MainArg *policy.MainArg
+	// Sandbox, when set, confines a command server (they opt in).
+	Sandbox *SandboxConfig
 	// Line is where the server is declared in the file.
 	Line int
 }
@@ -64,7 +66,7 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "servers", func(item *yaml.Node) error {
 		s := ServerConfig{Line: item.Line, Validator: ValidatorSubset}
-		var nameNode, cmdNode, urlNode, envNode, headersNode *yaml.Node
+		var nameNode, cmdNode, urlNode, envNode, headersNode, sandboxNode *yaml.Node
 		err := p.mapping(item, "a server", func(key string, k, v *yaml.Node) error {
 			var err error
 			switch key {
@@ -114,6 +116,9 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 					s.Headers[name] = n.Value
 					return nil
 				})
+			case "sandbox":
+				sandboxNode = v
+				s.Sandbox, err = p.sandbox(c, v)
 			case "validator":
 				if s.Validator, err = p.str(v, "validator"); err == nil &&
 					s.Validator != ValidatorSubset && s.Validator != ValidatorDraft2020 {
@@ -123,7 +128,7 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 				s.MainArg, err = p.mainArg(v)
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator", "main_arg")
+		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg")
 		if err != nil {
 			return err
 		}
@@ -143,6 +148,8 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 			return p.errAt(envNode, "server %s: env applies to a command, not to a url", s.Name)
 		case headersNode != nil && cmdNode != nil:
 			return p.errAt(headersNode, "server %s: headers apply to a url, not to a command", s.Name)
+		case sandboxNode != nil && urlNode != nil:
+			return p.errAt(sandboxNode, "server %s: sandbox applies to a command, not to a url", s.Name)
 		}
 		c.Servers = append(c.Servers, s)
 		return nil

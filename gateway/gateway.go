@@ -393,6 +393,12 @@ func (c *call) audit(step, outcome string, attrs ...any) {
 	if c.digest != "" {
 		base = append(base, "args_digest", c.digest)
 	}
+	if step == "settle" && c.tool != nil {
+		// What the backend says about how it ran (its sandbox, say).
+		if a, ok := c.tool.Backend.(backend.Auditor); ok {
+			base = append(base, a.AuditAttrs()...)
+		}
+	}
 	level := slog.LevelInfo
 	if outcome != "ok" && outcome != "allow" && outcome != "approved" && outcome != "not_required" {
 		level = slog.LevelWarn

@@ -373,7 +373,7 @@ func TestCallText(t *testing.T) {
 	}
 	r = g.run(t, "", "call", "--caller", "alice", "danger", `{"text":"x"}`)
 	r.wantCode(t, exitNegative)
-	if !regexp.MustCompile(`approval_required.*\n(.*\n)*.*backplane approvals approve apr_\S+ --config \S+ --as OPERATOR`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`approval_required.*\n(.*\n)*\s+- backplane approvals approve apr_\S+ --config \S+ --as \S+`).MatchString(r.stdout) {
 		t.Errorf("approval text:\n%s", r.stdout)
 	}
 	r = g.run(t, "", "call", "--caller", "alice", "note", `{"text":"hi"}`)

@@ -15,6 +15,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentbackplane/backplane/internal/sandbox"
 )
 
 // Exit codes of every verb.
@@ -25,6 +27,9 @@ const (
 )
 
 func main() {
+	// The sandbox launcher: when this process was started as one, it
+	// confines itself and executes a tool, never returning.
+	sandbox.Main()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -117,6 +117,10 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		AllowedOrigins:       cfg.Serve.AllowedOrigins,
 		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
 	})
+	// Once at startup: why tools run unsandboxed, if some do.
+	for _, note := range s.rt.SandboxNotes {
+		log.Warn("tool processes run unsandboxed", "reason", note)
+	}
 
 	// Retention: prune in the background for the life of the server
 	// (cfg.Retention; keep 0 is for ever), stopped before the store closes.
