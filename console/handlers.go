@@ -25,6 +25,7 @@ type Console struct {
 	auth     Auth
 	log      *slog.Logger
 	hosts    map[string]struct{}
+	origins  []string
 	anyHost  bool
 	poll     time.Duration
 	now      func() time.Time
@@ -70,6 +71,12 @@ func New(b Backend, auth Auth, opts *Options) *Console {
 	hosts := opts.AllowedHosts
 	if len(hosts) == 0 {
 		hosts = []string{"localhost", "127.0.0.1", "::1"}
+	}
+	c.origins = opts.TrustedOrigins
+	for _, o := range opts.TrustedOrigins {
+		if u, err := url.Parse(o); err == nil && u.Hostname() != "" {
+			hosts = append(hosts, u.Hostname())
+		}
 	}
 	for _, h := range hosts {
 		if h == "*" {
@@ -141,6 +148,11 @@ func (c *Console) routes() http.Handler {
 	}))
 
 	cop := http.NewCrossOriginProtection()
+	for _, o := range c.origins {
+		if err := cop.AddTrustedOrigin(o); err != nil {
+			c.log.Warn("console: a trusted origin is malformed and is ignored", "origin", o, "error", err)
+		}
+	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.log.Warn("console: cross-origin request refused", "method", r.Method, "path", r.URL.Path,
 			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
@@ -157,7 +169,9 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: with no-referrer, browsers send
+		// "Origin: null" on the console's own form posts.
+		h.Set("Referrer-Policy", "same-origin")
 		if !strings.HasPrefix(r.URL.Path, Prefix+"/static/") {
 			h.Set("Cache-Control", "no-store")
 		}
