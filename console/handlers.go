@@ -30,6 +30,7 @@ type Console struct {
 	poll     time.Duration
 	now      func() time.Time
 	sessions *sessions
+	limiter  *loginLimiter
 	handler  http.Handler
 
 	// wake tells live streams to read pending approvals now (a decision
@@ -92,6 +93,7 @@ func New(b Backend, auth Auth, opts *Options) *Console {
 		maxS = DefaultMaxSessions
 	}
 	c.sessions = &sessions{m: map[string]*session{}, ttl: ttl, max: maxS, now: c.now}
+	c.limiter = &loginLimiter{m: map[string]*failureWindow{}, now: c.now}
 	c.handler = c.routes()
 	return c
 }
@@ -241,8 +243,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	tok := strings.TrimSpace(r.PostForm.Get("token"))
 	next := safeNext(r.PostForm.Get("next"))
+	client := clientOf(r)
+	if c.limiter.blocked(client) {
+		c.log.Warn("console: login refused: too many failures", "remote", r.RemoteAddr)
+		c.render(w, r, http.StatusTooManyRequests, "login", "Log in", "", map[string]any{"Next": next,
+			"Error": "too many wrong tokens from this address: wait a minute and try again"})
+		return
+	}
 	name, ok := c.auth.Operator(tok)
 	if !ok {
+		c.limiter.fail(client)
 		status, msg := http.StatusUnauthorized, "this is not an operator's token"
 		if c.auth.IsCaller(tok) {
 			status, msg = http.StatusForbidden, "this is a caller's token: the console is for operators only"
