@@ -1,11 +1,14 @@
 // Package budget plans the reservations one call takes: quotas per scope
-// (per caller, per session) and a cost per tool. The reservation itself is
+// (per caller, per session), optionally per fixed time window (Per: windows
+// aligned to the Unix epoch, so every replica agrees on them), and a cost
+// per tool. A call counts in the window holding its commit time. The reservation itself is
 // made by the store, atomically with the call's durable intent, so a quota is
 // never exceeded whatever the concurrency (see store.CommitIntent).
 package budget
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/agentbackplane/backplane/store"
 )
@@ -28,6 +31,10 @@ type Quota struct {
 	// Default is the cost of a tool Cost does not list; nil means 1. (The
 	// configuration's `cost: {default: N}` is parsed into it; see config.)
 	Default *int64 `json:"default_cost,omitempty" yaml:"default_cost"`
+	// Per is the length of the windows the quota applies to (whole
+	// seconds, at most store.MaxWindow); 0 means no window: the quota is
+	// for ever.
+	Per time.Duration `json:"per,omitempty" yaml:"per"`
 }
 
 // CostOf returns the cost of one call of tool under q.
@@ -52,6 +59,11 @@ func (q Quota) Check() error {
 	if q.Default != nil && *q.Default < 0 {
 		return fmt.Errorf("budget default cost is %d: must not be negative", *q.Default)
 	}
+	if q.Per != 0 {
+		if err := store.CheckWindow(store.Window{Per: q.Per, Start: time.Unix(0, 0)}); err != nil {
+			return fmt.Errorf("budget per %v: must be whole seconds, from 1s to %v", q.Per, store.MaxWindow)
+		}
+	}
 	for tool, c := range q.Cost {
 		if c < 0 {
 			return fmt.Errorf("budget cost of %s is %d: must not be negative", tool, c)
@@ -60,17 +72,19 @@ func (q Quota) Check() error {
 	return nil
 }
 
-// Plan returns the reservations one call of tool by caller in session takes.
-// A call without a session counts against the session key "" (one shared
-// bucket), so leaving out the session id is no way around a session quota.
-func Plan(quotas []Quota, caller, session, tool string) []store.Reservation {
+// Plan returns the reservations one call of tool by caller in session,
+// committed at at, takes. A call without a session counts against the
+// session key "" (one shared bucket), so leaving out the session id is no
+// way around a session quota.
+func Plan(quotas []Quota, caller, session, tool string, at time.Time) []store.Reservation {
 	var out []store.Reservation
 	for _, q := range quotas {
 		key := caller
 		if q.Scope == ScopeSession {
 			key = session
 		}
-		out = append(out, store.Reservation{Scope: string(q.Scope), Key: key, Quota: q.Quota, Amount: q.CostOf(tool)})
+		out = append(out, store.Reservation{Scope: string(q.Scope), Key: key, Quota: q.Quota, Amount: q.CostOf(tool),
+			Window: store.WindowAt(q.Per, at)})
 	}
 	return out
 }

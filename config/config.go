@@ -144,6 +144,9 @@ type Config struct {
 	Servers []ServerConfig
 	// Operators decide approvals (see [Operator]).
 	Operators []Operator
+	// Retention says how long the store keeps what is finished (see
+	// [Retention]).
+	Retention Retention
 }
 
 // Approvals configure the approval step.
@@ -259,6 +262,7 @@ func Parse(data []byte, filename string) (*Config, error) {
 		Dir:       dir,
 		Store:     DefaultStore,
 		Approvals: Approvals{Expire: DefaultApprovalExpire},
+		Retention: Retention{Keep: DefaultRetentionKeep, Every: DefaultRetentionEvery},
 		Limits: Limits{
 			MaxArgumentBytes: inputschema.DefaultMaxArgumentBytes,
 			MaxResultBytes:   DefaultMaxResultBytes,

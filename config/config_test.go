@@ -68,10 +68,10 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 	if !reflect.DeepEqual(c.Budgets, wantBudgets) {
 		t.Errorf("Budgets = %+v, want %+v", c.Budgets, wantBudgets)
 	}
-	if got := budget.Plan(c.Budgets, "alice", "s1", "danger"); !reflect.DeepEqual(got, []store.Reservation{{Scope: "caller", Key: "alice", Quota: 3, Amount: 2}}) {
+	if got := budget.Plan(c.Budgets, "alice", "s1", "danger", time.Now()); !reflect.DeepEqual(got, []store.Reservation{{Scope: "caller", Key: "alice", Quota: 3, Amount: 2}}) {
 		t.Errorf("Plan(danger) = %+v", got)
 	}
-	if got := budget.Plan(c.Budgets, "alice", "s1", "note"); !reflect.DeepEqual(got, []store.Reservation{{Scope: "caller", Key: "alice", Quota: 3, Amount: 1}}) {
+	if got := budget.Plan(c.Budgets, "alice", "s1", "note", time.Now()); !reflect.DeepEqual(got, []store.Reservation{{Scope: "caller", Key: "alice", Quota: 3, Amount: 1}}) {
 		t.Errorf("Plan(note) = %+v", got)
 	}
 

@@ -17,7 +17,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 )
@@ -155,9 +154,11 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.postgres(c, k, v)
 		case "operators":
 			return p.operators(c, v)
+		case "retention":
+			return p.retention(c, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -312,87 +313,6 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 		}
 		return nil
 	}, "expire", "wait", "max_pending")
-}
-
-func (p *parser) budgets(c *Config, v *yaml.Node) error {
-	scopes := map[budget.Scope]int{} // scope -> line
-	return p.sequence(v, "budgets", func(item *yaml.Node) error {
-		var q budget.Quota
-		var scopeNode, quotaNode *yaml.Node
-		err := p.mapping(item, "a budget", func(key string, k, v *yaml.Node) error {
-			switch key {
-			case "scope":
-				scopeNode = v
-				s, err := p.str(v, "scope")
-				if err != nil {
-					return err
-				}
-				q.Scope = budget.Scope(s)
-				if q.Scope != budget.ScopeCaller && q.Scope != budget.ScopeSession {
-					return p.errAt(v, "unknown budget scope %q: caller or session", s)
-				}
-			case "quota":
-				quotaNode = v
-				n, err := p.integer(v, "quota")
-				if err != nil {
-					return err
-				}
-				if n < 0 {
-					return p.errAt(v, "quota %d must not be negative", n)
-				}
-				q.Quota = n
-			case "cost":
-				return p.costs(&q, v)
-			case "default_cost":
-				n, err := p.integer(v, "default_cost")
-				if err != nil {
-					return err
-				}
-				if n < 0 {
-					return p.errAt(v, "default_cost %d must not be negative", n)
-				}
-				q.Default = &n
-			}
-			return nil
-		}, "scope", "quota", "cost", "default_cost")
-		if err != nil {
-			return err
-		}
-		// Without default_cost, `cost: {default: N}` is the default cost
-		// (the long-standing spelling); with it, every key of cost is a
-		// tool name, so a tool named "default" can be given its own cost.
-		if c, ok := q.Cost["default"]; ok && q.Default == nil {
-			q.Default = &c
-			delete(q.Cost, "default")
-		}
-		if scopeNode == nil {
-			return p.errAt(item, "a budget needs a scope (caller or session)")
-		}
-		if quotaNode == nil {
-			return p.errAt(item, "a budget needs a quota")
-		}
-		if line, ok := scopes[q.Scope]; ok {
-			return p.errAt(scopeNode, "a %s budget is already defined at line %d", q.Scope, line)
-		}
-		scopes[q.Scope] = scopeNode.Line
-		c.Budgets = append(c.Budgets, q)
-		return nil
-	})
-}
-
-func (p *parser) costs(q *budget.Quota, v *yaml.Node) error {
-	q.Cost = map[string]int64{}
-	return p.mapping(v, "cost", func(key string, k, v *yaml.Node) error {
-		n, err := p.integer(v, "the cost of "+key)
-		if err != nil {
-			return err
-		}
-		if n < 0 {
-			return p.errAt(v, "the cost of %s is %d: it must not be negative", key, n)
-		}
-		q.Cost[key] = n
-		return nil
-	})
 }
 
 func (p *parser) limits(c *Config, v *yaml.Node) error {

@@ -60,13 +60,15 @@ const (
 
 // Store is what the gateway needs of its store: the journal of intents
 // (with the budget reservations it commits), approval requests, budget usage
-// (for health and metrics) and tool pins. Every store.Store is one:
+// (for health, metrics and an operator's reset), tool pins and retention
+// (pruning, paging the journal). Every store.Store is one:
 // store/sqlite and store/postgres are durable, store/memstore is not.
 type Store interface {
 	store.Journal
 	store.Approvals
 	store.Budgets
 	store.Pins
+	store.Retention
 }
 
 // Options configure a Gateway. Store is required; every other zero field
@@ -491,7 +493,7 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			DefinitionHash: t.defHash, Arguments: c.req.Arguments, ArgsDigest: digest,
 			IdempotencyKey: c.req.IdempotencyKey, CreatedAt: now,
 		},
-		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name),
+		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
 		ApprovalID:   approvalID,
 	}
 	existing, err := g.store.CommitIntent(ctx, req)
@@ -500,8 +502,7 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		switch {
 		case errors.As(err, &be):
 			c.audit("reserve", "budget_exceeded", "scope", be.Scope, "key", be.Key)
-			return nil, newError(ClassBudgetExceeded, "reserve", be.Error(), map[string]any{
-				"scope": be.Scope, "key": be.Key, "used": be.Used, "requested": be.Requested, "quota": be.Quota})
+			return nil, newError(ClassBudgetExceeded, "reserve", be.Error(), budgetDetails(be))
 		case errors.Is(err, store.ErrDuplicateKey) && existing != nil:
 			return c.replay(existing)
 		case errors.Is(err, store.ErrApprovalUnavailable):

@@ -202,6 +202,21 @@ func (r *recStore) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 	return r.real.BudgetUsage(ctx)
 }
 
+func (r *recStore) ResetBudget(ctx context.Context, scope, key string) ([]store.Usage, error) {
+	r.rec("ResetBudget", scope, key)
+	return r.real.ResetBudget(ctx, scope, key)
+}
+
+func (r *recStore) Prune(ctx context.Context, before time.Time) (store.PruneResult, error) {
+	r.rec("Prune", before)
+	return r.real.Prune(ctx, before)
+}
+
+func (r *recStore) PageIntents(ctx context.Context, f store.IntentFilter, cursor string) (store.IntentPage, error) {
+	r.rec("PageIntents", f, cursor)
+	return r.real.PageIntents(ctx, f, cursor)
+}
+
 func (r *recStore) SeePin(ctx context.Context, tool, hash string, now time.Time) (*store.Pin, error) {
 	r.rec("SeePin", tool, hash, now)
 	return r.real.SeePin(ctx, tool, hash, now)

@@ -105,8 +105,8 @@ func refusedBeforeInvocation(err error) bool {
 type budgetCollector struct{ st store.Budgets }
 
 var budgetUsedDesc = prometheus.NewDesc("backplane_budget_used",
-	"Budget units held per scope (caller or session) and key, as the store reports them.",
-	[]string{"scope", "key"}, nil)
+	"Budget units held per scope (caller or session), key and window length (per, \"\" for none) in the current window, as the store reports them.",
+	[]string{"scope", "key", "per"}, nil)
 
 func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- budgetUsedDesc }
 
@@ -119,7 +119,15 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(budgetUsedDesc, err)
 		return
 	}
+	now := time.Now()
 	for _, u := range usage {
-		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(u.Used), u.Scope, u.Key)
+		per := ""
+		if !u.Window.IsZero() {
+			if !now.Before(u.Window.End()) || now.Before(u.Window.Start) {
+				continue // only the current window: one series per (scope, key, per)
+			}
+			per = u.Window.Per.String()
+		}
+		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(u.Used), u.Scope, u.Key, per)
 	}
 }

@@ -9,8 +9,10 @@
 //     intent row (status started) all happen, or none does, and it returns
 //     only once the transaction is synced to stable storage. Concurrent
 //     commits may share one sync (group commit).
-//   - A reservation never takes a (scope, key) above its quota, whatever the
-//     concurrency; reservations are idempotent by call id.
+//   - A reservation never takes a (scope, key) above its quota in its window
+//     (each Window of a (scope, key) counts apart; the zero Window is for
+//     ever), whatever the concurrency; reservations are idempotent by call
+//     id.
 //   - Budget is released only when an intent settles failed (proven not to
 //     have run) or an operator resolves an uncertain intent as not executed.
 //   - An intent leaves started exactly once. A started intent whose
@@ -18,6 +20,9 @@
 //     runs); never while its incarnation is alive. Nothing is ever re-run.
 //   - An approval is decided once, before it expires, and is consumed by
 //     exactly one call. Who may decide it is the gateway's rule.
+//   - Prune deletes only what has ended (settled intents, expired approvals,
+//     finished incarnations, ended windows) before its cut; a started or
+//     uncertain intent is never pruned.
 package store
 
 import (
@@ -70,6 +75,10 @@ type Reservation struct {
 	Key    string `json:"key"`   // the caller name or the session id
 	Quota  int64  `json:"quota"` // the limit in force, checked at reservation
 	Amount int64  `json:"amount"`
+	// Window is the window the call counts in (the one holding the call's
+	// commit time); zero for a budget without windows. Each window of a
+	// (scope, key) has its own usage.
+	Window Window `json:"window,omitzero"`
 }
 
 // CommitRequest is everything CommitIntent writes in one transaction.
@@ -155,18 +164,22 @@ type ApprovalFilter struct {
 	Limit  int // 0 means a default of 100
 }
 
-// Usage is the budget used in one (scope, key).
+// Usage is the budget used in one (scope, key) and window.
 type Usage struct {
-	Scope string `json:"scope"`
-	Key   string `json:"key"`
-	Used  int64  `json:"used"`
+	Scope  string `json:"scope"`
+	Key    string `json:"key"`
+	Window Window `json:"window,omitzero"`
+	// Quota is the quota of the latest reservation made in this usage (the
+	// one in force then).
+	Quota int64 `json:"quota"`
+	Used  int64 `json:"used"`
 }
 
 // Store is the durable state of a gateway: the composition of the small
 // interfaces below, which every implementation (memstore, sqlite, postgres)
 // provides and the conformance suite in store/storetest checks together.
 // Code that needs only a part asks for that part (the gateway asks for
-// Journal, Approvals, Budgets and Pins; see gateway.Store). Implementations
+// Journal, Approvals, Budgets, Pins and Retention; see gateway.Store). Implementations
 // are safe for concurrent use.
 type Store interface {
 	// Incarnation is this process's incarnation id, recorded in each intent
@@ -177,6 +190,7 @@ type Store interface {
 	Approvals
 	Budgets
 	Pins
+	Retention
 
 	Close() error
 }
@@ -221,11 +235,14 @@ type Approvals interface {
 	DecideApproval(ctx context.Context, id string, d Decision) error
 }
 
-// Budgets reports the budget held. Reservations themselves are taken by
-// Journal.CommitIntent, in the intent's transaction.
+// Budgets reports the budget held and lets an operator reset it.
+// Reservations themselves are taken by Journal.CommitIntent, in the
+// intent's transaction.
 type Budgets interface {
-	// BudgetUsage lists the budget held per (scope, key).
+	// BudgetUsage lists the budget held per (scope, key, window), by
+	// scope, key, window length and window start.
 	BudgetUsage(ctx context.Context) ([]Usage, error)
+	BudgetOps
 }
 
 // Pin is the recorded definition of a tool from a source the gateway does
@@ -287,10 +304,17 @@ var (
 type BudgetError struct {
 	Scope, Key             string
 	Used, Requested, Quota int64
+	// Window is the reservation's window; zero when the budget has none.
+	Window Window
 }
 
 func (e *BudgetError) Error() string {
-	return fmt.Sprintf("budget exceeded for %s %q: used %d + requested %d > quota %d", e.Scope, e.Key, e.Used, e.Requested, e.Quota)
+	msg := fmt.Sprintf("budget exceeded for %s %q: used %d + requested %d > quota %d", e.Scope, e.Key, e.Used, e.Requested, e.Quota)
+	if !e.Window.IsZero() {
+		msg += fmt.Sprintf(" in the %v window from %s; it resets at %s", e.Window.Per,
+			e.Window.Start.UTC().Format(time.RFC3339), e.Window.End().UTC().Format(time.RFC3339))
+	}
+	return msg
 }
 
 func (e *BudgetError) Unwrap() error { return ErrBudgetExceeded }

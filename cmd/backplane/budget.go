@@ -1,47 +1,45 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"strconv"
+	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/agentbackplane/backplane/budget"
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/spf13/cobra"
 )
 
 func newBudgetCmd() *cobra.Command {
 	f := gatewayFlags{storeOnly: true}
 	cmd := groupCmd("budget", "Show budget quotas and what calls hold of them",
-		`Budgets limit the total cost of calls per caller or per session. A call
-reserves its cost when its intent is recorded; the reservation is released
-only when the call proves not to have run (failed), or an operator resolves
-an uncertain call as not executed.`)
+		`Budgets limit the total cost of calls per caller or per session, for ever or
+per fixed window (per: 1h, windows aligned to the Unix epoch). A call
+reserves its cost in the window in which it is committed; the reservation is
+released only when the call proves not to have run (failed), or an operator
+resolves an uncertain call as not executed. An operator can reset a key's
+budget (budget reset).`)
 	addGatewayFlags(cmd, &f)
-	cmd.AddCommand(newBudgetShowCmd(&f))
+	cmd.AddCommand(newBudgetShowCmd(&f), newBudgetResetCmd(&f))
 	return cmd
-}
-
-// budgetLine is one (scope, key) as "budget show" prints it.
-type budgetLine struct {
-	Scope string `json:"scope"`
-	Key   string `json:"key"`
-	// Quota is the configured quota of the scope; null when the
-	// configuration no longer has one (the budget was held under an older
-	// configuration).
-	Quota *int64 `json:"quota"`
-	Used  int64  `json:"used"`
 }
 
 func newBudgetShowCmd(f *gatewayFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show",
-		Short: "Show the budget used per scope and key, against its quota",
-		Long: `Show prints, for each scope (caller or session) and key (the caller name or
-the session id) that holds budget, the configured quota and the amount used.
-The configured quotas are listed as well, used or not.
+		Short: "Show the budget used per scope, key and window, against its quota",
+		Long: `Show prints, for each scope (caller or session), key (the caller name or
+the session id) and window that holds budget, the quota in force, the amount
+used, what remains and when the window resets. Windows that have ended are
+marked so until retention prunes them. The configured quotas are listed as
+well, used or not.
 
-With --json the answer is {"budgets":[{"scope","key","quota","used"}],
-"quotas":[{"scope","quota","cost"}]}.`,
+With --json the answer is {"budgets":[{"scope","key","per","window_start",
+"resets_at","ended","quota","used","remaining"}],"quotas":[{"scope","quota",
+"cost","per"}]}; per, window_start and resets_at are absent for a budget
+without windows (it never resets).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := f.open(cmd.Context(), cmd)
@@ -49,30 +47,19 @@ With --json the answer is {"budgets":[{"scope","key","quota","used"}],
 				return err
 			}
 			defer s.Close()
-			usage, err := s.rt.Gateway.BudgetUsage(cmd.Context())
+			lines, err := s.rt.Gateway.Budgets(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("reading budgets: %w", err)
+				return err
 			}
-			quotas := configuredQuotas(s)
-			lines := make([]budgetLine, 0, len(usage))
-			for _, u := range usage {
-				l := budgetLine{Scope: u.Scope, Key: u.Key, Used: u.Used}
-				for _, q := range quotas {
-					if string(q.Scope) == u.Scope {
-						l.Quota = &q.Quota
-						break
-					}
-				}
-				lines = append(lines, l)
-			}
+			quotas := s.rt.Config.Budgets
 			out := cmd.OutOrStdout()
 			if f.asJSON {
 				if quotas == nil {
 					quotas = []budget.Quota{}
 				}
 				return writeJSONLine(out, struct {
-					Budgets []budgetLine   `json:"budgets"`
-					Quotas  []budget.Quota `json:"quotas"`
+					Budgets []gateway.BudgetLine `json:"budgets"`
+					Quotas  []budget.Quota       `json:"quotas"`
 				}{lines, quotas})
 			}
 			if len(quotas) == 0 {
@@ -82,35 +69,103 @@ With --json the answer is {"budgets":[{"scope","key","quota","used"}],
 				if len(quotas) > 0 {
 					fmt.Fprintln(out, "no budget is used yet")
 				}
-			} else {
-				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SCOPE\tKEY\tQUOTA\tUSED")
-				for _, l := range lines {
-					quota := "-"
-					if l.Quota != nil {
-						quota = strconv.FormatInt(*l.Quota, 10)
-					}
-					key := l.Key
-					if key == "" {
-						key = `""`
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", l.Scope, key, quota, l.Used)
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
+			} else if err := budgetTable(out, lines); err != nil {
+				return err
 			}
 			for _, q := range quotas {
-				fmt.Fprintf(out, "quota: %s %d per key, cost %s\n", q.Scope, q.Quota, costText(q))
+				per := "per key"
+				if q.Per != 0 {
+					per = "per key per " + q.Per.String()
+				}
+				fmt.Fprintf(out, "quota: %s %d %s, cost %s\n", q.Scope, q.Quota, per, costText(q))
 			}
 			return nil
 		},
 	}
 }
 
-// configuredQuotas are the quotas of the loaded configuration.
-func configuredQuotas(s *gatewaySession) []budget.Quota {
-	return s.rt.Config.Budgets
+func budgetTable(out io.Writer, lines []gateway.BudgetLine) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCOPE\tKEY\tWINDOW\tQUOTA\tUSED\tREMAINING\tRESETS")
+	for _, l := range lines {
+		key := l.Key
+		if key == "" {
+			key = `""`
+		}
+		window, resets := "-", "never"
+		if l.Per != "" {
+			window = l.Per + " from " + l.WindowStart.Format(time.RFC3339)
+			resets = l.ResetsAt.Format(time.RFC3339)
+			if l.Ended {
+				resets += " (ended)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", l.Scope, key, window, l.Quota, l.Used, l.Remaining, resets)
+	}
+	return tw.Flush()
+}
+
+func newBudgetResetCmd(f *gatewayFlags) *cobra.Command {
+	var scope, key, as string
+	cmd := &cobra.Command{
+		Use:   "reset --scope caller|session --key KEY [--as NAME]",
+		Short: "Forget what a caller or session has used (an audited operator action)",
+		Long: `Reset forgets the budget a caller or a session has used, in every window,
+so its calls are accepted again at once. Calls that held budget before the
+reset give nothing back if they are later found not to have run. The reset
+is written to the audit log with who made it (an operator: --as, or the
+owner of BACKPLANE_OPERATOR_TOKEN, default the login name) and what it
+removed.
+
+With --json the answer is {"ok":true,"scope","key","reset_by","removed":[budget
+lines as in budget show]}.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if scope == "" || !cmd.Flags().Changed("key") {
+				return errors.New("say which budget: --scope caller|session and --key KEY")
+			}
+			s, err := f.open(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if as, err = s.operator(as); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			removed, err := s.rt.Gateway.ResetBudget(cmd.Context(), scope, key, as)
+			var oe *gateway.OperatorError
+			if errors.As(err, &oe) {
+				return negative(out, f.asJSON, oe.Class, oe.Message)
+			}
+			if err != nil {
+				return err
+			}
+			if f.asJSON {
+				if removed == nil {
+					removed = []gateway.BudgetLine{}
+				}
+				return writeJSONLine(out, struct {
+					OK      bool                 `json:"ok"`
+					Scope   string               `json:"scope"`
+					Key     string               `json:"key"`
+					ResetBy string               `json:"reset_by"`
+					Removed []gateway.BudgetLine `json:"removed"`
+				}{true, scope, key, as, removed})
+			}
+			if len(removed) == 0 {
+				_, err := fmt.Fprintf(out, "ok: %s %q held no budget; nothing to reset\n", scope, key)
+				return err
+			}
+			fmt.Fprintf(out, "ok: budget of %s %q reset by %s; it held:\n", scope, key, as)
+			return budgetTable(out, removed)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&scope, "scope", "", "caller or session")
+	fl.StringVar(&key, "key", "", `the caller name or session id ("" is the calls without a session)`)
+	fl.StringVar(&as, "as", "", "who resets (default: the login name)")
+	return cmd
 }
 
 func costText(q budget.Quota) string {

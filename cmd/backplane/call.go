@@ -28,12 +28,15 @@ func newCallCmd() *cobra.Command {
 		wait                 time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "call --caller NAME [--session ID] [--idempotency-key K] [--wait DURATION] TOOL ARGS|-",
+		Use:   "call --caller NAME [--session ID] [--idempotency-key K] [--wait DURATION] TOOL [ARGS|-]",
 		Short: "Run one tool call through the gateway's whole pipeline",
 		Long: `Call runs one call of TOOL through the configured gateway: lookup,
 validation of the arguments, authorization, approval, budget reservation, the
 durable intent, then the tool's backend. ARGS is the JSON text of the
 arguments, or "-" to read it from stdin; it is passed on byte for byte.
+Without ARGS the arguments are {} (the tool's schema decides whether that is
+enough). An unknown tool is answered with the closest names the caller may
+call.
 
 Exit 0 when the tool ran and returned a result; exit 1 when the call was
 refused, its outcome is a failure, or the tool itself reported an error (its
@@ -56,12 +59,15 @@ approve" from another terminal.
 Audit events (one JSON object per line, argument digests only, never their
 values) are appended to the configuration's log.file, or else to audit.log
 in the store folder; --audit-log names another file, or "-" for stderr.`,
-		Args: cobra.ExactArgs(2),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if caller == "" {
 				return errors.New("--caller is required")
 			}
-			tool, argText := args[0], args[1]
+			tool, argText := args[0], "{}"
+			if len(args) == 2 {
+				argText = args[1]
+			}
 			var data []byte
 			if argText == "-" {
 				var err error
@@ -88,6 +94,10 @@ in the store folder; --audit-log names another file, or "-" for stderr.`,
 				req.ApprovalWait = &wait
 			}
 			res, err := s.rt.Gateway.Call(ctx, req)
+			var ge *gateway.Error
+			if errors.As(err, &ge) && ge.Class == gateway.ClassNotFound {
+				suggestUnknownTool(ge, tool, s.rt.Gateway.ToolsFor(caller))
+			}
 			return reportCall(cmd.OutOrStdout(), f.asJSON, res, err)
 		},
 	}
@@ -189,12 +199,7 @@ func writeCallError(out io.Writer, e *gateway.Error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		field(strings.ReplaceAll(k, "_", " "), fmt.Sprint(e.Details[k]))
-	}
-	if e.Class == gateway.ClassApprovalRequired {
-		if id, ok := e.Details["approval_id"].(string); ok {
-			fmt.Fprintf(out, "  ask someone else to run: backplane approvals approve %s --as NAME\n", id)
-		}
+		field(strings.ReplaceAll(k, "_", " "), humanValue(e.Details[k], "    "))
 	}
 }
 

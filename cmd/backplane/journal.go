@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,7 +31,7 @@ budget).
 Opening the journal (any command, "journal list" included) first marks as
 uncertain the started intents of gateway processes that are no longer alive.`)
 	addGatewayFlags(cmd, &f)
-	cmd.AddCommand(newJournalListCmd(&f), newJournalShowCmd(&f), newJournalResolveCmd(&f))
+	cmd.AddCommand(newJournalListCmd(&f), newJournalShowCmd(&f), newJournalResolveCmd(&f), newJournalPruneCmd(&f))
 	return cmd
 }
 
@@ -66,6 +69,10 @@ var intentStatuses = []store.Status{
 	store.StatusExecuted, store.StatusNotExecuted,
 }
 
+// listPage is how many intents journal list reads from the store at a
+// time: what it holds in memory, however long the journal.
+const listPage = 500
+
 func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 	var (
 		status, caller, tool string
@@ -78,7 +85,8 @@ func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 status, the digest of the arguments (never their values), when the intent
 was created and when it settled. A call that ran and whose tool reported an
 error is listed as "succeeded (tool_error)"; --status tool_error lists only
-those (among the newest 10 x --limit succeeded intents).
+those. --limit 0 lists the whole journal; it is read and written a page at
+a time, so memory stays small however long the journal is.
 
 With --json the answer is {"intents":[{"call_id","tool","caller","status",
 "args_digest","created_at","settled_at","tool_error",...}]}; settled_at is
@@ -102,58 +110,114 @@ error.`,
 				return err
 			}
 			defer s.Close()
-			fetch := limit
-			if toolErrors {
-				fetch = 10 * max(limit, 100)
-			}
-			intents, err := s.rt.Gateway.ListIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: fetch})
-			if err != nil {
-				return fmt.Errorf("reading the journal: %w", err)
-			}
-			entries := make([]journalEntry, 0, len(intents))
-			for i := range intents {
-				e := entryOf(&intents[i])
-				if toolErrors && !e.ToolError {
-					continue
+			w := newJournalWriter(cmd.OutOrStdout(), f.asJSON)
+			cursor, left := "", limit
+			for {
+				n := listPage
+				if limit > 0 && !toolErrors {
+					n = min(n, left)
 				}
-				if toolErrors && limit > 0 && len(entries) == limit {
+				p, err := s.rt.Gateway.PageIntents(cmd.Context(), store.IntentFilter{Status: st, Caller: caller, Tool: tool, Limit: n}, cursor)
+				if err != nil {
+					return fmt.Errorf("reading the journal: %w", err)
+				}
+				page := p.Intents
+				if toolErrors {
+					// Tool errors are succeeded intents whose recorded result
+					// says so: filtered here, page by page.
+					page = slices.DeleteFunc(page, func(in store.Intent) bool { return !gateway.ToolReportedError(&in) })
+				}
+				if limit > 0 && len(page) > left {
+					page = page[:left]
+				}
+				if err := w.page(page); err != nil {
+					return err
+				}
+				left -= len(page)
+				if p.Next == "" || (limit > 0 && left <= 0) {
 					break
 				}
-				entries = append(entries, e)
+				cursor = p.Next
 			}
-			out := cmd.OutOrStdout()
-			if f.asJSON {
-				return writeJSONLine(out, struct {
-					Intents []journalEntry `json:"intents"`
-				}{entries})
-			}
-			if len(entries) == 0 {
-				_, err := fmt.Fprintln(out, "no intents")
-				return err
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CALL ID\tTOOL\tCALLER\tSTATUS\tARGS DIGEST\tCREATED\tSETTLED")
-			for _, e := range entries {
-				settled := "-"
-				if e.SettledAt != nil {
-					settled = e.SettledAt.Format(time.RFC3339)
-				}
-				status := string(e.Status)
-				if e.ToolError {
-					status += " (tool_error)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, status,
-					e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
-			}
-			return tw.Flush()
+			return w.end()
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&status, "status", "", "only intents in this status: "+joinStatuses(intentStatuses)+", or tool_error")
 	fl.StringVar(&caller, "caller", "", "only this caller's intents")
 	fl.StringVar(&tool, "tool", "", "only this tool's intents")
-	fl.IntVar(&limit, "limit", 100, "at most this many intents")
+	fl.IntVar(&limit, "limit", 100, "at most this many intents (0: all)")
 	return cmd
+}
+
+// journalWriter writes journal list's answer as the pages come: JSON
+// element by element inside {"intents":[...]}, text as a table aligned
+// within each page.
+type journalWriter struct {
+	out    *bufio.Writer
+	buf    bytes.Buffer
+	asJSON bool
+	n      int
+}
+
+func newJournalWriter(out io.Writer, asJSON bool) *journalWriter {
+	return &journalWriter{out: bufio.NewWriter(out), asJSON: asJSON}
+}
+
+func (w *journalWriter) page(intents []store.Intent) error {
+	if w.asJSON {
+		for i := range intents {
+			if w.n == 0 {
+				w.out.WriteString(`{"intents":[`)
+			} else {
+				w.out.WriteByte(',')
+			}
+			w.n++
+			w.buf.Reset()
+			if err := writeJSONLine(&w.buf, entryOf(&intents[i])); err != nil {
+				return err
+			}
+			w.out.Write(bytes.TrimSuffix(w.buf.Bytes(), []byte("\n")))
+		}
+		return w.out.Flush()
+	}
+	if len(intents) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w.out, 0, 4, 2, ' ', 0)
+	if w.n == 0 {
+		fmt.Fprintln(tw, "CALL ID\tTOOL\tCALLER\tSTATUS\tARGS DIGEST\tCREATED\tSETTLED")
+	}
+	for i := range intents {
+		e := entryOf(&intents[i])
+		settled := "-"
+		if e.SettledAt != nil {
+			settled = e.SettledAt.Format(time.RFC3339)
+		}
+		status := string(e.Status)
+		if e.ToolError {
+			status += " (tool_error)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, status,
+			e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
+	}
+	w.n += len(intents)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return w.out.Flush()
+}
+
+func (w *journalWriter) end() error {
+	switch {
+	case w.asJSON && w.n == 0:
+		w.out.WriteString(`{"intents":[]}` + "\n")
+	case w.asJSON:
+		w.out.WriteString("]}\n")
+	case w.n == 0:
+		w.out.WriteString("no intents\n")
+	}
+	return w.out.Flush()
 }
 
 // intentDetail is one intent as "journal show" prints it: everything the

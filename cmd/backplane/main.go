@@ -117,6 +117,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newCallCmd(), newJournalCmd(), newApprovalsCmd(), newBudgetCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
-	root.AddCommand(newCompletionCmd())
+	root.AddCommand(newCompletionCmd(), newInitCmd())
 	return root
 }

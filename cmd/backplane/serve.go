@@ -108,6 +108,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
 	})
 
+	// Retention: prune in the background for the life of the server
+	// (cfg.Retention; keep 0 is for ever), stopped before the store closes.
+	pctx, stopPruning := context.WithCancel(ctx)
+	pruning := make(chan struct{})
+	go func() {
+		defer close(pruning)
+		s.rt.Gateway.KeepPruning(pctx, cfg.Retention.Keep, cfg.Retention.Every)
+	}()
+	defer func() { stopPruning(); <-pruning }()
+
 	if stdio {
 		// stdout is the protocol: the operator's lines go to stderr.
 		stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)

@@ -9,7 +9,9 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,9 +24,11 @@ type Store struct {
 	incarnation  string
 	intents      map[string]*store.Intent
 	order        []string             // call ids in commit order
+	seqs         []int64              // seqs[i] is the commit number of order[i]
+	seq          int64                // the last commit number
 	keys         map[[2]string]string // (caller, idempotency key) -> call id
 	reservations map[string][]store.Reservation
-	used         map[[2]string]int64 // (scope, key) -> amount held
+	used         map[usageKey]*usage
 	approvals    map[string]*store.Approval
 	pins         map[string]*store.Pin
 }
@@ -38,10 +42,23 @@ func New() *Store {
 		intents:      map[string]*store.Intent{},
 		keys:         map[[2]string]string{},
 		reservations: map[string][]store.Reservation{},
-		used:         map[[2]string]int64{},
+		used:         map[usageKey]*usage{},
 		approvals:    map[string]*store.Approval{},
 		pins:         map[string]*store.Pin{},
 	}
+}
+
+// usageKey identifies one usage: (scope, key, window).
+type usageKey struct {
+	scope, key string
+	per        time.Duration
+	start      int64 // unix seconds
+}
+
+type usage struct{ used, quota int64 }
+
+func keyOf(r store.Reservation) usageKey {
+	return usageKey{r.Scope, r.Key, r.Window.Per, r.Window.StartSeconds()}
 }
 
 func (s *Store) Incarnation() string { return s.incarnation }
@@ -62,10 +79,23 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 		}
 	}
 	for _, r := range req.Reservations {
-		used := s.used[[2]string{r.Scope, r.Key}]
-		if used+r.Amount > r.Quota {
-			return nil, &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: used, Requested: r.Amount, Quota: r.Quota}
+		if err := store.CheckWindow(r.Window); err != nil {
+			return nil, fmt.Errorf("memstore: %w", err)
 		}
+	}
+	held := map[usageKey]int64{}
+	for _, r := range req.Reservations {
+		// Two reservations of one request on the same usage add up.
+		k := keyOf(r)
+		var used int64
+		if u := s.used[k]; u != nil {
+			used = u.used
+		}
+		used += held[k]
+		if used+r.Amount > r.Quota {
+			return nil, &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: used, Requested: r.Amount, Quota: r.Quota, Window: r.Window}
+		}
+		held[k] += r.Amount
 	}
 	if req.ApprovalID != "" {
 		a, ok := s.approvals[req.ApprovalID]
@@ -76,14 +106,24 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 		in.ApprovalID = a.ID
 	}
 	for _, r := range req.Reservations {
-		s.used[[2]string{r.Scope, r.Key}] += r.Amount
+		u := s.used[keyOf(r)]
+		if u == nil {
+			u = &usage{}
+			s.used[keyOf(r)] = u
+		}
+		u.used += r.Amount
+		u.quota = r.Quota
 	}
-	s.reservations[in.CallID] = slices.Clone(req.Reservations)
+	if len(req.Reservations) > 0 {
+		s.reservations[in.CallID] = slices.Clone(req.Reservations)
+	}
 	in.Status = store.StatusStarted
 	in.Incarnation = s.incarnation
 	in.Arguments = slices.Clone(in.Arguments)
 	s.intents[in.CallID] = &in
+	s.seq++
 	s.order = append(s.order, in.CallID)
+	s.seqs = append(s.seqs, s.seq)
 	if in.IdempotencyKey != "" {
 		s.keys[[2]string{in.Caller, in.IdempotencyKey}] = in.CallID
 	}
@@ -126,7 +166,10 @@ func copyIntent(in *store.Intent) *store.Intent {
 
 func (s *Store) release(callID string) {
 	for _, r := range s.reservations[callID] {
-		s.used[[2]string{r.Scope, r.Key}] -= r.Amount
+		// A usage pruned (its window ended) or reset has nothing to give back.
+		if u := s.used[keyOf(r)]; u != nil {
+			u.used -= r.Amount
+		}
 	}
 	delete(s.reservations, callID)
 }
@@ -152,20 +195,109 @@ func (s *Store) GetIntentByKey(ctx context.Context, caller, key string) (*store.
 }
 
 func (s *Store) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.Intent, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	p, err := s.PageIntents(ctx, f, "")
+	return p.Intents, err
+}
+
+// PageIntents pages by commit number: the cursor is the commit number of
+// the last intent listed.
+func (s *Store) PageIntents(ctx context.Context, f store.IntentFilter, cursor string) (store.IntentPage, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	var out []store.Intent
+	before := int64(math.MaxInt64)
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || n <= 0 {
+			return store.IntentPage{}, fmt.Errorf("memstore: cursor %q: %w", cursor, store.ErrBadCursor)
+		}
+		before = n
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var p store.IntentPage
 	// Newest first, as an operator reads a journal.
-	for i := len(s.order) - 1; i >= 0 && len(out) < limit; i-- {
+	i, _ := slices.BinarySearch(s.seqs, before) // s.seqs[i-1] is the newest before the cursor
+	for i--; i >= 0; i-- {
 		in := s.intents[s.order[i]]
 		if (f.Status == "" || in.Status == f.Status) && (f.Caller == "" || in.Caller == f.Caller) && (f.Tool == "" || in.Tool == f.Tool) {
-			out = append(out, *copyIntent(in))
+			if len(p.Intents) == limit {
+				p.Next = strconv.FormatInt(s.seqs[i+1], 10)
+				break
+			}
+			p.Intents = append(p.Intents, *copyIntent(in))
 		}
 	}
+	return p, nil
+}
+
+// Prune deletes the settled intents settled before before, their
+// reservations, the approvals expired before it and the budget windows
+// ended before it. The store's one incarnation is alive: none is pruned.
+func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult, error) {
+	if err := ctx.Err(); err != nil {
+		return store.PruneResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var r store.PruneResult
+	order, seqs := s.order[:0], s.seqs[:0]
+	for i, id := range s.order {
+		in := s.intents[id]
+		if in.Status.Terminal() && !in.SettledAt.IsZero() && in.SettledAt.Before(before) {
+			r.Intents++
+			r.Reservations += int64(len(s.reservations[id]))
+			delete(s.reservations, id)
+			delete(s.intents, id)
+			if in.IdempotencyKey != "" {
+				delete(s.keys, [2]string{in.Caller, in.IdempotencyKey})
+			}
+			continue
+		}
+		order, seqs = append(order, id), append(seqs, s.seqs[i])
+	}
+	clear(s.order[len(order):])
+	s.order, s.seqs = order, seqs
+	for id, a := range s.approvals {
+		if a.ExpiresAt.Before(before) {
+			delete(s.approvals, id)
+			r.Approvals++
+		}
+	}
+	for k := range s.used {
+		if k.per > 0 && !time.Unix(k.start, 0).Add(k.per).After(before) {
+			delete(s.used, k)
+			r.Windows++
+		}
+	}
+	return r, nil
+}
+
+// ResetBudget removes the usage of (scope, key) in every window and takes
+// its reservations out of the count.
+func (s *Store) ResetBudget(ctx context.Context, scope, key string) ([]store.Usage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Usage
+	for k, u := range s.used {
+		if k.scope == scope && k.key == key {
+			out = append(out, store.Usage{Scope: scope, Key: key, Window: store.WindowOf(int64(k.per/time.Second), k.start), Quota: u.quota, Used: u.used})
+			delete(s.used, k)
+		}
+	}
+	for id, rs := range s.reservations {
+		rs = slices.DeleteFunc(rs, func(r store.Reservation) bool { return r.Scope == scope && r.Key == key })
+		if len(rs) == 0 {
+			delete(s.reservations, id)
+		} else {
+			s.reservations[id] = rs
+		}
+	}
+	slices.SortFunc(out, store.CompareUsage)
 	return out, nil
 }
 
@@ -282,11 +414,11 @@ func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision)
 func (s *Store) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []store.Usage
-	for k, used := range s.used {
-		out = append(out, store.Usage{Scope: k[0], Key: k[1], Used: used})
+	out := make([]store.Usage, 0, len(s.used))
+	for k, u := range s.used {
+		out = append(out, store.Usage{Scope: k.scope, Key: k.key, Window: store.WindowOf(int64(k.per/time.Second), k.start), Quota: u.quota, Used: u.used})
 	}
-	slices.SortFunc(out, func(a, b store.Usage) int { return cmp.Or(cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Key, b.Key)) })
+	slices.SortFunc(out, store.CompareUsage)
 	return out, nil
 }
 

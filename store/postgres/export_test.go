@@ -1,5 +1,12 @@
 package postgres
 
+import (
+	"context"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+)
+
 // PauseRenewal stops renewing the lease (the goroutine keeps running
 // Recover) until the returned function is called: a test's way to let a
 // live replica's lease expire.
@@ -10,3 +17,12 @@ func (s *Store) PauseRenewal() (resume func()) {
 
 // Lost reports whether the store has learnt that it was declared dead.
 func (s *Store) Lost() bool { return s.lost.Load() }
+
+// MigrateTo brings schema on c to version (an older one), for upgrade
+// tests.
+func MigrateTo(ctx context.Context, c *pgx.Conn, schema string, version int) error {
+	saved := migrations
+	migrations = migrations[:version]
+	defer func() { migrations = saved }()
+	return migrate(ctx, c, schema, slog.New(slog.DiscardHandler))
+}

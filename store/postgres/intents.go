@@ -44,19 +44,21 @@ const insertIntent = `INSERT INTO intents (call_id, caller, session, tool, defin
 			FOR KEY SHARE), backplane_refuse('incarnation')),
 		'started', $11)`
 
-// reserveBudget adds $5 to the usage of ($2, $3) unless that takes it above
-// the quota $4, and records the reservation of call $1; it is refused
-// ('budget') otherwise. The upsert locks the usage row (even when its
-// condition refuses the update) until commit: a concurrent reservation of
-// the same key, from any replica, waits and then sees this one's sum.
+// reserveBudget adds $5 to the usage of ($2, $3) in window ($6 seconds
+// long, starting at $7) unless that takes it above the quota $4, and
+// records the reservation of call $1; it is refused ('budget') otherwise.
+// The upsert locks the usage row (even when its condition refuses the
+// update) until commit: a concurrent reservation of the same key and
+// window, from any replica, waits and then sees this one's sum.
 const reserveBudget = `WITH u AS (
-		INSERT INTO budget_usage AS b (scope, key, used)
-		VALUES ($2, $3, CASE WHEN $5::bigint <= $4::bigint THEN $5::bigint ELSE backplane_refuse('budget')::bigint END)
-		ON CONFLICT (scope, key) DO UPDATE SET used = b.used + excluded.used
+		INSERT INTO budget_usage AS b (scope, key, per, window_start, quota, used)
+		VALUES ($2, $3, $6::bigint, $7::bigint, $4::bigint,
+			CASE WHEN $5::bigint <= $4::bigint THEN $5::bigint ELSE backplane_refuse('budget')::bigint END)
+		ON CONFLICT (scope, key, per, window_start) DO UPDATE SET used = b.used + excluded.used, quota = excluded.quota
 		WHERE b.used + excluded.used <= $4::bigint
 		RETURNING 1)
-	INSERT INTO reservations (call_id, scope, key, quota, amount)
-	VALUES ($1, $2, $3, $4::bigint, coalesce((SELECT $5::bigint FROM u), backplane_refuse('budget')::bigint))`
+	INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start)
+	VALUES ($1, $2, $3, $4::bigint, coalesce((SELECT $5::bigint FROM u), backplane_refuse('budget')::bigint), $6::bigint, $7::bigint)`
 
 // consumeApproval marks approval $2 consumed by call $1 if it approves
 // exactly this call, unused and unexpired at the call's creation; it is
@@ -89,22 +91,29 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 	if req.ApprovalID != "" {
 		approvalID = req.ApprovalID
 	}
-	// Budget rows are locked in (scope, key) order whatever the request's
-	// order, so two commits never wait for each other in a cycle.
+	for _, r := range req.Reservations {
+		if err := store.CheckWindow(r.Window); err != nil {
+			return nil, fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
+		}
+	}
+	// Budget rows are locked in (scope, key, per, window_start) order
+	// whatever the request's order, so two commits never wait for each
+	// other in a cycle.
 	order := make([]int, len(req.Reservations))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		ra, rb := req.Reservations[a], req.Reservations[b]
-		return cmp.Or(strings.Compare(ra.Scope, rb.Scope), strings.Compare(ra.Key, rb.Key))
+		return cmp.Or(strings.Compare(ra.Scope, rb.Scope), strings.Compare(ra.Key, rb.Key),
+			cmp.Compare(ra.Window.PerSeconds(), rb.Window.PerSeconds()), cmp.Compare(ra.Window.StartSeconds(), rb.Window.StartSeconds()))
 	})
 	b := &pgx.Batch{}
 	b.Queue(insertIntent, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, in.Arguments,
 		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, ts(in.CreatedAt))
 	for _, i := range order {
 		r := req.Reservations[i]
-		b.Queue(reserveBudget, in.CallID, r.Scope, r.Key, r.Quota, r.Amount)
+		b.Queue(reserveBudget, in.CallID, r.Scope, r.Key, r.Quota, r.Amount, r.Window.PerSeconds(), r.Window.StartSeconds())
 	}
 	if req.ApprovalID != "" {
 		b.Queue(consumeApproval, in.CallID, req.ApprovalID, cmpTS(in.CreatedAt), in.Caller, in.Tool, in.DefinitionHash, in.ArgsDigest)
@@ -210,24 +219,28 @@ func (s *Store) whyNotInserted(ctx context.Context, c *pgx.Conn, in *store.Inten
 // first reservation in request order that does not fit what is held; nil
 // when all fit now (budget was released since the refusal).
 func budgetError(ctx context.Context, c *pgx.Conn, rs []store.Reservation) error {
-	type key struct{ scope, key string }
+	type key struct {
+		scope, key string
+		per, start int64
+	}
 	held := map[key]int64{}
 	for _, r := range rs {
-		k := key{r.Scope, r.Key}
+		k := key{r.Scope, r.Key, r.Window.PerSeconds(), r.Window.StartSeconds()}
 		if _, ok := held[k]; ok {
 			continue
 		}
 		var used int64
-		err := c.QueryRow(ctx, `SELECT used FROM budget_usage WHERE scope = $1 AND key = $2`, r.Scope, r.Key).Scan(&used)
+		err := c.QueryRow(ctx, `SELECT used FROM budget_usage WHERE scope = $1 AND key = $2 AND per = $3 AND window_start = $4`,
+			r.Scope, r.Key, k.per, k.start).Scan(&used)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("postgres store: read budget %s %q: %w", r.Scope, r.Key, err)
 		}
 		held[k] = used
 	}
 	for _, r := range rs {
-		k := key{r.Scope, r.Key}
+		k := key{r.Scope, r.Key, r.Window.PerSeconds(), r.Window.StartSeconds()}
 		if held[k]+r.Amount > r.Quota {
-			return &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: held[k], Requested: r.Amount, Quota: r.Quota}
+			return &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: held[k], Requested: r.Amount, Quota: r.Quota, Window: r.Window}
 		}
 		held[k] += r.Amount
 	}
@@ -235,17 +248,20 @@ func budgetError(ctx context.Context, c *pgx.Conn, rs []store.Reservation) error
 }
 
 // release returns the budget held by callID's reservations, locking the
-// usage rows in (scope, key) order first, as reservations do.
+// usage rows in (scope, key, per, window_start) order first, as
+// reservations do. A usage row pruned since (its window ended) or reset is
+// not matched: there is nothing to give back.
 func release(ctx context.Context, tx pgx.Tx, callID string) error {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM budget_usage
-		WHERE (scope, key) IN (SELECT scope, key FROM reservations WHERE call_id = $1 AND NOT released)
-		ORDER BY scope, key FOR UPDATE`, callID); err != nil {
+		WHERE (scope, key, per, window_start) IN (SELECT scope, key, per, window_start FROM reservations WHERE call_id = $1 AND NOT released)
+		ORDER BY scope, key, per, window_start FOR UPDATE`, callID); err != nil {
 		return fmt.Errorf("postgres store: release budget of %s: %w", callID, err)
 	}
 	if _, err := tx.Exec(ctx, `WITH r AS (
-			UPDATE reservations SET released = true WHERE call_id = $1 AND NOT released RETURNING scope, key, amount),
-		t AS (SELECT scope, key, sum(amount) AS amount FROM r GROUP BY scope, key)
-		UPDATE budget_usage b SET used = b.used - t.amount FROM t WHERE b.scope = t.scope AND b.key = t.key`, callID); err != nil {
+			UPDATE reservations SET released = true WHERE call_id = $1 AND NOT released RETURNING scope, key, per, window_start, amount),
+		t AS (SELECT scope, key, per, window_start, sum(amount) AS amount FROM r GROUP BY scope, key, per, window_start)
+		UPDATE budget_usage b SET used = b.used - t.amount FROM t
+		WHERE b.scope = t.scope AND b.key = t.key AND b.per = t.per AND b.window_start = t.window_start`, callID); err != nil {
 		return fmt.Errorf("postgres store: release budget of %s: %w", callID, err)
 	}
 	return nil
@@ -367,8 +383,24 @@ func (s *Store) readIntent(ctx context.Context, query string, args ...any) (*sto
 	return in, err
 }
 
-// ListIntents returns matching intents, newest commit first.
+// ListIntents returns matching intents, newest commit first: the first
+// page of PageIntents.
 func (s *Store) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.Intent, error) {
+	p, err := s.PageIntents(ctx, f, "")
+	return p.Intents, err
+}
+
+// PageIntents returns one page of matching intents, newest commit first;
+// the cursor is the commit sequence number of the last intent listed.
+func (s *Store) PageIntents(ctx context.Context, f store.IntentFilter, cursor string) (store.IntentPage, error) {
+	var before int64
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || n <= 0 {
+			return store.IntentPage{}, fmt.Errorf("postgres store: cursor %q: %w", cursor, store.ErrBadCursor)
+		}
+		before = n
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
@@ -388,32 +420,50 @@ func (s *Store) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.
 	if f.Tool != "" {
 		add("tool = ?", f.Tool)
 	}
-	q := `SELECT ` + intentCols + ` FROM intents`
+	if before > 0 {
+		add("seq < ?", before)
+	}
+	q := `SELECT seq, ` + intentCols + ` FROM intents`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	args = append(args, limit)
+	args = append(args, limit+1) // one more tells whether a next page exists
 	q += ` ORDER BY seq DESC LIMIT $` + strconv.Itoa(len(args))
-	var out []store.Intent
+	var p store.IntentPage
 	err := s.read(ctx, func(c *pgx.Conn) error {
+		p = store.IntentPage{}
 		rows, err := c.Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Intent, error) {
-			in, err := scanIntent(r)
-			if err != nil {
-				return store.Intent{}, err
+		defer rows.Close()
+		var last int64
+		for rows.Next() {
+			if len(p.Intents) == limit {
+				p.Next = strconv.FormatInt(last, 10)
+				break
 			}
-			return *in, nil
-		})
-		return err
+			in, err := scanIntent(seqRow{rows, &last})
+			if err != nil {
+				return err
+			}
+			p.Intents = append(p.Intents, *in)
+		}
+		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres store: list intents: %w", err)
+		return store.IntentPage{}, fmt.Errorf("postgres store: list intents: %w", err)
 	}
-	return out, nil
+	return p, nil
 }
+
+// seqRow scans the seq column in front of the intent's columns.
+type seqRow struct {
+	r   pgx.Row
+	seq *int64
+}
+
+func (s seqRow) Scan(dest ...any) error { return s.r.Scan(append([]any{s.seq}, dest...)...) }
 
 func scanIntent(r pgx.Row) (*store.Intent, error) {
 	var in store.Intent
@@ -430,25 +480,29 @@ func scanIntent(r pgx.Row) (*store.Intent, error) {
 	return &in, nil
 }
 
-// BudgetUsage lists the budget held per (scope, key), by scope then key.
+// BudgetUsage lists the budget held per (scope, key, window).
 func (s *Store) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 	var out []store.Usage
 	err := s.read(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, `SELECT scope, key, used FROM budget_usage ORDER BY scope, key`)
+		rows, err := c.Query(ctx, `SELECT scope, key, per, window_start, quota, used FROM budget_usage ORDER BY scope, key, per, window_start`)
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Usage, error) {
-			var u store.Usage
-			err := r.Scan(&u.Scope, &u.Key, &u.Used)
-			return u, err
-		})
+		out, err = pgx.CollectRows(rows, scanUsage)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: budget usage: %w", err)
 	}
 	return out, nil
+}
+
+func scanUsage(r pgx.CollectableRow) (store.Usage, error) {
+	var u store.Usage
+	var per, start int64
+	err := r.Scan(&u.Scope, &u.Key, &per, &start, &u.Quota, &u.Used)
+	u.Window = store.WindowOf(per, start)
+	return u, err
 }
 
 // ts encodes t for storage: NULL for the zero time.

@@ -34,10 +34,15 @@ const (
 // caller alice (quota 30) and 1 from one of three sessions (quota 12 each).
 // 3 × 12 > 30, so exactly 30 commits fit, whatever the interleaving.
 const (
-	sharedQuota   = 30
-	sessionQuota  = 12
-	sessions      = 3
-	perReplica    = 40 // commits attempted by each of the three replicas
+	sharedQuota  = 30
+	sessionQuota = 12
+	sessions     = 3
+	perReplica   = 40 // commits attempted by each of the three replicas
+	// With windows (TestReplicasNeverOverspendWindows), each commit also
+	// takes 1 from alice's quota of the window of the hour i%2 (of two
+	// fixed windows, not the clock's): 2 × 12 < 30 and < 3 × 12, so exactly
+	// 12 commits fit in each window.
+	windowQuota   = 12
 	crashLeaseTTL = 2 * time.Second
 )
 
@@ -75,12 +80,12 @@ func TestHelperProcess(t *testing.T) {
 		fail(err)
 	}
 	switch mode {
-	case "reserve":
+	case "reserve", "reserve-windows":
 		fmt.Println("ready")
 		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 			fail(err)
 		}
-		won, err := contend(s, "child", perReplica)
+		won, err := contend(s, "child", perReplica, mode == "reserve-windows")
 		if err != nil {
 			fail(err)
 		}
@@ -114,11 +119,18 @@ func intent(callID, caller string) store.Intent {
 	}
 }
 
+// contendWindows are the two windows of contend with windows.
+var contendWindows = [2]store.Window{
+	store.WindowAt(time.Hour, time.Date(2030, 1, 1, 10, 30, 0, 0, time.UTC)),
+	store.WindowAt(time.Hour, time.Date(2030, 1, 1, 11, 30, 0, 0, time.UTC)),
+}
+
 // contend makes n concurrent commits against the shared quota, half of
 // them listing the session's reservation first, and returns how many
 // succeeded. Any refusal other than a BudgetError that really did not fit
-// is an error.
-func contend(s store.Store, prefix string, n int) (int, error) {
+// is an error. With windows, each commit also reserves in one of
+// contendWindows.
+func contend(s store.Store, prefix string, n int, windows bool) (int, error) {
 	var won atomic.Int64
 	errs := make(chan error, n)
 	start := make(chan struct{})
@@ -133,6 +145,10 @@ func contend(s store.Store, prefix string, n int) (int, error) {
 			}
 			if i%2 == 1 {
 				rs[0], rs[1] = rs[1], rs[0]
+			}
+			if windows {
+				w := store.Reservation{Scope: "caller", Key: "alice", Quota: windowQuota, Amount: 1, Window: contendWindows[i%2]}
+				rs = append([]store.Reservation{w}, rs...)
 			}
 			<-start
 			_, err := s.CommitIntent(context.Background(), &store.CommitRequest{Intent: in, Reservations: rs})
@@ -205,11 +221,21 @@ func expect(t *testing.T, lines <-chan string, word string) []string {
 // Three replicas (two Stores with their own connections in this process
 // and a second process) commit concurrently against one caller quota and
 // three session quotas: exactly the quota is reserved, never more.
-func TestReplicasNeverOverspend(t *testing.T) {
+func TestReplicasNeverOverspend(t *testing.T) { testNeverOverspend(t, false) }
+
+// The same with a quota per window besides: exactly the window quota is
+// reserved in each window, across replicas.
+func TestReplicasNeverOverspendWindows(t *testing.T) { testNeverOverspend(t, true) }
+
+func testNeverOverspend(t *testing.T, windows bool) {
 	schema := newSchema(t)
 	a := openStore(t, schema, nil)
 	b := openStore(t, schema, nil)
-	cmd, stdin, lines := startHelper(t, "reserve", schema)
+	mode, want := "reserve", sharedQuota
+	if windows {
+		mode, want = "reserve-windows", 2*windowQuota
+	}
+	cmd, stdin, lines := startHelper(t, mode, schema)
 	expect(t, lines, "ready")
 
 	type result struct {
@@ -222,7 +248,7 @@ func TestReplicasNeverOverspend(t *testing.T) {
 		prefix string
 	}{{a, "a"}, {b, "b"}} {
 		go func() {
-			won, err := contend(r.s, r.prefix, perReplica)
+			won, err := contend(r.s, r.prefix, perReplica, windows)
 			results <- result{won, err}
 		}()
 	}
@@ -248,19 +274,25 @@ func TestReplicasNeverOverspend(t *testing.T) {
 		t.Errorf("the child won %d and this process %d commits: the replicas did not really contend", childWon, total)
 	}
 	total += childWon
-	if total != sharedQuota {
-		t.Errorf("%d commits succeeded across three replicas against quota %d, want exactly %d", total, sharedQuota, sharedQuota)
+	if total != want {
+		t.Errorf("%d commits succeeded across three replicas, want exactly %d", total, want)
 	}
 
 	ctx := context.Background()
 	usage, err := a.BudgetUsage(ctx)
 	must(t, err)
 	var sessionSum int64
+	windowsSeen := 0
 	for _, u := range usage {
 		switch {
+		case u.Scope == "caller" && u.Key == "alice" && !u.Window.IsZero():
+			windowsSeen++
+			if !windows || u.Used != windowQuota || (!u.Window.Start.Equal(contendWindows[0].Start) && !u.Window.Start.Equal(contendWindows[1].Start)) {
+				t.Errorf("window usage %+v, want %d in one of %v", u, windowQuota, contendWindows)
+			}
 		case u.Scope == "caller" && u.Key == "alice":
-			if u.Used != sharedQuota {
-				t.Errorf("caller alice holds %d, want %d", u.Used, sharedQuota)
+			if u.Used != int64(want) {
+				t.Errorf("caller alice holds %d, want %d", u.Used, want)
 			}
 		case u.Scope == "session":
 			if u.Used > sessionQuota {
@@ -271,18 +303,25 @@ func TestReplicasNeverOverspend(t *testing.T) {
 			t.Errorf("unexpected usage %+v", u)
 		}
 	}
-	if sessionSum != sharedQuota {
-		t.Errorf("sessions hold %d in all, want %d", sessionSum, sharedQuota)
+	if windows && windowsSeen != 2 {
+		t.Errorf("%d windows in the usage, want 2", windowsSeen)
+	}
+	if sessionSum != int64(want) {
+		t.Errorf("sessions hold %d in all, want %d", sessionSum, want)
 	}
 	list, err := b.ListIntents(ctx, store.IntentFilter{Limit: 1000})
 	must(t, err)
-	if len(list) != sharedQuota {
-		t.Errorf("%d intents in the journal, want %d", len(list), sharedQuota)
+	if len(list) != want {
+		t.Errorf("%d intents in the journal, want %d", len(list), want)
+	}
+	perCommit := 2
+	if windows {
+		perCommit = 3
 	}
 	var reservations int
 	must(t, sqlConn(t, schema).QueryRow(ctx, `SELECT count(*) FROM reservations`).Scan(&reservations))
-	if reservations != 2*sharedQuota {
-		t.Errorf("%d reservation rows, want %d", reservations, 2*sharedQuota)
+	if reservations != perCommit*want {
+		t.Errorf("%d reservation rows, want %d", reservations, perCommit*want)
 	}
 }
 

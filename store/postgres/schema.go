@@ -112,12 +112,34 @@ CREATE TABLE pins (
 	updated_at    timestamptz
 );
 `,
-	// 3: what an approver sees and how the decision was made.
+	// 2: what an approver sees and how the decision was made.
 	`
 ALTER TABLE approvals ADD COLUMN arguments bytea;
 ALTER TABLE approvals ADD COLUMN channel text NOT NULL DEFAULT '';
 ALTER TABLE approvals ADD COLUMN reason text NOT NULL DEFAULT '';
 CREATE INDEX approvals_caller_pending ON approvals (caller) WHERE status = 'pending';
+`,
+	// 3: budget windows (store.Window, kept as whole seconds: per is the
+	// window's length, 0 for no window; window_start its start since the
+	// epoch, 0 for no window) and the quota in force, so budget show can say
+	// what remains. Usage rows are locked in (scope, key, per, window_start)
+	// order.
+	`
+ALTER TABLE reservations
+	ADD COLUMN per bigint NOT NULL DEFAULT 0,
+	ADD COLUMN window_start bigint NOT NULL DEFAULT 0;
+ALTER TABLE budget_usage
+	ADD COLUMN per bigint NOT NULL DEFAULT 0,
+	ADD COLUMN window_start bigint NOT NULL DEFAULT 0,
+	ADD COLUMN quota bigint NOT NULL DEFAULT 0;
+UPDATE budget_usage u SET quota = coalesce((SELECT r.quota FROM reservations r JOIN intents i USING (call_id)
+	WHERE r.scope = u.scope AND r.key = u.key ORDER BY i.seq DESC LIMIT 1), 0);
+ALTER TABLE budget_usage DROP CONSTRAINT budget_usage_pkey;
+ALTER TABLE budget_usage ADD PRIMARY KEY (scope, key, per, window_start);
+-- Windows by their end, for pruning the ended ones.
+CREATE INDEX budget_usage_end ON budget_usage ((window_start + per)) WHERE per > 0;
+-- The reservations still counted, by (scope, key), for an operator's reset.
+CREATE INDEX reservations_held ON reservations (scope, key) WHERE NOT released;
 `,
 }
 

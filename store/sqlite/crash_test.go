@@ -217,7 +217,7 @@ func TestCrashRecovery(t *testing.T) {
 	// Uncertain calls keep their budget: 3 uncertain + 1 succeeded, 5 each.
 	usage, err := s.BudgetUsage(ctx)
 	must(t, err)
-	if fmt.Sprint(usage) != "[{caller alice 20}]" {
+	if usageText(usage) != "[{caller alice 20}]" {
 		t.Errorf("budget after recovery: %v, want alice 20", usage)
 	}
 	// Recovery is done once: another process opening the folder (here a

@@ -316,11 +316,11 @@ func TestQueryPlans(t *testing.T) {
 		q, args := c.q, c.args
 		switch c.name {
 		case "list uncertain":
-			q, args = listQuery(store.IntentFilter{Status: store.StatusUncertain})
+			q, args = listQuery(store.IntentFilter{Status: store.StatusUncertain}, 0, 100)
 		case "list failed by caller":
-			q, args = listQuery(store.IntentFilter{Status: store.StatusFailed, Caller: "alice"})
+			q, args = listQuery(store.IntentFilter{Status: store.StatusFailed, Caller: "alice"}, 0, 100)
 		case "list started":
-			q, args = listQuery(store.IntentFilter{Status: store.StatusStarted})
+			q, args = listQuery(store.IntentFilter{Status: store.StatusStarted}, 0, 100)
 		}
 		if p := plan(q, args...); !strings.Contains(p, c.index) {
 			t.Errorf("%s: plan %s does not use %s", c.name, p, c.index)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,11 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 	approvalID := in.ApprovalID
 	if req.ApprovalID != "" {
 		approvalID = req.ApprovalID
+	}
+	for _, r := range req.Reservations {
+		if err := store.CheckWindow(r.Window); err != nil {
+			return nil, fmt.Errorf("sqlite store: commit intent %s: %w", in.CallID, err)
+		}
 	}
 	var existing *store.Intent
 	write := s.write
@@ -76,8 +82,8 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 			}
 		}
 		for _, r := range req.Reservations {
-			if _, err := w.exec(`INSERT INTO reservations (call_id, scope, key, quota, amount) VALUES (?, ?, ?, ?, ?)`,
-				in.CallID, r.Scope, r.Key, r.Quota, r.Amount); err != nil {
+			if _, err := w.exec(`INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				in.CallID, r.Scope, r.Key, r.Quota, r.Amount, r.Window.PerSeconds(), r.Window.StartSeconds()); err != nil {
 				return fmt.Errorf("sqlite store: reserve: %w", err)
 			}
 		}
@@ -89,17 +95,19 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 	return nil, nil
 }
 
-// reserve adds r.Amount to the usage of (r.Scope, r.Key) unless that takes
-// it above r.Quota. The check and the addition are one statement, inside
-// the writer's transaction: it sees the requests committed before it in the
-// same batch, and the write lock keeps other processes out until COMMIT.
+// reserve adds r.Amount to the usage of (r.Scope, r.Key) in r.Window
+// unless that takes it above r.Quota. The check and the addition are one
+// statement, inside the writer's transaction: it sees the requests committed
+// before it in the same batch, and the write lock keeps other processes out
+// until COMMIT.
 func reserve(w *wtx, r store.Reservation) error {
+	per, start := r.Window.PerSeconds(), r.Window.StartSeconds()
 	if r.Amount <= r.Quota {
 		// One row changed: inserted (nothing used yet) or updated within
 		// the quota; none: the update's condition refused it.
-		n, err := w.affected(`INSERT INTO budget_usage (scope, key, used) VALUES (?1, ?2, ?3)
-			ON CONFLICT (scope, key) DO UPDATE SET used = used + excluded.used
-			WHERE used + excluded.used <= ?4`, r.Scope, r.Key, r.Amount, r.Quota)
+		n, err := w.affected(`INSERT INTO budget_usage (scope, key, per, window_start, quota, used) VALUES (?1, ?2, ?5, ?6, ?4, ?3)
+			ON CONFLICT (scope, key, per, window_start) DO UPDATE SET used = used + excluded.used, quota = excluded.quota
+			WHERE used + excluded.used <= ?4`, r.Scope, r.Key, r.Amount, r.Quota, per, start)
 		if err != nil {
 			return fmt.Errorf("sqlite store: reserve %s %q: %w", r.Scope, r.Key, err)
 		}
@@ -108,19 +116,24 @@ func reserve(w *wtx, r store.Reservation) error {
 		}
 	}
 	var used int64
-	err := w.queryRow(`SELECT used FROM budget_usage WHERE scope = ? AND key = ?`, r.Scope, r.Key).Scan(&used)
+	err := w.queryRow(`SELECT used FROM budget_usage WHERE scope = ? AND key = ? AND per = ? AND window_start = ?`,
+		r.Scope, r.Key, per, start).Scan(&used)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("sqlite store: read budget %s %q: %w", r.Scope, r.Key, err)
 	}
-	return &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: used, Requested: r.Amount, Quota: r.Quota}
+	return &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: used, Requested: r.Amount, Quota: r.Quota, Window: r.Window}
 }
 
-// release returns the budget held by callID's reservations.
+// release returns the budget held by callID's reservations. A usage row
+// pruned since (its window ended) or reset by an operator has nothing to
+// give back: a reset marks the reservations released, and a pruned row is
+// simply not matched.
 func release(w *wtx, callID string) error {
 	if _, err := w.exec(`UPDATE budget_usage SET used = used - (
 			SELECT SUM(r.amount) FROM reservations r
-			WHERE r.call_id = ?1 AND r.released = 0 AND r.scope = budget_usage.scope AND r.key = budget_usage.key)
-		WHERE (scope, key) IN (SELECT scope, key FROM reservations WHERE call_id = ?1 AND released = 0)`, callID); err != nil {
+			WHERE r.call_id = ?1 AND r.released = 0 AND r.scope = budget_usage.scope AND r.key = budget_usage.key
+			AND r.per = budget_usage.per AND r.window_start = budget_usage.window_start)
+		WHERE (scope, key, per, window_start) IN (SELECT scope, key, per, window_start FROM reservations WHERE call_id = ?1 AND released = 0)`, callID); err != nil {
 		return fmt.Errorf("sqlite store: release budget of %s: %w", callID, err)
 	}
 	if _, err := w.exec(`UPDATE reservations SET released = 1 WHERE call_id = ? AND released = 0`, callID); err != nil {
@@ -237,40 +250,73 @@ func (s *Store) readIntent(ctx context.Context, query string, args ...any) (*sto
 	return in, err
 }
 
-// ListIntents returns matching intents, newest commit first.
+// ListIntents returns matching intents, newest commit first: the first
+// page of PageIntents.
 func (s *Store) ListIntents(ctx context.Context, f store.IntentFilter) ([]store.Intent, error) {
-	q, args := listQuery(f)
-	var out []store.Intent
+	p, err := s.PageIntents(ctx, f, "")
+	return p.Intents, err
+}
+
+// PageIntents returns one page of matching intents, newest commit first;
+// the cursor is the commit sequence number of the last intent listed, and
+// the next page is read with the same indexes as the first.
+func (s *Store) PageIntents(ctx context.Context, f store.IntentFilter, cursor string) (store.IntentPage, error) {
+	var before int64
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || n <= 0 {
+			return store.IntentPage{}, fmt.Errorf("sqlite store: cursor %q: %w", cursor, store.ErrBadCursor)
+		}
+		before = n
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q, args := listQuery(f, before, limit+1) // one more tells whether a next page exists
+	var p store.IntentPage
+	var last int64
 	err := retryBusy(ctx, s.log, func() error {
-		out = out[:0]
+		p = store.IntentPage{}
 		rows, err := s.rdb.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			in, err := scanIntent(rows)
+			if len(p.Intents) == limit {
+				p.Next = strconv.FormatInt(last, 10)
+				break
+			}
+			var seq int64
+			in, err := scanIntent(seqScanner{rows, &seq})
 			if err != nil {
 				return err
 			}
-			out = append(out, *in)
+			last = seq
+			p.Intents = append(p.Intents, *in)
 		}
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlite store: list intents: %w", err)
+		return store.IntentPage{}, fmt.Errorf("sqlite store: list intents: %w", err)
 	}
-	return out, nil
+	return p, nil
 }
 
-// listQuery is the SELECT for f: newest first, using the partial indexes
-// (started by incarnation, the rare statuses by status) when f names a
-// status.
-func listQuery(f store.IntentFilter) (string, []any) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+// seqScanner scans the seq column in front of the intent's columns.
+type seqScanner struct {
+	r   scanner
+	seq *int64
+}
+
+func (s seqScanner) Scan(dest ...any) error { return s.r.Scan(append([]any{s.seq}, dest...)...) }
+
+// listQuery is the SELECT for f: seq and the intent, newest first, before
+// the commit sequence number before (0: from the newest), using the partial
+// indexes (started by incarnation, the rare statuses by status) when f
+// names a status.
+func listQuery(f store.IntentFilter, before int64, limit int) (string, []any) {
 	from := `intents`
 	var where []string
 	var args []any
@@ -296,7 +342,11 @@ func listQuery(f store.IntentFilter) (string, []any) {
 			args = append(args, c.v)
 		}
 	}
-	q := `SELECT ` + intentCols + ` FROM ` + from
+	if before > 0 {
+		where = append(where, `seq < ?`)
+		args = append(args, before)
+	}
+	q := `SELECT seq, ` + intentCols + ` FROM ` + from
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -320,21 +370,24 @@ func scanIntent(r scanner) (*store.Intent, error) {
 	return &in, nil
 }
 
-// BudgetUsage lists the budget held per (scope, key), by scope then key.
+// BudgetUsage lists the budget held per (scope, key, window).
 func (s *Store) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 	var out []store.Usage
 	err := retryBusy(ctx, s.log, func() error {
 		out = out[:0]
-		rows, err := s.rdb.QueryContext(ctx, `SELECT scope, key, used FROM budget_usage ORDER BY scope, key`)
+		rows, err := s.rdb.QueryContext(ctx, `SELECT scope, key, per, window_start, quota, used FROM budget_usage
+			ORDER BY scope, key, per, window_start`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var u store.Usage
-			if err := rows.Scan(&u.Scope, &u.Key, &u.Used); err != nil {
+			var per, start int64
+			if err := rows.Scan(&u.Scope, &u.Key, &per, &start, &u.Quota, &u.Used); err != nil {
 				return err
 			}
+			u.Window = store.WindowOf(per, start)
 			out = append(out, u)
 		}
 		return rows.Err()

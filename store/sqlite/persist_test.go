@@ -146,7 +146,7 @@ func TestPersistence(t *testing.T) {
 	// executed, so theirs came back.
 	usage, err := s2.BudgetUsage(ctx)
 	must(t, err)
-	if fmt.Sprint(usage) != "[{caller alice 6} {session sess-1 3}]" {
+	if usageText(usage) != "[{caller alice 6} {session sess-1 3}]" {
 		t.Errorf("budget after reopen: %v", usage)
 	}
 	// The session quota (5) is still enforced against what was persisted.
@@ -209,7 +209,7 @@ func TestTwoStoresNeverOverspend(t *testing.T) {
 	for i, s := range stores {
 		usage, err := s.BudgetUsage(ctx)
 		must(t, err)
-		if fmt.Sprint(usage) != fmt.Sprintf("[{caller alice %d}]", quota) {
+		if usageText(usage) != fmt.Sprintf("[{caller alice %d}]", quota) {
 			t.Errorf("store %d sees usage %v", i, usage)
 		}
 		list, err := s.ListIntents(ctx, store.IntentFilter{Limit: 1000})
@@ -346,4 +346,18 @@ func TestCancelledCallerWritesNothing(t *testing.T) {
 		}
 	}
 	t.Logf("%d written, %d refused by their deadline", written, refused)
+}
+
+// usageText prints usage as [{scope key used} ...], with the window as
+// @start/per when there is one: the figures these tests compare.
+func usageText(us []store.Usage) string {
+	parts := make([]string, len(us))
+	for i, u := range us {
+		w := ""
+		if !u.Window.IsZero() {
+			w = fmt.Sprintf("@%d/%v", u.Window.Start.Unix(), u.Window.Per)
+		}
+		parts[i] = fmt.Sprintf("{%s %s%s %d}", u.Scope, u.Key, w, u.Used)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }

@@ -106,6 +106,33 @@ ALTER TABLE approvals ADD COLUMN channel TEXT NOT NULL DEFAULT '';
 ALTER TABLE approvals ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 CREATE INDEX approvals_caller_pending ON approvals (caller) WHERE status = 'pending';
 `,
+	// 4: budget windows (store.Window, kept as whole seconds: per is the
+	// window's length, 0 for no window; window_start its start since the
+	// epoch, 0 for no window) and the quota in force, so budget show can say
+	// what remains. budget_usage is rebuilt, since its primary key grows.
+	`
+ALTER TABLE reservations ADD COLUMN per INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE reservations ADD COLUMN window_start INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE budget_usage_new (
+	scope        TEXT NOT NULL,
+	key          TEXT NOT NULL,
+	per          INTEGER NOT NULL DEFAULT 0,
+	window_start INTEGER NOT NULL DEFAULT 0,
+	quota        INTEGER NOT NULL DEFAULT 0,
+	used         INTEGER NOT NULL,
+	PRIMARY KEY (scope, key, per, window_start)
+) WITHOUT ROWID;
+INSERT INTO budget_usage_new (scope, key, quota, used)
+	SELECT u.scope, u.key, coalesce((SELECT r.quota FROM reservations r
+		WHERE r.scope = u.scope AND r.key = u.key ORDER BY r.rowid DESC LIMIT 1), 0), u.used
+	FROM budget_usage u;
+DROP TABLE budget_usage;
+ALTER TABLE budget_usage_new RENAME TO budget_usage;
+-- Windows by their end, for pruning the ended ones.
+CREATE INDEX budget_usage_end ON budget_usage (window_start + per) WHERE per > 0;
+-- The reservations still counted, by (scope, key), for an operator's reset.
+CREATE INDEX reservations_held ON reservations (scope, key) WHERE released = 0;
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

@@ -22,6 +22,10 @@
 //     the Store. Recover (run by Open) tests the other incarnations' lock
 //     files; only when a lock can be taken, proving its owner is gone, are
 //     that incarnation's started intents marked uncertain.
+//   - The database runs with auto_vacuum=INCREMENTAL: Prune gives the pages
+//     it frees back to the file system, so the file shrinks with the
+//     journal. A database made before this setting is rewritten once
+//     (VACUUM) by the first Open that finds it.
 package sqlite
 
 import (
@@ -199,6 +203,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := s.checkPragmas(ctx); err != nil {
 		return nil, err
 	}
+	if err := ensureIncrementalVacuum(ctx, s.wc, s); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
 	if err := migrate(ctx, s.wc, s.log); err != nil {
 		return nil, err
 	}
@@ -226,9 +233,15 @@ func Open(dir string, opts *Options) (*Store, error) {
 func pragmas(busy time.Duration) string {
 	return strings.Join([]string{
 		fmt.Sprintf("_pragma=busy_timeout(%d)", busy.Milliseconds()),
+		// Before journal_mode: a new file takes it before its first page
+		// is written (see ensureIncrementalVacuum for older files).
+		"_pragma=auto_vacuum(2)",
 		"_pragma=journal_mode(WAL)",
 		"_pragma=synchronous(FULL)",
 		"_pragma=foreign_keys(1)",
+		// The WAL file is cut back to this size after a checkpoint, so a
+		// burst of writes (a large prune) does not leave it large.
+		"_pragma=journal_size_limit(67108864)",
 	}, "&")
 }
 
