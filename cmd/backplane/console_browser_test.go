@@ -406,7 +406,10 @@ policy:
 budgets:
   - scope: caller
     quota: 100
+    per: 24h
     cost: {default: 1, write: 5, bash: 10}
+  - scope: session
+    quota: 20
 serve:
   tokens: {"alice-token": alice, "bob-token": bob}
   approval_wait: 0s
@@ -462,7 +465,6 @@ func TestConsoleScreenshots(t *testing.T) {
 	callTool(bob, "ls", map[string]any{"path": "."})
 	callTool(bob, "grep", map[string]any{"pattern": "console", "path": "."})
 	callTool(alice, "read", map[string]any{"path": "missing.txt"}) // the tool reports an error
-	callTool(bob, "write", map[string]any{"path": "x.txt", "content": "x"})
 	// A write approved from the console, then retried by the agent.
 	writeArgs := map[string]any{"path": "docs/plan.txt", "content": "1. ship the console\n2. write the docs\n3. take screenshots\n"}
 	callTool(alice, "write", writeArgs)
