@@ -5,6 +5,8 @@ import (
 	"regexp"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentbackplane/backplane/policy"
 )
 
 // The validators a server may name (package backend/mcp's ValidatorSubset
@@ -58,6 +60,11 @@ type ServerConfig struct {
 	// Bridge says which of the server's requests are relayed to the
 	// calling client.
 	Bridge Bridge
+	// MainArg names the argument TOOL(PATTERN) policy entries match, for
+	// every tool of the server (main_arg); nil: none.
+	MainArg *policy.MainArg
+	// Sandbox, when set, confines a command server (they opt in).
+	Sandbox *SandboxConfig
 	// Line is where the server is declared in the file.
 	Line int
 }
@@ -76,7 +83,7 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "servers", func(item *yaml.Node) error {
 		s := ServerConfig{Line: item.Line, Validator: ValidatorSubset, Bridge: DefaultBridge()}
-		var nameNode, cmdNode, urlNode, envNode, headersNode *yaml.Node
+		var nameNode, cmdNode, urlNode, envNode, headersNode, sandboxNode *yaml.Node
 		err := p.mapping(item, "a server", func(key string, k, v *yaml.Node) error {
 			var err error
 			switch key {
@@ -126,6 +133,9 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 					s.Headers[name] = n.Value
 					return nil
 				})
+			case "sandbox":
+				sandboxNode = v
+				s.Sandbox, err = p.sandbox(c, v)
 			case "validator":
 				if s.Validator, err = p.str(v, "validator"); err == nil &&
 					s.Validator != ValidatorSubset && s.Validator != ValidatorDraft2020 {
@@ -144,9 +154,11 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 					}
 					return err
 				}, "sampling", "elicitation", "roots")
+			case "main_arg":
+				s.MainArg, err = p.mainArg(v)
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator", "bridge")
+		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "bridge")
 		if err != nil {
 			return err
 		}
@@ -166,6 +178,8 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 			return p.errAt(envNode, "server %s: env applies to a command, not to a url", s.Name)
 		case headersNode != nil && cmdNode != nil:
 			return p.errAt(headersNode, "server %s: headers apply to a url, not to a command", s.Name)
+		case sandboxNode != nil && urlNode != nil:
+			return p.errAt(sandboxNode, "server %s: sandbox applies to a command, not to a url", s.Name)
 		}
 		c.Servers = append(c.Servers, s)
 		return nil

@@ -29,7 +29,7 @@ func TestRules(t *testing.T) {
 		{"ALICE", "note", false, false},   // callers are exact
 	}
 	for _, c := range cases {
-		d := r.Decide(c.caller, c.tool)
+		d := r.Decide(Request{Caller: c.caller, Tool: c.tool})
 		if d.Allow != c.allow || d.RequireApproval != c.approval {
 			t.Errorf("Decide(%q, %q) = allow %v approval %v, want %v %v (%s)", c.caller, c.tool, d.Allow, d.RequireApproval, c.allow, c.approval, d.Reason)
 		}
@@ -39,13 +39,15 @@ func TestRules(t *testing.T) {
 	}
 }
 
-func TestApproveWithoutAllowIsDeny(t *testing.T) {
+// Issue 11: a matching approve needs an approval whether or not an allow
+// names the tool too (deny > approve > allow > default deny).
+func TestApproveWithoutAllowNeedsApproval(t *testing.T) {
 	r, err := NewRules([]Rule{{Caller: "alice", Approve: []string{"danger"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := r.Decide("alice", "danger"); d.Allow || d.RequireApproval {
-		t.Fatalf("approve alone must not allow: %+v", d)
+	if d := r.Decide(Request{Caller: "alice", Tool: "danger"}); !d.Allow || !d.RequireApproval {
+		t.Fatalf("approve alone must need an approval: %+v", d)
 	}
 }
 
@@ -54,6 +56,8 @@ func TestNewRulesRefusesBadRules(t *testing.T) {
 		{{Caller: "", Allow: []string{"x"}}},
 		{{Caller: "a", Allow: []string{"[x"}}},
 		{{Caller: "a", Approve: []string{"x\\"}}},
+		{{Caller: "a", Approve: []string{"x"}, Approvers: []string{"[ops"}}},
+		{{Caller: "a", Approve: []string{"x"}, Approvers: []string{""}}},
 	} {
 		if _, err := NewRules(rules); err == nil {
 			t.Errorf("NewRules(%+v) accepted a bad rule", rules)
@@ -62,7 +66,7 @@ func TestNewRulesRefusesBadRules(t *testing.T) {
 }
 
 func TestDenyAll(t *testing.T) {
-	if d := (DenyAll{}).Decide("alice", "note"); d.Allow {
+	if d := (DenyAll{}).Decide(Request{Caller: "alice", Tool: "note"}); d.Allow {
 		t.Fatal("DenyAll allowed a call")
 	}
 }
@@ -101,3 +105,37 @@ func TestDecideContent(t *testing.T) {
 		t.Error("DenyAll allowed")
 	}
 }
+
+// TestLiveDecideContent: a Live policy grants content as the policy in
+// force does (caller globs included), a reload changes the answer, and a
+// policy that cannot say grants nothing.
+func TestLiveDecideContent(t *testing.T) {
+	first, err := NewRules([]Rule{{Caller: "team-*", Resources: []string{"demo://*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLive(first)
+	if d := l.DecideContent("team-a", KindResource, "demo://x"); !d.Allow || d.Source == "" {
+		t.Errorf("first policy: %+v, want allowed with its rule named", d)
+	}
+	second, err := NewRules([]Rule{{Caller: "team-*", Prompts: []string{"p"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Store(second)
+	if d := l.DecideContent("team-a", KindResource, "demo://x"); d.Allow {
+		t.Errorf("after the reload: %+v, want denied", d)
+	}
+	if d := l.DecideContent("team-a", KindPrompt, "p"); !d.Allow {
+		t.Errorf("after the reload, the prompt: %+v, want allowed", d)
+	}
+	l.Store(allowAll{})
+	if d := l.DecideContent("team-a", KindPrompt, "p"); d.Allow || d.Reason == "" {
+		t.Errorf("a policy without content grants: %+v, want denied with a reason", d)
+	}
+}
+
+// allowAll allows every call and says nothing about content.
+type allowAll struct{}
+
+func (allowAll) Decide(Request) Decision { return Decision{Allow: true, Effect: EffectAllow} }

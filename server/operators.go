@@ -95,13 +95,28 @@ func (s *Server) trackRequests(next http.Handler) http.Handler {
 }
 
 // httpRequestContext is the context of the HTTP request a call came in on.
+// A call whose request has already ended (its client went away before the
+// handler started, as after a stream's first, priming event) gets a done
+// context: the header is set on every /mcp request, so its id without an
+// entry means the request is over, not that there was none.
 func (s *Server) httpRequestContext(h http.Header) (context.Context, bool) {
 	if h == nil {
 		return nil, false
 	}
-	v, ok := s.httpRequests.Load(h.Get(requestHeader))
-	if !ok {
+	id := h.Get(requestHeader)
+	if id == "" {
 		return nil, false
+	}
+	v, ok := s.httpRequests.Load(id)
+	if !ok {
+		return endedRequest, true
 	}
 	return v.(context.Context), true
 }
+
+// endedRequest stands for an HTTP request that is over.
+var endedRequest = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/spf13/cobra"
+
+	"github.com/agentbackplane/backplane/assemble"
+	"github.com/agentbackplane/backplane/gateway"
 )
 
 func newToolsCmd() *cobra.Command {
@@ -47,6 +49,9 @@ type toolEntry struct {
 	Refused     string          `json:"refused,omitempty"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Sandbox says how a tool's process is confined (bash, command tools,
+	// stdio servers' tools), "" for tools that start none.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 func newToolsListCmd(f *gatewayFlags) *cobra.Command {
@@ -97,6 +102,7 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 						e.Status = "held"
 					}
 				}
+				e.Sandbox = toolSandbox(s.rt, t.Name)
 				if len(e.InputSchema) == 0 {
 					e.InputSchema = json.RawMessage("null")
 				}
@@ -117,7 +123,7 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 				return err
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSOURCE\tSTATUS\tDEFINITION\tACCEPTED\tCALLABLE")
+			fmt.Fprintln(tw, "NAME\tSOURCE\tSTATUS\tDEFINITION\tACCEPTED\tSANDBOX\tCALLABLE")
 			for _, e := range entries {
 				status, accepted := "-", "-"
 				if e.Pinned {
@@ -130,11 +136,25 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 				if !e.Callable {
 					callable = "refused: " + e.Refused
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, status, short(e.DefinitionHash), accepted, callable)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, status, short(e.DefinitionHash), accepted, orDash(e.Sandbox), callable)
 			}
 			return tw.Flush()
 		},
 	}
+}
+
+// toolSandbox is the sandbox decision of the process behind tool: its
+// own, or its server's.
+func toolSandbox(rt *assemble.Runtime, tool string) string {
+	if d, ok := rt.Sandbox[tool]; ok {
+		return d.String()
+	}
+	if src := rt.ToolSource(tool); strings.HasPrefix(src, "server ") {
+		if d, ok := rt.Sandbox[strings.TrimPrefix(src, "server ")]; ok {
+			return d.String()
+		}
+	}
+	return ""
 }
 
 func short(hash string) string { return hash[:min(12, len(hash))] }
