@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -36,6 +39,15 @@ func TestHumanValueNeverGoSyntax(t *testing.T) {
 func TestTextOutputHasNoGoSyntax(t *testing.T) {
 	f := newFirstHour(t)
 	f.run(t, "init", "--caller", "agent", "--operator", "ops").wantCode(t, 0)
+	// An upstream server too, for the tools list of pinned definitions.
+	cfg, err := os.OpenFile(filepath.Join(f.cfgHome, "backplane", "backplane.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(cfg, "servers:\n  - name: up\n    command: [%q]\n", mcpTestServer(t)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Close()
 
 	check := func(r result, args ...string) {
 		t.Helper()
@@ -96,7 +108,10 @@ func TestTextOutputHasNoGoSyntax(t *testing.T) {
 			t.Errorf("budget show does not say %q:\n%s", want, r.stdout)
 		}
 	}
-	run(0, "tools", "list")
+	r = run(0, "tools", "list")
+	if !strings.Contains(r.stdout, "up.greet") {
+		t.Errorf("tools list does not show the upstream's tools:\n%s", r.stdout)
+	}
 
 	schema := writeFile(t, "s.json", `{"type":"object","properties":{"a":{"type":"string","enum":["x","y"]}}}`)
 	run(1, "schema", "check", schema)
