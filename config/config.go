@@ -147,6 +147,8 @@ type Config struct {
 	// Retention says how long the store keeps what is finished (see
 	// [Retention]).
 	Retention Retention
+	// Tracing, when set, exports OpenTelemetry traces (see [Tracing]).
+	Tracing *Tracing
 }
 
 // Approvals configure the approval step.

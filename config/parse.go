@@ -156,9 +156,11 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.operators(c, v)
 		case "retention":
 			return p.retention(c, v)
+		case "tracing":
+			return p.tracing(c, k, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention", "tracing"); err != nil {
 		return err
 	}
 	return p.finish(c)

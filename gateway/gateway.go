@@ -49,6 +49,7 @@ import (
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults.
@@ -99,6 +100,9 @@ type Options struct {
 	// accept definitions (see DecideApproval). None: any named person but
 	// the caller (a single person's set-up).
 	Operators []string
+	// Tracer, when set, opens a span per call (see package tracing). Nil:
+	// no spans, at no cost.
+	Tracer trace.Tracer
 }
 
 // The tool descriptor and its parts live in package tool, below the
@@ -131,6 +135,7 @@ type Gateway struct {
 	maxRes   int
 	limits   inputschema.Limits
 	now      func() time.Time
+	tracer   trace.Tracer
 
 	operators []string
 	events    approvalEvents
@@ -156,7 +161,7 @@ func New(opts *Options) *Gateway {
 	g := &Gateway{
 		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
-		operators: slices.Clone(o.Operators), tools: map[string]*registered{},
+		operators: slices.Clone(o.Operators), tools: map[string]*registered{}, tracer: o.Tracer,
 	}
 	if g.policy == nil {
 		g.policy = policy.DenyAll{}
@@ -346,6 +351,9 @@ type CallResult struct {
 // otherwise an *Error whose Class says why.
 func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	c := &call{g: g, req: req, id: NewID("call")}
+	if g.tracer != nil {
+		ctx = c.startSpan(ctx)
+	}
 	res, err := c.run(ctx)
 	if err != nil {
 		var ge *Error
@@ -359,8 +367,10 @@ func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error
 		if c.committed {
 			ge.CallID = c.id
 		}
+		c.endSpan(nil, ge)
 		return nil, ge
 	}
+	c.endSpan(res, nil)
 	return res, nil
 }
 
@@ -379,6 +389,8 @@ type call struct {
 	tool      *registered
 	digest    string
 	committed bool
+	span      trace.Span // nil: not traced
+	mark      time.Time  // when the last traced step ended
 }
 
 func (c *call) audit(step, outcome string, attrs ...any) {
@@ -395,6 +407,7 @@ func (c *call) audit(step, outcome string, attrs ...any) {
 		level = slog.LevelWarn
 	}
 	c.g.log.Log(context.Background(), level, "call", append(base, attrs...)...)
+	c.traceStep(step, outcome)
 }
 
 func (c *call) run(ctx context.Context) (*CallResult, error) {

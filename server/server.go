@@ -91,6 +91,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
@@ -158,6 +159,9 @@ type Options struct {
 	// own requests. When it has a Close method, a shutdown calls it first,
 	// so that its live streams do not hold the server.
 	Console http.Handler
+	// Collectors are more Prometheus metrics served at /metrics (the
+	// tracing exporter's counters).
+	Collectors []prometheus.Collector
 }
 
 // Server serves one gateway over MCP. Create it with New.
@@ -235,7 +239,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	for tok, name := range o.Operators {
 		s.operators = append(s.operators, tokenEntry{[]byte(tok), name})
 	}
-	s.metrics = newMetrics(g.Store())
+	s.metrics = newMetrics(g.Store(), o.Collectors...)
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
 	s.stdio = s.newMCPServer(func(mcp.Request) (string, error) {
 		if s.opts.StdioCaller == "" {
@@ -392,6 +396,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	}
 
 	p := req.Params
+	var hdr http.Header
+	if req.Extra != nil {
+		hdr = req.Extra.Header
+	}
+	ctx = withTraceContext(ctx, p.Meta, hdr)
 	args := p.Arguments
 	if len(args) == 0 {
 		// MCP lets a client omit the arguments of a call without any; that

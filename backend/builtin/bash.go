@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,9 +44,9 @@ type bashResult struct {
 	Error     *errorBody `json:"error,omitempty"`
 }
 
-func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+func (s *Set) runBash(ctx context.Context, call *backend.Call) (*backend.Result, error) {
 	var a bashArgs
-	if err := decode(raw, &a); err != nil {
+	if err := decode(call.Arguments, &a); err != nil {
 		return nil, err
 	}
 	timeout := s.bash.Timeout
@@ -86,7 +85,8 @@ func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result
 
 	cmd := exec.Command("bash", "-c", a.Command)
 	cmd.Dir = s.ws
-	cmd.Env = s.environ()
+	// The call's own TRACEPARENT and TRACESTATE, when it is traced.
+	cmd.Env = append(s.environ(), call.Trace.Env()...)
 	cmd.Stdout, cmd.Stderr = outW, errW // stdin: /dev/null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := ctx.Err(); err != nil {

@@ -7,8 +7,9 @@
 //     when it has no slash, and is relative to Spec.Dir when it is a
 //     relative path) starts in its own process group, in Spec.Dir, with an
 //     environment holding exactly the variables named in Spec.Env, taken
-//     from the gateway's environment at the time of the call: nothing else
-//     is passed, not even PATH.
+//     from the gateway's environment at the time of the call, and, for a
+//     traced call, TRACEPARENT and TRACESTATE (the call's own trace
+//     context): nothing else is passed, not even PATH.
 //   - The call's argument bytes, exactly as validated, are written to its
 //     stdin, which is then closed.
 //   - Its stdout is read up to Spec.MaxOutputBytes; the last 4 KiB of its
@@ -166,7 +167,8 @@ func (b *Backend) Invoke(ctx context.Context, call *backend.Call) (*backend.Resu
 	defer closeAll() // closing twice is harmless
 
 	cmd := exec.Command(name, b.spec.Argv[1:]...)
-	cmd.Env = b.environ()
+	// The call's own TRACEPARENT and TRACESTATE, when it is traced.
+	cmd.Env = append(b.environ(), call.Trace.Env()...)
 	cmd.Dir = b.spec.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -44,6 +44,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	}
 	e := &exchange{method: "tools/call"}
 	res, callErr := l.sess.CallTool(withExchange(ctx, e), &sdk.CallToolParams{
+		Meta:      call.Trace.Meta(), // traceparent, tracestate
 		Name:      b.name,
 		Arguments: json.RawMessage(call.Arguments),
 	})
