@@ -23,7 +23,10 @@
 // policy, approver, budgets and backends are small interfaces a host can
 // replace. Every step is written as a structured audit event
 // (log/slog) carrying the call id, the step and the outcome, and the digest
-// of the arguments, never their values.
+// of the arguments, never their values. With Options.Tracer, a call is also
+// an OpenTelemetry span, a child of the trace in the call's context, with
+// the same steps as events and the backend as a child span whose context
+// the backend receives (backend.Call.Trace); it too carries no values.
 package gateway
 
 import (

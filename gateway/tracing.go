@@ -54,7 +54,7 @@ func (c *call) startSpan(ctx context.Context) context.Context {
 // the time since the previous step ended (an approval wait is the time
 // between "approve waiting" and its decision).
 func (c *call) traceStep(step, outcome string) {
-	if c.span == nil {
+	if c.span == nil || !c.span.IsRecording() { // not sampled: nothing to add to
 		return
 	}
 	now := time.Now()

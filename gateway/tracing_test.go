@@ -51,7 +51,7 @@ func tracedGateway(t *testing.T, tp trace.TracerProvider) (*gateway.Gateway, *tr
 func attrMap(kvs []attribute.KeyValue) map[string]string {
 	m := map[string]string{}
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

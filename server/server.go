@@ -61,6 +61,11 @@
 //     headers, bodies, idle connections and non-stream writes have
 //     timeouts ([HTTPTimeouts]); /mcp's event streams are never cut by
 //     them.
+//   - Trace context: a tools/call's _meta traceparent and tracestate (W3C
+//     Trace Context), else the HTTP request's headers of those names, make
+//     the gateway's span of the call (when it traces) a child of the
+//     caller's; an invalid one is ignored. [Options.Collectors] add to
+//     /metrics (the trace exporter's dropped-span counters).
 //   - Over stdio, a line that is not a JSON-RPC message is answered with a
 //     JSON-RPC error (-32700, -32600) and skipped.
 //
