@@ -58,9 +58,10 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // upstream is a Go SDK MCP server over streamable HTTP on 127.0.0.1 whose
 // tool echo keeps the _meta of each call.
 type upstream struct {
-	url  string
-	mu   sync.Mutex
-	meta []map[string]any
+	url     string
+	mu      sync.Mutex
+	meta    []map[string]any
+	headers []string // traceparent headers received
 }
 
 func startUpstream(t *testing.T) *upstream {
@@ -74,7 +75,15 @@ func startUpstream(t *testing.T) *upstream {
 			u.mu.Unlock()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 		})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tp := r.Header.Get("traceparent"); tp != "" {
+			u.mu.Lock()
+			u.headers = append(u.headers, tp)
+			u.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(hs.Close)
 	u.url = hs.URL
 	return u
@@ -168,6 +177,13 @@ func TestServeTraces(t *testing.T) {
 	tp, _ := metas[0]["traceparent"].(string)
 	if m := traceparentRe.FindStringSubmatch(tp); m == nil || m[1] != metaTrace || m[2] != be.SpanID {
 		t.Errorf("upstream _meta traceparent %q, want trace %s span %s", tp, metaTrace, be.SpanID)
+	}
+	// An HTTP upstream also gets it in the request's headers.
+	up.mu.Lock()
+	headers := append([]string(nil), up.headers...)
+	up.mu.Unlock()
+	if len(headers) != 1 || headers[0] != tp {
+		t.Errorf("upstream traceparent headers %q, want only the call's %q", headers, tp)
 	}
 	if ts, _ := metas[0]["tracestate"].(string); ts != "vendor=x" {
 		t.Errorf("upstream _meta tracestate %q", ts)
