@@ -25,7 +25,10 @@
 // policy, approver, budgets and backends are small interfaces a host can
 // replace. Every step is written as a structured audit event
 // (log/slog) carrying the call id, the step and the outcome, and the digest
-// of the arguments, never their values.
+// of the arguments, never their values. With Options.Tracer, a call is also
+// an OpenTelemetry span, a child of the trace in the call's context, with
+// the same steps as events and the backend as a child span whose context
+// the backend receives (backend.Call.Trace); it too carries no values.
 package gateway
 
 import (
@@ -51,6 +54,7 @@ import (
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults.
@@ -101,6 +105,9 @@ type Options struct {
 	// accept definitions (see DecideApproval). None: any named person but
 	// the caller (a single person's set-up).
 	Operators []string
+	// Tracer, when set, opens a span per call (see package tracing). Nil:
+	// no spans, at no cost.
+	Tracer trace.Tracer
 }
 
 // The tool descriptor and its parts live in package tool, below the
@@ -133,6 +140,7 @@ type Gateway struct {
 	maxRes   int
 	limits   inputschema.Limits
 	now      func() time.Time
+	tracer   trace.Tracer
 
 	operators []string
 	events    approvalEvents
@@ -158,7 +166,7 @@ func New(opts *Options) *Gateway {
 	g := &Gateway{
 		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
-		operators: slices.Clone(o.Operators), tools: map[string]*registered{},
+		operators: slices.Clone(o.Operators), tools: map[string]*registered{}, tracer: o.Tracer,
 	}
 	if g.policy == nil {
 		g.policy = policy.DenyAll{}
@@ -348,6 +356,9 @@ type CallResult struct {
 // otherwise an *Error whose Class says why.
 func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	c := &call{g: g, req: req, id: NewID("call")}
+	if g.tracer != nil {
+		ctx = c.startSpan(ctx)
+	}
 	res, err := c.run(ctx)
 	if err != nil {
 		var ge *Error
@@ -361,8 +372,10 @@ func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error
 		if c.committed {
 			ge.CallID = c.id
 		}
+		c.endSpan(nil, ge)
 		return nil, ge
 	}
+	c.endSpan(res, nil)
 	return res, nil
 }
 
@@ -382,6 +395,8 @@ type call struct {
 	digest    string
 	rule      string // the policy rule that authorized the call (file:line)
 	committed bool
+	span      trace.Span // nil: not traced
+	mark      time.Time  // when the last traced step ended
 }
 
 func (c *call) audit(step, outcome string, attrs ...any) {
@@ -404,6 +419,7 @@ func (c *call) audit(step, outcome string, attrs ...any) {
 		level = slog.LevelWarn
 	}
 	c.g.log.Log(context.Background(), level, "call", append(base, attrs...)...)
+	c.traceStep(step, outcome)
 }
 
 func (c *call) run(ctx context.Context) (*CallResult, error) {

@@ -212,10 +212,13 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	}
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := t.Backend.Invoke(ictx, &backend.Call{
+	bc := &backend.Call{
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
 		Asker: c.req.Asker,
-	})
+	}
+	ictx, bspan := c.startBackend(ictx, bc)
+	res, err := t.Backend.Invoke(ictx, bc)
+	c.endBackend(bspan, res, err)
 	sctx := context.WithoutCancel(ctx)
 
 	if err != nil {

@@ -61,6 +61,11 @@
 //     headers, bodies, idle connections and non-stream writes have
 //     timeouts ([HTTPTimeouts]); /mcp's event streams are never cut by
 //     them.
+//   - Trace context: a tools/call's _meta traceparent and tracestate (W3C
+//     Trace Context), else the HTTP request's headers of those names, make
+//     the gateway's span of the call (when it traces) a child of the
+//     caller's; an invalid one is ignored. [Options.Collectors] add to
+//     /metrics (the trace exporter's dropped-span counters).
 //   - Over stdio, a line that is not a JSON-RPC message is answered with a
 //     JSON-RPC error (-32700, -32600) and skipped.
 //
@@ -91,6 +96,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
@@ -158,6 +164,9 @@ type Options struct {
 	// own requests. When it has a Close method, a shutdown calls it first,
 	// so that its live streams do not hold the server.
 	Console http.Handler
+	// Collectors are more Prometheus metrics served at /metrics (the
+	// tracing exporter's counters).
+	Collectors []prometheus.Collector
 }
 
 // Server serves one gateway over MCP. Create it with New.
@@ -235,7 +244,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	for tok, name := range o.Operators {
 		s.operators = append(s.operators, tokenEntry{[]byte(tok), name})
 	}
-	s.metrics = newMetrics(g.Store())
+	s.metrics = newMetrics(g.Store(), o.Collectors...)
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
 	s.stdio = s.newMCPServer(func(mcp.Request) (string, error) {
 		if s.opts.StdioCaller == "" {
@@ -392,6 +401,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	}
 
 	p := req.Params
+	var hdr http.Header
+	if req.Extra != nil {
+		hdr = req.Extra.Header
+	}
+	ctx = withTraceContext(ctx, p.Meta, hdr)
 	args := p.Arguments
 	if len(args) == 0 {
 		// MCP lets a client omit the arguments of a call without any; that

@@ -43,7 +43,8 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		return nil, fmt.Errorf("%w: upstream %s: %w", backend.ErrNotStarted, u.srv.Name, err)
 	}
 	e := &exchange{method: "tools/call"}
-	res, callErr := l.sess.CallTool(withExchange(ctx, e), &sdk.CallToolParams{
+	res, callErr := l.sess.CallTool(withExchange(withTrace(ctx, call.Trace), e), &sdk.CallToolParams{
+		Meta:      call.Trace.Meta(), // traceparent, tracestate
 		Name:      b.name,
 		Arguments: json.RawMessage(call.Arguments),
 	})

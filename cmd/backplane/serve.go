@@ -18,8 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/server"
@@ -116,6 +118,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
 		AllowedOrigins:       cfg.Serve.AllowedOrigins,
 		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
+		Collectors:           runtimeCollectors(s.rt),
 	})
 	// Once at startup: why tools run unsandboxed, if some do.
 	for _, note := range s.rt.SandboxNotes {
@@ -278,3 +281,12 @@ func stdinOf(cmd *cobra.Command) io.ReadCloser {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// runtimeCollectors are the runtime's own metrics for /metrics: the trace
+// exporter's counters, when tracing is on.
+func runtimeCollectors(rt *assemble.Runtime) []prometheus.Collector {
+	if rt.Tracing == nil {
+		return nil
+	}
+	return []prometheus.Collector{rt.Tracing.Collector()}
+}
