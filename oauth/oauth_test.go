@@ -204,7 +204,7 @@ func TestVerify(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, token, want string // want: the caller, or a part of the error
-		ok                      bool
+		ok                bool
 	}{
 		{"rsa", rsaKey.sign(t, good(now)), "alice", true},
 		{"ec", ecKey.sign(t, good(now)), "alice", true},
