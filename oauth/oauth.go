@@ -406,6 +406,9 @@ func (v *Verifier) Fetches() int {
 	return v.fetches
 }
 
+// Leeway returns the clock skew tolerated on exp and nbf.
+func (v *Verifier) Leeway() time.Duration { return v.o.Leeway }
+
 // Audience returns the resource identifier.
 func (v *Verifier) Audience() string { return v.o.Audience }
 
