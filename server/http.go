@@ -117,11 +117,11 @@ func (s *Server) ServeHTTP(ln net.Listener) error {
 	if c, ok := s.opts.Console.(interface{ Close() }); ok {
 		hs.RegisterOnShutdown(c.Close)
 	}
-	if !s.addHTTPServer(hs) {
-		return ErrServerClosed
-	}
 	if err := s.checkAnonymousListener(ln.Addr()); err != nil {
 		return err
+	}
+	if !s.addHTTPServer(hs) {
+		return ErrServerClosed
 	}
 	if len(s.tokens) == 0 && s.opts.OAuth == nil && s.opts.AnonymousCaller == "" {
 		s.log.Warn("no bearer tokens are configured (serve.tokens): every HTTP request will be refused with 401")
