@@ -63,3 +63,45 @@ func TestAnonymousCallerOnlyOnLoopback(t *testing.T) {
 		t.Errorf("anonymous tools %v, want bob's (echo)", got)
 	}
 }
+
+// A session opened without a token is the anonymous caller's: a request
+// bearing another caller's token cannot use it, nor the other way round.
+func TestAnonymousSessionsAreBound(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{AnonymousCaller: "bob", Tokens: map[string]string{"alice-token": "alice"}})
+	hs := httpServer(t, s)
+	post := func(token, session string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+server.PathMCP, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	anon, err := connectHTTP(t, hs, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := connectHTTP(t, hs, "alice-token", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := post("", anon.ID()); code != http.StatusOK {
+		t.Fatalf("the anonymous session, anonymously: %d", code)
+	}
+	if code := post("alice-token", anon.ID()); code == http.StatusOK {
+		t.Error("alice's token used the anonymous session")
+	}
+	if code := post("", alice.ID()); code == http.StatusOK {
+		t.Error("an anonymous request used alice's session")
+	}
+}
