@@ -95,9 +95,14 @@ func newServeCmd() *cobra.Command {
 func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio bool, httpAddr string, console *atomic.Pointer[string]) error {
 	cfg := s.rt.Config
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-	verifier, err := newOAuthVerifier(cfg.Serve.OAuth, log)
-	if err != nil {
-		return &inputError{fmt.Errorf("%s: serve.oauth: %w", cfg.Path, err)}
+	// Over stdio there are no tokens: the issuer's keys are not read.
+	var verifier *oauth.Verifier
+	if !stdio {
+		v, err := newOAuthVerifier(cfg.Serve.OAuth, log)
+		if err != nil {
+			return &inputError{fmt.Errorf("%s: serve.oauth: %w", cfg.Path, err)}
+		}
+		verifier = v
 	}
 	srv := server.New(s.rt.Gateway, &server.Options{
 		Operators:    cfg.OperatorTokens(),
