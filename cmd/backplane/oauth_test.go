@@ -13,6 +13,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -308,6 +311,45 @@ serve:
 		cs.Close()
 		t.Error("the Go SDK client connected with an unknown key's token")
 	}
+
+	// The official TypeScript SDK client: a JWT accepted, and refused for a
+	// wrong audience, an expired token and an unknown key.
+	if _, _, err := tsClientAvailable(); err != nil {
+		t.Logf("TypeScript client part skipped: %v", err)
+		return
+	}
+	rep, stderr := runTSClient(t, g, `{"calls":[{"name":"read","arguments":{"path":"nothing-here.txt"}}]}`,
+		"--http", aud, "--token", ecKey.sign(t, aud, "carol", nil))
+	if rep.ConnectError != nil {
+		t.Fatalf("TypeScript client with a JWT: %+v\n%s\n%s", rep.ConnectError, stderr, p.log())
+	}
+	checkCatalog(t, rep, []string{"read"})
+	expired := rsaKey.sign(t, aud, "carol", func(b *jwt.Builder) *jwt.Builder {
+		return b.IssuedAt(time.Now().Add(-2 * time.Hour)).Expiration(time.Now().Add(-time.Hour))
+	})
+	for name, tok := range map[string]string{
+		"wrong audience": rsaKey.sign(t, "https://elsewhere.example/mcp", "carol", nil),
+		"expired":        expired,
+		"unknown key":    stranger.sign(t, aud, "carol", nil),
+	} {
+		rep, _ := runTSClient(t, g, `{"calls":[]}`, "--http", aud, "--token", tok)
+		if rep.ConnectError == nil || rep.ConnectError.Code != float64(401) {
+			t.Errorf("TypeScript client, %s: %+v, want a connect error with code 401", name, rep.ConnectError)
+		}
+	}
+}
+
+// tsClientAvailable says whether tsClient would run rather than skip.
+func tsClientAvailable() (string, string, error) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return "", "", err
+	}
+	sdk := filepath.Join("..", "..", "testdata", "mcp-peers", "node_modules", "@modelcontextprotocol", "sdk", "package.json")
+	if _, err := os.Stat(sdk); err != nil {
+		return "", "", fmt.Errorf("@modelcontextprotocol/sdk is not installed in testdata/mcp-peers (npm ci there): %w", err)
+	}
+	return node, sdk, nil
 }
 
 // TestServeAnonymousCaller: a request without a token is the anonymous
