@@ -19,6 +19,9 @@
 //     to (O_APPEND: concurrent processes write whole records). The
 //     configuration's log.level applies. The store logs its own operational
 //     events (recovery, lease, contention) to the same logger.
+//   - The policy is live ([Runtime.Policy]): [Runtime.ReloadPolicy] re-reads
+//     the configuration file and puts its policy in force for calls
+//     authorized from then on; an invalid file changes nothing.
 //   - [Runtime.Close] closes the upstream connections (their programs are
 //     stopped), the built-in tools' workspace, the store, and the audit log
 //     file last, since the others may still log.
@@ -33,6 +36,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,6 +93,14 @@ type Runtime struct {
 	Config  *config.Config
 	// Audit receives the audit events (the gateway's and an operator's).
 	Audit *slog.Logger
+	// Policy is the policy in force; [Runtime.ReloadPolicy] replaces it.
+	Policy *policy.Live
+
+	// Sandbox is the sandbox decision of each tool process, by tool name
+	// (a server by its name); SandboxNotes the distinct reasons tools run
+	// unsandboxed, for the start to say once.
+	Sandbox      map[string]config.SandboxDecision
+	SandboxNotes []string
 
 	closers   []io.Closer
 	upstreams []*mcp.Upstream // also in closers
@@ -129,10 +141,11 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 
 	// Parse checked all of this; a Config built or changed by hand is
 	// checked again rather than trusted.
-	rules, err := policy.NewRules(cfg.Policy)
+	rules, err := cfg.CompilePolicy()
 	if err != nil {
-		return nil, &config.Error{File: cfg.Path, Msg: err.Error()}
+		return nil, err
 	}
+	rt.Policy = policy.NewLive(rules)
 	for _, q := range cfg.Budgets {
 		if err := q.Check(); err != nil {
 			return nil, &config.Error{File: cfg.Path, Msg: err.Error()}
@@ -162,7 +175,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	}
 	g := gateway.New(&gateway.Options{
 		Store:   st,
-		Policy:  rules,
+		Policy:  rt.Policy,
 		Budgets: cfg.Budgets,
 		Approvals: approval.Options{
 			Expire:     cfg.Approvals.Expire,
@@ -178,7 +191,12 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		Limits:         cfg.Limits.Schema(),
 	})
 	for _, t := range cfg.Tools {
-		b, err := command.New(command.Spec{Argv: t.Command, Env: t.Env, Dir: t.Dir, MaxOutputBytes: t.MaxOutputBytes})
+		sb, err := cfg.SandboxFor(config.KindCommand, t.Sandbox)
+		if err != nil {
+			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
+		}
+		rt.noteSandbox(t.Name, sb)
+		cb, err := command.New(command.Spec{Argv: t.Command, Env: t.Env, Dir: t.Dir, MaxOutputBytes: t.MaxOutputBytes, Sandbox: sb.Policy})
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
 		}
@@ -188,7 +206,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			InputSchema: t.InputSchemaJSON,
 			Safety:      tool.Safety(t.Safety),
 			Timeout:     t.Timeout,
-			Backend:     b,
+			Backend:     cb,
 		})
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: err.Error()}
@@ -298,9 +316,17 @@ func (rt *Runtime) registerBuiltins(g *gateway.Gateway, asker backend.Asker) err
 	if len(c.Builtin.Enable) == 0 {
 		return nil
 	}
+	var sb config.SandboxDecision
+	if slices.Contains(c.Builtin.Enable, "bash") {
+		var err error
+		if sb, err = c.SandboxFor(config.KindBash, c.Builtin.BashSandbox); err != nil {
+			return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: "bash: " + err.Error()}
+		}
+		rt.noteSandbox("bash", sb)
+	}
 	set, err := builtin.New(&builtin.Options{
 		Workspace: c.Workspace,
-		Bash:      builtin.BashOptions{Timeout: c.Builtin.Bash.Timeout, MaxTimeout: c.Builtin.Bash.MaxTimeout, Env: c.Builtin.Bash.Env},
+		Bash:      builtin.BashOptions{Timeout: c.Builtin.Bash.Timeout, MaxTimeout: c.Builtin.Bash.MaxTimeout, Env: c.Builtin.Bash.Env, Sandbox: sb.Policy},
 		URLFetch:  builtin.URLFetchOptions{Allow: c.Builtin.URLFetchAllow},
 		Asker:     asker,
 		Hide:      c.PrivatePaths(),
@@ -327,9 +353,17 @@ func (rt *Runtime) registerBuiltins(g *gateway.Gateway, asker backend.Asker) err
 func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway) error {
 	c := rt.Config
 	for _, s := range c.Servers {
+		var sb config.SandboxDecision
+		if s.URL == "" {
+			var err error
+			if sb, err = c.SandboxFor(config.KindServer, s.Sandbox); err != nil {
+				return &config.Error{File: c.Path, Line: s.Line, Msg: fmt.Sprintf("server %s: %v", s.Name, err)}
+			}
+			rt.noteSandbox(s.Name, sb)
+		}
 		u, err := mcp.Connect(ctx, mcp.Server{
 			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
-			URL: s.URL, Headers: s.Headers, Validator: s.Validator,
+			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
 		}, &mcp.Options{
 			Registry:  g,
 			Logger:    rt.Audit,

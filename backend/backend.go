@@ -31,6 +31,12 @@ type Result struct {
 	IsError bool
 }
 
+// Auditor is implemented by a backend that adds attributes to the audit
+// events that settle its calls (the sandbox its process ran in, say).
+type Auditor interface {
+	AuditAttrs() []any
+}
+
 // Backend runs calls. Invoke must honour ctx's deadline and cancellation.
 //
 // The error tells the gateway what is known about the outcome:

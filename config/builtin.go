@@ -29,6 +29,8 @@ type Builtin struct {
 	// Safety re-flags tools; a nil field keeps the tool's own flag.
 	Safety map[string]SafetyOverride
 	Bash   BashConfig
+	// BashSandbox overrides the top-level sandbox section for bash.
+	BashSandbox *SandboxConfig
 	// URLFetchAllow lists host:port entries exempt from the refusal of
 	// loopback and private addresses.
 	URLFetchAllow []string
@@ -136,6 +138,10 @@ func (p *parser) builtin(c *Config, v *yaml.Node) error {
 					} else {
 						c.Builtin.Bash.MaxTimeout = d
 					}
+				case "sandbox":
+					s, err := p.sandbox(c, v)
+					c.Builtin.BashSandbox = s
+					return err
 				case "env":
 					env, err := p.strList(v, "env")
 					for _, name := range env {
@@ -147,7 +153,7 @@ func (p *parser) builtin(c *Config, v *yaml.Node) error {
 					return err
 				}
 				return nil
-			}, "timeout", "max_timeout", "env")
+			}, "timeout", "max_timeout", "env", "sandbox")
 		case "url_fetch":
 			return p.mapping(v, "url_fetch", func(key string, k, v *yaml.Node) error {
 				allow, err := p.strList(v, "allow")

@@ -142,6 +142,8 @@ type Config struct {
 	Serve ServeConfig
 	// Servers are the upstream MCP servers (see [ServerConfig]).
 	Servers []ServerConfig
+	// Sandbox confines tool processes (see [SandboxConfig]).
+	Sandbox SandboxConfig
 	// Operators decide approvals (see [Operator]).
 	Operators []Operator
 	// Retention says how long the store keeps what is finished (see
@@ -211,6 +213,11 @@ type ToolConfig struct {
 	// MaxOutputBytes caps the program's stdout. Default: Limits.MaxResultBytes.
 	MaxOutputBytes int
 	Safety         Safety
+	// MainArg names the argument TOOL(PATTERN) policy entries match
+	// (main_arg); nil: none, and such entries are refused.
+	MainArg *policy.MainArg
+	// Sandbox overrides the top-level sandbox section; nil: none.
+	Sandbox *SandboxConfig
 	// Line is where the tool is declared in the file.
 	Line int
 }

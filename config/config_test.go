@@ -32,7 +32,8 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 	}
 
 	// policy: alice may call note, danger and fs.*; danger needs approval.
-	wantRules := []policy.Rule{{Caller: "alice", Allow: []string{"note", "danger", "fs.*"}, Approve: []string{"danger"}}}
+	wantRules := []policy.Rule{{Caller: "alice", Allow: []string{"note", "danger", "fs.*"}, Approve: []string{"danger"},
+		Pos: policy.Pos{File: c.Path, Line: 3, Allow: []int{4, 4, 4}, Approve: []int{5}}}}
 	if !reflect.DeepEqual(c.Policy, wantRules) {
 		t.Errorf("Policy = %+v, want %+v", c.Policy, wantRules)
 	}
@@ -51,7 +52,7 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 		{"alice", "other", false, false},
 		{"bob", "note", false, false}, // default deny
 	} {
-		d := rules.Decide(tc.caller, tc.tool)
+		d := rules.Decide(policy.Request{Caller: tc.caller, Tool: tc.tool})
 		if d.Allow != tc.allow || d.RequireApproval != tc.mustAsk {
 			t.Errorf("Decide(%s, %s) = allow %v approval %v, want %v %v", tc.caller, tc.tool, d.Allow, d.RequireApproval, tc.allow, tc.mustAsk)
 		}

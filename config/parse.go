@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -156,9 +155,15 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.operators(c, v)
 		case "retention":
 			return p.retention(c, v)
+		case "sandbox":
+			s, err := p.sandbox(c, v)
+			if s != nil {
+				c.Sandbox = *s
+			}
+			return err
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention", "sandbox"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -179,6 +184,9 @@ func (p *parser) finish(c *Config) error {
 	c.StoreKind = StoreKindOf(c.Store)
 	if c.StoreKind == StoreSQLite {
 		c.Store = resolve(c.Dir, c.Store)
+	}
+	if _, err := c.CompilePolicy(); err != nil {
+		return err
 	}
 	for i := range c.Tools {
 		t := &c.Tools[i]
@@ -226,7 +234,7 @@ func (p *parser) store(c *Config, v *yaml.Node) error {
 
 func (p *parser) policy(c *Config, v *yaml.Node) error {
 	return p.sequence(v, "policy", func(item *yaml.Node) error {
-		var r policy.Rule
+		r := policy.Rule{Pos: policy.Pos{File: p.file, Line: item.Line}}
 		var callerNode *yaml.Node
 		err := p.mapping(item, "a policy rule", func(key string, k, v *yaml.Node) error {
 			var err error
@@ -235,16 +243,20 @@ func (p *parser) policy(c *Config, v *yaml.Node) error {
 				callerNode = v
 				r.Caller, err = p.str(v, "caller")
 			case "allow":
-				r.Allow, err = p.patterns(v, "allow")
+				r.Allow, r.Pos.Allow, err = p.patterns(v, "allow")
 			case "approve":
-				r.Approve, err = p.patterns(v, "approve")
+				r.Approve, r.Pos.Approve, err = p.patterns(v, "approve")
+			case "deny":
+				r.Deny, r.Pos.Deny, err = p.patterns(v, "deny")
+			case "rules":
+				r.Conditions, err = p.conditions(v)
 			case "approvers":
-				r.Approvers, err = p.patterns(v, "approvers")
+				r.Approvers, _, err = p.patterns(v, "approvers")
 			case "self_approve":
 				r.SelfApprove, err = p.boolean(v, "self_approve")
 			}
 			return err
-		}, "caller", "allow", "approve", "approvers", "self_approve")
+		}, "caller", "allow", "approve", "deny", "rules", "approvers", "self_approve")
 		if err != nil {
 			return err
 		}
@@ -260,9 +272,12 @@ func (p *parser) policy(c *Config, v *yaml.Node) error {
 	})
 }
 
-// patterns reads a list of tool names or path.Match globs.
-func (p *parser) patterns(v *yaml.Node, what string) ([]string, error) {
+// patterns reads a list of entries (tool names, path.Match globs or
+// TOOL(PATTERN)) and their lines; [Config.CompilePolicy] checks them once
+// every section is read.
+func (p *parser) patterns(v *yaml.Node, what string) ([]string, []int, error) {
 	var out []string
+	var lines []int
 	err := p.sequence(v, what, func(item *yaml.Node) error {
 		s, err := p.str(item, what+" entry")
 		if err != nil {
@@ -271,10 +286,48 @@ func (p *parser) patterns(v *yaml.Node, what string) ([]string, error) {
 		if s == "" {
 			return p.errAt(item, "%s: an empty tool pattern", what)
 		}
-		if _, err := path.Match(s, ""); err != nil {
-			return p.errAt(item, "%s: bad pattern %q: %v", what, s, err)
-		}
 		out = append(out, s)
+		lines = append(lines, item.Line)
+		return nil
+	})
+	return out, lines, err
+}
+
+// conditions reads CEL rules: "- allow|approve|deny: TOOL" with "if: EXPR".
+func (p *parser) conditions(v *yaml.Node) ([]policy.Condition, error) {
+	var out []policy.Condition
+	err := p.sequence(v, "rules", func(item *yaml.Node) error {
+		cond := policy.Condition{Line: item.Line}
+		var ifNode *yaml.Node
+		err := p.mapping(item, "a CEL rule", func(key string, k, v *yaml.Node) error {
+			var err error
+			switch key {
+			case "allow", "approve", "deny":
+				if cond.Effect != "" {
+					return p.errAt(k, "a CEL rule has one of allow, approve and deny, not both %s and %s", cond.Effect, key)
+				}
+				cond.Effect = policy.Effect(key)
+				cond.Tool, err = p.str(v, key)
+				if err == nil && cond.Tool == "" {
+					err = p.errAt(v, "%s: name a tool", key)
+				}
+			case "if":
+				ifNode = v
+				cond.If, err = p.str(v, "if")
+			}
+			return err
+		}, "allow", "approve", "deny", "if")
+		if err != nil {
+			return err
+		}
+		if cond.Effect == "" {
+			return p.errAt(item, "a CEL rule needs allow, approve or deny: TOOL")
+		}
+		if ifNode == nil || cond.If == "" {
+			return p.errAt(item, "a CEL rule needs if: EXPRESSION")
+		}
+		cond.Line = ifNode.Line
+		out = append(out, cond)
 		return nil
 	})
 	return out, err
@@ -410,6 +463,10 @@ func (p *parser) tools(c *Config, v *yaml.Node) error {
 				}
 			case "max_output_bytes":
 				t.MaxOutputBytes, err = p.positiveInt(v, key)
+			case "main_arg":
+				t.MainArg, err = p.mainArg(v)
+			case "sandbox":
+				t.Sandbox, err = p.sandbox(c, v)
 			case "safety":
 				err = p.mapping(v, "safety", func(key string, k, v *yaml.Node) error {
 					b, err := p.boolean(v, key)
@@ -425,7 +482,7 @@ func (p *parser) tools(c *Config, v *yaml.Node) error {
 				}, "read_only", "idempotent", "requires_approval")
 			}
 			return err
-		}, "name", "description", "input_schema", "command", "env", "dir", "timeout", "max_output_bytes", "safety")
+		}, "name", "description", "input_schema", "command", "env", "dir", "timeout", "max_output_bytes", "safety", "sandbox", "main_arg")
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,8 @@ import (
 	"regexp"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentbackplane/backplane/policy"
 )
 
 // The validators a server may name (package backend/mcp's ValidatorSubset
@@ -49,6 +51,11 @@ type ServerConfig struct {
 	// Validator is "subset" (the default: the gateway's own, every tool
 	// whose schema is outside it refused) or "draft2020-12".
 	Validator string
+	// MainArg names the argument TOOL(PATTERN) policy entries match, for
+	// every tool of the server (main_arg); nil: none.
+	MainArg *policy.MainArg
+	// Sandbox, when set, confines a command server (they opt in).
+	Sandbox *SandboxConfig
 	// Line is where the server is declared in the file.
 	Line int
 }
@@ -59,7 +66,7 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "servers", func(item *yaml.Node) error {
 		s := ServerConfig{Line: item.Line, Validator: ValidatorSubset}
-		var nameNode, cmdNode, urlNode, envNode, headersNode *yaml.Node
+		var nameNode, cmdNode, urlNode, envNode, headersNode, sandboxNode *yaml.Node
 		err := p.mapping(item, "a server", func(key string, k, v *yaml.Node) error {
 			var err error
 			switch key {
@@ -109,14 +116,19 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 					s.Headers[name] = n.Value
 					return nil
 				})
+			case "sandbox":
+				sandboxNode = v
+				s.Sandbox, err = p.sandbox(c, v)
 			case "validator":
 				if s.Validator, err = p.str(v, "validator"); err == nil &&
 					s.Validator != ValidatorSubset && s.Validator != ValidatorDraft2020 {
 					err = p.errAt(v, "validator %q: %s or %s", s.Validator, ValidatorSubset, ValidatorDraft2020)
 				}
+			case "main_arg":
+				s.MainArg, err = p.mainArg(v)
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator")
+		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg")
 		if err != nil {
 			return err
 		}
@@ -136,6 +148,8 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 			return p.errAt(envNode, "server %s: env applies to a command, not to a url", s.Name)
 		case headersNode != nil && cmdNode != nil:
 			return p.errAt(headersNode, "server %s: headers apply to a url, not to a command", s.Name)
+		case sandboxNode != nil && urlNode != nil:
+			return p.errAt(sandboxNode, "server %s: sandbox applies to a command, not to a url", s.Name)
 		}
 		c.Servers = append(c.Servers, s)
 		return nil

@@ -227,3 +227,70 @@ func safeNext(next string) string {
 	}
 	return next
 }
+
+// Login attempts: a client that gets the token wrong loginFailures times
+// within loginWindow is refused (429) until the window ends, so that the
+// form is no oracle for guessing tokens at speed.
+const (
+	loginFailures = 10
+	loginWindow   = time.Minute
+	maxTracked    = 4096 // clients tracked at once; beyond, the oldest windows go
+)
+
+type failureWindow struct {
+	start time.Time
+	n     int
+}
+
+// loginLimiter counts failed logins per client address.
+type loginLimiter struct {
+	mu  sync.Mutex
+	m   map[string]*failureWindow
+	now func() time.Time
+}
+
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// blocked reports whether client has used up its failures in this window.
+func (l *loginLimiter) blocked(client string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w, ok := l.m[client]
+	if !ok {
+		return false
+	}
+	if l.now().Sub(w.start) >= loginWindow {
+		delete(l.m, client)
+		return false
+	}
+	return w.n >= loginFailures
+}
+
+// fail records a failed login.
+func (l *loginLimiter) fail(client string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if len(l.m) >= maxTracked {
+		for k, w := range l.m {
+			if now.Sub(w.start) >= loginWindow {
+				delete(l.m, k)
+			}
+		}
+		if len(l.m) >= maxTracked {
+			clear(l.m)
+		}
+	}
+	w, ok := l.m[client]
+	if !ok || now.Sub(w.start) >= loginWindow {
+		w = &failureWindow{start: now}
+		l.m[client] = w
+	}
+	w.n++
+}

@@ -209,6 +209,11 @@ type Options struct {
 	// 127.0.0.1, ::1). A single "*" allows any host (a server deliberately
 	// exposed beyond loopback).
 	AllowedHosts []string
+	// TrustedOrigins are browser origins ("https://ops.example") besides
+	// the console's own from which state-changing requests are accepted
+	// (http.CrossOriginProtection.AddTrustedOrigin); their hosts are
+	// allowed hosts too.
+	TrustedOrigins []string
 	// SessionTTL is how long a login lasts. Default 12h.
 	SessionTTL time.Duration
 	// MaxSessions caps the logins kept; the oldest goes first. Default 256.

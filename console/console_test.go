@@ -577,3 +577,59 @@ func TestSessionsAreCappedAndExpire(t *testing.T) {
 		t.Error("an expired session still works")
 	}
 }
+
+func TestTrustedOriginIsAccepted(t *testing.T) {
+	fb := &fakeBackend{}
+	fb.addPending("apr_1", "write")
+	c := New(fb, NewTokenAuth(map[string]string{opToken: "ops"}, nil), &Options{TrustedOrigins: []string{"https://ops.example"}})
+	defer c.Close()
+	post := func(host, origin string) int {
+		req := httptest.NewRequest("POST", "http://"+host+"/ui/approvals/apr_1/decide", strings.NewReader("decision=deny"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer "+opToken)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		return w.Code
+	}
+	if code := post("127.0.0.1:8787", "https://evil.example"); code != http.StatusForbidden {
+		t.Errorf("an untrusted origin: %d, want 403", code)
+	}
+	if code := post("ops.example", "https://ops.example"); code != http.StatusSeeOther {
+		t.Errorf("the trusted origin: %d, want 303", code)
+	}
+	if d := fb.decided(); len(d) != 1 {
+		t.Errorf("decisions %q, want the trusted one", d)
+	}
+}
+
+func TestLoginFailuresAreThrottled(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := New(&fakeBackend{}, NewTokenAuth(map[string]string{opToken: "ops"}, nil), &Options{Now: func() time.Time { return now }})
+	defer c.Close()
+	login := func(remote, tok string) int {
+		req := httptest.NewRequest("POST", "http://127.0.0.1/ui/login", strings.NewReader(url.Values{"token": {tok}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = remote
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		return w.Code
+	}
+	for i := range loginFailures {
+		if code := login("10.0.0.1:1", fmt.Sprint("guess", i)); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i, code)
+		}
+	}
+	// Used up: even the right token waits for the window to end.
+	if code := login("10.0.0.1:2", opToken); code != http.StatusTooManyRequests {
+		t.Errorf("after %d failures: %d, want 429", loginFailures, code)
+	}
+	if code := login("10.0.0.2:1", opToken); code != http.StatusSeeOther {
+		t.Errorf("another address: %d, want 303", code)
+	}
+	now = now.Add(loginWindow)
+	if code := login("10.0.0.1:3", opToken); code != http.StatusSeeOther {
+		t.Errorf("after the window: %d, want 303", code)
+	}
+}

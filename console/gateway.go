@@ -223,18 +223,40 @@ func (b *gatewayBackend) Budgets(ctx context.Context) ([]Budget, error) {
 		return nil, backendErr(err)
 	}
 	out := make([]Budget, 0, len(us))
+	starts := make([]time.Time, 0, len(us))
 	for _, u := range us {
-		bu := Budget{Scope: u.Scope, Key: u.Key, Used: u.Used}
-		for _, q := range b.quotas {
-			if string(q.Scope) == u.Scope {
-				bu.Quota = q.Quota
+		bu := Budget{Scope: u.Scope, Key: u.Key, Used: u.Used, Quota: u.Quota}
+		if !u.Window.IsZero() {
+			bu.Window = fmt.Sprintf("%s, %s to %s", u.Window.Per,
+				u.Window.Start.UTC().Format("2006-01-02 15:04"), u.Window.End().UTC().Format("2006-01-02 15:04 UTC"))
+		}
+		if bu.Quota == 0 {
+			// A store that does not keep the quota: the configured one.
+			for _, q := range b.quotas {
+				if string(q.Scope) == u.Scope && q.Per == u.Window.Per {
+					bu.Quota = q.Quota
+				}
 			}
 		}
 		out = append(out, bu)
+		starts = append(starts, u.Window.Start)
 	}
-	slices.SortFunc(out, func(x, y Budget) int {
-		return strings.Compare(x.Scope+"\x00"+x.Key, y.Scope+"\x00"+y.Key)
+	// By scope and key; the newest window first.
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(i, j int) int {
+		if c := strings.Compare(out[i].Scope+"\x00"+out[i].Key, out[j].Scope+"\x00"+out[j].Key); c != 0 {
+			return c
+		}
+		return starts[j].Compare(starts[i])
 	})
+	sorted := make([]Budget, len(out))
+	for k, i := range idx {
+		sorted[k] = out[i]
+	}
+	out = sorted
 	return out, nil
 }
 

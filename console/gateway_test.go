@@ -269,3 +269,34 @@ func mustHash(t *testing.T, g *gateway.Gateway, name string) string {
 	}
 	return h
 }
+
+func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"fail"}}})
+	g := gateway.New(&gateway.Options{Store: st, Policy: rules,
+		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 7, Per: time.Hour}}})
+	if err := g.Register(gateway.Tool{Name: "fail", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+		})}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "fail", Arguments: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	base := serveConsole(t, g)
+	var out struct {
+		Budgets []console.Budget `json:"budgets"`
+	}
+	code, body := request(t, "GET", base+"/ui/api/budgets", "ops-tok", "")
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &out) != nil {
+		t.Fatalf("budgets: %d %s", code, body)
+	}
+	if len(out.Budgets) != 1 || out.Budgets[0].Used != 1 || out.Budgets[0].Quota != 7 || !strings.HasPrefix(out.Budgets[0].Window, "1h0m0s, ") {
+		t.Errorf("budgets %+v: want alice's 1 of 7 in a 1h window", out.Budgets)
+	}
+}

@@ -25,10 +25,12 @@ type Console struct {
 	auth     Auth
 	log      *slog.Logger
 	hosts    map[string]struct{}
+	origins  []string
 	anyHost  bool
 	poll     time.Duration
 	now      func() time.Time
 	sessions *sessions
+	limiter  *loginLimiter
 	handler  http.Handler
 
 	// wake tells live streams to read pending approvals now (a decision
@@ -71,6 +73,12 @@ func New(b Backend, auth Auth, opts *Options) *Console {
 	if len(hosts) == 0 {
 		hosts = []string{"localhost", "127.0.0.1", "::1"}
 	}
+	c.origins = opts.TrustedOrigins
+	for _, o := range opts.TrustedOrigins {
+		if u, err := url.Parse(o); err == nil && u.Hostname() != "" {
+			hosts = append(hosts, u.Hostname())
+		}
+	}
 	for _, h := range hosts {
 		if h == "*" {
 			c.anyHost = true
@@ -85,6 +93,7 @@ func New(b Backend, auth Auth, opts *Options) *Console {
 		maxS = DefaultMaxSessions
 	}
 	c.sessions = &sessions{m: map[string]*session{}, ttl: ttl, max: maxS, now: c.now}
+	c.limiter = &loginLimiter{m: map[string]*failureWindow{}, now: c.now}
 	c.handler = c.routes()
 	return c
 }
@@ -141,6 +150,11 @@ func (c *Console) routes() http.Handler {
 	}))
 
 	cop := http.NewCrossOriginProtection()
+	for _, o := range c.origins {
+		if err := cop.AddTrustedOrigin(o); err != nil {
+			c.log.Warn("console: a trusted origin is malformed and is ignored", "origin", o, "error", err)
+		}
+	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.log.Warn("console: cross-origin request refused", "method", r.Method, "path", r.URL.Path,
 			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
@@ -157,7 +171,9 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: with no-referrer, browsers send
+		// "Origin: null" on the console's own form posts.
+		h.Set("Referrer-Policy", "same-origin")
 		if !strings.HasPrefix(r.URL.Path, Prefix+"/static/") {
 			h.Set("Cache-Control", "no-store")
 		}
@@ -227,8 +243,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	tok := strings.TrimSpace(r.PostForm.Get("token"))
 	next := safeNext(r.PostForm.Get("next"))
+	client := clientOf(r)
+	if c.limiter.blocked(client) {
+		c.log.Warn("console: login refused: too many failures", "remote", r.RemoteAddr)
+		c.render(w, r, http.StatusTooManyRequests, "login", "Log in", "", map[string]any{"Next": next,
+			"Error": "too many wrong tokens from this address: wait a minute and try again"})
+		return
+	}
 	name, ok := c.auth.Operator(tok)
 	if !ok {
+		c.limiter.fail(client)
 		status, msg := http.StatusUnauthorized, "this is not an operator's token"
 		if c.auth.IsCaller(tok) {
 			status, msg = http.StatusForbidden, "this is a caller's token: the console is for operators only"

@@ -349,7 +349,7 @@ func TestApprovalRequiredByToolSafety(t *testing.T) {
 		// bob's rule allows note and lists nothing under approve.
 		f := newFixture(t, mk, config{})
 		note := f.tool("note", nil, func(tl *gateway.Tool) { tl.Safety.RequiresApproval = true })
-		if d := f.pol.rules.Decide("bob", "note"); !d.Allow || d.RequireApproval {
+		if d := f.pol.rules.Decide(policy.Request{Caller: "bob", Tool: "note"}); !d.Allow || d.RequireApproval {
 			t.Fatalf("precondition: the policy must allow without approval, got %+v", d)
 		}
 		id := pendingID(t, f, "bob", "note", `{"text":"x"}`)

@@ -5,7 +5,9 @@
 //  1. lookup of the tool by exact name (not_found);
 //  2. validation of the arguments against the tool's compiled schema, every
 //     violation reported (validation, unsupported_capability);
-//  3. authorization by the policy, default deny (forbidden);
+//  3. authorization by the policy in force, on the validated arguments,
+//     default deny (forbidden; a shell command that does not parse is
+//     validation);
 //  4. approval, where the policy or the tool's safety flags demand it: a
 //     persisted request bound to the caller, the tool, its definition hash
 //     and the digest of the canonical arguments (approval_required while
@@ -241,7 +243,7 @@ func (g *Gateway) Unregister(name string) bool {
 func (g *Gateway) ToolsFor(caller string) []Tool {
 	var out []Tool
 	for _, t := range g.Tools() {
-		if g.policy.Decide(caller, t.Name).Allow {
+		if policy.Visible(g.policy, caller, t.Name) {
 			out = append(out, t)
 		}
 	}
@@ -378,6 +380,7 @@ type call struct {
 	step      string
 	tool      *registered
 	digest    string
+	rule      string // the policy rule that authorized the call (file:line)
 	committed bool
 }
 
@@ -389,6 +392,12 @@ func (c *call) audit(step, outcome string, attrs ...any) {
 	}
 	if c.digest != "" {
 		base = append(base, "args_digest", c.digest)
+	}
+	if step == "settle" && c.tool != nil {
+		// What the backend says about how it ran (its sandbox, say).
+		if a, ok := c.tool.Backend.(backend.Auditor); ok {
+			base = append(base, a.AuditAttrs()...)
+		}
 	}
 	level := slog.LevelInfo
 	if outcome != "ok" && outcome != "allow" && outcome != "approved" && outcome != "not_required" {
@@ -444,18 +453,24 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	}
 	c.audit("validate", "ok")
 
-	// 3. Authorization, default deny.
-	d := g.policy.Decide(c.req.Caller, t.Name)
+	// 3. Authorization, default deny, on the validated arguments; the
+	// policy in force now decides (a reload later does not change it).
+	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: v})
+	if d.Err != nil {
+		c.audit("authorize", "invalid", "reason", d.Reason)
+		return nil, newError(ClassValidation, "authorize", d.Err.Error(), nil)
+	}
 	if !d.Allow {
-		c.audit("authorize", "deny", "reason", d.Reason)
-		return nil, newError(ClassForbidden, "authorize", d.Reason, nil)
+		c.audit("authorize", "deny", "reason", d.Reason, "rule", d.Source)
+		return nil, newError(ClassForbidden, "authorize", d.Reason, policyDetails(d))
 	}
 	if t.Pinned {
 		if err := c.checkPin(ctx); err != nil {
 			return nil, err
 		}
 	}
-	c.audit("authorize", "allow", "reason", d.Reason)
+	c.rule = d.Source
+	c.audit("authorize", "allow", "reason", d.Reason, "rule", d.Source)
 
 	// A repeated idempotency key returns what is recorded, before any
 	// approval or budget is asked for again.
@@ -584,4 +599,20 @@ func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 	c.audit("replay", "conflict", "previous_call_id", prev.CallID)
 	return nil, newError(ClassResourceConflict, "replay",
 		fmt.Sprintf("the earlier call with this idempotency key is %s; it is never re-run automatically", prev.Status), details)
+}
+
+// policyDetails are the error details of a policy refusal: the deciding
+// rule and, for a shell command, each part's decision.
+func policyDetails(d policy.Decision) map[string]any {
+	det := map[string]any{}
+	if d.Source != "" {
+		det["rule"] = d.Source
+	}
+	if len(d.Parts) > 0 {
+		det["parts"] = d.Parts
+	}
+	if len(det) == 0 {
+		return nil
+	}
+	return det
 }

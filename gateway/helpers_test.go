@@ -256,10 +256,10 @@ type recPolicy struct {
 	got   []decisionRec
 }
 
-func (p *recPolicy) Decide(caller, tool string) policy.Decision {
-	d := p.rules.Decide(caller, tool)
+func (p *recPolicy) Decide(r policy.Request) policy.Decision {
+	d := p.rules.Decide(r)
 	p.mu.Lock()
-	p.got = append(p.got, decisionRec{caller, tool, d})
+	p.got = append(p.got, decisionRec{r.Caller, r.Tool, d})
 	p.mu.Unlock()
 	return d
 }

@@ -161,9 +161,12 @@ func TestSchemaOutsideSubsetIsRegisteredButRefusedBeforePolicy(t *testing.T) {
 
 func TestForbiddenLeavesNoApprovalIntentOrInvocation(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
-		// carol's rule names danger for approval but never allows it: she
-		// may know of it (it is visible), and is refused at authorization.
-		rules := append(slices.Clone(defaultRules), policy.Rule{Caller: "carol", Approve: []string{"danger"}})
+		// carol's rule allows danger but a CEL rule denies these arguments:
+		// she may know of it (it is visible), and is refused at
+		// authorization. (An approve entry alone lets a call through after
+		// an approval, so it no longer makes the refused-but-visible case.)
+		rules := append(slices.Clone(defaultRules), policy.Rule{Caller: "carol", Allow: []string{"danger"},
+			Conditions: []policy.Condition{{Effect: policy.EffectDeny, Tool: "danger", If: `args.text != ""`}}})
 		f := newFixture(t, mk, config{Rules: rules, Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 10}}})
 		danger := f.tool("danger", nil, func(tl *gateway.Tool) { tl.Safety.RequiresApproval = true })
 		f.st.Reset()

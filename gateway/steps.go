@@ -52,6 +52,9 @@ func (c *call) approve(ctx context.Context) (string, error) {
 		}
 	}
 	details := map[string]any{"approval_id": a.ID, "expires_at": a.ExpiresAt.UTC().Format(time.RFC3339)}
+	if c.rule != "" {
+		details["rule"] = c.rule // the policy rule that asked for the approval, if one did
+	}
 	switch store.EffectiveApprovalStatus(a, g.now()) {
 	case store.ApprovalApproved:
 		c.audit("approve", "approved", "approval_id", a.ID, "decided_by", a.DecidedBy, "channel", a.Channel)

@@ -1,5 +1,7 @@
 package policy
 
+import "path"
+
 // ApproverRule says who may decide the approval requests of one (caller,
 // tool).
 type ApproverRule struct {
@@ -18,30 +20,40 @@ type Approvers interface {
 	ApproverRule(caller, tool string) ApproverRule
 }
 
-// ApproverRule gathers, from the caller's rules that list tool under
-// approve (or, when none does, that allow it: a tool can require approval
-// by its own flag), the union of their approvers; SelfApprove only when
-// such a rule opts in.
+// ApproverRule gathers, from the caller's rules with an approve entry (a
+// list entry or a CEL rule) naming tool (or, when none has, an allow entry:
+// a tool can require approval by its own flag), the union of their
+// approvers; SelfApprove only when such a rule opts in. An entry's pattern
+// and condition are not looked at: who decides depends on the rule, not on
+// the arguments.
 func (r *Rules) ApproverRule(caller, tool string) ApproverRule {
 	var out ApproverRule
-	var rules []Rule
-	for _, rule := range r.byCaller[caller] {
-		if _, ok := match(rule.Approve, tool); ok {
-			rules = append(rules, rule)
-		}
-	}
-	if len(rules) == 0 {
-		for _, rule := range r.byCaller[caller] {
-			if _, ok := match(rule.Allow, tool); ok {
-				rules = append(rules, rule)
+	for _, effect := range []Effect{EffectApprove, EffectAllow} {
+		found := false
+		for i := range r.rules {
+			cr := &r.rules[i]
+			if !cr.matchesCaller(caller) || !cr.names(effect, tool) {
+				continue
 			}
+			found = true
+			out.Approvers = append(out.Approvers, r.src[i].Approvers...)
+			out.SelfApprove = out.SelfApprove || r.src[i].SelfApprove
 		}
-	}
-	for _, rule := range rules {
-		out.Approvers = append(out.Approvers, rule.Approvers...)
-		out.SelfApprove = out.SelfApprove || rule.SelfApprove
+		if found {
+			break
+		}
 	}
 	return out
+}
+
+// names reports whether an entry of the rule with effect names tool.
+func (cr *compiledRule) names(effect Effect, tool string) bool {
+	for _, e := range cr.entries {
+		if e.effect == effect && e.matchesTool(tool) {
+			return true
+		}
+	}
+	return false
 }
 
 // MayApprove reports whether operator matches one of the approvers (any
@@ -50,6 +62,10 @@ func (a ApproverRule) MayApprove(operator string) bool {
 	if len(a.Approvers) == 0 {
 		return true
 	}
-	_, ok := match(a.Approvers, operator)
-	return ok
+	for _, p := range a.Approvers {
+		if ok, _ := path.Match(p, operator); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -1,34 +1,126 @@
-// Package policy decides which callers may call which tools, and which
-// calls need a person's approval first. The default is deny: a caller no
-// rule names may call nothing.
+// Package policy decides which callers may call which tools, with which
+// arguments, and which calls need a person's approval first. The default is
+// deny: a caller no rule names may call nothing.
+//
+// What it promises:
+//
+//   - An entry is a tool name or glob ("fs.*"), or TOOL(PATTERN), which
+//     matches only when the tool's main argument matches PATTERN (see
+//     [MainArg]). Rules may add CEL conditions (see [Condition]).
+//   - Order: a matching deny forbids; else a matching approve needs an
+//     approval; else a matching allow allows; else default deny. Between
+//     approve and allow, an entry that looks at the arguments (a PATTERN
+//     other than "*", or a CEL condition) outranks one that names only the
+//     tool: approve "bash(*)" with allow "bash(git status*)" allows
+//     "git status" and asks for the rest, while approve "write" with allow
+//     "write" still asks (see outranks).
+//   - A shell command (a [KindShell] main argument) is parsed, never matched
+//     as text: each simple command in it, including those in &&, ||, ;,
+//     pipes, subshells, $(...), backticks and process substitutions, is
+//     decided alone and the call gets the strictest decision of its parts.
+//     A part whose command name is not a literal, or which runs code given
+//     as arguments (eval, sh -c, ...), or which writes to a file through a
+//     redirection, matches no allow pattern (a bare tool name still allows
+//     it). A command that does not parse is refused with [ErrUnparsable].
+//   - CEL conditions are compiled and type-checked by [Compile]; their
+//     evaluation is bounded by a cost limit, and an evaluation error decides
+//     deny (fail closed).
+//   - Every Decision names the rule that decided it (file:line when the
+//     rule came from a file). Decide never panics on any argument value.
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"path"
+	"sync/atomic"
 )
 
-// Decision is the verdict for one (caller, tool).
+// Effect is what a matching entry does.
+type Effect string
+
+// The effects, from the most permissive to the strictest.
+const (
+	EffectAllow   Effect = "allow"
+	EffectApprove Effect = "approve"
+	EffectDeny    Effect = "deny"
+)
+
+func (e Effect) rank() int {
+	switch e {
+	case EffectAllow:
+		return 0
+	case EffectApprove:
+		return 1
+	}
+	return 2
+}
+
+// Request is one call to decide: who calls which tool with which (already
+// validated) arguments.
+type Request struct {
+	Caller  string
+	Session string
+	Tool    string
+	// Args are the decoded arguments: map[string]any, []any, string, bool,
+	// nil, and numbers as jsonstrict.Number, json.Number, int64 or float64.
+	// nil means none (a tool listing decides on the tool alone).
+	Args any
+}
+
+// Decision is the verdict for one Request.
 type Decision struct {
 	Allow           bool
 	RequireApproval bool
+	// Effect is allow, approve or deny (approve: Allow and RequireApproval).
+	Effect Effect
 	// Reason says which rule decided, for the audit log and error messages.
 	Reason string
+	// Source is the deciding rule's place, "file:line" (or "rule N" for
+	// rules built without a file); "" for the default deny.
+	Source string
+	// Parts are the decisions of each simple command of a shell command,
+	// in source order; nil for other tools.
+	Parts []Part
+	// Err is set when the arguments could not be decided at all (a shell
+	// command that does not parse: wraps [ErrUnparsable]); Allow is false.
+	Err error
 }
+
+// Part is the decision on one simple command of a shell command.
+type Part struct {
+	// Text is the command as matched: its words, unquoted, one space apart.
+	Text   string `json:"text"`
+	Effect Effect `json:"decision"`
+	Source string `json:"rule,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// ErrUnparsable is wrapped by Decision.Err when a shell command does not
+// parse; the gateway reports it as a validation error.
+var ErrUnparsable = errors.New("the command does not parse")
 
 // Policy decides calls. Implementations are safe for concurrent use.
 type Policy interface {
-	Decide(caller, tool string) Decision
+	Decide(Request) Decision
 }
 
-// Rule grants one caller a set of tools. Tool entries are exact names or
-// path.Match globs ("fs.*"); a glob's '*' does not cross a '/'.
+// Rule grants one caller a set of tools. Caller is an exact name or a
+// path.Match glob. Entries are tool names or path.Match globs ("fs.*"; '*'
+// does not cross a '/'), or TOOL(PATTERN) (see [MainArg]).
 type Rule struct {
 	Caller string `json:"caller" yaml:"caller"`
-	// Allow lists the tools the caller may call.
+	// Allow lists what the caller may call.
 	Allow []string `json:"allow" yaml:"allow"`
-	// Approve lists the allowed tools whose calls need an approval first.
+	// Approve lists what the caller may call after an approval.
 	Approve []string `json:"approve,omitempty" yaml:"approve"`
+	// Deny lists what the caller may never call; it wins over both.
+	Deny []string `json:"deny,omitempty" yaml:"deny"`
+	// Conditions are the CEL rules.
+	Conditions []Condition `json:"rules,omitempty" yaml:"rules"`
+	// Pos says where the rule and its entries are written, for decisions
+	// and errors; zero when built by hand.
+	Pos Pos `json:"-" yaml:"-"`
 	// Approvers names the operators (exact names or path.Match globs) who
 	// may decide this rule's approvals; none means any operator. See
 	// [Rules.ApproverRule].
@@ -38,63 +130,103 @@ type Rule struct {
 	SelfApprove bool `json:"self_approve,omitempty" yaml:"self_approve"`
 }
 
-// Rules is a Policy: the union of the rules naming the caller. It is
-// immutable once built by [NewRules].
-type Rules struct {
-	byCaller map[string][]Rule
+// Condition is a CEL rule: Effect applies to Tool (an entry as in the
+// lists) when If, a CEL expression over caller, session, tool and args,
+// evaluates to true.
+type Condition struct {
+	Effect Effect `json:"effect"`
+	Tool   string `json:"tool"`
+	If     string `json:"if"`
+	// Line is where the condition is written (0: unknown).
+	Line int `json:"-"`
 }
 
-// NewRules checks every pattern and builds the policy; a malformed glob is
-// an error here, not a silent non-match later.
+// Pos is where a rule is written. The entry slices parallel the rule's
+// lists; a missing line is 0.
+type Pos struct {
+	File                 string
+	Line                 int
+	Allow, Approve, Deny []int
+}
+
+func (p Pos) at(lines []int, i, ruleIndex int) string {
+	line := p.Line
+	if i < len(lines) && lines[i] > 0 {
+		line = lines[i]
+	}
+	return p.source(line, ruleIndex)
+}
+
+func (p Pos) source(line, ruleIndex int) string {
+	switch {
+	case p.File != "" && line > 0:
+		return fmt.Sprintf("%s:%d", p.File, line)
+	case line > 0:
+		return fmt.Sprintf("line %d", line)
+	}
+	return fmt.Sprintf("rule %d", ruleIndex+1)
+}
+
+// NewRules builds the policy with the default [Options]: the built-in
+// tools' main arguments, no workspace (paths are matched cleaned, absolute
+// paths never match).
 func NewRules(rules []Rule) (*Rules, error) {
-	r := &Rules{byCaller: map[string][]Rule{}}
-	for i, rule := range rules {
-		if rule.Caller == "" {
-			return nil, fmt.Errorf("policy rule %d: caller is required", i+1)
-		}
-		for _, list := range [][]string{rule.Allow, rule.Approve, rule.Approvers} {
-			for _, p := range list {
-				if _, err := path.Match(p, ""); err != nil {
-					return nil, fmt.Errorf("policy rule %d (caller %s): bad pattern %q: %w", i+1, rule.Caller, p, err)
-				}
-			}
-		}
-		r.byCaller[rule.Caller] = append(r.byCaller[rule.Caller], rule)
-	}
-	return r, nil
-}
-
-// Decide allows the call when a rule for the caller allows the tool, and
-// requires approval when any rule for the caller lists it under approve.
-func (r *Rules) Decide(caller, tool string) Decision {
-	var d Decision
-	for _, rule := range r.byCaller[caller] {
-		if p, ok := match(rule.Allow, tool); ok && !d.Allow {
-			d.Allow, d.Reason = true, fmt.Sprintf("caller %s allowed %q", caller, p)
-		}
-		if _, ok := match(rule.Approve, tool); ok {
-			d.RequireApproval = true
-		}
-	}
-	if !d.Allow {
-		d.Reason = fmt.Sprintf("no policy rule allows caller %q to call %q (default deny)", caller, tool)
-		d.RequireApproval = false
-	}
-	return d
-}
-
-func match(patterns []string, tool string) (string, bool) {
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, tool); ok {
-			return p, true
-		}
-	}
-	return "", false
+	return Compile(rules, nil)
 }
 
 // DenyAll refuses every call.
 type DenyAll struct{}
 
-func (DenyAll) Decide(caller, tool string) Decision {
-	return Decision{Reason: "no policy configured (default deny)"}
+func (DenyAll) Decide(Request) Decision {
+	return Decision{Effect: EffectDeny, Reason: "no policy configured (default deny)"}
+}
+
+// Live is a Policy whose rules can be replaced while calls are decided: each
+// call is decided by the policy in force when Decide is called. The zero
+// Live denies everything.
+type Live struct {
+	p atomic.Pointer[Policy]
+}
+
+// NewLive returns a Live policy starting with p.
+func NewLive(p Policy) *Live {
+	l := &Live{}
+	l.Store(p)
+	return l
+}
+
+// Store replaces the policy in force.
+func (l *Live) Store(p Policy) {
+	if p == nil {
+		p = DenyAll{}
+	}
+	l.p.Store(&p)
+}
+
+// Load returns the policy in force.
+func (l *Live) Load() Policy {
+	if p := l.p.Load(); p != nil {
+		return *p
+	}
+	return DenyAll{}
+}
+
+func (l *Live) Decide(r Request) Decision { return l.Load().Decide(r) }
+
+// Visible asks the policy in force (see [Visible]).
+func (l *Live) Visible(caller, tool string) bool { return Visible(l.Load(), caller, tool) }
+
+// ApproverRule asks the policy in force; one that does not say leaves
+// decisions to any operator (see [Approvers]).
+func (l *Live) ApproverRule(caller, tool string) ApproverRule {
+	if a, ok := l.Load().(Approvers); ok {
+		return a.ApproverRule(caller, tool)
+	}
+	return ApproverRule{}
+}
+
+// validGlob reports whether p is a well-formed path.Match pattern.
+func validGlob(p string) error {
+	_, err := path.Match(p, "")
+	return err
 }

@@ -29,7 +29,7 @@ func TestRules(t *testing.T) {
 		{"ALICE", "note", false, false},   // callers are exact
 	}
 	for _, c := range cases {
-		d := r.Decide(c.caller, c.tool)
+		d := r.Decide(Request{Caller: c.caller, Tool: c.tool})
 		if d.Allow != c.allow || d.RequireApproval != c.approval {
 			t.Errorf("Decide(%q, %q) = allow %v approval %v, want %v %v (%s)", c.caller, c.tool, d.Allow, d.RequireApproval, c.allow, c.approval, d.Reason)
 		}
@@ -39,13 +39,15 @@ func TestRules(t *testing.T) {
 	}
 }
 
-func TestApproveWithoutAllowIsDeny(t *testing.T) {
+// Issue 11: a matching approve needs an approval whether or not an allow
+// names the tool too (deny > approve > allow > default deny).
+func TestApproveWithoutAllowNeedsApproval(t *testing.T) {
 	r, err := NewRules([]Rule{{Caller: "alice", Approve: []string{"danger"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := r.Decide("alice", "danger"); d.Allow || d.RequireApproval {
-		t.Fatalf("approve alone must not allow: %+v", d)
+	if d := r.Decide(Request{Caller: "alice", Tool: "danger"}); !d.Allow || !d.RequireApproval {
+		t.Fatalf("approve alone must need an approval: %+v", d)
 	}
 }
 
@@ -54,6 +56,8 @@ func TestNewRulesRefusesBadRules(t *testing.T) {
 		{{Caller: "", Allow: []string{"x"}}},
 		{{Caller: "a", Allow: []string{"[x"}}},
 		{{Caller: "a", Approve: []string{"x\\"}}},
+		{{Caller: "a", Approve: []string{"x"}, Approvers: []string{"[ops"}}},
+		{{Caller: "a", Approve: []string{"x"}, Approvers: []string{""}}},
 	} {
 		if _, err := NewRules(rules); err == nil {
 			t.Errorf("NewRules(%+v) accepted a bad rule", rules)
@@ -62,7 +66,7 @@ func TestNewRulesRefusesBadRules(t *testing.T) {
 }
 
 func TestDenyAll(t *testing.T) {
-	if d := (DenyAll{}).Decide("alice", "note"); d.Allow {
+	if d := (DenyAll{}).Decide(Request{Caller: "alice", Tool: "note"}); d.Allow {
 		t.Fatal("DenyAll allowed a call")
 	}
 }

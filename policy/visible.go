@@ -16,20 +16,7 @@ func Visible(p Policy, caller, tool string) bool {
 	if v, ok := p.(Visibility); ok {
 		return v.Visible(caller, tool)
 	}
-	return p.Decide(caller, tool).Allow
-}
-
-// Visible reports whether a rule of caller names tool in allow or approve.
-func (r *Rules) Visible(caller, tool string) bool {
-	for _, rule := range r.byCaller[caller] {
-		if _, ok := match(rule.Allow, tool); ok {
-			return true
-		}
-		if _, ok := match(rule.Approve, tool); ok {
-			return true
-		}
-	}
-	return false
+	return p.Decide(Request{Caller: caller, Tool: tool}).Allow
 }
 
 // Visible is false: DenyAll lets no one know of any tool.

@@ -36,7 +36,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))
 	if s.opts.Console != nil {
 		// The console's live page is an event stream: no write deadline.
-		console := s.streamDeadlines(s.opts.Console, true)
+		// Its browser requests pass the same Origin check as /mcp's.
+		console := s.streamDeadlines(s.checkOrigin(s.opts.Console), true)
 		mux.Handle(PathConsole, console)
 		mux.Handle(PathConsole+"/", console)
 	}

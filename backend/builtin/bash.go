@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,16 +13,9 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/internal/procsup"
+	"github.com/agentbackplane/backplane/internal/sandbox"
 	"github.com/agentbackplane/backplane/tool"
-)
-
-const (
-	// bashDrainTimeout bounds the wait for stdout and stderr to reach EOF
-	// once the process group is dead: only a process that left the group
-	// (setsid) can hold them open longer.
-	bashDrainTimeout = 2 * time.Second
-	// bashReapTimeout bounds the wait for the killed shell to be reaped.
-	bashReapTimeout = 5 * time.Second
 )
 
 type bashArgs struct {
@@ -63,90 +55,28 @@ func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result
 		}
 	}
 
-	// Our own pipes, handed to the shell as plain files, so that waiting
-	// for it only reaps it and never waits on a copy a straggler keeps open:
-	// the draining below is bounded.
-	var files []*os.File
-	defer func() {
-		for _, f := range files {
-			f.Close() // closing twice is harmless
-		}
-	}()
-	outR, outW, err1 := os.Pipe()
-	if err1 == nil {
-		files = append(files, outR, outW)
-	}
-	errR, errW, err2 := os.Pipe()
-	if err2 == nil {
-		files = append(files, errR, errW)
-	}
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("%w: bash: %w", backend.ErrNotStarted, err)
-	}
-
-	cmd := exec.Command("bash", "-c", a.Command)
-	cmd.Dir = s.ws
-	cmd.Env = s.environ()
-	cmd.Stdout, cmd.Stderr = outW, errW // stdin: /dev/null
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: bash: %w", backend.ErrNotStarted, err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%w: bash could not be started: %w", backend.ErrNotStarted, err)
-	}
-	outW.Close()
-	errW.Close()
-	pgid := cmd.Process.Pid // Setpgid: the group's id is the leader's pid
-
-	waitc := make(chan error, 1)
-	go func() { waitc <- cmd.Wait() }()
 	stdout := &headTail{max: s.bash.MaxOutputBytes}
 	stderr := &headTail{max: s.bash.MaxOutputBytes}
-	outDone, errDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(outDone); stdout.readFrom(outR) }()
-	go func() { defer close(errDone); stderr.readFrom(errR) }()
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var (
-		waitErr  error
-		reaped   bool
-		timedOut bool
-		ctxErr   error
-	)
-	select {
-	case waitErr = <-waitc:
-		reaped = true
-	case <-timer.C:
-		timedOut = true
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
+	o, err := procsup.Run(ctx, &procsup.Spec{
+		Argv:    []string{"bash", "-c", a.Command},
+		Dir:     s.ws,
+		Env:     s.environ(), // stdin: /dev/null
+		Stdout:  stdout,
+		Stderr:  stderr,
+		Timeout: timeout,
+		Sandbox: s.bash.Sandbox,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: bash could not be started: %w", backend.ErrNotStarted, err)
 	}
-	// Kill the group whatever happened: on a timeout or cancellation to stop
-	// the command, after a normal exit to stop what it left running in the
-	// background. No process of the call outlives it (one that left the
-	// group with setsid is beyond reach).
-	_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH: nobody left
-	if !reaped {
-		select {
-		case waitErr = <-waitc:
-			reaped = true
-		case <-time.After(bashReapTimeout):
-		}
+	waitErr, timedOut := o.Wait, o.TimedOut
+	if o.Ctx != nil {
+		return nil, fmt.Errorf("bash: the call ended (%w) while the command ran; its process group was killed", o.Ctx)
 	}
-	drained := waitAll(bashDrainTimeout, outDone, errDone)
-	outR.Close()
-	errR.Close()
-	<-outDone
-	<-errDone
-
-	if ctxErr != nil {
-		return nil, fmt.Errorf("bash: the call ended (%w) while the command ran; its process group was killed", ctxErr)
+	if !o.Reaped {
+		return nil, fmt.Errorf("bash: the shell did not end within %v of SIGKILL", procsup.ReapTimeout)
 	}
-	if !reaped {
-		return nil, fmt.Errorf("bash: the shell did not end within %v of SIGKILL", bashReapTimeout)
-	}
+	drained := o.Drained
 
 	res := bashResult{
 		Stdout:    stdout.String(),
@@ -207,20 +137,6 @@ func (s *Set) environ() []string {
 	return env
 }
 
-// waitAll reports whether every channel closed within d.
-func waitAll(d time.Duration, chans ...chan struct{}) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for _, c := range chans {
-		select {
-		case <-c:
-		case <-timer.C:
-			return false
-		}
-	}
-	return true
-}
-
 // headTail keeps the first and the last max/2 bytes of a stream, so that a
 // long output still shows how it began and how it ended.
 type headTail struct {
@@ -230,15 +146,9 @@ type headTail struct {
 	dropped int64
 }
 
-func (h *headTail) readFrom(r io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		h.write(buf[:n])
-		if err != nil {
-			return
-		}
-	}
+func (h *headTail) Write(b []byte) (int, error) {
+	h.write(b)
+	return len(b), nil
 }
 
 func (h *headTail) write(b []byte) {
@@ -279,3 +189,12 @@ func (h *headTail) String() string {
 }
 
 func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// AuditAttrs implements backend.Auditor: the audit event that settles a
+// bash call says whether the shell was sandboxed, and how.
+func (b *toolBackend) AuditAttrs() []any {
+	if b.name != "bash" {
+		return nil
+	}
+	return sandbox.AuditAttrs(b.s.bash.Sandbox)
+}

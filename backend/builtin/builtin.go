@@ -95,6 +95,7 @@ import (
 
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
+	"github.com/agentbackplane/backplane/internal/sandbox"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -154,6 +155,9 @@ type BashOptions struct {
 	// MaxOutputBytes caps what is kept of stdout and of stderr, each
 	// (default 64 KiB); the middle of a longer stream is dropped.
 	MaxOutputBytes int
+	// Sandbox, when not nil, confines the shell (package internal/sandbox);
+	// its Write list should hold the workspace.
+	Sandbox *sandbox.Policy
 }
 
 // URLFetchOptions configure the url_fetch tool.

@@ -49,17 +49,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 	"unicode/utf8"
 
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/procsup"
+	"github.com/agentbackplane/backplane/internal/sandbox"
 )
 
 // DefaultMaxOutputBytes caps a call's stdout when Spec.MaxOutputBytes is 0.
@@ -68,13 +67,6 @@ const DefaultMaxOutputBytes = 1 << 20
 const (
 	// stderrTailBytes is how much of the end of stderr is kept.
 	stderrTailBytes = 4 << 10
-	// drainTimeout bounds the wait for stdout and stderr to reach EOF once
-	// the process group is dead. Only a process that left the group can
-	// hold them open that long.
-	drainTimeout = 2 * time.Second
-	// reapTimeout bounds the wait for the killed program to be reaped (a
-	// process in uninterruptible sleep dies only when it wakes up).
-	reapTimeout = 5 * time.Second
 	// quoteBytes is how much of a malformed output an error message quotes.
 	quoteBytes = 64
 )
@@ -92,6 +84,9 @@ type Spec struct {
 	Dir string
 	// MaxOutputBytes caps stdout; 0 means DefaultMaxOutputBytes.
 	MaxOutputBytes int
+	// Sandbox, when not nil, confines the program (package
+	// internal/sandbox).
+	Sandbox *sandbox.Policy
 }
 
 // Backend runs Spec's program once per call. It is safe for concurrent use.
@@ -136,157 +131,57 @@ func (b *Backend) environ() []string {
 // outcomes.
 func (b *Backend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
 	name := b.spec.Argv[0]
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: command %s: %w", backend.ErrNotStarted, name, err)
+	stdin := []byte(call.Arguments)
+	if stdin == nil {
+		stdin = []byte{}
 	}
-
-	// The pipes are ours, passed to the child as plain files, so that
-	// exec.Cmd.Wait only reaps the process and never waits on a copy that a
-	// lingering grandchild keeps open: draining is bounded below.
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	inR, inW, err1 := pipe()
-	outR, outW, err2 := pipe()
-	errR, errW, err3 := pipe()
-	if err := errors.Join(err1, err2, err3); err != nil {
-		closeAll()
-		return nil, fmt.Errorf("%w: command %s: %w", backend.ErrNotStarted, name, err)
-	}
-	defer closeAll() // closing twice is harmless
-
-	cmd := exec.Command(name, b.spec.Argv[1:]...)
-	cmd.Env = b.environ()
-	cmd.Dir = b.spec.Dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%w: command %s: %w", backend.ErrNotStarted, name, err)
-	}
-	// The child has its ends; ours must go, or EOF never comes.
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	pgid := cmd.Process.Pid // Setpgid: the group id is the leader's pid
-
-	waitc := make(chan error, 1)
-	go func() { waitc <- cmd.Wait() }()
-
-	stdinDone := make(chan struct{})
-	go func() {
-		defer close(stdinDone)
-		// A program that exits without reading its input makes this fail
-		// with EPIPE; that is its business, not an error of the call.
-		inW.Write(call.Arguments)
-		inW.Close()
-	}()
-
-	out := &capture{max: b.spec.MaxOutputBytes, overflow: make(chan struct{})}
-	outDone := make(chan struct{})
-	go func() { defer close(outDone); out.readFrom(outR) }()
+	out := &capture{max: b.spec.MaxOutputBytes}
 	tail := &tailBuffer{max: stderrTailBytes}
-	errDone := make(chan struct{})
-	go func() { defer close(errDone); tail.readFrom(errR) }()
-
-	var (
-		waitErr  error
-		reaped   bool
-		ctxErr   error
-		overflow bool
-	)
-	select {
-	case waitErr = <-waitc:
-		reaped = true
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
-	case <-out.overflow:
-		overflow = true
+	o, err := procsup.Run(ctx, &procsup.Spec{
+		Argv:    b.spec.Argv,
+		Dir:     b.spec.Dir,
+		Env:     b.environ(),
+		Stdin:   stdin,
+		Stdout:  out,
+		Stderr:  tail,
+		Sandbox: b.spec.Sandbox,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: command %s: %w", backend.ErrNotStarted, name, err)
 	}
-	// Kill the group whatever happened: on a deadline or an overflow to
-	// stop the program, after a normal exit to stop what it left running.
-	// Once the leader is reaped the group id stays reserved as long as a
-	// member lives; when none does, the kill fails harmlessly with ESRCH.
-	killGroup(pgid)
-	if !reaped {
-		select {
-		case waitErr = <-waitc:
-			reaped = true
-		case <-time.After(reapTimeout):
-		}
-	}
-
-	drained := waitAll(drainTimeout, outDone, errDone)
-	// Closing the read ends unblocks readers stuck on a pipe that a process
-	// outside the group holds open; then they are done for certain.
-	outR.Close()
-	errR.Close()
-	inW.Close()
-	<-outDone
-	<-errDone
-	<-stdinDone
 
 	stderr := tail.String()
 	switch {
-	case ctxErr != nil:
-		return nil, fmt.Errorf("command %s: the process group was killed: %w", name, ctxErr)
-	case overflow || out.overflowed():
+	case o.Ctx != nil:
+		return nil, fmt.Errorf("command %s: the process group was killed: %w", name, o.Ctx)
+	case o.Overflow || out.overflowed():
 		return nil, fmt.Errorf("%w: command %s: its output exceeds the limit of %d bytes (the process group was killed)%s",
 			backend.ErrMalformedResult, name, b.spec.MaxOutputBytes, stderrNote(stderr))
-	case !reaped:
-		return nil, fmt.Errorf("command %s: the process did not end within %v of SIGKILL", name, reapTimeout)
-	case !drained:
+	case !o.Reaped:
+		return nil, fmt.Errorf("command %s: the process did not end within %v of SIGKILL", name, procsup.ReapTimeout)
+	case !o.Drained:
 		return nil, fmt.Errorf("%w: command %s: its stdout or stderr was still open %v after it exited (held by a process outside its process group)",
-			backend.ErrMalformedResult, name, drainTimeout)
+			backend.ErrMalformedResult, name, procsup.DrainTimeout)
 	}
 
 	stdout := out.buf
 	var exitErr *exec.ExitError
 	switch {
-	case waitErr == nil:
+	case o.Wait == nil:
 		content := trimJSONSpace(stdout)
 		if err := validJSON(content, b.spec.MaxOutputBytes); err != nil {
 			return nil, fmt.Errorf("%w: command %s exited 0 but its output is not one JSON value (%v): %s%s",
 				backend.ErrMalformedResult, name, err, quotePrefix(stdout), stderrNote(stderr))
 		}
 		return &backend.Result{Content: bytes.Clone(content)}, nil
-	case errors.As(waitErr, &exitErr):
-		ws, ok := exitErr.Sys().(syscall.WaitStatus)
-		if ok && ws.Signaled() {
-			return nil, fmt.Errorf("command %s was killed by signal %v%s", name, ws.Signal(), stderrNote(stderr))
+	case errors.As(o.Wait, &exitErr):
+		if sig, ok := o.Signaled(); ok {
+			return nil, fmt.Errorf("command %s was killed by signal %v%s", name, sig, stderrNote(stderr))
 		}
 		return &backend.Result{Content: exitResult(exitErr.ExitCode(), stderr, stdout, b.spec.MaxOutputBytes), IsError: true}, nil
 	default:
-		return nil, fmt.Errorf("command %s: %w", name, waitErr)
+		return nil, fmt.Errorf("command %s: %w", name, o.Wait)
 	}
-}
-
-// waitAll reports whether every channel closed within d.
-func waitAll(d time.Duration, chans ...chan struct{}) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for _, c := range chans {
-		select {
-		case <-c:
-		case <-timer.C:
-			return false
-		}
-	}
-	return true
-}
-
-func killGroup(pgid int) {
-	// ESRCH (nobody left) is the common, expected case.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // exitResult is the tool-level error result of a non-zero exit status.
@@ -356,32 +251,22 @@ func stderrNote(stderr string) string {
 }
 
 // capture keeps up to max bytes of a stream, and one more to tell that the
-// stream is longer, which closes overflow.
+// stream is longer; then it refuses more, which kills the process group.
 type capture struct {
-	max      int
-	buf      []byte
-	overflow chan struct{}
+	max int
+	buf []byte
 }
 
-func (c *capture) readFrom(r io.Reader) {
-	chunk := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(chunk)
-		if n > 0 {
-			n = min(n, c.max+1-len(c.buf))
-			c.buf = append(c.buf, chunk[:n]...)
-			if len(c.buf) > c.max {
-				close(c.overflow)
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
+func (c *capture) Write(p []byte) (int, error) {
+	n := min(len(p), c.max+1-len(c.buf))
+	c.buf = append(c.buf, p[:n]...)
+	if len(c.buf) > c.max {
+		return n, procsup.ErrOutputLimit
 	}
+	return len(p), nil
 }
 
-// overflowed may be called once readFrom has returned.
+// overflowed may be called once the process is done.
 func (c *capture) overflowed() bool { return len(c.buf) > c.max }
 
 // tailBuffer keeps the last max bytes of a stream.
@@ -391,19 +276,13 @@ type tailBuffer struct {
 	truncated bool
 }
 
-func (t *tailBuffer) readFrom(r io.Reader) {
-	chunk := make([]byte, 4<<10)
-	for {
-		n, err := r.Read(chunk)
-		t.buf = append(t.buf, chunk[:n]...)
-		if len(t.buf) > 2*t.max {
-			t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
-			t.truncated = true
-		}
-		if err != nil {
-			return
-		}
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+		t.truncated = true
 	}
+	return len(p), nil
 }
 
 // String returns the tail, starting at a character boundary.
@@ -419,3 +298,7 @@ func (t *tailBuffer) String() string {
 	}
 	return string(b)
 }
+
+// AuditAttrs implements backend.Auditor: the audit event that settles a
+// call says whether the program was sandboxed, and how.
+func (b *Backend) AuditAttrs() []any { return sandbox.AuditAttrs(b.spec.Sandbox) }

@@ -13,11 +13,12 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/internal/procsup"
 )
 
 const (
@@ -36,6 +37,7 @@ type link struct {
 	sess    *sdk.ClientSession
 	wire    *wire
 	cmd     *exec.Cmd // stdio only
+	cleanup func()    // stdio only: the sandbox's, once reaped
 	stderr  *tailBuffer
 	started time.Time
 	once    sync.Once
@@ -54,7 +56,7 @@ func (l *link) killGroup() {
 	if l.cmd != nil && l.cmd.Process != nil {
 		// The group outlives its leader while any member lives, so its id
 		// cannot have been reused.
-		syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
+		procsup.KillGroup(l.cmd.Process.Pid)
 	}
 }
 
@@ -94,23 +96,27 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 			MaxRetries: 1,
 		}
 	} else {
-		cmd := exec.Command(u.srv.Command[0], u.srv.Command[1:]...)
-		cmd.Dir = u.srv.Dir
-		cmd.Env = u.environ()
-		// Its own process group: a signal to the gateway's group does not
-		// reach it, and closing kills all it started.
-		cmd.SysProcAttr = procAttr()
+		// Its own process group (a signal to the gateway's group does not
+		// reach it, and closing kills all it started) and the parent-death
+		// signal: package procsup.
+		cmd, cleanup, err := procsup.Command(u.srv.Command, u.srv.Dir, u.environ(), u.srv.Sandbox, false)
+		if err != nil {
+			return nil, fmt.Errorf("connecting over %s: %w", u.transport(), err)
+		}
 		l.stderr = &tailBuffer{max: stderrTail}
 		cmd.Stderr = l.stderr
 		cmd.WaitDelay = time.Second // a grandchild holding stderr must not block Wait
 		l.cmd = cmd
-		t = &trackedTransport{inner: &sdk.CommandTransport{Command: cmd, TerminateDuration: terminateDelay}, wire: w}
+		l.cleanup = cleanup
+		t = &trackedTransport{inner: &procTransport{cmd: cmd, cleanup: cleanup, terminate: terminateDelay}, wire: w}
 	}
 	sess, err := u.client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
 		l.killGroup()
 		if l.cmd != nil && l.cmd.Process != nil {
-			go l.cmd.Wait() // reap it
+			go func() { l.cmd.Wait(); l.cleanup() }() // reap it
+		} else if l.cleanup != nil {
+			l.cleanup()
 		}
 		reason := err.Error()
 		if l.stderr != nil {

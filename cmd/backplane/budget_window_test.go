@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestBudgetWindowResetsThroughCall: a per-2s quota of 1 refuses a second
+// TestBudgetWindowResetsThroughCall: a per-10s quota (wide enough for two calls of a loaded machine) of 1 refuses a second
 // call in the same window, saying when the window resets; once that time
 // has passed (waited for, not assumed), the next call is accepted. budget
 // show lists the window with its reset time.
@@ -18,7 +18,7 @@ func TestBudgetWindowResetsThroughCall(t *testing.T) {
     quota: 20`, `budgets:
   - scope: caller
     quota: 1
-    per: 2s`, 1)
+    per: 10s`, 1)
 	g := newGWDir(t, cfg)
 	var resets time.Time
 	// Two calls may straddle a window boundary; try again until the second
@@ -36,16 +36,16 @@ func TestBudgetWindowResetsThroughCall(t *testing.T) {
 			continue
 		}
 		d := details(callError(t, m, "budget_exceeded"))
-		if d["per"] != "2s" || d["window_start"] == nil {
-			t.Fatalf("refusal details %v, want the 2s window", d)
+		if d["per"] != "10s" || d["window_start"] == nil {
+			t.Fatalf("refusal details %v, want the 10s window", d)
 		}
 		var err error
 		if resets, err = time.Parse(time.RFC3339, d["resets_at"].(string)); err != nil {
 			t.Fatalf("resets_at %v: %v", d["resets_at"], err)
 		}
 		start, _ := time.Parse(time.RFC3339, d["window_start"].(string))
-		if !resets.Equal(start.Add(2*time.Second)) || start.Unix()%2 != 0 {
-			t.Fatalf("window %v to %v: want 2s aligned to the epoch", start, resets)
+		if !resets.Equal(start.Add(10*time.Second)) || start.Unix()%10 != 0 {
+			t.Fatalf("window %v to %v: want 10s aligned to the epoch", start, resets)
 		}
 	}
 	m := g.runJSON(t, exitOK, "", "budget", "show")
@@ -67,7 +67,7 @@ func TestBudgetWindowResetsThroughCall(t *testing.T) {
 	callOK(t, g.runJSON(t, exitOK, "", "call", "--caller", "alice", "note", `{"text":"after the reset"}`))
 	r := g.run(t, "", "budget", "show")
 	r.wantCode(t, exitOK)
-	for _, want := range []string{"WINDOW", "REMAINING", "RESETS", "2s from ", "quota: caller 1 per key per 2s"} {
+	for _, want := range []string{"WINDOW", "REMAINING", "RESETS", "10s from ", "quota: caller 1 per key per 10s"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("budget show text lacks %q:\n%s", want, r.stdout)
 		}

@@ -373,7 +373,7 @@ func TestCallText(t *testing.T) {
 	}
 	r = g.run(t, "", "call", "--caller", "alice", "danger", `{"text":"x"}`)
 	r.wantCode(t, exitNegative)
-	if !regexp.MustCompile(`approval_required.*\n(.*\n)*.*backplane approvals approve apr_\S+ --as NAME`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`approval_required.*\n(.*\n)*\s+- backplane approvals approve apr_\S+ --config \S+ --as \S+`).MatchString(r.stdout) {
 		t.Errorf("approval text:\n%s", r.stdout)
 	}
 	r = g.run(t, "", "call", "--caller", "alice", "note", `{"text":"hi"}`)
@@ -452,7 +452,6 @@ func TestCallUsageErrors(t *testing.T) {
 	g := newGWDir(t, testConfig)
 	for _, args := range [][]string{
 		{"call", "note", `{}`},                              // no --caller
-		{"call", "--caller", "alice", "note"},               // no ARGS
 		{"call", "--caller", "alice", "note", "{}", "more"}, // too many
 		{"call", "--caller", "alice", "--wait", "soon", "note", "{}"},
 		{"call", "--caller", "alice", "--config", "missing.yaml", "note", "{}"},

@@ -41,8 +41,9 @@ func newConsole(cfg *config.Config, rt *assemble.Runtime, log *slog.Logger, stdi
 		hosts = []string{"*"}
 	}
 	return console.New(b, console.NewTokenAuth(operators, cfg.Serve.Tokens), &console.Options{
-		Logger:       log,
-		AllowedHosts: hosts,
+		Logger:         log,
+		AllowedHosts:   hosts,
+		TrustedOrigins: cfg.Serve.AllowedOrigins,
 	})
 }
 

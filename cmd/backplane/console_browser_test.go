@@ -333,7 +333,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			chromedp.Navigate(evil.URL),
 			chromedp.Click(chromedp.CSS("#go")),
 		)
-		uiWaitFor(t, ctx, "the refusal", `document.body && document.body.innerText.indexOf('cross-origin request refused') >= 0`)
+		// Refused by the server's Origin check or, behind it, the
+		// console's cross-origin protection (tested alone in console/).
+		uiWaitFor(t, ctx, "the refusal", `document.body && /origin/i.test(document.body.innerText) && /forbidden|refused/i.test(document.body.innerText)`)
 		a := uiAPIGet(t, base, "/ui/api/approvals/"+id)
 		if a["status"] != "pending" {
 			t.Errorf("after a cross-site POST the request is %v, want pending", a["status"])
@@ -404,7 +406,10 @@ policy:
 budgets:
   - scope: caller
     quota: 100
+    per: 24h
     cost: {default: 1, write: 5, bash: 10}
+  - scope: session
+    quota: 20
 serve:
   tokens: {"alice-token": alice, "bob-token": bob}
   approval_wait: 0s
@@ -460,7 +465,6 @@ func TestConsoleScreenshots(t *testing.T) {
 	callTool(bob, "ls", map[string]any{"path": "."})
 	callTool(bob, "grep", map[string]any{"pattern": "console", "path": "."})
 	callTool(alice, "read", map[string]any{"path": "missing.txt"}) // the tool reports an error
-	callTool(bob, "write", map[string]any{"path": "x.txt", "content": "x"})
 	// A write approved from the console, then retried by the agent.
 	writeArgs := map[string]any{"path": "docs/plan.txt", "content": "1. ship the console\n2. write the docs\n3. take screenshots\n"}
 	callTool(alice, "write", writeArgs)

@@ -15,6 +15,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentbackplane/backplane/internal/sandbox"
 )
 
 // Exit codes of every verb.
@@ -25,6 +27,9 @@ const (
 )
 
 func main() {
+	// The sandbox launcher: when this process was started as one, it
+	// confines itself and executes a tool, never returning.
+	sandbox.Main()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -79,6 +84,8 @@ the tool. A call whose outcome is unknown is never re-run.
   approvals    list, approve and deny approval requests
   budget       show budget used per scope
   tools        list tools and accept changed upstream definitions
+  policy       explain how the policy decides a call; check it
+  reload       make a running serve re-read its policy
   schema       check schemas and arguments against the subset
 
 The gateway verbs read one configuration file: --config FILE, else
@@ -117,6 +124,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newCallCmd(), newJournalCmd(), newApprovalsCmd(), newBudgetCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
+	root.AddCommand(newPolicyCmd(), newReloadCmd())
 	root.AddCommand(newCompletionCmd(), newInitCmd())
 	return root
 }

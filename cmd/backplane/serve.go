@@ -47,6 +47,11 @@ serve.approval_wait (default 2m) for "backplane approvals approve" from
 another terminal, sending progress notifications, then returns
 approval_required with the request id.
 
+SIGHUP (or "backplane reload") re-reads the configuration file and puts its
+policy in force; an invalid file is refused with its line and the running
+policy stays; the audit log records each reload. Only the policy changes:
+tools, servers, budgets and the store need a restart.
+
 serve runs until SIGINT or SIGTERM, then lets the calls in flight finish for
 up to 10s, cancels the rest and closes the store. Its own log goes to stderr;
 the audit log goes where the other verbs send it.`
@@ -80,6 +85,11 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			wait := watchReload(ctx, s, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+			defer wait()
+			defer cancel() // stop watching before waiting (defers run last first)
 			return runServe(ctx, cmd, s, stdio, httpAddr, &console)
 		},
 	}
@@ -121,6 +131,10 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		OAuth:           verifier,
 		AnonymousCaller: cfg.Serve.AnonymousCaller,
 	})
+	// Once at startup: why tools run unsandboxed, if some do.
+	for _, note := range s.rt.SandboxNotes {
+		log.Warn("tool processes run unsandboxed", "reason", note)
+	}
 
 	// Retention: prune in the background for the life of the server
 	// (cfg.Retention; keep 0 is for ever), stopped before the store closes.

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/spf13/cobra"
+
+	"github.com/agentbackplane/backplane/assemble"
+	"github.com/agentbackplane/backplane/gateway"
 )
 
 func newToolsCmd() *cobra.Command {
@@ -43,6 +45,9 @@ type toolEntry struct {
 	AcceptedBy     string          `json:"accepted_by,omitempty"`
 	Description    string          `json:"description"`
 	InputSchema    json.RawMessage `json:"input_schema"`
+	// Sandbox says how a tool's process is confined (bash, command tools,
+	// stdio servers' tools), "" for tools that start none.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 func newToolsListCmd(f *gatewayFlags) *cobra.Command {
@@ -85,6 +90,7 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 						e.Status = "held"
 					}
 				}
+				e.Sandbox = toolSandbox(s.rt, t.Name)
 				if len(e.InputSchema) == 0 {
 					e.InputSchema = json.RawMessage("null")
 				}
@@ -105,7 +111,7 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 				return err
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSOURCE\tSTATUS\tDEFINITION\tACCEPTED")
+			fmt.Fprintln(tw, "NAME\tSOURCE\tSTATUS\tDEFINITION\tACCEPTED\tSANDBOX")
 			for _, e := range entries {
 				status, accepted := "-", "-"
 				if e.Pinned {
@@ -114,11 +120,25 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 						accepted += " by " + e.AcceptedBy
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, status, short(e.DefinitionHash), accepted)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, status, short(e.DefinitionHash), accepted, orDash(e.Sandbox))
 			}
 			return tw.Flush()
 		},
 	}
+}
+
+// toolSandbox is the sandbox decision of the process behind tool: its
+// own, or its server's.
+func toolSandbox(rt *assemble.Runtime, tool string) string {
+	if d, ok := rt.Sandbox[tool]; ok {
+		return d.String()
+	}
+	if src := rt.ToolSource(tool); strings.HasPrefix(src, "server ") {
+		if d, ok := rt.Sandbox[strings.TrimPrefix(src, "server ")]; ok {
+			return d.String()
+		}
+	}
+	return ""
 }
 
 func short(hash string) string { return hash[:min(12, len(hash))] }

@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -123,6 +124,16 @@ func main() {
 			sort.Strings(names)
 			data, _ := json.Marshal(map[string]any{"names": names})
 			return &mcp.CallToolResult{Content: text(strings.Join(names, ",")), StructuredContent: json.RawMessage(data)}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "shell", Description: "Runs bash -c with its argument c (the sandbox tests).",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"c":{"type":"string"}},"required":["c"]}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ C string }
+			if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+				return nil, err
+			}
+			out, _ := exec.CommandContext(ctx, "/bin/bash", "-c", a.C).CombinedOutput()
+			return &mcp.CallToolResult{Content: text(string(out))}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "fail", Description: "Fails as a tool.", InputSchema: json.RawMessage(emptySchema)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -1,0 +1,23 @@
+package assemble
+
+import (
+	"slices"
+
+	"github.com/agentbackplane/backplane/config"
+)
+
+// noteSandbox records a tool's decision and, once per distinct reason for
+// running unsandboxed, warns in the audit log.
+func (rt *Runtime) noteSandbox(tool string, d config.SandboxDecision) {
+	if rt.Sandbox == nil {
+		rt.Sandbox = map[string]config.SandboxDecision{}
+	}
+	rt.Sandbox[tool] = d
+	if d.Policy != nil || d.Quiet || slices.Contains(rt.SandboxNotes, d.Note) {
+		return
+	}
+	rt.SandboxNotes = append(rt.SandboxNotes, d.Note)
+	if rt.Audit != nil {
+		rt.Audit.Warn("sandbox", "outcome", "unsandboxed", "reason", d.Note)
+	}
+}

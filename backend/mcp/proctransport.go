@@ -1,0 +1,79 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"syscall"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/internal/procsup"
+)
+
+// procTransport is the SDK's CommandTransport with the start done by
+// package procsup: its own process group, the parent-death signal from the
+// thread that lives as long as the gateway, the sandbox launcher when the
+// server has a policy. Closing follows the MCP stdio shutdown: stdin
+// closed, then SIGTERM, then SIGKILL.
+type procTransport struct {
+	cmd       *exec.Cmd
+	cleanup   func() // the sandbox's, once the process is reaped
+	terminate time.Duration
+}
+
+func (t *procTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	stdout, err := t.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := t.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := procsup.Start(t.cmd); err != nil {
+		return nil, err
+	}
+	w := &procStdin{WriteCloser: stdin, cmd: t.cmd, terminate: t.terminate, cleanup: t.cleanup}
+	return (&sdk.IOTransport{Reader: io.NopCloser(stdout), Writer: w}).Connect(ctx)
+}
+
+// procStdin closes the connection by closing stdin and waiting for the
+// process to end, hastening it with SIGTERM and SIGKILL.
+type procStdin struct {
+	io.WriteCloser
+	cmd       *exec.Cmd
+	terminate time.Duration
+	cleanup   func()
+}
+
+func (s *procStdin) Close() error {
+	defer s.cleanup()
+	cerr := s.WriteCloser.Close()
+	res := make(chan error, 1)
+	go func() { res <- s.cmd.Wait() }()
+	wait := func(d time.Duration) (error, bool) {
+		select {
+		case err := <-res:
+			return err, true
+		case <-time.After(d):
+			return nil, false
+		}
+	}
+	if err, ok := wait(s.terminate); ok {
+		return errors.Join(cerr, err)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err == nil {
+		if err, ok := wait(s.terminate); ok {
+			return err
+		}
+	}
+	procsup.KillGroup(s.cmd.Process.Pid)
+	if err, ok := wait(s.terminate); ok {
+		return err
+	}
+	return fmt.Errorf("the server did not end after SIGKILL")
+}

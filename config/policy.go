@@ -1,0 +1,168 @@
+package config
+
+import (
+	"errors"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agentbackplane/backplane/policy"
+)
+
+// The policy section (see package policy for what entries mean):
+//
+//	policy:
+//	  - caller: alice                        # exact name or glob
+//	    allow: [read, "bash(git status*)"]
+//	    approve: ["write(docs/**)", "bash(*)"]
+//	    deny: ["bash(*rm -rf*)", "read(**/.env)", "url_fetch(domain:internal.example)"]
+//	    rules:                               # CEL conditions
+//	      - allow: note
+//	        if: 'size(args.text) < 200'
+//
+// A command tool or an upstream server names the argument TOOL(PATTERN)
+// entries match with main_arg: a member name (matched as text), or
+// {name: MEMBER, match: text|path|shell|url}. On a server it applies to
+// every one of its tools.
+
+var memberName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// mainArg reads main_arg: NAME or {name: NAME, match: KIND}.
+func (p *parser) mainArg(v *yaml.Node) (*policy.MainArg, error) {
+	m := &policy.MainArg{Kind: policy.KindText}
+	if deref(v).Kind == yaml.MappingNode {
+		var nameNode *yaml.Node
+		err := p.mapping(v, "main_arg", func(key string, k, v *yaml.Node) error {
+			s, err := p.str(v, key)
+			if err != nil {
+				return err
+			}
+			switch key {
+			case "name":
+				nameNode, m.Field = v, s
+			case "match":
+				kind, ok := policy.ParseKind(s)
+				if !ok {
+					return p.errAt(v, "main_arg match %q: text, path, shell or url", s)
+				}
+				m.Kind = kind
+			}
+			return nil
+		}, "name", "match")
+		if err != nil {
+			return nil, err
+		}
+		if nameNode == nil {
+			return nil, p.errAt(v, "main_arg needs a name")
+		}
+		v = nameNode
+	} else {
+		var err error
+		if m.Field, err = p.str(v, "main_arg"); err != nil {
+			return nil, err
+		}
+	}
+	if !memberName.MatchString(m.Field) {
+		return nil, p.errAt(v, "main_arg %q: name a top-level member of the arguments", m.Field)
+	}
+	return m, nil
+}
+
+// PolicyOptions are the options the policy is compiled with: the main
+// arguments the tools and servers name, the workspace, and which tool
+// names exist.
+func (c *Config) PolicyOptions() *policy.Options {
+	o := &policy.Options{MainArgs: map[string]policy.MainArg{}}
+	for _, t := range c.Tools {
+		if t.MainArg != nil {
+			o.MainArgs[t.Name] = *t.MainArg
+		}
+	}
+	for _, s := range c.Servers {
+		if s.MainArg != nil {
+			o.MainArgs[s.Name+".*"] = *s.MainArg
+		}
+	}
+	if c.Workspace != "" {
+		o.Workspace = append(o.Workspace, c.Workspace)
+		if real, err := filepath.EvalSymlinks(c.Workspace); err == nil && real != c.Workspace {
+			o.Workspace = append(o.Workspace, real)
+		}
+	}
+	return o
+}
+
+// KnownTool reports whether name is a tool this configuration defines: an
+// enabled built-in tool, a command tool, or NAME.TOOL of a server (whose
+// tools are known only once it is connected).
+func (c *Config) KnownTool(name string) bool {
+	if slices.Contains(c.Builtin.Enable, name) || slices.ContainsFunc(c.Tools, func(t ToolConfig) bool { return t.Name == name }) {
+		return true
+	}
+	server, _, ok := strings.Cut(name, ".")
+	return ok && slices.ContainsFunc(c.Servers, func(s ServerConfig) bool { return s.Name == server })
+}
+
+// CompilePolicy builds the policy the configuration describes. A rule that
+// cannot match is an *Error with its line: a TOOL(PATTERN) for a tool
+// without a main argument, a pattern or a CEL rule on a tool that is not
+// defined, CEL that does not compile or is not boolean. A bare tool name
+// that nothing defines is accepted, as before issue 11 (files written for
+// tools registered later name them); `backplane policy check` lists it.
+func (c *Config) CompilePolicy() (*policy.Rules, error) {
+	o := c.PolicyOptions()
+	rules := c.Policy
+	// Entries that look at arguments must name a defined tool.
+	for _, r := range rules {
+		for _, cond := range r.Conditions {
+			if err := c.checkKnown(r, cond.Tool, cond.Line); err != nil {
+				return nil, err
+			}
+		}
+		for _, list := range []struct {
+			entries []string
+			lines   []int
+		}{{r.Allow, r.Pos.Allow}, {r.Approve, r.Pos.Approve}, {r.Deny, r.Pos.Deny}} {
+			for i, e := range list.entries {
+				tool, _, hasPat := strings.Cut(e, "(")
+				if !hasPat {
+					continue
+				}
+				line := r.Pos.Line
+				if i < len(list.lines) {
+					line = list.lines[i]
+				}
+				if err := c.checkKnown(r, tool, line); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	rs, err := policy.Compile(rules, o)
+	var pe *policy.Error
+	if errors.As(err, &pe) {
+		file := pe.File
+		if file == "" {
+			file = c.Path
+		}
+		return nil, &Error{File: file, Line: pe.Line, Msg: pe.Msg}
+	}
+	if err != nil {
+		return nil, &Error{File: c.Path, Msg: err.Error()}
+	}
+	return rs, nil
+}
+
+func (c *Config) checkKnown(r policy.Rule, tool string, line int) error {
+	if tool == "" || strings.ContainsAny(tool, `*?[\`) || c.KnownTool(tool) {
+		return nil
+	}
+	file := r.Pos.File
+	if file == "" {
+		file = c.Path
+	}
+	return &Error{File: file, Line: line, Msg: "policy: no tool is named " + tool + ", so this rule can never match"}
+}

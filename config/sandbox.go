@@ -1,0 +1,251 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agentbackplane/backplane/internal/sandbox"
+)
+
+// The sandbox section confines the processes Backplane starts for tools
+// (package internal/sandbox: Landlock, rlimits, a pids cgroup):
+//
+//	sandbox:                 # defaults for bash, command tools (and servers that opt in)
+//	  enable: auto           # auto | true | false | required
+//	  read: []               # extra read-only paths (folders or files)
+//	  write: []              # extra writable paths beside the workspace
+//	  network: false         # true, false, or a list of TCP ports to connect to
+//	  limits: {cpu: 600s, memory: 17179869184, processes: 256, file_size: 1073741824}
+//	tools:
+//	  - name: fetch-docs
+//	    command: [curl, -s, https://example.com]
+//	    sandbox: {network: [443]}
+//	builtin:
+//	  bash: {sandbox: {write: [/tmp/scratch]}}
+//	servers:
+//	  - name: files
+//	    command: [node, server.js]
+//	    sandbox: {enable: true, read: [./server]}   # stdio servers opt in
+//
+// enable: auto (the default) sandboxes where the kernel can (Landlock ABI
+// 6) and the gateway's state (store folder, audit log, configuration file)
+// lies outside every grant; otherwise the tool runs unsandboxed and the
+// start says why. true is the same except that state inside a grant stops
+// the start. required also stops the start where the kernel cannot
+// sandbox. false turns it off. The workspace is writable for bash and
+// command tools; a stdio server gets no workspace, and keeps the network
+// unless its own sandbox section says otherwise. A tool's sandbox section
+// overrides enable, network and each limit it sets, and adds its read and
+// write paths to the top-level ones.
+
+// SandboxMode is the sandbox's enable setting.
+type SandboxMode string
+
+// The sandbox modes.
+const (
+	SandboxAuto     SandboxMode = "auto"
+	SandboxOn       SandboxMode = "true"
+	SandboxOff      SandboxMode = "false"
+	SandboxRequired SandboxMode = "required"
+)
+
+// SandboxConfig is a sandbox section: the top-level one or a tool's
+// override. Zero fields are unset (inherited).
+type SandboxConfig struct {
+	Enable SandboxMode
+	// Read and Write are absolute paths.
+	Read, Write []string
+	// Network, when set, replaces the inherited rule.
+	Network *sandbox.Network
+	// Limits: a non-zero field replaces the inherited one.
+	Limits sandbox.Limits
+	Line   int
+}
+
+func (p *parser) sandbox(c *Config, v *yaml.Node) (*SandboxConfig, error) {
+	s := &SandboxConfig{Line: v.Line}
+	err := p.mapping(v, "sandbox", func(key string, k, v *yaml.Node) error {
+		var err error
+		switch key {
+		case "enable":
+			n := deref(v)
+			switch {
+			case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool":
+				var b bool
+				b, err = p.boolean(v, "enable")
+				s.Enable = SandboxOff
+				if b {
+					s.Enable = SandboxOn
+				}
+			case n.Kind == yaml.ScalarNode && (n.Value == "required" || n.Value == "auto"):
+				s.Enable = SandboxMode(n.Value)
+			default:
+				err = p.errAt(v, "sandbox enable must be true, false, auto or required, not %s", describe(v))
+			}
+		case "read", "write":
+			var list []string
+			list, err = p.strList(v, key)
+			for i, path := range list {
+				if path == "" {
+					return p.errAt(v, "sandbox %s: an empty path", key)
+				}
+				list[i] = resolve(c.Dir, path)
+			}
+			if key == "read" {
+				s.Read = list
+			} else {
+				s.Write = list
+			}
+		case "network":
+			s.Network, err = p.sandboxNetwork(v)
+		case "limits":
+			err = p.mapping(v, "sandbox limits", func(key string, k, v *yaml.Node) error {
+				switch key {
+				case "cpu":
+					d, err := p.duration(v, "cpu")
+					if err == nil && d < time.Second {
+						err = p.errAt(v, "sandbox cpu limit must be at least 1s")
+					}
+					s.Limits.CPUSeconds = uint64(d / time.Second)
+					return err
+				case "memory", "file_size":
+					n, err := p.positiveInt(v, key)
+					if key == "memory" {
+						s.Limits.AddressSpace = uint64(n)
+					} else {
+						s.Limits.FileSize = uint64(n)
+					}
+					return err
+				case "processes":
+					n, err := p.integer(v, key)
+					if err == nil && (n < 1 || n > 1<<20) {
+						err = p.errAt(v, "sandbox processes must be between 1 and %d", 1<<20)
+					}
+					s.Limits.Processes = uint64(n)
+					return err
+				}
+				return nil
+			}, "cpu", "memory", "processes", "file_size")
+		}
+		return err
+	}, "enable", "read", "write", "network", "limits")
+	return s, err
+}
+
+func (p *parser) sandboxNetwork(v *yaml.Node) (*sandbox.Network, error) {
+	n := deref(v)
+	if n.Kind == yaml.ScalarNode {
+		b, err := p.boolean(v, "sandbox network")
+		if err != nil {
+			return nil, p.errAt(v, "sandbox network must be true, false or a list of TCP ports, not %s", describe(v))
+		}
+		return &sandbox.Network{All: b}, nil
+	}
+	out := &sandbox.Network{Ports: []uint16{}}
+	err := p.sequence(v, "sandbox network", func(item *yaml.Node) error {
+		port, err := p.integer(item, "a sandbox network port")
+		if err == nil && (port < 1 || port > 65535) {
+			err = p.errAt(item, "sandbox network port %d: ports are 1 to 65535", port)
+		}
+		if err == nil && !slices.Contains(out.Ports, uint16(port)) {
+			out.Ports = append(out.Ports, uint16(port))
+		}
+		return err
+	})
+	return out, err
+}
+
+// ProcessKind is what a sandboxed process is for: the defaults differ.
+type ProcessKind int
+
+// The kinds of tool processes.
+const (
+	KindBash ProcessKind = iota
+	KindCommand
+	KindServer
+)
+
+// SandboxDecision is what the sandbox does for one tool (or server).
+type SandboxDecision struct {
+	// Policy is nil when the process runs unsandboxed.
+	Policy *sandbox.Policy
+	// Note says why it is unsandboxed ("" when sandboxed).
+	Note string
+	// Quiet: the default (a server without a sandbox section), nothing to
+	// warn about.
+	Quiet bool
+}
+
+// String is how tools list shows it.
+func (d SandboxDecision) String() string {
+	if d.Policy == nil {
+		return "unsandboxed (" + d.Note + ")"
+	}
+	r := d.Policy.Rules()
+	return fmt.Sprintf("sandboxed (write %s; network %s)", strings.Join(d.Policy.Write, ","), r["network"])
+}
+
+// SandboxFor decides the sandbox of one process: the top-level section,
+// overridden by o (nil: none). An error is a start refusal.
+func (c *Config) SandboxFor(kind ProcessKind, o *SandboxConfig) (SandboxDecision, error) {
+	mode := c.Sandbox.Enable
+	if mode == "" {
+		mode = SandboxAuto
+	}
+	if kind == KindServer && o == nil {
+		// Servers opt in with a sandbox section: not worth a warning.
+		return SandboxDecision{Note: "stdio servers opt in with a sandbox section", Quiet: true}, nil
+	}
+	if o != nil && o.Enable != "" {
+		mode = o.Enable
+	}
+	if mode == SandboxOff {
+		return SandboxDecision{Note: "sandbox off in the configuration"}, nil
+	}
+	if st := sandbox.Probe(); !st.Available {
+		if mode == SandboxRequired {
+			return SandboxDecision{}, fmt.Errorf("sandbox required but unavailable: %s", st.Reason)
+		}
+		return SandboxDecision{Note: "the kernel cannot sandbox: " + st.Reason}, nil
+	}
+	p := &sandbox.Policy{Limits: sandbox.DefaultLimits}
+	if kind != KindServer {
+		p.Write = append(p.Write, c.Workspace)
+	} else {
+		p.Network.All = true      // servers keep the network unless told
+		p.Limits.AddressSpace = 0 // runtimes such as node reserve much address space
+	}
+	for _, s := range []*SandboxConfig{&c.Sandbox, o} {
+		if s == nil {
+			continue
+		}
+		p.Read = append(p.Read, s.Read...)
+		p.Write = append(p.Write, s.Write...)
+		if s.Network != nil {
+			p.Network = *s.Network
+		}
+		if s.Limits.CPUSeconds != 0 {
+			p.Limits.CPUSeconds = s.Limits.CPUSeconds
+		}
+		if s.Limits.AddressSpace != 0 {
+			p.Limits.AddressSpace = s.Limits.AddressSpace
+		}
+		if s.Limits.Processes != 0 {
+			p.Limits.Processes = s.Limits.Processes
+		}
+		if s.Limits.FileSize != 0 {
+			p.Limits.FileSize = s.Limits.FileSize
+		}
+	}
+	if err := sandbox.CheckState(p, c.PrivatePaths()); err != nil {
+		if mode == SandboxAuto {
+			return SandboxDecision{Note: err.Error()}, nil
+		}
+		return SandboxDecision{}, err
+	}
+	return SandboxDecision{Policy: p}, nil
+}

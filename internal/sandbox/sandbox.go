@@ -1,0 +1,320 @@
+// Package sandbox confines the processes Backplane starts for tools.
+//
+// A confined process is started as Backplane itself (/proc/self/exe) with
+// the hidden first argument [LauncherArg]: the launcher ([Main], called by
+// the binary before anything else) restricts itself and then executes the
+// tool, whose restrictions survive the exec. On Linux the launcher:
+//
+//   - joins the per-call pids cgroup the gateway made for it, when the
+//     gateway can make one (root with the cgroup v1 pids controller),
+//     else sets RLIMIT_NPROC (which the kernel does not apply to root);
+//   - sets RLIMIT_CPU, RLIMIT_AS and RLIMIT_FSIZE;
+//   - applies a Landlock domain (ABI 6 or later; no_new_privs is set):
+//     read and execute on the system's folders (/usr, /bin, /sbin, /lib*,
+//     /opt), on a short list of /etc files and on the process's own /proc
+//     entries (not all of /proc: see procFiles), read-write on a few
+//     /dev files, read-write on the policy's Write paths (the workspace),
+//     read on its Read paths; TCP connect and bind refused except the
+//     policy's ports (or not handled at all when the network is allowed);
+//     signals and abstract Unix sockets scoped to the sandbox, so the
+//     gateway and every process outside cannot be signalled or reached.
+//     Landlock also refuses ptrace attach of a process outside the domain
+//     (and with it process_vm_readv and pidfd_getfd).
+//
+// A refusal the launcher meets before the exec (a rule it cannot apply) is
+// written to stderr prefixed "backplane sandbox:" and it exits 126: the
+// tool did not run.
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// LauncherArg is the hidden first argument that makes the binary the
+// launcher.
+const LauncherArg = "__backplane-sandbox"
+
+// ExitLauncher is the launcher's exit status when it could not confine
+// itself or execute the tool.
+const ExitLauncher = 126
+
+// MinABI is the Landlock ABI the sandbox needs: 6 is the first with the
+// signal and abstract socket scopes (Linux 6.12).
+const MinABI = 6
+
+// Policy is what one sandboxed process may do. It travels to the launcher
+// as JSON.
+type Policy struct {
+	// Read are extra paths (folders or files) with read and execute.
+	Read []string `json:"read,omitempty"`
+	// Write are paths with read, write and execute: the workspace and
+	// configured extras.
+	Write []string `json:"write,omitempty"`
+	// Network is what TCP the process may use.
+	Network Network `json:"network"`
+	// Limits are its resource limits.
+	Limits Limits `json:"limits"`
+	// Cgroup is the pids cgroup folder the launcher joins (set by Wrap).
+	Cgroup string `json:"cgroup,omitempty"`
+}
+
+// Network says what TCP a sandboxed process may use.
+type Network struct {
+	// All leaves the network unrestricted.
+	All bool `json:"all,omitempty"`
+	// Ports are the TCP ports it may connect to (when not All).
+	Ports []uint16 `json:"ports,omitempty"`
+}
+
+// String is how the network rule reads in logs and audit events.
+func (n Network) String() string {
+	switch {
+	case n.All:
+		return "all"
+	case len(n.Ports) == 0:
+		return "none"
+	}
+	var s []string
+	for _, p := range n.Ports {
+		s = append(s, strconv.Itoa(int(p)))
+	}
+	return "tcp connect " + strings.Join(s, ",")
+}
+
+// Limits bound a sandboxed process; 0 leaves one unset.
+type Limits struct {
+	CPUSeconds   uint64 `json:"cpu_seconds,omitempty"`
+	AddressSpace uint64 `json:"address_space,omitempty"`
+	Processes    uint64 `json:"processes,omitempty"`
+	FileSize     uint64 `json:"file_size,omitempty"`
+}
+
+// DefaultLimits are the limits of a policy that sets none.
+var DefaultLimits = Limits{
+	CPUSeconds:   600,
+	AddressSpace: 16 << 30,
+	Processes:    256,
+	FileSize:     1 << 30,
+}
+
+// Rules is a short description of p for logs, audit events and tools list.
+func (p *Policy) Rules() map[string]any {
+	return map[string]any{
+		"write":   p.Write,
+		"read":    p.Read,
+		"network": p.Network.String(),
+		"limits":  p.Limits,
+	}
+}
+
+// Status says whether the kernel can sandbox.
+type Status struct {
+	// ABI is the Landlock ABI version, 0 when there is none.
+	ABI int
+	// Available reports ABI >= MinABI on Linux.
+	Available bool
+	// Reason says why not, when not.
+	Reason string
+}
+
+var (
+	statusOnce sync.Once
+	status     Status
+)
+
+// Probe reports what the kernel offers (asked once).
+func Probe() Status {
+	statusOnce.Do(func() { status = probe() })
+	return status
+}
+
+// launchSpec is what the launcher is told, as JSON in its argv.
+type launchSpec struct {
+	// Policy confines the tool; nil: no confinement.
+	Policy *Policy `json:"policy,omitempty"`
+	// Lifeline is the fd of the read end of a pipe whose write end only
+	// the gateway holds: the launcher stays as the tool's parent and, when
+	// the pipe reads EOF (the gateway is gone), kills the tool's whole
+	// process group. 0: the launcher executes the tool in its place.
+	Lifeline int `json:"lifeline,omitempty"`
+}
+
+// Wrap rewrites cmd to run through the launcher: confined by p when p is
+// not nil, and with isolate (Linux) supervised by it: the launcher stays
+// as the tool's parent and kills the tool's whole process group when the
+// gateway dies (see launchSpec.Lifeline). With neither, cmd is left as it
+// is. The
+// program must already be resolved (exec.Command did) and is granted read
+// and execute. The returned cleanup removes the call's cgroup, killing
+// whatever is left in it; call it once the process is reaped.
+func Wrap(cmd *exec.Cmd, p *Policy, isolate bool) (cleanup func(), err error) {
+	cleanup = func() {}
+	if p != nil {
+		if st := Probe(); !st.Available {
+			return nil, fmt.Errorf("sandbox unavailable: %s", st.Reason)
+		}
+	}
+	isolate = isolate && supervisable()
+	if p == nil && !isolate {
+		return cleanup, nil
+	}
+	spec := launchSpec{}
+	if p != nil {
+		q := *p
+		q.Read = slices.Clone(p.Read)
+		prog := cmd.Path
+		if !filepath.IsAbs(prog) {
+			if prog, err = filepath.Abs(filepath.Join(cmd.Dir, prog)); err != nil {
+				return nil, err
+			}
+		}
+		q.Read = append(q.Read, prog)
+		if q.Limits.Processes > 0 {
+			if dir, ok := newCgroup(q.Limits.Processes); ok {
+				q.Cgroup = dir
+				cleanup = func() { removeCgroup(dir) }
+			}
+		}
+		spec.Policy = &q
+	}
+	if isolate {
+		spec.Lifeline = isolateAttr(cmd)
+	}
+	b, err := json.Marshal(&spec)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	args := append([]string{"backplane-sandbox", LauncherArg, string(b), cmd.Path}, cmd.Args...)
+	cmd.Path = "/proc/self/exe"
+	cmd.Args = args
+	return cleanup, nil
+}
+
+// ErrStateInside is returned by CheckState for a state path a grant covers.
+var ErrStateInside = errors.New("gateway state inside the sandbox's grants")
+
+// CheckState refuses a policy whose grants cover one of the gateway's
+// state paths (store, configuration, audit log): Landlock grants whole
+// hierarchies, so such a path cannot be cut out of a grant.
+func CheckState(p *Policy, state []string) error {
+	grants := append(slices.Clone(p.Write), p.Read...)
+	grants = append(grants, systemDirs...)
+	for _, s := range state {
+		if s == "" {
+			continue
+		}
+		sa := realish(s)
+		for _, g := range grants {
+			ga := realish(g)
+			if within(sa, ga) {
+				return fmt.Errorf("%w: %s is inside %s; move the state out or grant a narrower folder", ErrStateInside, s, g)
+			}
+		}
+	}
+	return nil
+}
+
+// realish is the absolute, symlink-resolved path, as far as it exists.
+func realish(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	if r, err := filepath.EvalSymlinks(a); err == nil {
+		return r
+	}
+	// Resolve the existing parent: a file not yet created.
+	if r, err := filepath.EvalSymlinks(filepath.Dir(a)); err == nil {
+		return filepath.Join(r, filepath.Base(a))
+	}
+	return a
+}
+
+func within(p, dir string) bool {
+	if p == dir {
+		return true
+	}
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}
+
+// systemDirs get read and execute.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"}
+
+// procFiles get read. /proc as a whole is not granted: on the kernels
+// tried (Linux 6.18), Landlock's ptrace scoping refuses PTRACE_ATTACH of a
+// process outside the domain but not the read-mode access that guards
+// /proc/<pid>/environ, so another process's environment (the gateway's,
+// with its tokens) would be readable. "/proc/self" is resolved by the
+// launcher, before the exec, to its own /proc/<pid>, which the tool keeps.
+var procFiles = []string{"/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/uptime", "/proc/loadavg", "/proc/version", "/proc/filesystems"}
+
+// etcFiles are the /etc entries programs commonly need; /etc as a whole is
+// not granted (it holds secrets such as /etc/shadow, readable by root).
+var etcFiles = []string{
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group",
+	"/etc/nsswitch.conf", "/etc/hosts", "/etc/resolv.conf", "/etc/host.conf", "/etc/gai.conf",
+	"/etc/localtime", "/etc/timezone", "/etc/ssl", "/etc/ca-certificates", "/etc/pki",
+	"/etc/gitconfig", "/etc/bash.bashrc", "/etc/profile", "/etc/inputrc", "/etc/terminfo",
+	"/etc/mime.types", "/etc/os-release", "/etc/locale.alias", "/etc/protocols", "/etc/services",
+	"/etc/alternatives", "/etc/magic", "/etc/nanorc", "/etc/environment",
+}
+
+// devFiles get read and write.
+var devFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
+
+var cgroupSeq atomic.Uint64
+
+// cgroupRoot is where per-call pids cgroups go (cgroup v1's pids
+// controller); overridable for tests.
+var cgroupRoot = "/sys/fs/cgroup/pids"
+
+var staleOnce sync.Once
+
+// removeStale removes the empty cgroups of gateways that died (a gateway
+// killed with SIGKILL leaves its calls' folders behind).
+func removeStale() {
+	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "backplane-*-*"))
+	for _, d := range dirs {
+		var pid, seq int
+		if _, err := fmt.Sscanf(filepath.Base(d), "backplane-%d-%d", &pid, &seq); err != nil || pid == os.Getpid() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.Remove(d) // fails harmlessly while a process is left in it
+		}
+	}
+}
+
+func newCgroup(max uint64) (string, bool) {
+	staleOnce.Do(removeStale)
+	dir := filepath.Join(cgroupRoot, fmt.Sprintf("backplane-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", false
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatUint(max, 10)), 0); err != nil {
+		os.Remove(dir)
+		return "", false
+	}
+	return dir, true
+}
+
+// AuditAttrs are the audit attributes of a process run under p (nil: none).
+func AuditAttrs(p *Policy) []any {
+	if p == nil {
+		return []any{"sandboxed", false}
+	}
+	return []any{"sandboxed", true, "sandbox_rules", p.Rules()}
+}
