@@ -217,7 +217,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	}
 	// Last: a server's tools collide with any tool registered before.
 	if !o.NoUpstreams {
-		if err := rt.connectServers(ctx, g); err != nil {
+		if err := rt.connectServers(ctx, g, o.Stderr); err != nil {
 			return nil, err
 		}
 	}
@@ -349,8 +349,9 @@ func (rt *Runtime) registerBuiltins(g *gateway.Gateway, asker backend.Asker) err
 }
 
 // connectServers starts or connects every configured server and registers
-// its tools in g; each connection is closed with the Runtime.
-func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway) error {
+// its tools in g; each connection is closed with the Runtime. While a
+// server starts, a line on stderr every few seconds says so.
+func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stderr io.Writer) error {
 	c := rt.Config
 	for _, s := range c.Servers {
 		var sb config.SandboxDecision
@@ -365,9 +366,11 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway) error
 			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
 		}, &mcp.Options{
-			Registry:  g,
-			Logger:    rt.Audit,
-			Draft2020: &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
+			Registry:       g,
+			Logger:         rt.Audit,
+			Draft2020:      &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
+			ConnectTimeout: s.ConnectTimeout,
+			StartProgress:  startProgressLine(stderr, s),
 		})
 		if err != nil {
 			return &config.Error{File: c.Path, Line: s.Line, Msg: err.Error(), Err: err}
@@ -410,4 +413,21 @@ func (rt *Runtime) ToolSource(name string) string {
 		}
 	}
 	return ""
+}
+
+// startProgressLine is the "still starting" line of a server that takes
+// long to start: people should see a first package download at work, and
+// how long it may take before the connect timeout gives up.
+func startProgressLine(w io.Writer, s config.ServerConfig) func(time.Duration) {
+	limit := s.ConnectTimeout
+	if limit <= 0 {
+		limit = config.DefaultConnectTimeout
+	}
+	why := ""
+	if len(s.Command) > 0 && (filepath.Base(s.Command[0]) == "npx" || filepath.Base(s.Command[0]) == "uvx") {
+		why = fmt.Sprintf(" (%s may be downloading the package)", filepath.Base(s.Command[0]))
+	}
+	return func(waited time.Duration) {
+		fmt.Fprintf(w, "still starting server %s%s: %v of connect_timeout %v\n", s.Name, why, waited, limit)
+	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"net/url"
 	"regexp"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -24,6 +25,7 @@ const (
 //	    command: [npx, -y, "@modelcontextprotocol/server-everything"]
 //	    env: [API_KEY]               # passed through besides PATH and HOME
 //	    validator: subset            # the default; or draft2020-12
+//	    connect_timeout: 2m          # the first start (a first npx download); default 30s
 //	  - name: remote
 //	    url: http://127.0.0.1:9000/mcp
 //	    headers: {Authorization: "Bearer upstream-secret"}
@@ -56,9 +58,21 @@ type ServerConfig struct {
 	MainArg *policy.MainArg
 	// Sandbox, when set, confines a command server (they opt in).
 	Sandbox *SandboxConfig
+	// ConnectTimeout bounds the first start: the program (or the HTTP
+	// connection), initialize and tools/list. 0 means the default, 30s
+	// (DefaultConnectTimeout); at most MaxConnectTimeout.
+	ConnectTimeout time.Duration
 	// Line is where the server is declared in the file.
 	Line int
 }
+
+// DefaultConnectTimeout is the connect timeout of a server without
+// connect_timeout (package backend/mcp's default); MaxConnectTimeout the
+// longest one accepted, since serve waits for every server before serving.
+const (
+	DefaultConnectTimeout = 30 * time.Second
+	MaxConnectTimeout     = 30 * time.Minute
+)
 
 var serverNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -126,9 +140,14 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 				}
 			case "main_arg":
 				s.MainArg, err = p.mainArg(v)
+			case "connect_timeout":
+				if s.ConnectTimeout, err = p.duration(v, "connect_timeout"); err == nil &&
+					(s.ConnectTimeout <= 0 || s.ConnectTimeout > MaxConnectTimeout) {
+					err = p.errAt(v, "connect_timeout %v: must be positive and at most %v", s.ConnectTimeout, MaxConnectTimeout)
+				}
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg")
+		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "connect_timeout")
 		if err != nil {
 			return err
 		}

@@ -187,6 +187,12 @@ type Options struct {
 	// HTTPTransport carries the HTTP requests of a URL server. Default: a
 	// clone of http.DefaultTransport.
 	HTTPTransport http.RoundTripper
+	// StartProgress, when set, is called every ProgressEvery (default
+	// DefaultProgressEvery) while Connect waits for the first start, with
+	// the time waited so far: a first "npx -y" download can take tens of
+	// seconds, and silence looks like a hang.
+	StartProgress func(waited time.Duration)
+	ProgressEvery time.Duration
 }
 
 // Upstream is a connected server whose tools are registered in the
@@ -278,9 +284,10 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 
 	cctx, cancel := context.WithTimeout(ctx, u.connTO)
 	defer cancel()
+	defer startProgress(o.StartProgress, o.ProgressEvery)()
 	l, err := u.dial(cctx)
 	if err != nil {
-		return nil, fmt.Errorf("server %s: %w", srv.Name, err)
+		return nil, fmt.Errorf("server %s: %w", srv.Name, u.startTimedOut(ctx, cctx, err))
 	}
 	tools, err := u.listTools(cctx, l)
 	if err == nil {
@@ -289,7 +296,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	if err != nil {
 		u.unregisterAll()
 		l.close()
-		return nil, fmt.Errorf("server %s: %w", srv.Name, err)
+		return nil, fmt.Errorf("server %s: %w", srv.Name, u.startTimedOut(ctx, cctx, err))
 	}
 	u.link = l
 	u.log.Info("upstream connected", "transport", u.transport(), "tools", len(tools))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -75,7 +77,7 @@ without windows (it never resets).`,
 			for _, q := range quotas {
 				per := "per key"
 				if q.Per != 0 {
-					per = "per key per " + q.Per.String()
+					per = "per key per " + humanDuration(q.Per)
 				}
 				fmt.Fprintf(out, "quota: %s %d %s, cost %s\n", q.Scope, q.Quota, per, costText(q))
 			}
@@ -94,7 +96,11 @@ func budgetTable(out io.Writer, lines []gateway.BudgetLine) error {
 		}
 		window, resets := "-", "never"
 		if l.Per != "" {
-			window = l.Per + " from " + l.WindowStart.Format(time.RFC3339)
+			per := l.Per
+			if d, err := time.ParseDuration(per); err == nil {
+				per = humanDuration(d)
+			}
+			window = per + " from " + l.WindowStart.Format(time.RFC3339)
 			resets = l.ResetsAt.Format(time.RFC3339)
 			if l.Ended {
 				resets += " (ended)"
@@ -168,9 +174,24 @@ lines as in budget show]}.`,
 	return cmd
 }
 
+// costText says what a call costs under q, for people: "bash 5, every
+// other tool 1" (never Go's map syntax).
 func costText(q budget.Quota) string {
-	if len(q.Cost) == 0 {
-		return "1 per call"
+	def := int64(1)
+	if q.Default != nil {
+		def = *q.Default
 	}
-	return fmt.Sprint(q.Cost)
+	if len(q.Cost) == 0 {
+		return fmt.Sprintf("%d per call", def)
+	}
+	tools := make([]string, 0, len(q.Cost))
+	for t := range q.Cost {
+		tools = append(tools, t)
+	}
+	sort.Strings(tools)
+	parts := make([]string, 0, len(tools)+1)
+	for _, t := range tools {
+		parts = append(parts, fmt.Sprintf("%s %d", t, q.Cost[t]))
+	}
+	return strings.Join(append(parts, fmt.Sprintf("every other tool %d", def)), ", ")
 }

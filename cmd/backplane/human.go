@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // humanValue renders a detail value for people: strings as they are, lists
@@ -44,4 +45,16 @@ func humanList(items []any, indent string) string {
 		return strings.Join(parts, ", ")
 	}
 	return "\n" + indent + "- " + strings.Join(parts, "\n"+indent+"- ")
+}
+
+// humanDuration writes d as people write it: 24h, 1h30m, 90s; not 24h0m0s.
+func humanDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

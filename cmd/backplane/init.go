@@ -177,9 +177,18 @@ func runInit(cmd *cobra.Command, dir, workspace, caller, operator string) error 
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Wrote %s (mode 0600: it holds the tokens).\n\n", file)
 	fmt.Fprintf(out, "Next:\n")
-	fmt.Fprintf(out, "  backplane serve%s                   # MCP at http://127.0.0.1:8787/mcp, console at /ui\n", flag)
-	fmt.Fprintf(out, "  backplane call%s --caller %s ls      # one call through the pipeline\n", flag, caller)
-	fmt.Fprintf(out, "  backplane approvals list%s          # what waits for %s's decision\n", flag, operator)
+	next := [][2]string{
+		{"backplane serve" + flag, "MCP at http://127.0.0.1:8787/mcp, console at /ui"},
+		{"backplane call" + flag + " --caller " + caller + " ls", "one call through the pipeline"},
+		{"backplane approvals list" + flag, "what waits for " + operator + "'s decision"},
+	}
+	width := 0
+	for _, n := range next {
+		width = max(width, len(n[0]))
+	}
+	for _, n := range next {
+		fmt.Fprintf(out, "  %-*s  # %s\n", width, n[0], n[1])
+	}
 	fmt.Fprintf(out, "\nConnect an agent to http://127.0.0.1:8787/mcp with the header\n")
 	fmt.Fprintf(out, "  Authorization: Bearer <the token under serve.tokens in %s>\n", file)
 	return nil

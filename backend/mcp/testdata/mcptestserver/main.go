@@ -8,6 +8,7 @@
 //	MCPTEST_PAGE_SIZE   the page size of tools/list (default the SDK's)
 //	MCPTEST_FILLERS     how many filler tools to add (for paging)
 //	MCPTEST_LINGER      if set, keep running after stdin closes
+//	MCPTEST_START_GATE  a file: answer nothing until it exists (a slow start, such as a first npx download)
 //
 // Tools: greet (in the gateway's subset, read-only), exact (a schema whose
 // bytes the SDK's decoding would change), slow (blocks until cancelled),
@@ -175,6 +176,7 @@ func main() {
 			s.AddTool(&mcp.Tool{Name: name, Description: "Filler " + name, InputSchema: json.RawMessage(emptySchema)}, extra)
 		}
 	}
+	waitForGate()
 	err := s.Run(context.Background(), &mcp.StdioTransport{})
 	if os.Getenv("MCPTEST_LINGER") != "" {
 		select {} // like a server whose timers keep it alive after stdin closes
@@ -182,5 +184,20 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcptestserver:", err)
 		os.Exit(1)
+	}
+}
+
+// waitForGate holds the start until the file MCPTEST_START_GATE names
+// exists, so that a test decides when the slow start ends.
+func waitForGate() {
+	gate := os.Getenv("MCPTEST_START_GATE")
+	if gate == "" {
+		return
+	}
+	for {
+		if _, err := os.Stat(gate); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
