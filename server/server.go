@@ -100,6 +100,7 @@ import (
 
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/oauth"
 )
 
 // Defaults.
@@ -124,6 +125,16 @@ type Options struct {
 	// Tokens maps bearer tokens to caller names, for HTTP. None: every HTTP
 	// request is refused (401).
 	Tokens map[string]string
+	// OAuth, when set, also accepts the JWT access tokens it verifies (the
+	// caller is the one its claim names), names its metadata document in
+	// the WWW-Authenticate challenge of a 401, and serves that document
+	// (auth.go).
+	OAuth *oauth.Verifier
+	// AnonymousCaller, when set, is the caller of an HTTP request without
+	// an Authorization header, on a loopback listener only (ServeHTTP
+	// refuses another). A request with a token that is not valid is still
+	// refused.
+	AnonymousCaller string
 	// Operators maps operators' bearer tokens to their names: only they
 	// read /metrics (and use the console). A caller's token is refused there
 	// with 403.
