@@ -121,20 +121,23 @@ func (s *Store) writer() {
 	flush := time.NewTimer(time.Hour)
 	flush.Stop()
 	flushArmed := false
+	var carry []*writeReq // settlements queued during the last round's wait, for this one
 	for {
-		var first *writeReq
-		select {
-		case r, ok := <-s.queue:
-			if !ok {
-				return
+		batch = append(batch[:0], carry...)
+		carry = carry[:0]
+		if len(batch) == 0 {
+			select {
+			case r, ok := <-s.queue:
+				if !ok {
+					return
+				}
+				batch = append(batch, r)
+			case <-flush.C:
+				flushArmed = false
+				s.syncWAL()
+				continue
 			}
-			first = r
-		case <-flush.C:
-			flushArmed = false
-			s.syncWAL()
-			continue
 		}
-		batch = append(batch[:0], first)
 		s.drain(&batch)
 		linger := min(lastDur/2, maxLinger)
 		if want := min(expect, s.maxBatch); len(batch) < want && !timedOut {
@@ -145,7 +148,7 @@ func (s *Store) writer() {
 			timedOut = false
 		}
 		t0 := time.Now()
-		answered := s.runBatch(w, batch, linger, timer)
+		answered := s.runBatch(w, batch, linger, timer, &carry)
 		lastDur = time.Since(t0)
 		expect = answered + len(s.queue)
 		clear(batch)
@@ -246,7 +249,10 @@ const maxLinger = time.Millisecond
 //
 // It returns how many requests the synced transaction answered: the
 // callers expected back soon.
-func (s *Store) runBatch(w *wtx, batch []*writeReq, linger time.Duration, timer *time.Timer) int {
+//
+// Settlements that queue during that wait are left in carry, for the next
+// round's unsynced transaction.
+func (s *Store) runBatch(w *wtx, batch []*writeReq, linger time.Duration, timer *time.Timer, carry *[]*writeReq) int {
 	var lazy, durable []*writeReq
 	take := func(rs []*writeReq) {
 		for _, r := range rs {
@@ -265,13 +271,14 @@ func (s *Store) runBatch(w *wtx, batch []*writeReq, linger time.Duration, timer 
 		s.runTx(w, lazy, false)
 		var more []*writeReq
 		s.collect(&more, min(len(lazy), s.maxBatch-len(durable)), linger, timer)
-		lazy = lazy[:0]
-		take(more)
-		if len(lazy) > 0 {
-			// Settlements that queued meanwhile (a caller settling
-			// several calls in a row) get their own unsynced commit
-			// rather than waiting for the sync.
-			s.runTx(w, lazy, false)
+		for _, r := range more {
+			if r.lazy {
+				// Not taken yet: the next round takes it (or finds it
+				// abandoned), with whatever queues meanwhile.
+				*carry = append(*carry, r)
+			} else if r.state.CompareAndSwap(reqQueued, reqTaken) {
+				durable = append(durable, r)
+			}
 		}
 	}
 	if len(durable) > 0 {
