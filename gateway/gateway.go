@@ -127,7 +127,24 @@ type registered struct {
 	validator Validator
 	schemaErr error  // the schema is outside the subset: every call fails with it
 	defHash   string // digest of name, description and input schema
+	// pinOK is when (pinClock) a pin check last found defHash accepted;
+	// 0: never. A pinned tool's calls trust it for pinRecheck instead of
+	// reading the store each time.
+	pinOK atomic.Int64
 }
+
+// pinRecheck is how long a pinned tool found accepted is trusted without
+// reading its pin again. A held tool is read at every call (so an
+// acceptance, by this process or by an operator's command in another, lets
+// the next call through), and a new definition is a new registration, so
+// the only change this delays is another process accepting a different
+// definition of the tool, which this process sees within pinRecheck.
+var pinRecheck = time.Second
+
+// pinClock is a monotonic clock for pinOK, never 0.
+func pinClock() int64 { return int64(time.Since(pinEpoch)) + 1 }
+
+var pinEpoch = time.Now()
 
 // Gateway runs calls through the pipeline. It is safe for concurrent use.
 type Gateway struct {
@@ -220,8 +237,12 @@ func (g *Gateway) Register(t Tool) error {
 	}
 	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
 	if t.Pinned {
-		if _, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now()); err != nil {
+		p, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now())
+		if err != nil {
 			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
+		}
+		if p.AcceptedHash == r.defHash {
+			r.pinOK.Store(pinClock())
 		}
 	}
 	g.mu.Lock()
@@ -558,14 +579,19 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 }
 
 // checkPin refuses a pinned tool whose registered definition is not the
-// accepted one. The pin is read at every call: the operator accepts from
-// another process.
+// accepted one. An accepted definition is remembered for pinRecheck; a held
+// one is read from the store at every call, since the operator may accept
+// it from another process.
 func (c *call) checkPin(ctx context.Context) error {
+	if ok := c.tool.pinOK.Load(); ok != 0 && pinClock()-ok < int64(pinRecheck) {
+		return nil
+	}
 	p, err := c.g.store.GetPin(ctx, c.tool.Name)
 	if err != nil {
 		return c.storeFailure(ctx, "authorize", err)
 	}
 	if p.AcceptedHash == c.tool.defHash {
+		c.tool.pinOK.Store(pinClock())
 		return nil
 	}
 	c.audit("authorize", "definition_held", "accepted_hash", p.AcceptedHash, "definition_hash", c.tool.defHash)
