@@ -19,11 +19,14 @@
 //     to (O_APPEND: concurrent processes write whole records). The
 //     configuration's log.level applies. The store logs its own operational
 //     events (recovery, lease, contention) to the same logger.
+//   - A tracing key opens a tracer provider (package tracing) whose tracer
+//     the gateway opens its spans with ([Runtime.Tracing]).
 //   - The policy is live ([Runtime.Policy]): [Runtime.ReloadPolicy] re-reads
 //     the configuration file and puts its policy in force for calls
 //     authorized from then on; an invalid file changes nothing.
 //   - [Runtime.Close] closes the upstream connections (their programs are
-//     stopped), the built-in tools' workspace, the store, and the audit log
+//     stopped), the built-in tools' workspace, the tracer provider (what is
+//     queued is exported, for at most 5s), the store, and the audit log
 //     file last, since the others may still log.
 package assemble
 
@@ -52,7 +55,9 @@ import (
 	"github.com/agentbackplane/backplane/store/postgres"
 	"github.com/agentbackplane/backplane/store/sqlite"
 	"github.com/agentbackplane/backplane/tool"
+	"github.com/agentbackplane/backplane/tracing"
 	"github.com/agentbackplane/backplane/validator/draft2020"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // AuditLogName is the file, in the store folder, that receives the audit
@@ -83,6 +88,8 @@ type Options struct {
 	// (serve adds its console URL). Default: the CLI commands, with
 	// --config naming this configuration by its absolute path.
 	ApprovalHints func(id string) []string
+	// Version is Backplane's version, the service.version of its traces.
+	Version string
 }
 
 // Runtime is an opened configuration: its store, its gateway, its audit
@@ -106,6 +113,10 @@ type Runtime struct {
 	// unsandboxed, for the start to say once.
 	Sandbox      map[string]config.SandboxDecision
 	SandboxNotes []string
+
+	// Tracing, when the configuration has a tracing key, is the tracer
+	// provider the gateway's spans go to; Close flushes and stops it.
+	Tracing *tracing.Provider
 
 	closers   []io.Closer
 	upstreams []*mcp.Upstream // also in closers
@@ -174,6 +185,23 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	rt.Store = st
 	rt.closers = append(rt.closers, st)
 
+	// Tracing before the gateway (which takes its tracer); closed after
+	// the upstreams, whose calls end spans, and before the store.
+	var tracer trace.Tracer
+	if cfg.Tracing != nil {
+		tp, err := tracing.New(ctx, &tracing.Options{
+			Endpoint: cfg.Tracing.Endpoint, Protocol: cfg.Tracing.Protocol,
+			Sample: cfg.Tracing.Sample, Headers: cfg.Tracing.Headers,
+			ServiceVersion: o.Version, Logger: rt.Audit,
+		})
+		if err != nil {
+			return nil, &config.Error{File: cfg.Path, Line: cfg.Tracing.Line, Msg: err.Error(), Err: err}
+		}
+		rt.Tracing = tp
+		rt.closers = append(rt.closers, tp)
+		tracer = tp.Tracer()
+	}
+
 	hints := o.ApprovalHints
 	if hints == nil {
 		hints = cfg.ApprovalCommands
@@ -194,6 +222,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		Timeout:        cfg.Limits.Timeout,
 		MaxResultBytes: cfg.Limits.MaxResultBytes,
 		Limits:         cfg.Limits.Schema(),
+		Tracer:         tracer,
 	})
 	for _, t := range cfg.Tools {
 		sb, err := cfg.SandboxFor(config.KindCommand, t.Sandbox)

@@ -25,6 +25,42 @@ type Call struct {
 	// relays what arrives during the call (an upstream MCP server's
 	// progress, log messages and requests).
 	Client Client
+	// Trace is the W3C trace context of this invocation, empty when the
+	// call is not traced: a backend passes it on to what it calls.
+	Trace TraceContext
+}
+
+// TraceContext is a W3C trace context (https://www.w3.org/TR/trace-context/)
+// as its two header values.
+type TraceContext struct {
+	Parent string // traceparent
+	State  string // tracestate
+}
+
+// Env is the trace context as the environment variables TRACEPARENT and
+// TRACESTATE, for a program the call runs; none when it is empty.
+func (t TraceContext) Env() []string {
+	var env []string
+	if t.Parent != "" {
+		env = append(env, "TRACEPARENT="+t.Parent)
+		if t.State != "" {
+			env = append(env, "TRACESTATE="+t.State)
+		}
+	}
+	return env
+}
+
+// Meta is the trace context as MCP _meta members (traceparent, tracestate),
+// for an upstream MCP server; nil when it is empty.
+func (t TraceContext) Meta() map[string]any {
+	if t.Parent == "" {
+		return nil
+	}
+	m := map[string]any{"traceparent": t.Parent}
+	if t.State != "" {
+		m["tracestate"] = t.State
+	}
+	return m
 }
 
 // Result is what a tool returned. A tool-level error (the tool ran and

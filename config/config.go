@@ -58,6 +58,7 @@
 //	  - name: everything
 //	    command: [npx, -y, "@modelcontextprotocol/server-everything"]
 //	    validator: subset            # the default; or draft2020-12
+//	tracing: {endpoint: http://127.0.0.1:4318, protocol: http/protobuf, sample: 1.0}  # OpenTelemetry ([Tracing]); off without the key
 //
 // This package only parses and checks: it opens no store, starts nothing
 // and imports no store driver, backend or gateway. Package assemble turns
@@ -151,6 +152,8 @@ type Config struct {
 	// Retention says how long the store keeps what is finished (see
 	// [Retention]).
 	Retention Retention
+	// Tracing, when set, exports OpenTelemetry traces (see [Tracing]).
+	Tracing *Tracing
 }
 
 // Approvals configure the approval step.

@@ -161,9 +161,11 @@ func (p *parser) parse(c *Config) (err error) {
 				c.Sandbox = *s
 			}
 			return err
+		case "tracing":
+			return p.tracing(c, k, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention", "sandbox"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention", "sandbox", "tracing"); err != nil {
 		return err
 	}
 	return p.finish(c)

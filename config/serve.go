@@ -52,6 +52,13 @@ type ServeConfig struct {
 	// AllowedOrigins are browser origins /mcp serves besides the loopback
 	// origins of its listener; another Origin is refused (403).
 	AllowedOrigins []string
+	// OAuth, when set, accepts JWT access tokens besides Tokens, and
+	// serves the protected resource metadata (see [OAuthConfig]).
+	OAuth *OAuthConfig
+	// AnonymousCaller is the caller of an HTTP request that carries no
+	// Authorization header; "" (the default) refuses such requests. Only
+	// for a loopback listener: refused at load otherwise.
+	AnonymousCaller string
 	// Line is where the serve section starts (0 when absent).
 	Line int
 
@@ -76,7 +83,7 @@ var originRe = regexp.MustCompile(`^https?://[A-Za-z0-9.:\[\]-]+/?$`)
 
 func (p *parser) serve(c *Config, v *yaml.Node) error {
 	c.Serve.Line = v.Line
-	var httpNode *yaml.Node
+	var httpNode, anonNode *yaml.Node
 	err := p.mapping(v, "serve", func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
@@ -122,6 +129,14 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 				err = p.errAt(v, "serve max_sessions_per_caller must be from 1 to 1048576")
 			}
 			c.Serve.MaxSessionsPerCaller = int(n)
+		case "oauth":
+			err = p.oauth(c, v)
+		case "anonymous_caller":
+			anonNode = v
+			c.Serve.AnonymousCaller, err = p.str(v, key)
+			if err == nil && c.Serve.AnonymousCaller == "" {
+				err = p.errAt(v, "serve anonymous_caller must name a caller (leave it out to refuse requests without a token)")
+			}
 		case "allowed_origins":
 			c.Serve.AllowedOrigins, err = p.strList(v, key)
 			for _, o := range c.Serve.AllowedOrigins {
@@ -131,13 +146,22 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			}
 		}
 		return err
-	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins")
+	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "oauth", "anonymous_caller")
 	if err != nil {
 		return err
 	}
 	if httpNode != nil {
 		if err := CheckServeAddr(c.Serve.HTTP, c.Serve.AllowRemote); err != nil {
 			return p.errAt(httpNode, "serve http: %v", err)
+		}
+	}
+	if anonNode != nil {
+		addr := c.Serve.HTTP
+		if addr == "" {
+			addr = DefaultServeHTTP
+		}
+		if err := CheckAnonymousAddr(addr); err != nil {
+			return p.errAt(anonNode, "serve anonymous_caller: %v", err)
 		}
 	}
 	return nil
@@ -168,6 +192,19 @@ func CheckServeAddr(addr string, allowRemote bool) error {
 		return nil
 	}
 	return fmt.Errorf("%q is not a loopback address: bearer tokens would travel in clear over plain HTTP to other hosts; listen on 127.0.0.1 (or put a TLS proxy in front) or set serve.allow_remote: true", addr)
+}
+
+// CheckAnonymousAddr refuses an anonymous caller on a listener that is
+// not loopback: anyone who could reach it would be that caller.
+func CheckAnonymousAddr(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	if !isLoopbackHost(host) {
+		return fmt.Errorf("the listener %q is not loopback: every host that reaches it would call as the anonymous caller; listen on 127.0.0.1 or remove anonymous_caller", addr)
+	}
+	return nil
 }
 
 func isLoopbackHost(host string) bool {

@@ -25,7 +25,10 @@
 // policy, approver, budgets and backends are small interfaces a host can
 // replace. Every step is written as a structured audit event
 // (log/slog) carrying the call id, the step and the outcome, and the digest
-// of the arguments, never their values.
+// of the arguments, never their values. With Options.Tracer, a call is also
+// an OpenTelemetry span, a child of the trace in the call's context, with
+// the same steps as events and the backend as a child span whose context
+// the backend receives (backend.Call.Trace); it too carries no values.
 package gateway
 
 import (
@@ -51,6 +54,7 @@ import (
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults.
@@ -101,6 +105,9 @@ type Options struct {
 	// accept definitions (see DecideApproval). None: any named person but
 	// the caller (a single person's set-up).
 	Operators []string
+	// Tracer, when set, opens a span per call (see package tracing). Nil:
+	// no spans, at no cost.
+	Tracer trace.Tracer
 }
 
 // The tool descriptor and its parts live in package tool, below the
@@ -120,7 +127,24 @@ type registered struct {
 	validator Validator
 	schemaErr error  // the schema is outside the subset: every call fails with it
 	defHash   string // digest of name, description and input schema
+	// pinOK is when (pinClock) a pin check last found defHash accepted;
+	// 0: never. A pinned tool's calls trust it for pinRecheck instead of
+	// reading the store each time.
+	pinOK atomic.Int64
 }
+
+// pinRecheck is how long a pinned tool found accepted is trusted without
+// reading its pin again. A held tool is read at every call (so an
+// acceptance, by this process or by an operator's command in another, lets
+// the next call through), and a new definition is a new registration, so
+// the only change this delays is another process accepting a different
+// definition of the tool, which this process sees within pinRecheck.
+var pinRecheck = time.Second
+
+// pinClock is a monotonic clock for pinOK, never 0.
+func pinClock() int64 { return int64(time.Since(pinEpoch)) + 1 }
+
+var pinEpoch = time.Now()
 
 // Gateway runs calls through the pipeline. It is safe for concurrent use.
 type Gateway struct {
@@ -133,6 +157,7 @@ type Gateway struct {
 	maxRes   int
 	limits   inputschema.Limits
 	now      func() time.Time
+	tracer   trace.Tracer
 
 	operators []string
 	events    approvalEvents
@@ -160,7 +185,7 @@ func New(opts *Options) *Gateway {
 	g := &Gateway{
 		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
-		operators: slices.Clone(o.Operators), tools: map[string]*registered{},
+		operators: slices.Clone(o.Operators), tools: map[string]*registered{}, tracer: o.Tracer,
 	}
 	if g.policy == nil {
 		g.policy = policy.DenyAll{}
@@ -214,8 +239,12 @@ func (g *Gateway) Register(t Tool) error {
 	}
 	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
 	if t.Pinned {
-		if _, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now()); err != nil {
+		p, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now())
+		if err != nil {
 			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
+		}
+		if p.AcceptedHash == r.defHash {
+			r.pinOK.Store(pinClock())
 		}
 	}
 	g.mu.Lock()
@@ -398,6 +427,9 @@ type CallResult struct {
 // otherwise an *Error whose Class says why.
 func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	c := &call{g: g, req: req, id: NewID("call")}
+	if g.tracer != nil {
+		ctx = c.startSpan(ctx)
+	}
 	res, err := c.run(ctx)
 	if err != nil {
 		var ge *Error
@@ -411,8 +443,10 @@ func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error
 		if c.committed {
 			ge.CallID = c.id
 		}
+		c.endSpan(nil, ge)
 		return nil, ge
 	}
+	c.endSpan(res, nil)
 	return res, nil
 }
 
@@ -432,6 +466,8 @@ type call struct {
 	digest    string
 	rule      string // the policy rule that authorized the call (file:line)
 	committed bool
+	span      trace.Span // nil: not traced
+	mark      time.Time  // when the last traced step ended
 }
 
 func (c *call) audit(step, outcome string, attrs ...any) {
@@ -454,6 +490,7 @@ func (c *call) audit(step, outcome string, attrs ...any) {
 		level = slog.LevelWarn
 	}
 	c.g.log.Log(context.Background(), level, "call", append(base, attrs...)...)
+	c.traceStep(step, outcome)
 }
 
 func (c *call) run(ctx context.Context) (*CallResult, error) {
@@ -592,14 +629,19 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 }
 
 // checkPin refuses a pinned tool whose registered definition is not the
-// accepted one. The pin is read at every call: the operator accepts from
-// another process.
+// accepted one. An accepted definition is remembered for pinRecheck; a held
+// one is read from the store at every call, since the operator may accept
+// it from another process.
 func (c *call) checkPin(ctx context.Context) error {
+	if ok := c.tool.pinOK.Load(); ok != 0 && pinClock()-ok < int64(pinRecheck) {
+		return nil
+	}
 	p, err := c.g.store.GetPin(ctx, c.tool.Name)
 	if err != nil {
 		return c.storeFailure(ctx, "authorize", err)
 	}
 	if p.AcceptedHash == c.tool.defHash {
+		c.tool.pinOK.Store(pinClock())
 		return nil
 	}
 	c.audit("authorize", "definition_held", "accepted_hash", p.AcceptedHash, "definition_hash", c.tool.defHash)

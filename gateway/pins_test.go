@@ -129,3 +129,92 @@ func TestPinnedSafetyChangeIsHeld(t *testing.T) {
 		t.Fatalf("re-flagged pinned tool: %v (ran %d), want forbidden at authorize, not run", err, ran)
 	}
 }
+
+// pinCountingStore counts the pin reads the gateway makes.
+type pinCountingStore struct {
+	store.Store
+	reads int
+}
+
+func (s *pinCountingStore) GetPin(ctx context.Context, tool string) (*store.Pin, error) {
+	s.reads++
+	return s.Store.GetPin(ctx, tool)
+}
+
+// The pin check of an accepted tool is answered from memory, not by a store
+// read per call; a held tool is read at every call, so an acceptance made
+// elsewhere (another process on the same store) lets the next call through;
+// and once the remembered answer is due again, an acceptance of another
+// definition elsewhere holds this one back.
+func TestPinCheckFromMemory(t *testing.T) {
+	defer gateway.SetPinRecheck(time.Hour)()
+	ctx := context.Background()
+	st := &pinCountingStore{Store: memstore.New()}
+	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"up.*"}}})
+	g := gateway.New(&gateway.Options{Store: st, Policy: rules})
+	tool := func(description string) gateway.Tool {
+		return gateway.Tool{Name: "up.echo", Description: description, Pinned: true, InputSchema: json.RawMessage(`{"type":"object"}`),
+			Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+				return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+			})}
+	}
+	call := func() error {
+		_, err := g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "up.echo", Arguments: json.RawMessage(`{}`)})
+		return err
+	}
+	if err := g.Register(tool("Echo.")); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.reads != 0 {
+		t.Errorf("%d pin reads for 20 calls of an accepted tool, want 0", st.reads)
+	}
+
+	// A new definition is held; each refused call reads the pin.
+	g.Unregister("up.echo")
+	if err := g.Register(tool("Echo, changed.")); err != nil {
+		t.Fatal(err)
+	}
+	_, hash, _ := g.Tool("up.echo")
+	for i := range 3 {
+		if err := call(); !isForbidden(err) {
+			t.Fatalf("held call %d: %v, want forbidden", i, err)
+		}
+	}
+	if st.reads != 3 {
+		t.Errorf("%d pin reads for 3 calls of a held tool, want 3", st.reads)
+	}
+	// Accepted by another process (straight in the store): the next call runs.
+	if err := st.Store.AcceptPin(ctx, "up.echo", hash, "op", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(); err != nil {
+		t.Fatalf("after acceptance elsewhere: %v", err)
+	}
+	reads := st.reads
+	if err := call(); err != nil || st.reads != reads {
+		t.Fatalf("second call after acceptance: %v, %d more reads; want ok from memory", err, st.reads-reads)
+	}
+
+	// Another process sees and accepts yet another definition; once the
+	// remembered answer is due, this process's definition is held.
+	if _, err := st.Store.SeePin(ctx, "up.echo", "sha256:other", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Store.AcceptPin(ctx, "up.echo", "sha256:other", "op", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	gateway.SetPinRecheck(0)
+	if err := call(); !isForbidden(err) {
+		t.Fatalf("after another definition was accepted elsewhere: %v, want forbidden", err)
+	}
+}
+
+func isForbidden(err error) bool {
+	var ge *gateway.Error
+	return errors.As(err, &ge) && ge.Class == gateway.ClassForbidden && ge.Step == "authorize"
+}

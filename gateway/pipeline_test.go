@@ -468,9 +468,10 @@ func TestSuccessWithApprovalAuditOrder(t *testing.T) {
 	})
 }
 
-// A pinned tool's pin is read at every call, after the policy allows it and
-// before anything is committed; a held definition stops the call there. The
-// recording store sees the pin methods like every other.
+// A pinned tool's pin is checked after the policy allows it and before
+// anything is committed: an accepted definition from memory (the answer of
+// its registration), a held one by a read at every call, which stops the
+// call there. The recording store sees the pin methods like every other.
 func TestPinnedToolPinStepsAreRecorded(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{})
@@ -482,8 +483,8 @@ func TestPinnedToolPinStepsAreRecorded(t *testing.T) {
 		if _, err := f.call("alice", "note", `{"text":"a"}`); err != nil {
 			t.Fatal(err)
 		}
-		if m := f.st.Methods(); !slices.Equal(m, []string{"GetPin", "CommitIntent", "Settle"}) {
-			t.Errorf("store calls %v, want [GetPin CommitIntent Settle]", m)
+		if m := f.st.Methods(); !slices.Equal(m, []string{"CommitIntent", "Settle"}) {
+			t.Errorf("store calls %v, want [CommitIntent Settle] (the accepted pin remembered)", m)
 		}
 		// The upstream changes the tool's definition: it is registered
 		// again, held back, and the call stops at the pin, before the commit.

@@ -212,11 +212,14 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	}
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := t.Backend.Invoke(ictx, &backend.Call{
+	bc := &backend.Call{
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
 		Asker:  c.req.Asker,
 		Client: c.req.Client,
-	})
+	}
+	ictx, bspan := c.startBackend(ictx, bc)
+	res, err := t.Backend.Invoke(ictx, bc)
+	c.endBackend(bspan, res, err)
 	sctx := context.WithoutCancel(ctx)
 
 	if err != nil {

@@ -3,13 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/store"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -25,18 +25,12 @@ const (
 // /metrics, both behind bearer-token authentication, and /healthz, open.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	// The SDK's own middleware puts the caller where the MCP handlers
-	// (callerFromToken) and the session binding (a session answers only to
-	// the caller that opened it) read it; requireToken before it answers
-	// 401 with a WWW-Authenticate challenge.
-	sdkAuth := auth.RequireBearerToken(func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		caller, ok := s.callerOfToken(token)
-		if !ok {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: caller}, nil
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(sdkAuth(s.trackRequests(s.httpHandler))))), true))
+	// requireToken authenticates (auth.go) and answers 401 with a
+	// WWW-Authenticate challenge; the SDK's own middleware after it puts
+	// the caller where the MCP handlers (callerFromToken) and the session
+	// binding (a session answers only to the caller that opened it) read it.
+	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(s.sdkAuth()(s.trackRequests(s.httpHandler))))), true))
+	s.serveMetadata(mux)
 	// The metrics name callers and tools: operators only.
 	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
 	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))
@@ -50,24 +44,24 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// requireToken refuses, with 401, a request without a bearer token that
-// maps to a caller.
+// requireToken refuses, with 401, a request it cannot authenticate
+// (authenticate), and passes on who the others are.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := bearer(r.Header.Get("Authorization"))
-		if ok {
-			_, ok = s.callerOfToken(token)
-		}
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="backplane", error="invalid_token"`)
+		id, err := s.authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", s.challenge(err))
 			msg := "a valid bearer token is required"
-			if len(s.tokens) == 0 {
+			switch {
+			case len(s.tokens) == 0 && s.opts.OAuth == nil && s.opts.AnonymousCaller == "":
 				msg = "no tokens are configured (serve.tokens): every request is refused"
+			case errors.Is(err, oauth.ErrInvalidToken):
+				msg = err.Error()
 			}
 			http.Error(w, msg, http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identKey{}, id)))
 	})
 }
 
@@ -124,14 +118,17 @@ func (s *Server) ServeHTTP(ln net.Listener) error {
 	if c, ok := s.opts.Console.(interface{ Close() }); ok {
 		hs.RegisterOnShutdown(c.Close)
 	}
+	if err := s.checkAnonymousListener(ln.Addr()); err != nil {
+		return err
+	}
 	if !s.addHTTPServer(hs) {
 		return ErrServerClosed
 	}
-	if len(s.tokens) == 0 {
+	if len(s.tokens) == 0 && s.opts.OAuth == nil && s.opts.AnonymousCaller == "" {
 		s.log.Warn("no bearer tokens are configured (serve.tokens): every HTTP request will be refused with 401")
 	}
-	s.log.Info("serving MCP over streamable HTTP", "url", "http://"+ln.Addr().String()+PathMCP,
-		"metrics", "http://"+ln.Addr().String()+PathMetrics, "callers", s.describeTokens())
+	s.log.Info("serving MCP over streamable HTTP", append([]any{"url", "http://" + ln.Addr().String() + PathMCP,
+		"metrics", "http://" + ln.Addr().String() + PathMetrics, "callers", s.describeTokens()}, s.describeAuth()...)...)
 	err := hs.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

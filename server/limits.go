@@ -122,8 +122,8 @@ func (s *Server) limitSessions(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		token, _ := bearer(r.Header.Get("Authorization"))
-		caller, _ := s.callerOfToken(token) // requireToken checked it
+		id, _ := identFrom(r.Context()) // requireToken put it there
+		caller := id.caller
 		s.sess.mu.Lock()
 		open := s.liveSessionsLocked(caller) + s.sess.pending[caller]
 		if open >= max {

@@ -34,7 +34,7 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 }
 
-func newMetrics(st store.Budgets) *metrics {
+func newMetrics(st store.Budgets, extra ...prometheus.Collector) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -61,6 +61,7 @@ func newMetrics(st store.Budgets) *metrics {
 		&budgetCollector{st: st},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(extra...)
 	return m
 }
 

@@ -78,6 +78,11 @@
 //     headers, bodies, idle connections and non-stream writes have
 //     timeouts ([HTTPTimeouts]); /mcp's event streams are never cut by
 //     them.
+//   - Trace context: a tools/call's _meta traceparent and tracestate (W3C
+//     Trace Context), else the HTTP request's headers of those names, make
+//     the gateway's span of the call (when it traces) a child of the
+//     caller's; an invalid one is ignored. [Options.Collectors] add to
+//     /metrics (the trace exporter's dropped-span counters).
 //   - Over stdio, a line that is not a JSON-RPC message is answered with a
 //     JSON-RPC error (-32700, -32600) and skipped.
 //
@@ -108,9 +113,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/policy"
 )
 
@@ -136,6 +143,16 @@ type Options struct {
 	// Tokens maps bearer tokens to caller names, for HTTP. None: every HTTP
 	// request is refused (401).
 	Tokens map[string]string
+	// OAuth, when set, also accepts the JWT access tokens it verifies (the
+	// caller is the one its claim names), names its metadata document in
+	// the WWW-Authenticate challenge of a 401, and serves that document
+	// (auth.go).
+	OAuth *oauth.Verifier
+	// AnonymousCaller, when set, is the caller of an HTTP request without
+	// an Authorization header, on a loopback listener only (ServeHTTP
+	// refuses another). A request with a token that is not valid is still
+	// refused.
+	AnonymousCaller string
 	// Operators maps operators' bearer tokens to their names: only they
 	// read /metrics (and use the console). A caller's token is refused there
 	// with 403.
@@ -191,6 +208,9 @@ type Options struct {
 	// own requests. When it has a Close method, a shutdown calls it first,
 	// so that its live streams do not hold the server.
 	Console http.Handler
+	// Collectors are more Prometheus metrics served at /metrics (the
+	// tracing exporter's counters).
+	Collectors []prometheus.Collector
 }
 
 // Server serves one gateway over MCP. Create it with New.
@@ -271,7 +291,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	for tok, name := range o.Operators {
 		s.operators = append(s.operators, tokenEntry{[]byte(tok), name})
 	}
-	s.metrics = newMetrics(g.Store())
+	s.metrics = newMetrics(g.Store(), o.Collectors...)
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
 	s.stdio = s.newMCPServer(func(mcp.Request) (string, error) {
 		if s.opts.StdioCaller == "" {
@@ -442,6 +462,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	}
 
 	p := req.Params
+	var hdr http.Header
+	if req.Extra != nil {
+		hdr = req.Extra.Header
+	}
+	ctx = withTraceContext(ctx, p.Meta, hdr)
 	args := p.Arguments
 	if len(args) == 0 {
 		// MCP lets a client omit the arguments of a call without any; that

@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -37,9 +36,9 @@ type bashResult struct {
 	Error     *errorBody `json:"error,omitempty"`
 }
 
-func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+func (s *Set) runBash(ctx context.Context, call *backend.Call) (*backend.Result, error) {
 	var a bashArgs
-	if err := decode(raw, &a); err != nil {
+	if err := decode(call.Arguments, &a); err != nil {
 		return nil, err
 	}
 	timeout := s.bash.Timeout
@@ -58,9 +57,10 @@ func (s *Set) runBash(ctx context.Context, raw json.RawMessage) (*backend.Result
 	stdout := &headTail{max: s.bash.MaxOutputBytes}
 	stderr := &headTail{max: s.bash.MaxOutputBytes}
 	o, err := procsup.Run(ctx, &procsup.Spec{
-		Argv:    []string{"bash", "-c", a.Command},
-		Dir:     s.ws,
-		Env:     s.environ(), // stdin: /dev/null
+		Argv: []string{"bash", "-c", a.Command},
+		Dir:  s.ws,
+		// The call's own TRACEPARENT and TRACESTATE, when it is traced.
+		Env:     append(s.environ(), call.Trace.Env()...), // stdin: /dev/null
 		Stdout:  stdout,
 		Stderr:  stderr,
 		Timeout: timeout,

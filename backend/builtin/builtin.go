@@ -149,8 +149,9 @@ type BashOptions struct {
 	// caps what a call asks for (default 600s).
 	Timeout, MaxTimeout time.Duration
 	// Env names the variables passed from the gateway's environment (those
-	// unset there are left out); nothing else is passed. nil means
-	// [PATH, HOME]; an empty non-nil slice passes nothing.
+	// unset there are left out); nothing else is passed but, for a traced
+	// call, TRACEPARENT and TRACESTATE (the call's own trace context). nil
+	// means [PATH, HOME]; an empty non-nil slice passes nothing.
 	Env []string
 	// MaxOutputBytes caps what is kept of stdout and of stderr, each
 	// (default 64 KiB); the middle of a longer stream is dropped.
@@ -322,7 +323,7 @@ func (s *Set) describe() []tool.Tool {
 		"grep":              {argsOnly(s.grep), tool.Safety{ReadOnly: true, Idempotent: true}, 0},
 		"write":             {argsOnly(s.write), tool.Safety{RequiresApproval: true}, 0},
 		"edit":              {argsOnly(s.edit), tool.Safety{RequiresApproval: true}, 0},
-		"bash":              {argsOnly(s.runBash), tool.Safety{RequiresApproval: true}, s.bash.MaxTimeout + deadlineGrace},
+		"bash":              {s.runBash, tool.Safety{RequiresApproval: true}, s.bash.MaxTimeout + deadlineGrace},
 		"url_fetch":         {argsOnly(s.urlFetch), tool.Safety{ReadOnly: true}, s.fetch.timeout + deadlineGrace},
 		"ask_user_question": {s.ask, tool.Safety{ReadOnly: true}, MaxAskTimeout + deadlineGrace},
 	}

@@ -7,8 +7,9 @@
 //     when it has no slash, and is relative to Spec.Dir when it is a
 //     relative path) starts in its own process group, in Spec.Dir, with an
 //     environment holding exactly the variables named in Spec.Env, taken
-//     from the gateway's environment at the time of the call: nothing else
-//     is passed, not even PATH.
+//     from the gateway's environment at the time of the call, and, for a
+//     traced call, TRACEPARENT and TRACESTATE (the call's own trace
+//     context): nothing else is passed, not even PATH.
 //   - The call's argument bytes, exactly as validated, are written to its
 //     stdin, which is then closed.
 //   - Its stdout is read up to Spec.MaxOutputBytes; the last 4 KiB of its
@@ -138,9 +139,10 @@ func (b *Backend) Invoke(ctx context.Context, call *backend.Call) (*backend.Resu
 	out := &capture{max: b.spec.MaxOutputBytes}
 	tail := &tailBuffer{max: stderrTailBytes}
 	o, err := procsup.Run(ctx, &procsup.Spec{
-		Argv:    b.spec.Argv,
-		Dir:     b.spec.Dir,
-		Env:     b.environ(),
+		Argv: b.spec.Argv,
+		Dir:  b.spec.Dir,
+		// The call's own TRACEPARENT and TRACESTATE, when it is traced.
+		Env:     append(b.environ(), call.Trace.Env()...),
 		Stdin:   stdin,
 		Stdout:  out,
 		Stderr:  tail,

@@ -554,3 +554,28 @@ func TestNoFileDescriptorLeaks(t *testing.T) {
 		t.Errorf("%d open files before, %d after", before, after)
 	}
 }
+
+// A traced call adds its own TRACEPARENT and TRACESTATE, and nothing else;
+// the gateway's own values of those names are not passed.
+func TestTraceContextEnvironment(t *testing.T) {
+	t.Setenv("TRACEPARENT", "00-11111111111111111111111111111111-2222222222222222-01")
+	b := mustNew(t, Spec{Argv: []string{os.Args[0], helperArg, "env"}, Env: []string{"BACKPLANE_TEST_UNSET_VARIABLE"}})
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := b.Invoke(ctx, &backend.Call{Arguments: json.RawMessage(`{}`), Trace: backend.TraceContext{Parent: tp, State: "v=x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `["TRACEPARENT=` + tp + `","TRACESTATE=v=x"]`; string(res.Content) != want {
+		t.Errorf("environment = %s, want %s", res.Content, want)
+	}
+	// Untraced: none.
+	res, err = b.Invoke(ctx, &backend.Call{Arguments: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Content) != `[]` {
+		t.Errorf("untraced environment = %s, want []", res.Content)
+	}
+}

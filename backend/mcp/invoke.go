@@ -45,16 +45,20 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	in := u.calls.begin(ctx, call)
 	defer u.calls.end(in)
 	params := &sdk.CallToolParams{
+		Meta:      call.Trace.Meta(), // traceparent, tracestate
 		Name:      b.name,
 		Arguments: json.RawMessage(call.Arguments),
 	}
 	if call.Client != nil {
 		// The gateway's own token, unique on the connection: the client's
 		// is not (two clients may both use 1), and is restored on relay.
-		params.Meta = sdk.Meta{"progressToken": in.token}
+		if params.Meta == nil {
+			params.Meta = sdk.Meta{}
+		}
+		params.Meta["progressToken"] = in.token
 	}
 	e := &exchange{method: "tools/call"}
-	res, callErr := l.sess.CallTool(withExchange(ctx, e), params)
+	res, callErr := l.sess.CallTool(withExchange(withTrace(ctx, call.Trace), e), params)
 	l.wire.forget(e)
 	in.drain(ctx)
 	sent, done, raw, rpcErr := e.state()

@@ -78,7 +78,7 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 	// The audit log: --audit-log, else the configuration's log.file, else
 	// audit.log in the store folder (stderr for a store that is not a
 	// folder); see package assemble.
-	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly}
+	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly, Version: readVersion().Version}
 	closeTTY := func() {}
 	if f.consoleURL != nil {
 		opts.ApprovalHints = func(id string) []string {

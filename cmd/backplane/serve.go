@@ -18,10 +18,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/server"
 )
 
@@ -104,6 +107,15 @@ func newServeCmd() *cobra.Command {
 func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio bool, httpAddr string, console *atomic.Pointer[string]) error {
 	cfg := s.rt.Config
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	// Over stdio there are no tokens: the issuer's keys are not read.
+	var verifier *oauth.Verifier
+	if !stdio {
+		v, err := newOAuthVerifier(cfg.Serve.OAuth, log)
+		if err != nil {
+			return &inputError{fmt.Errorf("%s: serve.oauth: %w", cfg.Path, err)}
+		}
+		verifier = v
+	}
 	opts := &server.Options{
 		Operators:    cfg.OperatorTokens(),
 		Tokens:       cfg.Serve.Tokens,
@@ -117,6 +129,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
 		AllowedOrigins:       cfg.Serve.AllowedOrigins,
 		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
+		Collectors:           runtimeCollectors(s.rt),
+
+		// Besides the static tokens (serve.oauth, serve.anonymous_caller).
+		OAuth:           verifier,
+		AnonymousCaller: cfg.Serve.AnonymousCaller,
 	}
 	if s.rt.Content != nil {
 		opts.Content, opts.ContentPolicy = s.rt.Content, s.rt.Policy
@@ -156,6 +173,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		if err := config.CheckServeAddr(addr, cfg.Serve.AllowRemote); err != nil {
 			return fmt.Errorf("--http: %w", err)
 		}
+		if cfg.Serve.AnonymousCaller != "" {
+			if err := config.CheckAnonymousAddr(addr); err != nil {
+				return &inputError{fmt.Errorf("--http: serve.anonymous_caller: %w", err)}
+			}
+		}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -177,6 +199,12 @@ func printSummary(w io.Writer, s *gatewaySession, base string) {
 	cfgPath, _ := filepath.Abs(cfg.Path)
 	fmt.Fprintf(w, "backplane serve: MCP at %s%s (configuration %s)\n", base, server.PathMCP, cfgPath)
 	fmt.Fprintf(w, "  caller tokens: serve.tokens in %s (%d)\n", cfgPath, len(cfg.Serve.Tokens))
+	if o := cfg.Serve.OAuth; o != nil {
+		fmt.Fprintf(w, "  oauth: JWT access tokens from %s for %s (caller: claim %s)\n", o.Issuer, o.Audience, o.CallerClaim)
+	}
+	if a := cfg.Serve.AnonymousCaller; a != "" {
+		fmt.Fprintf(w, "  anonymous caller: %s (requests without a token, loopback only)\n", a)
+	}
 	if len(cfg.Operators) == 0 {
 		fmt.Fprintf(w, "  operators: none configured (operators:): /metrics and the console refuse every token\n")
 	}
@@ -283,3 +311,28 @@ func stdinOf(cmd *cobra.Command) io.ReadCloser {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// runtimeCollectors are the runtime's own metrics for /metrics: the trace
+// exporter's counters, when tracing is on.
+func runtimeCollectors(rt *assemble.Runtime) []prometheus.Collector {
+	if rt.Tracing == nil {
+		return nil
+	}
+	return []prometheus.Collector{rt.Tracing.Collector()}
+}
+
+// newOAuthVerifier is the verifier of serve.oauth; nil when it is not set.
+func newOAuthVerifier(o *config.OAuthConfig, log *slog.Logger) (*oauth.Verifier, error) {
+	if o == nil {
+		return nil, nil
+	}
+	return oauth.New(&oauth.Options{
+		Issuer:               o.Issuer,
+		Audience:             o.Audience,
+		KeySetFile:           o.JWKSFile,
+		KeySetURL:            o.JWKSURL,
+		CallerClaim:          o.CallerClaim,
+		AuthorizationServers: o.AuthorizationServers,
+		Logger:               log,
+	})
+}

@@ -133,7 +133,7 @@ func dropSchema(b *testing.B, url, schema string) {
 // newGateway is a gateway over st with one no-op tool of a small schema,
 // callers bench-0..7 allowed, and a quota no run reaches (so the budget
 // check and reservation are part of each call).
-func newGateway(b *testing.B, st store.Store) *gateway.Gateway {
+func newGateway(b *testing.B, st store.Store, opts ...func(*gateway.Options)) *gateway.Gateway {
 	b.Helper()
 	var rules []policy.Rule
 	for i := range 8 {
@@ -143,11 +143,15 @@ func newGateway(b *testing.B, st store.Store) *gateway.Gateway {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := gateway.New(&gateway.Options{
+	o := &gateway.Options{
 		Store:   st,
 		Policy:  pol,
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1 << 60}},
-	})
+	}
+	for _, f := range opts {
+		f(o)
+	}
+	g := gateway.New(o)
 	err = g.Register(gateway.Tool{
 		Name:        "noop",
 		Description: "Does nothing.",

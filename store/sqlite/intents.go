@@ -149,11 +149,9 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 	default:
 		return fmt.Errorf("sqlite store: settle %s: status %q is not succeeded, failed or uncertain", callID, st.Status)
 	}
-	write := s.write1 // one UPDATE, unless budget comes back
-	if store.Released(st.Status) {
-		write = s.write
-	}
-	return write(ctx, func(w *wtx) error {
+	// Not synced on its own (see the package doc): one UPDATE, unless
+	// budget comes back.
+	return s.writeLazy(ctx, !store.Released(st.Status), func(w *wtx) error {
 		// The incarnation condition is what makes recovery safe: once
 		// another process has marked this intent uncertain, or when it
 		// belongs to another incarnation, nothing here can move it.

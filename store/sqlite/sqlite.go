@@ -5,8 +5,14 @@
 //
 // What it promises beyond the store contract:
 //
-//   - Every write is committed with journal_mode=WAL and synchronous=FULL:
-//     when a method returns without error, its write is on stable storage.
+//   - Every write but a settlement is committed with journal_mode=WAL and
+//     synchronous=FULL: when a method returns without error, its write is
+//     on stable storage. Settle returns once its write is committed and
+//     visible (written to the WAL, which survives the process dying) but
+//     before it is synced: the next synced commit, or the writer 100 ms
+//     later, syncs it. An operating-system crash can thus lose the
+//     settlements of that moment, leaving their intents started, for
+//     recovery to mark uncertain; see docs/durability.md.
 //   - Writes of concurrent goroutines share transactions (group commit): one
 //     writer goroutine takes everything queued, up to Options.MaxBatch
 //     requests, and runs it in one transaction, each request inside its own
@@ -64,6 +70,13 @@ type Options struct {
 type Stats struct {
 	// Transactions is the number of write transactions committed.
 	Transactions int64
+	// Synced is how many of them were synced to stable storage at their
+	// commit; the others (settlements alone) were made durable by the next
+	// synced commit or checkpoint.
+	Synced int64
+	// WALSyncs counts the syncs of the write-ahead log the writer made
+	// because no synced commit followed a lazy one soon enough.
+	WALSyncs int64
 	// Requests is the number of write requests those transactions carried
 	// (including requests that failed alone inside their savepoint).
 	Requests int64
@@ -106,7 +119,11 @@ type Store struct {
 	closed   bool
 	inflight sync.WaitGroup
 
-	nTx, nReq atomic.Int64
+	nTx, nSynced, nReq, nWALSync atomic.Int64
+	// unsynced is true while the writer connection runs with
+	// synchronous=NORMAL (for lazy requests); pendingSync while a lazy
+	// commit is not yet synced. Only the writer goroutine touches them.
+	unsynced, pendingSync bool
 
 	// onBatch, when set (by internal tests, before the writes it observes),
 	// is told the size of each committed transaction and how many of its
@@ -273,7 +290,7 @@ func (s *Store) Dir() string { return s.dir }
 
 // Stats returns the writer's counters.
 func (s *Store) Stats() Stats {
-	return Stats{Transactions: s.nTx.Load(), Requests: s.nReq.Load()}
+	return Stats{Transactions: s.nTx.Load(), Synced: s.nSynced.Load(), WALSyncs: s.nWALSync.Load(), Requests: s.nReq.Load()}
 }
 
 // Close waits for writes in progress, marks the incarnation closed, closes

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -21,9 +23,12 @@ type writeReq struct {
 	// and fails only before or in it: SQLite undoes a failed statement
 	// alone, so it needs no savepoint.
 	oneWrite bool
-	state    atomic.Int32 // reqQueued, reqTaken or reqAbandoned
-	err      error        // fn's result, then the batch's
-	done     chan error   // receives the final result once, buffered
+	// lazy marks a request whose durability may wait for the next synced
+	// commit (a settlement): it is committed without a sync of its own.
+	lazy  bool
+	state atomic.Int32 // reqQueued, reqTaken or reqAbandoned
+	err   error        // fn's result, then the batch's
+	done  chan error   // receives the final result once, buffered
 }
 
 const (
@@ -40,16 +45,24 @@ const (
 // the caller waits for the outcome, so no caller ever returns while its
 // write may still commit.
 func (s *Store) write(ctx context.Context, fn func(w *wtx) error) error {
-	return s.enqueue(ctx, false, fn)
+	return s.enqueue(ctx, &writeReq{fn: fn})
 }
 
 // write1 is write for a request that writes at most one statement (see
 // writeReq.oneWrite).
 func (s *Store) write1(ctx context.Context, fn func(w *wtx) error) error {
-	return s.enqueue(ctx, true, fn)
+	return s.enqueue(ctx, &writeReq{fn: fn, oneWrite: true})
 }
 
-func (s *Store) enqueue(ctx context.Context, oneWrite bool, fn func(w *wtx) error) error {
+// writeLazy is write for a request whose durability may wait for the next
+// synced commit: the caller waits until its write is committed and visible
+// to readers, but not for a sync of the disk. Only settlements use it; see
+// the package doc for what a crash can lose.
+func (s *Store) writeLazy(ctx context.Context, oneWrite bool, fn func(w *wtx) error) error {
+	return s.enqueue(ctx, &writeReq{fn: fn, oneWrite: oneWrite, lazy: true})
+}
+
+func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -62,7 +75,7 @@ func (s *Store) enqueue(ctx context.Context, oneWrite bool, fn func(w *wtx) erro
 	s.closeMu.RUnlock()
 	defer s.inflight.Done()
 
-	r := &writeReq{fn: fn, oneWrite: oneWrite, done: make(chan error, 1)}
+	r.done = make(chan error, 1)
 	select {
 	case s.queue <- r:
 	case <-ctx.Done():
@@ -103,37 +116,106 @@ func (s *Store) writer() {
 		lastDur  time.Duration // how long the last transaction took, sync included
 		timedOut bool          // the last wait gave up
 	)
-	for first := range s.queue {
-		batch = append(batch[:0], first)
-		s.drain(&batch)
-		if want := min(expect, s.maxBatch); len(batch) < want && !timedOut {
-			if linger := min(lastDur/2, maxLinger); linger > 0 {
-				timer.Reset(linger)
-			wait:
-				for len(batch) < want {
-					select {
-					case r, ok := <-s.queue:
-						if !ok {
-							break wait
-						}
-						batch = append(batch, r)
-						s.drain(&batch)
-					case <-timer.C:
-						timedOut = true
-						break wait
-					}
+	// flush bounds how long a lazy commit stays unsynced when no synced
+	// commit follows it (an idle gateway after its last settlement).
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	flushArmed := false
+	var carry []*writeReq // settlements queued during the last round's wait, for this one
+	for {
+		batch = append(batch[:0], carry...)
+		carry = carry[:0]
+		if len(batch) == 0 {
+			select {
+			case r, ok := <-s.queue:
+				if !ok {
+					return
 				}
-				timer.Stop()
+				batch = append(batch, r)
+			case <-flush.C:
+				flushArmed = false
+				s.syncWAL()
+				continue
+			}
+		}
+		s.drain(&batch)
+		linger := min(lastDur/2, maxLinger)
+		if want := min(expect, s.maxBatch); len(batch) < want && !timedOut {
+			if linger > 0 {
+				timedOut = !s.collect(&batch, want, linger, timer)
 			}
 		} else {
 			timedOut = false
 		}
 		t0 := time.Now()
-		s.runBatch(w, batch)
+		answered := s.runBatch(w, batch, linger, timer, &carry)
 		lastDur = time.Since(t0)
-		expect = len(batch) + len(s.queue)
+		expect = answered + len(s.queue)
 		clear(batch)
+		switch {
+		case s.pendingSync && !flushArmed:
+			flush.Reset(lazyFlush)
+			flushArmed = true
+		case !s.pendingSync && flushArmed:
+			flush.Stop()
+			flushArmed = false
+		}
 	}
+}
+
+// lazyFlush is the longest a lazy commit stays unsynced: the writer syncs
+// the WAL this long after it unless a synced commit did so before.
+const lazyFlush = 100 * time.Millisecond
+
+// syncWAL makes the lazy commits durable by syncing the WAL file, as the
+// next synced commit would. SQLite has no statement for "sync the WAL now"
+// (a checkpoint syncs it only when it has frames to copy), and fsync(2)
+// flushes a file whichever descriptor asks.
+func (s *Store) syncWAL() {
+	f, err := os.OpenFile(filepath.Join(s.dir, DBFile)+"-wal", os.O_RDWR, 0)
+	if err == nil {
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		// The next synced commit syncs the WAL anyway; until then the
+		// settlements are as safe as a process crash allows (see the
+		// package doc).
+		s.log.Warn("sync of the write-ahead log failed", "error", err)
+		return
+	}
+	s.pendingSync = false
+	s.nWALSync.Add(1)
+}
+
+// collect adds queued requests to batch until it holds want of them,
+// waiting at most linger; it reports whether it got them. timer is the
+// writer's, stopped.
+func (s *Store) collect(batch *[]*writeReq, want int, linger time.Duration, timer *time.Timer) bool {
+	s.drain(batch)
+	if len(*batch) >= want {
+		return true
+	}
+	if linger <= 0 {
+		return false
+	}
+	timer.Reset(linger)
+	defer timer.Stop()
+	for len(*batch) < want {
+		select {
+		case r, ok := <-s.queue:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, r)
+			s.drain(batch)
+		case <-timer.C:
+			return false
+		}
+	}
+	return true
 }
 
 // drain appends to batch what is queued, without waiting.
@@ -154,16 +236,78 @@ func (s *Store) drain(batch *[]*writeReq) {
 // maxLinger caps the writer's wait for returning callers.
 const maxLinger = time.Millisecond
 
-func (s *Store) runBatch(w *wtx, batch []*writeReq) {
-	live := batch[:0]
-	for _, r := range batch {
-		if r.state.CompareAndSwap(reqQueued, reqTaken) {
-			live = append(live, r)
+// runBatch commits what batch holds: the lazy requests first, in a
+// transaction committed without a sync (they are answered as soon as it is
+// visible), then the others in a synced transaction. The lazy ones only
+// settle intents already durable, so running them first changes nothing a
+// durable request could check, and they need not wait for its sync.
+//
+// A caller whose settlement is answered comes straight back with its next
+// call's intent; the synced transaction waits for those (as many as were
+// settled, at most linger) so that they share its sync rather than each
+// call costing two of the writer's rounds.
+//
+// It returns how many requests the synced transaction answered: the
+// callers expected back soon.
+//
+// Settlements that queue during that wait are left in carry, for the next
+// round's unsynced transaction.
+func (s *Store) runBatch(w *wtx, batch []*writeReq, linger time.Duration, timer *time.Timer, carry *[]*writeReq) int {
+	var lazy, durable []*writeReq
+	take := func(rs []*writeReq) {
+		for _, r := range rs {
+			if !r.state.CompareAndSwap(reqQueued, reqTaken) {
+				continue
+			}
+			if r.lazy {
+				lazy = append(lazy, r)
+			} else {
+				durable = append(durable, r)
+			}
 		}
 	}
-	if len(live) == 0 {
-		return
+	take(batch)
+	if len(lazy) > 0 {
+		s.runTx(w, lazy, false)
+		var more []*writeReq
+		s.collect(&more, min(len(lazy), s.maxBatch-len(durable)), linger, timer)
+		for _, r := range more {
+			if r.lazy {
+				// Not taken yet: the next round takes it (or finds it
+				// abandoned), with whatever queues meanwhile.
+				*carry = append(*carry, r)
+			} else if r.state.CompareAndSwap(reqQueued, reqTaken) {
+				durable = append(durable, r)
+			}
+		}
 	}
+	if len(durable) > 0 {
+		s.runTx(w, durable, true)
+	}
+	return len(durable)
+}
+
+// setSynced switches the writer connection between synchronous=FULL (every
+// commit synced) and NORMAL (in WAL mode: commits are written to the WAL,
+// which the next synced commit or checkpoint syncs). It must run outside a
+// transaction.
+func (s *Store) setSynced(w *wtx, synced bool) error {
+	if s.unsynced == !synced {
+		return nil
+	}
+	q := `PRAGMA synchronous = FULL`
+	if !synced {
+		q = `PRAGMA synchronous = NORMAL`
+	}
+	if err := w.execErr(q); err != nil {
+		return err
+	}
+	s.unsynced = !synced
+	return nil
+}
+
+// runTx runs live in one transaction, synced or not.
+func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 	finish := func(txErr error) {
 		for _, r := range live {
 			if txErr != nil {
@@ -177,6 +321,12 @@ func (s *Store) runBatch(w *wtx, batch []*writeReq) {
 	// inside the transaction (budget used, approval state) is current and
 	// stays so until COMMIT, across processes.
 	ctx := context.Background()
+	// A durable batch never runs while the connection is unsynced: if
+	// switching back fails, its callers are told the write failed.
+	if err := s.setSynced(w, synced); err != nil {
+		finish(fmt.Errorf("sqlite store: set synchronous: %w", err))
+		return
+	}
 	if err := retryBusy(ctx, s.log, func() error { return w.execErr(`BEGIN IMMEDIATE`) }); err != nil {
 		finish(fmt.Errorf("sqlite store: begin: %w", err))
 		return
@@ -218,6 +368,11 @@ func (s *Store) runBatch(w *wtx, batch []*writeReq) {
 		return
 	}
 	s.nTx.Add(1)
+	if synced {
+		s.nSynced.Add(1)
+	}
+	// A synced commit syncs the whole WAL, lazy commits before it included.
+	s.pendingSync = !synced
 	s.nReq.Add(int64(len(live)))
 	if s.onBatch != nil {
 		failed := 0
