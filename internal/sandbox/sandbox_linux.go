@@ -69,6 +69,10 @@ func launch(args []string) error {
 	runtime.LockOSThread()
 	if p := spec.Policy; p != nil {
 		if p.Cgroup != "" {
+			// Opened now: once confined, the launcher can open nothing there.
+			if dir := ownPidsCgroup(); dir != "" {
+				origCgroup, _ = os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
+			}
 			if err := os.WriteFile(filepath.Join(p.Cgroup, "cgroup.procs"), []byte("0"), 0); err != nil {
 				return fmt.Errorf("joining the process-count cgroup: %w", err)
 			}
@@ -96,6 +100,33 @@ func launch(args []string) error {
 	return supervise(spec, path, argv)
 }
 
+// origCgroup is the cgroup.procs file of the pids cgroup the launcher was
+// in before it joined the call's (nil when it joined none, or it is
+// unknown), opened before the launcher confined itself.
+var origCgroup *os.File
+
+// ownPidsCgroup is the folder of this process's cgroup v1 pids cgroup, read
+// from /proc/self/cgroup; "" when it cannot be told.
+func ownPidsCgroup() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// hierarchy-ID:controller-list:path
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == "pids" {
+				return filepath.Join(cgroupRoot, filepath.Clean("/"+parts[2]))
+			}
+		}
+	}
+	return ""
+}
+
 // supervise runs the tool as its child, in its own process group (the
 // gateway made it), and waits for it. When the gateway dies (the lifeline
 // reads EOF), it kills the whole group, itself included, and what is left
@@ -110,6 +141,14 @@ func supervise(spec launchSpec, path string, argv []string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("executing %s: %w", path, err)
+	}
+	// The tool was forked inside the call's pids cgroup; the launcher now
+	// leaves it, so that a tool which fills the cgroup (a fork bomb) cannot
+	// starve the launcher's own runtime of the threads it needs to report
+	// and clean up (cgroup v1 counts threads).
+	if origCgroup != nil {
+		_, _ = origCgroup.Write([]byte("0"))
+		origCgroup.Close()
 	}
 	go func() {
 		var b [1]byte
