@@ -456,7 +456,9 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		if hctx, ok := s.httpRequestContext(req.Extra.Header); ok {
 			// With resumable streams, a client that comes back within
 			// ResumeGrace (resume.go) keeps its call.
-			stopHTTP := context.AfterFunc(hctx, func() { s.cancelUnlessResumed(ctx, req.Session, cancel) })
+			// (callCtx: ctx is reassigned below, as this may already run.)
+			callCtx := ctx
+			stopHTTP := context.AfterFunc(hctx, func() { s.cancelUnlessResumed(callCtx, req.Session, cancel) })
 			defer stopHTTP()
 		}
 	}
