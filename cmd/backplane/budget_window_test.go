@@ -29,7 +29,9 @@ func TestBudgetWindowResetsThroughCall(t *testing.T) {
 		}
 		m := g.runAnyJSON(t, "call", "--caller", "alice", "note", `{"text":"a"}`)
 		if m["ok"] != true {
-			continue // the previous pair's window is still full
+			// Only a window still full from the previous pair may refuse it.
+			callError(t, m, "budget_exceeded")
+			continue
 		}
 		m = g.runAnyJSON(t, "call", "--caller", "alice", "note", `{"text":"b"}`)
 		if m["ok"] == true {
