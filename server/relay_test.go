@@ -130,9 +130,11 @@ func TestUpstreamProgressReachesCaller(t *testing.T) {
 	var a, b got
 	ca, cb := client(&a), client(&b)
 	var wg sync.WaitGroup
-	for _, cs := range []*mcp.ClientSession{ca, cb} {
+	for i, cs := range []*mcp.ClientSession{ca, cb} {
 		wg.Go(func() {
-			p := &mcp.CallToolParams{Name: "everything.trigger-long-running-operation", Arguments: map[string]any{"duration": 1, "steps": 4}}
+			// Different arguments: identical ones would share one approval
+			// request (by design), which only one of the calls consumes.
+			p := &mcp.CallToolParams{Name: "everything.trigger-long-running-operation", Arguments: map[string]any{"duration": 1 + i, "steps": 4}}
 			p.SetProgressToken("tok")
 			if res := callCtx(t, cs, p); res.IsError {
 				t.Errorf("the call failed: %s", text(res))
