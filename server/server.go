@@ -510,14 +510,15 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 
 	start := time.Now()
 	res, err := s.g.Call(ctx, cr)
+	var ge *gateway.Error
+	notFound := errors.As(err, &ge) && ge.Class == gateway.ClassNotFound
 	label := p.Name
-	if !s.g.Visible(caller, p.Name) { // a hidden tool is counted as unknown too
+	if notFound { // an unknown tool, or one hidden from this caller: one label
 		label = unknownTool
 	}
 	s.metrics.observe(label, res, err, time.Since(start))
 	if err != nil {
-		var ge *gateway.Error
-		if errors.As(err, &ge) && ge.Class == gateway.ClassNotFound {
+		if notFound {
 			data, _ := json.Marshal(ge)
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: ge.Message, Data: data}
 		}
