@@ -1,0 +1,64 @@
+// Command conformance-fixture serves the conformance fixture server
+// (package conformancefixture) over stdio, or over streamable HTTP at
+// http://ADDR/mcp with -http ADDR (with resumable streams: an in-memory
+// event store). With -http it prints "listening on http://HOST:PORT/mcp"
+// to stderr once it accepts connections, so ADDR may use port 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/internal/conformancefixture"
+)
+
+func main() {
+	addr := flag.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:0) instead of stdio")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if *addr == "" {
+		err = conformancefixture.New().Run(ctx, &mcp.StdioTransport{})
+	} else {
+		err = serveHTTP(ctx, *addr)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Fatal(err)
+	}
+}
+
+func serveHTTP(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	server := conformancefixture.New()
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", handler)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(os.Stderr, "listening on http://%s/mcp\n", ln.Addr())
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
