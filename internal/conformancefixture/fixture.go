@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling and logging are deprecated only from protocol 2026-07-28; the suite's scenarios (2025-11-25 and older) test them.
+
 // Package conformancefixture is an MCP server that implements the test
 // tools, resources and prompts the official conformance suite
 // (@modelcontextprotocol/conformance, pinned in testdata/conformance) calls
@@ -269,7 +271,6 @@ func sampling(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResul
 	if prompt == "" {
 		return toolError("test_sampling needs a prompt (a string)"), nil
 	}
-	//lint:ignore SA1019 the suite tests sampling, deprecated only from protocol 2026-07-28
 	res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
 		Messages:  []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: prompt}}},
 		MaxTokens: 100,
