@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,10 @@ import (
 
 // Version is the fixture's implementation version, sent in initialize.
 const Version = "1.0.0"
+
+// firstUnsupportedVersion is the first protocol version the fixture does
+// not negotiate (see New).
+const firstUnsupportedVersion = "2026-07-28"
 
 // step is the pause between the notifications of the logging and progress
 // tools: the suite asks for ~50ms, so that a client sees several
@@ -47,6 +52,13 @@ func New() *mcp.Server {
 		CompletionHandler:  complete,
 		SubscribeHandler:   f.subscribe,
 		UnsubscribeHandler: f.unsubscribe,
+		// The suite's versions. 2026-07-28 forbids a server's requests
+		// during a call (sampling, elicitation: multi round-trip instead)
+		// and takes the log level from each request; the fixture does
+		// what the earlier versions define, so it does not offer that one.
+		SupportedProtocolVersions: slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool {
+			return v >= firstUnsupportedVersion
+		}),
 	})
 	addTools(s)
 	addResources(s)
