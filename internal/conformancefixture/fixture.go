@@ -189,8 +189,15 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 func addTools(s *mcp.Server) {
+	// Every tool says it is read-only: none changes anything (a gateway
+	// such as Backplane asks a person before a call of any other upstream
+	// tool). The ones that only return fixed content are idempotent too;
+	// those that ask the client (sampling, elicitation) are not.
+	asks := map[string]bool{"test_sampling": true, "test_elicitation": true,
+		"test_elicitation_sep1034_defaults": true, "test_elicitation_sep1330_enums": true}
 	add := func(name, desc string, schema json.RawMessage, h mcp.ToolHandler) {
-		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema}, h)
+		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema,
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: !asks[name]}}, h)
 	}
 	add("test_simple_text", "Returns a simple text block", noArgs,
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -247,3 +247,19 @@ func TestProtocolVersion(t *testing.T) {
 		t.Errorf("negotiated %q, want a version before %s", v, firstUnsupportedVersion)
 	}
 }
+
+func TestToolsReadOnly(t *testing.T) {
+	cs := connect(t, nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tools) == 0 {
+		t.Fatal("no tools")
+	}
+	for _, tl := range res.Tools {
+		if tl.Annotations == nil || !tl.Annotations.ReadOnlyHint {
+			t.Errorf("%s is not annotated read-only", tl.Name)
+		}
+	}
+}
