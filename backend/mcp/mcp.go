@@ -236,12 +236,14 @@ type Upstream struct {
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	link     *link              // the live connection; nil while down
-	downErr  error              // why the server is down
-	tools    map[string]*upTool // by the server's tool name
-	closed   bool
-	restarts int // successful reconnections, for tests and status
+	mu        sync.Mutex
+	link      *link              // the live connection; nil while down
+	downErr   error              // why the server is down
+	tools     map[string]*upTool // by the server's tool name
+	closed    bool
+	restarts  int              // successful reconnections, for tests and status
+	subs      map[string]bool  // resource URIs subscribed (subscribe.go)
+	onUpdated func(uri string) // where their updates go
 }
 
 // ErrClosed is returned by calls made after Close.
@@ -471,6 +473,7 @@ func (u *Upstream) reconnect() (*link, error) {
 	u.downErr = nil
 	u.restarts++
 	u.mu.Unlock()
+	u.resubscribe(ctx, l)
 	u.log.Info("upstream reconnected", "transport", u.transport(), "tools", len(tools))
 	return l, nil
 }
