@@ -253,10 +253,11 @@ type Server struct {
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
 	unlistable   sync.Map // tool name -> struct{}: warned once
 
-	live     sync.Map // Mcp-Session-Id -> *atomic.Int64: its HTTP requests in progress (resume.go)
-	sess     sessions // whose each HTTP session is, for MaxSessionsPerCaller
-	origins  []string // AllowedOrigins, normalised
-	timeouts HTTPTimeouts
+	live         sync.Map // Mcp-Session-Id -> *atomic.Int64: its HTTP requests in progress (resume.go)
+	openSessions sync.Map // Mcp-Session-Id -> struct{}: initialized HTTP sessions not ended yet
+	sess         sessions // whose each HTTP session is, for MaxSessionsPerCaller
+	origins      []string // AllowedOrigins, normalised
+	timeouts     HTTPTimeouts
 }
 
 type tokenEntry struct {
