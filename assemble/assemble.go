@@ -402,7 +402,7 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 			rt.noteSandbox(s.Name, sb)
 		}
 		u, err := mcp.Connect(ctx, mcp.Server{
-			Name: s.Name, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
+			Name: s.Name, Prefix: s.Prefix, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
 			Bridge: &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
 		}, &mcp.Options{
@@ -413,12 +413,44 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 			StartProgress:  startProgressLine(stderr, s),
 		})
 		if err != nil {
-			return &config.Error{File: c.Path, Line: s.Line, Msg: err.Error(), Err: err}
+			msg := err.Error()
+			var ce *mcp.CollisionError
+			if errors.As(err, &ce) {
+				msg += ": " + rt.whereDefined(ce.Tool)
+			}
+			return &config.Error{File: c.Path, Line: s.Line, Msg: msg, Err: err}
 		}
 		rt.closers = append(rt.closers, u)
 		rt.upstreams = append(rt.upstreams, u)
 	}
 	return nil
+}
+
+// whereDefined says which line of the configuration defines the tool
+// name, for a collision's message (both lines named).
+func (rt *Runtime) whereDefined(name string) string {
+	c := rt.Config
+	for _, u := range rt.upstreams {
+		if slices.Contains(u.Tools(), name) {
+			for _, s := range c.Servers {
+				if s.Name == u.Name() {
+					return fmt.Sprintf("a tool of server %s (line %d)", s.Name, s.Line)
+				}
+			}
+		}
+	}
+	for _, t := range c.Tools {
+		if t.Name == name {
+			return fmt.Sprintf("the command tool at line %d", t.Line)
+		}
+	}
+	if slices.Contains(c.Builtin.Enable, name) {
+		if c.Builtin.Line > 0 {
+			return fmt.Sprintf("a built-in tool (builtin, line %d)", c.Builtin.Line)
+		}
+		return "a built-in tool (enabled by default)"
+	}
+	return "a tool registered before the servers"
 }
 
 // Upstream returns the connection to the named server.

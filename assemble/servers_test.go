@@ -195,3 +195,81 @@ func TestOpenFailsOnAServerThatCannotStart(t *testing.T) {
 	}
 	waitGone(t, pids[0])
 }
+
+// TestOpenServerWithoutPrefix: prefix "" exposes the server's tools under
+// their own names, which the policy names bare.
+func TestOpenServerWithoutPrefix(t *testing.T) {
+	path, _ := serverConfig(t, `    prefix: ""
+`)
+	// Only the bare name is granted: a call by it must pass the policy.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = []byte(strings.Replace(string(data), `allow: ["*"]`, `allow: [greet]`, 1))
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := Open(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	res, err := call(rt, "alice", "greet", `{"name":"ann"}`)
+	if err != nil || !strings.Contains(string(res.Result), "hello, ann") {
+		t.Fatalf("greet: %+v, %v", res, err)
+	}
+	if _, _, ok := rt.Gateway.Tool("go.greet"); ok {
+		t.Error("go.greet is registered too")
+	}
+	if src := rt.ToolSource("greet"); src != "server go" {
+		t.Errorf("ToolSource(greet) = %q", src)
+	}
+}
+
+// TestOpenRefusesBareNameCollisions: a server without a prefix whose tool
+// is named like a command tool or another server's tool is refused at
+// start, the message naming both lines.
+func TestOpenRefusesBareNameCollisions(t *testing.T) {
+	for _, c := range []struct {
+		name, extra string
+		line        int    // the refused server's
+		other       string // what the message must say of the other line
+	}{
+		{"command tool", `    prefix: ""
+tools:
+  - name: greet
+    input_schema: {type: object}
+    command: [cat]
+`, 6, "the command tool at line 11"},
+		{"another server", `    prefix: ""
+  - name: second
+    command: [./mcptestserver]
+    prefix: ""
+`, 10, "a tool of server go (line 6)"},
+		{"a prefix that makes another server's name", `  - name: second
+    command: [./mcptestserver]
+    prefix: "go."
+`, 9, "a tool of server go (line 6)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path, logFile := serverConfig(t, c.extra)
+			cfg, err := config.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Open(context.Background(), cfg, nil)
+			var ce *config.Error
+			if !errors.As(err, &ce) || ce.Line != c.line || !strings.Contains(err.Error(), "collides") || !strings.Contains(err.Error(), c.other) {
+				t.Fatalf("Open: %v, want a collision at line %d naming %q", err, c.line, c.other)
+			}
+			for _, pid := range serverPIDs(t, logFile) {
+				waitGone(t, pid)
+			}
+		})
+	}
+}

@@ -83,7 +83,7 @@ func (c *Config) PolicyOptions() *policy.Options {
 	}
 	for _, s := range c.Servers {
 		if s.MainArg != nil {
-			o.MainArgs[s.Name+".*"] = *s.MainArg
+			o.MainArgs[s.ToolPrefix()+"*"] = *s.MainArg // the prefix is never "" here (parse refuses it)
 		}
 	}
 	if c.Workspace != "" {
@@ -96,14 +96,17 @@ func (c *Config) PolicyOptions() *policy.Options {
 }
 
 // KnownTool reports whether name is a tool this configuration defines: an
-// enabled built-in tool, a command tool, or NAME.TOOL of a server (whose
-// tools are known only once it is connected).
+// enabled built-in tool, a command tool, or PREFIX.TOOL of a server (whose
+// tools are known only once it is connected; any name may be a tool of a
+// server with prefix "").
 func (c *Config) KnownTool(name string) bool {
 	if slices.Contains(c.Builtin.Enable, name) || slices.ContainsFunc(c.Tools, func(t ToolConfig) bool { return t.Name == name }) {
 		return true
 	}
-	server, _, ok := strings.Cut(name, ".")
-	return ok && slices.ContainsFunc(c.Servers, func(s ServerConfig) bool { return s.Name == server })
+	return slices.ContainsFunc(c.Servers, func(s ServerConfig) bool {
+		p := s.ToolPrefix()
+		return len(name) > len(p) && strings.HasPrefix(name, p)
+	})
 }
 
 // CompilePolicy builds the policy the configuration describes. A rule that

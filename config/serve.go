@@ -22,7 +22,13 @@ import (
 //	  session_idle_timeout: 30m      # an HTTP session idle this long is closed
 //	  max_sessions_per_caller: 16    # open HTTP sessions per caller; more: 429
 //	  allowed_origins: ["https://app.example"]  # browser origins besides the listener's loopback ones
+//	  resume: {max_bytes: 8388608, grace: 10s}  # resumable HTTP streams (the defaults)
 //
+// resume bounds what the server keeps so that a client whose HTTP stream
+// dropped can reconnect with Last-Event-ID and get what it missed:
+// max_bytes of events in memory (0: streams are not resumable), and how
+// long a call whose request dropped waits for its client to come back
+// before it is cancelled (grace; 0s: at once).
 // The HTTP address must be on the loopback interface unless allow_remote is
 // true: the tokens travel in clear over plain HTTP. With no tokens every
 // HTTP request is refused (401). `serve --stdio` needs a stdio_caller.
@@ -59,14 +65,27 @@ type ServeConfig struct {
 	// Authorization header; "" (the default) refuses such requests. Only
 	// for a loopback listener: refused at load otherwise.
 	AnonymousCaller string
+	// ResumeBytes bounds the events kept for resuming HTTP streams: 0
+	// means the default (8 MiB), negative no resumption (resume.max_bytes
+	// 0 in the file).
+	ResumeBytes int
+	// ResumeGrace is how long a call whose HTTP request dropped waits for
+	// its client to resume: 0 means the default (10s), negative at once
+	// (resume.grace 0s in the file).
+	ResumeGrace time.Duration
 	// Line is where the serve section starts (0 when absent).
 	Line int
 
 	approvalWaitSet bool
 }
 
-// Serve defaults.
+// Serve defaults and bounds.
 const (
+	// MaxResumeBytes bounds serve.resume.max_bytes (1 GiB).
+	MaxResumeBytes = 1 << 30
+	// MaxResumeGrace bounds serve.resume.grace.
+	MaxResumeGrace = 10 * time.Minute
+
 	DefaultServeHTTP         = "127.0.0.1:8787"
 	DefaultServeApprovalWait = 0
 	// MaxServeApprovalWait is approval.MaxWait: below the MCP SDK clients'
@@ -129,6 +148,31 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 				err = p.errAt(v, "serve max_sessions_per_caller must be from 1 to 1048576")
 			}
 			c.Serve.MaxSessionsPerCaller = int(n)
+		case "resume":
+			err = p.mapping(v, "serve resume", func(key string, _, v *yaml.Node) error {
+				switch key {
+				case "max_bytes":
+					n, err := p.integer(v, "serve resume max_bytes")
+					if err == nil && (n < 0 || n > MaxResumeBytes) {
+						err = p.errAt(v, "serve resume max_bytes must be from 0 (no resumable streams) to %d", MaxResumeBytes)
+					}
+					c.Serve.ResumeBytes = int(n)
+					if n == 0 {
+						c.Serve.ResumeBytes = -1
+					}
+					return err
+				default: // grace
+					d, err := p.duration(v, "serve resume grace")
+					if err == nil && (d < 0 || d > MaxResumeGrace) {
+						err = p.errAt(v, "serve resume grace must be from 0s (cancel at once) to %s", MaxResumeGrace)
+					}
+					c.Serve.ResumeGrace = d
+					if d == 0 {
+						c.Serve.ResumeGrace = -1
+					}
+					return err
+				}
+			}, "max_bytes", "grace")
 		case "oauth":
 			err = p.oauth(c, v)
 		case "anonymous_caller":
@@ -146,7 +190,7 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			}
 		}
 		return err
-	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "oauth", "anonymous_caller")
+	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "oauth", "anonymous_caller", "resume")
 	if err != nil {
 		return err
 	}

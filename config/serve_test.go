@@ -143,3 +143,39 @@ func TestServeLimits(t *testing.T) {
 		t.Errorf("serve %+v", c.Serve)
 	}
 }
+
+// TestServeResume: serve.resume sets the event buffer and the grace; 0
+// turns each off; left out, the server's defaults (0 here) apply.
+func TestServeResume(t *testing.T) {
+	for _, c := range []struct {
+		src   string
+		bytes int
+		grace time.Duration
+	}{
+		{"serve: {}\n", 0, 0},
+		{"serve:\n  resume: {max_bytes: 1048576, grace: 30s}\n", 1 << 20, 30 * time.Second},
+		{"serve:\n  resume: {max_bytes: 0}\n", -1, 0},
+		{"serve:\n  resume: {grace: 0s}\n", 0, -1},
+	} {
+		cfg, err := Parse([]byte(c.src), "backplane.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", c.src, err)
+		}
+		if cfg.Serve.ResumeBytes != c.bytes || cfg.Serve.ResumeGrace != c.grace {
+			t.Errorf("%q: ResumeBytes %d, ResumeGrace %v; want %d, %v", c.src, cfg.Serve.ResumeBytes, cfg.Serve.ResumeGrace, c.bytes, c.grace)
+		}
+	}
+	for src, msg := range map[string]string{
+		"serve:\n  resume: {max_bytes: -1}\n":         "max_bytes must be from 0",
+		"serve:\n  resume: {max_bytes: 2147483648}\n": "max_bytes must be from 0",
+		"serve:\n  resume: {grace: 1h}\n":             "grace must be from 0s",
+		"serve:\n  resume: {buffer: 1}\n":             `unknown key "buffer"`,
+		"serve:\n  resume: 10s\n":                     "must be a mapping",
+	} {
+		_, err := Parse([]byte(src), "backplane.yaml")
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Line != 2 || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v, want line 2 saying %q", src, err, msg)
+		}
+	}
+}

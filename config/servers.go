@@ -18,7 +18,7 @@ const (
 )
 
 // ServerConfig is one upstream MCP server, whose tools the gateway
-// registers as NAME.TOOL (package backend/mcp):
+// registers as NAME.TOOL (package backend/mcp), or under another prefix:
 //
 //	servers:
 //	  - name: everything
@@ -31,7 +31,15 @@ const (
 //	    headers: {Authorization: "Bearer upstream-secret"}
 //	    validator: draft2020-12
 //	    bridge: {sampling: false, elicitation: true, roots: true}
+//	  - name: fixture
+//	    command: [./fixture]
+//	    prefix: ""                   # its tools under their own names
 //
+// prefix is put before each of the server's tool names: NAME. by default;
+// "" exposes them as the server names them (policy rules then name the
+// bare tool). A prefixed name that collides with another tool (built-in,
+// command tool, another server's) refuses the start, naming both lines.
+// main_arg needs a non-empty prefix (it applies to PREFIX*).
 // bridge says which requests the server may make, during a call, of the
 // client that made the call (relayed to it when it declared the same
 // capability): sampling/createMessage, elicitation/create, roots/list.
@@ -44,9 +52,12 @@ const (
 // and fails, naming the server's line, when one cannot be reached or one
 // of its tools collides with another tool.
 type ServerConfig struct {
-	// Name prefixes the server's tools: letters, digits, '_' and '-' (no
-	// dots: a tool is NAME.TOOL).
+	// Name names the server: letters, digits, '_' and '-' (no dots: its
+	// tools are NAME.TOOL unless Prefix says otherwise).
 	Name string
+	// Prefix, when set, replaces "NAME." before the server's tool names
+	// ("" for none); nil means the default (see [ServerConfig.ToolPrefix]).
+	Prefix *string
 	// Command is the program and its arguments, run without a shell.
 	Command []string
 	// Env names the variables passed through to the program, besides PATH
@@ -75,6 +86,15 @@ type ServerConfig struct {
 	Line int
 }
 
+// ToolPrefix is what the server's tool names are prefixed with: Prefix,
+// or NAME. by default.
+func (s ServerConfig) ToolPrefix() string {
+	if s.Prefix != nil {
+		return *s.Prefix
+	}
+	return s.Name + "."
+}
+
 // Bridge is a server's bridge setting (see [ServerConfig]).
 type Bridge struct {
 	Sampling, Elicitation, Roots bool
@@ -91,13 +111,17 @@ const (
 	MaxConnectTimeout     = 30 * time.Minute
 )
 
-var serverNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var (
+	serverNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	// A prefix is made of the characters MCP allows in a tool name.
+	toolPrefixRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{0,64}$`)
+)
 
 func (p *parser) servers(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "servers", func(item *yaml.Node) error {
 		s := ServerConfig{Line: item.Line, Validator: ValidatorSubset, Bridge: DefaultBridge()}
-		var nameNode, cmdNode, urlNode, envNode, headersNode, sandboxNode *yaml.Node
+		var nameNode, cmdNode, urlNode, envNode, headersNode, sandboxNode, mainArgNode *yaml.Node
 		err := p.mapping(item, "a server", func(key string, k, v *yaml.Node) error {
 			var err error
 			switch key {
@@ -168,7 +192,14 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 					}
 					return err
 				}, "sampling", "elicitation", "roots")
+			case "prefix":
+				var prefix string
+				if prefix, err = p.str(v, "prefix"); err == nil && !toolPrefixRe.MatchString(prefix) {
+					err = p.errAt(v, "prefix %q: use at most 64 letters, digits, '_', '-' or '.' (\"\" for none)", prefix)
+				}
+				s.Prefix = &prefix
 			case "main_arg":
+				mainArgNode = v
 				s.MainArg, err = p.mainArg(v)
 			case "connect_timeout":
 				if s.ConnectTimeout, err = p.duration(v, "connect_timeout"); err == nil &&
@@ -177,7 +208,7 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 				}
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "connect_timeout", "bridge")
+		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "connect_timeout", "bridge", "prefix")
 		if err != nil {
 			return err
 		}
@@ -199,6 +230,8 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 			return p.errAt(headersNode, "server %s: headers apply to a url, not to a command", s.Name)
 		case sandboxNode != nil && urlNode != nil:
 			return p.errAt(sandboxNode, "server %s: sandbox applies to a command, not to a url", s.Name)
+		case mainArgNode != nil && s.ToolPrefix() == "":
+			return p.errAt(mainArgNode, "server %s: main_arg needs a prefix (it applies to every PREFIX* tool); with prefix \"\" name the tools' arguments in the policy instead", s.Name)
 		}
 		c.Servers = append(c.Servers, s)
 		return nil

@@ -95,6 +95,10 @@ func TestServersErrorsNameTheLine(t *testing.T) {
 		{"bridge unknown", "servers:\n  - name: a\n    command: [x]\n    bridge: {tasks: true}\n", 4, `unknown key "tasks" in bridge`},
 		{"bridge not a bool", "servers:\n  - name: a\n    command: [x]\n    bridge: {sampling: 1}\n", 4, "bridge.sampling must be true or false"},
 		{"unknown key", "servers:\n  - name: a\n    command: [x]\n    dir: /tmp\n", 4, `unknown key "dir" in a server`},
+		{"prefix with a space", "servers:\n  - name: a\n    command: [x]\n    prefix: \"a b\"\n", 4, `prefix "a b"`},
+		{"prefix with a glob", "servers:\n  - name: a\n    command: [x]\n    prefix: \"a*\"\n", 4, `prefix "a*"`},
+		{"prefix not a string", "servers:\n  - name: a\n    command: [x]\n    prefix: [a]\n", 4, "prefix must be a string"},
+		{"main_arg without prefix", "servers:\n  - name: a\n    command: [x]\n    prefix: \"\"\n    main_arg: {name: path}\n", 5, "main_arg needs a prefix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), "backplane.yaml")
@@ -110,6 +114,49 @@ func TestServersErrorsNameTheLine(t *testing.T) {
 				t.Errorf("the message quotes a header value: %v", err)
 			}
 		})
+	}
+}
+
+// TestServersPrefix: prefix replaces NAME. before the tools' names; ""
+// leaves them bare, and then any name may be one of the server's tools.
+func TestServersPrefix(t *testing.T) {
+	c, err := Parse([]byte(`servers:
+  - name: a
+    command: [x]
+  - name: b
+    command: [x]
+    prefix: ""
+  - name: c
+    command: [x]
+    prefix: c_
+    main_arg: {name: path}
+`), "backplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"a.", "", "c_"} {
+		if got := c.Servers[i].ToolPrefix(); got != want {
+			t.Errorf("server %s: prefix %q, want %q", c.Servers[i].Name, got, want)
+		}
+	}
+	if c.Servers[0].Prefix != nil {
+		t.Errorf("server a: Prefix %q, want unset", *c.Servers[0].Prefix)
+	}
+	if _, ok := c.PolicyOptions().MainArgs["c_*"]; !ok {
+		t.Errorf("main_arg of c is not under c_*: %v", c.PolicyOptions().MainArgs)
+	}
+	for _, name := range []string{"a.x", "c_x", "anything"} {
+		if !c.KnownTool(name) {
+			t.Errorf("KnownTool(%q) = false", name)
+		}
+	}
+	// Without a server lacking a prefix, an unprefixed name is unknown.
+	c, err = Parse([]byte("servers:\n  - name: a\n    command: [x]\n"), "backplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.KnownTool("x") || c.KnownTool("a.") || !c.KnownTool("a.x") {
+		t.Errorf("KnownTool: x %v, a. %v, a.x %v", c.KnownTool("x"), c.KnownTool("a."), c.KnownTool("a.x"))
 	}
 }
 

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -10,13 +12,28 @@ import (
 	"github.com/agentbackplane/backplane/policy"
 )
 
-// ContentSource is where the resources and prompts served come from: the
-// upstream MCP servers' (package backend/mcp's Content).
+// ContentSource is where the resources, resource templates, prompts and
+// completions served come from: the upstream MCP servers' (package
+// backend/mcp's Content).
 type ContentSource interface {
 	ListResources(ctx context.Context) ([]*mcp.Resource, error)
+	ListResourceTemplates(ctx context.Context) ([]*mcp.ResourceTemplate, error)
 	ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error)
 	ListPrompts(ctx context.Context) ([]*mcp.Prompt, error)
 	GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error)
+	// Complete answers completion/complete for a prompt or a resource
+	// template.
+	Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error)
+	// Subscribe and Unsubscribe are counted: each Subscribe of a URI is
+	// matched by one Unsubscribe.
+	Subscribe(ctx context.Context, uri string) error
+	Unsubscribe(ctx context.Context, uri string) error
+	// OnResourceUpdated sets what is called with each updated URI that
+	// is subscribed.
+	OnResourceUpdated(fn func(uri string))
+	// Offers says whether completions and subscriptions are offered (an
+	// upstream declared them).
+	Offers() (completions, subscribe bool)
 }
 
 // codeResourceNotFound is MCP's error for a resource that cannot be read.
@@ -52,8 +69,19 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 		}
 		return res, nil
 	case "resources/templates/list":
-		// Templates name no URI a policy could grant: none are offered.
-		return &mcp.ListResourceTemplatesResult{ResourceTemplates: []*mcp.ResourceTemplate{}}, nil
+		// Granted by the same globs, matched against the URI template
+		// itself; a URI read through a template is decided on its own.
+		all, err := src.ListResourceTemplates(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res := &mcp.ListResourceTemplatesResult{ResourceTemplates: []*mcp.ResourceTemplate{}}
+		for _, t := range all {
+			if allowed(policy.KindResource, t.URITemplate) {
+				res.ResourceTemplates = append(res.ResourceTemplates, t)
+			}
+		}
+		return res, nil
 	case "resources/read":
 		p, _ := req.GetParams().(*mcp.ReadResourceParams)
 		if p == nil {
@@ -117,9 +145,155 @@ func contentError(err error, code int64, msg string) error {
 
 // auditContent writes one audit event of a resource read or prompt get.
 func (s *Server) auditContent(caller, kind, name, outcome, reason string) {
+	s.auditContentStep("read", caller, kind, name, outcome, reason)
+}
+
+// auditContentStep writes one audit event of a read, get, completion or
+// subscription (step).
+func (s *Server) auditContentStep(step, caller, kind, name, outcome, reason string) {
 	log := s.opts.Audit
 	if log == nil {
 		log = s.log
 	}
-	log.Info(kind, "step", "read", "outcome", outcome, "caller", caller, kind, name, "reason", reason)
+	log.Info(kind, "step", step, "outcome", outcome, "caller", caller, kind, name, "reason", reason)
+}
+
+// complete answers completion/complete: the prompt or resource template
+// it names must be granted to caller, as for a get or a read (one not
+// granted is answered as unknown); each is audited (step "complete").
+func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest, caller string) (*mcp.CompleteResult, error) {
+	p := req.Params
+	if p == nil || p.Ref == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete: missing ref"}
+	}
+	pol := s.contentPolicy()
+	var kind, name string
+	var code int64
+	switch p.Ref.Type {
+	case "ref/prompt":
+		kind, name, code = policy.KindPrompt, p.Ref.Name, jsonrpc.CodeInvalidParams
+	case "ref/resource":
+		kind, name, code = policy.KindResource, p.Ref.URI, codeResourceNotFound
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete: unknown ref type " + p.Ref.Type}
+	}
+	unknown := "unknown prompt: " + name
+	if kind == policy.KindResource {
+		unknown = "resource not found: " + name
+	}
+	d := pol.DecideContent(caller, kind, name)
+	if !d.Allow {
+		s.auditContentStep("complete", caller, kind, name, "deny", d.Reason)
+		return nil, &jsonrpc.Error{Code: code, Message: unknown}
+	}
+	res, err := s.opts.Content.Complete(ctx, p)
+	s.auditContentStep("complete", caller, kind, name, outcomeOf(err), d.Reason)
+	return res, contentError(err, code, unknown)
+}
+
+func (s *Server) contentPolicy() policy.ContentPolicy {
+	if s.opts.ContentPolicy == nil {
+		return policy.DenyAll{}
+	}
+	return s.opts.ContentPolicy
+}
+
+// subscriptions are the resource URIs each session subscribed to through
+// the server; the upstream is subscribed while any session is (the
+// source counts). The SDK keeps its own record of who to notify, fed by
+// the same handlers, and forgets a session when it ends.
+type subscriptions struct {
+	mu        sync.Mutex
+	bySession map[*mcp.ServerSession]map[string]bool
+}
+
+// subscribe is the SDK's SubscribeHandler: granted like a read (one not
+// granted is answered as unknown), audited (step "subscribe"), passed to
+// the upstream that answers for the URI.
+func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest, caller string) error {
+	if req.Params == nil || req.Session == nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "resources/subscribe: missing params"}
+	}
+	uri, ss := req.Params.URI, req.Session
+	d := s.contentPolicy().DecideContent(caller, policy.KindResource, uri)
+	if !d.Allow {
+		s.auditContentStep("subscribe", caller, policy.KindResource, uri, "deny", d.Reason)
+		return &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + uri}
+	}
+	s.subs.mu.Lock()
+	if s.subs.bySession[ss][uri] {
+		s.subs.mu.Unlock()
+		return nil // already: the upstream's count stays
+	}
+	s.subs.mu.Unlock()
+	if err := s.opts.Content.Subscribe(ctx, uri); err != nil {
+		s.auditContentStep("subscribe", caller, policy.KindResource, uri, "error", d.Reason)
+		return contentError(err, codeResourceNotFound, "resource not found: "+uri)
+	}
+	s.subs.mu.Lock()
+	uris, seen := s.subs.bySession[ss]
+	if !seen {
+		if s.subs.bySession == nil {
+			s.subs.bySession = map[*mcp.ServerSession]map[string]bool{}
+		}
+		uris = map[string]bool{}
+		s.subs.bySession[ss] = uris
+	}
+	dup := uris[uri] // a concurrent subscribe of the same session won
+	uris[uri] = true
+	s.subs.mu.Unlock()
+	if dup {
+		s.opts.Content.Unsubscribe(context.WithoutCancel(ctx), uri)
+	}
+	if !seen {
+		go func() { // its subscriptions end with the session
+			ss.Wait()
+			s.subs.mu.Lock()
+			uris := s.subs.bySession[ss]
+			delete(s.subs.bySession, ss)
+			s.subs.mu.Unlock()
+			for uri := range uris {
+				s.unsubscribeUpstream(uri)
+			}
+		}()
+	}
+	s.auditContentStep("subscribe", caller, policy.KindResource, uri, "ok", d.Reason)
+	return nil
+}
+
+// unsubscribe is the SDK's UnsubscribeHandler; unsubscribing from what the
+// session is not subscribed to is no error.
+func (s *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	if req.Params == nil || req.Session == nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "resources/unsubscribe: missing params"}
+	}
+	s.subs.mu.Lock()
+	had := s.subs.bySession[req.Session][req.Params.URI]
+	delete(s.subs.bySession[req.Session], req.Params.URI)
+	s.subs.mu.Unlock()
+	if had {
+		s.unsubscribeUpstream(req.Params.URI)
+	}
+	return nil
+}
+
+func (s *Server) unsubscribeUpstream(uri string) {
+	ctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
+	defer cancel()
+	if err := s.opts.Content.Unsubscribe(ctx, uri); err != nil {
+		s.log.Warn("upstream resource not unsubscribed", "uri", uri, "error", err.Error())
+	}
+}
+
+// unsubscribeTimeout bounds an upstream's answer to resources/unsubscribe
+// sent when a session ends or unsubscribes.
+const unsubscribeTimeout = 10 * time.Second
+
+// resourceUpdated sends notifications/resources/updated to the sessions
+// subscribed to uri (the SDK's record), and to no other.
+func (s *Server) resourceUpdated(uri string) {
+	p := &mcp.ResourceUpdatedNotificationParams{URI: uri}
+	for _, srv := range []*mcp.Server{s.stdio, s.http} {
+		srv.ResourceUpdated(context.Background(), p)
+	}
 }

@@ -77,6 +77,7 @@ func (s *Server) recordSession(ss *mcp.ServerSession, caller string) {
 	if ss == nil || ss.ID() == "" {
 		return // stdio: one session, nothing to bound
 	}
+	s.sessionOpened(ss)
 	s.sess.mu.Lock()
 	s.sess.owner[ss.ID()] = caller
 	if s.sess.pending[caller] > 0 {

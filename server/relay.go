@@ -19,8 +19,12 @@ import (
 func (s *Server) capabilities(caps *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	caps.Logging = &mcp.LoggingCapabilities{}
 	if s.opts.Content != nil {
-		caps.Resources = &mcp.ResourceCapabilities{}
+		completions, subscribe := s.opts.Content.Offers()
+		caps.Resources = &mcp.ResourceCapabilities{Subscribe: subscribe}
 		caps.Prompts = &mcp.PromptCapabilities{}
+		if completions {
+			caps.Completions = &mcp.CompletionCapabilities{}
+		}
 	}
 	caps.Tools.ListChanged = true // to the sessions concerned (listchanged.go)
 	return caps

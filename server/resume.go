@@ -44,7 +44,37 @@ func (s *Server) sessionRequest(session string) func() {
 	v, _ := s.live.LoadOrStore(session, new(atomic.Int64))
 	n := v.(*atomic.Int64)
 	n.Add(1)
-	return func() { n.Add(-1) }
+	return func() {
+		// The counter of a session that ended (or never was) goes with
+		// its last request; an open one's stays for cancelUnlessResumed.
+		if n.Add(-1) == 0 {
+			if _, open := s.openSessions.Load(session); !open {
+				s.live.CompareAndDelete(session, v)
+			}
+		}
+	}
+}
+
+// sessionOpened records an initialized HTTP session until it ends; then
+// its request counter is forgotten (one per session would otherwise stay
+// for the life of the process).
+func (s *Server) sessionOpened(ss *mcp.ServerSession) {
+	id := ss.ID()
+	s.openSessions.Store(id, struct{}{})
+	go func() {
+		ss.Wait()
+		s.openSessions.Delete(id)
+		if v, ok := s.live.Load(id); ok && v.(*atomic.Int64).Load() == 0 {
+			s.live.CompareAndDelete(id, v)
+		}
+	}()
+}
+
+// liveCounters is how many HTTP sessions have a request counter (tests).
+func (s *Server) liveCounters() int {
+	n := 0
+	s.live.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // cancelUnlessResumed runs when the HTTP request of a call ends before the

@@ -198,3 +198,86 @@ func TestDroppedClientThatNeverReturnsIsCancelled(t *testing.T) {
 		t.Errorf("the tool ran %d times for a client that was gone", f.dangers.Load())
 	}
 }
+
+// TestSessionCountersForgotten: the per-session request counter kept for
+// resumption goes when its session ends, and none is kept for a session
+// id the server does not know.
+func TestSessionCountersForgotten(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-a": "alice"}})
+	hs := httpServer(t, s)
+	cs, err := connectHTTP(t, hs, "tok-a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call(t, cs, "echo", map[string]any{"x": 1})
+	if n := server.LiveCounters(s); n != 1 {
+		t.Fatalf("an open session: %d counters, want 1", n)
+	}
+	// A request naming a session that does not exist.
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+server.PathMCP, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Authorization", "Bearer tok-a")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", "no-such-session")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if n := server.LiveCounters(s); n != 1 {
+		t.Errorf("after a request of an unknown session: %d counters, want 1", n)
+	}
+	cs.Close() // DELETE: the session ends
+	deadline := time.Now().Add(10 * time.Second)
+	for server.LiveCounters(s) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended session's counter is still kept (%d)", server.LiveCounters(s))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSessionCounterForgottenAtIdleTimeout: a session closed by the server
+// (idle), not by its client, leaves no counter either.
+func TestSessionCounterForgottenAtIdleTimeout(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-a": "alice"}, SessionIdleTimeout: 300 * time.Millisecond})
+	hs := httpServer(t, s)
+	// A raw session: no standalone stream held open, so it goes idle.
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	post := func(session, body string) string {
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+server.PathMCP, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok-a")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header.Get("Mcp-Session-Id")
+	}
+	id := post("", init)
+	if id == "" {
+		t.Fatal("no session id")
+	}
+	post(id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post(id, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if n := server.LiveCounters(s); n != 1 {
+		t.Fatalf("an open session: %d counters, want 1", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for server.LiveCounters(s) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session's counter is still kept (%d)", server.LiveCounters(s))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -59,8 +59,15 @@
 //     listed, read and got as [Options.ContentPolicy] grants them to the
 //     caller (policy keys resources and prompts; default deny): one not
 //     granted is answered as unknown. Each read and get is audited
-//     ([Options.Audit]). Resource templates are not offered (a template
-//     names no URI a policy could grant), nor subscriptions.
+//     ([Options.Audit]). Resource templates are listed as the same
+//     globs grant their URI template; a URI no upstream lists as a
+//     resource is read from the upstream whose templates match it (none
+//     when templates of two upstreams do). completion/complete for a
+//     prompt or resource template, and resources/subscribe, are granted
+//     like a get or a read, audited, and passed to that upstream; its
+//     notifications/resources/updated go to the sessions subscribed to
+//     that URI only. The completions capability and resources.subscribe
+//     are declared only when an upstream declared them.
 //   - HTTP streams are resumable: every event has an id and is kept in a
 //     bounded in-memory store ([Options.ResumeBytes]), so a client whose
 //     connection drops during a long call or an approval wait reconnects
@@ -239,16 +246,18 @@ type Server struct {
 	shutdown    bool           // Shutdown was called
 	httpServers []*http.Server // those ServeHTTP runs, stopped by Shutdown
 
-	changes listChanges // list_changed to the sessions whose catalog changed
+	changes listChanges   // list_changed to the sessions whose catalog changed
+	subs    subscriptions // resource subscriptions of the sessions (content.go)
 
 	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
 	unlistable   sync.Map // tool name -> struct{}: warned once
 
-	live     sync.Map // Mcp-Session-Id -> *atomic.Int64: its HTTP requests in progress (resume.go)
-	sess     sessions // whose each HTTP session is, for MaxSessionsPerCaller
-	origins  []string // AllowedOrigins, normalised
-	timeouts HTTPTimeouts
+	live         sync.Map // Mcp-Session-Id -> *atomic.Int64: its HTTP requests in progress (resume.go)
+	openSessions sync.Map // Mcp-Session-Id -> struct{}: initialized HTTP sessions not ended yet
+	sess         sessions // whose each HTTP session is, for MaxSessionsPerCaller
+	origins      []string // AllowedOrigins, normalised
+	timeouts     HTTPTimeouts
 }
 
 type tokenEntry struct {
@@ -301,6 +310,9 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	})
 	s.http = s.newMCPServer(callerFromToken)
 	g.OnChange(s.catalogChanged)
+	if o.Content != nil {
+		o.Content.OnResourceUpdated(s.resourceUpdated)
+	}
 	s.httpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.http },
 		&mcp.StreamableHTTPOptions{Logger: s.sdkLog, SessionTimeout: idle, EventStore: s.eventStore()})
 	return s
@@ -316,7 +328,7 @@ func callerFromToken(req mcp.Request) (string, error) {
 }
 
 func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "backplane", Version: s.opts.Version}, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		Logger: s.sdkLog,
 		// The tools are the gateway's, served by the middleware below; the
 		// capability is declared rather than inferred from registrations.
@@ -325,7 +337,33 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		Capabilities:              s.capabilities(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}),
 		SupportedProtocolVersions: ProtocolVersions,
 		PageSize:                  s.opts.PageSize,
-	})
+	}
+	// Completions and subscriptions go through the SDK's handlers (which
+	// check their params, and record who subscribed to what), only when
+	// an upstream offers them.
+	if s.opts.Content != nil {
+		completions, subscribe := s.opts.Content.Offers()
+		if completions {
+			opts.CompletionHandler = func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+				caller, err := callerOf(req)
+				if err != nil {
+					return nil, err
+				}
+				return s.complete(ctx, req, caller)
+			}
+		}
+		if subscribe {
+			opts.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
+				caller, err := callerOf(req)
+				if err != nil {
+					return err
+				}
+				return s.subscribe(ctx, req, caller)
+			}
+			opts.UnsubscribeHandler = s.unsubscribe
+		}
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "backplane", Version: s.opts.Version}, opts)
 	srv.AddReceivingMiddleware(s.middleware(callerOf))
 	srv.AddSendingMiddleware(s.listChangedFilter)
 	return srv

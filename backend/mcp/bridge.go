@@ -259,6 +259,7 @@ func (u *Upstream) clientOptions() *sdk.ClientOptions {
 		},
 		ProgressNotificationHandler: u.onProgress,
 		LoggingMessageHandler:       u.onLog,
+		ResourceUpdatedHandler:      u.onResourceUpdated,
 		MultiRoundTrip:              &sdk.MultiRoundTripOptions{Disabled: true},
 	}
 }

@@ -31,7 +31,7 @@ type rawTool struct {
 // upTool is a registered tool of the server.
 type upTool struct {
 	name    string // the server's name for it
-	full    string // NAME.TOOL
+	full    string // PREFIX TOOL (NAME.TOOL by default)
 	desc    string
 	schema  json.RawMessage
 	safety  tool.Safety
@@ -247,7 +247,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 	}
 	listed := map[string]bool{}
 	for _, t := range tools {
-		full := u.srv.Name + "." + t.Name
+		full := u.srv.ToolPrefix() + t.Name
 		if listed[t.Name] {
 			if atStart {
 				return fmt.Errorf("tools/list names %s twice", t.Name)
@@ -291,7 +291,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			}
 			continue
 		case errors.Is(err, tool.ErrAlreadyRegistered):
-			err = fmt.Errorf("tool %s collides with a tool already registered under that name", full)
+			err = &CollisionError{Tool: full}
 		}
 		if atStart {
 			return err
@@ -307,6 +307,19 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 	}
 	return nil
 }
+
+// CollisionError is a tool of the server whose name (with its prefix) is
+// already registered by another tool.
+type CollisionError struct {
+	Tool string // the name both would have
+}
+
+func (e *CollisionError) Error() string {
+	return fmt.Sprintf("tool %s collides with a tool already registered under that name", e.Tool)
+}
+
+// Unwrap makes errors.Is(err, tool.ErrAlreadyRegistered) hold.
+func (e *CollisionError) Unwrap() error { return tool.ErrAlreadyRegistered }
 
 // unregister removes t from the registry. Only tools this upstream
 // registered are in u.tools, and a registry refuses a second registration

@@ -4,18 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
 )
 
 // maxContentItems bounds one server's resources or prompts listing.
 const maxContentItems = 10000
 
+// maxTemplateLen bounds a resource template's URI template: a longer one
+// is left out rather than compiled.
+const maxTemplateLen = 2048
+
 // ErrUnknownContent is returned for a resource or prompt no server lists.
 var ErrUnknownContent = errors.New("mcp: no server lists it")
+
+// ErrAmbiguousContent is returned for a URI that templates of more than one
+// server match (and that no server lists as a resource): which server
+// should answer cannot be decided, so none is asked.
+var ErrAmbiguousContent = errors.New("mcp: the resource templates of several servers match it")
 
 // Resources lists the server's resources now (none when it offers none).
 func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
@@ -37,6 +48,41 @@ func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// ResourceTemplates lists the server's resource templates now (none when
+// it offers no resources).
+func (u *Upstream) ResourceTemplates(ctx context.Context) ([]*sdk.ResourceTemplate, error) {
+	l, err := u.current()
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
+	}
+	if ir := l.sess.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Resources == nil {
+		return nil, nil
+	}
+	var out []*sdk.ResourceTemplate
+	for r, err := range l.sess.ResourceTemplates(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("server %s: resources/templates/list: %w", u.srv.Name, err)
+		}
+		if len(out) == maxContentItems {
+			return nil, fmt.Errorf("server %s: more than %d resource templates", u.srv.Name, maxContentItems)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// capabilities are what the server declared at its (last) initialize.
+func (u *Upstream) capabilities() *sdk.ServerCapabilities {
+	l, err := u.current()
+	if err != nil {
+		return nil
+	}
+	if ir := l.sess.InitializeResult(); ir != nil {
+		return ir.Capabilities
+	}
+	return nil
 }
 
 // Prompts lists the server's prompts now (none when it offers none).
@@ -61,23 +107,50 @@ func (u *Upstream) Prompts(ctx context.Context) ([]*sdk.Prompt, error) {
 	return out, nil
 }
 
-// Content is the resources and prompts of several servers, as one set:
-// resources by URI, prompts by name, each from the one server that lists
-// it. A URI or name two servers list is refused at start ([NewContent]);
-// found later, the first server's is kept and the other left out.
+// Content is the resources, resource templates and prompts of several
+// servers, as one set: resources by URI, templates by URI template, prompts
+// by name, each from the one server that lists it. A URI, URI template or
+// name two servers list is refused at start ([NewContent]); found later,
+// the first server's is kept and the other left out.
+//
+// A URI is answered by the server that lists it as a resource, else by the
+// server whose templates match it; when templates of two servers match it,
+// by none ([ErrAmbiguousContent]). Reads, completions and subscriptions go
+// to that server. Subscriptions are counted per URI: the server is
+// subscribed at the first and unsubscribed at the last, and subscribed
+// again after it reconnects.
 type Content struct {
 	ups []*Upstream
 
 	mu        sync.Mutex
 	resources map[string]*Upstream // URI -> server
+	templates []upTemplate         // by URI template
 	prompts   map[string]*Upstream // name -> server
+	subs      map[string]*subscription
 }
 
-// NewContent lists the resources and prompts of ups and fails when two
-// servers list the same resource URI or prompt name.
+// upTemplate is a resource template and the server that lists it.
+type upTemplate struct {
+	raw string         // the URI template
+	re  *regexp.Regexp // the URIs it matches
+	u   *Upstream
+}
+
+// subscription is one URI's subscribers and the server subscribed.
+type subscription struct {
+	n int
+	u *Upstream
+}
+
+// NewContent lists the resources, resource templates and prompts of ups
+// and fails when two servers list the same resource URI, URI template or
+// prompt name.
 func NewContent(ctx context.Context, ups []*Upstream) (*Content, error) {
-	c := &Content{ups: ups}
+	c := &Content{ups: ups, subs: map[string]*subscription{}}
 	if _, err := c.refreshResources(ctx, true); err != nil {
+		return nil, err
+	}
+	if _, err := c.refreshTemplates(ctx, true); err != nil {
 		return nil, err
 	}
 	if _, err := c.refreshPrompts(ctx, true); err != nil {
@@ -117,6 +190,49 @@ func (c *Content) refreshResources(ctx context.Context, strict bool) ([]*sdk.Res
 	return all, nil
 }
 
+func (c *Content) refreshTemplates(ctx context.Context, strict bool) ([]*sdk.ResourceTemplate, error) {
+	owner := map[string]*Upstream{}
+	var index []upTemplate
+	var all []*sdk.ResourceTemplate
+	for _, u := range c.ups {
+		list, err := u.ResourceTemplates(ctx)
+		if err != nil {
+			if strict {
+				return nil, err
+			}
+			u.log.Warn("upstream resource templates not listed", "error", err.Error())
+			continue
+		}
+		for _, t := range list {
+			if prev, ok := owner[t.URITemplate]; ok {
+				if strict {
+					return nil, fmt.Errorf("resource template %s is listed by servers %s and %s: rename it on one of them or leave one server out", t.URITemplate, prev.srv.Name, u.srv.Name)
+				}
+				u.log.Error("upstream resource template left out: another server lists it", "uri_template", t.URITemplate, "kept", prev.srv.Name)
+				continue
+			}
+			if len(t.URITemplate) > maxTemplateLen {
+				u.log.Warn("upstream resource template left out: too long", "bytes", len(t.URITemplate), "max", maxTemplateLen)
+				continue
+			}
+			tmpl, err := uritemplate.New(t.URITemplate)
+			if err != nil {
+				// Not a URI template: no URI can be mapped to it.
+				u.log.Warn("upstream resource template left out: not an RFC 6570 URI template", "uri_template", t.URITemplate, "error", err.Error())
+				continue
+			}
+			owner[t.URITemplate] = u
+			index = append(index, upTemplate{raw: t.URITemplate, re: tmpl.Regexp(), u: u})
+			all = append(all, t)
+		}
+	}
+	c.mu.Lock()
+	c.templates = index
+	c.mu.Unlock()
+	slices.SortFunc(all, func(a, b *sdk.ResourceTemplate) int { return strings.Compare(a.URITemplate, b.URITemplate) })
+	return all, nil
+}
+
 func (c *Content) refreshPrompts(ctx context.Context, strict bool) ([]*sdk.Prompt, error) {
 	index := map[string]*Upstream{}
 	var all []*sdk.Prompt
@@ -153,18 +269,46 @@ func (c *Content) ListResources(ctx context.Context) ([]*sdk.Resource, error) {
 	return c.refreshResources(ctx, false)
 }
 
+// ListResourceTemplates lists every server's resource templates now, by
+// URI template.
+func (c *Content) ListResourceTemplates(ctx context.Context) ([]*sdk.ResourceTemplate, error) {
+	return c.refreshTemplates(ctx, false)
+}
+
 // ListPrompts lists every server's prompts now, by name.
 func (c *Content) ListPrompts(ctx context.Context) ([]*sdk.Prompt, error) {
 	return c.refreshPrompts(ctx, false)
 }
 
-// ReadResource reads uri from the server that lists it.
-func (c *Content) ReadResource(ctx context.Context, uri string) (*sdk.ReadResourceResult, error) {
+// owner is the server that answers for uri: the one listing it as a
+// resource, else the one whose templates match it.
+func (c *Content) owner(uri string) (*Upstream, error) {
 	c.mu.Lock()
-	u := c.resources[uri]
-	c.mu.Unlock()
-	if u == nil {
+	defer c.mu.Unlock()
+	if u := c.resources[uri]; u != nil {
+		return u, nil
+	}
+	var found *Upstream
+	for _, t := range c.templates {
+		if !t.re.MatchString(uri) {
+			continue
+		}
+		if found != nil && found != t.u {
+			return nil, fmt.Errorf("resource %s: %w: servers %s and %s", uri, ErrAmbiguousContent, found.srv.Name, t.u.srv.Name)
+		}
+		found = t.u
+	}
+	if found == nil {
 		return nil, fmt.Errorf("resource %s: %w", uri, ErrUnknownContent)
+	}
+	return found, nil
+}
+
+// ReadResource reads uri from the server that answers for it.
+func (c *Content) ReadResource(ctx context.Context, uri string) (*sdk.ReadResourceResult, error) {
+	u, err := c.owner(uri)
+	if err != nil {
+		return nil, err
 	}
 	l, err := u.current()
 	if err != nil {
@@ -186,4 +330,117 @@ func (c *Content) GetPrompt(ctx context.Context, name string, args map[string]st
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
 	return l.sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: args})
+}
+
+// Complete asks for completions of an argument of a prompt (ref/prompt,
+// by name) or of a resource template (ref/resource, by URI template, or
+// by a URI the server answers for), from the server that lists it.
+func (c *Content) Complete(ctx context.Context, p *sdk.CompleteParams) (*sdk.CompleteResult, error) {
+	if p == nil || p.Ref == nil {
+		return nil, errors.New("completion: no ref")
+	}
+	var u *Upstream
+	switch p.Ref.Type {
+	case "ref/prompt":
+		c.mu.Lock()
+		u = c.prompts[p.Ref.Name]
+		c.mu.Unlock()
+		if u == nil {
+			return nil, fmt.Errorf("prompt %s: %w", p.Ref.Name, ErrUnknownContent)
+		}
+	case "ref/resource":
+		c.mu.Lock()
+		for _, t := range c.templates {
+			if t.raw == p.Ref.URI {
+				u = t.u
+				break
+			}
+		}
+		c.mu.Unlock()
+		if u == nil {
+			var err error
+			if u, err = c.owner(p.Ref.URI); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, fmt.Errorf("completion: ref type %q: %w", p.Ref.Type, ErrUnknownContent)
+	}
+	l, err := u.current()
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
+	}
+	return l.sess.Complete(ctx, &sdk.CompleteParams{Ref: p.Ref, Argument: p.Argument, Context: p.Context})
+}
+
+// Offers says which optional features a server declared at start:
+// completions and resource subscriptions, any server's.
+func (c *Content) Offers() (completions, subscribe bool) {
+	for _, u := range c.ups {
+		caps := u.capabilities()
+		if caps == nil {
+			continue
+		}
+		completions = completions || caps.Completions != nil
+		subscribe = subscribe || (caps.Resources != nil && caps.Resources.Subscribe)
+	}
+	return completions, subscribe
+}
+
+// OnResourceUpdated sets what is called with the URI of each
+// notifications/resources/updated of a server, for URIs subscribed
+// through c; it is called on its own goroutine.
+func (c *Content) OnResourceUpdated(fn func(uri string)) {
+	for _, u := range c.ups {
+		u.setResourceUpdated(fn)
+	}
+}
+
+// Subscribe subscribes to uri at the server that answers for it, unless a
+// subscription to it is already open: each Subscribe is matched by one
+// Unsubscribe.
+func (c *Content) Subscribe(ctx context.Context, uri string) error {
+	u, err := c.owner(uri)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if s := c.subs[uri]; s != nil {
+		s.n++
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	// Not under c.mu: the server's answer may take long. Two first
+	// subscribers may both ask it; subscribing is idempotent.
+	if err := u.subscribe(ctx, uri); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.subs[uri]; s != nil {
+		s.n++
+	} else {
+		c.subs[uri] = &subscription{n: 1, u: u}
+	}
+	return nil
+}
+
+// Unsubscribe ends one Subscribe of uri; the server is unsubscribed with
+// the last one. An unknown uri is no error (unsubscribing is idempotent).
+func (c *Content) Unsubscribe(ctx context.Context, uri string) error {
+	c.mu.Lock()
+	s := c.subs[uri]
+	if s == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	s.n--
+	if s.n > 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	delete(c.subs, uri)
+	c.mu.Unlock()
+	return s.u.unsubscribe(ctx, uri)
 }

@@ -13,7 +13,8 @@
 //     program's whole process group; on Linux the kernel also kills the
 //     program when the gateway dies, even by SIGKILL.
 //   - Catalog. tools/list is followed page by page (nextCursor). Each tool
-//     is registered in the gateway as NAME.TOOL with its description and
+//     is registered in the gateway as NAME.TOOL (or PREFIX TOOL with
+//     Server.Prefix, "" for the bare name) with its description and
 //     its inputSchema exactly as the server sent them: the raw bytes of the
 //     JSON-RPC response, not the SDK's decoded copy, so no keyword, number
 //     or string is lost or rewritten (D20). Tools are Pinned: the gateway
@@ -31,9 +32,10 @@
 //     choice (D21); a schema it cannot compile is still registered and every
 //     call fails with unsupported_capability (fail closed), never falls back
 //     to another validator.
-//   - Collisions. A NAME.TOOL already registered (another server's, a
-//     built-in or a configured tool) makes [Connect] fail; found later, on a
-//     re-list, the newcomer is left out and logged.
+//   - Collisions. A tool name already registered (another server's, a
+//     built-in or a configured tool) makes [Connect] fail with a
+//     [*CollisionError]; found later, on a re-list, the newcomer is left
+//     out and logged.
 //   - Changes. On notifications/tools/list_changed the catalog is listed
 //     again: vanished tools are unregistered, new and changed ones
 //     registered (a changed one is then held by its pin).
@@ -97,9 +99,12 @@ const (
 
 // Server is one upstream server: exactly one of Command and URL.
 type Server struct {
-	// Name prefixes the server's tools: NAME.TOOL. Letters, digits, '_'
-	// and '-'.
+	// Name names the server: letters, digits, '_' and '-'. Its tools are
+	// NAME.TOOL unless Prefix is set.
 	Name string
+	// Prefix, when not nil, is put before each tool's name instead of
+	// "NAME." ("" for none: the tools keep the server's names).
+	Prefix *string
 	// Command is the program and its arguments, run without a shell.
 	Command []string
 	// Env names the variables passed to the program besides PATH and HOME.
@@ -120,13 +125,27 @@ type Server struct {
 	Bridge *Bridge
 }
 
-var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var (
+	serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	toolPrefix = regexp.MustCompile(`^[A-Za-z0-9_.-]{0,64}$`)
+)
+
+// ToolPrefix is what the server's tool names are prefixed with.
+func (s *Server) ToolPrefix() string {
+	if s.Prefix != nil {
+		return *s.Prefix
+	}
+	return s.Name + "."
+}
 
 // Check reports what is wrong with s, if anything. Header values are never
 // quoted.
 func (s *Server) Check() error {
 	if !serverName.MatchString(s.Name) {
 		return fmt.Errorf("server name %q: use 1 to 64 letters, digits, '_' or '-'", s.Name)
+	}
+	if !toolPrefix.MatchString(s.ToolPrefix()) {
+		return fmt.Errorf("server %s: prefix %q: use at most 64 letters, digits, '_', '-' or '.'", s.Name, s.ToolPrefix())
 	}
 	switch {
 	case len(s.Command) > 0 && s.URL != "":
@@ -217,12 +236,14 @@ type Upstream struct {
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	link     *link              // the live connection; nil while down
-	downErr  error              // why the server is down
-	tools    map[string]*upTool // by the server's tool name
-	closed   bool
-	restarts int // successful reconnections, for tests and status
+	mu        sync.Mutex
+	link      *link              // the live connection; nil while down
+	downErr   error              // why the server is down
+	tools     map[string]*upTool // by the server's tool name
+	closed    bool
+	restarts  int              // successful reconnections, for tests and status
+	subs      map[string]bool  // resource URIs subscribed (subscribe.go)
+	onUpdated func(uri string) // where their updates go
 }
 
 // ErrClosed is returned by calls made after Close.
@@ -313,7 +334,7 @@ func (u *Upstream) Connected() bool {
 	return u.link != nil
 }
 
-// Tools lists the names (NAME.TOOL) of the tools registered for the server.
+// Tools lists the names (PREFIX TOOL) of the tools registered for the server.
 func (u *Upstream) Tools() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -452,6 +473,7 @@ func (u *Upstream) reconnect() (*link, error) {
 	u.downErr = nil
 	u.restarts++
 	u.mu.Unlock()
+	u.resubscribe(ctx, l)
 	u.log.Info("upstream reconnected", "transport", u.transport(), "tools", len(tools))
 	return l, nil
 }

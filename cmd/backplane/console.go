@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentbackplane/backplane/assemble"
@@ -66,16 +67,22 @@ func toolSource(cfg *config.Config) func(string) string {
 	for _, t := range cfg.Tools {
 		command[t.Name] = true
 	}
-	servers := map[string]bool{}
-	for _, s := range cfg.Servers {
-		servers[s.Name] = true
-	}
 	return func(tool string) string {
 		if command[tool] {
 			return "command"
 		}
-		if prefix, _, ok := strings.Cut(tool, "."); ok && servers[prefix] {
-			return "upstream " + prefix
+		if slices.Contains(cfg.Builtin.Enable, tool) {
+			return "builtin"
+		}
+		// The longest prefix wins: "a." over "" (a server without one).
+		source, best := "", -1
+		for _, s := range cfg.Servers {
+			if p := s.ToolPrefix(); len(p) > best && strings.HasPrefix(tool, p) {
+				source, best = "upstream "+s.Name, len(p)
+			}
+		}
+		if source != "" {
+			return source
 		}
 		return "builtin"
 	}

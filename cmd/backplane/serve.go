@@ -127,6 +127,8 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		// Zero: the server's defaults.
 		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
+		ResumeBytes:          cfg.Serve.ResumeBytes,
+		ResumeGrace:          cfg.Serve.ResumeGrace,
 		AllowedOrigins:       cfg.Serve.AllowedOrigins,
 		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
 		Collectors:           runtimeCollectors(s.rt),

@@ -80,6 +80,7 @@ type tsReport struct {
 			Message string  `json:"message"`
 		} `json:"error"`
 	} `json:"calls"`
+	tsSteps
 }
 
 // runTSClient runs client.mjs with the plan and the transport arguments.

@@ -7,11 +7,14 @@
 //   node client.mjs --plan PLAN.json --stdio -- COMMAND [ARG...]
 //   node client.mjs --plan PLAN.json --http URL [--token TOKEN]
 //
-// The plan is {"calls": [{"name": TOOL, "arguments": {...}}, ...]}. The
-// client connects, lists every tool (following cursors), makes the calls in
-// order, and prints one JSON object on stdout:
-//   {"protocolVersion", "serverInfo", "tools": [...], "calls": [{"name",
-//    "result"} or {"name", "error": {"code", "message"}}]}
+// The plan is {"calls": [{"name": TOOL, "arguments": {...}}, ...],
+// "steps": [{"op": ..., ...}, ...]}. The client connects, lists every tool
+// (following cursors), makes the calls in order, then the steps (op
+// templates, read {uri}, complete {ref, argument}, subscribe {uri},
+// unsubscribe {uri}), and prints one JSON object on stdout:
+//   {"protocolVersion", "serverInfo", "capabilities", "tools": [...],
+//    "calls": [{"name", "result"} or {"name", "error": {"code", "message"}}],
+//    "steps": [{"op", "result"} or {"op", "error"}]}
 // or, when it cannot connect, {"connectError": {"code", "message"}}, exit 3.
 import { readFileSync } from 'node:fs';
 import { Client } from '../mcp-peers/node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js';
@@ -68,8 +71,10 @@ async function main() {
   const out = {
     protocolVersion,
     serverInfo: client.getServerVersion(),
+    capabilities: client.getServerCapabilities(),
     tools: [],
     calls: [],
+    steps: [],
   };
   let cursor;
   do {
@@ -83,6 +88,21 @@ async function main() {
       out.calls.push({ name: c.name, result });
     } catch (e) {
       out.calls.push({ name: c.name, error: errorOf(e) });
+    }
+  }
+  const ops = {
+    templates: () => client.listResourceTemplates({}),
+    read: (s) => client.readResource({ uri: s.uri }),
+    complete: (s) => client.complete({ ref: s.ref, argument: s.argument }),
+    subscribe: (s) => client.subscribeResource({ uri: s.uri }),
+    unsubscribe: (s) => client.unsubscribeResource({ uri: s.uri }),
+  };
+  for (const s of opts.plan.steps ?? []) {
+    try {
+      if (!ops[s.op]) throw new Error(`unknown step ${s.op}`);
+      out.steps.push({ op: s.op, result: await ops[s.op](s) });
+    } catch (e) {
+      out.steps.push({ op: s.op, error: errorOf(e) });
     }
   }
   await client.close();

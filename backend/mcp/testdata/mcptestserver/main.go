@@ -9,6 +9,8 @@
 //	MCPTEST_FILLERS     how many filler tools to add (for paging)
 //	MCPTEST_LINGER      if set, keep running after stdin closes
 //	MCPTEST_START_GATE  a file: answer nothing until it exists (a slow start, such as a first npx download)
+//	MCPTEST_TEMPLATE    a resource template to offer (its reads answer "TEMPLATE read URI"), with
+//	                    subscriptions (each subscribe and unsubscribe logged) and the tool touch
 //
 // Tools: greet (in the gateway's subset, read-only), exact (a schema whose
 // bytes the SDK's decoding would change), slow (blocks until cancelled),
@@ -16,7 +18,9 @@
 // refuse (a JSON-RPC invalid params error), boom (a JSON-RPC internal
 // error), remote_ref (a schema with a remote $ref), add_extra and
 // remove_extra (change the catalog, which sends
-// notifications/tools/list_changed), and filler_00..filler_NN for paging.
+// notifications/tools/list_changed), filler_00..filler_NN for paging, and
+// with MCPTEST_TEMPLATE touch (sends notifications/resources/updated for
+// its argument uri to the subscribed).
 package main
 
 import (
@@ -82,6 +86,20 @@ func main() {
 	}
 	logLine("start " + strconv.Itoa(os.Getpid()))
 	opts := &mcp.ServerOptions{}
+	tmpl := os.Getenv("MCPTEST_TEMPLATE")
+	if tmpl != "" {
+		opts.SubscribeHandler = func(_ context.Context, req *mcp.SubscribeRequest) error {
+			logLine("subscribe " + req.Params.URI)
+			return nil
+		}
+		opts.UnsubscribeHandler = func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			logLine("unsubscribe " + req.Params.URI)
+			return nil
+		}
+		opts.CompletionHandler = func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{tmpl + " completes " + req.Params.Argument.Value}}}, nil
+		}
+	}
 	if ps := os.Getenv("MCPTEST_PAGE_SIZE"); ps != "" {
 		opts.PageSize, _ = strconv.Atoi(ps)
 	}
@@ -172,6 +190,25 @@ func main() {
 			s.RemoveTools("extra")
 			return &mcp.CallToolResult{Content: text("removed")}, nil
 		})
+	if tmpl != "" {
+		s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "t", URITemplate: tmpl},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: tmpl + " read " + req.Params.URI}}}, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "touch", Description: "Says a resource changed.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"uri":{"type":"string"}},"required":["uri"]}`),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				var args struct{ URI string }
+				if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+					return nil, err
+				}
+				if err := s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: args.URI}); err != nil {
+					return nil, err
+				}
+				return &mcp.CallToolResult{Content: text("touched")}, nil
+			})
+	}
 	if n, _ := strconv.Atoi(os.Getenv("MCPTEST_FILLERS")); n > 0 {
 		for i := range n {
 			name := fmt.Sprintf("filler_%02d", i)
