@@ -329,6 +329,7 @@ workspace: .
 servers:
   - name: fixture
     command: [%q]
+    prefix: ""                # the suite calls its tools by their own names
     validator: draft2020-12   # json_schema_2020_12_tool's $schema, $defs and $ref
     bridge: {sampling: true, elicitation: true, roots: true}
 policy:

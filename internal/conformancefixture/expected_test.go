@@ -18,7 +18,6 @@ type expected struct {
 
 // The reasons shared by several scenarios.
 const (
-	reasonPrefix = `upstream tools are prefixed (branch mcpfeat adds prefix: "")`
 	// The suite's server-sse-polling scenario sends its test_reconnection
 	// call with Mcp-Protocol-Version 2025-03-26, and the Go SDK writes the
 	// priming event and the retry field only for 2025-11-25 and later (the
@@ -38,22 +37,5 @@ var expectedDirect = map[string]expected{
 // The test fails on an unlisted scenario that does not pass and on a
 // listed one that now ends otherwise: shrink the list as Backplane grows.
 var expectedThroughBackplane = map[string]expected{
-	"completion-complete":          {fail, "completion/complete is not passed through (branch mcpfeat)"},
-	"tools-call-simple-text":       {fail, reasonPrefix},
-	"tools-call-image":             {fail, reasonPrefix},
-	"tools-call-audio":             {fail, reasonPrefix},
-	"tools-call-embedded-resource": {fail, reasonPrefix},
-	"tools-call-mixed-content":     {fail, reasonPrefix},
-	"tools-call-with-logging":      {fail, reasonPrefix},
-	"tools-call-error":             {fail, reasonPrefix},
-	"tools-call-with-progress":     {fail, reasonPrefix},
-	"tools-call-sampling":          {fail, reasonPrefix},
-	"tools-call-elicitation":       {fail, reasonPrefix},
-	"json-schema-2020-12":          {fail, reasonPrefix},
-	"elicitation-sep1034-defaults": {fail, reasonPrefix},
-	"elicitation-sep1330-enums":    {fail, reasonPrefix},
-	"server-sse-polling":           {warn, reasonPrefix + "; and " + reasonPolling},
-	"resources-templates-read":     {fail, "resource templates are not passed through (branch mcpfeat)"},
-	"resources-subscribe":          {fail, "resources/subscribe is not passed through (branch mcpfeat)"},
-	"resources-unsubscribe":        {fail, "resources/subscribe is not passed through (branch mcpfeat)"},
+	"server-sse-polling": {warn, reasonPolling},
 }
