@@ -19,6 +19,9 @@ import (
 // own savepoint of a shared transaction.
 type writeReq struct {
 	fn func(w *wtx) error
+	// commit, when set instead of fn, is an intent commit, which the
+	// writer runs itself so that a batch of them shares its budget work.
+	commit *commitOp
 	// oneWrite marks a request whose fn writes with at most one statement
 	// and fails only before or in it: SQLite undoes a failed statement
 	// alone, so it needs no savepoint.
@@ -107,7 +110,7 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 // never exceeds what a sync costs anyway.
 func (s *Store) writer() {
 	defer close(s.writerDone)
-	w := &wtx{s: s}
+	w := &wtx{s: s, tally: newTally()}
 	batch := make([]*writeReq, 0, s.maxBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -331,7 +334,26 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 		finish(fmt.Errorf("sqlite store: begin: %w", err))
 		return
 	}
+	t := w.tally
+	defer t.reset()
 	for _, r := range live {
+		if r.commit != nil {
+			var txErr error
+			if r.err, txErr = s.runCommit(w, r.commit, t); txErr != nil {
+				finish(s.rollback(w, txErr))
+				return
+			}
+			continue
+		}
+		// Anything else may read or change budgets: the intents' sums are
+		// written first.
+		if t.dirty() {
+			if err := t.flush(w); err != nil {
+				finish(s.rollback(w, err))
+				return
+			}
+		}
+		t.reset()
 		if r.oneWrite {
 			r.err = r.fn(w)
 			if c := sqliteCode(r.err); c != 0 && c != sqlite3.SQLITE_CONSTRAINT {
@@ -356,6 +378,12 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 		}
 		if err := w.execErr(`RELEASE req`); err != nil {
 			finish(s.rollback(w, fmt.Errorf("sqlite store: release savepoint: %w", err)))
+			return
+		}
+	}
+	if t.dirty() {
+		if err := t.flush(w); err != nil {
+			finish(s.rollback(w, err))
 			return
 		}
 	}
@@ -397,7 +425,10 @@ func (s *Store) rollback(w *wtx, err error) error {
 
 // wtx runs statements on the writer's connection, preparing each distinct
 // statement once.
-type wtx struct{ s *Store }
+type wtx struct {
+	s     *Store
+	tally *tally // the budgets of the transaction's intents, not yet written
+}
 
 func (w *wtx) stmt(query string) (*sql.Stmt, error) {
 	if st, ok := w.s.wstm[query]; ok {
