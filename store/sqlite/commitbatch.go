@@ -281,3 +281,84 @@ func consumeApproval(w *wtx, op *commitOp) error {
 	}
 	return nil
 }
+
+// A settleOp is a settlement that gives no budget back (succeeded or
+// uncertain): a run of them in one transaction is one UPDATE (see
+// settleGroup). The request's fn settles it alone, the fallback.
+type settleOp struct {
+	callID string
+	st     store.Settlement
+}
+
+// maxSettleRows is the most settlements one UPDATE carries.
+const maxSettleRows = 64
+
+var settleGroupSQL [maxSettleRows + 1]string
+
+// settleGroupQuery is the UPDATE of n settlements: the same conditions as
+// Settle's own, joined to the values by call id (looked up through its
+// unique index).
+func settleGroupQuery(n int) string {
+	if q := settleGroupSQL[n]; q != "" {
+		return q
+	}
+	var b strings.Builder
+	b.WriteString(`UPDATE intents SET status = v.column2, result = v.column3, error_class = v.column4,
+		error_message = v.column5, settled_at = v.column6 FROM (VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`(?, ?, ?, ?, ?, ?)`)
+	}
+	b.WriteString(`) AS v WHERE intents.call_id = v.column1 AND intents.status = 'started' AND intents.incarnation = ?`)
+	settleGroupSQL[n] = b.String() // only the writer goroutine calls this
+	return settleGroupSQL[n]
+}
+
+// settleRun returns how many requests from the start of rs settle as one
+// group: settleOps with distinct call ids (a repeated one must see the
+// first's outcome, as in sequence), at most maxSettleRows.
+func settleRun(rs []*writeReq) int {
+	n := 0
+	for n < len(rs) && n < maxSettleRows && rs[n].settle != nil {
+		id := rs[n].settle.callID
+		for _, r := range rs[:n] {
+			if r.settle.callID == id {
+				return n
+			}
+		}
+		n++
+	}
+	return n
+}
+
+// settleGroup settles rs, each a settleOp of a distinct call id, with one
+// UPDATE inside a savepoint. It reports whether every one of them was
+// settled; if not (some intent was not started by this incarnation), it
+// has undone the group, and the caller settles them one by one to tell
+// each its own outcome. An error breaks the transaction.
+func (s *Store) settleGroup(w *wtx, rs []*writeReq) (bool, error) {
+	if err := w.execErr(`SAVEPOINT settle`); err != nil {
+		return false, fmt.Errorf("sqlite store: savepoint: %w", err)
+	}
+	args := make([]any, 0, 6*len(rs)+1)
+	for _, r := range rs {
+		op := r.settle
+		args = append(args, op.callID, string(op.st.Status), blob(op.st.Result), op.st.ErrorClass, op.st.ErrorMessage, nanos(op.st.At))
+	}
+	args = append(args, s.incarnation)
+	n, err := w.affected(settleGroupQuery(len(rs)), args...)
+	if err != nil {
+		return false, fmt.Errorf("sqlite store: settle: %w", err)
+	}
+	if n != int64(len(rs)) {
+		if err := w.execErr(`ROLLBACK TO settle`); err != nil {
+			return false, fmt.Errorf("sqlite store: settle: %w", err)
+		}
+	}
+	if err := w.execErr(`RELEASE settle`); err != nil {
+		return false, fmt.Errorf("sqlite store: release savepoint: %w", err)
+	}
+	return n == int64(len(rs)), nil
+}

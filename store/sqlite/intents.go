@@ -70,7 +70,11 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 	}
 	// Not synced on its own (see the package doc): one UPDATE, unless
 	// budget comes back.
-	return s.writeLazy(ctx, !store.Released(st.Status), func(w *wtx) error {
+	var op *settleOp
+	if !store.Released(st.Status) {
+		op = &settleOp{callID: callID, st: st}
+	}
+	return s.writeLazy(ctx, !store.Released(st.Status), op, func(w *wtx) error {
 		// The incarnation condition is what makes recovery safe: once
 		// another process has marked this intent uncertain, or when it
 		// belongs to another incarnation, nothing here can move it.

@@ -22,6 +22,9 @@ type writeReq struct {
 	// commit, when set instead of fn, is an intent commit, which the
 	// writer runs itself so that a batch of them shares its budget work.
 	commit *commitOp
+	// settle, when set, marks a settlement that gives no budget back, which
+	// the writer may run in one statement with others (fn is its fallback).
+	settle *settleOp
 	// oneWrite marks a request whose fn writes with at most one statement
 	// and fails only before or in it: SQLite undoes a failed statement
 	// alone, so it needs no savepoint.
@@ -61,8 +64,8 @@ func (s *Store) write1(ctx context.Context, fn func(w *wtx) error) error {
 // synced commit: the caller waits until its write is committed and visible
 // to readers, but not for a sync of the disk. Only settlements use it; see
 // the package doc for what a crash can lose.
-func (s *Store) writeLazy(ctx context.Context, oneWrite bool, fn func(w *wtx) error) error {
-	return s.enqueue(ctx, &writeReq{fn: fn, oneWrite: oneWrite, lazy: true})
+func (s *Store) writeLazy(ctx context.Context, oneWrite bool, settle *settleOp, fn func(w *wtx) error) error {
+	return s.enqueue(ctx, &writeReq{fn: fn, oneWrite: oneWrite, lazy: true, settle: settle})
 }
 
 func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
@@ -336,7 +339,25 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 	}
 	t := w.tally
 	defer t.reset()
-	for _, r := range live {
+	solo := 0 // requests left to run alone after a group that failed
+	for i := 0; i < len(live); i++ {
+		r := live[i]
+		if solo > 0 {
+			solo--
+		} else if n := settleRun(live[i:]); n > 1 {
+			ok, err := s.settleGroup(w, live[i:i+n])
+			if err != nil {
+				finish(s.rollback(w, err))
+				return
+			}
+			if ok {
+				i += n - 1
+				continue
+			}
+			// Some of them are not this incarnation's started intents:
+			// each is run alone below, to be told its own outcome.
+			solo = n - 1
+		}
 		if r.commit != nil {
 			var txErr error
 			if r.err, txErr = s.runCommit(w, r.commit, t); txErr != nil {
