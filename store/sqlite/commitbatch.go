@@ -362,3 +362,129 @@ func (s *Store) settleGroup(w *wtx, rs []*writeReq) (bool, error) {
 	}
 	return n == int64(len(rs)), nil
 }
+
+// intentRowArgs is how many parameters one intent row of an INSERT takes.
+const intentRowArgs = 11
+
+var insertIntentsSQL [maxInsertRows + 1]string
+
+// insertIntentsQuery is the INSERT of n intent rows that skips, rather than
+// fails on, a row whose call id or idempotency key is taken: the rows
+// inserted are counted, and a group with a skipped row is run again one by
+// one (see commitGroup).
+func insertIntentsQuery(n int) string {
+	if q := insertIntentsSQL[n]; q != "" {
+		return q
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
+		args_digest, idempotency_key, approval_id, incarnation, status, created_at) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?)`)
+	}
+	b.WriteString(` ON CONFLICT DO NOTHING`)
+	insertIntentsSQL[n] = b.String() // only the writer goroutine calls this
+	return insertIntentsSQL[n]
+}
+
+// commitGroup commits, with a few multi-row INSERTs inside one savepoint,
+// the longest run at the start of rs of intent commits that consume no
+// approval and whose budget fits (checked in memory, in order, each on top
+// of the ones before). It returns how many requests it took and whether
+// they all committed; if some row was skipped (a call id or idempotency key
+// taken, by the database or by an earlier request of the run), it has
+// undone the group and its budget, and the caller runs them one by one, so
+// that each is told its own outcome. A run shorter than two is left to the
+// caller (taken 0). An error breaks the transaction.
+func (s *Store) commitGroup(w *wtx, rs []*writeReq, t *tally) (taken int, ok bool, err error) {
+	snap := t.snapshot()
+	for taken < len(rs) && taken < maxInsertRows {
+		op := rs[taken].commit
+		if op == nil || op.approvalID != "" {
+			break
+		}
+		refused, err := t.check(w, op.res)
+		if err != nil {
+			return 0, false, err
+		}
+		if refused != nil {
+			break
+		}
+		t.add(op.in.CallID, op.res)
+		taken++
+	}
+	if taken < 2 {
+		t.restore(snap)
+		return 0, false, nil
+	}
+	if err := w.execErr(`SAVEPOINT commits`); err != nil {
+		return 0, false, fmt.Errorf("sqlite store: savepoint: %w", err)
+	}
+	var inserted int64
+	group := rs[:taken]
+	for len(group) > 0 {
+		n := maxInsertRows
+		for n > len(group) {
+			n /= 2
+		}
+		args := make([]any, 0, intentRowArgs*n)
+		for _, r := range group[:n] {
+			in := &r.commit.in
+			args = append(args, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, blob(in.Arguments),
+				in.ArgsDigest, nullString(in.IdempotencyKey), nullString(in.ApprovalID), s.incarnation, nanos(in.CreatedAt))
+		}
+		k, err := w.affected(insertIntentsQuery(n), args...)
+		if err != nil {
+			// A constraint other than uniqueness (which the statement
+			// skips) fails the whole statement: run them alone.
+			if sqliteCode(err) != sqlite3.SQLITE_CONSTRAINT {
+				return 0, false, fmt.Errorf("sqlite store: commit intents: %w", err)
+			}
+			break
+		}
+		inserted += k
+		group = group[n:]
+	}
+	if inserted != int64(taken) {
+		if err := w.execErr(`ROLLBACK TO commits`); err != nil {
+			return 0, false, fmt.Errorf("sqlite store: commit intents: %w", err)
+		}
+		t.restore(snap)
+	}
+	if err := w.execErr(`RELEASE commits`); err != nil {
+		return 0, false, fmt.Errorf("sqlite store: release savepoint: %w", err)
+	}
+	return taken, inserted == int64(taken), nil
+}
+
+// A tallySnapshot is what restore needs to undo the adds made after it.
+type tallySnapshot struct {
+	rows, keys int
+	used       []usage // the values of the first keys entries of order
+}
+
+func (t *tally) snapshot() tallySnapshot {
+	sn := tallySnapshot{rows: len(t.rows), keys: len(t.order), used: make([]usage, len(t.order))}
+	for i, k := range t.order {
+		sn.used[i] = *t.used[k]
+	}
+	return sn
+}
+
+// restore undoes the adds since sn. Usage read since stays (it is what
+// the database holds).
+func (t *tally) restore(sn tallySnapshot) {
+	clear(t.rows[sn.rows:])
+	t.rows = t.rows[:sn.rows]
+	for i, k := range t.order {
+		u := t.used[k]
+		if i < sn.keys {
+			*u = sn.used[i]
+		} else {
+			u.delta, u.quota, u.touched = 0, 0, false
+		}
+	}
+}

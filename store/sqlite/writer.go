@@ -357,6 +357,21 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 			// Some of them are not this incarnation's started intents:
 			// each is run alone below, to be told its own outcome.
 			solo = n - 1
+		} else if r.commit != nil {
+			n, ok, err := s.commitGroup(w, live[i:], t)
+			if err != nil {
+				finish(s.rollback(w, err))
+				return
+			}
+			if ok {
+				i += n - 1
+				continue
+			}
+			if n > 0 {
+				// Some call id or idempotency key was taken: each is
+				// run alone below, to be told its own outcome.
+				solo = n - 1
+			}
 		}
 		if r.commit != nil {
 			var txErr error
