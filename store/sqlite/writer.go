@@ -15,8 +15,10 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// A writeReq is one caller's write, run by the writer goroutine inside its
-// own savepoint of a shared transaction.
+// A writeReq is one caller's write, run by the writer goroutine in a shared
+// transaction: inside its own savepoint, or with none where undoing it
+// alone needs none (oneWrite, and the groups of commits and settlements;
+// see runTx).
 type writeReq struct {
 	fn func(w *wtx) error
 	// commit, when set instead of fn, is an intent commit, which the
@@ -312,7 +314,11 @@ func (s *Store) setSynced(w *wtx, synced bool) error {
 	return nil
 }
 
-// runTx runs live in one transaction, synced or not.
+// runTx runs live in one transaction, synced or not, in order. Runs of
+// settlements are grouped (settleGroup), runs of intent commits too
+// (commitGroup); what is not grouped runs alone (runCommit, or fn). The
+// budgets the commits took are written (tally.flush) before any other
+// request runs and before COMMIT.
 func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 	finish := func(txErr error) {
 		for _, r := range live {
