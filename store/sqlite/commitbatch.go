@@ -151,7 +151,7 @@ func (t *tally) flush(w *wtx) error {
 		for _, x := range rows[:n] {
 			args = append(args, x.callID, x.r.Scope, x.r.Key, x.r.Quota, x.r.Amount, x.r.Window.PerSeconds(), x.r.Window.StartSeconds())
 		}
-		if _, err := w.exec(insertReservations(n), args...); err != nil {
+		if _, err := w.exec(w.multiRow(insertReservationsKind, n), args...); err != nil {
 			return fmt.Errorf("sqlite store: reserve: %w", err)
 		}
 		rows = rows[n:]
@@ -164,13 +164,8 @@ func (t *tally) flush(w *wtx) error {
 // of two; 7 parameters a row stays far below SQLite's limit).
 const maxInsertRows = 64
 
-var insertReservationsSQL [maxInsertRows + 1]string
-
 // insertReservations is the INSERT of n reservation rows.
 func insertReservations(n int) string {
-	if q := insertReservationsSQL[n]; q != "" {
-		return q
-	}
 	var b strings.Builder
 	b.WriteString(`INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start) VALUES `)
 	for i := range n {
@@ -179,8 +174,7 @@ func insertReservations(n int) string {
 		}
 		b.WriteString(`(?, ?, ?, ?, ?, ?, ?)`)
 	}
-	insertReservationsSQL[n] = b.String() // only the writer goroutine calls this
-	return insertReservationsSQL[n]
+	return b.String()
 }
 
 // runCommit runs one intent commit inside the writer's transaction. It
@@ -293,15 +287,10 @@ type settleOp struct {
 // maxSettleRows is the most settlements one UPDATE carries.
 const maxSettleRows = 64
 
-var settleGroupSQL [maxSettleRows + 1]string
-
 // settleGroupQuery is the UPDATE of n settlements: the same conditions as
 // Settle's own, joined to the values by call id (looked up through its
 // unique index).
 func settleGroupQuery(n int) string {
-	if q := settleGroupSQL[n]; q != "" {
-		return q
-	}
 	var b strings.Builder
 	b.WriteString(`UPDATE intents SET status = v.column2, result = v.column3, error_class = v.column4,
 		error_message = v.column5, settled_at = v.column6 FROM (VALUES `)
@@ -312,8 +301,7 @@ func settleGroupQuery(n int) string {
 		b.WriteString(`(?, ?, ?, ?, ?, ?)`)
 	}
 	b.WriteString(`) AS v WHERE intents.call_id = v.column1 AND intents.status = 'started' AND intents.incarnation = ?`)
-	settleGroupSQL[n] = b.String() // only the writer goroutine calls this
-	return settleGroupSQL[n]
+	return b.String()
 }
 
 // settleRun returns how many requests from the start of rs settle as one
@@ -348,7 +336,7 @@ func (s *Store) settleGroup(w *wtx, rs []*writeReq) (bool, error) {
 		args = append(args, op.callID, string(op.st.Status), blob(op.st.Result), op.st.ErrorClass, op.st.ErrorMessage, nanos(op.st.At))
 	}
 	args = append(args, s.incarnation)
-	n, err := w.affected(settleGroupQuery(len(rs)), args...)
+	n, err := w.affected(w.multiRow(settleGroupKind, len(rs)), args...)
 	if err != nil {
 		return false, fmt.Errorf("sqlite store: settle: %w", err)
 	}
@@ -366,16 +354,11 @@ func (s *Store) settleGroup(w *wtx, rs []*writeReq) (bool, error) {
 // intentRowArgs is how many parameters one intent row of an INSERT takes.
 const intentRowArgs = 11
 
-var insertIntentsSQL [maxInsertRows + 1]string
-
 // insertIntentsQuery is the INSERT of n intent rows that skips, rather than
 // fails on, a row whose call id or idempotency key is taken: the rows
 // inserted are counted, and a group with a skipped row is run again one by
 // one (see commitGroup).
 func insertIntentsQuery(n int) string {
-	if q := insertIntentsSQL[n]; q != "" {
-		return q
-	}
 	var b strings.Builder
 	b.WriteString(`INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
 		args_digest, idempotency_key, approval_id, incarnation, status, created_at) VALUES `)
@@ -386,8 +369,7 @@ func insertIntentsQuery(n int) string {
 		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?)`)
 	}
 	b.WriteString(` ON CONFLICT DO NOTHING`)
-	insertIntentsSQL[n] = b.String() // only the writer goroutine calls this
-	return insertIntentsSQL[n]
+	return b.String()
 }
 
 // commitGroup commits, with a few multi-row INSERTs inside one savepoint,
@@ -436,7 +418,7 @@ func (s *Store) commitGroup(w *wtx, rs []*writeReq, t *tally) (taken int, ok boo
 			args = append(args, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, blob(in.Arguments),
 				in.ArgsDigest, nullString(in.IdempotencyKey), nullString(in.ApprovalID), s.incarnation, nanos(in.CreatedAt))
 		}
-		k, err := w.affected(insertIntentsQuery(n), args...)
+		k, err := w.affected(w.multiRow(insertIntentsKind, n), args...)
 		if err != nil {
 			// A constraint other than uniqueness (which the statement
 			// skips) fails the whole statement: run them alone.
@@ -487,4 +469,38 @@ func (t *tally) restore(sn tallySnapshot) {
 			u.delta, u.quota, u.touched = 0, 0, false
 		}
 	}
+}
+
+// multiRowKind is a statement of several rows: which one.
+type multiRowKind int
+
+const (
+	insertReservationsKind multiRowKind = iota
+	insertIntentsKind
+	settleGroupKind
+)
+
+// multiRowKey names one statement of n rows.
+type multiRowKey struct {
+	kind multiRowKind
+	n    int
+}
+
+// multiRow returns the statement of kind for n rows, built once per writer
+// (each Store has its own, so Stores in one process share nothing).
+func (w *wtx) multiRow(kind multiRowKind, n int) string {
+	k := multiRowKey{kind, n}
+	q, ok := w.queries[k]
+	if !ok {
+		switch kind {
+		case insertReservationsKind:
+			q = insertReservations(n)
+		case insertIntentsKind:
+			q = insertIntentsQuery(n)
+		default:
+			q = settleGroupQuery(n)
+		}
+		w.queries[k] = q
+	}
+	return q
 }

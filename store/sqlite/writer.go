@@ -115,7 +115,7 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 // never exceeds what a sync costs anyway.
 func (s *Store) writer() {
 	defer close(s.writerDone)
-	w := &wtx{s: s, tally: newTally()}
+	w := &wtx{s: s, tally: newTally(), queries: map[multiRowKey]string{}}
 	batch := make([]*writeReq, 0, s.maxBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -468,8 +468,9 @@ func (s *Store) rollback(w *wtx, err error) error {
 // wtx runs statements on the writer's connection, preparing each distinct
 // statement once.
 type wtx struct {
-	s     *Store
-	tally *tally // the budgets of the transaction's intents, not yet written
+	s       *Store
+	tally   *tally                 // the budgets of the transaction's intents, not yet written
+	queries map[multiRowKey]string // multi-row statements built so far
 }
 
 func (w *wtx) stmt(query string) (*sql.Stmt, error) {
