@@ -318,6 +318,8 @@ func TestQueryPlans(t *testing.T) {
 		{"list uncertain", "intents_rare", "", nil},
 		{"list failed by caller", "intents_rare", "", nil},
 		{"list started", "intents_started", "", nil},
+		// A group of settlements finds each intent by its call id.
+		{"settle group", "USING INDEX sqlite_autoindex_intents_1 (call_id=?)", settleGroupQuery(3), make([]any, 19)},
 	} {
 		q, args := c.q, c.args
 		switch c.name {

@@ -35,93 +35,12 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 			return nil, fmt.Errorf("sqlite store: commit intent %s: %w", in.CallID, err)
 		}
 	}
-	var existing *store.Intent
-	write := s.write
-	if len(req.Reservations) == 0 && req.ApprovalID == "" {
-		write = s.write1 // the intent row alone
-	}
-	err := write(ctx, func(w *wtx) error {
-		existing = nil
-		// Inserting first detects a repeated call id or idempotency key with
-		// the unique indexes, at no extra cost when there is none.
-		_, err := w.exec(`INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-			args_digest, idempotency_key, approval_id, incarnation, status, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?)`,
-			in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, blob(in.Arguments),
-			in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, nanos(in.CreatedAt))
-		if err != nil {
-			if isUnique(err) && in.IdempotencyKey != "" && !strings.Contains(err.Error(), "intents.call_id") {
-				prev, gerr := scanIntent(w.queryRow(`SELECT `+intentCols+` FROM intents WHERE caller = ? AND idempotency_key = ?`,
-					in.Caller, in.IdempotencyKey))
-				if gerr != nil {
-					return fmt.Errorf("sqlite store: read intent of idempotency key %q: %w", in.IdempotencyKey, gerr)
-				}
-				existing = prev
-				return fmt.Errorf("idempotency key %q of %s: %w", in.IdempotencyKey, in.Caller, store.ErrDuplicateKey)
-			}
-			if isUnique(err) {
-				return fmt.Errorf("sqlite store: call id %q already committed: %w", in.CallID, err)
-			}
-			return fmt.Errorf("sqlite store: commit intent %s: %w", in.CallID, err)
-		}
-		for _, r := range req.Reservations {
-			if err := reserve(w, r); err != nil {
-				return err
-			}
-		}
-		if req.ApprovalID != "" {
-			n, err := w.affected(`UPDATE approvals SET consumed_by = ?
-				WHERE id = ? AND status = 'approved' AND consumed_by IS NULL AND expires_at > ?
-				AND caller = ? AND tool = ? AND definition_hash = ? AND args_digest = ?`,
-				in.CallID, req.ApprovalID, cmpNanos(in.CreatedAt), in.Caller, in.Tool, in.DefinitionHash, in.ArgsDigest)
-			if err != nil {
-				return fmt.Errorf("sqlite store: consume approval %s: %w", req.ApprovalID, err)
-			}
-			if n != 1 {
-				return fmt.Errorf("approval %s for call %s: %w", req.ApprovalID, in.CallID, store.ErrApprovalUnavailable)
-			}
-		}
-		for _, r := range req.Reservations {
-			if _, err := w.exec(`INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				in.CallID, r.Scope, r.Key, r.Quota, r.Amount, r.Window.PerSeconds(), r.Window.StartSeconds()); err != nil {
-				return fmt.Errorf("sqlite store: reserve: %w", err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return existing, err
+	in.ApprovalID = approvalID
+	op := &commitOp{in: in, approvalID: req.ApprovalID, res: req.Reservations}
+	if err := s.enqueue(ctx, &writeReq{commit: op}); err != nil {
+		return op.existing, err
 	}
 	return nil, nil
-}
-
-// reserve adds r.Amount to the usage of (r.Scope, r.Key) in r.Window
-// unless that takes it above r.Quota. The check and the addition are one
-// statement, inside the writer's transaction: it sees the requests committed
-// before it in the same batch, and the write lock keeps other processes out
-// until COMMIT.
-func reserve(w *wtx, r store.Reservation) error {
-	per, start := r.Window.PerSeconds(), r.Window.StartSeconds()
-	if r.Amount <= r.Quota {
-		// One row changed: inserted (nothing used yet) or updated within
-		// the quota; none: the update's condition refused it.
-		n, err := w.affected(`INSERT INTO budget_usage (scope, key, per, window_start, quota, used) VALUES (?1, ?2, ?5, ?6, ?4, ?3)
-			ON CONFLICT (scope, key, per, window_start) DO UPDATE SET used = used + excluded.used, quota = excluded.quota
-			WHERE used + excluded.used <= ?4`, r.Scope, r.Key, r.Amount, r.Quota, per, start)
-		if err != nil {
-			return fmt.Errorf("sqlite store: reserve %s %q: %w", r.Scope, r.Key, err)
-		}
-		if n == 1 {
-			return nil
-		}
-	}
-	var used int64
-	err := w.queryRow(`SELECT used FROM budget_usage WHERE scope = ? AND key = ? AND per = ? AND window_start = ?`,
-		r.Scope, r.Key, per, start).Scan(&used)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlite store: read budget %s %q: %w", r.Scope, r.Key, err)
-	}
-	return &store.BudgetError{Scope: r.Scope, Key: r.Key, Used: used, Requested: r.Amount, Quota: r.Quota, Window: r.Window}
 }
 
 // release returns the budget held by callID's reservations. A usage row
@@ -151,7 +70,11 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 	}
 	// Not synced on its own (see the package doc): one UPDATE, unless
 	// budget comes back.
-	return s.writeLazy(ctx, !store.Released(st.Status), func(w *wtx) error {
+	var op *settleOp
+	if !store.Released(st.Status) {
+		op = &settleOp{callID: callID, st: st}
+	}
+	return s.writeLazy(ctx, !store.Released(st.Status), op, func(w *wtx) error {
 		// The incarnation condition is what makes recovery safe: once
 		// another process has marked this intent uncertain, or when it
 		// belongs to another incarnation, nothing here can move it.

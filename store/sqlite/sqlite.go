@@ -15,11 +15,17 @@
 //     recovery to mark uncertain; see docs/durability.md.
 //   - Writes of concurrent goroutines share transactions (group commit): one
 //     writer goroutine takes everything queued, up to Options.MaxBatch
-//     requests, and runs it in one transaction, each request inside its own
-//     SAVEPOINT so a request that fails (budget exceeded, duplicate key,
-//     approval unavailable) is undone alone while the others commit. No
-//     caller returns before the transaction holding its write is committed;
-//     a caller alone is never kept waiting for a batch to fill.
+//     requests, and runs it in one transaction, in which a request that
+//     fails (budget exceeded, duplicate key, approval unavailable) is undone
+//     alone while the others commit: by its own SAVEPOINT, or with no
+//     savepoint where it is one statement that SQLite undoes alone. The
+//     intent commits of a batch share their budget work: each budget's usage
+//     is read once, every reservation is checked against it in memory in
+//     queue order (exact, under the write lock), and one statement per
+//     budget writes the batch's sum back; settlements that give no budget
+//     back are one UPDATE per batch. No caller returns before the
+//     transaction holding its write is committed; a caller alone is never
+//     kept waiting for a batch to fill.
 //   - Writes take SQLite's write lock first (BEGIN IMMEDIATE), so budget
 //     checks and approval consumption are serialised across processes: two
 //     gateways on one folder never over-spend a quota.

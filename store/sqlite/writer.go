@@ -15,10 +15,18 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// A writeReq is one caller's write, run by the writer goroutine inside its
-// own savepoint of a shared transaction.
+// A writeReq is one caller's write, run by the writer goroutine in a shared
+// transaction: inside its own savepoint, or with none where undoing it
+// alone needs none (oneWrite, and the groups of commits and settlements;
+// see runTx).
 type writeReq struct {
 	fn func(w *wtx) error
+	// commit, when set instead of fn, is an intent commit, which the
+	// writer runs itself so that a batch of them shares its budget work.
+	commit *commitOp
+	// settle, when set, marks a settlement that gives no budget back, which
+	// the writer may run in one statement with others (fn is its fallback).
+	settle *settleOp
 	// oneWrite marks a request whose fn writes with at most one statement
 	// and fails only before or in it: SQLite undoes a failed statement
 	// alone, so it needs no savepoint.
@@ -58,8 +66,8 @@ func (s *Store) write1(ctx context.Context, fn func(w *wtx) error) error {
 // synced commit: the caller waits until its write is committed and visible
 // to readers, but not for a sync of the disk. Only settlements use it; see
 // the package doc for what a crash can lose.
-func (s *Store) writeLazy(ctx context.Context, oneWrite bool, fn func(w *wtx) error) error {
-	return s.enqueue(ctx, &writeReq{fn: fn, oneWrite: oneWrite, lazy: true})
+func (s *Store) writeLazy(ctx context.Context, oneWrite bool, settle *settleOp, fn func(w *wtx) error) error {
+	return s.enqueue(ctx, &writeReq{fn: fn, oneWrite: oneWrite, lazy: true, settle: settle})
 }
 
 func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
@@ -107,7 +115,7 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 // never exceeds what a sync costs anyway.
 func (s *Store) writer() {
 	defer close(s.writerDone)
-	w := &wtx{s: s}
+	w := &wtx{s: s, tally: newTally(), queries: map[multiRowKey]string{}}
 	batch := make([]*writeReq, 0, s.maxBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -306,7 +314,11 @@ func (s *Store) setSynced(w *wtx, synced bool) error {
 	return nil
 }
 
-// runTx runs live in one transaction, synced or not.
+// runTx runs live in one transaction, synced or not, in order. Runs of
+// settlements are grouped (settleGroup), runs of intent commits too
+// (commitGroup); what is not grouped runs alone (runCommit, or fn). The
+// budgets the commits took are written (tally.flush) before any other
+// request runs and before COMMIT.
 func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 	finish := func(txErr error) {
 		for _, r := range live {
@@ -331,7 +343,59 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 		finish(fmt.Errorf("sqlite store: begin: %w", err))
 		return
 	}
-	for _, r := range live {
+	t := w.tally
+	defer t.reset()
+	solo := 0 // requests left to run alone after a group that failed
+	for i := 0; i < len(live); i++ {
+		r := live[i]
+		if solo > 0 {
+			solo--
+		} else if n := settleRun(live[i:]); n > 1 {
+			ok, err := s.settleGroup(w, live[i:i+n])
+			if err != nil {
+				finish(s.rollback(w, err))
+				return
+			}
+			if ok {
+				i += n - 1
+				continue
+			}
+			// Some of them are not this incarnation's started intents:
+			// each is run alone below, to be told its own outcome.
+			solo = n - 1
+		} else if r.commit != nil {
+			n, ok, err := s.commitGroup(w, live[i:], t)
+			if err != nil {
+				finish(s.rollback(w, err))
+				return
+			}
+			if ok {
+				i += n - 1
+				continue
+			}
+			if n > 0 {
+				// Some call id or idempotency key was taken: each is
+				// run alone below, to be told its own outcome.
+				solo = n - 1
+			}
+		}
+		if r.commit != nil {
+			var txErr error
+			if r.err, txErr = s.runCommit(w, r.commit, t); txErr != nil {
+				finish(s.rollback(w, txErr))
+				return
+			}
+			continue
+		}
+		// Anything else may read or change budgets: the intents' sums are
+		// written first.
+		if t.dirty() {
+			if err := t.flush(w); err != nil {
+				finish(s.rollback(w, err))
+				return
+			}
+		}
+		t.reset()
 		if r.oneWrite {
 			r.err = r.fn(w)
 			if c := sqliteCode(r.err); c != 0 && c != sqlite3.SQLITE_CONSTRAINT {
@@ -356,6 +420,12 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 		}
 		if err := w.execErr(`RELEASE req`); err != nil {
 			finish(s.rollback(w, fmt.Errorf("sqlite store: release savepoint: %w", err)))
+			return
+		}
+	}
+	if t.dirty() {
+		if err := t.flush(w); err != nil {
+			finish(s.rollback(w, err))
 			return
 		}
 	}
@@ -397,7 +467,11 @@ func (s *Store) rollback(w *wtx, err error) error {
 
 // wtx runs statements on the writer's connection, preparing each distinct
 // statement once.
-type wtx struct{ s *Store }
+type wtx struct {
+	s       *Store
+	tally   *tally                 // the budgets of the transaction's intents, not yet written
+	queries map[multiRowKey]string // multi-row statements built so far
+}
 
 func (w *wtx) stmt(query string) (*sql.Stmt, error) {
 	if st, ok := w.s.wstm[query]; ok {
