@@ -56,7 +56,11 @@ tools, servers, budgets and the store need a restart.
 
 serve runs until SIGINT or SIGTERM, then lets the calls in flight finish for
 up to 10s, cancels the rest and closes the store. Its own log goes to stderr;
-the audit log goes where the other verbs send it.`
+the audit log goes where the other verbs send it.
+
+With BACKPLANE_PPROF_ADDR set to a loopback address (127.0.0.1:6060), serve
+also serves Go's profiles (net/http/pprof) at http://ADDR/debug/pprof/, with
+no authentication: for measuring, off by default.`
 
 func newServeCmd() *cobra.Command {
 	var (
@@ -107,6 +111,13 @@ func newServeCmd() *cobra.Command {
 func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio bool, httpAddr string, console *atomic.Pointer[string]) error {
 	cfg := s.rt.Config
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	if addr := os.Getenv(pprofEnv); addr != "" {
+		stopPprof, err := startPprof(addr, log)
+		if err != nil {
+			return &inputError{err}
+		}
+		defer stopPprof()
+	}
 	// Over stdio there are no tokens: the issuer's keys are not read.
 	var verifier *oauth.Verifier
 	if !stdio {
