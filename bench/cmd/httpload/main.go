@@ -73,7 +73,8 @@ func main() {
 	flag.StringVar(&o.backplane, "backplane", "", "the backplane binary")
 	flag.StringVar(&o.mcpProxy, "mcp-proxy", "", "the mcp-proxy program (bench/http/node_modules/.bin/mcp-proxy)")
 	flag.StringVar(&o.echo, "echo", "", "the upstream: a stdio MCP server with an echo tool taking {message} (bench/cmd/echoserver)")
-	flag.StringVar(&gateways, "gateways", "backplane,mcp-proxy", "the gateways to compare, in this order within a round")
+	flag.StringVar(&gateways, "gateways", "backplane,mcp-proxy",
+		"the gateways to compare, in this order within a round; backplane:K=V:K=V is backplane with more environment (backplane:GOGC=400)")
 	flag.IntVar(&o.clients, "clients", 8, "concurrent MCP sessions per gateway")
 	flag.IntVar(&o.calls, "calls", 4000, "calls per round and gateway, spread over the sessions")
 	flag.IntVar(&o.warmup, "warmup", 500, "calls per gateway before the first round, not measured")
@@ -134,10 +135,10 @@ func run(o options) error {
 	}()
 	for _, name := range o.gateways {
 		var g *gateway
-		switch name {
-		case "backplane":
-			g, err = startBackplane(ctx, o, dir)
-		case "mcp-proxy":
+		switch {
+		case name == "backplane" || strings.HasPrefix(name, "backplane:"):
+			g, err = startBackplane(ctx, o, name, filepath.Join(dir, fmt.Sprint(len(gws))))
+		case name == "mcp-proxy":
 			g, err = startMCPProxy(ctx, o)
 		default:
 			err = fmt.Errorf("unknown gateway %q (backplane, mcp-proxy)", name)
@@ -169,7 +170,7 @@ func run(o options) error {
 				return fmt.Errorf("%s: round %d: %w\n%s", g.name, r, err, g.stderr)
 			}
 			all[g.name] = append(all[g.name], res)
-			fmt.Printf("round %d %-10s %8.0f calls/s  p50 %7s  p99 %7s  CPU/call %6s  upstream CPU/call %s  (load %s)\n",
+			fmt.Printf("round %d %-16s %8.0f calls/s  p50 %7s  p99 %7s  CPU/call %6s  upstream CPU/call %s  (load %s)\n",
 				r, g.name, res.callsPerSec, us(res.p50), us(res.p99), us(res.cpuPerCall), upstreamCPU(res), loadAverage())
 		}
 	}
@@ -179,7 +180,7 @@ func run(o options) error {
 	for _, g := range gws {
 		m := median(all[g.name])
 		med[g.name] = m
-		fmt.Printf("%-10s %8.0f calls/s  p50 %7s  p99 %7s  CPU/call %6s  upstream CPU/call %s\n",
+		fmt.Printf("%-16s %8.0f calls/s  p50 %7s  p99 %7s  CPU/call %6s  upstream CPU/call %s\n",
 			g.name, m.callsPerSec, us(m.p50), us(m.p99), us(m.cpuPerCall), upstreamCPU(m))
 	}
 	if b, p := med["backplane"], med["mcp-proxy"]; b.callsPerSec > 0 && p.callsPerSec > 0 {
@@ -192,11 +193,14 @@ func run(o options) error {
 		slices.Sort(ratios)
 		fmt.Printf("backplane / mcp-proxy calls/s: %.2fx (per round, sorted: %s)\n", b.callsPerSec/p.callsPerSec, fmtRatios(ratios))
 	}
+	for _, g := range gws {
+		fmt.Printf("%-16s peak RSS %s, upstream %s\n", g.name, peakRSS(g.cmd.Process.Pid), peakRSS(firstOr0(descendants(g.cmd.Process.Pid))))
+	}
 	fmt.Printf("load average at end: %s\n", loadAverage())
 
 	if o.cpuProfile != "" {
 		for _, g := range gws {
-			if g.name == "backplane" {
+			if g.name == "backplane" { // the first, plain one
 				if err := g.profile(ctx, o); err != nil {
 					return fmt.Errorf("profile: %w", err)
 				}
@@ -207,10 +211,15 @@ func run(o options) error {
 	return nil
 }
 
-// startBackplane writes a configuration and starts `backplane serve`.
-func startBackplane(ctx context.Context, o options, dir string) (*gateway, error) {
+// startBackplane writes a configuration into dir and starts `backplane
+// serve`; name is backplane, or backplane:K=V:K=V with more environment.
+func startBackplane(ctx context.Context, o options, name, dir string) (*gateway, error) {
 	if o.backplane == "" {
 		return nil, errors.New("-backplane is required")
+	}
+	var env []string
+	if _, e, ok := strings.Cut(name, ":"); ok {
+		env = strings.Split(e, ":")
 	}
 	port, err := freePort()
 	if err != nil {
@@ -225,16 +234,16 @@ func startBackplane(ctx context.Context, o options, dir string) (*gateway, error
   "servers": [{"name": "echo", "command": [%q]}]
 }
 `, filepath.Join(dir, "state"), filepath.Join(dir, "workspace"), port, token, o.echo)
-	if err := os.Mkdir(filepath.Join(dir, "workspace"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o700); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "backplane.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	g := &gateway{name: "backplane", url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), tool: "echo.echo"}
+	g := &gateway{name: name, url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), tool: "echo.echo"}
 	g.cmd = exec.CommandContext(ctx, o.backplane, "serve", "--config", path)
-	g.cmd.Env = os.Environ()
+	g.cmd.Env = append(os.Environ(), env...)
 	if o.cpuProfile != "" {
 		pp, err := freePort()
 		if err != nil {
@@ -382,12 +391,8 @@ func (g *gateway) drive(ctx context.Context, calls int, stop <-chan struct{}) ([
 				if stop == nil && i > int64(calls) {
 					break
 				}
-				if stop != nil {
-					select {
-					case <-stop:
-						return
-					default:
-					}
+				if stopped(stop) {
+					break
 				}
 				msg := fmt.Sprintf("call %d of session %d", i, c)
 				t0 := time.Now()
@@ -414,6 +419,16 @@ func (g *gateway) drive(ctx context.Context, calls int, stop <-chan struct{}) ([
 	}
 	wg.Wait()
 	return lat, time.Since(start), first
+}
+
+// stopped reports whether stop (nil: never) is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // checkEcho checks that res is the echo of msg.
@@ -443,26 +458,59 @@ func (g *gateway) profile(ctx context.Context, o options) error {
 	if g.pprof == "" {
 		return errors.New("backplane was started without a pprof listener")
 	}
+	cpu0, err := cpuTime(g.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
 	stop := make(chan struct{})
 	driven := make(chan error, 1)
+	var calls int
 	go func() {
-		_, _, err := g.drive(ctx, 0, stop)
+		lat, _, err := g.drive(ctx, 0, stop)
+		calls = len(lat)
 		driven <- err
 	}()
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", g.pprof, o.profileSeconds))
-	close(stop)
-	if derr := <-driven; derr != nil {
-		return derr
+	// The CPU profile and the allocations over the same seconds.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, kind := range []string{"profile", "allocs"} {
+		file := o.cpuProfile
+		if kind == "allocs" {
+			file += ".allocs"
+		}
+		wg.Go(func() {
+			errs[i] = fetch(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", g.pprof, kind, o.profileSeconds), file)
+		})
 	}
+	wg.Wait()
+	close(stop)
+	if err := <-driven; err != nil {
+		return err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// The profile's samples divided by these calls give CPU per call by
+	// function.
+	if cpu1, err := cpuTime(g.cmd.Process.Pid); err == nil && calls > 0 {
+		fmt.Printf("profiled: %d calls, CPU/call %s (load %s); allocations in %s.allocs\n",
+			calls, us((cpu1-cpu0)/time.Duration(calls)), loadAverage(), o.cpuProfile)
+	}
+	return nil
+}
+
+// fetch writes what url answers into file.
+func fetch(url, file string) error {
+	resp, err := http.Get(url)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-		return fmt.Errorf("pprof: %s: %s", resp.Status, b)
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, b)
 	}
-	f, err := os.Create(o.cpuProfile)
+	f, err := os.Create(file)
 	if err != nil {
 		return err
 	}
@@ -530,6 +578,27 @@ func cpuTime(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, f[11], f[12])
 	}
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// peakRSS is pid's peak resident set size (VmHWM), as /proc says it.
+func peakRSS(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return "?"
+}
+
+func firstOr0(p []int) int {
+	if len(p) == 0 {
+		return 0
+	}
+	return p[0]
 }
 
 func freePort() (int, error) {
