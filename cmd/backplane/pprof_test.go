@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,34 @@ func TestServePprofRefusesNonLoopback(t *testing.T) {
 		r := g.run(t, "", "serve", "--http", "127.0.0.1:0")
 		if r.code == 0 || !strings.Contains(r.stderr, pprofEnv) || !strings.Contains(r.stderr, "loopback") {
 			t.Errorf("%s=%s: exit %d, stderr %q; want a refusal naming the variable", pprofEnv, addr, r.code, r.stderr)
+		}
+	}
+}
+
+// serve collects garbage at GOGC=400 unless the environment says otherwise,
+// as its own /metrics report (the Go runtime's go_gc_gogc_percent).
+func TestServeGCPercent(t *testing.T) {
+	for _, c := range []struct{ env, want string }{{"", "400"}, {"GOGC=150", "150"}} {
+		g := newServeDir(t)
+		// Whatever GOGC the tests run under is not serve's.
+		g.env = slices.DeleteFunc(g.env, func(kv string) bool { return strings.HasPrefix(kv, "GOGC=") })
+		if c.env != "" {
+			g.env = append(g.env, c.env)
+		}
+		p := startServe(t, g)
+		code, body := httpGet(t, p.base+"/metrics", "ops-token")
+		if code != http.StatusOK {
+			t.Fatalf("/metrics: %d %s", code, body)
+		}
+		m := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\S+)$`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("/metrics has no go_gc_gogc_percent:\n%s", body)
+		}
+		if m[1] != c.want {
+			t.Errorf("env %q: go_gc_gogc_percent %s, want %s", c.env, m[1], c.want)
+		}
+		if err := p.stop(t); err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
 		}
 	}
 }

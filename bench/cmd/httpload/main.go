@@ -58,7 +58,8 @@ const protocolVersion = "2025-11-25"
 const token = "bench-token"
 
 type options struct {
-	backplane, mcpProxy, echo string
+	backplane, backplaneB     string
+	mcpProxy, echo            string
 	gateways                  []string
 	clients, calls, warmup    int
 	rounds                    int
@@ -71,10 +72,11 @@ func main() {
 	var o options
 	var gateways string
 	flag.StringVar(&o.backplane, "backplane", "", "the backplane binary")
+	flag.StringVar(&o.backplaneB, "backplane-b", "", "a second backplane binary, the gateway backplane-b (another build, to compare)")
 	flag.StringVar(&o.mcpProxy, "mcp-proxy", "", "the mcp-proxy program (bench/http/node_modules/.bin/mcp-proxy)")
 	flag.StringVar(&o.echo, "echo", "", "the upstream: a stdio MCP server with an echo tool taking {message} (bench/cmd/echoserver)")
 	flag.StringVar(&gateways, "gateways", "backplane,mcp-proxy",
-		"the gateways to compare, in this order within a round; backplane:K=V:K=V is backplane with more environment (backplane:GOGC=400)")
+		"the gateways to compare, in this order within a round: backplane, backplane-b (-backplane-b) and mcp-proxy;\nbackplane:K=V:K=V is backplane with more environment (backplane:GOGC=400)")
 	flag.IntVar(&o.clients, "clients", 8, "concurrent MCP sessions per gateway")
 	flag.IntVar(&o.calls, "calls", 4000, "calls per round and gateway, spread over the sessions")
 	flag.IntVar(&o.warmup, "warmup", 500, "calls per gateway before the first round, not measured")
@@ -136,7 +138,8 @@ func run(o options) error {
 	for _, name := range o.gateways {
 		var g *gateway
 		switch {
-		case name == "backplane" || strings.HasPrefix(name, "backplane:"):
+		case name == "backplane" || strings.HasPrefix(name, "backplane:") ||
+			name == "backplane-b" || strings.HasPrefix(name, "backplane-b:"):
 			g, err = startBackplane(ctx, o, name, filepath.Join(dir, fmt.Sprint(len(gws))))
 		case name == "mcp-proxy":
 			g, err = startMCPProxy(ctx, o)
@@ -212,10 +215,15 @@ func run(o options) error {
 }
 
 // startBackplane writes a configuration into dir and starts `backplane
-// serve`; name is backplane, or backplane:K=V:K=V with more environment.
+// serve`; name is backplane or backplane-b (the binary of -backplane-b),
+// with :K=V:K=V for more environment.
 func startBackplane(ctx context.Context, o options, name, dir string) (*gateway, error) {
-	if o.backplane == "" {
-		return nil, errors.New("-backplane is required")
+	bin, flagName := o.backplane, "-backplane"
+	if name == "backplane-b" || strings.HasPrefix(name, "backplane-b:") {
+		bin, flagName = o.backplaneB, "-backplane-b"
+	}
+	if bin == "" {
+		return nil, fmt.Errorf("%s is required", flagName)
 	}
 	var env []string
 	if _, e, ok := strings.Cut(name, ":"); ok {
@@ -242,7 +250,7 @@ func startBackplane(ctx context.Context, o options, name, dir string) (*gateway,
 		return nil, err
 	}
 	g := &gateway{name: name, url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), tool: "echo.echo"}
-	g.cmd = exec.CommandContext(ctx, o.backplane, "serve", "--config", path)
+	g.cmd = exec.CommandContext(ctx, bin, "serve", "--config", path)
 	g.cmd.Env = append(os.Environ(), env...)
 	if o.cpuProfile != "" {
 		pp, err := freePort()
