@@ -58,14 +58,14 @@ const protocolVersion = "2025-11-25"
 const token = "bench-token"
 
 type options struct {
-	backplane, backplaneB     string
-	mcpProxy, echo            string
-	gateways                  []string
-	clients, calls, warmup    int
-	rounds                    int
-	cpuProfile                string
-	profileSeconds            int
-	keep                      bool
+	backplane, backplaneB  string
+	mcpProxy, echo         string
+	gateways               []string
+	clients, calls, warmup int
+	rounds                 int
+	cpuProfile             string
+	profileSeconds         int
+	keep                   bool
 }
 
 func main() {
