@@ -20,9 +20,14 @@
 // log goes to the store folder (the default). mcp-proxy runs with
 // --server stream and no API key.
 //
+// To compare builds or settings in the same run, -gateways may also name
+// backplane-b (the binary of -backplane-b) and either with more
+// environment: backplane:GOGC=100.
+//
 // With -cpuprofile FILE, after the rounds, Backplane's process is profiled
 // under the same load for -profile-seconds (through its opt-in pprof
-// listener, BACKPLANE_PPROF_ADDR) and the profile written to FILE.
+// listener, BACKPLANE_PPROF_ADDR): the CPU profile is written to FILE and
+// the allocations of those seconds to FILE.allocs.
 package main
 
 import (
