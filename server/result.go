@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
 )
 
 // Keys of _meta this server reads or writes.
@@ -80,6 +82,11 @@ func passThrough(b json.RawMessage) *mcp.CallToolResult {
 	if r := textResult(members); r != nil {
 		return r
 	}
+	return sdkResult(b, members)
+}
+
+// sdkResult is passThrough's general case: the SDK's own decoding.
+func sdkResult(b json.RawMessage, members map[string]json.RawMessage) *mcp.CallToolResult {
 	var r mcp.CallToolResult
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil // a content type the SDK cannot carry: sent as plain JSON instead
@@ -90,36 +97,74 @@ func passThrough(b json.RawMessage) *mcp.CallToolResult {
 	return &r
 }
 
-// textResult is the result members hold when it is the most common kind,
-// content made only of text blocks holding nothing but their text, and no
-// _meta; nil otherwise. It is built with encoding/json: the SDK's own
-// decoding (CallToolResult.UnmarshalJSON) allocates a 32 KiB buffer for
-// every value it decodes, a tenth of what a proxied call allocated over
-// HTTP. Any other shape is left to the SDK, which knows every content type.
+// textResult is passThrough's common case, a result whose content is text
+// blocks only ({"type":"text","text":...}) and that has no _meta, built
+// without the SDK's decoding, which allocates 32 KiB per call (go-sdk
+// v1.8.0) to give the same value. Anything else (nil) is left to
+// sdkResult: other block kinds, members or escapes whose reading could
+// differ between decoders.
 func textResult(members map[string]json.RawMessage) *mcp.CallToolResult {
 	if _, ok := members["_meta"]; ok {
 		return nil
 	}
-	var blocks []map[string]json.RawMessage
-	if json.Unmarshal(members["content"], &blocks) != nil {
+	r := &mcp.CallToolResult{}
+	if v, ok := members["isError"]; ok {
+		switch string(v) {
+		case "true":
+			r.IsError = true
+		case "false", "null":
+		default:
+			return nil
+		}
+	}
+	raw := members["content"]
+	limits := &jsonstrict.Options{MaxDepth: 2, MaxBytes: len(raw) + 1}
+	blocks, err := jsonstrict.Elements(raw, limits)
+	if err != nil {
 		return nil
 	}
-	r := &mcp.CallToolResult{Content: make([]mcp.Content, 0, len(blocks))}
-	for _, b := range blocks {
-		var typ, text string
-		if len(b) != 2 || json.Unmarshal(b["type"], &typ) != nil || typ != "text" ||
-			b["text"] == nil || json.Unmarshal(b["text"], &text) != nil {
+	r.Content = make([]mcp.Content, 0, len(blocks))
+	for _, block := range blocks {
+		ms, err := jsonstrict.Members(block, limits)
+		if err != nil || len(ms) != 2 {
+			return nil
+		}
+		var text string
+		var isText, hasText bool
+		for _, m := range ms {
+			switch m.Name {
+			case "type":
+				isText = string(m.Raw) == `"text"`
+			case "text":
+				text, hasText = plainString(m.Raw)
+			}
+		}
+		if !isText || !hasText {
 			return nil
 		}
 		r.Content = append(r.Content, &mcp.TextContent{Text: text})
 	}
-	if v, ok := members["isError"]; ok && json.Unmarshal(v, &r.IsError) != nil {
-		return nil
-	}
 	if sc, ok := members["structuredContent"]; ok {
-		r.StructuredContent = sc
+		r.StructuredContent = sc // the upstream's exact bytes, as sdkResult
 	}
 	return r
+}
+
+// plainString reads a JSON string of valid UTF-8 without \u escapes (whose
+// lone surrogates decoders read differently).
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || !utf8.Valid(raw) || bytes.Contains(raw, []byte(`\u`)) {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
 func isObject(b []byte) bool {

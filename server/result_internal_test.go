@@ -2,103 +2,46 @@ package server
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbackplane/backplane/gateway"
 )
 
-// resultsToPass are upstream answers successResult passes through: the
-// first fastPaths textResult builds itself, the others the SDK decodes.
-const fastPaths = 5
-
-var resultsToPass = []string{
-	`{"content":[{"type":"text","text":"Echo: hi"}]}`,
-	`{"content":[{"type":"text","text":"a"},{"type":"text","text":"b \"quoted\" \u00e9"}],"isError":true}`,
-	`{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":1.50,"s":"t"}}`,
-	`{"content":[],"isError":false}`,
-	`{"content":[{"type":"text","text":""}],"isError":null}`,
-	// Left to the SDK: another member in a block, another type, _meta.
-	`{"content":[{"type":"text","text":"x","annotations":{"priority":0.5}}]}`,
-	`{"content":[{"type":"image","data":"aGk=","mimeType":"image/png"}]}`,
-	`{"content":[{"type":"text","text":"x"}],"_meta":{"k":"v"}}`,
-	`{"content":[{"type":"text","text":"x","_meta":{"k":1}}]}`,
-}
-
-// The result sent for an upstream's answer is the one the SDK's own
-// decoding of that answer gives, whichever way it was built.
-func TestSuccessResultMatchesSDKDecoding(t *testing.T) {
-	for i, in := range resultsToPass {
-		var members map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(in), &members); err != nil {
-			t.Fatal(err)
-		}
-		if fast := textResult(members) != nil; fast != (i < fastPaths) {
-			t.Errorf("%s: built without the SDK: %v, want %v", in, fast, i < fastPaths)
-		}
-		var want mcp.CallToolResult
-		if err := json.Unmarshal([]byte(in), &want); err != nil {
-			t.Fatalf("%s: the SDK refuses it: %v", in, err)
-		}
-		if sc, ok := rawMember(t, in, "structuredContent"); ok {
-			want.StructuredContent = sc
-		}
-		want.Meta = mergeMeta(want.Meta, "call_1")
-		got := successResult(&gateway.CallResult{Result: json.RawMessage(in), CallID: "call_1"})
-		g, err := json.Marshal(got)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := json.Marshal(&want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(g) != string(w) {
-			t.Errorf("%s:\n got %s\nwant %s", in, g, w)
-		}
-	}
-}
-
-// An answer whose members are not those of a result is not passed through,
-// on either path.
-func TestPassThroughRefusesOtherObjects(t *testing.T) {
-	for _, in := range []string{
-		`{"content":"text"}`,
-		`{"content":[{"type":"text","text":"x"}],"other":1}`,
-		`{"text":"x"}`,
-		`[{"type":"text","text":"x"}]`,
-		`{"content":[{"type":"text","text":"x"}],"isError":"yes"}`,
+// TestTextResultMatchesSDK: the fast reading of a text-only result is the
+// value the SDK's own decoding gives, and what it does not take is left to
+// the SDK (or refused as the SDK refuses it).
+func TestTextResultMatchesSDK(t *testing.T) {
+	for _, tc := range []struct {
+		result string
+		fast   bool // textResult takes it
+	}{
+		{`{"content":[{"type":"text","text":"Echo: hi"}],"isError":false}`, true},
+		{`{"content":[],"isError":true}`, true},
+		{`{"content":[{"text":"a\nb \"q\" \\ \/","type":"text"},{"type":"text","text":"é 😀"}],"structuredContent":{"x":[1,2.50]}}`, true},
+		{`{"content":[{"type":"text","text":""}],"isError":null,"structuredContent":null}`, true},
+		{`{"content":[{"type":"text","text":"\u00e9\ud800"}]}`, false},
+		{`{"content":[{"type":"text","text":"x","_meta":{"a":1}}]}`, false},
+		{`{"content":[{"type":"text","text":"x","annotations":{"priority":0.5}}]}`, false},
+		{`{"content":[{"type":"image","data":"aGk=","mimeType":"image/png"}]}`, false},
+		{`{"content":[{"type":"text","Text":"x"}]}`, false},
+		{`{"content":[{"type":"text","text":"x","text":"y"}]}`, false},
+		{`{"content":[{"type":"text","text":"x"}],"_meta":{"k":"v"}}`, false},
+		{`{"content":[{"type":"text","text":"x"}],"isError":"yes"}`, false},
+		{`{"content":[{"type":"text","text":5}]}`, false},
 	} {
-		if r := passThrough(json.RawMessage(in)); r != nil {
-			t.Errorf("%s passed through as %+v", in, r)
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(tc.result), &members); err != nil {
+			t.Fatal(err)
 		}
-	}
-}
-
-func rawMember(t *testing.T, in, key string) (json.RawMessage, bool) {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(in), &m); err != nil {
-		t.Fatal(err)
-	}
-	v, ok := m[key]
-	return v, ok
-}
-
-func mergeMeta(m mcp.Meta, callID string) mcp.Meta {
-	if m == nil {
-		m = mcp.Meta{}
-	}
-	m[MetaCallID] = callID
-	return m
-}
-
-// BenchmarkSuccessResult is the server's share of passing an upstream's
-// text answer on (-benchmem shows the allocations).
-func BenchmarkSuccessResult(b *testing.B) {
-	r := &gateway.CallResult{Result: json.RawMessage(`{"content":[{"type":"text","text":"Echo: benchmark call"}]}`), CallID: "call_1"}
-	for b.Loop() {
-		successResult(r)
+		fast := textResult(members)
+		if (fast != nil) != tc.fast {
+			t.Errorf("%s: textResult took it: %v, want %v", tc.result, fast != nil, tc.fast)
+		}
+		want := sdkResult(json.RawMessage(tc.result), members)
+		if fast != nil && !reflect.DeepEqual(fast, want) {
+			t.Errorf("%s:\n fast %#v\n sdk  %#v", tc.result, fast, want)
+		}
+		if got := passThrough(json.RawMessage(tc.result)); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: passThrough %#v, want the SDK's %#v", tc.result, got, want)
+		}
 	}
 }

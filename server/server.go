@@ -124,6 +124,7 @@ import (
 
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/policy"
 )
@@ -631,13 +632,15 @@ func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
 	if closed {
 		return ErrServerClosed
 	}
-	// A malformed line is answered (-32700, -32600) and skipped: see
-	// stdioFilter.
-	lw := &lockedWriter{w: w}
-	fr := newStdioFilter(r, lw, func(code int64, why string) {
+	// The stdio transport is backplane's own (package mcpstream: one decode
+	// per message, none through the SDK's 32 KiB-per-message decoder). A
+	// malformed line is answered (-32700, -32600) and skipped, never ends
+	// the session: one stray print of a wrapper script must not end serve
+	// --stdio.
+	t := mcpstream.New(r, w, &mcpstream.Options{OnMalformed: func(code int64, why string) {
 		s.log.Warn("stdio: a line that is not a JSON-RPC message was answered with an error and skipped", "code", code, "error", why)
-	})
-	ss, err := s.Connect(context.Background(), &mcp.IOTransport{Reader: fr, Writer: lw})
+	}})
+	ss, err := s.Connect(context.Background(), t)
 	if err != nil {
 		return err
 	}

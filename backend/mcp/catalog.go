@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/tool"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
@@ -17,6 +18,10 @@ import (
 // maxPages bounds a tools/list walk: a server whose cursors never end is
 // refused rather than followed forever.
 const maxPages = 1000
+
+// maxResultDepth bounds the nesting of a result split by members:
+// encoding/json's own limit, which bounded it before.
+const maxResultDepth = 10000
 
 // rawTool is one tool of a tools/list answer, as the server sent it.
 type rawTool struct {
@@ -146,29 +151,21 @@ func hint(raw json.RawMessage) *bool {
 // exact (unescaped) names. Duplicate names are refused: an object that says
 // two things has no meaning to keep.
 func members(raw []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	out := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
+	// One strict pass over the object (its members' exact bytes), rather
+	// than a token-by-token json.Decoder, which copies what it reads.
+	ms, err := jsonstrict.Members(raw, &jsonstrict.Options{MaxDepth: maxResultDepth, MaxBytes: maxCapture})
+	if err != nil {
+		if errors.Is(err, jsonstrict.ErrKind) {
+			return nil, errors.New("not a JSON object")
 		}
-		key, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("the member %q appears twice", key)
-		}
-		out[key] = v
-	}
-	if _, err := dec.Token(); err != nil {
 		return nil, err
+	}
+	out := make(map[string]json.RawMessage, len(ms))
+	for _, m := range ms {
+		if _, dup := out[m.Name]; dup {
+			return nil, fmt.Errorf("the member %q appears twice", m.Name)
+		}
+		out[m.Name] = m.Raw
 	}
 	return out, nil
 }

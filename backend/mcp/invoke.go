@@ -71,7 +71,8 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		return nil, fmt.Errorf("upstream %s answered with an error: %v", u.srv.Name, rpcErr)
 	case done:
 		// The raw answer is what counts, even when the SDK could not decode
-		// it: the tool ran.
+		// it: the tool ran. (Over stdio the SDK does not decode it at all:
+		// callErr is errTakenRaw, see trackedConn.Read.)
 		return resultOf(raw)
 	case !sent:
 		if callErr == nil {

@@ -11,10 +11,12 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/internal/procsup"
 )
 
-// procTransport is the SDK's CommandTransport with the start done by
+// procTransport is the SDK's CommandTransport, framed by package mcpstream
+// (one standard-library decode per message), with the start done by
 // package procsup: its own process group, the parent-death signal from the
 // thread that lives as long as the gateway, the sandbox launcher when the
 // server has a policy. Closing follows the MCP stdio shutdown: stdin
@@ -38,7 +40,9 @@ func (t *procTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 		return nil, err
 	}
 	w := &procStdin{WriteCloser: stdin, cmd: t.cmd, terminate: t.terminate, cleanup: t.cleanup}
-	return (&sdk.IOTransport{Reader: io.NopCloser(stdout), Writer: w}).Connect(ctx)
+	// A line the server writes that is not a JSON-RPC message ends the
+	// connection (supervise reconnects), as with the SDK's own transport.
+	return mcpstream.New(io.NopCloser(stdout), w, nil).Connect(ctx)
 }
 
 // procStdin closes the connection by closing stdin and waiting for the

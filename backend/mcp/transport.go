@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/internal/procsup"
 )
 
@@ -227,28 +228,39 @@ func (w *wire) track(ctx context.Context, msg jsonrpc.Message) *exchange {
 	return e
 }
 
-// settle records the answer msg, when it answers a followed request.
-func (w *wire) settle(msg jsonrpc.Message) {
+// settle records the answer msg, when it answers a followed request, and
+// returns that request's exchange. owned says msg's bytes are the
+// message's own (a fresh buffer per message), not a reused buffer's, so
+// the result need not be copied.
+func (w *wire) settle(msg jsonrpc.Message, owned bool) *exchange {
 	if w.seen != nil {
 		w.seen(msg)
 	}
 	resp, ok := msg.(*jsonrpc.Response)
 	if !ok {
-		return
+		return nil
 	}
 	w.mu.Lock()
 	e := w.pending[resp.ID]
 	delete(w.pending, resp.ID)
 	w.mu.Unlock()
 	if e == nil {
-		return
+		return nil
 	}
 	e.mu.Lock()
 	e.done = true
-	e.result = bytes.Clone(resp.Result)
+	e.result = resp.Result
+	if !owned {
+		e.result = bytes.Clone(resp.Result)
+	}
 	e.rpcErr = resp.Error
 	e.mu.Unlock()
+	return e
 }
+
+// errTakenRaw stands, for the SDK, in the place of a tools/call result the
+// gateway reads from the wire itself (see trackedConn.Read).
+var errTakenRaw = errors.New("the result was taken from the wire")
 
 // forget stops following e (its caller is done with it).
 func (w *wire) forget(e *exchange) {
@@ -300,10 +312,19 @@ func (c *trackedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 func (c *trackedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if err == nil {
-		c.wire.settle(msg)
+	if err != nil {
+		return msg, err
 	}
-	return msg, err
+	if e := c.wire.settle(msg, true); e != nil && e.method == "tools/call" {
+		if resp := msg.(*jsonrpc.Response); resp.Error == nil {
+			// The gateway returns the raw result (toolBackend.Invoke), so
+			// the SDK need not decode it a second time, into types the
+			// gateway would not read: it is told the call ended, with an
+			// error that Invoke knows and does not report.
+			msg = &jsonrpc.Response{ID: resp.ID, Error: errTakenRaw, Extra: resp.Extra}
+		}
+	}
+	return msg, nil
 }
 
 // tapTransport is the HTTP client's transport for a URL server: it adds the
@@ -330,7 +351,7 @@ func (t *tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if body, err := req.GetBody(); err == nil {
 			data, _ := io.ReadAll(io.LimitReader(body, maxCapture))
 			body.Close()
-			if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+			if msg, err := mcpstream.DecodeMessage(data); err == nil {
 				if e := t.wire.track(req.Context(), msg); e != nil {
 					trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
 						if info.Err == nil {
@@ -375,8 +396,8 @@ func (j *jsonTap) Read(p []byte) (int, error) {
 		}
 	}
 	if errors.Is(err, io.EOF) && !j.over && j.buf.Len() > 0 {
-		if msg, derr := jsonrpc.DecodeMessage(bytes.TrimSpace(j.buf.Bytes())); derr == nil {
-			j.wire.settle(msg)
+		if msg, derr := mcpstream.DecodeMessage(bytes.TrimSpace(j.buf.Bytes())); derr == nil {
+			j.wire.settle(msg, false)
 		}
 		j.over = true // once
 	}
@@ -395,8 +416,8 @@ type sseTap struct {
 
 func newSSETap(rc io.ReadCloser, w *wire) *sseTap {
 	return &sseTap{rc: rc, p: sseParser{fn: func(data []byte) {
-		if msg, err := jsonrpc.DecodeMessage(data); err == nil {
-			w.settle(msg)
+		if msg, err := mcpstream.DecodeMessage(data); err == nil {
+			w.settle(msg, false)
 		}
 	}}}
 }

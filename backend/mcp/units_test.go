@@ -1,13 +1,18 @@
 package mcp
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/mcpstream"
 )
 
 // TestSSEParser feeds a stream one byte at a time and whole: events end at
@@ -153,5 +158,64 @@ func TestServerCheck(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("the error quotes a header value: %v", err)
 		}
+	}
+}
+
+// TestToolsCallResultDecodedOnce: over stdio, the answer to a followed
+// tools/call reaches the exchange as the exact bytes sent, and the SDK is
+// handed errTakenRaw in its place (it does not decode the result again);
+// other answers reach the SDK unchanged.
+func TestToolsCallResultDecodedOnce(t *testing.T) {
+	a, b := mcpstream.Pipe(nil)
+	w := newWire()
+	gw, err := (&trackedTransport{inner: a, wire: w}).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	peer, err := b.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	ctx := context.Background()
+	call := &exchange{method: "tools/call"}
+	for i, c := range []struct {
+		e      *exchange
+		method string
+	}{{call, "tools/call"}, {nil, "tools/list"}} {
+		id, _ := jsonrpc.MakeID(float64(i + 1))
+		wctx := ctx
+		if c.e != nil {
+			wctx = withExchange(ctx, c.e)
+		}
+		go gw.Write(wctx, &jsonrpc.Request{ID: id, Method: c.method, Params: json.RawMessage(`{}`)})
+		if _, err := peer.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := `{"content":[{"type":"text","text":"x","unknown":1.0}],"isError":false}`
+	go func() { // in order, from one goroutine
+		for i, res := range []string{raw, `{"tools":[]}`} {
+			id, _ := jsonrpc.MakeID(float64(i + 1))
+			peer.Write(ctx, &jsonrpc.Response{ID: id, Result: json.RawMessage(res)})
+		}
+	}()
+	m, err := gw.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := m.(*jsonrpc.Response); !ok || !errors.Is(r.Error, errTakenRaw) || r.Result != nil || r.ID.Raw() != int64(1) {
+		t.Fatalf("the SDK was handed %#v", m)
+	}
+	if _, done, got, rpcErr := call.state(); !done || rpcErr != nil || string(got) != raw {
+		t.Fatalf("the exchange holds %q (done %v, %v)", got, done, rpcErr)
+	}
+	m, err = gw.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := m.(*jsonrpc.Response); !ok || r.Error != nil || string(r.Result) != `{"tools":[]}` {
+		t.Fatalf("an answer not followed was changed: %#v", m)
 	}
 }

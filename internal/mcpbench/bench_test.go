@@ -1,20 +1,26 @@
-// Package mcpbench measures what the gateway adds to an MCP tool call.
+// Package mcpbench measures what the gateway adds to an MCP tool call, over
+// the transports the product uses.
 //
 // BenchmarkMCPProxy/direct is a trivial tool call (echo) made by a Go SDK
-// client to an in-process Go SDK server over the SDK's in-memory transport.
-// BenchmarkMCPProxy/gateway is the same call made through backplane's MCP
-// server (package server) over the same kind of transport: the whole
-// gateway pipeline over a SQLite store in a temporary folder (the real
-// default: a synced intent commit and a settlement per call), whose tool is
-// that same upstream echo server, reached through an SDK client session.
-// BenchmarkMCPProxy/gateway-memstore is the gateway over the in-memory
-// store, to tell the store's share from the rest.
+// client to an upstream MCP server process over stdio: this test binary run
+// again as a Go SDK server (mcp.StdioTransport) with one echo tool.
+// BenchmarkMCPProxy/gateway is the same call made through the gateway: the
+// client reaches backplane's MCP server over stdio (Server.ServeStdio on OS
+// pipes, as `backplane serve --stdio` runs), and the gateway's tool is that
+// same upstream program, started and spoken to by package backend/mcp as
+// for a configured `servers:` entry; the gateway runs its whole pipeline
+// over a SQLite store in a temporary folder (the real default: a synced
+// intent commit and a settlement per call). BenchmarkMCPProxy/
+// gateway-memstore is the gateway over the in-memory store, to tell the
+// store's share from the rest. Every client side (the benchmark's client,
+// and the gateway as the upstream's client) uses the same stdio transport,
+// package internal/mcpstream, so the direct leg is the same kind of hop as
+// each of the gateway's two.
 //
 // BenchmarkMCPProxyStdio/<direct|gateway> is the same comparison with the
 // issue's other upstream: the echo tool of the reference server
 // @modelcontextprotocol/server-everything (node, installed under
-// testdata/mcp-peers), over stdio; the client reaches the gateway's MCP
-// server in process. It is skipped when node or the server is missing.
+// testdata/mcp-peers). It is skipped when node or the server is missing.
 //
 // Each reports p50-ns and p99-ns from the latency of every call, besides
 // ns/op:
@@ -24,7 +30,8 @@ package mcpbench
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -36,14 +43,30 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
+	bmcp "github.com/agentbackplane/backplane/backend/mcp"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
 	"github.com/agentbackplane/backplane/store/sqlite"
 )
+
+// upstreamEnv, set to 1, makes this test binary the Go echo server over
+// stdio (see TestMain).
+const upstreamEnv = "BACKPLANE_MCPBENCH_UPSTREAM"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(upstreamEnv) == "1" {
+		if err := echoServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, "echo upstream:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
 
 type echoIn struct {
 	Text string `json:"text"`
@@ -53,33 +76,34 @@ type echoOut struct {
 	Text string `json:"text"`
 }
 
-// upstream starts the Go echo server and returns a client session to it.
-func upstream(b *testing.B) *mcp.ClientSession {
-	b.Helper()
+// echoServer is the Go upstream: one read-only echo tool (read-only, so
+// that the gateway needs no approval for it).
+func echoServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "echo-upstream", Version: "v0"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo the text."},
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo the text.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
 			return nil, echoOut(in), nil
 		})
-	return connect(b, func(ctx context.Context, t mcp.Transport) error {
-		_, err := srv.Connect(ctx, t, nil)
-		return err
-	})
+	return srv
 }
 
-// connect links a new Go SDK client to a server over in-memory transports.
-func connect(b *testing.B, serve func(context.Context, mcp.Transport) error) *mcp.ClientSession {
-	b.Helper()
-	ctx := context.Background()
-	ct, st := mcp.NewInMemoryTransports()
-	if err := serve(ctx, st); err != nil {
+// upstreamCommand is the Go upstream's command line: this test binary.
+func upstreamCommand(b *testing.B) []string {
+	exe, err := os.Executable()
+	if err != nil {
 		b.Fatal(err)
 	}
+	return []string{exe}
+}
+
+// clientOver connects a Go SDK client over the stdio transport t.
+func clientOver(b *testing.B, t mcp.Transport) *mcp.ClientSession {
+	b.Helper()
 	// Every hop speaks 2025-11-25: the version backplane serves (and
 	// proposes to its upstreams), so that both paths do the same work per
 	// hop.
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "v0"}, nil).
-		Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: server.ProtocolVersions[0]})
+		Connect(context.Background(), t, &mcp.ClientSessionOptions{ProtocolVersion: server.ProtocolVersions[0]})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,9 +111,29 @@ func connect(b *testing.B, serve func(context.Context, mcp.Transport) error) *mc
 	return cs
 }
 
-// everything starts the reference server over stdio and returns a client
-// session to it, or skips.
-func everything(b *testing.B) *mcp.ClientSession {
+// direct starts the upstream program and returns a client session to it
+// over its stdin and stdout.
+func direct(b *testing.B, argv []string, env ...string) *mcp.ClientSession {
+	b.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return clientOver(b, mcpstream.New(io.NopCloser(stdout), stdin, nil))
+}
+
+// everything is the command of the reference server, or skips.
+func everything(b *testing.B) []string {
 	b.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		b.Skip("node is not installed")
@@ -98,24 +142,7 @@ func everything(b *testing.B) *mcp.ClientSession {
 	if _, err := os.Stat(bin); err != nil {
 		b.Skip("server-everything is not installed (npm ci in testdata/mcp-peers): " + err.Error())
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "v0"}, nil).
-		Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(bin)},
-			&mcp.ClientSessionOptions{ProtocolVersion: server.ProtocolVersions[0]})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cs.Close() })
-	return cs
-}
-
-// everythingEcho is the echo tool of server-everything as the gateway
-// registers it for this benchmark: its own schema declares $schema, which
-// the subset refuses, so the benchmark declares the same contract inside
-// the subset.
-var everythingEcho = gateway.Tool{
-	Name:        "echo",
-	Description: "Echoes back the input string",
-	InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","description":"Message to echo"}},"required":["message"]}`),
+	return []string{bin}
 }
 
 func BenchmarkMCPProxyStdio(b *testing.B) {
@@ -124,81 +151,79 @@ func BenchmarkMCPProxyStdio(b *testing.B) {
 		return len(res.Content) == 1 && strings.Contains(res.Content[0].(*mcp.TextContent).Text, "benchmark call")
 	}
 	b.Run("direct", func(b *testing.B) {
-		runCalls(b, everything(b), args, check)
+		runCalls(b, direct(b, everything(b)), "echo", args, check)
 	})
 	b.Run("gateway", func(b *testing.B) {
-		st, err := sqlite.Open(b.TempDir(), &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { st.Close() })
-		runCalls(b, gatewayFor(b, st, everythingEcho, everything(b)), args, check)
+		// server-everything's echo declares $schema, which the subset
+		// refuses: the draft 2020-12 validator takes it.
+		cs := throughGateway(b, sqliteStore(b), bmcp.Server{Name: "up", Command: everything(b), Validator: bmcp.ValidatorDraft2020})
+		runCalls(b, cs, "up.echo", args, check)
 	})
 }
 
-// throughGateway serves a gateway whose echo tool calls the upstream
-// session, and returns a client session to that gateway's MCP server.
-func throughGateway(b *testing.B, st store.Store, up *mcp.ClientSession) *mcp.ClientSession {
-	return gatewayFor(b, st, gateway.Tool{
-		Name:        "echo",
-		Description: "Echo the text.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`),
-	}, up)
+func sqliteStore(b *testing.B) store.Store {
+	st, err := sqlite.Open(b.TempDir(), &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
 }
 
-// gatewayFor registers tool, whose calls go to the upstream tool of the same
-// name, in a gateway over st, and returns a client session to the gateway's
-// MCP server.
-func gatewayFor(b *testing.B, st store.Store, tool gateway.Tool, up *mcp.ClientSession) *mcp.ClientSession {
+// throughGateway connects the upstream srv to a gateway over st, as
+// `servers:` does, serves that gateway over stdio on OS pipes, and returns
+// a client session to it.
+func throughGateway(b *testing.B, st store.Store, srv bmcp.Server) *mcp.ClientSession {
 	b.Helper()
-	rules, err := policy.NewRules([]policy.Rule{{Caller: "bench", Allow: []string{"echo"}}})
+	rules, err := policy.NewRules([]policy.Rule{{Caller: "bench", Allow: []string{"up.echo"}}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules})
-	// The upstream call as an MCP upstream backend makes it: the validated
-	// argument bytes out, the result object back as JSON.
-	tool.Backend = backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-		res, err := up.CallTool(ctx, &mcp.CallToolParams{Name: tool.Name, Arguments: c.Arguments})
-		if err != nil {
-			return nil, err
-		}
-		out, err := json.Marshal(res)
-		if err != nil {
-			return nil, err
-		}
-		return &backend.Result{Content: out, IsError: res.IsError}, nil
-	})
-	if err := g.Register(tool); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	up, err := bmcp.Connect(ctx, srv, &bmcp.Options{Registry: g})
+	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { up.Close() })
 	s := server.New(g, &server.Options{StdioCaller: "bench"})
-	return connect(b, func(ctx context.Context, t mcp.Transport) error {
-		_, err := s.Connect(ctx, t)
-		return err
+	inR, inW, err := os.Pipe() // client -> server
+	if err != nil {
+		b.Fatal(err)
+	}
+	outR, outW, err := os.Pipe() // server -> client
+	if err != nil {
+		b.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.ServeStdio(inR, outW) }()
+	b.Cleanup(func() {
+		s.Shutdown(context.Background())
+		<-served
 	})
+	return clientOver(b, mcpstream.New(outR, inW, nil))
 }
 
 func BenchmarkMCPProxy(b *testing.B) {
 	b.Run("direct", func(b *testing.B) {
-		run(b, upstream(b))
+		run(b, direct(b, upstreamCommand(b), upstreamEnv+"=1"), "echo")
 	})
+	goUpstream := func(b *testing.B) bmcp.Server {
+		b.Setenv(upstreamEnv, "1") // passed on by name (Server.Env)
+		return bmcp.Server{Name: "up", Command: upstreamCommand(b), Env: []string{upstreamEnv}}
+	}
 	b.Run("gateway", func(b *testing.B) {
-		st, err := sqlite.Open(b.TempDir(), &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { st.Close() })
-		run(b, throughGateway(b, st, upstream(b)))
+		run(b, throughGateway(b, sqliteStore(b), goUpstream(b)), "up.echo")
 	})
 	b.Run("gateway-memstore", func(b *testing.B) {
-		run(b, throughGateway(b, memstore.New(), upstream(b)))
+		run(b, throughGateway(b, memstore.New(), goUpstream(b)), "up.echo")
 	})
 }
 
 // run makes b.N calls of the Go echo tool.
-func run(b *testing.B, cs *mcp.ClientSession) {
-	runCalls(b, cs, map[string]any{"text": "benchmark call"}, func(res *mcp.CallToolResult) bool {
+func run(b *testing.B, cs *mcp.ClientSession, tool string) {
+	runCalls(b, cs, tool, map[string]any{"text": "benchmark call"}, func(res *mcp.CallToolResult) bool {
 		sc, _ := res.StructuredContent.(map[string]any)
 		return sc["text"] == "benchmark call"
 	})
@@ -206,17 +231,17 @@ func run(b *testing.B, cs *mcp.ClientSession) {
 
 // runCalls makes b.N echo calls one after the other and reports the latency
 // percentiles.
-func runCalls(b *testing.B, cs *mcp.ClientSession, args map[string]any, ok func(*mcp.CallToolResult) bool) {
+func runCalls(b *testing.B, cs *mcp.ClientSession, tool string, args map[string]any, ok func(*mcp.CallToolResult) bool) {
 	ctx := context.Background()
-	params := &mcp.CallToolParams{Name: "echo", Arguments: args}
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
 	// Warm up (connections, first-call allocations), and check the answer.
 	for range 20 {
 		res, err := cs.CallTool(ctx, params)
 		if err != nil || res.IsError {
-			b.Fatalf("echo: %v %+v", err, res)
+			b.Fatalf("%s: %v %+v", tool, err, res)
 		}
 		if !ok(res) {
-			b.Fatalf("echo answered %+v", res)
+			b.Fatalf("%s answered %+v", tool, res)
 		}
 	}
 	lat := make([]time.Duration, 0, b.N)
@@ -227,7 +252,7 @@ func runCalls(b *testing.B, cs *mcp.ClientSession, args map[string]any, ok func(
 		res, err := cs.CallTool(ctx, params)
 		lat = append(lat, time.Since(start))
 		if err != nil || res.IsError {
-			b.Fatalf("echo: %v %+v", err, res)
+			b.Fatalf("%s: %v %+v", tool, err, res)
 		}
 	}
 	b.StopTimer()

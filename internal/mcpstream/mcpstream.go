@@ -1,0 +1,426 @@
+// Package mcpstream is the MCP stdio transport (newline-delimited JSON-RPC
+// over a byte stream) for the official Go SDK, decoding each message once,
+// with the standard library, into the SDK's public jsonrpc types.
+//
+// Why not the SDK's own IOTransport: go-sdk v1.8.0 decodes every message it
+// reads through a JSON decoder that allocates a 32 KiB buffer per message,
+// and decodes each line twice (as a batch first, then as a message), which
+// was most of the bytes allocated on the gateway's MCP path. The SDK stays
+// the MCP implementation: this package only frames and decodes, behind the
+// SDK's public mcp.Transport and mcp.Connection interfaces.
+//
+// What a connection promises:
+//   - One message or batch per line, "\n" or "\r\n" ended; blank lines are
+//     skipped. A line over Options.MaxMessage bytes is refused without being
+//     buffered whole.
+//   - Decoding is strict about the envelope (exact member names, no
+//     duplicate member, "jsonrpc":"2.0", an id that is a number, a string
+//     or null) and leaves params and result as the exact bytes sent.
+//   - A malformed line either ends the connection (Read returns an error
+//     wrapping ErrNotJSON, ErrInvalidMessage or ErrTooLarge) or, with
+//     Options.OnMalformed, is answered with a JSON-RPC error (-32700 or
+//     -32600, as JSON-RPC 2.0 says) and skipped.
+//   - A batch (a JSON array of messages) is read message by message; the
+//     answers to its requests are written together, as one array, once the
+//     last of them is answered. (MCP 2025-06-18 dropped batches; older
+//     clients may send them, and the connection cannot see the negotiated
+//     version, so batches are always taken.)
+//   - Write is safe for concurrent use; each message is one Write call on
+//     the stream. Close closes both ends once, makes a blocked Read return
+//     io.EOF, and later Writes fail with mcp.ErrConnectionClosed.
+//
+// The package uses the standard library and the SDK's public packages only.
+package mcpstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultMaxMessage is the longest line taken by default: the SDK's own.
+const DefaultMaxMessage = mcp.DefaultMaxLineLength
+
+// ErrConnected is returned by a second Connect of one Transport.
+var ErrConnected = errors.New("mcpstream: the transport is already connected")
+
+// Options configure a Transport. A nil *Options means the defaults.
+type Options struct {
+	// MaxMessage is the longest line (message or batch) taken, in bytes;
+	// 0 means DefaultMaxMessage.
+	MaxMessage int
+	// OnMalformed, when set, makes a malformed line an answered error
+	// rather than the end of the connection: the connection writes the
+	// JSON-RPC error answer and reads on, and tells OnMalformed its code
+	// and why. Meant for a server, whose client's stray line must not end
+	// the session.
+	OnMalformed func(code int64, reason string)
+}
+
+func (o *Options) maxMessage() int {
+	if o == nil || o.MaxMessage <= 0 {
+		return DefaultMaxMessage
+	}
+	return o.MaxMessage
+}
+
+// Transport is an mcp.Transport over a reader and a writer: a process's
+// stdin and stdout, or a pipe. It connects once.
+type Transport struct {
+	r         io.ReadCloser
+	w         io.WriteCloser
+	opts      Options
+	connected atomic.Bool
+}
+
+// New returns a transport that reads messages from r and writes them to w;
+// the connection's Close closes both.
+func New(r io.ReadCloser, w io.WriteCloser, opts *Options) *Transport {
+	t := &Transport{r: r, w: w}
+	if opts != nil {
+		t.opts = *opts
+	}
+	return t
+}
+
+// Pipe returns two transports connected to each other in memory (over
+// net.Pipe), for tests and benchmarks; either side may be the server.
+func Pipe(opts *Options) (*Transport, *Transport) {
+	a, b := net.Pipe()
+	return New(a, a, opts), New(b, b, opts)
+}
+
+// Connect implements mcp.Transport: it starts reading.
+func (t *Transport) Connect(context.Context) (mcp.Connection, error) {
+	if !t.connected.CompareAndSwap(false, true) {
+		return nil, ErrConnected
+	}
+	c := &conn{
+		r:        t.r,
+		w:        t.w,
+		opts:     t.opts,
+		max:      t.opts.maxMessage(),
+		incoming: make(chan incoming),
+		closed:   make(chan struct{}),
+	}
+	go c.readLoop()
+	return c, nil
+}
+
+// incoming is what the read loop hands Read: the messages of one line, or
+// the error that ends reading.
+type incoming struct {
+	msgs  []jsonrpc.Message
+	batch bool
+	err   error
+}
+
+type conn struct {
+	r    io.ReadCloser
+	w    io.WriteCloser
+	opts Options
+	max  int
+
+	incoming chan incoming
+	queue    []jsonrpc.Message // the rest of the last batch; Read is not concurrent
+
+	writeMu sync.Mutex
+
+	batchMu sync.Mutex
+	batches map[jsonrpc.ID]*batch // the open batches' requests, by id
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+// batch collects the answers to the requests of one batch, in the order of
+// the requests.
+type batch struct {
+	waiting int
+	answers []*jsonrpc.Response
+	slot    map[jsonrpc.ID]int
+}
+
+func (c *conn) SessionID() string { return "" }
+
+// Read implements mcp.Connection.
+func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(c.queue) > 0 {
+		m := c.queue[0]
+		c.queue = c.queue[1:]
+		return m, nil
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, io.EOF
+	case in := <-c.incoming:
+		if in.err != nil {
+			return nil, in.err
+		}
+		if in.batch {
+			if err := c.openBatch(in.msgs); err != nil {
+				return nil, err
+			}
+		}
+		c.queue = in.msgs[1:]
+		return in.msgs[0], nil
+	}
+}
+
+// openBatch records the requests of a batch, whose answers go out together.
+func (c *conn) openBatch(msgs []jsonrpc.Message) error {
+	b := &batch{slot: map[jsonrpc.ID]int{}}
+	for _, m := range msgs {
+		if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
+			if _, dup := b.slot[req.ID]; dup {
+				return fmt.Errorf("%w: the batch has two requests with id %v", ErrInvalidMessage, req.ID.Raw())
+			}
+			b.slot[req.ID] = len(b.answers)
+			b.answers = append(b.answers, nil)
+		}
+	}
+	if len(b.answers) == 0 {
+		return nil // notifications and responses only: nothing to answer
+	}
+	b.waiting = len(b.answers)
+	c.batchMu.Lock()
+	defer c.batchMu.Unlock()
+	for id := range b.slot {
+		if _, busy := c.batches[id]; busy {
+			return fmt.Errorf("%w: the batch reuses the id %v of a request still open", ErrInvalidMessage, id.Raw())
+		}
+	}
+	if c.batches == nil {
+		c.batches = map[jsonrpc.ID]*batch{}
+	}
+	for id := range b.slot {
+		c.batches[id] = b
+	}
+	return nil
+}
+
+// answerOfBatch files resp when it answers a request of a batch: it returns
+// whether it did, and the batch's answers once resp was the last.
+func (c *conn) answerOfBatch(resp *jsonrpc.Response) (done []*jsonrpc.Response, inBatch bool) {
+	c.batchMu.Lock()
+	defer c.batchMu.Unlock()
+	b := c.batches[resp.ID]
+	if b == nil {
+		return nil, false
+	}
+	delete(c.batches, resp.ID)
+	b.answers[b.slot[resp.ID]] = resp
+	b.waiting--
+	if b.waiting > 0 {
+		return nil, true
+	}
+	return b.answers, true
+}
+
+// Write implements mcp.Connection.
+func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-c.closed:
+		return mcp.ErrConnectionClosed
+	default:
+	}
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		if answers, inBatch := c.answerOfBatch(resp); inBatch {
+			if answers == nil {
+				return nil // the batch's other answers are still to come
+			}
+			return c.writeBatch(answers)
+		}
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("mcpstream: encoding a message: %w", err)
+	}
+	return c.writeLine(append(data, '\n'))
+}
+
+func (c *conn) writeBatch(answers []*jsonrpc.Response) error {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, a := range answers {
+		data, err := jsonrpc.EncodeMessage(a)
+		if err != nil {
+			return fmt.Errorf("mcpstream: encoding a message: %w", err)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(data)
+	}
+	b.WriteString("]\n")
+	return c.writeLine(b.Bytes())
+}
+
+// writeLine writes one whole line under the lock.
+func (c *conn) writeLine(line []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if _, err := c.w.Write(line); err != nil {
+		select {
+		case <-c.closed:
+			return fmt.Errorf("%w: %v", mcp.ErrConnectionClosed, err)
+		default:
+		}
+		return err
+	}
+	return nil
+}
+
+// Close implements mcp.Connection: it closes both ends, once.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.closeErr = errors.Join(c.r.Close(), c.w.Close())
+	})
+	return c.closeErr
+}
+
+// readLoop reads lines until the stream ends or the connection closes. It
+// runs in its own goroutine so that Close can end a Read blocked on a
+// stream that Close does not interrupt.
+func (c *conn) readLoop() {
+	br := bufio.NewReaderSize(c.r, 64<<10)
+	for {
+		line, tooLong, rerr := readLine(br, c.max)
+		var in incoming
+		switch {
+		case tooLong:
+			in.err = fmt.Errorf("%w: a line over %d bytes", ErrTooLarge, c.max)
+		case len(bytes.TrimSpace(line)) > 0:
+			in.msgs, in.batch, in.err = Decode(line, c.max)
+		default:
+			in.err = nil // a blank line, or none before the stream ended
+			if rerr == nil {
+				continue
+			}
+		}
+		if in.err != nil && c.opts.OnMalformed != nil {
+			c.answerMalformed(line, in.err)
+			in = incoming{}
+			if rerr == nil {
+				continue
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			rerr = io.EOF // as the SDK's transports report a closed stream
+		}
+		if in.err == nil && in.msgs == nil {
+			in.err = rerr
+		}
+		select {
+		case c.incoming <- in:
+		case <-c.closed:
+			return
+		}
+		if in.err != nil {
+			return
+		}
+		if rerr != nil {
+			// The stream ended (or failed) after a last line without a
+			// newline.
+			select {
+			case c.incoming <- incoming{err: rerr}:
+			case <-c.closed:
+			}
+			return
+		}
+	}
+}
+
+// readLine reads the next line without its newline. A line over max bytes
+// is read to its end and dropped (tooLong), never held whole.
+func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max+2 { // + "\r\n"
+				tooLong, line = true, nil
+			} else if line == nil && !errors.Is(err, bufio.ErrBufferFull) {
+				// The usual case, a line within the buffer: one copy of
+				// its exact size, which the messages then point into.
+				line = bytes.Clone(chunk)
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if !tooLong && len(bytes.TrimRight(line, "\r\n")) > max {
+			tooLong, line = true, nil
+		}
+		return line, tooLong, err
+	}
+}
+
+// answerMalformed answers a line that could not be read, as JSON-RPC says:
+// -32700 when it is not JSON (or too large to read), -32600 when it is not
+// a JSON-RPC message; with the id of the message at fault when it has a
+// usable one.
+func (c *conn) answerMalformed(line []byte, err error) {
+	code := int64(jsonrpc.CodeInvalidRequest)
+	reason := "Invalid Request: " + err.Error()
+	if errors.Is(err, ErrNotJSON) || errors.Is(err, ErrTooLarge) {
+		code, reason = jsonrpc.CodeParseError, "Parse error: "+err.Error()
+	}
+	id := json.RawMessage("null")
+	var be *BatchError
+	switch {
+	case errors.As(err, &be):
+		id = usableID(be.Raw)
+	case code == jsonrpc.CodeInvalidRequest:
+		id = usableID(line)
+	}
+	type wireError struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	}
+	data, merr := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   wireError       `json:"error"`
+	}{"2.0", id, wireError{code, reason}})
+	if merr == nil {
+		c.writeLine(append(data, '\n'))
+	}
+	c.opts.OnMalformed(code, reason)
+}
+
+// usableID is the id of a message that could not be decoded, when it has
+// one of a valid kind, else null.
+func usableID(raw []byte) json.RawMessage {
+	var v struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return json.RawMessage("null")
+	}
+	if _, err := idOf(v.ID); err != nil || len(v.ID) == 0 {
+		return json.RawMessage("null")
+	}
+	return v.ID
+}

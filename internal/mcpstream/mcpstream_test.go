@@ -1,0 +1,444 @@
+package mcpstream_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/internal/mcpstream"
+)
+
+// peer is the far end of a connection under test: raw lines in and out.
+type peer struct {
+	t   *testing.T
+	c   mcp.Connection // the connection under test
+	w   *io.PipeWriter // what the connection reads
+	r   *bufio.Reader  // what the connection wrote
+	bad []int64        // the codes told to OnMalformed
+}
+
+func newPeer(t *testing.T, opts *mcpstream.Options) *peer {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	p := &peer{t: t, w: inW, r: bufio.NewReader(outR)}
+	if opts != nil && opts.OnMalformed != nil {
+		tell := opts.OnMalformed
+		o := *opts
+		o.OnMalformed = func(code int64, why string) { p.bad = append(p.bad, code); tell(code, why) }
+		opts = &o
+	}
+	c, err := mcpstream.New(inR, outW, opts).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.c = c
+	t.Cleanup(func() { c.Close(); inW.Close(); outR.Close() })
+	return p
+}
+
+// send writes raw bytes to the connection, in the background (a pipe
+// blocks until read).
+func (p *peer) send(s string) {
+	go p.w.Write([]byte(s))
+}
+
+func (p *peer) read() (jsonrpc.Message, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.c.Read(ctx)
+}
+
+func (p *peer) mustRead() jsonrpc.Message {
+	p.t.Helper()
+	m, err := p.read()
+	if err != nil {
+		p.t.Fatalf("Read: %v", err)
+	}
+	return m
+}
+
+// line reads the next line the connection wrote.
+func (p *peer) line() string {
+	p.t.Helper()
+	type res struct {
+		s   string
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { s, err := p.r.ReadString('\n'); ch <- res{s, err} }()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			p.t.Fatalf("reading what was written: %v", r.err)
+		}
+		return r.s
+	case <-time.After(10 * time.Second):
+		p.t.Fatal("nothing was written")
+	}
+	return ""
+}
+
+func method(m jsonrpc.Message) string {
+	if r, ok := m.(*jsonrpc.Request); ok {
+		return r.Method
+	}
+	return ""
+}
+
+func TestFraming(t *testing.T) {
+	p := newPeer(t, nil)
+	// Two messages in one write, CRLF, a blank line, a message split over
+	// writes, a last line without its newline.
+	p.send("{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"b\"}\r\n\n  \r\n")
+	for _, want := range []string{"a", "b"} {
+		if got := method(p.mustRead()); got != want {
+			t.Fatalf("method %q, want %q", got, want)
+		}
+	}
+	go func() {
+		p.w.Write([]byte(`{"jsonrpc":"2.0","id":7,`))
+		p.w.Write([]byte(`"method":"c","params":{"x": [1, 2]}}` + "\n"))
+		p.w.Write([]byte(`{"jsonrpc":"2.0","id":"s","result":{"ok":true}}`))
+		p.w.Close()
+	}()
+	m := p.mustRead()
+	req, ok := m.(*jsonrpc.Request)
+	if !ok || req.Method != "c" || req.ID.Raw() != int64(7) || string(req.Params) != `{"x": [1, 2]}` {
+		t.Fatalf("split message read as %#v", m)
+	}
+	m = p.mustRead()
+	resp, ok := m.(*jsonrpc.Response)
+	if !ok || resp.ID.Raw() != "s" || string(resp.Result) != `{"ok":true}` || resp.Error != nil {
+		t.Fatalf("last line read as %#v", m)
+	}
+	if _, err := p.read(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the stream ended: %v, want io.EOF", err)
+	}
+}
+
+func TestWriteFraming(t *testing.T) {
+	p := newPeer(t, nil)
+	id, _ := jsonrpc.MakeID(float64(3))
+	go p.c.Write(context.Background(), &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)})
+	got := p.line()
+	var back struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      int             `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(got), &back); err != nil || back.JSONRPC != "2.0" || back.ID != 3 || back.Method != "tools/call" || string(back.Params) != `{"name":"x"}` {
+		t.Fatalf("wrote %q (%v)", got, err)
+	}
+	if strings.Count(got, "\n") != 1 || !strings.HasSuffix(got, "}\n") {
+		t.Fatalf("not one line: %q", got)
+	}
+}
+
+func TestLargeMessages(t *testing.T) {
+	const max = 200 << 10 // over the read buffer, so a line spans reads
+	msg := func(size int) string {
+		head, tail := `{"jsonrpc":"2.0","method":"big","params":{"s":"`, `"}}`
+		return head + strings.Repeat("x", size-len(head)-len(tail)) + tail
+	}
+	t.Run("strict", func(t *testing.T) {
+		p := newPeer(t, &mcpstream.Options{MaxMessage: max})
+		p.send(msg(max) + "\r\n" + msg(max+1) + "\n")
+		m := p.mustRead()
+		if r, ok := m.(*jsonrpc.Request); !ok || len(r.Params) != max-len(`{"jsonrpc":"2.0","method":"big","params":`)-1 {
+			t.Fatalf("a message of exactly the limit: %T", m)
+		}
+		if _, err := p.read(); !errors.Is(err, mcpstream.ErrTooLarge) {
+			t.Fatalf("a message one byte over: %v, want ErrTooLarge", err)
+		}
+	})
+	t.Run("answered", func(t *testing.T) {
+		p := newPeer(t, &mcpstream.Options{MaxMessage: max, OnMalformed: func(int64, string) {}})
+		p.send(msg(max+1) + "\n" + msg(max) + "\n")
+		answer := p.line()
+		if !strings.Contains(answer, `"code":-32700`) || !strings.Contains(answer, `"id":null`) {
+			t.Fatalf("answer to an oversized line: %q", answer)
+		}
+		if method(p.mustRead()) != "big" {
+			t.Fatal("the message after an oversized line was not read")
+		}
+	})
+}
+
+// TestMalformed: each kind of bad line is refused with the error that says
+// what it is (ending the connection), or answered with the right JSON-RPC
+// code and id and skipped.
+func TestMalformed(t *testing.T) {
+	cases := []struct {
+		line string
+		err  error
+		code int64
+		id   string
+	}{
+		{`this is not json`, mcpstream.ErrNotJSON, -32700, "null"},
+		{`{"jsonrpc":"2.0","id":`, mcpstream.ErrNotJSON, -32700, "null"},
+		{`{"jsonrpc":"2.0","method":"x"} trailing`, mcpstream.ErrNotJSON, -32700, "null"},
+		{`5`, mcpstream.ErrInvalidMessage, -32600, "null"},
+		{`{"id":7,"hello":"world"}`, mcpstream.ErrInvalidMessage, -32600, "7"},
+		{`{"jsonrpc":"1.0","id":"a","method":"x"}`, mcpstream.ErrInvalidMessage, -32600, `"a"`},
+		{`{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}`, mcpstream.ErrInvalidMessage, -32600, "1"},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
+		{`{"jsonrpc":"2.0","id":true,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
+		{`{"jsonrpc":"2.0","id":1,"method":5}`, mcpstream.ErrInvalidMessage, -32600, "1"},
+		{`{"jsonrpc":"2.0","result":{}}`, mcpstream.ErrInvalidMessage, -32600, "null"},
+		{`{"jsonrpc":"2.0","id":2,"error":"bad"}`, mcpstream.ErrInvalidMessage, -32600, "2"},
+		{`{"JSONRPC":"2.0","id":3,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "3"},
+		{`[]`, mcpstream.ErrInvalidMessage, -32600, "null"},
+		{`[{"jsonrpc":"2.0","method":"ok"},{"id":9}]`, mcpstream.ErrInvalidMessage, -32600, "9"},
+		{`{"jsonrpc":"2.0","id":1e999,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
+		{strings.Repeat("[", 1001) + strings.Repeat("]", 1001), mcpstream.ErrNotJSON, -32700, "null"},
+	}
+	for _, tc := range cases {
+		t.Run("strict", func(t *testing.T) {
+			p := newPeer(t, nil)
+			p.send(tc.line + "\n")
+			m, err := p.read()
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("%.60q: %v %#v, want %v", tc.line, err, m, tc.err)
+			}
+		})
+		t.Run("answered", func(t *testing.T) {
+			p := newPeer(t, &mcpstream.Options{OnMalformed: func(int64, string) {}})
+			p.send(tc.line + "\n" + `{"jsonrpc":"2.0","method":"next"}` + "\n")
+			var a struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   struct {
+					Code    int64  `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			line := p.line()
+			if err := json.Unmarshal([]byte(line), &a); err != nil {
+				t.Fatalf("%.60q answered %q: %v", tc.line, line, err)
+			}
+			if a.JSONRPC != "2.0" || a.Error.Code != tc.code || string(a.ID) != tc.id || a.Error.Message == "" {
+				t.Fatalf("%.60q answered %q, want code %d id %s", tc.line, line, tc.code, tc.id)
+			}
+			if method(p.mustRead()) != "next" {
+				t.Fatalf("%.60q: the next message was not read", tc.line)
+			}
+			if len(p.bad) != 1 || p.bad[0] != tc.code {
+				t.Fatalf("OnMalformed told %v", p.bad)
+			}
+		})
+	}
+}
+
+// TestBatch: a batch's messages are read in order; the answers to its
+// requests go out as one array, in the requests' order, once the last is
+// answered; a notification needs no answer.
+func TestBatch(t *testing.T) {
+	p := newPeer(t, nil)
+	p.send(`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"two","method":"b"}]` + "\n")
+	var reqs []*jsonrpc.Request
+	for range 3 {
+		reqs = append(reqs, p.mustRead().(*jsonrpc.Request))
+	}
+	if reqs[0].Method != "a" || reqs[1].Method != "n" || reqs[2].Method != "b" {
+		t.Fatalf("read %v %v %v", reqs[0].Method, reqs[1].Method, reqs[2].Method)
+	}
+	ctx := context.Background()
+	// Answered in the other order; nothing goes out until both are.
+	if err := p.c.Write(ctx, &jsonrpc.Response{ID: reqs[2].ID, Result: json.RawMessage(`"B"`)}); err != nil {
+		t.Fatal(err)
+	}
+	go p.c.Write(ctx, &jsonrpc.Response{ID: reqs[0].ID, Error: &jsonrpc.Error{Code: -32601, Message: "no"}})
+	var answers []struct {
+		ID     any             `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *jsonrpc.Error  `json:"error"`
+	}
+	line := p.line()
+	if err := json.Unmarshal([]byte(line), &answers); err != nil {
+		t.Fatalf("batch answer %q: %v", line, err)
+	}
+	if len(answers) != 2 || answers[0].ID != float64(1) || answers[0].Error == nil || answers[0].Error.Code != -32601 ||
+		answers[1].ID != "two" || string(answers[1].Result) != `"B"` {
+		t.Fatalf("batch answer %q", line)
+	}
+	// A response outside any batch goes out at once, alone.
+	id, _ := jsonrpc.MakeID("solo")
+	go p.c.Write(ctx, &jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
+	if line := p.line(); !strings.HasPrefix(line, "{") || !strings.Contains(line, `"solo"`) {
+		t.Fatalf("a lone answer: %q", line)
+	}
+}
+
+// TestClose: Close ends a blocked Read with io.EOF, closes both ends, may be
+// called again, and later Writes fail with mcp.ErrConnectionClosed.
+func TestClose(t *testing.T) {
+	p := newPeer(t, nil)
+	done := make(chan error, 1)
+	go func() { _, err := p.c.Read(context.Background()); done <- err }()
+	time.Sleep(10 * time.Millisecond) // let it block (not a timing assertion)
+	if err := p.c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("Read after Close: %v, want io.EOF", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end a blocked Read")
+	}
+	p.c.Close()
+	if err := p.c.Write(context.Background(), &jsonrpc.Request{Method: "x"}); !errors.Is(err, mcp.ErrConnectionClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+	if _, err := p.w.Write([]byte("x")); err == nil {
+		t.Fatal("the reading end is still open")
+	}
+	if _, err := p.r.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("the writing end is still open: %v", err)
+	}
+	// A cancelled context ends a Read too, leaving the connection open.
+	q := newPeer(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := q.c.Read(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Read with a cancelled context: %v", err)
+	}
+	q.send(`{"jsonrpc":"2.0","method":"still"}` + "\n")
+	if method(q.mustRead()) != "still" {
+		t.Fatal("the connection did not survive a cancelled Read")
+	}
+}
+
+func TestConnectOnce(t *testing.T) {
+	a, _ := mcpstream.Pipe(nil)
+	c, err := a.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := a.Connect(context.Background()); !errors.Is(err, mcpstream.ErrConnected) {
+		t.Fatalf("second Connect: %v", err)
+	}
+}
+
+// TestSDKOverPipe: the SDK's client and server hold a session over the
+// transport: initialize, list, call, and the client's Close ends the
+// server's session.
+func TestSDKOverPipe(t *testing.T) {
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "v0"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, in, error) {
+		return nil, a, nil
+	})
+	st, ct := mcpstream.Pipe(nil)
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("é", 100<<10)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": big}})
+	if err != nil || res.IsError {
+		t.Fatalf("CallTool: %v %+v", err, res)
+	}
+	if sc, _ := res.StructuredContent.(map[string]any); sc["text"] != big {
+		t.Fatal("the answer does not carry the text sent")
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "nope"}); err == nil {
+		t.Fatal("an unknown tool was called")
+	}
+	cs.Close()
+	waited := make(chan error, 1)
+	go func() { waited <- ss.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server session outlived the client's Close")
+	}
+}
+
+// TestDecodeMatchesSDK: what DecodeMessage makes of valid messages is what
+// the SDK's own decoder makes of them.
+func TestDecodeMatchesSDK(t *testing.T) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":[1,2.5,"\u00e9"]}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","method":"","params":null}`,
+		`{"jsonrpc":"2.0","id":"abc","result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":-9007199254740993,"result":{}}`,
+		`{"jsonrpc":"2.0","id":12.0,"method":"m"}`,
+		`{"jsonrpc":"2.0","id":"\u0041\n","method":"m\u00e9"}`,
+		`{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"nope","data":{"x":1}}}`,
+		`{"jsonrpc":"2.0","id":5,"error":null,"result":true}`,
+		` {"extra":[1,{"y":2}], "jsonrpc" : "2.0", "id" : null , "method":"n"} `,
+	} {
+		ours, err := mcpstream.DecodeMessage([]byte(s))
+		if err != nil {
+			t.Errorf("%s: %v", s, err)
+			continue
+		}
+		sdk, err := jsonrpc.DecodeMessage([]byte(s))
+		if err != nil {
+			t.Fatalf("the SDK refuses %s: %v", s, err)
+		}
+		if !reflect.DeepEqual(ours, sdk) {
+			t.Errorf("%s:\n ours %#v\n sdk  %#v", s, ours, sdk)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":"x","result":{}}]`,
+		`{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":"\ud800","method":"\u00e9"}`,
+		`{"jsonrpc":"2.0","id":1e3,"method":"x","params":[[[]]]}`,
+		`[]`, `5`, `{"id":{}}`, "\xff",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		msgs, _, err := mcpstream.Decode(line, 1<<20)
+		if err != nil {
+			if !errors.Is(err, mcpstream.ErrNotJSON) && !errors.Is(err, mcpstream.ErrInvalidMessage) && !errors.Is(err, mcpstream.ErrTooLarge) {
+				t.Fatalf("error of no kind: %v", err)
+			}
+			return
+		}
+		for _, m := range msgs {
+			// What was accepted encodes, and reads back the same.
+			data, err := jsonrpc.EncodeMessage(m)
+			if err != nil {
+				t.Fatalf("%#v does not encode: %v", m, err)
+			}
+			back, err := mcpstream.DecodeMessage(data)
+			if err != nil {
+				t.Fatalf("%s does not read back: %v", data, err)
+			}
+			again, _ := jsonrpc.EncodeMessage(back)
+			if !bytes.Equal(data, again) {
+				t.Fatalf("read back differently: %s then %s", data, again)
+			}
+		}
+	})
+}
