@@ -21,8 +21,8 @@ import (
 // among the transactions committing at that moment, but each transaction
 // still holds its budget rows' locks until its own flush, so the calls of
 // one caller (one budget row) commit one flush after another. The
-// committers instead take every intent queued at the moment (up to
-// maxGroup) and commit them in ONE transaction: one flush, one round trip,
+// committer instead takes every intent queued at the moment (up to
+// maxGroup) and commits them in ONE transaction: one flush, one round trip,
 // and one update per budget row and window with the group's summed amount
 // (a per-group reservation), so a budget row is locked once per group
 // rather than once per call, by every replica alike.
@@ -55,9 +55,10 @@ type commitJob struct {
 // committers is the queue of intents to commit and the goroutines that
 // commit them.
 type committers struct {
-	jobs chan *commitJob
-	stop chan struct{}
-	wg   sync.WaitGroup
+	jobs    chan *commitJob
+	settles chan *settleJob
+	stop    chan struct{}
+	wg      sync.WaitGroup
 
 	groups  atomic.Int64 // transactions committing more than one intent
 	grouped atomic.Int64 // intents committed in them
@@ -79,13 +80,18 @@ func (s *Store) CommitStats() CommitStats {
 	return CommitStats{Groups: s.commits.groups.Load(), Grouped: s.commits.grouped.Load(), Single: s.commits.single.Load()}
 }
 
-// startCommitters starts n committers.
-func (s *Store) startCommitters(n int) {
-	s.commits.jobs = make(chan *commitJob, maxGroup*n)
+// startCommitters starts the committer and the settler. One of each: the
+// groups of one Store all lock the same budget rows, so a second committer
+// would mostly wait for the first's flush with a smaller group, whereas a
+// single one takes, at each round, everything queued while the previous
+// group was flushed: its groups grow with the load (as the SQLite
+// writer's do).
+func (s *Store) startCommitters() {
+	s.commits.jobs = make(chan *commitJob, maxGroup)
+	s.commits.settles = make(chan *settleJob, maxGroup)
 	s.commits.stop = make(chan struct{})
-	for range n {
-		s.commits.wg.Go(s.committer)
-	}
+	s.commits.wg.Go(s.committer)
+	s.commits.wg.Go(s.settler)
 }
 
 // stopCommitters stops the committers once no CommitIntent is in
@@ -281,4 +287,154 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		}
 		return nil
 	})
+}
+
+// Group settlement: the settlements (succeeded or uncertain) queued at the
+// moment are written by one UPDATE in one asynchronously committed
+// transaction (see asyncCommit). The intents it could not settle (no
+// longer started, of another incarnation, or this incarnation no longer
+// alive) are settled again on their own by settleOne, which returns the
+// exact error; so are the second and later settlements of one call id in a
+// group, after the group, so that exactly one of them wins. Failed
+// settlements release budget and are always settled on their own.
+
+// settleJob is one Settle waiting for a settler.
+type settleJob struct {
+	ctx    context.Context
+	callID string
+	st     store.Settlement
+	err    error
+	done   chan struct{}
+}
+
+// settleIntents settles the started intents of this incarnation ($1, while
+// it is alive) named in $2, each with the values at the same index, and
+// returns the call ids it settled.
+const settleIntents = `UPDATE intents i SET status = u.status, result = u.result, error_class = u.error_class,
+		error_message = u.error_message, settled_at = u.settled_at
+	FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[])
+		AS u(call_id, status, result, error_class, error_message, settled_at)
+	WHERE i.call_id = u.call_id AND i.status = 'started' AND i.incarnation = $1
+	AND EXISTS (SELECT 1 FROM incarnations WHERE id = $1 AND state = 'alive')
+	RETURNING i.call_id`
+
+// enqueueSettle hands a settlement to a settler and waits for its outcome
+// (see enqueueCommit).
+func (s *Store) enqueueSettle(ctx context.Context, callID string, st store.Settlement) error {
+	j := &settleJob{ctx: ctx, callID: callID, st: st, done: make(chan struct{})}
+	select {
+	case s.commits.settles <- j:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-j.done
+	return j.err
+}
+
+// settler settles groups of queued settlements until stopCommitters.
+func (s *Store) settler() {
+	for {
+		var group []*settleJob
+		select {
+		case j := <-s.commits.settles:
+			group = append(group, j)
+		case <-s.commits.stop:
+			return
+		}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case j := <-s.commits.settles:
+				group = append(group, j)
+			default:
+				break more
+			}
+		}
+		s.settleGroup(group)
+	}
+}
+
+// settleGroup settles the jobs, together when there are several, and ends
+// each job.
+func (s *Store) settleGroup(group []*settleJob) {
+	var together, later []*settleJob
+	seen := map[string]bool{}
+	for _, j := range group {
+		switch {
+		case j.ctx.Err() != nil:
+			j.err = j.ctx.Err()
+			close(j.done)
+		case seen[j.callID]:
+			later = append(later, j)
+		default:
+			seen[j.callID] = true
+			together = append(together, j)
+		}
+	}
+	var alone []*settleJob
+	if len(together) > 1 {
+		settled, err := s.settleTogether(together)
+		if err != nil {
+			s.log.Debug("group settlement fell back to single settlements", "intents", len(together), "error", err)
+		}
+		for _, j := range together {
+			if settled[j.callID] {
+				close(j.done)
+			} else {
+				alone = append(alone, j)
+			}
+		}
+	} else {
+		alone = together
+	}
+	run := func(jobs []*settleJob) {
+		var wg sync.WaitGroup
+		for _, j := range jobs {
+			wg.Go(func() {
+				j.err = s.settleOne(j.ctx, j.callID, j.st)
+				close(j.done)
+			})
+		}
+		wg.Wait()
+	}
+	run(alone)
+	run(later)
+}
+
+// settleTogether settles the jobs' intents in one asynchronously committed
+// transaction and returns the call ids it settled.
+func (s *Store) settleTogether(jobs []*settleJob) (map[string]bool, error) {
+	n := len(jobs)
+	ids, statuses, classes, messages := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	results := make([][]byte, n)
+	at := make([]pgtype.Timestamptz, n)
+	for i, j := range jobs {
+		ids[i], statuses[i], classes[i], messages[i] = j.callID, string(j.st.Status), j.st.ErrorClass, j.st.ErrorMessage
+		results[i] = j.st.Result
+		if !j.st.At.IsZero() {
+			at[i] = pgtype.Timestamptz{Time: j.st.At, Valid: true}
+		}
+	}
+	settled := make(map[string]bool, n)
+	err := s.writeConn(context.Background(), func(ctx context.Context, c *pgx.Conn) error {
+		clear(settled)
+		b := &pgx.Batch{}
+		b.Queue(asyncCommit)
+		b.Queue(settleIntents, s.incarnation, ids, statuses, results, classes, messages, at).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				settled[id] = true
+			}
+			return rows.Err()
+		})
+		if err := c.SendBatch(ctx, b).Close(); err != nil {
+			clear(settled) // rolled back, or its commit is unknown
+			return fmt.Errorf("postgres store: settle %d intents together: %w", n, err)
+		}
+		return nil
+	})
+	return settled, err
 }

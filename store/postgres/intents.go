@@ -291,6 +291,23 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 	default:
 		return fmt.Errorf("postgres store: settle %s: status %q is not succeeded, failed or uncertain", callID, st.Status)
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if store.Released(st.Status) {
+		return s.settleOne(ctx, callID, st)
+	}
+	return s.enqueueSettle(ctx, callID, st)
+}
+
+// settleOne settles callID in a transaction of its own, committed
+// asynchronously (see asyncCommit); a failed settlement releases the
+// call's budget in the same transaction.
+func (s *Store) settleOne(ctx context.Context, callID string, st store.Settlement) error {
 	settle := func(ctx context.Context, tx querier) error {
 		// The status and incarnation conditions are what make recovery
 		// safe: once another replica has marked this intent uncertain (and
@@ -324,18 +341,20 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 		// The setting and the update in one round trip and one implicit
 		// transaction (a pgx batch), committed without waiting for the
 		// WAL flush.
-		return s.write(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		return s.writeConn(ctx, func(ctx context.Context, c *pgx.Conn) error {
 			return settle(ctx, asyncConn{c})
 		})
 	}
-	return s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, asyncCommit); err != nil {
-			return fmt.Errorf("postgres store: settle %s: %w", callID, err)
-		}
-		if err := settle(ctx, tx); err != nil {
-			return err
-		}
-		return release(ctx, tx, callID)
+	return s.writeConn(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		return s.runTx(ctx, c, func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, asyncCommit); err != nil {
+				return fmt.Errorf("postgres store: settle %s: %w", callID, err)
+			}
+			if err := settle(ctx, tx); err != nil {
+				return err
+			}
+			return release(ctx, tx, callID)
+		})
 	})
 }
 

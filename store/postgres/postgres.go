@@ -112,10 +112,6 @@ const (
 	// writeTimeout bounds a write transaction once started, independently
 	// of the caller's context.
 	writeTimeout = 30 * time.Second
-	// committersPerConn: one committer (see group.go) per this many
-	// pooled connections, so committers leave connections to settlements
-	// and reads, and the intents that do not fit in a group.
-	committersPerConn = 4
 	// txRetries is how many times a transaction failing with a deadlock or
 	// serialization failure is run again.
 	txRetries = 5
@@ -245,7 +241,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	keepCtx, stop := context.WithCancel(context.Background())
 	s.stopKeep = stop
 	go s.keepAlive(keepCtx)
-	s.startCommitters(max(1, int(o.MaxConns)/committersPerConn))
+	s.startCommitters()
 	if _, err := s.Recover(ctx); err != nil {
 		s.Close()
 		ok = true // Close released everything
