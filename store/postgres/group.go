@@ -33,8 +33,8 @@ import (
 // written and each of its intents is committed again on its own by
 // commitOne, which gives each the exact outcome and error it would have
 // had alone. Requests that consume an approval, and groups whose
-// reservations of one (scope, key, window) carry different quotas, are
-// committed on their own from the start. So a group never reserves what
+// reservations of one (scope, key, window) carry different quotas (or a
+// negative amount), are committed on their own from the start. So a group never reserves what
 // its intents could not have reserved one by one: the summed amount fits
 // the quota exactly when each intent's, taken in turn, does.
 
