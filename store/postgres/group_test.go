@@ -177,3 +177,58 @@ func TestSettleTogether(t *testing.T) {
 		t.Errorf("settling a settled intent: %v, want ErrNotStarted", err)
 	}
 }
+
+// Intents commit with synchronous_commit on and settlements (alone or in
+// a group) with it off: a trigger installed by the test records the
+// setting in force in each transaction that writes an intent.
+func TestSettlementsCommitAsynchronously(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	s := openStore(t, schema, nil)
+	c := sqlConn(t, schema)
+	for _, q := range []string{
+		`CREATE TABLE commit_modes (call_id text, op text, mode text)`,
+		`CREATE FUNCTION record_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO commit_modes VALUES (NEW.call_id, TG_OP, current_setting('synchronous_commit'));
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER record_commit_mode AFTER INSERT OR UPDATE ON intents FOR EACH ROW EXECUTE FUNCTION record_commit_mode()`,
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, id := range []string{"alone", "failed", "g1", "g2"} {
+		_, err := s.CommitIntent(ctx, &store.CommitRequest{Intent: intent(id, "alice"),
+			Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: 10, Amount: 1}}})
+		must(t, err)
+	}
+	must(t, s.Settle(ctx, "alone", store.Settlement{Status: store.StatusSucceeded, At: time.Now()}))
+	must(t, s.Settle(ctx, "failed", store.Settlement{Status: store.StatusFailed, ErrorClass: "backend_unavailable", At: time.Now()}))
+	settled, err := s.SettleTogether(store.Settlement{Status: store.StatusSucceeded, At: time.Now()}, "g1", "g2")
+	must(t, err)
+	if len(settled) != 2 {
+		t.Fatalf("settled %v, want g1 and g2", settled)
+	}
+	rows, err := c.Query(ctx, `SELECT call_id, op, mode FROM commit_modes ORDER BY call_id, op`)
+	must(t, err)
+	got := map[string]string{}
+	for rows.Next() {
+		var id, op, mode string
+		must(t, rows.Scan(&id, &op, &mode))
+		got[id+" "+op] = mode
+	}
+	must(t, rows.Err())
+	for _, id := range []string{"alone", "failed", "g1", "g2"} {
+		if got[id+" INSERT"] != "on" {
+			t.Errorf("intent %s was committed with synchronous_commit %q, want on", id, got[id+" INSERT"])
+		}
+		if got[id+" UPDATE"] != "off" {
+			t.Errorf("the settlement of %s was committed with synchronous_commit %q, want off", id, got[id+" UPDATE"])
+		}
+	}
+	if len(got) != 8 {
+		t.Errorf("recorded %v, want one insert and one update per intent", got)
+	}
+}
