@@ -37,6 +37,14 @@ import (
 // negative amount), are committed on their own from the start. So a group never reserves what
 // its intents could not have reserved one by one: the summed amount fits
 // the quota exactly when each intent's, taken in turn, does.
+//
+// Across replicas the groups of one budget row still take turns (each
+// holds the row until its flush), but each turn carries a whole group, and
+// a replica's group grows while it waits. Sharded usage rows (each replica
+// counting in its own slice of the quota) would let replicas flush
+// concurrently; a first version deadlocked under contention (a shard row
+// created on the locked path before the existing ones were locked) and is
+// not part of this design.
 
 const (
 	// maxGroup is the most intents committed in one transaction.
