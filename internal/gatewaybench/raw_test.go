@@ -38,7 +38,11 @@ const rawSchema = `CREATE TABLE intents (
 // commit. One op is one row in both, so ns/op compare directly with
 // BenchmarkGateway's calls: run them in one command, so that their ratio
 // is taken on the same machine state.
+//
+// BenchmarkJournalRaw/postgres/callers=N is the PostgreSQL peer (see
+// benchmarkJournalRawPostgres), skipped without BACKPLANE_TEST_POSTGRES_URL.
 func BenchmarkJournalRaw(b *testing.B) {
+	b.Run("postgres", benchmarkJournalRawPostgres)
 	for _, bc := range []struct {
 		name  string
 		batch int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/agentbackplane/backplane/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -25,4 +26,24 @@ func MigrateTo(ctx context.Context, c *pgx.Conn, schema string, version int) err
 	migrations = migrations[:version]
 	defer func() { migrations = saved }()
 	return migrate(ctx, c, schema, slog.New(slog.DiscardHandler))
+}
+
+// CommitTogether commits reqs as one group (see group.go), for tests that
+// need a group of a known composition.
+func (s *Store) CommitTogether(reqs ...*store.CommitRequest) error {
+	jobs := make([]*commitJob, len(reqs))
+	for i, r := range reqs {
+		jobs[i] = &commitJob{ctx: context.Background(), req: r, done: make(chan struct{})}
+	}
+	return s.commitTogether(jobs)
+}
+
+// SettleTogether settles the call ids as one group and returns those it
+// settled.
+func (s *Store) SettleTogether(st store.Settlement, callIDs ...string) (map[string]bool, error) {
+	jobs := make([]*settleJob, len(callIDs))
+	for i, id := range callIDs {
+		jobs[i] = &settleJob{ctx: context.Background(), callID: id, st: st, done: make(chan struct{})}
+	}
+	return s.settleTogether(jobs)
 }

@@ -78,7 +78,9 @@ const refusedCode = "BP001"
 // CommitIntent durably records a started intent, its reservations and its
 // approval's consumption in one transaction, all or nothing, with the
 // checks in the order memstore defines: call id, idempotency key, budget,
-// approval.
+// approval. The request is handed to the store's committers (see
+// group.go), which commit the intents that arrive together in one
+// transaction when they can, and each on its own otherwise.
 func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*store.Intent, error) {
 	in := req.Intent
 	if in.CallID == "" {
@@ -87,14 +89,29 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 	if s.lost.Load() {
 		return nil, fmt.Errorf("commit intent %s: %w", in.CallID, ErrLeaseLost)
 	}
-	approvalID := in.ApprovalID
-	if req.ApprovalID != "" {
-		approvalID = req.ApprovalID
-	}
 	for _, r := range req.Reservations {
 		if err := store.CheckWindow(r.Window); err != nil {
 			return nil, fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.inflight.Done()
+	return s.enqueueCommit(ctx, req)
+}
+
+// commitOne commits req in a transaction of its own: one pgx batch (one
+// round trip), retried on a deadlock or serialization failure, whose
+// refusals are explained by reading the state after the rollback.
+func (s *Store) commitOne(ctx context.Context, req *store.CommitRequest) (*store.Intent, error) {
+	in := req.Intent
+	approvalID := in.ApprovalID
+	if req.ApprovalID != "" {
+		approvalID = req.ApprovalID
 	}
 	// Budget rows are locked in (scope, key, per, window_start) order
 	// whatever the request's order, so two commits never wait for each
@@ -120,7 +137,7 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 	}
 
 	var existing *store.Intent
-	err := s.write(ctx, func(ctx context.Context, c *pgx.Conn) error {
+	err := s.writeConn(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		for attempt := 1; ; attempt++ {
 			failed, err := sendBatch(ctx, c, b)
 			switch {
@@ -274,6 +291,23 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 	default:
 		return fmt.Errorf("postgres store: settle %s: status %q is not succeeded, failed or uncertain", callID, st.Status)
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if store.Released(st.Status) {
+		return s.settleOne(ctx, callID, st)
+	}
+	return s.enqueueSettle(ctx, callID, st)
+}
+
+// settleOne settles callID in a transaction of its own, committed
+// asynchronously (see asyncCommit); a failed settlement releases the
+// call's budget in the same transaction.
+func (s *Store) settleOne(ctx context.Context, callID string, st store.Settlement) error {
 	settle := func(ctx context.Context, tx querier) error {
 		// The status and incarnation conditions are what make recovery
 		// safe: once another replica has marked this intent uncertain (and
@@ -304,15 +338,48 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 		return nil
 	}
 	if !store.Released(st.Status) {
-		// One statement: atomic without a transaction around it.
-		return s.write(ctx, func(ctx context.Context, c *pgx.Conn) error { return settle(ctx, c) })
+		// The setting and the update in one round trip and one implicit
+		// transaction (a pgx batch), committed without waiting for the
+		// WAL flush.
+		return s.writeConn(ctx, func(ctx context.Context, c *pgx.Conn) error {
+			return settle(ctx, asyncConn{c})
+		})
 	}
-	return s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := settle(ctx, tx); err != nil {
-			return err
-		}
-		return release(ctx, tx, callID)
+	return s.writeConn(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		return s.runTx(ctx, c, func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, asyncCommit); err != nil {
+				return fmt.Errorf("postgres store: settle %s: %w", callID, err)
+			}
+			if err := settle(ctx, tx); err != nil {
+				return err
+			}
+			return release(ctx, tx, callID)
+		})
 	})
+}
+
+// asyncCommit makes the transaction it runs in commit without waiting for
+// its WAL to reach stable storage (the server's WAL writer flushes it
+// within wal_writer_delay, 200 ms by default, or the next synchronous
+// commit does). Only settlements use it: a settlement lost to a crash of
+// the database server leaves its intent started, which recovery marks
+// uncertain (see docs/durability.md); an intent is always committed
+// synchronously, before its backend runs.
+const asyncCommit = `SET LOCAL synchronous_commit = off`
+
+// asyncConn runs each Exec together with asyncCommit as one pgx batch: one
+// round trip and one implicit transaction, committed asynchronously. Its
+// QueryRow is the connection's own (a read needs no commit).
+type asyncConn struct{ *pgx.Conn }
+
+func (c asyncConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(asyncCommit)
+	q := b.Queue(sql, args...)
+	var tag pgconn.CommandTag
+	q.Exec(func(t pgconn.CommandTag) error { tag = t; return nil })
+	err := c.SendBatch(ctx, b).Close()
+	return tag, err
 }
 
 // querier is what a *pgx.Conn and a pgx.Tx both do.

@@ -11,15 +11,21 @@
 //     refused.
 //   - Every write is one transaction committed with the server's
 //     synchronous_commit (on by default: the commit is on the server's
-//     stable storage when a method returns). CommitIntent is one
+//     stable storage when a method returns), except settlements, which
+//     commit with synchronous_commit=off (visible at once, on disk within
+//     the server's wal_writer_delay; see docs/durability.md for what a
+//     crash of the database server can lose). CommitIntent is one
 //     transaction: the intent row, each reservation and the approval's
 //     consumption, or nothing; its statements are sent in one round trip
 //     (a pipelined batch, run by the server as one implicit transaction),
 //     and a condition that refuses the commit raises an error in its
-//     statement, which rolls the whole transaction back. The server shares
-//     WAL flushes among the transactions committing at once, so
-//     concurrency comes from a pool of connections (Options.MaxConns), not
-//     from batching here.
+//     statement, which rolls the whole transaction back.
+//   - Group commit (group.go): one committer per Store commits the intents
+//     queued at the moment in one transaction (one WAL flush, one update
+//     per budget row with the group's summed amount); a group that cannot
+//     commit as a whole writes nothing and its intents are committed one
+//     by one, each with the outcome it would have had alone. A settler
+//     likewise writes the settlements queued at the moment in one UPDATE.
 //   - Budget reservations are atomic across replicas without SERIALIZABLE:
 //     each is one conditional upsert of the (scope, key) row of
 //     budget_usage (INSERT ... ON CONFLICT DO UPDATE ... WHERE used + amount
@@ -28,7 +34,10 @@
 //     against the committed sum. Rows are locked in one global order (scope,
 //     then key, byte order), so reservations never deadlock each other; a
 //     deadlock or serialization failure that still happens (40P01, 40001)
-//     is retried a few times with the whole transaction.
+//     is retried a few times with the whole transaction. A group takes each
+//     budget row's lock once for all its intents, so the rate at which a
+//     row is locked is at most one per WAL flush per replica while the
+//     calls per flush grow with the load.
 //   - Each Store is an incarnation with a lease in the incarnations table,
 //     on the database's clock: Open records lease_expires_at =
 //     clock_timestamp() + LeaseTTL, and a goroutine renews it every
@@ -135,6 +144,8 @@ type Store struct {
 
 	stopKeep context.CancelFunc
 	keepDone chan struct{}
+
+	commits committers
 }
 
 var _ store.Store = (*Store)(nil)
@@ -239,6 +250,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	keepCtx, stop := context.WithCancel(context.Background())
 	s.stopKeep = stop
 	go s.keepAlive(keepCtx)
+	s.startCommitters()
 	if _, err := s.Recover(ctx); err != nil {
 		s.Close()
 		ok = true // Close released everything
@@ -282,6 +294,7 @@ func (s *Store) Close() error {
 	s.inflight.Wait()
 	s.stopKeep()
 	<-s.keepDone
+	s.stopCommitters()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

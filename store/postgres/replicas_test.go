@@ -254,13 +254,16 @@ func testNeverOverspend(t *testing.T, windows bool) {
 	}
 	_, err := io.WriteString(stdin, "go\n")
 	must(t, err)
-	total := 0
+	total, winners := 0, 0
 	for range 2 {
 		r := <-results
 		if r.err != nil {
 			t.Error(r.err)
 		}
 		total += r.won
+		if r.won > 0 {
+			winners++
+		}
 	}
 	f := expect(t, lines, "won")
 	var childWon int
@@ -270,8 +273,15 @@ func testNeverOverspend(t *testing.T, windows bool) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v", err)
 	}
-	if childWon == 0 || total == 0 {
-		t.Errorf("the child won %d and this process %d commits: the replicas did not really contend", childWon, total)
+	// A group commit can take a replica's whole share in one flush, so the
+	// child, which starts a process wake-up later, may find the quota gone
+	// (its refusals are checked by contend); at least two of the three
+	// replicas must have won for the test to show them contending.
+	if childWon > 0 {
+		winners++
+	}
+	if winners < 2 {
+		t.Errorf("the child won %d and this process's two stores %d commits, from %d store(s): the replicas did not really contend", childWon, total, winners)
 	}
 	total += childWon
 	if total != want {
