@@ -12,13 +12,21 @@
 //     backend/mcp), whose tools collide with any registered before. It fails
 //     with a *config.Error naming the file and, where one applies, the line,
 //     and then leaves nothing open or running.
-//   - One audit log: [Options.Logger] when given; else the file
-//     [Options.AuditLog] names ("-" for [Options.Stderr]); else the
-//     configuration's log.file; else audit.log in the store folder, or
-//     Options.Stderr for a store that is not a folder. Files are appended
-//     to (O_APPEND: concurrent processes write whole records). The
-//     configuration's log.level applies. The store logs its own operational
-//     events (recovery, lease, contention) to the same logger.
+//   - One audit log ([Runtime.Audit]): [Options.Logger] when given; else
+//     the file [Options.AuditLog] names ("-" for [Options.Stderr]); else
+//     the configuration's log.file; else audit.log in the store folder, or
+//     Options.Stderr for a store that is not a folder. A file is written
+//     through package internal/auditlog: records are buffered for at most
+//     200ms (Close writes them all), appended whole (concurrent processes
+//     never split one another's records) and the file is rotated past
+//     log.max_size, log.max_files rotated files kept. The configuration's
+//     log.level applies.
+//   - One operational log ([Runtime.Log], [Options.Log], default text lines
+//     on Options.Stderr), apart from the audit log: the store's own events
+//     (recovery, lease, contention), the upstreams' (starts, outages,
+//     catalog changes), the tracer's, and a failed write of the audit log.
+//     No audit event goes there and no operational event goes to the audit
+//     log (docs/audit.md).
 //   - A tracing key opens a tracer provider (package tracing) whose tracer
 //     the gateway opens its spans with ([Runtime.Tracing]).
 //   - The policy is live ([Runtime.Policy]): [Runtime.ReloadPolicy] re-reads
@@ -50,6 +58,7 @@ import (
 	"github.com/agentbackplane/backplane/backend/mcp"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/auditlog"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
@@ -73,6 +82,9 @@ type Options struct {
 	// Logger, when set, receives the audit events, and no log file is
 	// opened.
 	Logger *slog.Logger
+	// Log, when set, is the operational log (see the package doc).
+	// Default: text lines on Stderr.
+	Log *slog.Logger
 	// AuditLog, when set, overrides the configuration's log.file: a file
 	// (appended to), or "-" for Stderr.
 	AuditLog string
@@ -100,6 +112,8 @@ type Runtime struct {
 	Config  *config.Config
 	// Audit receives the audit events (the gateway's and an operator's).
 	Audit *slog.Logger
+	// Log is the operational log: what is not an audit event.
+	Log *slog.Logger
 	// Policy is the policy in force; [Runtime.ReloadPolicy] replaces it.
 	// It also grants the upstreams' resources and prompts.
 	Policy *policy.Live
@@ -148,7 +162,10 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	rt := &Runtime{Config: cfg}
+	rt := &Runtime{Config: cfg, Log: o.Log}
+	if rt.Log == nil {
+		rt.Log = slog.New(slog.NewTextHandler(o.Stderr, nil))
+	}
 	defer func() {
 		if err != nil {
 			rt.Close() // what was opened before the failure
@@ -178,7 +195,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if rt.Audit, err = rt.openAuditLog(cfg, kind, &o); err != nil {
 		return nil, err
 	}
-	st, err := openStore(cfg, kind, rt.Audit)
+	st, err := openStore(cfg, kind, rt.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +209,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		tp, err := tracing.New(ctx, &tracing.Options{
 			Endpoint: cfg.Tracing.Endpoint, Protocol: cfg.Tracing.Protocol,
 			Sample: cfg.Tracing.Sample, Headers: cfg.Tracing.Headers,
-			ServiceVersion: o.Version, Logger: rt.Audit,
+			ServiceVersion: o.Version, Logger: rt.Log,
 		})
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Line: cfg.Tracing.Line, Msg: err.Error(), Err: err}
@@ -292,20 +309,44 @@ func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Op
 	if path == "-" {
 		return slog.New(slog.NewJSONHandler(o.Stderr, hopts)), nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	maxSize := cfg.Log.MaxSize
+	if exposedRotation(cfg, kind, path) {
+		// The built-in tools and sandboxes hide the file by its name; the
+		// rotated files' names are new at each rotation.
+		maxSize = -1
+		rt.Log.Warn("the audit log lies in the workspace: it is not rotated, since rotated files there would be visible to the built-in tools; put log.file in the store folder or outside the workspace to rotate it", "file", path)
+	}
+	w, err := auditlog.Open(path, &auditlog.Options{
+		MaxSize: maxSize, MaxFiles: cfg.Log.MaxFiles,
+		OnError: func(err error) { rt.Log.Error("audit log write failed: its records of the last interval are lost", "error", err) },
+	})
 	if err != nil {
 		return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
 	}
-	// The audit log names callers and tools: an older one left readable by
-	// others is made the owner's alone, as the store's files are.
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
-		if err := f.Chmod(fi.Mode().Perm() & 0o600); err != nil {
-			f.Close()
-			return nil, &config.Error{File: cfg.Path, Msg: "audit log " + path + " is readable by others and cannot be made private: " + err.Error(), Err: err}
+	rt.closers = append(rt.closers, w)
+	return slog.New(slog.NewJSONHandler(w, hopts)), nil
+}
+
+// exposedRotation reports whether the audit log file lies in the workspace
+// and outside the store folder (which is hidden as a whole).
+func exposedRotation(cfg *config.Config, kind config.StoreKind, path string) bool {
+	inside := func(p, dir string) bool {
+		if dir == "" {
+			return false
+		}
+		r, err := filepath.Rel(dir, p)
+		return err == nil && r != ".." && !strings.HasPrefix(r, "../")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return true
+	}
+	if kind == config.StoreSQLite && cfg.Store != "" {
+		if st, err := filepath.Abs(cfg.Store); err == nil && inside(abs, st) {
+			return false
 		}
 	}
-	rt.closers = append(rt.closers, f)
-	return slog.New(slog.NewJSONHandler(f, hopts)), nil
+	return inside(abs, cfg.Workspace)
 }
 
 // openStore opens the configured store: a postgres:// URL is the shared
@@ -407,7 +448,8 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 			Bridge: &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
 		}, &mcp.Options{
 			Registry:       g,
-			Logger:         rt.Audit,
+			Logger:         rt.Log,
+			Audit:          rt.Audit,
 			Draft2020:      &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
 			ConnectTimeout: s.ConnectTimeout,
 			StartProgress:  startProgressLine(stderr, s),

@@ -194,6 +194,12 @@ type Log struct {
 	// File receives the audit events as JSON lines, appended; "" leaves
 	// the choice to package assemble (audit.log in the store folder).
 	File string
+	// MaxSize is the size in bytes past which the file is rotated (at
+	// least 1 MiB, in whole MiB); 0 means the default, 100 MiB.
+	MaxSize int64
+	// MaxFiles is how many rotated files are kept; 0 means the default,
+	// 10.
+	MaxFiles int
 }
 
 // ToolConfig is one configured tool, run by the command backend.

@@ -119,7 +119,7 @@ func contentError(err error, code int64, msg string) error {
 func (s *Server) auditContent(caller, kind, name, outcome, reason string) {
 	log := s.opts.Audit
 	if log == nil {
-		log = s.log
+		return
 	}
 	log.Info(kind, "step", "read", "outcome", outcome, "caller", caller, kind, name, "reason", reason)
 }

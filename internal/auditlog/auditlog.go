@@ -53,7 +53,8 @@ var ErrClosed = errors.New("auditlog: closed")
 // defaults.
 type Options struct {
 	// MaxSize is the size in bytes past which the file is rotated, rounded
-	// up to a whole MiB (at least MinMaxSize). Default DefaultMaxSize.
+	// up to a whole MiB (at least MinMaxSize). Default DefaultMaxSize;
+	// negative: never rotated.
 	MaxSize int64
 	// MaxFiles is how many rotated files are kept besides the current one.
 	// Default DefaultMaxFiles; negative: every rotated file is kept.
@@ -85,7 +86,10 @@ func Open(path string, opts *Options) (*Writer, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.MaxSize <= 0 {
+	switch {
+	case o.MaxSize < 0:
+		o.MaxSize = 1 << 60 // lumberjack has no "never"
+	case o.MaxSize == 0:
 		o.MaxSize = DefaultMaxSize
 	}
 	if o.MaxFiles == 0 {
