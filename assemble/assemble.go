@@ -318,7 +318,9 @@ func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Op
 	}
 	w, err := auditlog.Open(path, &auditlog.Options{
 		MaxSize: maxSize, MaxFiles: cfg.Log.MaxFiles,
-		OnError: func(err error) { rt.Log.Error("audit log write failed: its records of the last interval are lost", "error", err) },
+		OnError: func(err error) {
+			rt.Log.Error("audit log write failed: its records of the last interval are lost", "error", err)
+		},
 	})
 	if err != nil {
 		return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}

@@ -43,7 +43,7 @@
 //	    quota: 3
 //	    cost: {default: 1, danger: 2}   # default: the cost of unlisted tools
 //	limits: {max_argument_bytes: 4194304, max_result_bytes: 1048576, timeout: 30s}
-//	log: {level: info, file: audit.log}
+//	log: {level: info, file: audit.log, max_size: 100MB, max_files: 10}   # the audit log (docs/audit.md)
 //	tools:
 //	  - name: note
 //	    description: Append a note to a log.
