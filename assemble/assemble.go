@@ -22,7 +22,8 @@
 //     log.max_size, log.max_files rotated files kept. The configuration's
 //     log.level applies.
 //   - One operational log ([Runtime.Log], [Options.Log], default text lines
-//     on Options.Stderr), apart from the audit log: the store's own events
+//     on Options.Stderr, or with [Options.OperationalLogFile] in
+//     backplane.log beside the audit log file), apart from the audit log: the store's own events
 //     (recovery, lease, contention), the upstreams' (starts, outages,
 //     catalog changes), the tracer's, and a failed write of the audit log.
 //     No audit event goes there and no operational event goes to the audit
@@ -73,6 +74,10 @@ import (
 // events when nothing else names where they go.
 const AuditLogName = "audit.log"
 
+// OperationalLogName is the file, beside the audit log file, of the
+// operational log of a one-shot command (Options.OperationalLogFile).
+const OperationalLogName = "backplane.log"
+
 // Options configure Open. A nil *Options means the defaults.
 type Options struct {
 	// NoUpstreams leaves the MCP upstreams unconnected (their tools are not
@@ -83,8 +88,14 @@ type Options struct {
 	// opened.
 	Logger *slog.Logger
 	// Log, when set, is the operational log (see the package doc).
-	// Default: text lines on Stderr.
+	// Default: text lines on Stderr, or in OperationalLogName beside the
+	// audit log file with OperationalLogFile.
 	Log *slog.Logger
+	// OperationalLogFile sends the default operational log to the file
+	// OperationalLogName in the audit log file's folder (the store folder
+	// by default) rather than Stderr: for one-shot commands, whose stderr
+	// is their own. No effect when the audit log is not a file.
+	OperationalLogFile bool
 	// AuditLog, when set, overrides the configuration's log.file: a file
 	// (appended to), or "-" for Stderr.
 	AuditLog string
@@ -166,6 +177,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if rt.Log == nil {
 		rt.Log = slog.New(slog.NewTextHandler(o.Stderr, nil))
 	}
+	userLog := o.Log != nil
 	defer func() {
 		if err != nil {
 			rt.Close() // what was opened before the failure
@@ -192,8 +204,25 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("store kind %q: only %s and %s are known", kind, config.StoreSQLite, config.StorePostgres)}
 	}
 
-	if rt.Audit, err = rt.openAuditLog(cfg, kind, &o); err != nil {
+	auditPath, exposed := "", false
+	if rt.Audit, auditPath, exposed, err = rt.openAuditLog(cfg, kind, &o); err != nil {
 		return nil, err
+	}
+	if !userLog && o.OperationalLogFile && auditPath != "" {
+		path := filepath.Join(filepath.Dir(auditPath), OperationalLogName)
+		maxSize := cfg.Log.MaxSize
+		if exposed {
+			maxSize = -1
+		}
+		w, err := auditlog.Open(path, &auditlog.Options{MaxSize: maxSize, MaxFiles: cfg.Log.MaxFiles})
+		if err != nil {
+			return nil, &config.Error{File: cfg.Path, Msg: "operational log: " + err.Error(), Err: err}
+		}
+		rt.closers = append(rt.closers, w)
+		rt.Log = slog.New(slog.NewTextHandler(w, nil))
+	}
+	if exposed {
+		rt.Log.Info("the audit log lies in the workspace: it is not rotated, since rotated files there would be visible to the built-in tools; put log.file in the store folder or outside the workspace to rotate it", "file", auditPath)
 	}
 	st, err := openStore(cfg, kind, rt.Log)
 	if err != nil {
@@ -282,16 +311,18 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 }
 
 // openAuditLog opens the one audit log (see the package doc).
-func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Options) (*slog.Logger, error) {
+// It returns the file's path ("" when it is not a file) and whether it
+// lies in the workspace, where it is not rotated (see exposedRotation).
+func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Options) (_ *slog.Logger, path string, exposed bool, _ error) {
 	if o.Logger != nil {
-		return o.Logger, nil
+		return o.Logger, "", false, nil
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
-		return nil, &config.Error{File: cfg.Path, Msg: "log level: " + err.Error()}
+		return nil, "", false, &config.Error{File: cfg.Path, Msg: "log level: " + err.Error()}
 	}
 	hopts := &slog.HandlerOptions{Level: level}
-	path := o.AuditLog
+	path = o.AuditLog
 	if path == "" {
 		path = cfg.Log.File
 	}
@@ -301,20 +332,19 @@ func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Op
 		} else {
 			// As the store would create it.
 			if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
-				return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
+				return nil, "", false, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
 			}
 			path = filepath.Join(cfg.Store, AuditLogName)
 		}
 	}
 	if path == "-" {
-		return slog.New(slog.NewJSONHandler(o.Stderr, hopts)), nil
+		return slog.New(slog.NewJSONHandler(o.Stderr, hopts)), "", false, nil
 	}
 	maxSize := cfg.Log.MaxSize
-	if exposedRotation(cfg, kind, path) {
+	if exposed = exposedRotation(cfg, kind, path); exposed {
 		// The built-in tools and sandboxes hide the file by its name; the
 		// rotated files' names are new at each rotation.
 		maxSize = -1
-		rt.Log.Warn("the audit log lies in the workspace: it is not rotated, since rotated files there would be visible to the built-in tools; put log.file in the store folder or outside the workspace to rotate it", "file", path)
 	}
 	w, err := auditlog.Open(path, &auditlog.Options{
 		MaxSize: maxSize, MaxFiles: cfg.Log.MaxFiles,
@@ -323,10 +353,10 @@ func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Op
 		},
 	})
 	if err != nil {
-		return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
+		return nil, "", false, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
 	}
 	rt.closers = append(rt.closers, w)
-	return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	return slog.New(slog.NewJSONHandler(w, hopts)), path, exposed, nil
 }
 
 // exposedRotation reports whether the audit log file lies in the workspace

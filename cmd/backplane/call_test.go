@@ -562,8 +562,18 @@ func TestStateFilesArePrivate(t *testing.T) {
 		}
 	}
 	callOK(t, g.runJSON(t, exitOK, "", "call", "--caller", "alice", "note", `{"text":"hi"}`))
+	// The tightening is an operational warning: in the command's
+	// operational log beside the audit log, not in the audit log, and not
+	// on its stderr (runJSON checked that).
+	ops := filepath.Join(state, "backplane.log")
+	if b, _ := os.ReadFile(ops); !strings.Contains(string(b), "permissions tightened") {
+		t.Errorf("the operational log does not say the store was tightened: %q", b)
+	}
+	if b, _ := os.ReadFile(audit); strings.Contains(string(b), "permissions tightened") || !strings.Contains(string(b), `"msg":"call"`) {
+		t.Errorf("the audit log holds an operational event, or not the call's: %s", b)
+	}
 	for p, want := range map[string]os.FileMode{
-		state: 0o700, audit: 0o600,
+		state: 0o700, audit: 0o600, ops: 0o600,
 		filepath.Join(state, "backplane.db"): 0o600,
 	} {
 		fi, err := os.Stat(p)
