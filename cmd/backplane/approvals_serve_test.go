@@ -285,7 +285,12 @@ func TestServeOrphanNeverConsumes(t *testing.T) {
 			if a := g.approvalsByID(t)[id]; a["consumed_by"] == nil {
 				t.Errorf("the retry did not consume request %s: %v", id, a)
 			}
-			if n := strings.Count(readAudit(t, g), `"step":"commit","outcome":"ok"`); n != 1 {
+			// The retry's audit event is written within serve's flush
+			// interval: wait for it, then count.
+			commits := func() int { return strings.Count(readAudit(t, g), `"step":"commit","outcome":"ok"`) }
+			for start := time.Now(); commits() == 0 && time.Since(start) < 20*time.Second; time.Sleep(50 * time.Millisecond) {
+			}
+			if n := commits(); n != 1 {
 				t.Errorf("%d commits, want 1 (the retry's)", n)
 			}
 		})
