@@ -12,13 +12,22 @@
 //     backend/mcp), whose tools collide with any registered before. It fails
 //     with a *config.Error naming the file and, where one applies, the line,
 //     and then leaves nothing open or running.
-//   - One audit log: [Options.Logger] when given; else the file
-//     [Options.AuditLog] names ("-" for [Options.Stderr]); else the
-//     configuration's log.file; else audit.log in the store folder, or
-//     Options.Stderr for a store that is not a folder. Files are appended
-//     to (O_APPEND: concurrent processes write whole records). The
-//     configuration's log.level applies. The store logs its own operational
-//     events (recovery, lease, contention) to the same logger.
+//   - One audit log ([Runtime.Audit]): [Options.Logger] when given; else
+//     the file [Options.AuditLog] names ("-" for [Options.Stderr]); else
+//     the configuration's log.file; else audit.log in the store folder, or
+//     Options.Stderr for a store that is not a folder. A file is written
+//     through package internal/auditlog: records are buffered for at most
+//     200ms (Close writes them all), appended whole (concurrent processes
+//     never split one another's records) and the file is rotated past
+//     log.max_size, log.max_files rotated files kept. The configuration's
+//     log.level applies.
+//   - One operational log ([Runtime.Log], [Options.Log], default text lines
+//     on Options.Stderr, or with [Options.OperationalLogFile] in
+//     backplane.log beside the audit log file), apart from the audit log: the store's own events
+//     (recovery, lease, contention), the upstreams' (starts, outages,
+//     catalog changes), the tracer's, and a failed write of the audit log.
+//     No audit event goes there and no operational event goes to the audit
+//     log (docs/audit.md).
 //   - A tracing key opens a tracer provider (package tracing) whose tracer
 //     the gateway opens its spans with ([Runtime.Tracing]).
 //   - The policy is live ([Runtime.Policy]): [Runtime.ReloadPolicy] re-reads
@@ -50,6 +59,7 @@ import (
 	"github.com/agentbackplane/backplane/backend/mcp"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/auditlog"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
@@ -64,6 +74,10 @@ import (
 // events when nothing else names where they go.
 const AuditLogName = "audit.log"
 
+// OperationalLogName is the file, beside the audit log file, of the
+// operational log of a one-shot command (Options.OperationalLogFile).
+const OperationalLogName = "backplane.log"
+
 // Options configure Open. A nil *Options means the defaults.
 type Options struct {
 	// NoUpstreams leaves the MCP upstreams unconnected (their tools are not
@@ -73,6 +87,15 @@ type Options struct {
 	// Logger, when set, receives the audit events, and no log file is
 	// opened.
 	Logger *slog.Logger
+	// Log, when set, is the operational log (see the package doc).
+	// Default: text lines on Stderr, or in OperationalLogName beside the
+	// audit log file with OperationalLogFile.
+	Log *slog.Logger
+	// OperationalLogFile sends the default operational log to the file
+	// OperationalLogName in the audit log file's folder (the store folder
+	// by default) rather than Stderr: for one-shot commands, whose stderr
+	// is their own. No effect when the audit log is not a file.
+	OperationalLogFile bool
 	// AuditLog, when set, overrides the configuration's log.file: a file
 	// (appended to), or "-" for Stderr.
 	AuditLog string
@@ -100,6 +123,8 @@ type Runtime struct {
 	Config  *config.Config
 	// Audit receives the audit events (the gateway's and an operator's).
 	Audit *slog.Logger
+	// Log is the operational log: what is not an audit event.
+	Log *slog.Logger
 	// Policy is the policy in force; [Runtime.ReloadPolicy] replaces it.
 	// It also grants the upstreams' resources and prompts.
 	Policy *policy.Live
@@ -148,7 +173,11 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	rt := &Runtime{Config: cfg}
+	rt := &Runtime{Config: cfg, Log: o.Log}
+	if rt.Log == nil {
+		rt.Log = slog.New(slog.NewTextHandler(o.Stderr, nil))
+	}
+	userLog := o.Log != nil
 	defer func() {
 		if err != nil {
 			rt.Close() // what was opened before the failure
@@ -175,10 +204,27 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		return nil, &config.Error{File: cfg.Path, Msg: fmt.Sprintf("store kind %q: only %s and %s are known", kind, config.StoreSQLite, config.StorePostgres)}
 	}
 
-	if rt.Audit, err = rt.openAuditLog(cfg, kind, &o); err != nil {
+	auditPath, exposed := "", false
+	if rt.Audit, auditPath, exposed, err = rt.openAuditLog(cfg, kind, &o); err != nil {
 		return nil, err
 	}
-	st, err := openStore(cfg, kind, rt.Audit)
+	if !userLog && o.OperationalLogFile && auditPath != "" {
+		path := filepath.Join(filepath.Dir(auditPath), OperationalLogName)
+		maxSize := cfg.Log.MaxSize
+		if exposed {
+			maxSize = -1
+		}
+		w, err := auditlog.Open(path, &auditlog.Options{MaxSize: maxSize, MaxFiles: cfg.Log.MaxFiles})
+		if err != nil {
+			return nil, &config.Error{File: cfg.Path, Msg: "operational log: " + err.Error(), Err: err}
+		}
+		rt.closers = append(rt.closers, w)
+		rt.Log = slog.New(slog.NewTextHandler(w, nil))
+	}
+	if exposed {
+		rt.Log.Info("the audit log lies in the workspace: it is not rotated, since rotated files there would be visible to the built-in tools; put log.file in the store folder or outside the workspace to rotate it", "file", auditPath)
+	}
+	st, err := openStore(cfg, kind, rt.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +238,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		tp, err := tracing.New(ctx, &tracing.Options{
 			Endpoint: cfg.Tracing.Endpoint, Protocol: cfg.Tracing.Protocol,
 			Sample: cfg.Tracing.Sample, Headers: cfg.Tracing.Headers,
-			ServiceVersion: o.Version, Logger: rt.Audit,
+			ServiceVersion: o.Version, Logger: rt.Log,
 		})
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Line: cfg.Tracing.Line, Msg: err.Error(), Err: err}
@@ -265,16 +311,18 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 }
 
 // openAuditLog opens the one audit log (see the package doc).
-func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Options) (*slog.Logger, error) {
+// It returns the file's path ("" when it is not a file) and whether it
+// lies in the workspace, where it is not rotated (see exposedRotation).
+func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Options) (_ *slog.Logger, path string, exposed bool, _ error) {
 	if o.Logger != nil {
-		return o.Logger, nil
+		return o.Logger, "", false, nil
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
-		return nil, &config.Error{File: cfg.Path, Msg: "log level: " + err.Error()}
+		return nil, "", false, &config.Error{File: cfg.Path, Msg: "log level: " + err.Error()}
 	}
 	hopts := &slog.HandlerOptions{Level: level}
-	path := o.AuditLog
+	path = o.AuditLog
 	if path == "" {
 		path = cfg.Log.File
 	}
@@ -284,28 +332,53 @@ func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Op
 		} else {
 			// As the store would create it.
 			if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
-				return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
+				return nil, "", false, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
 			}
 			path = filepath.Join(cfg.Store, AuditLogName)
 		}
 	}
 	if path == "-" {
-		return slog.New(slog.NewJSONHandler(o.Stderr, hopts)), nil
+		return slog.New(slog.NewJSONHandler(o.Stderr, hopts)), "", false, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	maxSize := cfg.Log.MaxSize
+	if exposed = exposedRotation(cfg, kind, path); exposed {
+		// The built-in tools and sandboxes hide the file by its name; the
+		// rotated files' names are new at each rotation.
+		maxSize = -1
+	}
+	w, err := auditlog.Open(path, &auditlog.Options{
+		MaxSize: maxSize, MaxFiles: cfg.Log.MaxFiles,
+		OnError: func(err error) {
+			rt.Log.Error("audit log write failed: its records of the last interval are lost", "error", err)
+		},
+	})
 	if err != nil {
-		return nil, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
+		return nil, "", false, &config.Error{File: cfg.Path, Msg: "audit log: " + err.Error(), Err: err}
 	}
-	// The audit log names callers and tools: an older one left readable by
-	// others is made the owner's alone, as the store's files are.
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
-		if err := f.Chmod(fi.Mode().Perm() & 0o600); err != nil {
-			f.Close()
-			return nil, &config.Error{File: cfg.Path, Msg: "audit log " + path + " is readable by others and cannot be made private: " + err.Error(), Err: err}
+	rt.closers = append(rt.closers, w)
+	return slog.New(slog.NewJSONHandler(w, hopts)), path, exposed, nil
+}
+
+// exposedRotation reports whether the audit log file lies in the workspace
+// and outside the store folder (which is hidden as a whole).
+func exposedRotation(cfg *config.Config, kind config.StoreKind, path string) bool {
+	inside := func(p, dir string) bool {
+		if dir == "" {
+			return false
+		}
+		r, err := filepath.Rel(dir, p)
+		return err == nil && r != ".." && !strings.HasPrefix(r, "../")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return true
+	}
+	if kind == config.StoreSQLite && cfg.Store != "" {
+		if st, err := filepath.Abs(cfg.Store); err == nil && inside(abs, st) {
+			return false
 		}
 	}
-	rt.closers = append(rt.closers, f)
-	return slog.New(slog.NewJSONHandler(f, hopts)), nil
+	return inside(abs, cfg.Workspace)
 }
 
 // openStore opens the configured store: a postgres:// URL is the shared
@@ -407,7 +480,8 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 			Bridge: &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
 		}, &mcp.Options{
 			Registry:       g,
-			Logger:         rt.Audit,
+			Logger:         rt.Log,
+			Audit:          rt.Audit,
 			Draft2020:      &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
 			ConnectTimeout: s.ConnectTimeout,
 			StartProgress:  startProgressLine(stderr, s),

@@ -7,7 +7,8 @@ import (
 )
 
 // noteSandbox records a tool's decision and, once per distinct reason for
-// running unsandboxed, warns in the audit log.
+// running unsandboxed, warns in the operational log (a start-up warning;
+// each call's audit event says how its process ran).
 func (rt *Runtime) noteSandbox(tool string, d config.SandboxDecision) {
 	if rt.Sandbox == nil {
 		rt.Sandbox = map[string]config.SandboxDecision{}
@@ -17,7 +18,7 @@ func (rt *Runtime) noteSandbox(tool string, d config.SandboxDecision) {
 		return
 	}
 	rt.SandboxNotes = append(rt.SandboxNotes, d.Note)
-	if rt.Audit != nil {
-		rt.Audit.Warn("sandbox", "outcome", "unsandboxed", "reason", d.Note)
+	if rt.Log != nil {
+		rt.Log.Warn("tools run unsandboxed", "reason", d.Note)
 	}
 }

@@ -187,7 +187,8 @@ func (p *parser) finishBuiltin(c *Config) error {
 // PrivatePaths are the gateway's own files, which the built-in tools must
 // not reach even when they lie inside the workspace (by default they do:
 // workspace ., store .backplane): the store folder (the journal holds every
-// call's arguments), the audit log, and this configuration file (it may
+// call's arguments), the audit log (and the operational log of one-shot
+// commands beside it), and this configuration file (it may
 // hold secrets for upstream servers).
 func (c *Config) PrivatePaths() []string {
 	var out []string
@@ -199,7 +200,10 @@ func (c *Config) PrivatePaths() []string {
 		out = append(out, resolve(c.Dir, c.Store))
 	}
 	if c.Log.File != "" {
-		out = append(out, resolve(c.Dir, c.Log.File))
+		// The audit log, and the operational log of one-shot commands
+		// beside it (assemble.OperationalLogName).
+		f := resolve(c.Dir, c.Log.File)
+		out = append(out, f, filepath.Join(filepath.Dir(f), "backplane.log"))
 	}
 	if c.Path != "" {
 		out = append(out, filepath.Join(c.Dir, filepath.Base(c.Path)))

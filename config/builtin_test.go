@@ -12,7 +12,7 @@ func TestPrivatePaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(c.PrivatePaths(), ","); got != "/x/logs/audit.log,/x/bp.yaml" {
+	if got := strings.Join(c.PrivatePaths(), ","); got != "/x/logs/audit.log,/x/logs/backplane.log,/x/bp.yaml" {
 		t.Errorf("private paths %s", got)
 	}
 	c, err = Parse([]byte("store: st\n"), "/x/bp.yaml")

@@ -43,7 +43,7 @@
 //	    quota: 3
 //	    cost: {default: 1, danger: 2}   # default: the cost of unlisted tools
 //	limits: {max_argument_bytes: 4194304, max_result_bytes: 1048576, timeout: 30s}
-//	log: {level: info, file: audit.log}
+//	log: {level: info, file: audit.log, max_size: 100MB, max_files: 10}   # the audit log (docs/audit.md)
 //	tools:
 //	  - name: note
 //	    description: Append a note to a log.
@@ -194,6 +194,12 @@ type Log struct {
 	// File receives the audit events as JSON lines, appended; "" leaves
 	// the choice to package assemble (audit.log in the store folder).
 	File string
+	// MaxSize is the size in bytes past which the file is rotated (at
+	// least 1 MiB, in whole MiB); 0 means the default, 100 MiB.
+	MaxSize int64
+	// MaxFiles is how many rotated files are kept; 0 means the default,
+	// 10.
+	MaxFiles int
 }
 
 // ToolConfig is one configured tool, run by the command backend.

@@ -403,6 +403,28 @@ func (p *parser) limits(c *Config, v *yaml.Node) error {
 
 func (p *parser) log(c *Config, v *yaml.Node) error {
 	return p.mapping(v, "log", func(key string, k, v *yaml.Node) error {
+		switch key {
+		case "max_size":
+			n, err := p.size(v, "log max_size")
+			if err != nil {
+				return err
+			}
+			if n < minLogSize {
+				return p.errAt(v, "log max_size must be at least 1MB (the file is rotated in whole MB), not %d bytes", n)
+			}
+			c.Log.MaxSize = n
+			return nil
+		case "max_files":
+			n, err := p.integer(v, "log max_files")
+			if err != nil {
+				return err
+			}
+			if n < 1 || n > maxLogFiles {
+				return p.errAt(v, "log max_files must be a count of rotated files from 1 to %d, not %d", maxLogFiles, n)
+			}
+			c.Log.MaxFiles = int(n)
+			return nil
+		}
 		s, err := p.str(v, key)
 		if err != nil {
 			return err
@@ -420,7 +442,42 @@ func (p *parser) log(c *Config, v *yaml.Node) error {
 			c.Log.File = s
 		}
 		return nil
-	}, "level", "file")
+	}, "level", "file", "max_size", "max_files")
+}
+
+// Bounds of the audit log's rotation.
+const (
+	minLogSize  = 1 << 20
+	maxLogSize  = 1 << 40
+	maxLogFiles = 10000
+)
+
+// sizeUnits are the units a size may be written in: powers of 1024, as
+// people mean them for files.
+var sizeUnits = map[string]int64{"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+var sizeText = regexp.MustCompile(`^([0-9]{1,13})\s*([A-Za-z]*)$`)
+
+// size reads a size in bytes: an integer, or a number with a unit (100MB,
+// 1GB; KB, MB and GB are powers of 1024), at most 1 TiB.
+func (p *parser) size(v *yaml.Node, what string) (int64, error) {
+	n := deref(v)
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!str" && n.ShortTag() != "!!int") {
+		return 0, p.errAt(v, "%s must be a size such as 100MB, not %s", what, describe(v))
+	}
+	m := sizeText.FindStringSubmatch(n.Value)
+	if m == nil {
+		return 0, p.errAt(v, "%s: bad size %q: write it as 100MB or 1GB", what, n.Value)
+	}
+	unit, ok := sizeUnits[m[2]]
+	if !ok {
+		return 0, p.errAt(v, "%s: unknown unit %q in %q: B, KB, MB or GB", what, m[2], n.Value)
+	}
+	num, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || num > maxLogSize/unit {
+		return 0, p.errAt(v, "%s: %s is more than 1TB", what, n.Value)
+	}
+	return num * unit, nil
 }
 
 var (

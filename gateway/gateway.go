@@ -23,9 +23,11 @@
 //
 // The store (required: the gateway's promises are only as durable as it),
 // policy, approver, budgets and backends are small interfaces a host can
-// replace. Every step is written as a structured audit event
-// (log/slog) carrying the call id, the step and the outcome, and the digest
-// of the arguments, never their values. With Options.Tracer, a call is also
+// replace. Every call is written as one structured audit event (log/slog)
+// when it returns to its caller, carrying the call id, caller, tool, the
+// digest of the arguments (never their values), where and how the call
+// ended, and each step it went through with its outcome and duration
+// (docs/audit.md shows one). With Options.Tracer, a call is also
 // an OpenTelemetry span, a child of the trace in the call's context, with
 // the same steps as events and the backend as a child span whose context
 // the backend receives (backend.Call.Trace); it too carries no values.
@@ -91,7 +93,8 @@ type Options struct {
 	Budgets []budget.Quota
 	// Approvals configure the approval step.
 	Approvals approval.Options
-	// Logger receives the audit events. Default: discard.
+	// Logger receives the audit events: one per call (see docs/audit.md)
+	// and one per operator action. Default: discard.
 	Logger *slog.Logger
 	// Timeout bounds a backend call when its tool sets none. Default 30s.
 	Timeout time.Duration
@@ -427,6 +430,7 @@ type CallResult struct {
 // otherwise an *Error whose Class says why.
 func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	c := &call{g: g, req: req, id: NewID("call")}
+	c.startAudit(ctx)
 	if g.tracer != nil {
 		ctx = c.startSpan(ctx)
 	}
@@ -443,9 +447,11 @@ func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error
 		if c.committed {
 			ge.CallID = c.id
 		}
+		c.emitAudit(ctx, nil, ge)
 		c.endSpan(nil, ge)
 		return nil, ge
 	}
+	c.emitAudit(ctx, res, nil)
 	c.endSpan(res, nil)
 	return res, nil
 }
@@ -467,30 +473,15 @@ type call struct {
 	rule      string // the policy rule that authorized the call (file:line)
 	committed bool
 	span      trace.Span // nil: not traced
-	mark      time.Time  // when the last traced step ended
-}
 
-func (c *call) audit(step, outcome string, attrs ...any) {
-	c.step = step
-	base := []any{"call_id", c.id, "step", step, "outcome", outcome, "caller", c.req.Caller, "tool", c.req.Tool}
-	if c.req.Session != "" {
-		base = append(base, "session", c.req.Session)
-	}
-	if c.digest != "" {
-		base = append(base, "args_digest", c.digest)
-	}
-	if step == "settle" && c.tool != nil {
-		// What the backend says about how it ran (its sandbox, say).
-		if a, ok := c.tool.Backend.(backend.Auditor); ok {
-			base = append(base, a.AuditAttrs()...)
-		}
-	}
-	level := slog.LevelInfo
-	if outcome != "ok" && outcome != "allow" && outcome != "approved" && outcome != "not_required" {
-		level = slog.LevelWarn
-	}
-	c.g.log.Log(context.Background(), level, "call", append(base, attrs...)...)
-	c.traceStep(step, outcome)
+	// The audit event's (and the span's) record of the steps; mu guards it
+	// and step against an interactive approver's goroutine.
+	mu      sync.Mutex
+	auditOn bool // the logger takes call events at all
+	steps   []auditStep
+	start   time.Time
+	mark    time.Time     // when the last step ended
+	invoked time.Duration // how long the backend ran, if it was invoked
 }
 
 func (c *call) run(ctx context.Context) (*CallResult, error) {

@@ -377,6 +377,48 @@ func (l *auditLog) Mark(t *testing.T) int { return len(l.Events(t)) }
 // Since returns the events after mark.
 func (l *auditLog) Since(t *testing.T, mark int) []map[string]any { return l.Events(t)[mark:] }
 
+// stepsOf flattens each call event into its steps, in order, each with
+// the call's identity (call_id, caller, tool, session, args_digest) beside
+// the step's own fields; other events are kept as they are. It checks the
+// call event's shape on the way: a steps list of objects, each with a step,
+// an outcome and a duration.
+func stepsOf(t *testing.T, events []map[string]any) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, e := range events {
+		if e["msg"] != "call" {
+			out = append(out, e)
+			continue
+		}
+		list, ok := e["steps"].([]any)
+		if !ok || len(list) == 0 {
+			t.Fatalf("call event without a steps list: %v", e)
+		}
+		for _, s := range list {
+			m, ok := s.(map[string]any)
+			if !ok {
+				t.Fatalf("call event step %v is not an object", s)
+			}
+			if _, ok := m["step"].(string); !ok {
+				t.Fatalf("call event step without a step name: %v", m)
+			}
+			if _, ok := m["outcome"].(string); !ok {
+				t.Fatalf("call event step without an outcome: %v", m)
+			}
+			if d, ok := m["duration_ms"].(float64); !ok || d < 0 {
+				t.Fatalf("call event step without a duration: %v", m)
+			}
+			for _, k := range []string{"call_id", "caller", "tool", "session", "args_digest"} {
+				if v, ok := e[k]; ok {
+					m[k] = v
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // steps lists the step of each event.
 func steps(events []map[string]any) []string {
 	var out []string

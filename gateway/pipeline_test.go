@@ -47,7 +47,7 @@ func TestUnknownToolTouchesNothing(t *testing.T) {
 		if note.Count() != 0 {
 			t.Error("a backend was invoked")
 		}
-		ev := f.log.Events(t)
+		ev := stepsOf(t, f.log.Events(t))
 		if got := steps(ev); !slices.Equal(got, []string{"lookup"}) {
 			t.Errorf("audit steps %v, want [lookup]", got)
 		}
@@ -102,7 +102,7 @@ func TestInvalidArgumentsReportEveryViolationAndStop(t *testing.T) {
 		if note.Count() != 0 {
 			t.Error("backend invoked")
 		}
-		ev := f.log.Events(t)
+		ev := stepsOf(t, f.log.Events(t))
 		if got := steps(ev); !slices.Equal(got, []string{"validate"}) {
 			t.Errorf("audit steps %v, want [validate]", got)
 		}
@@ -155,7 +155,7 @@ func TestSchemaOutsideSubsetIsRegisteredButRefusedBeforePolicy(t *testing.T) {
 		if b.Count() != 0 {
 			t.Error("backend invoked")
 		}
-		noLaterSteps(t, f.log.Events(t), "authorize", "approve", "reserve", "commit", "settle")
+		noLaterSteps(t, stepsOf(t, f.log.Events(t)), "authorize", "approve", "reserve", "commit", "settle")
 	})
 }
 
@@ -179,7 +179,7 @@ func TestForbiddenLeavesNoApprovalIntentOrInvocation(t *testing.T) {
 		if m := f.st.Methods(); len(m) != 0 {
 			t.Errorf("store called: %v", m)
 		}
-		ev := f.log.Since(t, mark)
+		ev := stepsOf(t, f.log.Since(t, mark))
 		inOrder(t, ev, "validate", "authorize")
 		noLaterSteps(t, ev, "approve", "reserve", "commit", "settle")
 		if d := f.pol.Decisions(); len(d) != 1 || d[0].Decision.Allow {
@@ -224,7 +224,7 @@ func TestInvisibleToolLooksUnknown(t *testing.T) {
 			if m := f.st.Methods(); len(m) != 0 {
 				t.Errorf("%s: store called: %v", caller, m)
 			}
-			ev := f.log.Since(t, mark)
+			ev := stepsOf(t, f.log.Since(t, mark))
 			noLaterSteps(t, ev, "validate", "authorize", "approve", "reserve", "commit", "settle")
 		}
 		if d := f.pol.Decisions(); len(d) != 0 {
@@ -273,7 +273,7 @@ func TestBackendCheckRefusesBeforeApproval(t *testing.T) {
 		if m := f.st.Methods(); len(m) != 0 {
 			t.Errorf("store called: %v", m)
 		}
-		noLaterSteps(t, f.log.Since(t, mark), "authorize", "approve", "reserve", "commit", "settle")
+		noLaterSteps(t, stepsOf(t, f.log.Since(t, mark)), "authorize", "approve", "reserve", "commit", "settle")
 		if len(f.approvals()) != 0 || len(f.intents()) != 0 || f.totalUsed() != 0 || b.Count() != 0 {
 			t.Error("an approval, an intent, a reservation or an invocation exists")
 		}
@@ -320,7 +320,7 @@ func TestApprovalPendingLeavesNoIntentBudgetOrInvocation(t *testing.T) {
 		if danger.Count() != 0 {
 			t.Error("backend invoked")
 		}
-		ev := f.log.Events(t)
+		ev := stepsOf(t, f.log.Events(t))
 		inOrder(t, ev, "validate", "authorize", "approve")
 		noLaterSteps(t, ev, "reserve", "commit", "settle")
 		if strings.Contains(f.log.String(), secret) {
@@ -356,7 +356,7 @@ func TestBudgetExceededLeavesNoIntentOrInvocation(t *testing.T) {
 		if n := f.st.Count("Settle"); n != 0 {
 			t.Errorf("Settle called %d times", n)
 		}
-		ev := f.log.Events(t)
+		ev := stepsOf(t, f.log.Events(t))
 		inOrder(t, ev, "validate", "authorize", "approve", "reserve")
 		noLaterSteps(t, ev, "commit", "settle")
 		if strings.Contains(f.log.String(), secret) {
@@ -402,7 +402,7 @@ func TestSuccessRunsEachStepOnceInOrder(t *testing.T) {
 		if f.used("caller", "alice") != 1 {
 			t.Errorf("budget used %d, want 1", f.used("caller", "alice"))
 		}
-		ev := f.log.Events(t)
+		ev := stepsOf(t, f.log.Events(t))
 		inOrder(t, ev, "validate", "authorize", "approve", "commit", "settle")
 		for _, e := range ev {
 			if e["call_id"] != res.CallID {
@@ -448,7 +448,7 @@ func TestSuccessWithApprovalAuditOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := f.log.Since(t, mark)
+		ev := stepsOf(t, f.log.Since(t, mark))
 		inOrder(t, ev, "validate", "authorize", "approve", "commit", "settle")
 		var approved bool
 		for _, e := range ev {

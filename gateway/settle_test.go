@@ -127,7 +127,7 @@ func TestSettlementClasses(t *testing.T) {
 				if note.Count() != 1 {
 					t.Errorf("backend invoked %d times", note.Count())
 				}
-				ev := f.log.Events(t)
+				ev := stepsOf(t, f.log.Events(t))
 				inOrder(t, ev, "validate", "authorize", "approve", "commit", "settle")
 				last := ev[len(ev)-1]
 				if last["step"] != "settle" || last["outcome"] != string(tc.class) || last["status"] != string(tc.status) {

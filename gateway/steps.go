@@ -218,8 +218,13 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		Client: c.req.Client,
 	}
 	ictx, bspan := c.startBackend(ictx, bc)
+	began := time.Now()
 	res, err := t.Backend.Invoke(ictx, bc)
 	c.endBackend(bspan, res, err)
+	c.mu.Lock()
+	c.mark = time.Now() // the settle step's duration is the settlement's own
+	c.invoked = c.mark.Sub(began)
+	c.mu.Unlock()
 	sctx := context.WithoutCancel(ctx)
 
 	if err != nil {

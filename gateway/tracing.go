@@ -46,23 +46,20 @@ func (c *call) startSpan(ctx context.Context) context.Context {
 		attrs = append(attrs, attribute.String(AttrSession, c.req.Session))
 	}
 	ctx, c.span = c.g.tracer.Start(ctx, "tools/call", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-	c.mark = time.Now()
 	return ctx
 }
 
 // traceStep records one audited step as an event of the call's span, with
 // the time since the previous step ended (an approval wait is the time
 // between "approve waiting" and its decision).
-func (c *call) traceStep(step, outcome string) {
+func (c *call) traceStep(now time.Time, step, outcome string) {
 	if c.span == nil || !c.span.IsRecording() { // not sampled: nothing to add to
 		return
 	}
-	now := time.Now()
 	c.span.AddEvent(step, trace.WithTimestamp(now), trace.WithAttributes(
 		attribute.String(AttrOutcome, outcome),
 		attribute.Float64(AttrStepMillis, float64(now.Sub(c.mark).Microseconds())/1000),
 	))
-	c.mark = now
 }
 
 // endSpan closes the call's span with its outcome.
@@ -105,12 +102,11 @@ func (c *call) endBackend(span trace.Span, res *backend.Result, err error) {
 	if span == nil {
 		return
 	}
+	defer span.End()
 	switch {
 	case err != nil:
 		span.SetStatus(codes.Error, "the backend failed")
 	case res != nil && res.IsError:
 		span.SetAttributes(attribute.String(AttrOutcome, traceToolError))
 	}
-	span.End()
-	c.mark = time.Now() // the settle event's duration is the settlement's own
 }

@@ -153,7 +153,7 @@ func (s *Server) auditContent(caller, kind, name, outcome, reason string) {
 func (s *Server) auditContentStep(step, caller, kind, name, outcome, reason string) {
 	log := s.opts.Audit
 	if log == nil {
-		log = s.log
+		return
 	}
 	log.Info(kind, "step", step, "outcome", outcome, "caller", caller, kind, name, "reason", reason)
 }

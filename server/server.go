@@ -185,8 +185,9 @@ type Options struct {
 	// as ContentPolicy grants them to each caller (nil: none granted).
 	Content       ContentSource
 	ContentPolicy policy.ContentPolicy
-	// Audit receives the audit events of resource reads and prompt gets.
-	// Default: Logger.
+	// Audit receives the audit events of resource reads and prompt gets
+	// (the gateway's Options.Logger takes the calls'). Never Logger: the
+	// server's own events and the audit log stay apart. Default: discard.
 	Audit *slog.Logger
 	// ResumeBytes bounds the memory kept for resuming HTTP streams
 	// (Last-Event-ID). Default DefaultResumeBytes; negative: no resumption.

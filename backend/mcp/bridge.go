@@ -328,7 +328,7 @@ func (u *Upstream) bridgeMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 			outcome = "refused"
 			attrs = append(attrs, "error", err.Error())
 		}
-		u.log.Info("upstream request", append(attrs, "outcome", outcome)...)
+		u.audit.Info("upstream request", append(attrs, "outcome", outcome)...)
 		return res, err
 	}
 }

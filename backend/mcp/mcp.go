@@ -195,9 +195,13 @@ type Options struct {
 	// Registry receives the tools: the gateway (*gateway.Gateway is a
 	// tool.Registry).
 	Registry tool.Registry
-	// Logger receives the upstream's events (starts, outages, catalog
-	// changes, schemas the validator refuses). Default: discard.
+	// Logger receives the upstream's operational events (starts, outages,
+	// catalog changes, schemas the validator refuses). Default: discard.
 	Logger *slog.Logger
+	// Audit receives one audit event per request the upstream sends that
+	// the bridge relays or refuses (sampling, elicitation, roots), never
+	// the operational events. Default: discard.
+	Audit *slog.Logger
 	// ConnectTimeout bounds the first start: the program or the HTTP
 	// connection, initialize and the whole tools/list. Default 30s.
 	ConnectTimeout time.Duration
@@ -223,6 +227,7 @@ type Upstream struct {
 	srv    Server
 	reg    tool.Registry
 	log    *slog.Logger
+	audit  *slog.Logger
 	client *sdk.Client
 	minB   time.Duration
 	maxB   time.Duration
@@ -269,7 +274,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 		srv.Validator = ValidatorSubset
 	}
 	u := &Upstream{
-		srv: srv, reg: o.Registry, log: o.Logger,
+		srv: srv, reg: o.Registry, log: o.Logger, audit: o.Audit,
 		minB: o.MinBackoff, maxB: o.MaxBackoff, connTO: o.ConnectTimeout, httpRT: o.HTTPTransport, d2020: o.Draft2020,
 		relist: make(chan struct{}, 1), done: make(chan struct{}),
 		tools: map[string]*upTool{},
@@ -282,6 +287,10 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 		u.log = slog.New(slog.DiscardHandler)
 	}
 	u.log = u.log.With("server", srv.Name)
+	if u.audit == nil {
+		u.audit = slog.New(slog.DiscardHandler)
+	}
+	u.audit = u.audit.With("server", srv.Name)
 	if u.minB <= 0 {
 		u.minB = DefaultMinBackoff
 	}

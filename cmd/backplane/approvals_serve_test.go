@@ -257,7 +257,7 @@ func TestServeOrphanNeverConsumes(t *testing.T) {
 				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: args})
 				done <- err
 			}()
-			id := waitAudit(t, g, `"outcome":"waiting"`, "")
+			id := waitPending(t, g)
 			if how == "cancelled" {
 				cancel() // the SDK sends notifications/cancelled
 			} else {
@@ -285,7 +285,12 @@ func TestServeOrphanNeverConsumes(t *testing.T) {
 			if a := g.approvalsByID(t)[id]; a["consumed_by"] == nil {
 				t.Errorf("the retry did not consume request %s: %v", id, a)
 			}
-			if n := strings.Count(readAudit(t, g), `"step":"commit","outcome":"ok"`); n != 1 {
+			// The retry's audit event is written within serve's flush
+			// interval: wait for it, then count.
+			commits := func() int { return strings.Count(readAudit(t, g), `"step":"commit","outcome":"ok"`) }
+			for start := time.Now(); commits() == 0 && time.Since(start) < 20*time.Second; time.Sleep(50 * time.Millisecond) {
+			}
+			if n := commits(); n != 1 {
 				t.Errorf("%d commits, want 1 (the retry's)", n)
 			}
 		})
@@ -314,8 +319,23 @@ func readAudit(t *testing.T, g *gwDir) string {
 	return string(b)
 }
 
+// waitPending waits for a pending approval request and returns its id.
+func waitPending(t *testing.T, g *gwDir) string {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(50 * time.Millisecond) {
+		for id, a := range g.approvalsByID(t) {
+			if a["status"] == "pending" {
+				return id
+			}
+		}
+	}
+	t.Fatal("no pending approval request within 20s")
+	return ""
+}
+
 // waitAudit waits for an audit event containing marker (and id, if set),
-// and returns its approval id.
+// and returns its approval id: the event's own, or that of one of a call
+// event's steps.
 func waitAudit(t *testing.T, g *gwDir, marker, id string) string {
 	t.Helper()
 	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(50 * time.Millisecond) {
@@ -328,9 +348,20 @@ func waitAudit(t *testing.T, g *gwDir, marker, id string) string {
 			}
 			var ev struct {
 				ApprovalID string `json:"approval_id"`
+				Steps      []struct {
+					ApprovalID string `json:"approval_id"`
+				} `json:"steps"`
 			}
-			if json.Unmarshal([]byte(line), &ev) == nil && ev.ApprovalID != "" {
+			if json.Unmarshal([]byte(line), &ev) != nil {
+				continue
+			}
+			if ev.ApprovalID != "" {
 				return ev.ApprovalID
+			}
+			for _, s := range ev.Steps {
+				if s.ApprovalID != "" && (id == "" || s.ApprovalID == id) {
+					return s.ApprovalID
+				}
 			}
 		}
 	}
@@ -430,8 +461,9 @@ serve:
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
 		done <- answer{res, err}
 	}()
-	// The call is committed and its tool running: then SIGTERM.
-	for start := time.Now(); !strings.Contains(readAudit(t, g), `"step":"commit","outcome":"ok"`); time.Sleep(50 * time.Millisecond) {
+	// The call is committed and its tool running (the journal says so; its
+	// audit event is written when it ends): then SIGTERM.
+	for start := time.Now(); !hasStarted(t, g); time.Sleep(50 * time.Millisecond) {
 		if time.Since(start) > 20*time.Second {
 			t.Fatalf("the call did not start:\n%s", p.log())
 		}
@@ -463,4 +495,28 @@ serve:
 	if strings.Contains(p.log(), "Usage:") {
 		t.Errorf("serve printed usage text on SIGTERM:\n%s", p.log())
 	}
+	// A clean stop loses no audit event, though the log is buffered: the
+	// drained call's is in the file.
+	drained := false
+	for line := range strings.Lines(readAudit(t, g)) {
+		var ev map[string]any
+		if json.Unmarshal([]byte(line), &ev) == nil && ev["msg"] == "call" && ev["tool"] == "slow" && ev["outcome"] == "succeeded" {
+			drained = true
+		}
+	}
+	if !drained {
+		t.Errorf("the drained call's audit event is not in the log after SIGTERM:\n%s", readAudit(t, g))
+	}
+}
+
+// hasStarted reports whether the journal holds a started intent.
+func hasStarted(t *testing.T, g *gwDir) bool {
+	t.Helper()
+	list, _ := g.runJSON(t, exitOK, "", "journal", "list")["intents"].([]any)
+	for _, v := range list {
+		if v.(map[string]any)["status"] == "started" {
+			return true
+		}
+	}
+	return false
 }

@@ -401,20 +401,29 @@ func TestCallAuditLog(t *testing.T) {
 	if strings.Contains(string(data), secret) {
 		t.Errorf("the audit log holds an argument value:\n%s", data)
 	}
+	// One event for the call, its steps inside.
 	var steps []string
+	events := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		ev := decodeObject(t, line)
-		if ev["call_id"] == id {
-			steps = append(steps, ev["step"].(string))
-			if ev["args_digest"] != nil && ev["args_digest"] != digest(t, args) {
-				t.Errorf("args_digest %v", ev["args_digest"])
-			}
+		if ev["call_id"] != id {
+			continue
+		}
+		events++
+		if ev["msg"] != "call" || ev["caller"] != "alice" || ev["tool"] != "note" || ev["outcome"] != "succeeded" || ev["args_digest"] != digest(t, args) {
+			t.Errorf("call event %v", ev)
+		}
+		list, _ := ev["steps"].([]any)
+		for _, s := range list {
+			name, _ := s.(map[string]any)["step"].(string)
+			steps = append(steps, name)
 		}
 	}
-	for _, want := range []string{"validate", "authorize", "approve", "commit", "settle"} {
-		if !slices.Contains(steps, want) {
-			t.Errorf("no %s event for %s; steps %v", want, id, steps)
-		}
+	if events != 1 {
+		t.Errorf("%d events for call %s, want 1", events, id)
+	}
+	if want := []string{"validate", "authorize", "approve", "commit", "settle"}; !slices.Equal(steps, want) {
+		t.Errorf("steps of %s: %v, want %v", id, steps, want)
 	}
 
 	r := g.run(t, "", "call", "--caller", "alice", "note", `{"text":"to stderr"}`, "--audit-log", "-")
@@ -553,8 +562,18 @@ func TestStateFilesArePrivate(t *testing.T) {
 		}
 	}
 	callOK(t, g.runJSON(t, exitOK, "", "call", "--caller", "alice", "note", `{"text":"hi"}`))
+	// The tightening is an operational warning: in the command's
+	// operational log beside the audit log, not in the audit log, and not
+	// on its stderr (runJSON checked that).
+	ops := filepath.Join(state, "backplane.log")
+	if b, _ := os.ReadFile(ops); !strings.Contains(string(b), "permissions tightened") {
+		t.Errorf("the operational log does not say the store was tightened: %q", b)
+	}
+	if b, _ := os.ReadFile(audit); strings.Contains(string(b), "permissions tightened") || !strings.Contains(string(b), `"msg":"call"`) {
+		t.Errorf("the audit log holds an operational event, or not the call's: %s", b)
+	}
 	for p, want := range map[string]os.FileMode{
-		state: 0o700, audit: 0o600,
+		state: 0o700, audit: 0o600, ops: 0o600,
 		filepath.Join(state, "backplane.db"): 0o600,
 	} {
 		fi, err := os.Stat(p)

@@ -35,6 +35,10 @@ type gatewayFlags struct {
 	// consoleURL, when set (by serve, once it listens), is the console's
 	// base URL, added to the ways to decide an approval.
 	consoleURL func() string
+	// serving marks serve, whose operational log is its stderr; other
+	// verbs write theirs to backplane.log beside the audit log, keeping
+	// their stderr for their own messages.
+	serving bool
 	// storeOnly marks verbs that work on the store alone (journal,
 	// approvals, budget): they do not start the MCP upstreams.
 	storeOnly bool
@@ -78,7 +82,8 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 	// The audit log: --audit-log, else the configuration's log.file, else
 	// audit.log in the store folder (stderr for a store that is not a
 	// folder); see package assemble.
-	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly, Version: readVersion().Version}
+	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly, Version: readVersion().Version,
+		OperationalLogFile: !f.serving}
 	closeTTY := func() {}
 	if f.consoleURL != nil {
 		opts.ApprovalHints = func(id string) []string {

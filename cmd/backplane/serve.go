@@ -91,6 +91,7 @@ func newServeCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			var console atomic.Pointer[string]
+			f.serving = true
 			f.consoleURL = func() string {
 				if p := console.Load(); p != nil {
 					return *p

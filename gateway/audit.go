@@ -1,0 +1,210 @@
+package gateway
+
+// The audit event of a call: one per call, written when the call returns
+// to its caller, with the steps it went through inside (see docs/audit.md).
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentbackplane/backplane/backend"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// auditStep is one step of a call as its audit event lists it.
+type auditStep struct {
+	step, outcome string
+	attrs         []any // key, value pairs, as slog takes them
+	dur           time.Duration
+}
+
+// audit records a step of the call: the event's steps list, and the span's
+// events when traced. It is safe for concurrent use (an interactive
+// approver answers on its own goroutine).
+func (c *call) audit(step, outcome string, attrs ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.step = step
+	now := time.Now()
+	if c.auditOn {
+		if step == "settle" && c.tool != nil {
+			// What the backend says about how it ran (its sandbox, say).
+			if a, ok := c.tool.Backend.(backend.Auditor); ok {
+				attrs = append(attrs, a.AuditAttrs()...)
+			}
+		}
+		c.steps = append(c.steps, auditStep{step: step, outcome: outcome, attrs: attrs, dur: now.Sub(c.mark)})
+	}
+	c.traceStep(now, step, outcome)
+	c.mark = now
+}
+
+// startAudit notes what the call's event needs before the pipeline runs.
+func (c *call) startAudit(ctx context.Context) {
+	c.start = time.Now()
+	c.mark = c.start
+	// Calls are logged at info or warn: a logger that takes neither (the
+	// default, discard) costs no event and no list of steps.
+	c.auditOn = c.g.log.Enabled(ctx, slog.LevelWarn)
+}
+
+// emitAudit writes the call's one audit event; exactly one of res and ge is
+// set. The event names the call (id, caller, tool, session, trace), where
+// it ended (step) and how (outcome: succeeded, tool_error or the error's
+// class), and lists its steps in order.
+func (c *call) emitAudit(ctx context.Context, res *CallResult, ge *Error) {
+	if !c.auditOn {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	level, outcome := slog.LevelInfo, traceSucceeded
+	switch {
+	case ge != nil:
+		level, outcome = slog.LevelWarn, string(ge.Class)
+	case res.IsError:
+		outcome = traceToolError
+	}
+	attrs := make([]slog.Attr, 0, 14)
+	attrs = append(attrs,
+		slog.String("call_id", c.id), slog.String("caller", c.req.Caller), slog.String("tool", c.req.Tool))
+	if c.req.Session != "" {
+		attrs = append(attrs, slog.String("session", c.req.Session))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+	}
+	if c.digest != "" {
+		attrs = append(attrs, slog.String("args_digest", c.digest))
+	}
+	attrs = append(attrs, slog.String("step", c.step), slog.String("outcome", outcome))
+	if ge != nil {
+		attrs = append(attrs, slog.String("error_class", string(ge.Class)))
+	}
+	if res != nil && res.Replayed {
+		attrs = append(attrs, slog.Bool("replayed", true))
+	}
+	if c.invoked > 0 {
+		attrs = append(attrs, slog.Float64("invoke_ms", millis(c.invoked)))
+	}
+	attrs = append(attrs, slog.Float64("duration_ms", millis(time.Since(c.start))), slog.Any("steps", auditSteps(c.steps)))
+	c.g.log.LogAttrs(context.WithoutCancel(ctx), level, "call", attrs...)
+}
+
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// auditSteps is the steps list of a call's event, written as a JSON array
+// of objects: {"step", "outcome", the step's attributes, "duration_ms"}.
+type auditSteps []auditStep
+
+// MarshalJSON writes the array without reflection: it is on every call's
+// path.
+func (s auditSteps) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 96*len(s))
+	b = append(b, '[')
+	for i, st := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"step":`...)
+		b = appendJSONString(b, st.step)
+		b = append(b, `,"outcome":`...)
+		b = appendJSONString(b, st.outcome)
+		for j := 0; j+1 < len(st.attrs); j += 2 {
+			k, ok := st.attrs[j].(string)
+			if !ok {
+				continue // not a key: slog would say !BADKEY; the gateway never passes one
+			}
+			b = append(b, ',')
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			var err error
+			if b, err = appendJSONValue(b, st.attrs[j+1]); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, `,"duration_ms":`...)
+		b = strconv.AppendFloat(b, millis(st.dur), 'f', -1, 64)
+		b = append(b, '}')
+	}
+	return append(b, ']'), nil
+}
+
+// MarshalText makes a text handler print the steps as JSON too.
+func (s auditSteps) MarshalText() ([]byte, error) { return s.MarshalJSON() }
+
+func appendJSONValue(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case string:
+		return appendJSONString(b, x), nil
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(b, x, 10), nil
+	case slog.Value:
+		return appendJSONValue(b, x.Resolve().Any())
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, j...), nil
+}
+
+// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
+// U+FFFD, as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' { // as encoding/json does, for JavaScript
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
