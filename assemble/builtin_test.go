@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/store/sqlite"
@@ -86,8 +87,17 @@ func TestBuiltinToolsCannotReachTheGatewaysState(t *testing.T) {
 
 	// Listings and searches leave the state out. The audit log holds
 	// "alice" (every call above is logged): grep must not find it there.
-	if b, err := os.ReadFile(filepath.Join(dir, "audit.log")); err != nil || !strings.Contains(string(b), `"alice"`) {
-		t.Fatalf("the audit log does not name alice (%v): the grep below would prove nothing", err)
+	// The audit file is written in batches (every 200 ms): wait for one.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "audit.log"))
+		if err == nil && strings.Contains(string(b), `"alice"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit log does not name alice after 10 s (%v): the grep below would prove nothing", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	res, err = call(rt, "alice", "ls", `{}`)
 	if err != nil || res.IsError {

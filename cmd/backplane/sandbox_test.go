@@ -208,10 +208,15 @@ func TestSandboxServeRefusals(t *testing.T) {
 		t.Errorf("after the fork bombs: %s", out)
 	}
 
-	// The audit log says the calls were sandboxed, and how.
-	data, err := os.ReadFile(filepath.Join(state, "audit.log"))
-	if err != nil {
-		t.Fatal(err)
+	// The audit log says the calls were sandboxed, and how. serve writes
+	// it in batches (every 200 ms): wait for the events.
+	var data []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		data, err = os.ReadFile(filepath.Join(state, "audit.log"))
+		if err == nil && strings.Contains(string(data), `"sandbox_rules"`) || time.Now().After(deadline) {
+			break
+		}
 	}
 	if !strings.Contains(string(data), `"sandboxed":true`) || !strings.Contains(string(data), `"sandbox_rules"`) {
 		t.Errorf("the audit log does not record the sandbox:\n%.2000s", data)
