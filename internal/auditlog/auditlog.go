@@ -21,12 +21,14 @@
 //     gopkg.in/natefinch/lumberjack.v2.
 //   - Files are the owner's alone (0600); an existing file readable by
 //     others is made so at Open, or Open fails.
+//   - A path that is not a regular file (/dev/null, a fifo) is written the
+//     same way and never rotated.
 package auditlog
 
 import (
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -71,7 +73,8 @@ type Options struct {
 type Writer struct {
 	mu      sync.Mutex
 	buf     []byte
-	file    *lumberjack.Logger
+	path    string
+	file    io.WriteCloser // *lumberjack.Logger, or an appendFile
 	closed  bool
 	onError func(error)
 
@@ -98,13 +101,19 @@ func Open(path string, opts *Options) (*Writer, error) {
 	if o.FlushEvery <= 0 {
 		o.FlushEvery = DefaultFlushEvery
 	}
-	if err := prepare(path); err != nil {
+	regular, err := prepare(path)
+	if err != nil {
 		return nil, err
 	}
-	mib := (max(o.MaxSize, MinMaxSize) + MinMaxSize - 1) / MinMaxSize
+	var file io.WriteCloser = &appendFile{path: path}
+	if regular {
+		mib := (max(o.MaxSize, MinMaxSize) + MinMaxSize - 1) / MinMaxSize
+		file = &lumberjack.Logger{Filename: path, MaxSize: int(min(mib, 1<<30)), MaxBackups: max(o.MaxFiles, 0)}
+	}
 	w := &Writer{
 		buf:     make([]byte, 0, batchBytes),
-		file:    &lumberjack.Logger{Filename: path, MaxSize: int(min(mib, 1<<30)), MaxBackups: max(o.MaxFiles, 0)},
+		path:    path,
+		file:    file,
 		onError: o.OnError,
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -114,27 +123,52 @@ func Open(path string, opts *Options) (*Writer, error) {
 }
 
 // prepare creates the file if it is missing, so that a path that cannot be
-// written fails Open rather than a later flush, and makes an existing one
-// the owner's alone (the audit log names callers and tools).
-func prepare(path string) error {
+// written fails Open rather than a later flush, makes an existing one the
+// owner's alone (the audit log names callers and tools), and reports
+// whether it is a regular file (only those are rotated).
+func prepare(path string) (regular bool, err error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
 		if err := f.Chmod(fi.Mode().Perm() & 0o600); err != nil {
-			return fmt.Errorf("%s is readable by others and cannot be made private: %w", path, err)
+			return false, fmt.Errorf("%s is readable by others and cannot be made private: %w", path, err)
 		}
 	}
-	if !fi.Mode().IsRegular() {
-		return &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file: it cannot be rotated")}
+	return fi.Mode().IsRegular(), nil
+}
+
+// appendFile is the sink of a path that is not a regular file: each batch
+// is appended to it as to the rotated kind, without rotation.
+type appendFile struct {
+	path string
+	f    *os.File
+}
+
+func (a *appendFile) Write(p []byte) (int, error) {
+	if a.f == nil {
+		f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return 0, err
+		}
+		a.f = f
 	}
-	return nil
+	return a.f.Write(p)
+}
+
+func (a *appendFile) Close() error {
+	if a.f == nil {
+		return nil
+	}
+	err := a.f.Close()
+	a.f = nil
+	return err
 }
 
 // Write buffers one record (p is copied).
@@ -176,7 +210,7 @@ func (w *Writer) flushLocked() error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("auditlog: writing %s: %w", w.file.Filename, err)
+		return fmt.Errorf("auditlog: writing %s: %w", w.path, err)
 	}
 	return nil
 }

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,5 +275,56 @@ func TestOpenChecks(t *testing.T) {
 	}
 	if _, err := auditlog.Open(filepath.Join(dir, "missing", "audit.log"), nil); err == nil {
 		t.Error("Open in a missing folder succeeded")
+	}
+}
+
+// A path that is not a regular file is written, not rotated: /dev/null
+// (`--audit-log /dev/null` discards the audit) and a fifo, whose reader
+// gets every record.
+func TestNotARegularFile(t *testing.T) {
+	w, err := auditlog.Open(os.DevNull, &auditlog.Options{MaxSize: auditlog.MinMaxSize})
+	if err != nil {
+		t.Fatalf("open %s: %v", os.DevNull, err)
+	}
+	if _, err := w.Write([]byte("{\"msg\":\"x\"}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("close %s: %v", os.DevNull, err)
+	}
+
+	fifo := filepath.Join(t.TempDir(), "audit.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	// hold keeps a writer on the fifo until the end, so that opening the
+	// reader does not block and the reader sees EOF only once hold closes.
+	hold, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- string(b)
+	}()
+	w, err = auditlog.Open(fifo, nil)
+	if err != nil {
+		t.Fatalf("open a fifo: %v", err)
+	}
+	for i := range 3 {
+		fmt.Fprintf(w, "{\"n\":%d}\n", i)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hold.Close()
+	if want := "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n"; <-got != want {
+		t.Errorf("the fifo's reader got something else, want %q", want)
 	}
 }

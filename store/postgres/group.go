@@ -130,24 +130,33 @@ func (s *Store) enqueueCommit(ctx context.Context, req *store.CommitRequest) (*s
 // committer commits groups of queued intents until stopCommitters.
 func (s *Store) committer() {
 	for {
-		var group []*commitJob
-		select {
-		case j := <-s.commits.jobs:
-			group = append(group, j)
-		case <-s.commits.stop:
+		group, ok := nextGroup(s.commits.jobs, s.commits.stop)
+		if !ok {
 			return
-		}
-	more:
-		for len(group) < maxGroup {
-			select {
-			case j := <-s.commits.jobs:
-				group = append(group, j)
-			default:
-				break more
-			}
 		}
 		s.commitGroup(group)
 	}
+}
+
+// nextGroup waits for one job, then takes those already queued behind it,
+// up to maxGroup; false once stop is closed.
+func nextGroup[J any](jobs <-chan J, stop <-chan struct{}) ([]J, bool) {
+	var group []J
+	select {
+	case j := <-jobs:
+		group = append(group, j)
+	case <-stop:
+		return nil, false
+	}
+	for len(group) < maxGroup {
+		select {
+		case j := <-jobs:
+			group = append(group, j)
+		default:
+			return group, true
+		}
+	}
+	return group, true
 }
 
 // commitGroup commits the jobs, together when it can (see the comment at
@@ -342,21 +351,9 @@ func (s *Store) enqueueSettle(ctx context.Context, callID string, st store.Settl
 // settler settles groups of queued settlements until stopCommitters.
 func (s *Store) settler() {
 	for {
-		var group []*settleJob
-		select {
-		case j := <-s.commits.settles:
-			group = append(group, j)
-		case <-s.commits.stop:
+		group, ok := nextGroup(s.commits.settles, s.commits.stop)
+		if !ok {
 			return
-		}
-	more:
-		for len(group) < maxGroup {
-			select {
-			case j := <-s.commits.settles:
-				group = append(group, j)
-			default:
-				break more
-			}
 		}
 		s.settleGroup(group)
 	}
