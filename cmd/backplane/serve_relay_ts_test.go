@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -38,10 +40,21 @@ const (
 	resumeDuration = 3  // seconds: the resumed call's, unique among the calls
 )
 
-// relayServer writes the configuration: server-everything behind tee, with
-// sampling bridged, alice allowed every tool and one of its documents.
-// It returns the folder and the file tee writes.
-func relayServer(t *testing.T) (*gwDir, string) {
+// relayPolicy lets alice call every tool and read one document; the tools
+// that are not read-only ask, and the calling client approves them itself
+// (Backplane's elicitation), before the upstream's own requests.
+const relayPolicy = `policy:
+  - caller: alice
+    allow: ["*"]
+    approve: [everything.trigger-sampling-request, everything.trigger-elicitation-request]
+    self_approve: true
+    resources: [` + "\"" + relayDocURI + "\"" + `]
+`
+
+// relayServer writes the configuration: the given operators and policy,
+// server-everything behind tee with sampling bridged. It returns the folder
+// and the file tee writes.
+func relayServer(t *testing.T, policy string) (*gwDir, string) {
 	t.Helper()
 	_, script := tsClient(t)
 	everything := filepath.Join(filepath.Dir(filepath.Dir(script)), "mcp-peers", "node_modules", ".bin", "mcp-server-everything")
@@ -53,15 +66,7 @@ func relayServer(t *testing.T) (*gwDir, string) {
 		t.Skip("/bin/sh is missing: the upstream cannot run behind tee: " + err.Error())
 	}
 	upLog := filepath.Join(t.TempDir(), "to-upstream.jsonl")
-	g := newGWDir(t, `policy:
-  - caller: alice
-    allow: ["*"]
-    # Not read-only, so they ask; the calling client approves them itself
-    # (Backplane's elicitation), before the upstream's own requests.
-    approve: [everything.trigger-sampling-request, everything.trigger-elicitation-request]
-    self_approve: true
-    resources: [`+jsonString(relayDocURI)+`]
-builtin: {enable: []}
+	g := newGWDir(t, policy+`builtin: {enable: []}
 servers:
   - name: everything
     command: [`+jsonString(sh)+`, "-c", "tee -a \"$0\" | exec \"$1\"", `+jsonString(upLog)+`, `+jsonString(everything)+`]
@@ -142,9 +147,11 @@ func runRelayClient(t *testing.T, g *gwDir, plan string, args ...string) relayRe
 	if err := json.Unmarshal(rep.raw, &r); err != nil {
 		t.Fatalf("report: %v", err)
 	}
-	if t.Failed() {
-		t.Logf("client stderr:\n%s", stderr)
-	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("client stderr:\n%s", stderr)
+		}
+	})
 	return r
 }
 
@@ -335,7 +342,7 @@ func upstreamCancelled(t *testing.T, upLog string, id any) bool {
 // Over stdio: progress, sampling, elicitation, roots, cancellation and
 // resources between the TypeScript SDK client and server-everything.
 func TestServeRelayStdioTypeScriptClient(t *testing.T) {
-	g, upLog := relayServer(t)
+	g, upLog := relayServer(t, relayPolicy)
 	r := runRelayClient(t, g, relayPlan(false), "--stdio", "--", binary, "serve", "--stdio")
 	checkRelay(t, g, upLog, r, 5)
 }
@@ -345,7 +352,7 @@ func TestServeRelayStdioTypeScriptClient(t *testing.T) {
 // the same session with the last event id, and gets the answer; the
 // upstream was asked once.
 func TestServeRelayHTTPTypeScriptClient(t *testing.T) {
-	g, upLog := relayServer(t)
+	g, upLog := relayServer(t, relayPolicy)
 	p := startServe(t, g)
 	r := runRelayClient(t, g, relayPlan(true), "--http", p.base+"/mcp", "--token", "alice-token")
 	if t.Failed() {
@@ -385,4 +392,111 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A call waiting for an operator's approval over streamable HTTP drops its
+// connection at the first progress notification of the wait; the client
+// resumes on a new connection of the same session with the last event id;
+// an operator approves from another process meanwhile; the answer reaches
+// the client on the resumed stream, and the upstream ran the call once.
+func TestServeRelayHTTPResumeDuringApproval(t *testing.T) {
+	node, script := tsClient(t)
+	// echo is read-only, so only the approve entry makes it wait, for
+	// operator ops.
+	g, upLog := relayServer(t, `operators:
+  - {name: ops, token: ops-token}
+policy:
+  - caller: alice
+    allow: ["*"]
+    approve: [everything.echo]
+    approvers: [ops]
+`)
+	p := startServe(t, g)
+	const message = "approved after the drop 5127"
+	plan := `{"calls":[{"name":"everything.echo","arguments":{"message":` + jsonString(message) + `},"resumeAfterProgress":1}]}`
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(planFile, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, script, "--plan", planFile, "--http", p.base+"/mcp", "--token", "alice-token")
+	cmd.Dir, cmd.Env = g.dir, g.env
+	var out bytes.Buffer
+	var errOut lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{}) // closed once the client has exited
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+
+	var id string
+	waitFor(t, "a pending approval of everything.echo", func() bool {
+		for aid, a := range g.approvalsByID(t, "--status", "pending") {
+			if a["tool"] == "everything.echo" && a["caller"] == "alice" {
+				id = aid
+			}
+		}
+		return id != ""
+	})
+	// Approve only once the client has dropped its connection and resumed.
+	waitFor(t, "the client to resume", func() bool {
+		return strings.Contains(errOut.String(), "mcp-client: resuming everything.echo from event ")
+	})
+	g.run(t, "", "approvals", "approve", id, "--as", "ops").wantCode(t, exitOK)
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the client did not finish within 60s of the approval:\n%s\n%s", errOut.String(), p.log())
+	}
+	var r relayReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("report %q: %v\n%s", out.String(), err, errOut.String())
+	}
+	if len(r.Calls) != 1 {
+		t.Fatalf("calls %s", out.String())
+	}
+	c := r.Calls[0]
+	if c.AnsweredBeforeDrop != nil || c.ProgressBeforeDrop != 1 || c.ResumedWith == "" {
+		t.Errorf("no drop and resume during the wait: %s", callJSON(c))
+	}
+	if c.Result == nil || c.Result.IsError || len(c.Result.Content) != 1 || c.Result.Content[0].Text != "Echo: "+message {
+		t.Errorf("the resumed call: %s\nserve:\n%s", callJSON(c), p.log())
+	}
+	echoes := 0
+	for _, m := range upstreamMessages(t, upLog) {
+		if pm, _ := m["params"].(map[string]any); m["method"] == "tools/call" && pm["name"] == "echo" {
+			echoes++
+		}
+	}
+	if echoes != 1 {
+		t.Errorf("echo sent upstream %d times, want once", echoes)
+	}
+	if a := g.approvalsByID(t)[id]; a["status"] != "approved" || a["consumed_by"] == nil {
+		t.Errorf("approval after the call: %v", a)
+	}
+}
+
+// lockedBuffer is a process's output the test reads while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -35,7 +35,8 @@
 //       the same session with the last event id (Last-Event-ID) as the
 //       resumption token; the call's record gets "resumedWith": TOKEN and
 //       "progressBeforeDrop": N, and later calls and steps use the new
-//       connection.
+//       connection. Just before resuming it writes "mcp-client: resuming
+//       TOOL from event TOKEN" on stderr.
 import { readFileSync } from 'node:fs';
 import { Client } from '../mcp-peers/node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js';
 import { StdioClientTransport } from '../mcp-peers/node_modules/@modelcontextprotocol/sdk/dist/esm/client/stdio.js';
@@ -222,6 +223,8 @@ async function callDropAndResume(opts, spec, requests, client, transport, protoc
   if (protocolVersion) nextTransport.setProtocolVersion(protocolVersion);
   try {
     if (!token) throw new Error('no resumption token was seen before the drop');
+    // A test that must act only once the call has resumed waits for this.
+    process.stderr.write(`mcp-client: resuming ${c.name} from event ${token}\n`);
     rec.result = await next.request({ method: 'tools/call', params: { name: c.name, arguments: c.arguments } },
       CallToolResultSchema, { resumptionToken: token });
   } catch (e) {
