@@ -28,7 +28,9 @@
 //                                    whose prefix starts the request's message
 //   "roots": [{"uri", "name"}]       roots/list answered with these roots
 // A call may also say:
-//   "progress": true           collect its progress notifications
+//   "progress": true           collect its progress notifications, as the
+//       SDK hands them over ("progress") and as they arrived ("wire":
+//       {"progress": [values], "afterAnswer": N})
 //   "cancelAfterProgress": N   abort it (AbortController) at the Nth progress
 //   "resumeAfterProgress": N   (--http only) at the Nth progress, drop the
 //       connection (close the transport), then resume on a new transport of
@@ -70,6 +72,41 @@ function transportFor(opts, sessionId) {
   }
   const headers = opts.token ? { Authorization: `Bearer ${opts.token}` } : {};
   return new StreamableHTTPClientTransport(new URL(opts.http), { requestInit: { headers }, sessionId });
+}
+
+// tapWire records the messages a connected transport sends and delivers,
+// so that a call's progress can be reported as it arrived on the wire:
+// the SDK hands notifications to their handlers a microtask later than
+// answers, and drops a progress notification read in the same chunk as
+// its call's answer (1.32.2, shared/protocol.js _onnotification and
+// _onresponse), which says nothing of the server.
+function tapWire(transport) {
+  const sent = [];
+  const received = [];
+  const send = transport.send.bind(transport);
+  transport.send = (msg, options) => { sent.push(msg); return send(msg, options); };
+  const deliver = transport.onmessage;
+  transport.onmessage = (msg, extra) => { received.push(msg); deliver?.(msg, extra); };
+  return {
+    sent,
+    // progressOf reports the progress of the first tools/call sent at or
+    // after index mark: {"progress": [values in arrival order],
+    // "afterAnswer": how many arrived after the call's answer}.
+    progressOf(mark) {
+      const call = sent.slice(mark).find((m) => m.method === 'tools/call');
+      const out = { progress: [], afterAnswer: 0 };
+      if (!call) return out;
+      let answered = false;
+      for (const m of received) {
+        if (m.id === call.id && m.method === undefined) answered = true;
+        else if (m.method === 'notifications/progress' && m.params?.progressToken === call.params?._meta?.progressToken) {
+          out.progress.push(m.params.progress);
+          if (answered) out.afterAnswer++;
+        }
+      }
+      return out;
+    },
+  };
 }
 
 // newClient is a client with the plan's capabilities and request handlers;
@@ -124,6 +161,7 @@ async function main() {
     try { await transport.close(); } catch {}
     return;
   }
+  const wire = tapWire(transport);
   const out = {
     protocolVersion,
     serverInfo: client.getServerVersion(),
@@ -158,11 +196,13 @@ async function main() {
       };
     }
     if (c.cancelAfterProgress) options.signal = abort.signal;
+    const mark = wire.sent.length;
     try {
       rec.result = await client.callTool({ name: c.name, arguments: c.arguments }, undefined, options);
     } catch (e) {
       rec.error = errorOf(e);
     }
+    if (rec.progress) rec.wire = wire.progressOf(mark);
     out.calls.push(rec);
   }
   const ops = {
