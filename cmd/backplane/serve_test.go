@@ -81,6 +81,7 @@ type tsReport struct {
 		} `json:"error"`
 	} `json:"calls"`
 	tsSteps
+	raw []byte // the report as printed
 }
 
 // runTSClient runs client.mjs with the plan and the transport arguments.
@@ -103,6 +104,7 @@ func runTSClient(t *testing.T, g *gwDir, plan string, args ...string) (tsReport,
 	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
 		t.Fatalf("client.mjs: %v, output not JSON (%v):\n%s\nstderr:\n%s", err, jerr, out.String(), errOut.String())
 	}
+	rep.raw = out.Bytes()
 	return rep, errOut.String()
 }
 
