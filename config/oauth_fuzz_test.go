@@ -2,7 +2,6 @@ package config
 
 import (
 	"net/url"
-	"path/filepath"
 	"testing"
 )
 
@@ -11,7 +10,7 @@ import (
 // its promises (an issuer, an absolute audience without query or fragment,
 // exactly one key source, an anonymous caller only on a loopback listener).
 func FuzzParseOAuth(f *testing.F) {
-	for _, seed := range []string{
+	fuzzParse(f, []string{
 		"serve:\n  oauth:\n    issuer: https://a.example\n    audience: http://127.0.0.1:8787/mcp\n    jwks_url: https://a.example/jwks\n",
 		"serve:\n  oauth: {issuer: https://a.example, audience: https://gw.example/mcp, jwks_file: k.json, caller_claim: email}\n",
 		"serve:\n  oauth: {issuer: https://a.example, audience: https://gw.example/mcp?x, jwks_file: k.json}\n",
@@ -19,15 +18,7 @@ func FuzzParseOAuth(f *testing.F) {
 		"serve:\n  http: 127.0.0.1:1\n  anonymous_caller: guest\n",
 		"serve:\n  http: \"[::1]:1\"\n  anonymous_caller: guest\n  allow_remote: true\n",
 		"serve:\n  http: 0.0.0.0:1\n  allow_remote: true\n  anonymous_caller: guest\n",
-	} {
-		f.Add([]byte(seed))
-	}
-	dir := f.TempDir()
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse(data, filepath.Join(dir, "backplane.yaml"))
-		if err != nil {
-			return
-		}
+	}, func(t *testing.T, c *Config) {
 		if o := c.Serve.OAuth; o != nil {
 			u, err := url.Parse(o.Audience)
 			if o.Issuer == "" || err != nil || !u.IsAbs() || u.RawQuery != "" || u.Fragment != "" ||
