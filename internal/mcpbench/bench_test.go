@@ -59,7 +59,11 @@ const upstreamEnv = "BACKPLANE_MCPBENCH_UPSTREAM"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(upstreamEnv) == "1" {
-		if err := echoServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		var t mcp.Transport = &mcp.StdioTransport{}
+		if dir := os.Getenv(logEnv); dir != "" {
+			t = upstreamLogging(dir, t)
+		}
+		if err := echoServer().Run(context.Background(), t); err != nil {
 			fmt.Fprintln(os.Stderr, "echo upstream:", err)
 			os.Exit(1)
 		}
@@ -211,7 +215,7 @@ func BenchmarkMCPProxy(b *testing.B) {
 	})
 	goUpstream := func(b *testing.B) bmcp.Server {
 		b.Setenv(upstreamEnv, "1") // passed on by name (Server.Env)
-		return bmcp.Server{Name: "up", Command: upstreamCommand(b), Env: []string{upstreamEnv}}
+		return bmcp.Server{Name: "up", Command: upstreamCommand(b), Env: []string{upstreamEnv, logEnv, wireLogEnv, "GOTRACEBACK"}}
 	}
 	b.Run("gateway", func(b *testing.B) {
 		run(b, throughGateway(b, sqliteStore(b), goUpstream(b)), "up.echo")
@@ -245,11 +249,14 @@ func runCalls(b *testing.B, cs *mcp.ClientSession, tool string, args map[string]
 		}
 	}
 	lat := make([]time.Duration, 0, b.N)
+	wd := startWatchdog(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
+		wd.begin()
 		res, err := cs.CallTool(ctx, params)
+		wd.end()
 		lat = append(lat, time.Since(start))
 		if err != nil || res.IsError {
 			b.Fatalf("%s: %v %+v", tool, err, res)
