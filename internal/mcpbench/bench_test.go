@@ -92,7 +92,7 @@ func echoServer() *mcp.Server {
 }
 
 // upstreamCommand is the Go upstream's command line: this test binary.
-func upstreamCommand(b *testing.B) []string {
+func upstreamCommand(b testing.TB) []string {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
@@ -101,7 +101,7 @@ func upstreamCommand(b *testing.B) []string {
 }
 
 // clientOver connects a Go SDK client over the stdio transport t.
-func clientOver(b *testing.B, t mcp.Transport) *mcp.ClientSession {
+func clientOver(b testing.TB, t mcp.Transport) *mcp.ClientSession {
 	b.Helper()
 	// Every hop speaks 2025-11-25: the version backplane serves (and
 	// proposes to its upstreams), so that both paths do the same work per
@@ -177,7 +177,7 @@ func sqliteStore(b *testing.B) store.Store {
 // throughGateway connects the upstream srv to a gateway over st, as
 // `servers:` does, serves that gateway over stdio on OS pipes, and returns
 // a client session to it.
-func throughGateway(b *testing.B, st store.Store, srv bmcp.Server) *mcp.ClientSession {
+func throughGateway(b testing.TB, st store.Store, srv bmcp.Server) *mcp.ClientSession {
 	b.Helper()
 	rules, err := policy.NewRules([]policy.Rule{{Caller: "bench", Allow: []string{"up.echo"}}})
 	if err != nil {
@@ -209,14 +209,16 @@ func throughGateway(b *testing.B, st store.Store, srv bmcp.Server) *mcp.ClientSe
 	return clientOver(b, mcpstream.New(outR, inW, nil))
 }
 
+// goUpstream is the Go echo upstream as a `servers:` entry.
+func goUpstream(b testing.TB) bmcp.Server {
+	b.Setenv(upstreamEnv, "1") // passed on by name (Server.Env)
+	return bmcp.Server{Name: "up", Command: upstreamCommand(b), Env: []string{upstreamEnv, logEnv, wireLogEnv, "GOTRACEBACK"}}
+}
+
 func BenchmarkMCPProxy(b *testing.B) {
 	b.Run("direct", func(b *testing.B) {
 		run(b, direct(b, upstreamCommand(b), upstreamEnv+"=1"), "echo")
 	})
-	goUpstream := func(b *testing.B) bmcp.Server {
-		b.Setenv(upstreamEnv, "1") // passed on by name (Server.Env)
-		return bmcp.Server{Name: "up", Command: upstreamCommand(b), Env: []string{upstreamEnv, logEnv, wireLogEnv, "GOTRACEBACK"}}
-	}
 	b.Run("gateway", func(b *testing.B) {
 		run(b, throughGateway(b, sqliteStore(b), goUpstream(b)), "up.echo")
 	})
@@ -249,7 +251,7 @@ func runCalls(b *testing.B, cs *mcp.ClientSession, tool string, args map[string]
 		}
 	}
 	lat := make([]time.Duration, 0, b.N)
-	wd := startWatchdog(b)
+	wd := startWatchdog(b, os.Getenv(logEnv))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

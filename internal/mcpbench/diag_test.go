@@ -2,6 +2,7 @@ package mcpbench
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/store/memstore"
 )
 
 // logEnv names a folder that, when set, gets what is needed to tell why a
@@ -59,18 +62,18 @@ func (s *stampWriter) Write(p []byte) (int, error) {
 	return len(p), err
 }
 
-// watchdog watches the calls of runCalls: when one has been waiting
-// stallAfter, it writes the goroutines of this process to the log folder
-// and sends SIGQUIT to this process's children (the upstreams), once. It
-// does nothing without the log folder.
+// watchdog watches a sequence of calls: when one has been waiting
+// stallAfter, it writes the goroutines of this process to dir and sends
+// SIGQUIT to this process's children (the upstreams), once. It does
+// nothing without a folder.
 type watchdog struct {
 	dir     string
 	started atomic.Int64 // UnixNano of the call in flight, 0 when none
 	stop    chan struct{}
 }
 
-func startWatchdog(b *testing.B) *watchdog {
-	w := &watchdog{dir: os.Getenv(logEnv), stop: make(chan struct{})}
+func startWatchdog(b testing.TB, dir string) *watchdog {
+	w := &watchdog{dir: dir, stop: make(chan struct{})}
 	if w.dir == "" {
 		return w
 	}
@@ -139,4 +142,52 @@ func children() []int {
 		}
 	}
 	return pids
+}
+
+// stressEnv, set to a duration, makes TestStressChain run.
+const stressEnv = "BACKPLANE_MCPBENCH_STRESS"
+
+// TestStressChain makes sequential calls through the gateway-memstore
+// chain of BenchmarkMCPProxy (client, ServeStdio on OS pipes, gateway,
+// backend/mcp, the Go upstream process) for the duration in
+// BACKPLANE_MCPBENCH_STRESS, without the benchmark's restarts, and fails
+// on the first call that does not answer: the watchdog leaves its dumps in
+// BACKPLANE_MCPBENCH_LOG (a temporary folder when unset, named in the
+// failure) and ends the stall after stallAfter. For reproducing rare
+// stalls:
+//
+//	go test -c -o mcp.test ./internal/mcpbench
+//	GOTRACEBACK=all BACKPLANE_MCPBENCH_STRESS=2m ./mcp.test -test.run TestStressChain
+func TestStressChain(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv(stressEnv))
+	if err != nil {
+		t.Skip(stressEnv + " is not set to a duration")
+	}
+	dir := os.Getenv(logEnv)
+	if dir == "" {
+		// A folder of its own, removed when no call stalled.
+		dir, err = os.MkdirTemp("", "mcpbench-stress")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(logEnv, dir)
+		t.Cleanup(func() {
+			if !t.Failed() {
+				os.RemoveAll(dir)
+			}
+		})
+	}
+	cs := throughGateway(t, memstore.New(), goUpstream(t))
+	wd := startWatchdog(t, dir)
+	params := &mcp.CallToolParams{Name: "up.echo", Arguments: map[string]any{"text": "stress"}}
+	n := 0
+	for end := time.Now().Add(d); time.Now().Before(end); n++ {
+		wd.begin()
+		res, err := cs.CallTool(context.Background(), params)
+		wd.end()
+		if err != nil || res.IsError {
+			t.Fatalf("call %d: %v %+v (the dumps, if any, are in %s)", n, err, res, dir)
+		}
+	}
+	t.Logf("%d calls", n)
 }
