@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -42,6 +43,7 @@ type link struct {
 	stderr  *tailBuffer
 	started time.Time
 	once    sync.Once
+	pinging atomic.Bool // a nudge's ping is in flight (nudge.go)
 }
 
 // close ends the session and, for a program, kills what is left of its

@@ -9,6 +9,7 @@
 //	MCPTEST_FILLERS     how many filler tools to add (for paging)
 //	MCPTEST_LINGER      if set, keep running after stdin closes
 //	MCPTEST_START_GATE  a file: answer nothing until it exists (a slow start, such as a first npx download)
+//	MCPTEST_STALL       if set, add the tool stall (below)
 //	MCPTEST_TEMPLATE    a resource template to offer (its reads answer "TEMPLATE read URI"), with
 //	                    subscriptions (each subscribe and unsubscribe logged) and the tool touch
 //
@@ -20,18 +21,23 @@
 // remove_extra (change the catalog, which sends
 // notifications/tools/list_changed), filler_00..filler_NN for paging, and
 // with MCPTEST_TEMPLATE touch (sends notifications/resources/updated for
-// its argument uri to the subscribed).
+// its argument uri to the subscribed), and with MCPTEST_STALL stall (answers
+// only once stdin has been read again after the call arrived: a Go 1.26
+// server whose stop-the-world waits for its blocked stdin read, see
+// backend/mcp/nudge.go).
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -215,8 +221,28 @@ func main() {
 			s.AddTool(&mcp.Tool{Name: name, Description: "Filler " + name, InputSchema: json.RawMessage(emptySchema)}, extra)
 		}
 	}
+	var transport mcp.Transport = &mcp.StdioTransport{}
+	if os.Getenv("MCPTEST_STALL") != "" {
+		s.AddTool(&mcp.Tool{Name: "stall", Description: "Answers once stdin is read again.", InputSchema: json.RawMessage(emptySchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				logLine("call stall")
+				// The read that brought this call has returned: wait for
+				// the next one.
+				seen := stdinReads.Load()
+				for stdinReads.Load() == seen {
+					select {
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+				return &mcp.CallToolResult{Content: text("unstalled")}, nil
+			})
+		transport = &mcp.IOTransport{Reader: countingReader{os.Stdin}, Writer: nopCloser{os.Stdout}}
+	}
 	waitForGate()
-	err := s.Run(context.Background(), &mcp.StdioTransport{})
+	err := s.Run(context.Background(), transport)
 	if os.Getenv("MCPTEST_LINGER") != "" {
 		select {} // like a server whose timers keep it alive after stdin closes
 	}
@@ -240,3 +266,25 @@ func waitForGate() {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// stdinReads counts the reads of stdin that returned bytes (MCPTEST_STALL).
+var stdinReads atomic.Int64
+
+type countingReader struct{ r io.ReadCloser }
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		stdinReads.Add(1)
+	}
+	return n, err
+}
+
+func (c countingReader) Close() error { return c.r.Close() }
+
+// nopCloser is stdout, left open when the session closes (as
+// mcp.StdioTransport leaves it).
+type nopCloser struct{ w io.Writer }
+
+func (n nopCloser) Write(p []byte) (int, error) { return n.w.Write(p) }
+func (nopCloser) Close() error                  { return nil }
