@@ -180,14 +180,27 @@ func TestStressChain(t *testing.T) {
 	cs := throughGateway(t, memstore.New(), goUpstream(t))
 	wd := startWatchdog(t, dir)
 	params := &mcp.CallToolParams{Name: "up.echo", Arguments: map[string]any{"text": "stress"}}
-	n := 0
+	n, slow := 0, 0
+	var longest time.Duration
 	for end := time.Now().Add(d); time.Now().Before(end); n++ {
+		start := time.Now()
 		wd.begin()
 		res, err := cs.CallTool(context.Background(), params)
 		wd.end()
+		took := time.Since(start)
 		if err != nil || res.IsError {
 			t.Fatalf("call %d: %v %+v (the dumps, if any, are in %s)", n, err, res, dir)
 		}
+		longest = max(longest, took)
+		if took >= slowCall {
+			// Most likely a stall that backend/mcp's nudge ended.
+			slow++
+			t.Logf("call %d took %v", n, took)
+		}
 	}
-	t.Logf("%d calls", n)
+	t.Logf("%d calls, %d of them over %v, the longest %v", n, slow, slowCall, longest)
 }
+
+// slowCall is a call's latency worth reporting in TestStressChain: far
+// above the p99 (tens of milliseconds under load), under the nudge's 1 s.
+const slowCall = 500 * time.Millisecond
