@@ -58,9 +58,9 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		params.Meta["progressToken"] = in.token
 	}
 	e := &exchange{method: "tools/call"}
-	stopNudge := l.nudgeWhileWaiting() // a stalled Go server: see nudge.go
+	nudge := l.nudgeWhileWaiting() // a stalled Go server: see nudge.go
 	res, callErr := l.sess.CallTool(withExchange(withTrace(ctx, call.Trace), e), params)
-	stopNudge()
+	nudge.stop()
 	l.wire.forget(e)
 	in.drain(ctx)
 	sent, done, raw, rpcErr := e.state()

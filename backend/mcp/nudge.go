@@ -36,18 +36,20 @@ const nudgeAfter = time.Second
 const nudgeTimeout = 30 * time.Second
 
 // nudgeWhileWaiting pings the stdio server of l every nudgeAfter until the
-// returned stop is called; over HTTP it does nothing.
-func (l *link) nudgeWhileWaiting() (stop func()) {
+// returned nudge is stopped; over HTTP it does nothing (and returns nil,
+// whose stop does nothing).
+func (l *link) nudgeWhileWaiting() *nudge {
 	if l.cmd == nil {
-		return func() {}
+		return nil
 	}
 	n := &nudge{l: l}
 	n.mu.Lock()
 	n.t = time.AfterFunc(nudgeAfter, n.fire)
 	n.mu.Unlock()
-	return n.stop
+	return n
 }
 
+// nudge is one call's timer of pings.
 type nudge struct {
 	l       *link
 	mu      sync.Mutex
@@ -64,7 +66,11 @@ func (n *nudge) fire() {
 	n.mu.Unlock()
 }
 
+// stop ends the pings (one running finishes on its own).
 func (n *nudge) stop() {
+	if n == nil {
+		return
+	}
 	n.mu.Lock()
 	n.stopped = true
 	n.t.Stop()
