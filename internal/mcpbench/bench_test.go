@@ -58,6 +58,10 @@ import (
 const upstreamEnv = "BACKPLANE_MCPBENCH_UPSTREAM"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(goStallChildEnv) == "1" {
+		goStallChild()
+		return
+	}
 	if os.Getenv(upstreamEnv) == "1" {
 		var t mcp.Transport = &mcp.StdioTransport{}
 		if dir := os.Getenv(logEnv); dir != "" {
