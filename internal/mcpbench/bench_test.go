@@ -23,7 +23,10 @@
 // testdata/mcp-peers). It is skipped when node or the server is missing.
 //
 // Each reports p50-ns and p99-ns from the latency of every call, besides
-// ns/op:
+// ns/op, and cpu-ns/op: the CPU time (user and system) the benchmark's
+// process spent per call, which is the client's and, in the gateway legs,
+// the gateway's (not the upstream process's); on a shared machine it
+// varies less than the latencies:
 //
 //	go test ./internal/mcpbench -run '^$' -bench MCPProxy -benchtime 3000x -count 3
 package mcpbench
@@ -246,6 +249,7 @@ func runCalls(b *testing.B, cs *mcp.ClientSession, tool string, args map[string]
 	}
 	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
+	cpuStart, cpuOK := processCPU()
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -256,6 +260,11 @@ func runCalls(b *testing.B, cs *mcp.ClientSession, tool string, args map[string]
 		}
 	}
 	b.StopTimer()
+	if cpuEnd, ok := processCPU(); ok && cpuOK {
+		// Less noisy than latency on a shared machine: what one call cost
+		// this process in CPU, whoever else wanted the cores.
+		b.ReportMetric(float64((cpuEnd-cpuStart).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Nanoseconds()), "p99-ns")
