@@ -22,6 +22,9 @@
 // @modelcontextprotocol/server-everything (node, installed under
 // testdata/mcp-peers). It is skipped when node or the server is missing.
 //
+// The process runs with serve's GOGC (400) unless the environment sets
+// GOGC (see TestMain).
+//
 // Each reports p50-ns and p99-ns from the latency of every call, besides
 // ns/op, and cpu-ns/op: the CPU time (user and system) the benchmark's
 // process spent per call, which is the client's and, in the gateway legs,
@@ -39,6 +42,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -68,8 +72,20 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		// This process hosts the gateway of the gateway legs, which runs as
+		// `backplane serve` runs it: serve sets GOGC to 400 unless the
+		// environment sets GOGC (serveGCPercent in cmd/backplane/serve.go).
+		// The setting is the process's, so the benchmark's client gets it
+		// in every leg, direct included; the upstream process keeps Go's
+		// default. GOGC=100 in the environment measures at the default.
+		debug.SetGCPercent(benchGCPercent)
+	}
 	os.Exit(m.Run())
 }
+
+// benchGCPercent is serve's GOGC (serveGCPercent in cmd/backplane).
+const benchGCPercent = 400
 
 type echoIn struct {
 	Text string `json:"text"`
