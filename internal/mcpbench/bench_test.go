@@ -148,7 +148,7 @@ func direct(b *testing.B, argv []string, env ...string) *mcp.ClientSession {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return clientOver(b, mcpstream.New(io.NopCloser(stdout), stdin, nil))
+	return clientOver(b, mcpstream.New(mcpstream.Unclosed(stdout), stdin, nil))
 }
 
 // everything is the command of the reference server, or skips.
@@ -216,7 +216,11 @@ func throughGateway(b *testing.B, st store.Store, srv bmcp.Server) *mcp.ClientSe
 		b.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- s.ServeStdio(inR, outW) }()
+	// serve --stdio reads its stdin, a descriptor it inherits in blocking
+	// mode, which Go does not poll: the connection reads it through its own
+	// goroutine. inR, from os.Pipe, is polled; hiding its read deadlines
+	// makes the server's end here read as serve's does.
+	go func() { served <- s.ServeStdio(struct{ io.ReadCloser }{inR}, outW) }()
 	b.Cleanup(func() {
 		s.Shutdown(context.Background())
 		<-served
