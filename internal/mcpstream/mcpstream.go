@@ -34,7 +34,10 @@
 //     SDK's reader); any other stream is read by a goroutine of the
 //     connection, so that Close ends a Read blocked on a stream that
 //     closing does not interrupt. The first saves a goroutine hand-off per
-//     message; Read behaves the same either way.
+//     message. Read returns the same either way; reading directly, a line
+//     is read (and a malformed one answered) only once the next message is
+//     asked for, which the SDK's reader always is, where the goroutine
+//     reads one line ahead.
 //
 // The package uses the standard library and the SDK's public packages only.
 package mcpstream
