@@ -66,8 +66,8 @@ func passThrough(b json.RawMessage) *mcp.CallToolResult {
 	if !isObject(b) {
 		return nil
 	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(b, &members); err != nil {
+	members, ok := resultMembers(b)
+	if !ok {
 		return nil
 	}
 	content, ok := members["content"]
@@ -83,6 +83,28 @@ func passThrough(b json.RawMessage) *mcp.CallToolResult {
 		return r
 	}
 	return sdkResult(b, members)
+}
+
+// resultMembers splits the JSON object b into its members, as
+// json.Unmarshal into a map[string]json.RawMessage does (false: b is not a
+// JSON object): a repeated member keeps its last value, values keep their
+// bytes. An object within jsonstrict's default limits (the common case)
+// takes one pass of package jsonstrict and no reflection, as this runs for
+// every upstream answer; one it refuses (deeper, larger) is left to
+// encoding/json, which may still take it.
+func resultMembers(b json.RawMessage) (map[string]json.RawMessage, bool) {
+	if ms, err := jsonstrict.Members(b, nil); err == nil {
+		members := make(map[string]json.RawMessage, len(ms))
+		for _, m := range ms {
+			members[m.Name] = m.Raw // in document order: the last one wins
+		}
+		return members, true
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil || members == nil {
+		return nil, false
+	}
+	return members, true
 }
 
 // sdkResult is passThrough's general case: the SDK's own decoding.

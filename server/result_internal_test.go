@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -27,6 +28,8 @@ func TestTextResultMatchesSDK(t *testing.T) {
 		{`{"content":[{"type":"text","text":"x"}],"_meta":{"k":"v"}}`, false},
 		{`{"content":[{"type":"text","text":"x"}],"isError":"yes"}`, false},
 		{`{"content":[{"type":"text","text":5}]}`, false},
+		// A repeated member: its last value, as encoding/json reads it.
+		{`{"content":[{"type":"text","text":"first"}],"isError":true,"content":[{"type":"text","text":"last"}],"isError":false}`, true},
 	} {
 		var members map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(tc.result), &members); err != nil {
@@ -42,6 +45,36 @@ func TestTextResultMatchesSDK(t *testing.T) {
 		}
 		if got := passThrough(json.RawMessage(tc.result)); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: passThrough %#v, want the SDK's %#v", tc.result, got, want)
+		}
+	}
+}
+
+// resultMembers splits a result object as json.Unmarshal into a map does,
+// whichever way it takes (repeated and escaped names, values kept byte for
+// byte, what is not an object refused).
+func TestResultMembersMatchesEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		`{"content":[{"type":"text","text":"x"}],"isError":false}`,
+		` { "content" : [ ] , "structuredContent" : { "n" : 1.50 } } `,
+		`{"con\u0074ent":[],"a":1,"a":2}`,
+		`{"\ud800":1,"\ud83d\ude00":2}`,
+		"{\"a\xffb\":1}",
+		`{}`,
+		`{"content":[1,2,]}`,
+		`{"content":[]} {}`,
+		`null`,
+		// Deeper than jsonstrict's default limit: encoding/json's reading.
+		`{"content":[],"structuredContent":{"d":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}}`,
+	} {
+		got, ok := resultMembers(json.RawMessage(in))
+		var want map[string]json.RawMessage
+		werr := json.Unmarshal([]byte(in), &want)
+		if ok != (werr == nil && want != nil) {
+			t.Errorf("%s: taken %v, encoding/json: %v", in, ok, werr)
+			continue
+		}
+		if ok && !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %q\nwant %q", in, got, want)
 		}
 	}
 }

@@ -25,20 +25,22 @@ const maxTraceHeader = 8192
 // headers (streamable HTTP). Anything invalid is ignored, as W3C Trace
 // Context says: the call is then the root of a trace.
 func withTraceContext(ctx context.Context, meta map[string]any, h http.Header) context.Context {
-	carrier := propagation.MapCarrier{}
+	// The carrier is made only for a call that carries a trace context:
+	// most do not, and this runs for every call.
+	var carrier propagation.MapCarrier
 	if tp, ok := meta[MetaTraceParent].(string); ok && len(tp) <= maxTraceHeader {
-		carrier[MetaTraceParent] = tp
+		carrier = propagation.MapCarrier{MetaTraceParent: tp}
 		if ts, ok := meta[MetaTraceState].(string); ok && len(ts) <= maxTraceHeader {
 			carrier[MetaTraceState] = ts
 		}
 	} else if tp := h.Get(MetaTraceParent); tp != "" && len(tp) <= maxTraceHeader {
-		carrier[MetaTraceParent] = tp
+		carrier = propagation.MapCarrier{MetaTraceParent: tp}
 		// Several tracestate headers are one list (RFC 9110 field lines).
 		if ts := strings.Join(h.Values(MetaTraceState), ","); ts != "" && len(ts) <= maxTraceHeader {
 			carrier[MetaTraceState] = ts
 		}
 	}
-	if len(carrier) == 0 {
+	if carrier == nil {
 		return ctx
 	}
 	return propagation.TraceContext{}.Extract(ctx, carrier)

@@ -1,11 +1,11 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -107,18 +107,21 @@ func resultOf(raw []byte) (*backend.Result, error) {
 			return nil, fmt.Errorf("%w: the tools/call result: isError is not a boolean", backend.ErrMalformedResult)
 		}
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
+	// At most the members of raw plus their names: one allocation.
+	b := make([]byte, 0, len(raw)+len(`{"content":,"structuredContent":,"isError":false}`))
+	b = append(b, '{')
 	if v, ok := m["content"]; ok {
-		b.WriteString(`"content":`)
-		b.Write(v)
-		b.WriteByte(',')
+		b = append(b, `"content":`...)
+		b = append(b, v...)
+		b = append(b, ',')
 	}
 	if v, ok := m["structuredContent"]; ok {
-		b.WriteString(`"structuredContent":`)
-		b.Write(v)
-		b.WriteByte(',')
+		b = append(b, `"structuredContent":`...)
+		b = append(b, v...)
+		b = append(b, ',')
 	}
-	fmt.Fprintf(&b, `"isError":%t}`, isError)
-	return &backend.Result{Content: b.Bytes(), IsError: isError}, nil
+	b = append(b, `"isError":`...)
+	b = strconv.AppendBool(b, isError)
+	b = append(b, '}')
+	return &backend.Result{Content: b, IsError: isError}, nil
 }

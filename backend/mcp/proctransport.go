@@ -42,7 +42,10 @@ func (t *procTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	w := &procStdin{WriteCloser: stdin, cmd: t.cmd, terminate: t.terminate, cleanup: t.cleanup}
 	// A line the server writes that is not a JSON-RPC message ends the
 	// connection (supervise reconnects), as with the SDK's own transport.
-	return mcpstream.New(io.NopCloser(stdout), w, nil).Connect(ctx)
+	// Wait closes stdout (Unclosed: closing the connection only ends a
+	// blocked read); it is a pipe Go polls, which the connection's Read
+	// reads itself, with no goroutine hand-off per message.
+	return mcpstream.New(mcpstream.Unclosed(stdout), w, nil).Connect(ctx)
 }
 
 // procStdin closes the connection by closing stdin and waiting for the

@@ -59,6 +59,11 @@ func Members(data []byte, opts *Options) ([]Member, error) {
 		if i, err = skipValue(data, start, maxDepth-1); err != nil {
 			return nil, err
 		}
+		if members == nil {
+			// Room for a JSON-RPC message's or an MCP result's members
+			// at once, rather than growing 1, 2, 4.
+			members = make([]Member, 0, 4)
+		}
 		members = append(members, Member{Name: name, Raw: data[start:i]})
 		i = skipSpace(data, i)
 		switch {

@@ -22,8 +22,14 @@
 // @modelcontextprotocol/server-everything (node, installed under
 // testdata/mcp-peers). It is skipped when node or the server is missing.
 //
+// The process runs with serve's GOGC (400) unless the environment sets
+// GOGC (see TestMain).
+//
 // Each reports p50-ns and p99-ns from the latency of every call, besides
-// ns/op:
+// ns/op, and cpu-ns/op: the CPU time (user and system) the benchmark's
+// process spent per call, which is the client's and, in the gateway legs,
+// the gateway's (not the upstream process's); on a shared machine it
+// varies less than the latencies:
 //
 //	go test ./internal/mcpbench -run '^$' -bench MCPProxy -benchtime 3000x -count 3
 package mcpbench
@@ -36,6 +42,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -73,8 +80,20 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		// This process hosts the gateway of the gateway legs, which runs as
+		// `backplane serve` runs it: serve sets GOGC to 400 unless the
+		// environment sets GOGC (serveGCPercent in cmd/backplane/serve.go).
+		// The setting is the process's, so the benchmark's client gets it
+		// in every leg, direct included; the upstream process keeps Go's
+		// default. GOGC=100 in the environment measures at the default.
+		debug.SetGCPercent(benchGCPercent)
+	}
 	os.Exit(m.Run())
 }
+
+// benchGCPercent is serve's GOGC (serveGCPercent in cmd/backplane).
+const benchGCPercent = 400
 
 type echoIn struct {
 	Text string `json:"text"`
@@ -137,7 +156,7 @@ func direct(b *testing.B, argv []string, env ...string) *mcp.ClientSession {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return clientOver(b, mcpstream.New(io.NopCloser(stdout), stdin, nil))
+	return clientOver(b, mcpstream.New(mcpstream.Unclosed(stdout), stdin, nil))
 }
 
 // everything is the command of the reference server, or skips.
@@ -205,7 +224,11 @@ func throughGateway(b testing.TB, st store.Store, srv bmcp.Server) *mcp.ClientSe
 		b.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- s.ServeStdio(inR, outW) }()
+	// serve --stdio reads its stdin, a descriptor it inherits in blocking
+	// mode, which Go does not poll: the connection reads it through its own
+	// goroutine. inR, from os.Pipe, is polled; hiding its read deadlines
+	// makes the server's end here read as serve's does.
+	go func() { served <- s.ServeStdio(struct{ io.ReadCloser }{inR}, outW) }()
 	b.Cleanup(func() {
 		s.Shutdown(context.Background())
 		<-served
@@ -257,6 +280,7 @@ func runCalls(b *testing.B, cs *mcp.ClientSession, tool string, args map[string]
 	lat := make([]time.Duration, 0, b.N)
 	wd := startWatchdog(b, os.Getenv(logEnv))
 	b.ReportAllocs()
+	cpuStart, cpuOK := processCPU()
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -269,6 +293,11 @@ func runCalls(b *testing.B, cs *mcp.ClientSession, tool string, args map[string]
 		}
 	}
 	b.StopTimer()
+	if cpuEnd, ok := processCPU(); ok && cpuOK {
+		// Less noisy than latency on a shared machine: what one call cost
+		// this process in CPU, whoever else wanted the cores.
+		b.ReportMetric(float64((cpuEnd-cpuStart).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Nanoseconds()), "p99-ns")

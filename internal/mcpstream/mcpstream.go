@@ -28,6 +28,16 @@
 //   - Write is safe for concurrent use; each message is one Write call on
 //     the stream. Close closes both ends once, makes a blocked Read return
 //     io.EOF, and later Writes fail with mcp.ErrConnectionClosed.
+//   - A stream with read deadlines (a pipe or socket in Go's poller: what
+//     os.Pipe and exec.Cmd's pipes give, a net.Conn; see [Unclosed]) is read
+//     by Read itself, in the goroutine that asks for the next message (the
+//     SDK's reader); any other stream is read by a goroutine of the
+//     connection, so that Close ends a Read blocked on a stream that
+//     closing does not interrupt. The first saves a goroutine hand-off per
+//     message. Read returns the same either way; reading directly, a line
+//     is read (and a malformed one answered) only once the next message is
+//     asked for, which the SDK's reader always is, where the goroutine
+//     reads one line ahead.
 //
 // The package uses the standard library and the SDK's public packages only.
 package mcpstream
@@ -41,8 +51,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -113,8 +125,49 @@ func (t *Transport) Connect(context.Context) (mcp.Connection, error) {
 		incoming: make(chan incoming),
 		closed:   make(chan struct{}),
 	}
+	if d, ok := t.r.(deadliner); ok && d.SetReadDeadline(time.Time{}) == nil {
+		// Closing (or a read deadline) interrupts a blocked read of this
+		// stream: Read may read it itself.
+		c.direct = bufio.NewReaderSize(c.r, readBuffer)
+		return c, nil
+	}
 	go c.readLoop()
 	return c, nil
+}
+
+// readBuffer is the read buffer of a connection: a line within it (almost
+// every message) is copied once.
+const readBuffer = 64 << 10
+
+// deadliner is a stream whose blocked reads a deadline interrupts.
+type deadliner interface {
+	SetReadDeadline(time.Time) error
+}
+
+// Unclosed returns r for [New] with a Close that only interrupts a blocked
+// Read (by a read deadline in the past) and leaves r open for its owner:
+// exec.Cmd's StdoutPipe, which Wait closes. r must support read deadlines
+// (an *os.File from os.Pipe or exec.Cmd does); one that does not is
+// wrapped as io.NopCloser would, and read by the connection's goroutine.
+func Unclosed(r io.Reader) io.ReadCloser {
+	if d, ok := r.(deadlineReader); ok {
+		return unclosed{d}
+	}
+	return io.NopCloser(r)
+}
+
+type deadlineReader interface {
+	io.Reader
+	deadliner
+}
+
+type unclosed struct{ deadlineReader }
+
+func (u unclosed) Close() error {
+	if err := u.SetReadDeadline(time.Unix(1, 0)); err != nil && !errors.Is(err, os.ErrNoDeadline) {
+		return err
+	}
+	return nil // without deadlines: read by the connection's goroutine
 }
 
 // incoming is what the read loop hands Read: the messages of one line, or
@@ -133,6 +186,13 @@ type conn struct {
 
 	incoming chan incoming
 	queue    []jsonrpc.Message // the rest of the last batch; Read is not concurrent
+
+	// Reading by Read itself (a stream with read deadlines): the buffered
+	// stream, the read a Read with a cancellable context left running
+	// (its result is the next Read's), and the error that ended reading.
+	direct    *bufio.Reader
+	pending   chan incoming
+	directErr error
 
 	writeMu sync.Mutex
 
@@ -164,23 +224,98 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		c.queue = c.queue[1:]
 		return m, nil
 	}
+	if c.direct != nil {
+		return c.readDirect(ctx)
+	}
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-c.closed:
 		return nil, io.EOF
 	case in := <-c.incoming:
-		if in.err != nil {
-			return nil, in.err
-		}
-		if in.batch {
-			if err := c.openBatch(in.msgs); err != nil {
-				return nil, err
-			}
-		}
-		c.queue = in.msgs[1:]
-		return in.msgs[0], nil
+		return c.take(in)
 	}
+}
+
+// take returns the first message of in, queuing the rest of its batch.
+func (c *conn) take(in incoming) (jsonrpc.Message, error) {
+	if in.err != nil {
+		return nil, in.err
+	}
+	if in.batch {
+		if err := c.openBatch(in.msgs); err != nil {
+			return nil, err
+		}
+	}
+	c.queue = in.msgs[1:]
+	return in.msgs[0], nil
+}
+
+// readDirect is Read over a stream with read deadlines: the next line is
+// read here, with no goroutine in between; Close interrupts it. A context
+// that can be cancelled (the SDK's reader passes one that cannot) gets a
+// goroutine for this one read, so that the Read can return at once while
+// the line is still read in full, for the next Read.
+func (c *conn) readDirect(ctx context.Context) (jsonrpc.Message, error) {
+	if ctx.Done() == nil && c.pending == nil {
+		select {
+		case <-c.closed:
+			return nil, io.EOF
+		default:
+		}
+		return c.take(c.nextLine())
+	}
+	if c.pending == nil {
+		c.pending = make(chan incoming, 1)
+		go func(ch chan<- incoming) { ch <- c.nextLine() }(c.pending)
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, io.EOF
+	case in := <-c.pending:
+		c.pending = nil
+		return c.take(in)
+	}
+}
+
+// nextLine reads the messages of the next line that has any (readLoop's
+// work, for readDirect). Once reading failed, it fails the same way again.
+func (c *conn) nextLine() incoming {
+	for c.directErr == nil {
+		line, tooLong, rerr := readLine(c.direct, c.max)
+		var in incoming
+		switch {
+		case tooLong:
+			in.err = fmt.Errorf("%w: a line over %d bytes", ErrTooLarge, c.max)
+		case len(bytes.TrimSpace(line)) > 0:
+			in.msgs, in.batch, in.err = Decode(line, c.max)
+		}
+		if in.err != nil && c.opts.OnMalformed != nil {
+			c.answerMalformed(line, in.err)
+			in = incoming{}
+		}
+		if rerr != nil {
+			select {
+			case <-c.closed:
+				rerr = io.EOF // interrupted by Close
+			default:
+			}
+			if errors.Is(rerr, io.EOF) {
+				rerr = io.EOF // as the SDK's transports report a closed stream
+			}
+			c.directErr = rerr
+		}
+		if in.err != nil {
+			c.directErr = in.err
+			return in
+		}
+		if in.msgs != nil {
+			return in // a last line without a newline first, then the error
+		}
+	}
+	return incoming{err: c.directErr}
 }
 
 // openBatch records the requests of a batch, whose answers go out together.
@@ -303,7 +438,7 @@ func (c *conn) Close() error {
 // runs in its own goroutine so that Close can end a Read blocked on a
 // stream that Close does not interrupt.
 func (c *conn) readLoop() {
-	br := bufio.NewReaderSize(c.r, 64<<10)
+	br := bufio.NewReaderSize(c.r, readBuffer)
 	for {
 		line, tooLong, rerr := readLine(br, c.max)
 		var in incoming

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,18 +21,34 @@ import (
 
 // peer is the far end of a connection under test: raw lines in and out.
 type peer struct {
-	t   *testing.T
-	c   mcp.Connection // the connection under test
-	w   *io.PipeWriter // what the connection reads
-	r   *bufio.Reader  // what the connection wrote
-	bad []int64        // the codes told to OnMalformed
+	t      *testing.T
+	c      mcp.Connection // the connection under test
+	w      io.WriteCloser // what the connection reads
+	r      *bufio.Reader  // what the connection wrote
+	bad    []int64        // the codes told to OnMalformed
+	direct bool           // c reads an OS pipe itself
 }
+
+// directPeers makes newPeer's connections read an OS pipe, which Read
+// reads itself, rather than an io.Pipe, which the connection's goroutine
+// reads.
+var directPeers bool
 
 func newPeer(t *testing.T, opts *mcpstream.Options) *peer {
 	t.Helper()
-	inR, inW := io.Pipe()
+	var inR io.ReadCloser
+	var inW io.WriteCloser
+	if directPeers {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		inR, inW = r, w
+	} else {
+		inR, inW = io.Pipe()
+	}
 	outR, outW := io.Pipe()
-	p := &peer{t: t, w: inW, r: bufio.NewReader(outR)}
+	p := &peer{t: t, w: inW, r: bufio.NewReader(outR), direct: directPeers}
 	if opts != nil && opts.OnMalformed != nil {
 		tell := opts.OnMalformed
 		o := *opts
@@ -43,6 +60,9 @@ func newPeer(t *testing.T, opts *mcpstream.Options) *peer {
 		t.Fatal(err)
 	}
 	p.c = c
+	if mcpstream.ReadsDirectly(c) != directPeers {
+		t.Fatalf("the connection reads directly: %v, want %v", mcpstream.ReadsDirectly(c), directPeers)
+	}
 	t.Cleanup(func() { c.Close(); inW.Close(); outR.Close() })
 	return p
 }
@@ -54,9 +74,48 @@ func (p *peer) send(s string) {
 }
 
 func (p *peer) read() (jsonrpc.Message, error) {
+	p.t.Helper()
+	if p.direct {
+		// As the SDK reads: with a context that is never done, which a
+		// direct connection reads in the calling goroutine.
+		type read struct {
+			m   jsonrpc.Message
+			err error
+		}
+		done := make(chan read, 1)
+		go func() {
+			m, err := p.c.Read(context.Background())
+			done <- read{m, err}
+		}()
+		select {
+		case r := <-done:
+			return r.m, r.err
+		case <-time.After(10 * time.Second):
+			p.t.Fatal("Read did not return within 10s")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return p.c.Read(ctx)
+}
+
+// readLater reads the next message in the background and sends its
+// method (or its error). Reading is what answers a malformed line before
+// it (a connection that reads directly reads only when asked to), and the
+// answer blocks on the output pipe until the test reads it.
+func (p *peer) readLater() <-chan string {
+	next := make(chan string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m, err := p.c.Read(ctx)
+		if err != nil {
+			next <- "error: " + err.Error()
+			return
+		}
+		next <- method(m)
+	}()
+	return next
 }
 
 func (p *peer) mustRead() jsonrpc.Message {
@@ -166,12 +225,13 @@ func TestLargeMessages(t *testing.T) {
 	t.Run("answered", func(t *testing.T) {
 		p := newPeer(t, &mcpstream.Options{MaxMessage: max, OnMalformed: func(int64, string) {}})
 		p.send(msg(max+1) + "\n" + msg(max) + "\n")
+		next := p.readLater()
 		answer := p.line()
 		if !strings.Contains(answer, `"code":-32700`) || !strings.Contains(answer, `"id":null`) {
 			t.Fatalf("answer to an oversized line: %q", answer)
 		}
-		if method(p.mustRead()) != "big" {
-			t.Fatal("the message after an oversized line was not read")
+		if got := <-next; got != "big" {
+			t.Fatalf("the message after an oversized line was not read: %s", got)
 		}
 	})
 }
@@ -216,6 +276,7 @@ func TestMalformed(t *testing.T) {
 		t.Run("answered", func(t *testing.T) {
 			p := newPeer(t, &mcpstream.Options{OnMalformed: func(int64, string) {}})
 			p.send(tc.line + "\n" + `{"jsonrpc":"2.0","method":"next"}` + "\n")
+			next := p.readLater()
 			var a struct {
 				JSONRPC string          `json:"jsonrpc"`
 				ID      json.RawMessage `json:"id"`
@@ -231,8 +292,8 @@ func TestMalformed(t *testing.T) {
 			if a.JSONRPC != "2.0" || a.Error.Code != tc.code || string(a.ID) != tc.id || a.Error.Message == "" {
 				t.Fatalf("%.60q answered %q, want code %d id %s", tc.line, line, tc.code, tc.id)
 			}
-			if method(p.mustRead()) != "next" {
-				t.Fatalf("%.60q: the next message was not read", tc.line)
+			if got := <-next; got != "next" {
+				t.Fatalf("%.60q: the next message was not read: %s", tc.line, got)
 			}
 			if len(p.bad) != 1 || p.bad[0] != tc.code {
 				t.Fatalf("OnMalformed told %v", p.bad)
@@ -439,6 +500,82 @@ func FuzzDecode(f *testing.F) {
 			if !bytes.Equal(data, again) {
 				t.Fatalf("read back differently: %s then %s", data, again)
 			}
+		}
+	})
+}
+
+// TestDirectRead runs the reading tests over OS pipes, which Read reads
+// itself (no reading goroutine): the same behaviour as over an io.Pipe.
+func TestDirectRead(t *testing.T) {
+	directPeers = true
+	t.Cleanup(func() { directPeers = false })
+	t.Run("Framing", TestFraming)
+	t.Run("LargeMessages", TestLargeMessages)
+	t.Run("Malformed", TestMalformed)
+	t.Run("Batch", TestBatch)
+	t.Run("Close", TestClose)
+	t.Run("CancelledRead", func(t *testing.T) {
+		// A Read whose context is cancelled while it waits returns, and
+		// the line it had begun is the next Read's, whole.
+		p := newPeer(t, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := p.c.Read(ctx); done <- err }()
+		if _, err := p.w.Write([]byte(`{"jsonrpc":"2.0","id":1,`)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // let it read the first half (not a timing assertion)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Read: %v", err)
+		}
+		if _, err := p.w.Write([]byte(`"method":"half"}` + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		if got := method(p.mustRead()); got != "half" {
+			t.Fatalf("after a cancelled Read: method %q", got)
+		}
+		p.send(`{"jsonrpc":"2.0","method":"next"}` + "\n")
+		if got := method(p.mustRead()); got != "next" {
+			t.Fatalf("then: method %q", got)
+		}
+	})
+	t.Run("Unclosed", func(t *testing.T) {
+		// Over Unclosed, Close ends a blocked Read and leaves the stream
+		// open for its owner.
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		defer w.Close()
+		_, out := io.Pipe()
+		c, err := mcpstream.New(mcpstream.Unclosed(r), out, nil).Connect(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mcpstream.ReadsDirectly(c) {
+			t.Fatal("a connection over Unclosed(os.Pipe) does not read directly")
+		}
+		done := make(chan error, 1)
+		go func() { _, err := c.Read(context.Background()); done <- err }()
+		time.Sleep(10 * time.Millisecond) // let it block (not a timing assertion)
+		c.Close()
+		select {
+		case err := <-done:
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("Read after Close: %v, want io.EOF", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close did not end a blocked Read")
+		}
+		if err := r.SetReadDeadline(time.Time{}); err != nil {
+			t.Fatalf("the stream was closed: %v", err)
+		}
+		w.Write([]byte("x"))
+		var b [1]byte
+		if n, err := r.Read(b[:]); n != 1 || err != nil {
+			t.Fatalf("the stream cannot be read after Close: %d, %v", n, err)
 		}
 	})
 }
