@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -223,18 +224,26 @@ const insertIntents = `INSERT INTO intents (call_id, caller, session, tool, defi
 				idempotency_key, approval_id, created_at, n)
 	ORDER BY u.n`
 
-// reserveSum adds $6 to the usage of ($1, $2) in window ($3 seconds long,
-// starting at $4) unless that takes it above the quota $5; it is refused
-// ('budget') otherwise. The row lock is held until commit, as in
-// reserveBudget.
-const reserveSum = `WITH u AS (
+// reserveSums adds to the usage of each budget row named by the elements
+// of its arrays (scope $1, key $2, window $3 seconds long starting at $4)
+// the amount $6, unless that takes it above the quota $5; it is refused
+// ('budget') when any row does not fit. Rows are locked in the arrays'
+// order (WITH ORDINALITY): the caller sends them in the one global order
+// (see commitTogether). An upsert whose condition refuses the update still
+// locks its row and returns nothing, so fewer returned rows than elements
+// is a refusal. One statement for the whole group, rather than one per
+// budget row: each statement costs the server a round of its executor.
+const reserveSums = `WITH u AS (
 		INSERT INTO budget_usage AS b (scope, key, per, window_start, quota, used)
-		VALUES ($1, $2, $3::bigint, $4::bigint, $5::bigint,
-			CASE WHEN $6::bigint <= $5::bigint THEN $6::bigint ELSE backplane_refuse('budget')::bigint END)
+		SELECT w.scope, w.key, w.per, w.window_start, w.quota,
+			CASE WHEN w.amount <= w.quota THEN w.amount ELSE backplane_refuse('budget')::bigint END
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY
+			AS w(scope, key, per, window_start, quota, amount, n)
+		ORDER BY w.n
 		ON CONFLICT (scope, key, per, window_start) DO UPDATE SET used = b.used + excluded.used, quota = excluded.quota
-		WHERE b.used + excluded.used <= $5::bigint
+		WHERE b.used + excluded.used <= excluded.quota
 		RETURNING 1)
-	SELECT coalesce((SELECT 'reserved' FROM u), backplane_refuse('budget'))`
+	SELECT CASE WHEN (SELECT count(*) FROM u) = cardinality($1::text[]) THEN 'reserved' ELSE backplane_refuse('budget') END`
 
 // insertReservations records the reservations, one per element.
 const insertReservations = `INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start)
@@ -281,24 +290,25 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 			rQuota, rAmount, rPer, rStart = append(rQuota, r.Quota), append(rAmount, r.Amount), append(rPer, k.per), append(rStart, k.start)
 		}
 	}
+	// Budget rows in the one global order every transaction locks them in.
+	rows := slices.SortedFunc(maps.Keys(sum), func(a, b budgetKey) int {
+		return cmp.Or(strings.Compare(a.scope, b.scope), strings.Compare(a.key, b.key), cmp.Compare(a.per, b.per), cmp.Compare(a.start, b.start))
+	})
+	bScope, bKey := make([]string, len(rows)), make([]string, len(rows))
+	bPer, bStart, bQuota, bSum := make([]int64, len(rows)), make([]int64, len(rows)), make([]int64, len(rows)), make([]int64, len(rows))
+	for i, k := range rows {
+		bScope[i], bKey[i], bPer[i], bStart[i], bQuota[i], bSum[i] = k.scope, k.key, k.per, k.start, quota[k], sum[k]
+	}
 	b := &pgx.Batch{}
 	b.Queue(insertIntents, s.incarnation, callIDs, callers, sessions, tools, defs, args, digests, keys, approvals, created)
-	// Budget rows in the one global order every transaction locks them in.
-	for _, k := range slices.SortedFunc(func(yield func(budgetKey) bool) {
-		for k := range sum {
-			if !yield(k) {
-				return
-			}
-		}
-	}, func(a, b budgetKey) int {
-		return cmp.Or(strings.Compare(a.scope, b.scope), strings.Compare(a.key, b.key), cmp.Compare(a.per, b.per), cmp.Compare(a.start, b.start))
-	}) {
-		b.Queue(reserveSum, k.scope, k.key, k.per, k.start, quota[k], sum[k])
-	}
-	if len(rCall) > 0 {
+	if len(rows) > 0 {
+		b.Queue(reserveSums, bScope, bKey, bPer, bStart, bQuota, bSum)
 		b.Queue(insertReservations, rCall, rScope, rKey, rQuota, rAmount, rPer, rStart)
 	}
 	return s.writeConn(context.Background(), func(ctx context.Context, c *pgx.Conn) error {
+		if err := prepare(ctx, c, insertIntents, reserveSums, insertReservations); err != nil {
+			return fmt.Errorf("postgres store: commit %d intents together: %w", n, err)
+		}
 		if _, err := sendBatch(ctx, c, b); err != nil {
 			return fmt.Errorf("postgres store: commit %d intents together: %w", n, err)
 		}
@@ -423,6 +433,9 @@ func (s *Store) settleTogether(jobs []*settleJob) (map[string]bool, error) {
 	settled := make(map[string]bool, n)
 	err := s.writeConn(context.Background(), func(ctx context.Context, c *pgx.Conn) error {
 		clear(settled)
+		if err := prepare(ctx, c, asyncCommit, settleIntents); err != nil {
+			return fmt.Errorf("postgres store: settle %d intents together: %w", n, err)
+		}
 		b := &pgx.Batch{}
 		b.Queue(asyncCommit)
 		b.Queue(settleIntents, s.incarnation, ids, statuses, results, classes, messages, at).Query(func(rows pgx.Rows) error {

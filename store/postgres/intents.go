@@ -138,6 +138,9 @@ func (s *Store) commitOne(ctx context.Context, req *store.CommitRequest) (*store
 
 	var existing *store.Intent
 	err := s.writeConn(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		if err := prepare(ctx, c, insertIntent, reserveBudget); err != nil {
+			return fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
+		}
 		for attempt := 1; ; attempt++ {
 			failed, err := sendBatch(ctx, c, b)
 			switch {
@@ -284,6 +287,12 @@ func release(ctx context.Context, tx pgx.Tx, callID string) error {
 	return nil
 }
 
+// settleIntent settles call $6 with the values $1-$5 if it is still
+// started by this incarnation ($7) and this incarnation is alive.
+const settleIntent = `UPDATE intents SET status = $1, result = $2, error_class = $3, error_message = $4, settled_at = $5
+	WHERE call_id = $6 AND status = 'started' AND incarnation = $7
+	AND EXISTS (SELECT 1 FROM incarnations WHERE id = $7 AND state = 'alive')`
+
 // Settle ends a started intent of this incarnation, while it is alive.
 func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) error {
 	switch st.Status {
@@ -313,10 +322,7 @@ func (s *Store) settleOne(ctx context.Context, callID string, st store.Settlemen
 		// safe: once another replica has marked this intent uncertain (and
 		// this incarnation dead, in the same transaction), or when it
 		// belongs to another incarnation, nothing here can move it.
-		tag, err := tx.Exec(ctx, `UPDATE intents SET status = $1, result = $2, error_class = $3, error_message = $4, settled_at = $5
-			WHERE call_id = $6 AND status = 'started' AND incarnation = $7
-			AND EXISTS (SELECT 1 FROM incarnations WHERE id = $7 AND state = 'alive')`,
-			string(st.Status), st.Result, st.ErrorClass, st.ErrorMessage, ts(st.At), callID, s.incarnation)
+		tag, err := tx.Exec(ctx, settleIntent, string(st.Status), st.Result, st.ErrorClass, st.ErrorMessage, ts(st.At), callID, s.incarnation)
 		if err != nil {
 			return fmt.Errorf("postgres store: settle %s: %w", callID, err)
 		}
@@ -342,6 +348,9 @@ func (s *Store) settleOne(ctx context.Context, callID string, st store.Settlemen
 		// transaction (a pgx batch), committed without waiting for the
 		// WAL flush.
 		return s.writeConn(ctx, func(ctx context.Context, c *pgx.Conn) error {
+			if err := prepare(ctx, c, asyncCommit, settleIntent); err != nil {
+				return fmt.Errorf("postgres store: settle %s: %w", callID, err)
+			}
 			return settle(ctx, asyncConn{c})
 		})
 	}

@@ -69,3 +69,23 @@ func (p *pool) release(c *acquired, err error) {
 }
 
 func (p *pool) close() { p.p.Close() }
+
+// prepare makes each of the statements (SQL texts) a named prepared
+// statement of c, unless it already is: the server then parses and plans
+// it once per connection instead of at every execution, and pgx sends a
+// statement so prepared (by its text, in a batch too) as Bind and Execute
+// only. They are prepared here, each in a round trip of its own, and not
+// by the batches that use them (the connection's DefaultQueryExecMode
+// prepares nothing): after an error inside a pipelined batch the server
+// skips the batch's later Parse messages, which would leave pgx believing
+// in statements that do not exist. Only the statements every call runs are
+// worth it; a connection that fails is closed (see release), and its
+// replacement prepares them again.
+func prepare(ctx context.Context, c *pgx.Conn, sqls ...string) error {
+	for _, q := range sqls {
+		if _, err := c.Prepare(ctx, q, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}

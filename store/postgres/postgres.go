@@ -19,7 +19,11 @@
 //     consumption, or nothing; its statements are sent in one round trip
 //     (a pipelined batch, run by the server as one implicit transaction),
 //     and a condition that refuses the commit raises an error in its
-//     statement, which rolls the whole transaction back.
+//     statement, which rolls the whole transaction back. The statements
+//     every call runs are named prepared statements, prepared once per
+//     connection (so a pooler must keep a connection's prepared
+//     statements: PgBouncer's transaction mode needs
+//     max_prepared_statements).
 //   - Group commit (group.go): one committer per Store commits the intents
 //     queued at the moment in one transaction (one WAL flush, one update
 //     per budget row with the group's summed amount); a group that cannot
@@ -203,9 +207,11 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		schema = "public"
 	}
 	// Statement descriptions are cached, but no named statements are
-	// prepared on the server: after an error inside a pipelined batch the
-	// server skips the batch's later Parse messages, which would leave a
-	// cache of prepared statements pointing at statements that do not exist.
+	// prepared on the server by the batches themselves: after an error
+	// inside a pipelined batch the server skips the batch's later Parse
+	// messages, which would leave a cache of prepared statements pointing
+	// at statements that do not exist. The statements of every call are
+	// prepared explicitly instead (see prepare).
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	// Every connection works in the schema, and only there.
 	cfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()

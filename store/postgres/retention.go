@@ -15,9 +15,9 @@ const pruneChunk = 1000
 
 // pruneIntents examines the pruneChunk intents after seq $1 (commit order)
 // and deletes those settled (terminal) before $3 with their reservations,
-// in one statement (the foreign key is checked at its end). It returns the
-// last seq examined, how many were examined, whether any was created
-// before $3, and how many reservations and intents it deleted.
+// in one statement. It returns the last seq examined, how many were
+// examined, whether any was created before $3, and how many reservations
+// and intents it deleted.
 const pruneIntents = `WITH c AS (
 		SELECT seq, call_id, status, settled_at, created_at FROM intents WHERE seq > $1 ORDER BY seq LIMIT $2),
 	d AS (SELECT call_id FROM c WHERE status IN ('succeeded', 'failed', 'executed', 'not_executed') AND settled_at < $3),
@@ -61,8 +61,8 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 			return err
 		}
 		r.Approvals = tag.RowsAffected()
-		// An incarnation some intent still names stays (the intents'
-		// foreign key): its intents are younger or unsettled.
+		// An incarnation some intent still names stays: its intents are
+		// younger or unsettled (and recovery reads their incarnation).
 		tag, err = tx.Exec(ctx, `DELETE FROM incarnations WHERE state IN ('closed', 'dead') AND ended_at < $1
 			AND NOT EXISTS (SELECT 1 FROM intents WHERE intents.incarnation = incarnations.id)`, before)
 		if err != nil {

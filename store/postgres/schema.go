@@ -141,6 +141,19 @@ CREATE INDEX budget_usage_end ON budget_usage ((window_start + per)) WHERE per >
 -- The reservations still counted, by (scope, key), for an operator's reset.
 CREATE INDEX reservations_held ON reservations (scope, key) WHERE NOT released;
 `,
+	// 4: no foreign keys on the per-call rows. Each ran, for every row
+	// inserted, a query of its own that share-locked the referenced row
+	// (for a reservation, its intent just inserted: a lock written to that
+	// row and logged), at every call; what they guarded holds by
+	// construction: an intent is inserted only while its incarnation is
+	// alive, in the statement that share-locks that row (insertIntent),
+	// and Prune deletes an incarnation only when it is closed or dead and
+	// no intent names it; reservations are inserted in their intent's
+	// transaction and deleted with it (pruneIntents).
+	`
+ALTER TABLE intents DROP CONSTRAINT IF EXISTS intents_incarnation_fkey;
+ALTER TABLE reservations DROP CONSTRAINT IF EXISTS reservations_call_id_fkey;
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

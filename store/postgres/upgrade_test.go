@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
+	"github.com/jackc/pgx/v5"
 )
 
 // A schema made before budget windows (version 1) is upgraded in place:
@@ -46,5 +47,61 @@ func TestUpgradeFromSchema1(t *testing.T) {
 	var be *store.BudgetError
 	if !errors.As(err, &be) || be.Used != 3 {
 		t.Errorf("a reservation over the carried-over usage: %v, want a BudgetError with used 3", err)
+	}
+}
+
+// A schema of version 3 loses its two foreign keys (version 4) and keeps
+// its rows: a started intent of a dead replica is recovered, its
+// reservation is still held and released by a failure verdict, and the
+// upgraded store commits, settles and prunes as a new one does.
+func TestUpgradeFromSchema3(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	c := sqlConn(t, schema)
+	if err := postgres.MigrateTo(ctx, c, schema, 3); err != nil {
+		t.Fatal(err)
+	}
+	foreignKeys := func() int {
+		t.Helper()
+		var n int
+		must(t, c.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = $1::regnamespace`,
+			pgx.Identifier{schema}.Sanitize()).Scan(&n))
+		return n
+	}
+	if n := foreignKeys(); n != 2 {
+		t.Fatalf("schema 3 has %d foreign keys, want 2 (the test no longer starts from schema 3)", n)
+	}
+	for _, q := range []string{
+		`INSERT INTO incarnations (id, pid, state, lease_expires_at) VALUES ('old', 1, 'alive', now() - interval '1 hour')`,
+		`INSERT INTO intents (call_id, caller, tool, definition_hash, args_digest, incarnation, status)
+			VALUES ('c1', 'alice', 'note', 'h', 'd', 'old', 'started')`,
+		`INSERT INTO reservations (call_id, scope, key, quota, amount) VALUES ('c1', 'caller', 'alice', 5, 2)`,
+		`INSERT INTO budget_usage (scope, key, quota, used) VALUES ('caller', 'alice', 5, 2)`,
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s := openStore(t, schema, nil) // migrates, then recovers 'old'
+	if n := foreignKeys(); n != 0 {
+		t.Errorf("%d foreign keys after the upgrade, want none", n)
+	}
+	in, err := s.GetIntent(ctx, "c1")
+	if err != nil || in.Status != store.StatusUncertain {
+		t.Fatalf("the dead replica's intent after the upgrade: %+v, %v; want uncertain", in, err)
+	}
+	must(t, s.ResolveIntent(ctx, "c1", false, "op", time.Now()))
+	_, err = s.CommitIntent(ctx, &store.CommitRequest{
+		Intent:       store.Intent{CallID: "c2", Caller: "alice", Tool: "note", ArgsDigest: "d", CreatedAt: time.Now()},
+		Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: 5, Amount: 5}},
+	})
+	if err != nil {
+		t.Fatalf("a reservation of the whole quota once c1's is released: %v", err)
+	}
+	must(t, s.Settle(ctx, "c2", store.Settlement{Status: store.StatusSucceeded, At: time.Now()}))
+	r, err := s.Prune(ctx, time.Now().Add(time.Hour))
+	must(t, err)
+	if r.Intents != 2 || r.Reservations != 2 {
+		t.Errorf("prune after the upgrade: %+v, want both intents and their two reservations", r)
 	}
 }
