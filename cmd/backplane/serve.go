@@ -330,6 +330,9 @@ func serveUntil(ctx context.Context, log *slog.Logger, srv *server.Server, serve
 // ends the read that a shutdown would otherwise leave blocked).
 func stdinOf(cmd *cobra.Command) io.ReadCloser {
 	in := cmd.InOrStdin()
+	if f, ok := in.(*os.File); ok {
+		return polledStdin(f)
+	}
 	if rc, ok := in.(io.ReadCloser); ok {
 		return rc
 	}
