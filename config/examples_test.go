@@ -3,6 +3,7 @@ package config
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -15,8 +16,13 @@ func TestServeExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo, _ := filepath.Abs("..")
-	if c.Workspace != repo || c.Store != filepath.Join(repo, ".backplane") {
-		t.Errorf("workspace %s, store %s; want the repository folder and its .backplane", c.Workspace, c.Store)
+	if c.Workspace != repo || c.Store != filepath.Join(filepath.Dir(repo), "backplane-example-state") {
+		t.Errorf("workspace %s, store %s; want the repository folder and a state folder beside it", c.Workspace, c.Store)
+	}
+	// The state is outside the workspace: neither the path-taking tools
+	// nor bash (confined to the workspace when sandboxed) reach it.
+	if rel, err := filepath.Rel(c.Workspace, c.Store); err != nil || rel == ".." || !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		t.Errorf("store %s is inside the workspace %s", c.Store, c.Workspace)
 	}
 	if c.Serve.HTTP != "127.0.0.1:8787" || c.Serve.Tokens["local-dev-token"] != "dev" || c.Serve.StdioCaller != "dev" {
 		t.Errorf("serve: %+v", c.Serve)

@@ -2,8 +2,6 @@ package oauth
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
@@ -21,6 +19,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/agentbackplane/backplane/internal/testkit"
 )
 
 const (
@@ -28,41 +28,12 @@ const (
 	testAudience = "http://127.0.0.1:8787/mcp"
 )
 
-// signer is a private key generated in the test, with its kid.
-type signer struct {
-	priv jwk.Key
-	alg  jwa.SignatureAlgorithm
-}
+// signer is a test key (package testkit) that signs claims.
+type signer struct{ testkit.SigningKey }
 
-func newRSA(t *testing.T, kid string) signer {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return importKey(t, k, kid, jwa.RS256())
-}
+func newRSA(t *testing.T, kid string) signer { return signer{testkit.NewRSAKey(t, kid)} }
 
-func newEC(t *testing.T, kid string) signer {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return importKey(t, k, kid, jwa.ES256())
-}
-
-func importKey(t *testing.T, raw any, kid string, alg jwa.SignatureAlgorithm) signer {
-	t.Helper()
-	k, err := jwk.Import(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Set(jwk.KeyIDKey, kid); err != nil {
-		t.Fatal(err)
-	}
-	return signer{k, alg}
-}
+func newEC(t *testing.T, kid string) signer { return signer{testkit.NewECKey(t, kid)} }
 
 // claims are a token's claims; zero times are left out.
 type claims struct {
@@ -88,71 +59,17 @@ func (s signer) sign(t *testing.T, c claims) string {
 	for k, v := range c.extra {
 		b = b.Claim(k, v)
 	}
-	tok, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := jwt.Sign(tok, jwt.WithKey(s.alg, s.priv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out)
+	return s.Sign(t, b)
 }
 
 // keySet is the public JWKS of signers.
 func keySet(t *testing.T, ss ...signer) []byte {
 	t.Helper()
-	set := jwk.NewSet()
-	for _, s := range ss {
-		pub, err := s.priv.PublicKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := set.AddKey(pub); err != nil {
-			t.Fatal(err)
-		}
+	keys := make([]testkit.SigningKey, len(ss))
+	for i, s := range ss {
+		keys[i] = s.SigningKey
 	}
-	b, err := json.Marshal(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// jwksServer serves a key set that the test may replace, on 127.0.0.1,
-// counting requests.
-type jwksServer struct {
-	mu   sync.Mutex
-	body []byte
-	hits int
-	url  string
-}
-
-func newJWKSServer(t *testing.T, body []byte) *jwksServer {
-	t.Helper()
-	j := &jwksServer{body: body}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		j.mu.Lock()
-		defer j.mu.Unlock()
-		j.hits++
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		w.Write(j.body)
-	}))
-	t.Cleanup(srv.Close)
-	j.url = srv.URL + "/jwks.json"
-	return j
-}
-
-func (j *jwksServer) set(b []byte) {
-	j.mu.Lock()
-	j.body = b
-	j.mu.Unlock()
-}
-
-func (j *jwksServer) count() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.hits
+	return testkit.KeySet(t, keys...)
 }
 
 // clock is a fake clock advanced by the test.
@@ -177,9 +94,9 @@ func TestVerify(t *testing.T) {
 	rsaKey, ecKey := newRSA(t, "rsa-1"), newEC(t, "ec-1")
 	other := newRSA(t, "rsa-1") // the same kid, another key: a forged signature
 	stranger := newRSA(t, "nobody")
-	js := newJWKSServer(t, keySet(t, rsaKey, ecKey))
+	js := testkit.NewJWKSServer(t, keySet(t, rsaKey, ecKey))
 	clk := &clock{now: time.Now().Truncate(time.Second)}
-	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.url, Now: clk.Now})
+	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.URL, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,14 +165,14 @@ func TestVerify(t *testing.T) {
 // algorithm confusion) is refused before any key is used.
 func TestVerifyRefusesHMAC(t *testing.T) {
 	rsaKey := newRSA(t, "rsa-1")
-	js := newJWKSServer(t, keySet(t, rsaKey))
-	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.url})
+	js := testkit.NewJWKSServer(t, keySet(t, rsaKey))
+	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	secret, _ := jwk.Import(keySet(t, rsaKey))
 	secret.Set(jwk.KeyIDKey, "rsa-1")
-	hs := signer{secret, jwa.HS256()}.sign(t, good(time.Now()))
+	hs := signer{testkit.SigningKey{Private: secret, Alg: jwa.HS256()}}.sign(t, good(time.Now()))
 	if _, err := v.Verify(context.Background(), hs); err == nil || !strings.Contains(err.Error(), `"HS256" is not accepted`) {
 		t.Fatalf("HS256: %v", err)
 	}
@@ -288,29 +205,29 @@ func TestCallerClaim(t *testing.T) {
 // unknown kids re-reads the set at most once per MinRefreshInterval.
 func TestKeyRotation(t *testing.T) {
 	old, rotated := newRSA(t, "2026-11"), newRSA(t, "2026-12")
-	js := newJWKSServer(t, keySet(t, old))
+	js := testkit.NewJWKSServer(t, keySet(t, old))
 	clk := &clock{now: time.Now()}
-	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.url, Now: clk.Now, MinRefreshInterval: time.Minute})
+	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.URL, Now: clk.Now, MinRefreshInterval: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if js.count() != 1 {
-		t.Fatalf("%d reads at start, want 1", js.count())
+	if js.Hits() != 1 {
+		t.Fatalf("%d reads at start, want 1", js.Hits())
 	}
 	ctx := context.Background()
 	if _, err := v.Verify(ctx, old.sign(t, good(clk.Now()))); err != nil {
 		t.Fatal(err)
 	}
-	if js.count() != 1 {
-		t.Fatalf("a known kid re-read the set (%d reads)", js.count())
+	if js.Hits() != 1 {
+		t.Fatalf("a known kid re-read the set (%d reads)", js.Hits())
 	}
 	// The issuer rotates: the new kid is read on first sight.
-	js.set(keySet(t, old, rotated))
+	js.Set(keySet(t, old, rotated))
 	if c, err := v.Verify(ctx, rotated.sign(t, good(clk.Now()))); err != nil || c.Caller != "alice" {
 		t.Fatalf("rotated key: %+v, %v", c, err)
 	}
-	if js.count() != 2 {
-		t.Fatalf("%d reads after the rotation, want 2", js.count())
+	if js.Hits() != 2 {
+		t.Fatalf("%d reads after the rotation, want 2", js.Hits())
 	}
 	// Made-up kids within the interval: no more reads.
 	for i := range 5 {
@@ -318,12 +235,12 @@ func TestKeyRotation(t *testing.T) {
 			t.Fatal("a made-up kid was accepted")
 		}
 	}
-	if js.count() != 2 {
-		t.Fatalf("%d reads after unknown kids within the interval, want still 2", js.count())
+	if js.Hits() != 2 {
+		t.Fatalf("%d reads after unknown kids within the interval, want still 2", js.Hits())
 	}
 	// Another rotation, seen once the interval has passed.
 	third := newRSA(t, "2027-01")
-	js.set(keySet(t, rotated, third))
+	js.Set(keySet(t, rotated, third))
 	if _, err := v.Verify(ctx, third.sign(t, good(clk.Now()))); err == nil {
 		t.Fatal("a kid was read within the interval")
 	}
@@ -336,29 +253,29 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatal("a key removed from the set still verifies")
 	}
 	// Stale keys are re-read before use; a failing source keeps them.
-	n := js.count()
-	js.set([]byte("not json"))
+	n := js.Hits()
+	js.Set([]byte("not json"))
 	clk.advance(DefaultMaxKeyAge)
 	if _, err := v.Verify(ctx, rotated.sign(t, good(clk.Now()))); err != nil {
 		t.Fatalf("a failed re-read dropped the keys: %v", err)
 	}
-	if js.count() != n+1 {
-		t.Fatalf("stale keys: %d reads, want %d", js.count(), n+1)
+	if js.Hits() != n+1 {
+		t.Fatalf("stale keys: %d reads, want %d", js.Hits(), n+1)
 	}
 }
 
 func TestKeySourceDown(t *testing.T) {
 	k := newRSA(t, "k")
-	js := newJWKSServer(t, []byte(`{"keys":`))
+	js := testkit.NewJWKSServer(t, []byte(`{"keys":`))
 	clk := &clock{now: time.Now()}
-	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.url, Now: clk.Now})
+	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.URL, Now: clk.Now})
 	if err != nil {
 		t.Fatalf("an unreadable key set must not stop New: %v", err)
 	}
 	if _, err := v.Verify(context.Background(), k.sign(t, good(clk.Now()))); err == nil || !strings.Contains(err.Error(), "could not be read") {
 		t.Fatalf("no keys: %v", err)
 	}
-	js.set(keySet(t, k))
+	js.Set(keySet(t, k))
 	clk.advance(DefaultMinRefreshInterval)
 	if _, err := v.Verify(context.Background(), k.sign(t, good(clk.Now()))); err != nil {
 		t.Fatalf("once the source answers: %v", err)
@@ -394,8 +311,8 @@ func TestMetadata(t *testing.T) {
 		}
 	}
 	k := newRSA(t, "k")
-	js := newJWKSServer(t, keySet(t, k))
-	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.url, AuthorizationServers: []string{"https://as.test"}})
+	js := testkit.NewJWKSServer(t, keySet(t, k))
+	v, err := New(&Options{Issuer: testIssuer, Audience: testAudience, KeySetURL: js.URL, AuthorizationServers: []string{"https://as.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}

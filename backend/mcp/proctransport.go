@@ -23,7 +23,8 @@ import (
 // closed, then SIGTERM, then SIGKILL.
 type procTransport struct {
 	cmd       *exec.Cmd
-	cleanup   func() // the sandbox's, once the process is reaped
+	group     *procsup.Group // cmd's
+	cleanup   func()         // the sandbox's, once the process is reaped
 	terminate time.Duration
 }
 
@@ -36,10 +37,10 @@ func (t *procTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := procsup.Start(t.cmd); err != nil {
+	if err := t.group.Start(); err != nil {
 		return nil, err
 	}
-	w := &procStdin{WriteCloser: stdin, cmd: t.cmd, terminate: t.terminate, cleanup: t.cleanup}
+	w := &procStdin{WriteCloser: stdin, cmd: t.cmd, group: t.group, terminate: t.terminate, cleanup: t.cleanup}
 	// A line the server writes that is not a JSON-RPC message ends the
 	// connection (supervise reconnects), as with the SDK's own transport.
 	// Wait closes stdout (Unclosed: closing the connection only ends a
@@ -49,10 +50,13 @@ func (t *procTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 }
 
 // procStdin closes the connection by closing stdin and waiting for the
-// process to end, hastening it with SIGTERM and SIGKILL.
+// process to end, hastening it with SIGTERM and SIGKILL. Its process
+// group is killed before the reap (procsup.Group), so what it left running
+// in the background ends with it.
 type procStdin struct {
 	io.WriteCloser
 	cmd       *exec.Cmd
+	group     *procsup.Group
 	terminate time.Duration
 	cleanup   func()
 }
@@ -61,7 +65,7 @@ func (s *procStdin) Close() error {
 	defer s.cleanup()
 	cerr := s.WriteCloser.Close()
 	res := make(chan error, 1)
-	go func() { res <- s.cmd.Wait() }()
+	go func() { res <- s.group.Wait() }()
 	wait := func(d time.Duration) (error, bool) {
 		select {
 		case err := <-res:
@@ -73,12 +77,13 @@ func (s *procStdin) Close() error {
 	if err, ok := wait(s.terminate); ok {
 		return errors.Join(cerr, err)
 	}
+	// Signal goes through the process's pidfd: never to a reused pid.
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err == nil {
 		if err, ok := wait(s.terminate); ok {
 			return err
 		}
 	}
-	procsup.KillGroup(s.cmd.Process.Pid)
+	s.group.Kill()
 	if err, ok := wait(s.terminate); ok {
 		return err
 	}

@@ -38,8 +38,9 @@ const (
 type link struct {
 	sess    *sdk.ClientSession
 	wire    *wire
-	cmd     *exec.Cmd // stdio only
-	cleanup func()    // stdio only: the sandbox's, once reaped
+	cmd     *exec.Cmd      // stdio only
+	group   *procsup.Group // stdio only: cmd's process group
+	cleanup func()         // stdio only: the sandbox's, once reaped
 	stderr  *tailBuffer
 	started time.Time
 	once    sync.Once
@@ -56,10 +57,11 @@ func (l *link) close() {
 }
 
 func (l *link) killGroup() {
-	if l.cmd != nil && l.cmd.Process != nil {
-		// The group outlives its leader while any member lives, so its id
-		// cannot have been reused.
-		procsup.KillGroup(l.cmd.Process.Pid)
+	if l.group != nil {
+		// Once the leader is reaped this does nothing: the reap
+		// (procStdin.Close) killed the group first, and its id may since
+		// name someone else's group.
+		l.group.Kill()
 	}
 }
 
@@ -111,14 +113,15 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 		cmd.Stderr = l.stderr
 		cmd.WaitDelay = time.Second // a grandchild holding stderr must not block Wait
 		l.cmd = cmd
+		l.group = procsup.NewGroup(cmd)
 		l.cleanup = cleanup
-		t = &trackedTransport{inner: &procTransport{cmd: cmd, cleanup: cleanup, terminate: terminateDelay}, wire: w}
+		t = &trackedTransport{inner: &procTransport{cmd: cmd, group: l.group, cleanup: cleanup, terminate: terminateDelay}, wire: w}
 	}
 	sess, err := u.client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
 		l.killGroup()
-		if l.cmd != nil && l.cmd.Process != nil {
-			go func() { l.cmd.Wait(); l.cleanup() }() // reap it
+		if l.group != nil {
+			go func() { l.group.Wait(); l.cleanup() }() // reap it (at once if it never started)
 		} else if l.cleanup != nil {
 			l.cleanup()
 		}

@@ -3,59 +3,35 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/lestrrat-go/jwx/v3/jwa"
-	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jwt"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/internal/testkit"
 )
 
 const oauthIssuer = "https://issuer.test"
 
-// jwtKey is a signing key generated in the test.
-type jwtKey struct {
-	priv jwk.Key
-	alg  jwa.SignatureAlgorithm
-}
+// jwtKey is a signing key generated in the test (package testkit).
+type jwtKey struct{ testkit.SigningKey }
 
 func newJWTKey(t *testing.T, kid string, ec bool) jwtKey {
-	t.Helper()
-	var raw any
-	alg := jwa.RS256()
-	var err error
 	if ec {
-		raw, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		alg = jwa.ES256()
-	} else {
-		raw, err = rsa.GenerateKey(rand.Reader, 2048)
+		return jwtKey{testkit.NewECKey(t, kid)}
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := jwk.Import(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.Set(jwk.KeyIDKey, kid)
-	return jwtKey{k, alg}
+	return jwtKey{testkit.NewRSAKey(t, kid)}
 }
 
 // sign returns a token for sub; edit changes the claims first.
@@ -66,67 +42,16 @@ func (k jwtKey) sign(t *testing.T, aud, sub string, edit func(b *jwt.Builder) *j
 	if edit != nil {
 		b = edit(b)
 	}
-	tok, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := jwt.Sign(tok, jwt.WithKey(k.alg, k.priv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out)
+	return k.Sign(t, b)
 }
 
 func jwksOf(t *testing.T, keys ...jwtKey) []byte {
 	t.Helper()
-	set := jwk.NewSet()
-	for _, k := range keys {
-		pub, err := k.priv.PublicKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		set.AddKey(pub)
+	ks := make([]testkit.SigningKey, len(keys))
+	for i, k := range keys {
+		ks[i] = k.SigningKey
 	}
-	b, err := json.Marshal(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// keyServer is the issuer's JWKS endpoint, on 127.0.0.1, with a set the
-// test replaces to rotate keys.
-type keyServer struct {
-	mu   sync.Mutex
-	body []byte
-	hits int
-	url  string
-}
-
-func newKeyServer(t *testing.T, body []byte) *keyServer {
-	ks := &keyServer{body: body}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ks.mu.Lock()
-		defer ks.mu.Unlock()
-		ks.hits++
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		w.Write(ks.body)
-	}))
-	t.Cleanup(srv.Close)
-	ks.url = srv.URL + "/jwks.json"
-	return ks
-}
-
-func (ks *keyServer) set(b []byte) {
-	ks.mu.Lock()
-	ks.body = b
-	ks.mu.Unlock()
-}
-
-func (ks *keyServer) count() int {
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	return ks.hits
+	return testkit.KeySet(t, ks...)
 }
 
 // freePort is a loopback port free a moment ago: the audience names the
@@ -190,7 +115,7 @@ func initialize(t *testing.T, base, token string) (int, string, string) {
 // URL on 127.0.0.1, and the Go SDK client with bearer JWTs.
 func TestServeOAuth(t *testing.T) {
 	rsaKey, ecKey := newJWTKey(t, "rsa-1", false), newJWTKey(t, "ec-1", true)
-	ks := newKeyServer(t, jwksOf(t, rsaKey, ecKey))
+	ks := testkit.NewJWKSServer(t, jwksOf(t, rsaKey, ecKey))
 	addr := freePort(t)
 	base := "http://" + addr
 	aud := base + "/mcp"
@@ -205,7 +130,7 @@ serve:
     issuer: %s
     audience: %s
     jwks_url: %s
-`, oauthIssuer, aud, ks.url))
+`, oauthIssuer, aud, ks.URL))
 	p := startServe(t, g, "--http", addr)
 	if p.base != base {
 		t.Fatalf("serve listens at %s, not %s", p.base, base)
@@ -231,7 +156,7 @@ serve:
 	for _, k := range []jwtKey{rsaKey, ecKey} {
 		cs, err := connectWith(ctx, base, k.sign(t, aud, "carol", nil))
 		if err != nil {
-			t.Fatalf("connect with a %s JWT: %v\n%s", k.alg, err, p.log())
+			t.Fatalf("connect with a %s JWT: %v\n%s", k.Alg, err, p.log())
 		}
 		if got := toolNames(t, ctx, cs); !slices.Equal(got, []string{"read"}) {
 			t.Errorf("carol's tools: %v", got)
@@ -268,15 +193,15 @@ serve:
 
 	// Key rotation: a new kid appears at the URL and is accepted at once.
 	rotated := newJWTKey(t, "rsa-2", false)
-	ks.set(jwksOf(t, rsaKey, ecKey, rotated))
-	before := ks.count()
+	ks.Set(jwksOf(t, rsaKey, ecKey, rotated))
+	before := ks.Hits()
 	cs, err = connectWith(ctx, base, rotated.sign(t, aud, "carol", nil))
 	if err != nil {
 		t.Fatalf("rotated key: %v\n%s", err, p.log())
 	}
 	cs.Close()
-	if ks.count() != before+1 {
-		t.Errorf("the key set was read %d times for the new kid, want once", ks.count()-before)
+	if ks.Hits() != before+1 {
+		t.Errorf("the key set was read %d times for the new kid, want once", ks.Hits()-before)
 	}
 
 	// Refused, each with 401 and the challenge naming the metadata.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -271,6 +272,12 @@ func TestSandboxOffLeaks(t *testing.T) {
 // those processes is alive. Run without the sandbox (state inside the
 // workspace) and with it.
 func TestServeSIGKILLKillsToolProcesses(t *testing.T) {
+	// The tokens (sleep's seconds) tell this run's processes from all
+	// others by their command line; fixed ones also matched the processes
+	// of the same test run at the same time by another test binary on the
+	// machine, which then counted as survivors here and were killed by
+	// this test's cleanup. A random base makes them this run's own.
+	base := 100_000_000 + 4*mathrand.IntN(200_000_000)
 	for i, enable := range []string{"false", "auto"} {
 		t.Run("sandbox="+enable, func(t *testing.T) {
 			// Without the sandbox's cgroup, a process that leaves the
@@ -284,7 +291,7 @@ func TestServeSIGKILLKillsToolProcesses(t *testing.T) {
 			l := newSandboxLayout(t, enable)
 			p := startServe(t, l.gwDir)
 			cs, ctx := connectServe(t, p)
-			bashTok, cmdTok := fmt.Sprint(987650+2*i), fmt.Sprint(987651+2*i)
+			bashTok, cmdTok := fmt.Sprint(base+2*i), fmt.Sprint(base+2*i+1)
 			want := 6
 			if escape == "" {
 				want = 4

@@ -19,7 +19,9 @@
 //   - [Run]: stdin is written and closed, stdout
 //     and stderr are copied to the caller's writers; when the process
 //     exits, the deadline passes, ctx is done or a writer refuses more
-//     output, what is left of its group is killed with SIGKILL; the reap
+//     output, what is left of its group is killed with SIGKILL, always
+//     before its leader is reaped (see [Group]: the group id is then
+//     still ours); the reap
 //     and the draining of the pipes are bounded, so a process that left
 //     the group (setsid) cannot hold the call.
 //   - With a sandbox policy (package internal/sandbox) the process is
@@ -117,8 +119,9 @@ func (o *Outcome) Signaled() (syscall.Signal, bool) {
 
 // Command returns an exec.Cmd for argv in dir with env (never the
 // gateway's environment), wrapped in the sandbox launcher when policy is
-// not nil or isolate is set (see [sandbox.Wrap]). Start it with [Start];
-// call cleanup (never nil) once it is reaped.
+// not nil or isolate is set (see [sandbox.Wrap]). Start it with
+// [Group.Start] (or [Start], to manage the group oneself); call cleanup
+// (never nil) once it is reaped.
 func Command(argv []string, dir string, env []string, policy *sandbox.Policy, isolate bool) (cmd *exec.Cmd, cleanup func(), err error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, nil, fmt.Errorf("%w: no program", ErrNotStarted)
@@ -175,15 +178,6 @@ func Start(cmd *exec.Cmd) error {
 	var err error
 	onSpawner(func() { err = cmd.Start() })
 	return err
-}
-
-// KillGroup kills process group pgid with SIGKILL. Once its leader is
-// reaped the group id stays reserved as long as a member lives; when none
-// does, the kill fails harmlessly with ESRCH.
-func KillGroup(pgid int) {
-	if pgid > 0 {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
 }
 
 var (
@@ -251,7 +245,8 @@ func Run(ctx context.Context, spec *Spec) (*Outcome, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	if err := Start(cmd); err != nil {
+	group := NewGroup(cmd)
+	if err := group.Start(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
 	// The child has its ends; ours must go, or EOF never comes.
@@ -260,10 +255,9 @@ func Run(ctx context.Context, spec *Spec) (*Outcome, error) {
 	}
 	outW.Close()
 	errW.Close()
-	pgid := cmd.Process.Pid // Setpgid: the group id is the leader's pid
 
 	waitc := make(chan error, 1)
-	go func() { waitc <- cmd.Wait() }()
+	go func() { waitc <- group.Wait() }()
 
 	stdinDone := make(chan struct{})
 	go func() {
@@ -318,9 +312,10 @@ func Run(ctx context.Context, spec *Spec) (*Outcome, error) {
 		o.Overflow = true
 	}
 	// Kill the group whatever happened: on a deadline, cancellation or
-	// overflow to stop the program, after a normal exit to stop what it
-	// left running in the background.
-	KillGroup(pgid)
+	// overflow to stop the program. After a normal exit, group.Wait killed
+	// what it left running in the background before the reap, and this
+	// does nothing (see Group).
+	group.Kill()
 	if !o.Reaped {
 		select {
 		case o.Wait = <-waitc:
