@@ -228,3 +228,33 @@ func TestBatchSettleGroup(t *testing.T) {
 		}
 	}
 }
+
+// The reservations column is JSON that SQLite reads back: scopes and keys
+// of any characters come back as they were.
+func TestReservationsEncoding(t *testing.T) {
+	s := openDir(t, t.TempDir())
+	keys := []string{"alice", `a"b\c`, "é\n\x01<&>", ""}
+	var rs []store.Reservation
+	for _, k := range keys {
+		rs = append(rs, store.Reservation{Scope: "caller", Key: k, Quota: 10, Amount: 1})
+	}
+	if _, err := s.CommitIntent(context.Background(), intentReq("c1", "alice", rs...)); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.rdb.Query(`SELECT json_extract(j.value, '$[1]') FROM intents, json_each(intents.reservations) AS j ORDER BY j.key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, k)
+	}
+	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", keys) {
+		t.Errorf("keys read back %q, want %q", got, keys)
+	}
+}

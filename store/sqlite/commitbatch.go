@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentbackplane/backplane/store"
@@ -38,36 +40,42 @@ type usage struct {
 	base, delta int64
 	quota       int64 // the quota of the batch's latest reservation, if touched
 	touched     bool  // some reservation of the batch was taken: write it back
+	// gen is the usage row's generation (see schema version 5): the row's
+	// own, or for a row not yet made, the one it will be made with. Each
+	// reservation records it, so that a release after a reset gives
+	// nothing back to a row made since.
+	gen int64
 }
 
 // A tally holds the budgets of the intents a transaction has committed so
-// far, not yet written: their usage, and their reservation rows. The
-// transaction holds SQLite's write lock from its BEGIN IMMEDIATE, so usage
-// read once stays current until COMMIT, for every process; flush writes the
-// sums before anything else in the transaction can read or change budgets.
+// far, not yet written: their usage. (The reservations themselves are in
+// the intents' rows.) The transaction holds SQLite's write lock from its
+// BEGIN IMMEDIATE, so usage read once stays current until COMMIT, for every
+// process; flush writes the sums before anything else in the transaction
+// can read or change budgets.
 type tally struct {
-	used  map[budgetKey]*usage
-	order []budgetKey // first use order, so writes are deterministic
-	rows  []reservationRow
-}
-
-type reservationRow struct {
-	callID string
-	r      store.Reservation
+	used    map[budgetKey]*usage
+	order   []budgetKey // first use order, so writes are deterministic
+	pending bool        // some reservation was added since the last flush
+	// gen is budget_generation's value, read when a first usage row was
+	// missing in this transaction (genRead).
+	gen     int64
+	genRead bool
+	buf     []byte // encodeReservations' scratch
 }
 
 func newTally() *tally { return &tally{used: map[budgetKey]*usage{}} }
 
 // dirty reports whether the tally holds writes not yet flushed.
-func (t *tally) dirty() bool { return len(t.rows) > 0 }
+func (t *tally) dirty() bool { return t.pending }
 
 // reset forgets everything: at the end of each transaction, committed or
 // not (the next one must read usage again).
 func (t *tally) reset() {
 	clear(t.used)
 	t.order = t.order[:0]
-	clear(t.rows)
-	t.rows = t.rows[:0]
+	t.pending = false
+	t.genRead = false
 }
 
 // get returns k's usage, reading it the first time in this transaction.
@@ -76,9 +84,19 @@ func (t *tally) get(w *wtx, k budgetKey) (*usage, error) {
 		return u, nil
 	}
 	u := &usage{}
-	err := w.queryRow(`SELECT used FROM budget_usage WHERE scope = ? AND key = ? AND per = ? AND window_start = ?`,
-		k.scope, k.key, k.per, k.start).Scan(&u.base)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	err := w.queryRow(`SELECT used, gen FROM budget_usage WHERE scope = ? AND key = ? AND per = ? AND window_start = ?`,
+		k.scope, k.key, k.per, k.start).Scan(&u.base, &u.gen)
+	if errors.Is(err, sql.ErrNoRows) {
+		// A row made in this transaction takes the current generation.
+		if !t.genRead {
+			if err := w.queryRow(`SELECT n FROM budget_generation`).Scan(&t.gen); err != nil {
+				return nil, fmt.Errorf("sqlite store: read budget generation: %w", err)
+			}
+			t.genRead = true
+		}
+		u.gen, err = t.gen, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("sqlite store: read budget %s %q: %w", k.scope, k.key, err)
 	}
 	t.used[k] = u
@@ -114,68 +132,87 @@ func (t *tally) check(w *wtx, rs []store.Reservation) (*store.BudgetError, error
 
 // add counts the reservations of an intent now inserted. check must have
 // accepted them in this transaction, with nothing added in between.
-func (t *tally) add(callID string, rs []store.Reservation) {
+func (t *tally) add(rs []store.Reservation) {
 	for _, r := range rs {
 		u := t.used[keyOf(r)]
 		u.delta += r.Amount
 		u.quota = r.Quota
 		u.touched = true
-		t.rows = append(t.rows, reservationRow{callID, r})
+		t.pending = true
 	}
 }
 
-// flush writes the batch's reservation rows and one usage update per
-// budget it touched, then forgets the usage read (a write that follows in
-// the transaction may change it). Any error breaks the transaction.
+// encode returns the intents.reservations value of rs (see schema version
+// 5), each with its usage row's generation: nil (NULL) for none. check
+// must have read the budgets of rs in this transaction (all of them, unless
+// it refused rs, whose row is then undone).
+func (t *tally) encode(rs []store.Reservation) any {
+	if len(rs) == 0 {
+		return nil
+	}
+	b := append(t.buf[:0], '[')
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendJSONString(b, r.Scope)
+		b = append(b, ',')
+		b = appendJSONString(b, r.Key)
+		var gen int64
+		if u := t.used[keyOf(r)]; u != nil {
+			gen = u.gen
+		} // else refused before this budget was read: the row is undone
+		for _, n := range [...]int64{r.Quota, r.Amount, r.Window.PerSeconds(), r.Window.StartSeconds(), gen} {
+			b = append(b, ',')
+			b = strconv.AppendInt(b, n, 10)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, ']')
+	t.buf = b
+	return string(b)
+}
+
+// appendJSONString appends s as a JSON string. Budget scopes and keys are
+// names (a caller, a tool, a session id): the plain ones are copied, any
+// other goes through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// flush writes one usage update per budget the batch touched, then forgets
+// the usage read (a write that follows in the transaction may change it).
+// Any error breaks the transaction.
 func (t *tally) flush(w *wtx) error {
 	for _, k := range t.order {
 		u := t.used[k]
 		if !u.touched {
 			continue
 		}
-		if _, err := w.exec(`INSERT INTO budget_usage (scope, key, per, window_start, quota, used) VALUES (?, ?, ?, ?, ?, ?)
+		// A row that exists keeps its generation: the one read, under the
+		// write lock, and recorded by the reservations.
+		if _, err := w.exec(`INSERT INTO budget_usage (scope, key, per, window_start, quota, used, gen) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (scope, key, per, window_start) DO UPDATE SET used = used + excluded.used, quota = excluded.quota`,
-			k.scope, k.key, k.per, k.start, u.quota, u.delta); err != nil {
+			k.scope, k.key, k.per, k.start, u.quota, u.delta, u.gen); err != nil {
 			return fmt.Errorf("sqlite store: reserve %s %q: %w", k.scope, k.key, err)
 		}
-	}
-	rows := t.rows
-	for len(rows) > 0 {
-		// Statements of a power-of-two number of rows: a batch of any size
-		// takes a few statements, each prepared once.
-		n := maxInsertRows
-		for n > len(rows) {
-			n /= 2
-		}
-		args := make([]any, 0, 7*n)
-		for _, x := range rows[:n] {
-			args = append(args, x.callID, x.r.Scope, x.r.Key, x.r.Quota, x.r.Amount, x.r.Window.PerSeconds(), x.r.Window.StartSeconds())
-		}
-		if _, err := w.exec(w.multiRow(insertReservationsKind, n), args...); err != nil {
-			return fmt.Errorf("sqlite store: reserve: %w", err)
-		}
-		rows = rows[n:]
 	}
 	t.reset()
 	return nil
 }
 
-// maxInsertRows is the most reservation rows one INSERT carries (a power
-// of two; 7 parameters a row stays far below SQLite's limit).
+// maxInsertRows is the most intent rows one INSERT carries (a power of
+// two; 12 parameters a row stays far below SQLite's limit).
 const maxInsertRows = 64
-
-// insertReservations is the INSERT of n reservation rows.
-func insertReservations(n int) string {
-	var b strings.Builder
-	b.WriteString(`INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start) VALUES `)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(`(?, ?, ?, ?, ?, ?, ?)`)
-	}
-	return b.String()
-}
 
 // runCommit runs one intent commit inside the writer's transaction. It
 // returns the request's own error (nothing of it is written) and, apart,
@@ -193,7 +230,7 @@ func (s *Store) runCommit(w *wtx, op *commitOp, t *tally) (reqErr, txErr error) 
 		return nil, err
 	}
 	if refused == nil && op.approvalID == "" {
-		if err := s.insertIntent(w, op); err != nil {
+		if err := s.insertIntent(w, op, t); err != nil {
 			if c := sqliteCode(err); c != 0 && c != sqlite3.SQLITE_CONSTRAINT {
 				// Errors other than a constraint's (I/O, full disk) may
 				// have rolled the whole transaction back.
@@ -201,13 +238,13 @@ func (s *Store) runCommit(w *wtx, op *commitOp, t *tally) (reqErr, txErr error) 
 			}
 			return err, nil
 		}
-		t.add(op.in.CallID, op.res)
+		t.add(op.res)
 		return nil, nil
 	}
 	if err := w.execErr(`SAVEPOINT req`); err != nil {
 		return nil, fmt.Errorf("sqlite store: savepoint: %w", err)
 	}
-	reqErr = s.insertIntent(w, op)
+	reqErr = s.insertIntent(w, op, t)
 	if reqErr == nil && refused != nil {
 		reqErr = refused
 	}
@@ -225,22 +262,24 @@ func (s *Store) runCommit(w *wtx, op *commitOp, t *tally) (reqErr, txErr error) 
 		return nil, fmt.Errorf("sqlite store: release savepoint: %w", err)
 	}
 	if reqErr == nil {
-		t.add(op.in.CallID, op.res)
+		t.add(op.res)
 	}
 	return reqErr, nil
 }
 
-// insertIntent inserts op's intent row. Inserting first detects a repeated
-// call id or idempotency key with the unique indexes, at no extra cost when
-// there is none.
-func (s *Store) insertIntent(w *wtx, op *commitOp) error {
+// insertIntent inserts op's intent row, with its reservations (t has read
+// their budgets). Inserting first detects a repeated call id or
+// idempotency key with the unique indexes, at no extra cost when there is
+// none.
+func (s *Store) insertIntent(w *wtx, op *commitOp, t *tally) error {
 	in := &op.in
 	op.existing = nil
 	_, err := w.exec(`INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, status, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?)`,
+		args_digest, idempotency_key, approval_id, incarnation, status, created_at, reservations)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)`,
 		in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, blob(in.Arguments),
-		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(in.ApprovalID), s.incarnation, nanos(in.CreatedAt))
+		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(in.ApprovalID), s.incarnation, nanos(in.CreatedAt),
+		t.encode(op.res))
 	if err == nil {
 		return nil
 	}
@@ -352,7 +391,7 @@ func (s *Store) settleGroup(w *wtx, rs []*writeReq) (bool, error) {
 }
 
 // intentRowArgs is how many parameters one intent row of an INSERT takes.
-const intentRowArgs = 11
+const intentRowArgs = 12
 
 // insertIntentsQuery is the INSERT of n intent rows that skips, rather than
 // fails on, a row whose call id or idempotency key is taken: the rows
@@ -361,12 +400,12 @@ const intentRowArgs = 11
 func insertIntentsQuery(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, status, created_at) VALUES `)
+		args_digest, idempotency_key, approval_id, incarnation, status, created_at, reservations) VALUES `)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?)`)
+		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)`)
 	}
 	b.WriteString(` ON CONFLICT DO NOTHING`)
 	return b.String()
@@ -395,7 +434,7 @@ func (s *Store) commitGroup(w *wtx, rs []*writeReq, t *tally) (taken int, ok boo
 		if refused != nil {
 			break
 		}
-		t.add(op.in.CallID, op.res)
+		t.add(op.res)
 		taken++
 	}
 	if taken < 2 {
@@ -416,7 +455,8 @@ func (s *Store) commitGroup(w *wtx, rs []*writeReq, t *tally) (taken int, ok boo
 		for _, r := range group[:n] {
 			in := &r.commit.in
 			args = append(args, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, blob(in.Arguments),
-				in.ArgsDigest, nullString(in.IdempotencyKey), nullString(in.ApprovalID), s.incarnation, nanos(in.CreatedAt))
+				in.ArgsDigest, nullString(in.IdempotencyKey), nullString(in.ApprovalID), s.incarnation, nanos(in.CreatedAt),
+				t.encode(r.commit.res))
 		}
 		k, err := w.affected(w.multiRow(insertIntentsKind, n), args...)
 		if err != nil {
@@ -444,12 +484,13 @@ func (s *Store) commitGroup(w *wtx, rs []*writeReq, t *tally) (taken int, ok boo
 
 // A tallySnapshot is what restore needs to undo the adds made after it.
 type tallySnapshot struct {
-	rows, keys int
-	used       []usage // the values of the first keys entries of order
+	pending bool
+	keys    int
+	used    []usage // the values of the first keys entries of order
 }
 
 func (t *tally) snapshot() tallySnapshot {
-	sn := tallySnapshot{rows: len(t.rows), keys: len(t.order), used: make([]usage, len(t.order))}
+	sn := tallySnapshot{pending: t.pending, keys: len(t.order), used: make([]usage, len(t.order))}
 	for i, k := range t.order {
 		sn.used[i] = *t.used[k]
 	}
@@ -459,8 +500,7 @@ func (t *tally) snapshot() tallySnapshot {
 // restore undoes the adds since sn. Usage read since stays (it is what
 // the database holds).
 func (t *tally) restore(sn tallySnapshot) {
-	clear(t.rows[sn.rows:])
-	t.rows = t.rows[:sn.rows]
+	t.pending = sn.pending
 	for i, k := range t.order {
 		u := t.used[k]
 		if i < sn.keys {
@@ -475,8 +515,7 @@ func (t *tally) restore(sn tallySnapshot) {
 type multiRowKind int
 
 const (
-	insertReservationsKind multiRowKind = iota
-	insertIntentsKind
+	insertIntentsKind multiRowKind = iota
 	settleGroupKind
 )
 
@@ -493,8 +532,6 @@ func (w *wtx) multiRow(kind multiRowKind, n int) string {
 	q, ok := w.queries[k]
 	if !ok {
 		switch kind {
-		case insertReservationsKind:
-			q = insertReservations(n)
 		case insertIntentsKind:
 			q = insertIntentsQuery(n)
 		default:

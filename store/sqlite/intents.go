@@ -43,19 +43,23 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 	return nil, nil
 }
 
-// release returns the budget held by callID's reservations. A usage row
-// pruned since (its window ended) or reset by an operator has nothing to
-// give back: a reset marks the reservations released, and a pruned row is
-// simply not matched.
+// release returns the budget held by callID's reservations (in its row's
+// reservations, see schema version 5) to the usage rows of their
+// generation. A usage row pruned since (its window ended) or reset by an
+// operator (the row made since has a later generation) is not matched:
+// there is nothing to give back. It runs with the status change that
+// releases (started to failed, uncertain to not_executed), which happens
+// once per intent, so nothing is ever given back twice.
 func release(w *wtx, callID string) error {
-	if _, err := w.exec(`UPDATE budget_usage SET used = used - (
-			SELECT SUM(r.amount) FROM reservations r
-			WHERE r.call_id = ?1 AND r.released = 0 AND r.scope = budget_usage.scope AND r.key = budget_usage.key
-			AND r.per = budget_usage.per AND r.window_start = budget_usage.window_start)
-		WHERE (scope, key, per, window_start) IN (SELECT scope, key, per, window_start FROM reservations WHERE call_id = ?1 AND released = 0)`, callID); err != nil {
-		return fmt.Errorf("sqlite store: release budget of %s: %w", callID, err)
-	}
-	if _, err := w.exec(`UPDATE reservations SET released = 1 WHERE call_id = ? AND released = 0`, callID); err != nil {
+	if _, err := w.exec(`WITH held AS (
+			SELECT json_extract(j.value, '$[0]') AS scope, json_extract(j.value, '$[1]') AS key,
+				json_extract(j.value, '$[3]') AS amount, json_extract(j.value, '$[4]') AS per,
+				json_extract(j.value, '$[5]') AS window_start, json_extract(j.value, '$[6]') AS gen
+			FROM intents, json_each(intents.reservations) AS j WHERE intents.call_id = ?1)
+		UPDATE budget_usage SET used = used - (SELECT SUM(h.amount) FROM held h
+			WHERE h.scope = budget_usage.scope AND h.key = budget_usage.key AND h.per = budget_usage.per
+			AND h.window_start = budget_usage.window_start AND h.gen = budget_usage.gen)
+		WHERE (scope, key, per, window_start, gen) IN (SELECT scope, key, per, window_start, gen FROM held)`, callID); err != nil {
 		return fmt.Errorf("sqlite store: release budget of %s: %w", callID, err)
 	}
 	return nil

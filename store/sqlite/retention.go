@@ -37,18 +37,21 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 		more := false
 		err := s.write(ctx, func(w *wtx) error {
 			r, more = store.PruneResult{}, false
-			rows, err := w.query(`SELECT seq, call_id, status, settled_at, created_at FROM intents
+			rows, err := w.query(`SELECT seq, call_id, status, settled_at, created_at,
+				coalesce(json_array_length(reservations), 0) FROM intents
 				WHERE seq > ? ORDER BY seq LIMIT ?`, after, pruneChunk)
 			if err != nil {
 				return err
 			}
 			var ids []string
+			var held []int64 // the reservations of each of ids, pruned with it
 			last, n, old := after, 0, false
 			for rows.Next() {
 				var seq int64
 				var id, status string
 				var settled, created sql.NullInt64
-				if err := rows.Scan(&seq, &id, &status, &settled, &created); err != nil {
+				var reservations int64
+				if err := rows.Scan(&seq, &id, &status, &settled, &created, &reservations); err != nil {
 					rows.Close()
 					return err
 				}
@@ -58,25 +61,22 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 				}
 				if store.Status(status).Terminal() && settled.Valid && settled.Int64 < cut {
 					ids = append(ids, id)
+					held = append(held, reservations)
 				}
 			}
 			if err := rows.Close(); err != nil {
 				return err
 			}
-			for _, id := range ids {
-				k, err := w.affected(`DELETE FROM reservations WHERE call_id = ?`, id)
-				if err != nil {
-					return err
-				}
-				r.Reservations += k
+			for i, id := range ids {
 				// The status condition again: nothing settled it since the
 				// SELECT (same transaction), but the rule is stated where
-				// the row goes.
-				k, err = w.affected(`DELETE FROM intents WHERE call_id = ? AND status IN `+terminalStatuses, id)
+				// the row goes. Its reservations are in the row.
+				k, err := w.affected(`DELETE FROM intents WHERE call_id = ? AND status IN `+terminalStatuses, id)
 				if err != nil {
 					return err
 				}
 				r.Intents += k
+				r.Reservations += k * held[i]
 			}
 			after = last
 			more = n == pruneChunk && old
@@ -171,9 +171,10 @@ func ensureIncrementalVacuum(ctx context.Context, c *sql.Conn, s *Store) error {
 	return nil
 }
 
-// ResetBudget removes (scope, key)'s usage in every window; its
-// reservations are marked released so that a later release of one gives
-// nothing back.
+// ResetBudget removes (scope, key)'s usage in every window and moves the
+// budget generation on: a usage row made after it has a later generation
+// than the reservations taken before it, so that a later release of one of
+// those gives nothing back (see schema version 5).
 func (s *Store) ResetBudget(ctx context.Context, scope, key string) ([]store.Usage, error) {
 	var out []store.Usage
 	err := s.write(ctx, func(w *wtx) error {
@@ -196,7 +197,7 @@ func (s *Store) ResetBudget(ctx context.Context, scope, key string) ([]store.Usa
 		if err := rows.Close(); err != nil {
 			return err
 		}
-		if _, err := w.exec(`UPDATE reservations SET released = 1 WHERE scope = ? AND key = ? AND released = 0`, scope, key); err != nil {
+		if _, err := w.exec(`UPDATE budget_generation SET n = n + 1`); err != nil {
 			return err
 		}
 		_, err = w.exec(`DELETE FROM budget_usage WHERE scope = ? AND key = ?`, scope, key)

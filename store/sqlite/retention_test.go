@@ -76,6 +76,109 @@ func TestUpgradeFromSchema2(t *testing.T) {
 	}
 }
 
+// oldDatabase makes dir's database at schema version v, as the release
+// with that schema did, holding what the statements qs write.
+func oldDatabase(t *testing.T, dir string, v int, qs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(dir, DBFile)+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	saved := migrations
+	migrations = saved[:v]
+	err = migrate(ctx, c, slog.New(slog.DiscardHandler))
+	migrations = saved
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// A database of schema 4 (reservations in a table of their own) opens with
+// the reservations moved into their intents' rows: a reservation still held
+// is given back by its release, one an operator's reset released before the
+// upgrade gives nothing back, and Prune counts the reservations of the
+// intents it deletes.
+func TestUpgradeFromSchema4(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	oldDatabase(t, dir, 4,
+		`INSERT INTO incarnations (id, pid, state, started_at) VALUES ('old', 1, 'closed', 1)`,
+		// held: 2 and 3 of alice's budget (two reservations of c1, one of
+		// them in an hourly window), 4 of c2's; c3's reservation was reset
+		// by an operator; c4 failed, its reservation released.
+		`INSERT INTO intents (call_id, caller, tool, definition_hash, args_digest, incarnation, status, created_at, settled_at) VALUES
+			('c1', 'alice', 'note', 'h', 'd', 'old', 'uncertain', 1, 2),
+			('c2', 'alice', 'note', 'h', 'd', 'old', 'uncertain', 1, 2),
+			('c3', 'alice', 'note', 'h', 'd', 'old', 'uncertain', 1, 2),
+			('c4', 'alice', 'note', 'h', 'd', 'old', 'failed', 1, 2)`,
+		`INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start, released) VALUES
+			('c1', 'caller', 'alice', 100, 2, 0, 0, 0), ('c1', 'tool', 'note', 50, 3, 3600, 7200, 0),
+			('c2', 'caller', 'alice', 100, 4, 0, 0, 0),
+			('c3', 'caller', 'alice', 100, 5, 0, 0, 1),
+			('c4', 'caller', 'alice', 100, 6, 0, 0, 1)`,
+		`INSERT INTO budget_usage (scope, key, per, window_start, quota, used) VALUES
+			('caller', 'alice', 0, 0, 100, 6), ('tool', 'note', 3600, 7200, 50, 3)`,
+	)
+	s := openDir(t, dir)
+	usage := func() string {
+		t.Helper()
+		us, err := s.BudgetUsage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, u := range us {
+			out = append(out, fmt.Sprintf("%s/%s=%d", u.Scope, u.Key, u.Used))
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := usage(), "caller/alice=6 tool/note=3"; got != want {
+		t.Fatalf("usage after the upgrade = %s, want %s", got, want)
+	}
+	var tables int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE name = 'reservations'`).Scan(&tables); err != nil || tables != 0 {
+		t.Errorf("the reservations table is still there (%d, %v)", tables, err)
+	}
+	at := time.Unix(10, 0)
+	if err := s.ResolveIntent(ctx, "c1", false, "op", at); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := usage(), "caller/alice=4 tool/note=0"; got != want {
+		t.Errorf("usage after c1 was found not executed = %s, want %s (both its reservations given back)", got, want)
+	}
+	if err := s.ResolveIntent(ctx, "c3", false, "op", at); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := usage(), "caller/alice=4 tool/note=0"; got != want {
+		t.Errorf("usage after c3 (reset before the upgrade) was found not executed = %s, want %s (nothing given back)", got, want)
+	}
+	if err := s.ResolveIntent(ctx, "c2", false, "op", at); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := usage(), "caller/alice=0 tool/note=0"; got != want {
+		t.Errorf("usage after c2 was found not executed = %s, want %s", got, want)
+	}
+	r, err := s.Prune(ctx, time.Unix(100, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Intents != 4 || r.Reservations != 5 {
+		t.Errorf("Prune = %+v, want 4 intents and their 5 reservations", r)
+	}
+}
+
 // Pruning a large journal gives its pages back: the database shrinks to
 // about what it held before the calls, and no free page is left behind.
 func TestPruneReclaimsSpace(t *testing.T) {

@@ -11,10 +11,11 @@ import (
 // a released migration is never edited.
 //
 // Times are integer unix nanoseconds (UTC), NULL for the zero time. The
-// budget_usage table holds, per (scope, key), the sum of the amounts of the
-// reservations not released; it is maintained in the same transaction as the
-// reservations, so a check reads one row instead of summing a history that
-// grows with the journal.
+// budget_usage table holds, per (scope, key, window), the sum of the amounts
+// of the reservations not released; it is maintained in the same transaction
+// as the reservations (since version 5 kept in their intents' rows), so a
+// check reads one row instead of summing a history that grows with the
+// journal.
 var migrations = []string{
 	`
 CREATE TABLE incarnations (
@@ -132,6 +133,34 @@ ALTER TABLE budget_usage_new RENAME TO budget_usage;
 CREATE INDEX budget_usage_end ON budget_usage (window_start + per) WHERE per > 0;
 -- The reservations still counted, by (scope, key), for an operator's reset.
 CREATE INDEX reservations_held ON reservations (scope, key) WHERE released = 0;
+`,
+	// 5: reservations kept in their intent's row instead of a table of
+	// their own (a row, two index entries and a foreign-key lookup each, on
+	// every call): intents.reservations is a JSON array with one element
+	// per reservation, [scope, key, quota, amount, per, window_start, gen],
+	// NULL for none. An operator's reset no longer marks reservation rows
+	// released: it deletes the usage rows and moves budget_generation on,
+	// and a usage row made later carries the new generation in gen; a
+	// release gives back only what matches its usage row's gen. A release
+	// itself happens once per intent, with the status change that implies
+	// it (started to failed, uncertain to not_executed), so it needs no
+	// flag either. The reservations released before the upgrade (by a
+	// release or a reset) are carried over with gen -1, matching no usage
+	// row; the others with gen 0, the generation of every usage row.
+	`
+ALTER TABLE intents ADD COLUMN reservations TEXT;
+ALTER TABLE budget_usage ADD COLUMN gen INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE budget_generation (
+	id INTEGER PRIMARY KEY CHECK (id = 1),
+	n  INTEGER NOT NULL
+);
+INSERT INTO budget_generation (id, n) VALUES (1, 0);
+UPDATE intents SET reservations = (
+	SELECT json_group_array(json_array(r.scope, r.key, r.quota, r.amount, r.per, r.window_start,
+		CASE WHEN r.released = 0 THEN 0 ELSE -1 END))
+	FROM reservations r WHERE r.call_id = intents.call_id)
+WHERE call_id IN (SELECT call_id FROM reservations);
+DROP TABLE reservations;
 `,
 }
 
