@@ -494,6 +494,10 @@ func TestApprovalConsumedOnceUnderConcurrency(t *testing.T) {
 		if ok != 1 || danger.Count() != 1 || len(f.intents()) != 1 {
 			t.Errorf("%d calls succeeded, %d invocations, %d intents; want exactly 1 each", ok, danger.Count(), len(f.intents()))
 		}
+		// The losers share one new request: operators see one, not fifteen.
+		if n := len(f.approvals()); n != 2 {
+			t.Errorf("%d approval requests, want 2 (the used one and one new one)", n)
+		}
 	})
 }
 
