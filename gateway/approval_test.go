@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
+	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
@@ -485,14 +487,199 @@ func TestApprovalConsumedOnceUnderConcurrency(t *testing.T) {
 				continue
 			}
 			var ge *gateway.Error
-			if !errors.As(err, &ge) || (ge.Class != gateway.ClassForbidden && ge.Class != gateway.ClassApprovalRequired) {
-				t.Errorf("a losing call failed with %v, want forbidden or approval_required", err)
+			if !errors.As(err, &ge) || ge.Class != gateway.ClassApprovalRequired {
+				t.Errorf("a losing call failed with %v, want approval_required", err)
 			}
 		}
 		if ok != 1 || danger.Count() != 1 || len(f.intents()) != 1 {
 			t.Errorf("%d calls succeeded, %d invocations, %d intents; want exactly 1 each", ok, danger.Count(), len(f.intents()))
 		}
+		// The losers share one new request: operators see one, not fifteen.
+		if n := len(f.approvals()); n != 2 {
+			t.Errorf("%d approval requests, want 2 (the used one and one new one)", n)
+		}
 	})
+}
+
+// Two identical calls find the same approved request; the one that loses
+// the race to commit is not refused (forbidden reads like a denial): it
+// gets its own new request, which, once approved, lets it run once.
+func TestApprovalLoserOfCommitRaceGetsItsOwnRequest(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		t.Run("answers approval_required", func(t *testing.T) {
+			f := newFixture(t, mk, config{})
+			r := newCommitRace(t, f)
+			loser := r.run(gateway.CallRequest{}, nil)
+			ge := gwErr(t, loser, gateway.ClassApprovalRequired)
+			again, _ := ge.Details["approval_id"].(string)
+			if again == "" || again == r.id {
+				t.Fatalf("the losing call's request is %q, want a new one, not %s", again, r.id)
+			}
+			if a := f.approval(again); a.Status != store.ApprovalPending || a.ConsumedBy != "" {
+				t.Errorf("the new request is %+v, want pending and unused", a)
+			}
+			if err := f.decide(again, true, "bob"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.call("alice", "danger", r.args); err != nil {
+				t.Fatalf("the call with its own approval: %v", err)
+			}
+			if r.danger.Count() != 2 || len(f.intents()) != 2 {
+				t.Errorf("%d runs, %d intents; want 2 each", r.danger.Count(), len(f.intents()))
+			}
+			// Both approvals are used up: the same call again needs a third.
+			if third := pendingID(t, f, "alice", "danger", r.args); third == r.id || third == again {
+				t.Errorf("a further call reused request %s", third)
+			}
+		})
+		t.Run("waits on its own request", func(t *testing.T) {
+			// The wait is far longer than the test: a losing call that
+			// runs was released by the decision on its new request.
+			f := newFixture(t, mk, config{Approvals: approval.Options{PollInterval: 20 * time.Millisecond}})
+			r := newCommitRace(t, f)
+			wait := time.Hour
+			loser := r.run(gateway.CallRequest{ApprovalWait: &wait}, func() error {
+				as, err := f.raw.ListApprovals(context.Background(), store.ApprovalFilter{Status: store.ApprovalPending}, time.Now())
+				if err != nil {
+					return err
+				}
+				if len(as) != 1 || as[0].ID == r.id {
+					return fmt.Errorf("the losing call waits with pending requests %+v, want one new one", as)
+				}
+				return f.decide(as[0].ID, true, "bob")
+			})
+			if loser != nil {
+				t.Fatalf("the losing call did not run once its own request was approved: %v", loser)
+			}
+			if r.danger.Count() != 2 || len(f.intents()) != 2 {
+				t.Errorf("%d runs, %d intents; want 2 each", r.danger.Count(), len(f.intents()))
+			}
+			if n := len(f.approvals()); n != 2 {
+				t.Errorf("%d approval requests, want 2", n)
+			}
+		})
+	})
+}
+
+// An approval that expires between the approval step and the commit was
+// used by no one: the call keeps the forbidden answer ("call again") and
+// opens no new request.
+func TestApprovalExpiredAtCommitStaysForbidden(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		clock := newFakeClock()
+		f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute}})
+		danger := f.tool("danger", nil)
+		args := `{"text":"x"}`
+		id := pendingID(t, f, "alice", "danger", args)
+		if err := f.decide(id, true, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		// The call finds the approved request (FindApproval takes the time
+		// before this hook runs), then the clock passes its expiry before
+		// the call's intent is stamped.
+		found := f.st.Count("FindApproval") + 1
+		f.st.before = func(method string, n int) {
+			if method == "FindApproval" && n == found {
+				clock.Advance(11 * time.Minute)
+			}
+		}
+		_, err := f.call("alice", "danger", args)
+		f.st.before = nil
+		ge := gwErr(t, err, gateway.ClassForbidden)
+		if ge.Step != "commit" || ge.Details["approval_id"] != id {
+			t.Errorf("%+v, want the commit step refusing %s", ge, id)
+		}
+		if n := len(f.approvals()); n != 1 || danger.Count() != 0 {
+			t.Errorf("%d approval requests, %d runs; want 1 and 0", n, danger.Count())
+		}
+	})
+}
+
+// commitRace is two identical calls that both find one approved request,
+// arranged so that one of them loses the race to use it: the first call to
+// reach the commit waits there until the second has reached it too (so
+// both hold the approved request), and the second commits only once the
+// first has committed and run.
+type commitRace struct {
+	f      *fixture
+	danger *recBackend
+	args   string
+	id     string // the approved request both calls find
+	ran    chan struct{}
+}
+
+func newCommitRace(t *testing.T, f *fixture) *commitRace {
+	t.Helper()
+	r := &commitRace{f: f, args: `{"text":"x"}`, ran: make(chan struct{})}
+	var once sync.Once
+	r.danger = f.tool("danger", func(context.Context, *backend.Call) (*backend.Result, error) {
+		once.Do(func() { close(r.ran) })
+		return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
+	})
+	r.id = pendingID(t, f, "alice", "danger", r.args)
+	if err := f.decide(r.id, true, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// run makes the two calls (req with caller, tool and arguments filled in)
+// and returns the losing call's error. When the loser opens a new request
+// and reads it in its wait, whileWaiting runs (once) and its error fails
+// the test. run asserts that exactly one call won and ran.
+func (r *commitRace) run(req gateway.CallRequest, whileWaiting func() error) error {
+	t, f := r.f.t, r.f
+	req.Caller, req.Tool, req.Arguments = "alice", "danger", json.RawMessage(r.args)
+	secondAtCommit, waiting := make(chan struct{}), make(chan struct{})
+	var created atomic.Bool
+	var waitOnce sync.Once
+	f.st.before = func(method string, n int) {
+		switch {
+		case method == "CommitIntent" && n == 1:
+			<-secondAtCommit
+		case method == "CommitIntent" && n == 2:
+			close(secondAtCommit)
+			<-r.ran
+		case method == "CreateApproval":
+			created.Store(true)
+		case method == "GetApproval" && created.Load():
+			waitOnce.Do(func() { close(waiting) })
+		}
+	}
+	defer func() { f.st.before = nil }()
+	decided := make(chan error, 1)
+	if whileWaiting != nil {
+		go func() { <-waiting; decided <- whileWaiting() }()
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = f.do(req) })
+	}
+	wg.Wait()
+	if whileWaiting != nil {
+		select {
+		case <-waiting: // whileWaiting runs, or ran, to its end
+			if err := <-decided; err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Errorf("the losing call never waited on a new request (errors: %v)", errs)
+		}
+	}
+	var loser error
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+		} else {
+			loser = err
+		}
+	}
+	if whileWaiting == nil && (won != 1 || r.danger.Count() != 1) {
+		t.Fatalf("%d calls succeeded, %d runs; want 1 each (errors: %v)", won, r.danger.Count(), errs)
+	}
+	return loser
 }
 
 // waitingSignal returns a channel closed when a call of f first re-reads its

@@ -560,37 +560,49 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		}
 	}
 
-	// 4. Approval.
-	approvalID := ""
-	if d.RequireApproval || t.Safety.RequiresApproval {
-		if approvalID, err = c.approve(ctx); err != nil {
-			return nil, err
+	// 4 to 6. Approval, then the budget reservation and the durable intent
+	// in one transaction. An approval is consumed by one call only: an
+	// identical call that found the same approved request and lost the race
+	// to commit goes through the approval step once more, so it gets its
+	// own request (approval_required, or a wait) rather than a forbidden
+	// that reads like a denial.
+	needsApproval := d.RequireApproval || t.Safety.RequiresApproval
+	var (
+		req      *store.CommitRequest
+		existing *store.Intent
+	)
+	for retried := false; ; retried = true {
+		approvalID := ""
+		if needsApproval {
+			if approvalID, err = c.approve(ctx); err != nil {
+				return nil, err
+			}
+		} else {
+			c.audit("approve", "not_required")
 		}
-	} else {
-		c.audit("approve", "not_required")
-	}
 
-	// An approval is consumed only by a call whose client is still there:
-	// a call whose client went away leaves it for the retry.
-	if approvalID != "" && ctx.Err() != nil {
-		c.audit("approve", "withdrawn", "approval_id", approvalID)
-		return nil, newError(ClassCancelled, "approve",
-			"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
-	}
+		// An approval is consumed only by a call whose client is still there:
+		// a call whose client went away leaves it for the retry.
+		if approvalID != "" && ctx.Err() != nil {
+			c.audit("approve", "withdrawn", "approval_id", approvalID)
+			return nil, newError(ClassCancelled, "approve",
+				"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
+		}
 
-	// 5 and 6. Budget reservation and the durable intent, in one transaction.
-	now := g.now()
-	req := &store.CommitRequest{
-		Intent: store.Intent{
-			CallID: c.id, Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name,
-			DefinitionHash: t.defHash, Arguments: c.req.Arguments, ArgsDigest: digest,
-			IdempotencyKey: c.req.IdempotencyKey, CreatedAt: now,
-		},
-		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
-		ApprovalID:   approvalID,
-	}
-	existing, err := g.store.CommitIntent(ctx, req)
-	if err != nil {
+		now := g.now()
+		req = &store.CommitRequest{
+			Intent: store.Intent{
+				CallID: c.id, Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name,
+				DefinitionHash: t.defHash, Arguments: c.req.Arguments, ArgsDigest: digest,
+				IdempotencyKey: c.req.IdempotencyKey, CreatedAt: now,
+			},
+			Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
+			ApprovalID:   approvalID,
+		}
+		existing, err = g.store.CommitIntent(ctx, req)
+		if err == nil {
+			break
+		}
 		var be *store.BudgetError
 		switch {
 		case errors.As(err, &be):
@@ -599,6 +611,10 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		case errors.Is(err, store.ErrDuplicateKey) && existing != nil:
 			return c.replay(existing)
 		case errors.Is(err, store.ErrApprovalUnavailable):
+			if by := c.consumedByAnother(ctx, approvalID); by != "" && !retried {
+				c.audit("commit", "approval_used_by_another", "approval_id", approvalID, "consumed_by", by)
+				continue
+			}
 			c.audit("commit", "approval_unavailable")
 			return nil, newError(ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
 		}
@@ -610,13 +626,27 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	g.noteStoreWrite(nil)
 	c.committed = true
 	c.audit("commit", "ok", "reservations", len(req.Reservations))
-	if approvalID != "" {
+	if req.ApprovalID != "" {
 		g.events.publish(ApprovalEvent{Kind: "consumed", Approval: store.Approval{
-			ID: approvalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
+			ID: req.ApprovalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
 	}
 
 	// 7. Invocation, then settlement.
 	return c.invoke(ctx)
+}
+
+// consumedByAnother returns the id of the call that used approval id, when
+// the store shows another call consumed it, and "" otherwise: not used
+// (expired, or the store cannot say), or no approval at all.
+func (c *call) consumedByAnother(ctx context.Context, id string) string {
+	if id == "" {
+		return ""
+	}
+	a, err := c.g.store.GetApproval(ctx, id)
+	if err != nil || a.ConsumedBy == c.id {
+		return ""
+	}
+	return a.ConsumedBy
 }
 
 // checkPin refuses a pinned tool whose registered definition is not the

@@ -80,12 +80,21 @@ func (c *call) approve(ctx context.Context) (string, error) {
 		a.ID, strings.Join(hints, "; or "), a.ExpiresAt.UTC().Format(time.RFC3339)), details)
 }
 
-// createApproval opens a new request, unless the caller already has
+// createApproval opens a new request, unless an identical call opened one
+// meanwhile (that one is returned) or the caller already has
 // Options.Approvals.MaxPending pending ones: then nothing is created.
 func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*store.Approval, error) {
 	g, t := c.g, c.tool
 	g.pendingMu.Lock()
 	defer g.pendingMu.Unlock()
+	// An identical call may have opened the request while this one waited
+	// for the lock (identical calls that lost the race for one approval
+	// arrive here together): use it, so operators see one request, not many.
+	if a, err := g.store.FindApproval(ctx, key, g.now()); err == nil {
+		return a, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, c.storeFailure(ctx, "approve", err)
+	}
 	pending, err := g.store.ListApprovals(ctx, store.ApprovalFilter{Caller: c.req.Caller, Status: store.ApprovalPending, Limit: g.approval.MaxPending}, g.now())
 	if err != nil {
 		return nil, c.storeFailure(ctx, "approve", err)
