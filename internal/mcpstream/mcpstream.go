@@ -285,17 +285,7 @@ func (c *conn) readDirect(ctx context.Context) (jsonrpc.Message, error) {
 func (c *conn) nextLine() incoming {
 	for c.directErr == nil {
 		line, tooLong, rerr := readLine(c.direct, c.max)
-		var in incoming
-		switch {
-		case tooLong:
-			in.err = fmt.Errorf("%w: a line over %d bytes", ErrTooLarge, c.max)
-		case len(bytes.TrimSpace(line)) > 0:
-			in.msgs, in.batch, in.err = Decode(line, c.max)
-		}
-		if in.err != nil && c.opts.OnMalformed != nil {
-			c.answerMalformed(line, in.err)
-			in = incoming{}
-		}
+		in := c.decodeLine(line, tooLong)
 		if rerr != nil {
 			select {
 			case <-c.closed:
@@ -434,6 +424,24 @@ func (c *conn) Close() error {
 	return c.closeErr
 }
 
+// decodeLine returns the messages of one line read, or why it cannot be
+// read; nothing for a blank line and for a malformed one that OnMalformed
+// had answered.
+func (c *conn) decodeLine(line []byte, tooLong bool) incoming {
+	var in incoming
+	switch {
+	case tooLong:
+		in.err = fmt.Errorf("%w: a line over %d bytes", ErrTooLarge, c.max)
+	case len(bytes.TrimSpace(line)) > 0:
+		in.msgs, in.batch, in.err = Decode(line, c.max)
+	}
+	if in.err != nil && c.opts.OnMalformed != nil {
+		c.answerMalformed(line, in.err)
+		return incoming{}
+	}
+	return in
+}
+
 // readLoop reads lines until the stream ends or the connection closes. It
 // runs in its own goroutine so that Close can end a Read blocked on a
 // stream that Close does not interrupt.
@@ -441,24 +449,9 @@ func (c *conn) readLoop() {
 	br := bufio.NewReaderSize(c.r, readBuffer)
 	for {
 		line, tooLong, rerr := readLine(br, c.max)
-		var in incoming
-		switch {
-		case tooLong:
-			in.err = fmt.Errorf("%w: a line over %d bytes", ErrTooLarge, c.max)
-		case len(bytes.TrimSpace(line)) > 0:
-			in.msgs, in.batch, in.err = Decode(line, c.max)
-		default:
-			in.err = nil // a blank line, or none before the stream ended
-			if rerr == nil {
-				continue
-			}
-		}
-		if in.err != nil && c.opts.OnMalformed != nil {
-			c.answerMalformed(line, in.err)
-			in = incoming{}
-			if rerr == nil {
-				continue
-			}
+		in := c.decodeLine(line, tooLong)
+		if in.err == nil && in.msgs == nil && rerr == nil {
+			continue // a blank line, or a malformed one answered
 		}
 		if errors.Is(rerr, io.EOF) {
 			rerr = io.EOF // as the SDK's transports report a closed stream
