@@ -53,7 +53,9 @@ func (u *Upstream) listTools(ctx context.Context, l *link) ([]rawTool, error) {
 			return nil, fmt.Errorf("tools/list: more than %d pages", maxPages)
 		}
 		e := &exchange{method: "tools/list"}
+		nudge := l.nudgeWhileWaiting() // a stalled Go server: see nudge.go
 		_, err := l.sess.ListTools(withExchange(ctx, e), &sdk.ListToolsParams{Cursor: cursor})
+		nudge.stop()
 		l.wire.forget(e)
 		_, done, raw, rpcErr := e.state()
 		switch {

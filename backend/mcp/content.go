@@ -34,6 +34,7 @@ func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
+	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
 	if ir := l.sess.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Resources == nil {
 		return nil, nil
 	}
@@ -57,6 +58,7 @@ func (u *Upstream) ResourceTemplates(ctx context.Context) ([]*sdk.ResourceTempla
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
+	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
 	if ir := l.sess.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Resources == nil {
 		return nil, nil
 	}
@@ -91,6 +93,7 @@ func (u *Upstream) Prompts(ctx context.Context) ([]*sdk.Prompt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
+	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
 	if ir := l.sess.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Prompts == nil {
 		return nil, nil
 	}
@@ -314,6 +317,7 @@ func (c *Content) ReadResource(ctx context.Context, uri string) (*sdk.ReadResour
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
+	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
 	return l.sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
 }
 
@@ -329,6 +333,7 @@ func (c *Content) GetPrompt(ctx context.Context, name string, args map[string]st
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
+	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
 	return l.sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: args})
 }
 
@@ -370,6 +375,7 @@ func (c *Content) Complete(ctx context.Context, p *sdk.CompleteParams) (*sdk.Com
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
+	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
 	return l.sess.Complete(ctx, &sdk.CompleteParams{Ref: p.Ref, Argument: p.Argument, Context: p.Context})
 }
 

@@ -53,3 +53,43 @@ func TestStalledServerIsNudged(t *testing.T) {
 		t.Errorf("the server ran the tool %d times, want 3 (never again for a nudge)", n)
 	}
 }
+
+// TestStalledServerIsNudgedForPrompts: the same stall on a request that is
+// not a tools/call (prompts/get) is ended by the nudge too.
+func TestStalledServerIsNudgedForPrompts(t *testing.T) {
+	t.Setenv("MCPTEST_STALL", "1")
+	g := gateway.New(&gateway.Options{Store: memstore.New()})
+	srv, logFile := testServerSpec(t, "go")
+	srv.Env = append(srv.Env, "MCPTEST_STALL")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	u, err := Connect(ctx, srv, &Options{Registry: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	c, err := NewContent(ctx, []*Upstream{u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := 4 * nudgeAfter
+	for i := range 2 {
+		start := time.Now()
+		pctx, pcancel := context.WithTimeout(ctx, deadline)
+		res, err := c.GetPrompt(pctx, "stall", nil)
+		pcancel()
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("prompt %d after %v: %v", i, took, err)
+		}
+		if res.Description != "unstalled" {
+			t.Fatalf("prompt %d answered %+v", i, res)
+		}
+		if took < nudgeAfter/2 {
+			t.Errorf("prompt %d took %v: want about %v (the nudge)", i, took, nudgeAfter)
+		}
+	}
+	if n := countPrefix(serverLog(t, logFile), "prompt stall"); n != 2 {
+		t.Errorf("the server got the prompt %d times, want 2", n)
+	}
+}

@@ -24,7 +24,7 @@
 // its argument uri to the subscribed), and with MCPTEST_STALL stall (answers
 // only once stdin has been read again after the call arrived: a Go 1.26
 // server whose stop-the-world waits for its blocked stdin read, see
-// backend/mcp/nudge.go).
+// backend/mcp/nudge.go), and the prompt stall, which waits the same way.
 package main
 
 import (
@@ -238,6 +238,20 @@ func main() {
 					}
 				}
 				return &mcp.CallToolResult{Content: text("unstalled")}, nil
+			})
+		// The same for a prompt: what is not a tools/call waits as well.
+		s.AddPrompt(&mcp.Prompt{Name: "stall", Description: "Answers once stdin is read again."},
+			func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				logLine("prompt stall")
+				seen := stdinReads.Load()
+				for stdinReads.Load() == seen {
+					select {
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+				return &mcp.GetPromptResult{Description: "unstalled"}, nil
 			})
 		transport = &mcp.IOTransport{Reader: countingReader{os.Stdin}, Writer: nopCloser{os.Stdout}}
 	}
