@@ -24,7 +24,11 @@ func TestPolledStdinPipe(t *testing.T) {
 	if err := r.SetReadDeadline(time.Now()); !errors.Is(err, os.ErrNoDeadline) {
 		t.Fatalf("the test's pipe should start blocking (no deadlines), SetReadDeadline: %v", err)
 	}
+	defer r.Close()
 	p := polledStdin(r)
+	if p == r {
+		t.Fatal("a blocking pipe was returned as it is")
+	}
 	defer p.Close()
 	if err := p.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
 		t.Fatalf("polledStdin's file does not take a read deadline: %v", err)
@@ -51,5 +55,43 @@ func TestPolledStdinRegularFile(t *testing.T) {
 	defer f.Close()
 	if got := polledStdin(f); got != f {
 		t.Fatal("a regular file was replaced")
+	}
+}
+
+// The polled file owns a descriptor of its own: closing it leaves the
+// original open (one descriptor number closed twice would close whatever
+// reused it: a test's temporary folder, a listener).
+func TestPolledStdinClosesItsOwnDescriptor(t *testing.T) {
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		t.Fatal(err)
+	}
+	r := os.NewFile(uintptr(fds[0]), "stdin")
+	w := os.NewFile(uintptr(fds[1]), "client")
+	defer w.Close()
+	defer r.Close()
+	p := polledStdin(r)
+	if p.Fd() == r.Fd() {
+		t.Fatalf("the polled file reads descriptor %d, the original's", p.Fd())
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fds[0], &st); err != nil {
+		t.Fatalf("the original descriptor was closed with the polled file: %v", err)
+	}
+}
+
+// A file the runtime polls already (os.Pipe's) is returned as it is.
+func TestPolledStdinPolledAlready(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if got := polledStdin(r); got != r {
+		t.Fatal("a polled pipe was replaced")
 	}
 }

@@ -49,6 +49,7 @@ type Receiver struct {
 	headers  []http.Header
 	changed  chan struct{}
 	requests int
+	arrived  int // requests of any kind, rejected ones included
 }
 
 // Start starts a receiver, closed when the test ends.
@@ -64,6 +65,9 @@ func Start(t testing.TB) *Receiver {
 func (r *Receiver) Close() { r.srv.Close() }
 
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	r.arrived++
+	r.mu.Unlock()
 	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" {
 		http.Error(w, "not an OTLP traces export", http.StatusNotFound)
 		return
@@ -161,6 +165,7 @@ func (r *Receiver) WaitFor(t testing.TB, timeout time.Duration, ok func([]Span) 
 	for {
 		r.mu.Lock()
 		spans, changed := append([]Span(nil), r.spans...), r.changed
+		requests, arrived := r.requests, r.arrived
 		r.mu.Unlock()
 		if ok(spans) {
 			return spans
@@ -168,7 +173,8 @@ func (r *Receiver) WaitFor(t testing.TB, timeout time.Duration, ok func([]Span) 
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("otlptest: the spans expected were not received within %s; got %d: %+v", timeout, len(spans), spans)
+			t.Fatalf("otlptest: the spans expected were not received within %s (%d requests arrived, %d exports taken); got %d: %+v",
+				timeout, arrived, requests, len(spans), spans)
 			return nil
 		}
 	}
