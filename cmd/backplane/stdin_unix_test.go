@@ -14,17 +14,10 @@ import (
 // back as a file the runtime polls: read deadlines work on it (they do not
 // on a blocking file), and a read still gets the bytes written.
 func TestPolledStdinPipe(t *testing.T) {
-	var fds [2]int
-	if err := syscall.Pipe(fds[:]); err != nil {
-		t.Fatal(err)
-	}
-	r := os.NewFile(uintptr(fds[0]), "stdin")
-	w := os.NewFile(uintptr(fds[1]), "client")
-	defer w.Close()
+	r, w := blockingPipe(t)
 	if err := r.SetReadDeadline(time.Now()); !errors.Is(err, os.ErrNoDeadline) {
 		t.Fatalf("the test's pipe should start blocking (no deadlines), SetReadDeadline: %v", err)
 	}
-	defer r.Close()
 	p := polledStdin(r)
 	if p == r {
 		t.Fatal("a blocking pipe was returned as it is")
@@ -62,14 +55,7 @@ func TestPolledStdinRegularFile(t *testing.T) {
 // original open (one descriptor number closed twice would close whatever
 // reused it: a test's temporary folder, a listener).
 func TestPolledStdinClosesItsOwnDescriptor(t *testing.T) {
-	var fds [2]int
-	if err := syscall.Pipe(fds[:]); err != nil {
-		t.Fatal(err)
-	}
-	r := os.NewFile(uintptr(fds[0]), "stdin")
-	w := os.NewFile(uintptr(fds[1]), "client")
-	defer w.Close()
-	defer r.Close()
+	r, _ := blockingPipe(t)
 	p := polledStdin(r)
 	if p.Fd() == r.Fd() {
 		t.Fatalf("the polled file reads descriptor %d, the original's", p.Fd())
@@ -78,7 +64,7 @@ func TestPolledStdinClosesItsOwnDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st syscall.Stat_t
-	if err := syscall.Fstat(fds[0], &st); err != nil {
+	if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
 		t.Fatalf("the original descriptor was closed with the polled file: %v", err)
 	}
 }
@@ -94,4 +80,17 @@ func TestPolledStdinPolledAlready(t *testing.T) {
 	if got := polledStdin(r); got != r {
 		t.Fatal("a polled pipe was replaced")
 	}
+}
+
+// blockingPipe is a pipe whose ends the runtime does not poll, as a parent
+// process hands serve --stdio its stdin; both are closed when the test ends.
+func blockingPipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		t.Fatal(err)
+	}
+	r, w = os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "client")
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
 }

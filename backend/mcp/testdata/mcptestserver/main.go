@@ -227,15 +227,8 @@ func main() {
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				logLine("call stall")
-				// The read that brought this call has returned: wait for
-				// the next one.
-				seen := stdinReads.Load()
-				for stdinReads.Load() == seen {
-					select {
-					case <-ctx.Done():
-						return nil, ctx.Err()
-					case <-time.After(5 * time.Millisecond):
-					}
+				if err := awaitNextRead(ctx); err != nil {
+					return nil, err
 				}
 				return &mcp.CallToolResult{Content: text("unstalled")}, nil
 			})
@@ -243,13 +236,8 @@ func main() {
 		s.AddPrompt(&mcp.Prompt{Name: "stall", Description: "Answers once stdin is read again."},
 			func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 				logLine("prompt stall")
-				seen := stdinReads.Load()
-				for stdinReads.Load() == seen {
-					select {
-					case <-ctx.Done():
-						return nil, ctx.Err()
-					case <-time.After(5 * time.Millisecond):
-					}
+				if err := awaitNextRead(ctx); err != nil {
+					return nil, err
 				}
 				return &mcp.GetPromptResult{Description: "unstalled"}, nil
 			})
@@ -283,6 +271,20 @@ func waitForGate() {
 
 // stdinReads counts the reads of stdin that returned bytes (MCPTEST_STALL).
 var stdinReads atomic.Int64
+
+// awaitNextRead returns once stdin has been read again: the read that
+// brought the request has returned, so this waits for the next one.
+func awaitNextRead(ctx context.Context) error {
+	seen := stdinReads.Load()
+	for stdinReads.Load() == seen {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
 
 type countingReader struct{ r io.ReadCloser }
 
