@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"regexp"
 	"slices"
 	"strings"
@@ -30,47 +31,51 @@ var ErrAmbiguousContent = errors.New("mcp: the resource templates of several ser
 
 // Resources lists the server's resources now (none when it offers none).
 func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
-	l, err := u.current()
-	if err != nil {
-		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
+	l, err := u.offering(func(c *sdk.ServerCapabilities) bool { return c.Resources != nil })
+	if l == nil {
+		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	if ir := l.sess.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Resources == nil {
-		return nil, nil
-	}
-	var out []*sdk.Resource
-	for r, err := range l.sess.Resources(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("server %s: resources/list: %w", u.srv.Name, err)
-		}
-		if len(out) == maxContentItems {
-			return nil, fmt.Errorf("server %s: more than %d resources", u.srv.Name, maxContentItems)
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return listAll(u, l.sess.Resources(ctx, nil), "resources/list", "resources")
 }
 
 // ResourceTemplates lists the server's resource templates now (none when
 // it offers no resources).
 func (u *Upstream) ResourceTemplates(ctx context.Context) ([]*sdk.ResourceTemplate, error) {
+	l, err := u.offering(func(c *sdk.ServerCapabilities) bool { return c.Resources != nil })
+	if l == nil {
+		return nil, err
+	}
+	defer l.nudgeWhileWaiting().stop()
+	return listAll(u, l.sess.ResourceTemplates(ctx, nil), "resources/templates/list", "resource templates")
+}
+
+// offering returns the live connection when the server declared what
+// declared says at its initialize; nil and no error when it did not, nil
+// and the error when the server is down.
+func (u *Upstream) offering(declared func(*sdk.ServerCapabilities) bool) (*link, error) {
 	l, err := u.current()
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
-	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	if ir := l.sess.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Resources == nil {
+	if ir := l.sess.InitializeResult(); ir == nil || ir.Capabilities == nil || !declared(ir.Capabilities) {
 		return nil, nil
 	}
-	var out []*sdk.ResourceTemplate
-	for r, err := range l.sess.ResourceTemplates(ctx, nil) {
+	return l, nil
+}
+
+// listAll collects the items of a paged list (method), at most
+// maxContentItems of them (what names them in the error).
+func listAll[T any](u *Upstream, items iter.Seq2[T, error], method, what string) ([]T, error) {
+	var out []T
+	for it, err := range items {
 		if err != nil {
-			return nil, fmt.Errorf("server %s: resources/templates/list: %w", u.srv.Name, err)
+			return nil, fmt.Errorf("server %s: %s: %w", u.srv.Name, method, err)
 		}
 		if len(out) == maxContentItems {
-			return nil, fmt.Errorf("server %s: more than %d resource templates", u.srv.Name, maxContentItems)
+			return nil, fmt.Errorf("server %s: more than %d %s", u.srv.Name, maxContentItems, what)
 		}
-		out = append(out, r)
+		out = append(out, it)
 	}
 	return out, nil
 }
@@ -89,25 +94,12 @@ func (u *Upstream) capabilities() *sdk.ServerCapabilities {
 
 // Prompts lists the server's prompts now (none when it offers none).
 func (u *Upstream) Prompts(ctx context.Context) ([]*sdk.Prompt, error) {
-	l, err := u.current()
-	if err != nil {
-		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
+	l, err := u.offering(func(c *sdk.ServerCapabilities) bool { return c.Prompts != nil })
+	if l == nil {
+		return nil, err
 	}
-	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	if ir := l.sess.InitializeResult(); ir == nil || ir.Capabilities == nil || ir.Capabilities.Prompts == nil {
-		return nil, nil
-	}
-	var out []*sdk.Prompt
-	for p, err := range l.sess.Prompts(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("server %s: prompts/list: %w", u.srv.Name, err)
-		}
-		if len(out) == maxContentItems {
-			return nil, fmt.Errorf("server %s: more than %d prompts", u.srv.Name, maxContentItems)
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	defer l.nudgeWhileWaiting().stop()
+	return listAll(u, l.sess.Prompts(ctx, nil), "prompts/list", "prompts")
 }
 
 // Content is the resources, resource templates and prompts of several
