@@ -18,22 +18,13 @@ import (
 // runs out its deadline; with it the server is pinged after nudgeAfter and
 // the call is answered, once.
 func TestStalledServerIsNudged(t *testing.T) {
-	t.Setenv("MCPTEST_STALL", "1")
 	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"*"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := 4 * nudgeAfter
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules, Timeout: deadline})
-	srv, logFile := testServerSpec(t, "go")
-	srv.Env = append(srv.Env, "MCPTEST_STALL")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	u, err := Connect(ctx, srv, &Options{Registry: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
+	ctx, _, logFile := connectStalling(t, g)
 
 	for i := range 3 {
 		start := time.Now()
@@ -57,17 +48,7 @@ func TestStalledServerIsNudged(t *testing.T) {
 // TestStalledServerIsNudgedForPrompts: the same stall on a request that is
 // not a tools/call (prompts/get) is ended by the nudge too.
 func TestStalledServerIsNudgedForPrompts(t *testing.T) {
-	t.Setenv("MCPTEST_STALL", "1")
-	g := gateway.New(&gateway.Options{Store: memstore.New()})
-	srv, logFile := testServerSpec(t, "go")
-	srv.Env = append(srv.Env, "MCPTEST_STALL")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	u, err := Connect(ctx, srv, &Options{Registry: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
+	ctx, u, logFile := connectStalling(t, gateway.New(&gateway.Options{Store: memstore.New()}))
 	c, err := NewContent(ctx, []*Upstream{u})
 	if err != nil {
 		t.Fatal(err)
@@ -92,4 +73,22 @@ func TestStalledServerIsNudgedForPrompts(t *testing.T) {
 	if n := countPrefix(serverLog(t, logFile), "prompt stall"); n != 2 {
 		t.Errorf("the server got the prompt %d times, want 2", n)
 	}
+}
+
+// connectStalling connects the Go test server with its stalling tool and
+// prompt (MCPTEST_STALL), registering into g; it returns a context of a
+// minute, the upstream (closed when the test ends) and the server's log.
+func connectStalling(t *testing.T, g *gateway.Gateway) (context.Context, *Upstream, string) {
+	t.Helper()
+	t.Setenv("MCPTEST_STALL", "1")
+	srv, logFile := testServerSpec(t, "go")
+	srv.Env = append(srv.Env, "MCPTEST_STALL")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	u, err := Connect(ctx, srv, &Options{Registry: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	return ctx, u, logFile
 }
