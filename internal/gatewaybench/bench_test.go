@@ -85,40 +85,50 @@ func BenchmarkGateway(b *testing.B) {
 // reports calls/s.
 func runCallers(b *testing.B, g *gateway.Gateway, callers int) {
 	ctx := context.Background()
+	fanOut(b, callers, "calls/s", func(w int) func(i int64) error {
+		caller := "bench-" + strconv.Itoa(w%8)
+		buf := make([]byte, 0, 64)
+		return func(i int64) error {
+			buf = append(buf[:0], `{"text":"benchmark call","n":`...)
+			buf = strconv.AppendInt(buf, i, 10)
+			buf = append(buf, '}')
+			_, err := g.Call(ctx, gateway.CallRequest{Caller: caller, Tool: "noop", Arguments: json.RawMessage(buf)})
+			return err
+		}
+	})
+}
+
+// fanOut runs b.N operations, numbered from 1, from workers goroutines
+// (worker w's operation is newOp(w)), and reports them per second as unit.
+// The first failure stops its worker and fails the benchmark.
+func fanOut(b *testing.B, workers int, unit string, newOp func(w int) func(i int64) error) {
 	var next atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
-	for w := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			caller := "bench-" + strconv.Itoa(w%8)
-			buf := make([]byte, 0, 64)
+	for w := range workers {
+		op := newOp(w)
+		wg.Go(func() {
 			for {
 				i := next.Add(1)
 				if i > int64(b.N) {
 					return
 				}
-				buf = append(buf[:0], `{"text":"benchmark call","n":`...)
-				buf = strconv.AppendInt(buf, i, 10)
-				buf = append(buf, '}')
-				_, err := g.Call(ctx, gateway.CallRequest{Caller: caller, Tool: "noop", Arguments: json.RawMessage(buf)})
-				if err != nil {
+				if err := op(i); err != nil {
 					failed.CompareAndSwap(nil, &err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
 	if p := failed.Load(); p != nil {
-		b.Fatalf("a call failed: %v", *p)
+		b.Fatalf("an operation failed: %v", *p)
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), unit)
 }
 
 func dropSchema(b *testing.B, url, schema string) {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,36 +65,15 @@ func benchmarkJournalRawPostgres(b *testing.B) {
 				b.Fatal(err)
 			}
 			run := fmt.Sprintf("%08d", b.N%1e8)
-			var next atomic.Int64
-			var failed atomic.Pointer[error]
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			start := time.Now()
-			for range callers {
-				wg.Go(func() {
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						_, err := p.Exec(ctx, `INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-							args_digest, idempotency_key, approval_id, incarnation, status, created_at)
-							VALUES ($1, 'alice', '', 'note', $2, $3, $4, NULL, NULL, 'p1234-abcdefghijklmnop', 'started', $5)`,
-							rawCallID(run, int(i)), rawDef, rawArgs, rawDigest, time.Now())
-						if err != nil {
-							failed.CompareAndSwap(nil, &err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			if p := failed.Load(); p != nil {
-				b.Fatalf("an insert failed: %v", *p)
-			}
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
+			fanOut(b, callers, "rows/s", func(int) func(i int64) error {
+				return func(i int64) error {
+					_, err := p.Exec(ctx, `INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
+						args_digest, idempotency_key, approval_id, incarnation, status, created_at)
+						VALUES ($1, 'alice', '', 'note', $2, $3, $4, NULL, NULL, 'p1234-abcdefghijklmnop', 'started', $5)`,
+						rawCallID(run, int(i)), rawDef, rawArgs, rawDigest, time.Now())
+					return err
+				}
+			})
 		})
 	}
 }
