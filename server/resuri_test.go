@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -118,5 +120,31 @@ func TestResourceGlobsMatchNormalURIs(t *testing.T) {
 	}
 	if strings.Join(uris, " ") != "rt://files/public/a" {
 		t.Errorf("listed %q, want only rt://files/public/a", uris)
+	}
+}
+
+// A request whose id the SDK would answer under another id (a lone
+// surrogate becomes U+FFFD, a big integer rounds) is refused over HTTP as
+// over stdio: -32600 with a null id; an ordinary id still initializes.
+func TestHTTPRefusesUnanswerableIDs(t *testing.T) {
+	f := newFixture(t)
+	hs := httpServer(t, server.New(f.g, &server.Options{Tokens: map[string]string{"tok-a": "alice"}}))
+	init := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
+	}
+	for _, id := range []string{`"\ud800"`, `"a\udc00"`, `9007199254740993`, "\"\xff\""} {
+		code, body := rawPost(t, hs.URL, "tok-a", nil, init(id))
+		var a struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code int64 `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(body), &a); err != nil || code != http.StatusBadRequest || a.Error.Code != -32600 || string(a.ID) != "null" {
+			t.Errorf("id %s: %d %s, want 400 with -32600 and a null id", id, code, body)
+		}
+	}
+	if code, body := rawPost(t, hs.URL, "tok-a", nil, init(`"\ud83d\ude00"`)); code != http.StatusOK || !strings.Contains(body, `"id":"😀"`) && !strings.Contains(body, `"id":"\ud83d\ude00"`) {
+		t.Errorf("a valid surrogate pair id: %d %s", code, body)
 	}
 }
