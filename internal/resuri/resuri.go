@@ -16,9 +16,11 @@
 // It refuses, rather than rewrites, what no normalisation makes safe: a
 // URI without a scheme, invalid UTF-8, control characters (C0, DEL, C1), a
 // backslash (some servers read it as a separator; RFC 3986 does not allow
-// it), a malformed percent-encoding, and, in the path, encoded "/", "\" and
-// NUL (%2F, %5C, %00): an upstream that decodes the path before resolving
-// it would see separators the glob never matched.
+// it), a malformed percent-encoding, and a path segment that decodes to
+// dot segments through an encoded "/" or "\" (..%2Fsecret, x%5C..) or holds
+// an encoded NUL: an upstream that decodes the path before resolving it
+// would climb where the glob never matched. Encoded separators that make
+// no dot segment (owner%2Frepo) are kept.
 //
 // Not covered: the query and the fragment are only percent-normalised (an
 // upstream that reads a path out of a query parameter is not protected);
@@ -89,12 +91,10 @@ func Normalize(uri string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, bad := range []string{"%2F", "%5C", "%00"} {
-		if strings.Contains(p, bad) {
-			return "", fmt.Errorf("%w: an encoded %s in the path", ErrInvalid, bad)
-		}
-	}
 	p = removeDotSegments(p)
+	if err := checkEncodedSegments(p); err != nil {
+		return "", err
+	}
 	if !strings.HasPrefix(rest, "//") && strings.HasPrefix(p, "//") {
 		// Without an authority, a path that now starts with "//" would
 		// read back as one (rt:/..//x is not rt://x): keep it a path.
@@ -118,6 +118,45 @@ func Normalize(uri string) (string, error) {
 		b.WriteString(f)
 	}
 	return b.String(), nil
+}
+
+// checkEncodedSegments refuses a path that a server decoding it before
+// resolving it would read with dot segments or a NUL: a segment such as
+// ..%2Fsecret or x%5C.. is one segment here, which a glob's * matches, and
+// ../secret there. Encoded separators that make no dot segment (a%2Fb) are
+// kept: names with a slash in them are common in resource URIs.
+func checkEncodedSegments(path string) error {
+	for _, seg := range strings.Split(path, "/") {
+		if !strings.Contains(seg, "%") {
+			continue
+		}
+		dec := decodeAll(seg)
+		if strings.IndexByte(dec, 0) >= 0 {
+			return fmt.Errorf("%w: an encoded NUL in the path", ErrInvalid)
+		}
+		for _, piece := range strings.FieldsFunc(dec, func(r rune) bool { return r == '/' || r == '\\' }) {
+			if piece == "." || piece == ".." {
+				return fmt.Errorf("%w: an encoded dot segment in the path (%s)", ErrInvalid, seg)
+			}
+		}
+	}
+	return nil
+}
+
+// decodeAll decodes every percent-encoding of s (already checked well formed).
+func decodeAll(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			hi, _ := unhex(s[i+1])
+			lo, _ := unhex(s[i+2])
+			b.WriteByte(hi<<4 | lo)
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // isScheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (RFC 3986 3.1).

@@ -2,6 +2,7 @@ package resuri_test
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -33,6 +34,10 @@ func TestNormalize(t *testing.T) {
 		{"rt://files/dir/", "rt://files/dir/"},
 		{"rt://files/my file.txt", "rt://files/my file.txt"},
 		{"rt://files/é", "rt://files/é"},
+		// Encoded separators that make no dot segment are names.
+		{"rt://repo/owner%2frepo/file", "rt://repo/owner%2Frepo/file"},
+		{"rt://files/a%5cb", "rt://files/a%5Cb"},
+		{"rt://files/a%2F..b", "rt://files/a%2F..b"},
 		// RFC 3986 5.4's normal examples, as resolved paths.
 		{"http://a/b/c/./../../g", "http://a/g"},
 		{"http://a/b/c/g;x=1/./y", "http://a/b/c/g;x=1/y"},
@@ -56,7 +61,8 @@ func TestNormalize(t *testing.T) {
 func TestNormalizeRefuses(t *testing.T) {
 	for _, in := range []string{
 		"", "files/x", ":x", "1rt://x", "rt://files/%2e%2e%2fsecret", "rt://files/..%2Fsecret",
-		"rt://files/a%2fb", "rt://files/a%5cb", "rt://files/a%00", "rt://files/..\\secret",
+		"rt://files/x%2F..", "rt://files/x%5C..%5Cy", "rt://files/%2F.%2F", "rt://files/%2e%2e%5csecret",
+		"rt://files/a%00", "rt://files/..\\secret",
 		"rt://files/%", "rt://files/%4", "rt://files/%zz", "rt://files/%e", "rt://fi%g1les/",
 		"rt://files/a\nb", "rt://files/\x00", "rt://files/\x7f", "rt://files/\u0085", "rt://files/\xff",
 	} {
@@ -105,9 +111,19 @@ func FuzzNormalize(f *testing.F) {
 				t.Fatalf("%q: normal form %q keeps a dot segment in %q", in, out, path)
 			}
 		}
-		for _, bad := range []string{"%2F", "%5C", "%00", "%2E", "%2e", "\\"} {
+		for _, bad := range []string{"%00", "%2E", "%2e", "%2f", "%5c", "\\"} {
 			if strings.Contains(path, bad) {
 				t.Fatalf("%q: normal form %q has %s in its path", in, out, bad)
+			}
+		}
+		// Decoded as a careless server would, the path still has no dot
+		// segment.
+		decoded, err := url.PathUnescape(path)
+		if err == nil {
+			for _, seg := range strings.FieldsFunc(decoded, func(r rune) bool { return r == '/' || r == '\\' }) {
+				if (seg == ".." || seg == ".") && !strings.HasPrefix(path, "/./") {
+					t.Fatalf("%q: normal form %q decodes to the dot segment %q", in, out, seg)
+				}
 			}
 		}
 	})
