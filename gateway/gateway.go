@@ -686,10 +686,30 @@ func (c *call) storeFailure(ctx context.Context, step string, err error) *Error 
 	return e
 }
 
+// sameArguments reports whether prev was recorded for this call's
+// arguments. A journal written before the exact-number digest holds bare
+// hex digests, which never equal a versioned one: those are compared by
+// digesting the recorded arguments (kept as received) under today's rule,
+// so a retry across an upgrade still replays instead of conflicting.
+func (c *call) sameArguments(prev *store.Intent) bool {
+	if prev.ArgsDigest == c.digest {
+		return true
+	}
+	if strings.HasPrefix(prev.ArgsDigest, canonjson.DigestVersion) || prev.Arguments == nil {
+		return false
+	}
+	v, err := jsonstrict.Decode(prev.Arguments, &jsonstrict.Options{MaxDepth: c.g.limits.MaxDepth, MaxBytes: c.g.limits.MaxArgumentBytes})
+	if err != nil {
+		return false
+	}
+	d, err := canonjson.DigestValue(v)
+	return err == nil && d == c.digest
+}
+
 // replay answers a repeated idempotency key from the journal.
 func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 	details := map[string]any{"call_id": prev.CallID, "status": string(prev.Status)}
-	if prev.Tool != c.req.Tool || prev.ArgsDigest != c.digest {
+	if prev.Tool != c.req.Tool || !c.sameArguments(prev) {
 		c.audit("replay", "conflict", "previous_call_id", prev.CallID)
 		return nil, newError(ClassResourceConflict, "replay", "the idempotency key was used for a different call", details)
 	}

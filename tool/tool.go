@@ -10,6 +10,7 @@
 package tool
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"time"
@@ -116,9 +117,14 @@ func DefinitionHash(name, description string, schema json.RawMessage, safety Saf
 		return map[string]any{"name": name, "description": description, "inputSchema": schema, "safety": map[string]any{
 			"read_only": safety.ReadOnly, "idempotent": safety.Idempotent, "requires_approval": safety.RequiresApproval}}
 	}
-	h, err := canonjson.DigestValue(def(s))
+	// Unprefixed, unlike an argument digest: pins store these hashes, and a
+	// schema whose numbers were already in RFC 8785's shortest form keeps
+	// the hash it had, so its pin still holds after an upgrade; one with
+	// other literals (1.0, 1e3, integers beyond 2^53) gets a new hash and is
+	// held back as changed, the safe side.
+	sum, err := canonjson.Sum(def(s))
 	if err != nil {
-		h, _ = canonjson.DigestValue(def(string(schema)))
+		sum, _ = canonjson.Sum(def(string(schema)))
 	}
-	return h
+	return hex.EncodeToString(sum[:])
 }
