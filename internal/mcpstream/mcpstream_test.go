@@ -485,6 +485,7 @@ func FuzzDecode(f *testing.F) {
 		`{"jsonrpc":"2.0","id":"\ud800","method":"\u00e9"}`,
 		`{"jsonrpc":"2.0","id":1e3,"method":"x","params":[[[]]]}`,
 		`[]`, `5`, `{"id":{}}`, "\xff",
+		`{"jsonrpc":"2.0","method":""}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -497,6 +498,12 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		for _, m := range msgs {
+			if r, ok := m.(*jsonrpc.Request); ok && r.Method == "" {
+				// Decoded as the SDK decodes it (TestDecodeMatchesSDK), but
+				// the SDK's encoder omits an empty method, so it cannot read
+				// back as a request; the server answers it -32601.
+				continue
+			}
 			// What was accepted encodes, and reads back the same.
 			data, err := jsonrpc.EncodeMessage(m)
 			if err != nil {
