@@ -473,6 +473,10 @@ type call struct {
 	rule      string // the policy rule that authorized the call (file:line)
 	committed bool
 	span      trace.Span // nil: not traced
+	// decideOnly stops the call after its commit (Gateway.Decide): the
+	// intent is settled as DecisionOnly and no backend is invoked.
+	decideOnly bool
+	approvalID string // the approval the commit consumed, if any
 
 	// The audit event's (and the span's) record of the steps; mu guards it
 	// and step against an interactive approver's goroutine.
@@ -629,6 +633,11 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	if req.ApprovalID != "" {
 		g.events.publish(ApprovalEvent{Kind: "consumed", Approval: store.Approval{
 			ID: req.ApprovalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
+	}
+
+	c.approvalID = req.ApprovalID
+	if c.decideOnly {
+		return c.settleDecision(ctx)
 	}
 
 	// 7. Invocation, then settlement.
