@@ -36,16 +36,25 @@ type DecideRequest struct {
 	// Progress, when set, is called about once a second while the decision
 	// waits for an approval.
 	Progress func(approvalID string, waited time.Duration)
+	// Preview stops after the approval step: the answer is what the
+	// decision would be (an approval request is still found or created,
+	// so that an operator can decide it), but nothing is reserved or
+	// journaled and no approval is consumed. A hook deciding several calls
+	// for one tool use (the files of one patch) previews them all first, so
+	// that an approval is consumed only when every part will be allowed.
+	Preview bool
 }
 
 // DecideResult is an allowed decision.
 type DecideResult struct {
-	// CallID names the decision-only journal entry (see DecisionOnly).
+	// CallID names the decision-only journal entry (see DecisionOnly);
+	// "" for a preview.
 	CallID string `json:"call_id"`
 	// Rule is the policy rule that allowed the call (file:line), if one
 	// did.
 	Rule string `json:"rule,omitempty"`
-	// ApprovalID is the approval this decision consumed, if it needed one.
+	// ApprovalID is the approval this decision consumed, if it needed one
+	// (a preview: the approved request it would consume).
 	ApprovalID string `json:"approval_id,omitempty"`
 }
 
@@ -62,7 +71,7 @@ type DecideResult struct {
 // *Error a call would get: forbidden (with the rule's reason),
 // approval_required (details.approval_id), budget_exceeded, not_found, ...
 func (g *Gateway) Decide(ctx context.Context, req DecideRequest) (*DecideResult, error) {
-	c := &call{g: g, id: NewID("call"), decideOnly: true, req: CallRequest{
+	c := &call{g: g, id: NewID("call"), decideOnly: true, preview: req.Preview, req: CallRequest{
 		Caller: req.Caller, Session: req.Session, Tool: req.Tool, Arguments: req.Arguments,
 		ApprovalWait: req.ApprovalWait, Progress: req.Progress,
 	}}

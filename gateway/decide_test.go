@@ -117,3 +117,37 @@ func TestDecideApprovalRequiredThenApprovedOnce(t *testing.T) {
 		}
 	})
 }
+
+func TestDecidePreviewConsumesAndRecordsNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 5}}})
+		f.tool("danger", nil)
+		args := json.RawMessage(`{"text":"x"}`)
+		preview := gateway.DecideRequest{Caller: "alice", Tool: "danger", Arguments: args, Preview: true}
+		_, err := f.g.Decide(context.Background(), preview)
+		ge := gwErr(t, err, gateway.ClassApprovalRequired)
+		id, _ := ge.Details["approval_id"].(string)
+		if err := f.decide(id, true, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.g.Decide(context.Background(), preview)
+		if err != nil {
+			t.Fatalf("preview of an approved decision: %v", err)
+		}
+		if res.CallID != "" || res.ApprovalID != id {
+			t.Errorf("preview = %+v, want no call id and approval %s", res, id)
+		}
+		if a := f.approval(id); a.ConsumedBy != "" {
+			t.Errorf("a preview consumed the approval (by %s)", a.ConsumedBy)
+		}
+		if n, u := len(f.intents()), f.totalUsed(); n != 0 || u != 0 {
+			t.Errorf("a preview left %d intents and %d budget used", n, u)
+		}
+		// The real decision then consumes it.
+		preview.Preview = false
+		res, err = f.g.Decide(context.Background(), preview)
+		if err != nil || res.ApprovalID != id || res.CallID == "" {
+			t.Fatalf("decision after the preview = %+v, %v; want approval %s consumed", res, err, id)
+		}
+	})
+}

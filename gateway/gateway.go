@@ -476,6 +476,8 @@ type call struct {
 	// decideOnly stops the call after its commit (Gateway.Decide): the
 	// intent is settled as DecisionOnly and no backend is invoked.
 	decideOnly bool
+	// preview stops a decision after its approval step (DecideRequest.Preview).
+	preview    bool
 	approvalID string // the approval the commit consumed, if any
 
 	// The audit event's (and the span's) record of the steps; mu guards it
@@ -591,6 +593,12 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			c.audit("approve", "withdrawn", "approval_id", approvalID)
 			return nil, newError(ClassCancelled, "approve",
 				"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
+		}
+
+		if c.preview {
+			c.audit("commit", "preview", "approval_id", approvalID)
+			c.approvalID = approvalID
+			return &CallResult{}, nil // nothing reserved, recorded or consumed
 		}
 
 		now := g.now()
