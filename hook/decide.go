@@ -154,7 +154,7 @@ func verdictOf(c Call, err error) (Verdict, error) {
 	case gateway.ClassApprovalRequired:
 		id, _ := ge.Details["approval_id"].(string)
 		return Verdict{Outcome: Approve, ApprovalIDs: []string{id}, Reason: fmt.Sprintf(
-			"Backplane needs an operator's approval for %s: %s. Ask again, with exactly the same arguments, after it is approved.", c.Tool, ge.Message)}, nil
+			"Backplane needs an operator's approval for %s: %s", c.Tool, ge.Message)}, nil
 	case gateway.ClassForbidden, gateway.ClassNotFound, gateway.ClassValidation, gateway.ClassUnsupported, gateway.ClassBudgetExceeded:
 		return Verdict{Outcome: Deny, Reason: fmt.Sprintf("Backplane denied %s (%s): %s", c.Tool, ge.Class, ge.Message)}, nil
 	}

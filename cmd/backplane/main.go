@@ -52,6 +52,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, errNegative):
 		return exitNegative
 	}
+	var blocked *hookBlocked
+	if errors.As(err, &blocked) {
+		return exitUsage // the hook said why, escaped, on stderr
+	}
 	fmt.Fprintf(stderr, "backplane: %v\n", err)
 	var ioErr *inputError
 	if !errors.As(err, &ioErr) && cmd != nil {
@@ -86,6 +90,7 @@ the tool. A call whose outcome is unknown is never re-run.
   tools        list tools and accept changed upstream definitions
   policy       explain how the policy decides a call; check it
   reload       make a running serve re-read its policy
+  hook         decide a coding agent's tool use (Claude Code, Codex hooks)
   schema       check schemas and arguments against the subset
 
 The gateway verbs read one configuration file: --config FILE, else
@@ -126,5 +131,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newToolsCmd())
 	root.AddCommand(newPolicyCmd(), newReloadCmd())
 	root.AddCommand(newCompletionCmd(), newInitCmd())
+	root.AddCommand(newHookCmd())
 	return root
 }

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/hook"
+	"github.com/spf13/cobra"
+)
+
+// callerTokenEnv holds a caller's bearer token: the hook's caller is its
+// owner in serve.tokens.
+const callerTokenEnv = "BACKPLANE_TOKEN"
+
+// hookBlocked is returned once the hook has said on stderr why it
+// blocks: exit 2 (run prints nothing more for it).
+type hookBlocked struct{ err error }
+
+func (e *hookBlocked) Error() string { return e.err.Error() }
+func (e *hookBlocked) Unwrap() error { return e.err }
+
+func newHookCmd() *cobra.Command {
+	var (
+		f         gatewayFlags
+		caller    string
+		tokenFile string
+		pending   string
+		wait      time.Duration
+		timeout   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "hook AGENT",
+		Short: "Decide a coding agent's tool use from its PreToolUse hook (claude-code, codex)",
+		Long: `Hook is a coding agent's PreToolUse command hook: it reads the agent's hook
+input (JSON) on stdin, maps the tool use onto the policy's tools (Bash to
+bash, Write to write, Edit and MultiEdit to edit, Read to read, Codex's
+apply_patch to edit on every file it touches, mcp__SERVER__TOOL to that
+server's tool behind Backplane; docs/agents.md has the table), decides it
+through the gateway's pipeline without running anything, and prints the
+agent's answer. AGENT is claude-code or codex.
+
+It decides from the configuration (--config, as every verb) and its store:
+each allowed tool use is a decision-only journal entry, with its budget
+reserved and its audit event. A tool use that needs an approval creates
+the request (backplane approvals list, the console) and waits --wait for an
+operator (default 0: not at all); while it is pending the answer is deny,
+naming the request, or for Claude Code --pending ask (Claude Code's own
+prompt decides) or defer (a -p run stops, resumable). The same tool use
+after the approval is allowed once.
+
+The caller is --caller, or the owner of the token in $` + callerTokenEnv + ` (or
+--token-file) in serve.tokens.
+
+It fails closed: any error (bad input, a configuration or store that cannot
+be opened, a timeout) blocks the tool with exit 2 and the reason on stderr,
+since both agents run the tool when a hook fails otherwise. A decision,
+allow or deny, exits 0 with the agent's JSON on stdout (nothing for a Codex
+allow).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := runHook(cmd, &f, args[0], caller, tokenFile, pending, wait, timeout)
+			if err != nil {
+				// The agent shows stderr to the model or the user: one line,
+				// control characters escaped.
+				fmt.Fprintf(cmd.ErrOrStderr(), "backplane hook: blocked: %s\n", escapeControl(err.Error()))
+				return &hookBlocked{err}
+			}
+			return nil
+		},
+	}
+	addGatewayFlags(cmd, &f)
+	fl := cmd.Flags()
+	fl.StringVar(&caller, "caller", "", "who calls (the policy's caller name); default: the owner of $"+callerTokenEnv)
+	fl.StringVar(&tokenFile, "token-file", "", "a file holding the caller's token (instead of $"+callerTokenEnv+")")
+	fl.StringVar(&pending, "pending", "deny", "Claude Code's answer while an approval is pending: deny, ask or defer")
+	fl.DurationVar(&wait, "wait", 0, "how long to wait for an operator's approval (at most 50s)")
+	fl.DurationVar(&timeout, "timeout", 20*time.Second, "how long the decision may take, beside --wait, before the hook blocks")
+	return cmd
+}
+
+func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, pendingName string, wait, timeout time.Duration) error {
+	agent, err := hook.ParseAgent(agentName)
+	if err != nil {
+		return err
+	}
+	pending, err := hook.ParsePending(pendingName)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), hook.MaxInput+1))
+	if err != nil {
+		return fmt.Errorf("reading the hook input: %w", err)
+	}
+	if len(data) > hook.MaxInput {
+		return fmt.Errorf("%w: the hook input is over %d bytes", hook.ErrBadInput, hook.MaxInput)
+	}
+	// The MCP servers are started only for a tool use that names one of
+	// theirs: a hook runs for every Bash and Edit of the agent.
+	in, err := hook.Parse(agent, data)
+	if err != nil {
+		return err
+	}
+	f.storeOnly = !strings.HasPrefix(in.ToolName, "mcp__")
+
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout+wait)
+	defer cancel()
+	s, err := f.open(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	cfg := s.rt.Config
+	if caller == "" {
+		if caller, err = callerFromToken(cfg, tokenFile); err != nil {
+			return err
+		}
+	}
+	opts := &hook.Options{Caller: caller, Wait: wait, MapOptions: hook.MapOptions{
+		Workspace: cfg.Workspace,
+		MCPTool:   mcpToolOf(cfg),
+	}}
+	v, err := hook.Evaluate(ctx, agent, data, s.rt.Gateway, opts)
+	if err != nil {
+		return err
+	}
+	out, err := hook.Output(agent, v, pending)
+	if err != nil {
+		return err
+	}
+	_, err = cmd.OutOrStdout().Write(out)
+	return err
+}
+
+// mcpToolOf names the Backplane tool of an agent's mcp__SERVER__TOOL: the
+// tool of the configured server named SERVER, under its prefix.
+func mcpToolOf(cfg *config.Config) func(server, tool string) (string, bool) {
+	return func(server, tool string) (string, bool) {
+		for _, s := range cfg.Servers {
+			if s.Name == server {
+				return s.ToolPrefix() + tool, true
+			}
+		}
+		return "", false
+	}
+}
+
+// callerFromToken is the owner, in serve.tokens, of the token in
+// tokenFile or else $BACKPLANE_TOKEN.
+func callerFromToken(cfg *config.Config, tokenFile string) (string, error) {
+	tok := os.Getenv(callerTokenEnv)
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("reading the token: %w", err)
+		}
+		tok = string(bytes.TrimSpace(b))
+	}
+	if tok == "" {
+		return "", errors.New("no caller: pass --caller NAME, or a caller's token in $" + callerTokenEnv + " or --token-file")
+	}
+	name, ok := cfg.Serve.Tokens[tok]
+	if !ok {
+		return "", fmt.Errorf("the caller's token is not in serve.tokens of %s", cfg.Path)
+	}
+	return name, nil
+}
+
+// escapeControl writes control characters (newlines included) as Go
+// escapes, so that what the hook prints stays one line of plain text.
+func escapeControl(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := fmt.Sprintf("%+q", string(r))
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
