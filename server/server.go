@@ -220,6 +220,9 @@ type Options struct {
 	// Collectors are more Prometheus metrics served at /metrics (the
 	// tracing exporter's counters).
 	Collectors []prometheus.Collector
+	// Hooks, when set, serves the coding agents' hook endpoints at
+	// PathHooks (hooks.go). Nil: none.
+	Hooks *HookOptions
 }
 
 // Server serves one gateway over MCP. Create it with New.

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -33,6 +36,7 @@ func newHookCmd() *cobra.Command {
 		caller    string
 		tokenFile string
 		pending   string
+		gwURL     string
 		wait      time.Duration
 		timeout   time.Duration
 	)
@@ -47,7 +51,9 @@ server's tool behind Backplane; docs/agents.md has the table), decides it
 through the gateway's pipeline without running anything, and prints the
 agent's answer. AGENT is claude-code or codex.
 
-It decides from the configuration (--config, as every verb) and its store:
+It decides from the configuration (--config, as every verb) and its store,
+or with --url asks the running gateway (POST /hooks/AGENT on serve, with the
+caller's token from $` + callerTokenEnv + ` or --token-file); either way
 each allowed tool use is a decision-only journal entry, with its budget
 reserved and its audit event. A tool use that needs an approval creates
 the request (backplane approvals list, the console) and waits --wait for an
@@ -66,7 +72,7 @@ allow or deny, exits 0 with the agent's JSON on stdout (nothing for a Codex
 allow).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := runHook(cmd, &f, args[0], caller, tokenFile, pending, wait, timeout)
+			err := runHook(cmd, &f, args[0], caller, tokenFile, pending, gwURL, wait, timeout)
 			if err != nil {
 				// The agent shows stderr to the model or the user: one line,
 				// control characters escaped.
@@ -80,13 +86,14 @@ allow).`,
 	fl := cmd.Flags()
 	fl.StringVar(&caller, "caller", "", "who calls (the policy's caller name); default: the owner of $"+callerTokenEnv)
 	fl.StringVar(&tokenFile, "token-file", "", "a file holding the caller's token (instead of $"+callerTokenEnv+")")
+	fl.StringVar(&gwURL, "url", "", "ask the running gateway at this URL (serve's, e.g. http://127.0.0.1:8787) instead of deciding from the configuration")
 	fl.StringVar(&pending, "pending", "deny", "Claude Code's answer while an approval is pending: deny, ask or defer")
 	fl.DurationVar(&wait, "wait", 0, "how long to wait for an operator's approval (at most 50s)")
 	fl.DurationVar(&timeout, "timeout", 20*time.Second, "how long the decision may take, beside --wait, before the hook blocks")
 	return cmd
 }
 
-func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, pendingName string, wait, timeout time.Duration) error {
+func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, pendingName, gwURL string, wait, timeout time.Duration) error {
 	agent, err := hook.ParseAgent(agentName)
 	if err != nil {
 		return err
@@ -112,6 +119,17 @@ func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, 
 
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout+wait)
 	defer cancel()
+	if gwURL != "" {
+		if caller != "" {
+			return errors.New("--caller cannot be used with --url: the token names the caller")
+		}
+		out, err := askGateway(ctx, gwURL, agent, tokenFile, pending, wait, data)
+		if err != nil {
+			return err
+		}
+		_, err = cmd.OutOrStdout().Write(out)
+		return err
+	}
 	s, err := f.open(ctx, cmd)
 	if err != nil {
 		return err
@@ -155,6 +173,20 @@ func mcpToolOf(cfg *config.Config) func(server, tool string) (string, bool) {
 // callerFromToken is the owner, in serve.tokens, of the token in
 // tokenFile or else $BACKPLANE_TOKEN.
 func callerFromToken(cfg *config.Config, tokenFile string) (string, error) {
+	tok, err := readToken(tokenFile)
+	if err != nil {
+		return "", err
+	}
+	name, ok := cfg.Serve.Tokens[tok]
+	if !ok {
+		return "", fmt.Errorf("the caller's token is not in serve.tokens of %s", cfg.Path)
+	}
+	return name, nil
+}
+
+// readToken is the caller's token: the content of tokenFile, else
+// $BACKPLANE_TOKEN.
+func readToken(tokenFile string) (string, error) {
 	tok := os.Getenv(callerTokenEnv)
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)
@@ -166,11 +198,66 @@ func callerFromToken(cfg *config.Config, tokenFile string) (string, error) {
 	if tok == "" {
 		return "", errors.New("no caller: pass --caller NAME, or a caller's token in $" + callerTokenEnv + " or --token-file")
 	}
-	name, ok := cfg.Serve.Tokens[tok]
-	if !ok {
-		return "", fmt.Errorf("the caller's token is not in serve.tokens of %s", cfg.Path)
+	return tok, nil
+}
+
+// maxGatewayAnswer bounds what is read of the gateway's answer.
+const maxGatewayAnswer = 1 << 20
+
+// askGateway posts the hook input to the running gateway's hook endpoint
+// and returns what to print. Anything but a 200 with an answer the agent
+// can read is an error: the hook then blocks.
+func askGateway(ctx context.Context, base string, agent hook.Agent, tokenFile string, pending hook.Pending, wait time.Duration, data []byte) ([]byte, error) {
+	tok, err := readToken(tokenFile)
+	if err != nil {
+		return nil, err
 	}
-	return name, nil
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--url %q: want the gateway's http(s) URL, such as http://127.0.0.1:8787", base)
+	}
+	if !strings.HasSuffix(u.Path, "/hooks/"+string(agent)) {
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/hooks/" + string(agent)
+	}
+	q := url.Values{"pending": {string(pending)}}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the gateway at %s cannot be reached: %w", u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxGatewayAnswer+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the gateway's answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the gateway answered %s: %s", resp.Status, strings.TrimSpace(string(body[:min(len(body), 2000)])))
+	}
+	if len(body) > maxGatewayAnswer {
+		return nil, errors.New("the gateway's answer is too long")
+	}
+	// Print only an answer the agent will read as one: a decision.
+	if len(bytes.TrimSpace(body)) == 0 && agent == hook.Codex {
+		return nil, nil // a Codex allow
+	}
+	var o struct {
+		H *struct {
+			Decision string `json:"permissionDecision"`
+		} `json:"hookSpecificOutput"`
+	}
+	if json.Unmarshal(body, &o) != nil || o.H == nil || o.H.Decision == "" {
+		return nil, errors.New("the gateway's answer is not a hook decision")
+	}
+	return body, nil
 }
 
 // escapeControl writes control characters (newlines included) as Go

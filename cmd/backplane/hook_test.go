@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -204,5 +205,58 @@ servers:
 	r.wantCode(t, exitUsage)
 	if !strings.Contains(r.stderr, "broken") || r.stdout != "" {
 		t.Errorf("mcp tool of a broken server: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// --url asks the running gateway: the same decisions, the caller from the
+// token; a stopped gateway, a wrong token or a refused connection blocks.
+func TestHookAsksTheRunningGateway(t *testing.T) {
+	g, ws := newHookDir(t)
+	p := startServe(t, g)
+	hookURL := func(stdin string, extra ...string) result {
+		cmd := g.command(stdin, append([]string{"hook", "claude-code", "--url", p.base}, extra...)...)
+		cmd.Env = append(cmd.Env, "BACKPLANE_TOKEN=tok-agent")
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		return finish(t, cmd.Run(), &out, &errOut, nil)
+	}
+	allow := claudeInput(t, ws, "Bash", map[string]any{"command": "git status"})
+	if d, _ := hookAnswer(t, hookURL(allow)); d != "allow" {
+		t.Errorf("allowed command through serve: %q", d)
+	}
+	deny := claudeInput(t, ws, "Bash", map[string]any{"command": "rm -rf /"})
+	if d, reason := hookAnswer(t, hookURL(deny)); d != "deny" || !strings.Contains(reason, "rm -rf") {
+		t.Errorf("denied command through serve: %q %q", d, reason)
+	}
+	// Approval through serve, decided from another process.
+	write := claudeInput(t, ws, "Write", map[string]any{"file_path": filepath.Join(ws, "docs", "n.md"), "content": "x"})
+	if d, _ := hookAnswer(t, hookURL(write)); d != "deny" {
+		t.Fatalf("write needing approval through serve: %q", d)
+	}
+	id := waitPending(t, g)
+	g.runJSON(t, exitOK, "", "approvals", "approve", id, "--as", "bob")
+	if d, reason := hookAnswer(t, hookURL(write)); d != "allow" {
+		t.Fatalf("approved write through serve: %q %q", d, reason)
+	}
+
+	// A token serve does not know: 401, blocked.
+	cmd := g.command(allow, "hook", "claude-code", "--url", p.base)
+	cmd.Env = append(cmd.Env, "BACKPLANE_TOKEN=wrong")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	r := finish(t, cmd.Run(), &out, &errOut, nil)
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "401") || r.stdout != "" {
+		t.Errorf("wrong token: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+
+	// The gateway stopped: unreachable, blocked.
+	if err := p.stop(t); err != nil {
+		t.Logf("serve exit: %v", err)
+	}
+	r = hookURL(allow)
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "cannot be reached") || r.stdout != "" {
+		t.Errorf("stopped gateway: stdout %q stderr %q", r.stdout, r.stderr)
 	}
 }
