@@ -260,3 +260,28 @@ func TestHookAsksTheRunningGateway(t *testing.T) {
 		t.Errorf("stopped gateway: stdout %q stderr %q", r.stdout, r.stderr)
 	}
 }
+
+// --wait holds the answer until an operator decides from another process.
+func TestHookWaitsForTheOperator(t *testing.T) {
+	g, ws := newHookDir(t)
+	in := claudeInput(t, ws, "Write", map[string]any{"file_path": filepath.Join(ws, "docs", "w.md"), "content": "w"})
+	cmd := g.command(in, "hook", "claude-code", "--caller", "agent", "--wait", "30s")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	id := waitPending(t, g)
+	select {
+	case err := <-done:
+		t.Fatalf("the hook answered before the decision: %v %s %s", err, out.String(), errOut.String())
+	default:
+	}
+	g.runJSON(t, exitOK, "", "approvals", "approve", id, "--as", "bob")
+	r := finish(t, <-done, &out, &errOut, nil)
+	if d, reason := hookAnswer(t, r); d != "allow" {
+		t.Fatalf("after the operator approved during the wait: %q %q", d, reason)
+	}
+}
