@@ -431,12 +431,13 @@ func shellText(raw json.RawMessage) (string, error) {
 		return "", errors.New("command is neither a string nor an array of words")
 	}
 	for i, w := range words {
-		words[i] = shellQuote(w)
+		words[i] = ShellQuote(w)
 	}
 	return strings.Join(words, " "), nil
 }
 
-func shellQuote(w string) string {
+// ShellQuote quotes w for bash where it needs quoting (single quotes).
+func ShellQuote(w string) string {
 	if w != "" && strings.IndexFunc(w, func(r rune) bool {
 		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '+' || r == '@' ||
 			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))

@@ -82,6 +82,7 @@ allow).`,
 			return nil
 		},
 	}
+	cmd.AddCommand(newHookInstallCmd())
 	addGatewayFlags(cmd, &f)
 	fl := cmd.Flags()
 	fl.StringVar(&caller, "caller", "", "who calls (the policy's caller name); default: the owner of $"+callerTokenEnv)

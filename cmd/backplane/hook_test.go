@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -284,4 +285,51 @@ func TestHookWaitsForTheOperator(t *testing.T) {
 	if d, reason := hookAnswer(t, r); d != "allow" {
 		t.Fatalf("after the operator approved during the wait: %q %q", d, reason)
 	}
+}
+
+func TestHookInstall(t *testing.T) {
+	g, _ := newHookDir(t)
+	settings := filepath.Join(t.TempDir(), "claude", "settings.json")
+	r := g.run(t, "", "hook", "install", "claude-code", "--file", settings, "--caller", "agent")
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "added to") || !strings.Contains(r.stdout, "--caller agent") {
+		t.Errorf("install said %q", r.stdout)
+	}
+	data, err := os.ReadFile(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The installed command is what the agent runs: run it as the agent
+	// would (a shell, another working folder, no BACKPLANE_CONFIG).
+	var s struct {
+		Hooks struct {
+			PreToolUse []struct {
+				Hooks []struct{ Command string }
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &s); err != nil || len(s.Hooks.PreToolUse) != 1 {
+		t.Fatalf("settings %s: %v", data, err)
+	}
+	agentCmd := exec.Command("/bin/sh", "-c", s.Hooks.PreToolUse[0].Hooks[0].Command)
+	agentCmd.Dir = t.TempDir()
+	agentCmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+	agentCmd.Stdin = strings.NewReader(claudeInput(t, filepath.Join(g.dir, "ws"), "Bash", map[string]any{"command": "git status"}))
+	if out, err := agentCmd.Output(); err != nil || !strings.Contains(string(out), `"permissionDecision":"allow"`) {
+		t.Errorf("the installed command, run as the agent runs it: %s, %v", out, err)
+	}
+	if st, _ := os.Stat(settings); st.Mode().Perm() != 0o600 {
+		t.Errorf("a new settings file has mode %v, want 0600", st.Mode().Perm())
+	}
+	g.run(t, "", "hook", "install", "claude-code", "--file", settings, "--check").wantCode(t, exitOK)
+	r = g.run(t, "", "hook", "install", "claude-code", "--file", settings, "--caller", "agent")
+	if r.code != exitOK || !strings.Contains(r.stdout, "nothing changed") {
+		t.Errorf("second install: %d %q", r.code, r.stdout)
+	}
+	bad := writeFile(t, "bad.json", `{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"backplane hook codex"}]}]}}`)
+	r = g.run(t, "", "hook", "install", "codex", "--file", bad, "--check")
+	if r.code != exitNegative || !strings.Contains(r.stdout, "apply_patch") {
+		t.Errorf("check of a matcher that misses apply_patch: %d %q", r.code, r.stdout)
+	}
+	g.run(t, "", "hook", "install", "claude-code", "--file", settings).wantUsageError(t)
 }
