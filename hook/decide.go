@@ -150,15 +150,36 @@ func verdictOf(c Call, err error) (Verdict, error) {
 	if !errors.As(err, &ge) {
 		return Verdict{}, fmt.Errorf("%w: %s: %v", ErrDecide, c.Tool, err)
 	}
+	what := c.Tool + subjectOf(c)
 	switch ge.Class {
 	case gateway.ClassApprovalRequired:
 		id, _ := ge.Details["approval_id"].(string)
 		return Verdict{Outcome: Approve, ApprovalIDs: []string{id}, Reason: fmt.Sprintf(
-			"Backplane needs an operator's approval for %s: %s", c.Tool, ge.Message)}, nil
+			"Backplane needs an operator's approval for %s: %s", what, ge.Message)}, nil
 	case gateway.ClassForbidden, gateway.ClassNotFound, gateway.ClassValidation, gateway.ClassUnsupported, gateway.ClassBudgetExceeded:
-		return Verdict{Outcome: Deny, Reason: fmt.Sprintf("Backplane denied %s (%s): %s", c.Tool, ge.Class, ge.Message)}, nil
+		return Verdict{Outcome: Deny, Reason: fmt.Sprintf("Backplane denied %s (%s): %s", what, ge.Class, ge.Message)}, nil
 	}
 	return Verdict{}, fmt.Errorf("%w: %s: %s: %s", ErrDecide, c.Tool, ge.Class, ge.Message)
+}
+
+// subjectOf names what a call is about, for its reason: the path or URL
+// of its arguments (" of PATH"), "" for anything else (a command is in the
+// policy's own reason).
+func subjectOf(c Call) string {
+	var a struct {
+		Path string `json:"path"`
+		URL  string `json:"url"`
+	}
+	if json.Unmarshal(c.Arguments, &a) != nil {
+		return ""
+	}
+	switch {
+	case a.URL != "":
+		return " of " + a.URL
+	case a.Path != "":
+		return " of " + a.Path
+	}
+	return ""
 }
 
 // hookOutput is the hookSpecificOutput both agents read.
@@ -193,6 +214,21 @@ func Output(agent Agent, v Verdict, pending Pending) ([]byte, error) {
 			return nil, nil // Codex treats an allow as unsupported; silence lets it run
 		}
 		decision = "deny"
+	case Gemini:
+		// Gemini CLI's BeforeTool reads a top-level decision; its reason is
+		// sent to the model as the tool's error.
+		g := struct {
+			Decision string `json:"decision"`
+			Reason   string `json:"reason,omitempty"`
+		}{Decision: "deny", Reason: v.Reason}
+		if v.Outcome == Allow {
+			g.Decision = "allow"
+		}
+		b, err := json.Marshal(g)
+		if err != nil {
+			return nil, err
+		}
+		return append(b, '\n'), nil
 	default:
 		return nil, fmt.Errorf("%w %q", ErrUnknownAgent, agent)
 	}

@@ -27,16 +27,20 @@ func FuzzEvaluate(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(strings.ReplaceAll(string(b), "$WS", ws), strings.HasPrefix(filepath.Base(name), "codex"))
+		var agent uint8
+		switch {
+		case strings.HasPrefix(filepath.Base(name), "codex"):
+			agent = 1
+		case strings.HasPrefix(filepath.Base(name), "gemini"):
+			agent = 2
+		}
+		f.Add(strings.ReplaceAll(string(b), "$WS", ws), agent)
 	}
-	f.Add(`{"hook_event_name":"PreToolUse","tool_name":"MultiEdit","cwd":"`+ws+`","tool_input":{"file_path":"a","edits":[{}]}}`, false)
+	f.Add(`{"hook_event_name":"PreToolUse","tool_name":"MultiEdit","cwd":"`+ws+`","tool_input":{"file_path":"a","edits":[{}]}}`, uint8(0))
 	opts := &hook.Options{Caller: "agent", MapOptions: hook.MapOptions{Workspace: ws,
 		MCPTool: func(s, t string) (string, bool) { return s + "." + t, s == "demo" }}}
-	f.Fuzz(func(t *testing.T, in string, codex bool) {
-		agent := hook.ClaudeCode
-		if codex {
-			agent = hook.Codex
-		}
+	f.Fuzz(func(t *testing.T, in string, which uint8) {
+		agent := hook.Agents[int(which)%len(hook.Agents)]
 		v, err := hook.Evaluate(context.Background(), agent, []byte(in), allowAll{}, opts)
 		if err != nil && v.Outcome != hook.Deny {
 			t.Fatalf("error %v with verdict %s, want deny", err, v.Outcome)

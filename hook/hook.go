@@ -30,6 +30,16 @@
 // that file's part of the patch} for every file the patch adds, updates,
 // deletes or moves to; mcp__SERVER__TOOL as above.
 //
+// Gemini CLI (its BeforeTool event; names and members from its
+// packages/core/src/tools/definitions/base-declarations.ts):
+// run_shell_command {command, dir_path} -> bash {command} (dir_path, where
+// the command runs, must be inside the workspace); write_file -> write;
+// replace {file_path, old_string, new_string} -> edit; read_file -> read;
+// list_directory {dir_path} -> ls; glob and grep_search {pattern,
+// dir_path, include_pattern} -> glob and grep; web_fetch {prompt} -> one
+// url_fetch per URL its prompt names; mcp_SERVER_TOOL -> Options.MCPTool,
+// where exactly one split of the name must name a server behind Backplane.
+//
 // Any other tool is denied (default deny), and so is any input that does
 // not parse. A tool use that maps to several calls is decided as one:
 // every call is first previewed (gateway.DecideRequest.Preview, which
@@ -62,7 +72,12 @@
 // anyway); a deny, and a pending approval, print the same
 // hookSpecificOutput with permissionDecision "deny".
 //
-// Formats followed: the Claude Code hooks reference
+// Gemini CLI: {"decision": "allow"} or {"decision": "deny", "reason":
+// "..."}, which it sends to the model as the tool's error; a pending
+// approval is a deny naming the request.
+//
+// Formats followed: the Gemini CLI hooks reference
+// (https://geminicli.com/docs/hooks/reference, BeforeTool), the Claude Code hooks reference
 // (https://code.claude.com/docs/en/hooks, PreToolUse input and decision
 // control), and the Codex hooks documentation
 // (https://developers.openai.com/codex/hooks) with its generated schemas
@@ -89,10 +104,19 @@ type Agent string
 const (
 	ClaudeCode Agent = "claude-code"
 	Codex      Agent = "codex"
+	Gemini     Agent = "gemini"
 )
 
 // Agents lists the agents, in the order the command line shows them.
-var Agents = []Agent{ClaudeCode, Codex}
+var Agents = []Agent{ClaudeCode, Codex, Gemini}
+
+// event is the hook event each agent decides a tool use in.
+func (a Agent) event() string {
+	if a == Gemini {
+		return "BeforeTool"
+	}
+	return "PreToolUse"
+}
 
 // MaxInput bounds the hook input read (the tool input of a Write carries
 // the whole file).
@@ -117,7 +141,7 @@ func ParseAgent(s string) (Agent, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q (known: claude-code, codex)", ErrUnknownAgent, s)
+	return "", fmt.Errorf("%w %q (known: claude-code, codex, gemini)", ErrUnknownAgent, s)
 }
 
 // Input is an agent's PreToolUse hook input.
@@ -159,8 +183,8 @@ func Parse(agent Agent, data []byte) (*Input, error) {
 		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
 	switch {
-	case w.HookEventName != "PreToolUse":
-		return nil, fmt.Errorf("%w: hook_event_name is %q, want PreToolUse", ErrBadInput, w.HookEventName)
+	case w.HookEventName != agent.event():
+		return nil, fmt.Errorf("%w: hook_event_name is %q, want %s", ErrBadInput, w.HookEventName, agent.event())
 	case w.ToolName == "":
 		return nil, fmt.Errorf("%w: no tool_name", ErrBadInput)
 	case !filepath.IsAbs(w.Cwd):
@@ -197,7 +221,7 @@ func Map(in *Input, opts *MapOptions) ([]Call, error) {
 	if err != nil {
 		return nil, err
 	}
-	if server, tool, ok := mcpName(in.ToolName); ok {
+	if server, tool, ok := mcpName(in.ToolName); ok && in.Agent != Gemini {
 		if opts.MCPTool == nil {
 			return nil, fmt.Errorf("%w: %s: no MCP server is behind Backplane", ErrUnmapped, in.ToolName)
 		}
@@ -212,6 +236,8 @@ func Map(in *Input, opts *MapOptions) ([]Call, error) {
 		return mapClaude(in, p)
 	case Codex:
 		return mapCodex(in, p)
+	case Gemini:
+		return mapGemini(in, p, opts.MCPTool)
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownAgent, in.Agent)
 }

@@ -118,6 +118,13 @@ func TestRecordedInputs(t *testing.T) {
 		{file: "codex-apply-patch.json", agent: hook.Codex, want: hook.Approve, reason: "approval for edit"},
 		{file: "codex-apply-patch-env.json", agent: hook.Codex, want: hook.Deny, reason: ".env"},
 		{file: "claude-bash.json", agent: hook.Codex, want: hook.Allow, calls: 1}, // the formats agree on Bash
+		{file: "gemini-shell.json", agent: hook.Gemini, want: hook.Allow, calls: 1},
+		{file: "gemini-shell-dir-outside.json", agent: hook.Gemini, want: hook.Deny, reason: "outside the workspace"},
+		{file: "gemini-replace-env.json", agent: hook.Gemini, want: hook.Deny, reason: `denied by "edit(**/.env)"`},
+		{file: "gemini-write.json", agent: hook.Gemini, want: hook.Approve, reason: "approval for write"},
+		{file: "gemini-web-fetch.json", agent: hook.Gemini, want: hook.Deny, reason: "evil.example.net"},
+		{file: "gemini-mcp.json", agent: hook.Gemini, want: hook.Allow, calls: 1},
+		{file: "gemini-grep.json", agent: hook.Gemini, want: hook.Allow, calls: 1},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.agent)+"/"+tc.file, func(t *testing.T) {
@@ -253,6 +260,21 @@ func TestOutput(t *testing.T) {
 		{hook.Codex, hook.Verdict{Outcome: hook.Allow}, "", ""},
 		{hook.Codex, deny, "", "deny"},
 		{hook.Codex, pending, hook.PendingAsk, "deny"}, // Codex enforces only deny
+	}
+	// Gemini CLI: a top-level decision and reason.
+	for _, v := range []hook.Verdict{{Outcome: hook.Allow}, deny, pending} {
+		b, err := hook.Output(hook.Gemini, v, hook.PendingAsk)
+		var g map[string]string
+		if err != nil || json.Unmarshal(b, &g) != nil {
+			t.Fatalf("gemini %s: %s, %v", v.Outcome, b, err)
+		}
+		want := "deny"
+		if v.Outcome == hook.Allow {
+			want = "allow"
+		}
+		if g["decision"] != want || g["reason"] != v.Reason {
+			t.Errorf("gemini %s: %s, want decision %s with the reason", v.Outcome, b, want)
+		}
 	}
 	for _, tc := range cases {
 		b, err := hook.Output(tc.agent, tc.v, tc.pending)

@@ -39,7 +39,7 @@ const HookTimeout = 90
 // a hook with exactly this command is returned unchanged.
 func Install(agent Agent, existing []byte, command string) ([]byte, bool, error) {
 	if _, ok := Matchers[agent]; !ok {
-		return nil, false, fmt.Errorf("%w %q", ErrUnknownAgent, agent)
+		return nil, false, fmt.Errorf("%w: %s: installing is for claude-code and codex; add its hook by hand (docs/agents.md)", ErrUnknownAgent, agent)
 	}
 	if strings.TrimSpace(command) == "" {
 		return nil, false, errors.New("hook: no command to install")

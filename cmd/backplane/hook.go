@@ -42,14 +42,15 @@ func newHookCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "hook AGENT",
-		Short: "Decide a coding agent's tool use from its PreToolUse hook (claude-code, codex)",
+		Short: "Decide a coding agent's tool use from its PreToolUse hook (claude-code, codex, gemini)",
 		Long: `Hook is a coding agent's PreToolUse command hook: it reads the agent's hook
 input (JSON) on stdin, maps the tool use onto the policy's tools (Bash to
 bash, Write to write, Edit and MultiEdit to edit, Read to read, Codex's
 apply_patch to edit on every file it touches, mcp__SERVER__TOOL to that
 server's tool behind Backplane; docs/agents.md has the table), decides it
 through the gateway's pipeline without running anything, and prints the
-agent's answer. AGENT is claude-code or codex.
+agent's answer. AGENT is claude-code, codex or gemini (Gemini CLI's
+BeforeTool hook).
 
 It decides from the configuration (--config, as every verb) and its store,
 or with --url asks the running gateway (POST /hooks/AGENT on serve, with the

@@ -333,3 +333,23 @@ func TestHookInstall(t *testing.T) {
 	}
 	g.run(t, "", "hook", "install", "claude-code", "--file", settings).wantUsageError(t)
 }
+
+func TestHookGemini(t *testing.T) {
+	g, ws := newHookDir(t)
+	in := func(command string) string {
+		b, _ := json.Marshal(map[string]any{"session_id": "g1", "cwd": ws, "hook_event_name": "BeforeTool", "timestamp": "2026-12-01T21:40:00Z",
+			"tool_name": "run_shell_command", "tool_input": map[string]any{"command": command}})
+		return string(b)
+	}
+	for command, want := range map[string]string{"git status": "allow", "git status; rm -rf /": "deny"} {
+		r := g.run(t, in(command), "hook", "gemini", "--caller", "agent")
+		r.wantCode(t, exitOK)
+		var o map[string]string
+		if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || o["decision"] != want {
+			t.Errorf("%q: %s, want decision %s", command, r.stdout, want)
+		}
+		if want == "deny" && !strings.Contains(o["reason"], "rm -rf") {
+			t.Errorf("%q: reason %q", command, o["reason"])
+		}
+	}
+}
