@@ -26,9 +26,11 @@
 //
 // Codex: Bash {command} as above (a command given as an array of words is
 // joined, each word quoted for the shell where it needs it); apply_patch,
-// whose tool_input.command is the patch text, -> one edit {path, content:
-// that file's part of the patch} for every file the patch adds, updates,
-// deletes or moves to; mcp__SERVER__TOOL as above.
+// whose tool_input.command is the patch text, -> edit on every file the
+// patch touches: an added file {path, content: its lines}, a deleted one
+// {path, content: ""}, each hunk of an update {path, content: its new
+// text, old_content: its old text}, a move's destination {path, content:
+// the file's part of the patch}; mcp__SERVER__TOOL as above.
 //
 // Gemini CLI (its BeforeTool event; names and members from its
 // packages/core/src/tools/definitions/base-declarations.ts):
@@ -431,11 +433,31 @@ func mapCodex(in *Input, p *paths) ([]Call, error) {
 			if err != nil {
 				return nil, err
 			}
-			cs, err := one("edit", map[string]any{"path": path, "content": f.Text})
-			if err != nil {
-				return nil, err
+			// The edit's arguments say what the file becomes, as the
+			// built-in edit would take them, so that the approval's diff
+			// is the change: an added file's content, a deleted file's
+			// nothing, each hunk of an update as its old and new text.
+			var args []map[string]any
+			switch {
+			case f.Op == "add":
+				args = append(args, map[string]any{"path": path, "content": f.Added})
+			case f.Op == "delete":
+				args = append(args, map[string]any{"path": path, "content": ""})
+			case f.Op == "update" && len(f.Hunks) > 0:
+				for _, h := range f.Hunks {
+					old := h.Old
+					args = append(args, editArgs(path, h.New, &old))
+				}
+			default: // a move's destination, an update without hunks: the patch's text
+				args = append(args, map[string]any{"path": path, "content": f.Text})
 			}
-			calls = append(calls, cs...)
+			for _, a := range args {
+				cs, err := one("edit", a)
+				if err != nil {
+					return nil, err
+				}
+				calls = append(calls, cs...)
+			}
 		}
 		return calls, nil
 	}

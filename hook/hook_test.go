@@ -325,3 +325,29 @@ func TestPatchFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestPatchHunksBecomeEdits(t *testing.T) {
+	files, err := hook.PatchFiles("*** Begin Patch\n*** Add File: n.txt\n+one\n+two\n*** Update File: a.go\n@@ func f() {\n ctx\n-old\n+new\n@@\n-x\n*** End Patch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[0].Added != "one\ntwo\n" {
+		t.Errorf("added content %q", files[0].Added)
+	}
+	want := []hook.Hunk{{Old: "ctx\nold\n", New: "ctx\nnew\n"}, {Old: "x\n", New: ""}}
+	if len(files[1].Hunks) != 2 || files[1].Hunks[0] != want[0] || files[1].Hunks[1] != want[1] {
+		t.Errorf("hunks %q, want %q", files[1].Hunks, want)
+	}
+	// Through the mapping: the added file, then one edit per hunk.
+	e := newEnv(t)
+	in := &hook.Input{Agent: hook.Codex, Cwd: e.ws, ToolName: "apply_patch", ToolInput: json.RawMessage(`{"command":"*** Begin Patch\n*** Add File: src/n.txt\n+one\n*** Update File: src/main.go\n@@\n-package main\n+package other\n*** End Patch"}`)}
+	calls, err := hook.Map(in, &e.opts().MapOptions)
+	if err != nil || len(calls) != 2 {
+		t.Fatalf("calls %v, %v", calls, err)
+	}
+	var a map[string]string
+	if err := json.Unmarshal(calls[1].Arguments, &a); err != nil || a["old_content"] != "package main\n" || a["content"] != "package other\n" ||
+		a["path"] != filepath.Join(e.ws, "src", "main.go") {
+		t.Errorf("the update's edit %s", calls[1].Arguments)
+	}
+}

@@ -14,6 +14,49 @@ type PatchFile struct {
 	// update's "*** Move to:").
 	Op   string
 	Text string
+	// Added is an added file's content (its + lines).
+	Added string
+	// Hunks are an update's changes, each as the text it replaces (its
+	// context and - lines) and the text it becomes (context and + lines).
+	Hunks []Hunk
+}
+
+// Hunk is one change of an updated file.
+type Hunk struct{ Old, New string }
+
+// parseSection fills an added file's content or an update's hunks from
+// its section text (the header line first).
+func (f *PatchFile) parseSection() {
+	lines := strings.Split(strings.TrimSuffix(f.Text, "\n"), "\n")
+	var added strings.Builder
+	var cur *Hunk
+	for _, l := range lines[1:] {
+		switch {
+		case f.Op == "add":
+			added.WriteString(strings.TrimPrefix(l, "+") + "\n")
+		case strings.HasPrefix(l, "@@"):
+			f.Hunks = append(f.Hunks, Hunk{})
+			cur = &f.Hunks[len(f.Hunks)-1]
+		case strings.HasPrefix(l, "*** "):
+			// *** Move to: or *** End of File: no text
+		default:
+			if cur == nil { // a hunk without its @@ line
+				f.Hunks = append(f.Hunks, Hunk{})
+				cur = &f.Hunks[len(f.Hunks)-1]
+			}
+			body := ""
+			if l != "" {
+				body = l[1:]
+			}
+			if !strings.HasPrefix(l, "+") {
+				cur.Old += body + "\n"
+			}
+			if !strings.HasPrefix(l, "-") {
+				cur.New += body + "\n"
+			}
+		}
+	}
+	f.Added = added.String()
 }
 
 // PatchFiles lists the files of a Codex apply_patch patch:
@@ -115,6 +158,9 @@ func PatchFiles(text string) ([]PatchFile, error) {
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%w: apply_patch: the patch touches no file", ErrBadInput)
+	}
+	for i := range files {
+		files[i].parseSection()
 	}
 	return files, nil
 }

@@ -142,6 +142,10 @@ func TestHookApprovalThenAllowedOnce(t *testing.T) {
 	if !strings.Contains(reason, id) {
 		t.Errorf("reason %q does not name request %s", reason, id)
 	}
+	// The operator sees what the agent would write, as a diff.
+	if r := g.run(t, "", "approvals", "show", id); !strings.Contains(r.stdout, "+# New") {
+		t.Errorf("approvals show %s has no diff of the write:\n%s", id, r.stdout)
+	}
 	if d, _ := hookAnswer(t, g.run(t, in, "hook", "claude-code", "--caller", "agent", "--pending", "ask")); d != "ask" {
 		t.Errorf("--pending ask answered %q", d)
 	}
