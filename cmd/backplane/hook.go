@@ -14,10 +14,15 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/hook"
 	"github.com/spf13/cobra"
 )
+
+// watchdogSlack is how long past --timeout and --wait the hook lets its
+// own deadlines act before it exits blocking.
+const watchdogSlack = 3 * time.Second
 
 // callerTokenEnv holds a caller's bearer token: the hook's caller is its
 // owner in serve.tokens.
@@ -73,6 +78,17 @@ allow or deny, exits 0 with the agent's JSON on stdout (nothing for a Codex
 allow).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// An agent runs the tool when its hook outlives the agent's own
+			// timeout, so a hook that cannot answer in time (a stdin never
+			// closed, a store that does not answer) blocks first, whatever
+			// it is stuck in.
+			stderr := cmd.ErrOrStderr()
+			limit := timeout + min(max(wait, 0), approval.MaxWait) + watchdogSlack
+			watchdog := time.AfterFunc(limit, func() {
+				fmt.Fprintf(stderr, "backplane hook: blocked: no decision within %v\n", limit)
+				os.Exit(exitUsage)
+			})
+			defer watchdog.Stop()
 			err := runHook(cmd, &f, args[0], caller, tokenFile, pending, gwURL, wait, timeout)
 			if err != nil {
 				// The agent shows stderr to the model or the user: one line,
@@ -91,7 +107,7 @@ allow).`,
 	fl.StringVar(&gwURL, "url", "", "ask the running gateway at this URL (serve's, e.g. http://127.0.0.1:8787) instead of deciding from the configuration")
 	fl.StringVar(&pending, "pending", "deny", "Claude Code's answer while an approval is pending: deny, ask or defer")
 	fl.DurationVar(&wait, "wait", 0, "how long to wait for an operator's approval (at most 50s)")
-	fl.DurationVar(&timeout, "timeout", 20*time.Second, "how long the decision may take, beside --wait, before the hook blocks")
+	fl.DurationVar(&timeout, "timeout", 20*time.Second, "how long reading the input and deciding may take, beside --wait, before the hook blocks (set the agent's hook timeout above both)")
 	return cmd
 }
 
@@ -117,7 +133,7 @@ func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, 
 	if err != nil {
 		return err
 	}
-	f.storeOnly = !strings.HasPrefix(in.ToolName, "mcp__")
+	f.storeOnly = !strings.HasPrefix(in.ToolName, "mcp_") // mcp__S__T, and Gemini's mcp_S_T
 
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout+wait)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hookConfig governs an agent's own tools: the built-ins give the policy
@@ -355,5 +356,31 @@ func TestHookGemini(t *testing.T) {
 		if want == "deny" && !strings.Contains(o["reason"], "rm -rf") {
 			t.Errorf("%q: reason %q", command, o["reason"])
 		}
+	}
+}
+
+// An agent that never closes the hook's stdin: the hook blocks on its own
+// before the agent's timeout would let the tool run.
+func TestHookBlocksWhenStuck(t *testing.T) {
+	g, _ := newHookDir(t)
+	cmd := g.command("", "hook", "claude-code", "--caller", "agent", "--timeout", "1s")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	cmd.Stdin = pr
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	start := time.Now()
+	err = cmd.Run()
+	pr.Close()
+	r := finish(t, err, &out, &errOut, nil)
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "no decision within") || r.stdout != "" {
+		t.Errorf("stuck hook: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the stuck hook took %v to block", d)
 	}
 }
