@@ -31,13 +31,15 @@ type HookOptions struct {
 }
 
 // serveHooks mounts the hook endpoints when Options.Hooks is set. The
-// caller is the bearer token's, as for /mcp; an approval wait (?wait=) has
-// no write deadline to outlast.
+// caller is the bearer token's, as for /mcp, and so is the Origin check: a
+// web page must not make decisions (create approvals, consume them) as the
+// anonymous loopback caller. An approval wait (?wait=) has no write
+// deadline to outlast.
 func (s *Server) serveHooks(mux *http.ServeMux) {
 	if s.opts.Hooks == nil {
 		return
 	}
-	mux.Handle(PathHooks, s.streamDeadlines(s.requireToken(http.HandlerFunc(s.hookDecide)), true))
+	mux.Handle(PathHooks, s.streamDeadlines(s.checkOrigin(s.requireToken(http.HandlerFunc(s.hookDecide))), true))
 }
 
 // hookDecide answers POST /hooks/AGENT?wait=DURATION&pending=deny|ask|defer

@@ -80,10 +80,14 @@ func TestHookEndpoint(t *testing.T) {
 		"unknown agent": {http.MethodPost, "/hooks/vim", "tok-bob", input("Bash", `{"command":"ls"}`), http.StatusNotFound},
 		"bad input":     {http.MethodPost, "/hooks/claude-code", "tok-bob", "{", http.StatusBadRequest},
 		"bad wait":      {http.MethodPost, "/hooks/claude-code?wait=soon", "tok-bob", input("Bash", `{"command":"ls"}`), http.StatusBadRequest},
+		"web page":      {http.MethodPost, "/hooks/claude-code", "tok-bob", input("mcp__demo__echo", `{"text":"hi"}`), http.StatusForbidden},
 	} {
 		req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
 		if tc.token != "" {
 			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		if name == "web page" {
+			req.Header.Set("Origin", "https://evil.example")
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
