@@ -21,6 +21,10 @@
 // idempotency key returns the recorded outcome, or resource_conflict while
 // the first call is running or uncertain.
 //
+// Decide runs steps 1 to 6 for a tool someone else runs (a coding agent's
+// own tools, through its hook: package hook) and settles the intent at
+// once as DecisionOnly; its backend is never invoked.
+//
 // The store (required: the gateway's promises are only as durable as it),
 // policy, approver, budgets and backends are small interfaces a host can
 // replace. Every call is written as one structured audit event (log/slog)
