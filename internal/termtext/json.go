@@ -1,6 +1,7 @@
 package termtext
 
 import (
+	"strings"
 	"unicode/utf8"
 )
 
@@ -13,7 +14,7 @@ import (
 // whitespace) becomes a space, inside one it is escaped, except '\n',
 // which is kept, so a JSON Lines stream keeps its lines.
 func JSON(b []byte) []byte {
-	if jsonClean(b) {
+	if linesClean(b) {
 		return b
 	}
 	out := make([]byte, 0, len(b)+16)
@@ -71,7 +72,8 @@ func appendU(out []byte, r rune) []byte {
 	return append(out, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 }
 
-func jsonClean(b []byte) bool {
+// linesClean reports whether b holds nothing [Unsafe] but '\n'.
+func linesClean(b []byte) bool {
 	for i := 0; i < len(b); {
 		c := b[i]
 		if c < utf8.RuneSelf {
@@ -88,4 +90,43 @@ func jsonClean(b []byte) bool {
 		i += n
 	}
 	return true
+}
+
+// Markup returns the document b (a page html/template wrote) with every
+// character [Unsafe] would escape, '\n' aside, written as its escape
+// (\x1b, \u202e), so a page shows what a terminal shows. Backslashes are
+// left alone, unlike [Line]'s: the document's own syntax (a script's
+// string escapes) gives them a meaning, and what replaces a character is
+// plain ASCII text, safe in every context html/template writes (text,
+// attributes, scripts, where it reads as the same character).
+func Markup(b []byte) []byte {
+	if linesClean(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			if (c < 0x20 && c != '\n') || c == 0x7f {
+				out = append(out, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
+			} else {
+				out = append(out, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = append(out, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
+		case Unsafe(r):
+			var sb strings.Builder
+			writeRune(&sb, r)
+			out = append(out, sb.String()...)
+		default:
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	return out
 }

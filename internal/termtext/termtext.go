@@ -3,7 +3,7 @@
 // output, a file's content in a diff) safe to show to a person: on a
 // terminal, in a log line, in the console's pages.
 //
-// It promises that what [Line], [Block] and [JSON] return holds no byte a
+// It promises that what [Line], [Block], [JSON] and [Markup] return holds no byte a
 // terminal acts on rather than shows: no C0 control (U+0000-U+001F; [Block]
 // keeps '\n' only), no DEL, no C1 control (U+0080-U+009F), no format
 // character (Unicode category Cf: the bidirectional embeddings, overrides
@@ -15,7 +15,7 @@
 // \U00HHHHHH) for the others, so "rm -rf x\x1b[2K\rgit status" is what the
 // operator reads, not "git status".
 //
-// The escaping is reversible: a backslash is doubled exactly when what
+// The escaping of [Line] and [Block] is reversible: a backslash is doubled exactly when what
 // follows it would read as one of these escapes (or as "\\"), so two
 // different texts never look the same. Every other backslash is left as it
 // is, so shell commands and Windows paths read as they were written.

@@ -111,7 +111,8 @@ func unescape(s string) (string, bool) {
 // FuzzEscape: no control, format or separator character and no byte
 // outside UTF-8 survives Line or Block ('\n' only in Block), and the
 // escaping reverses exactly, so two different texts never print the same.
-// JSON keeps the value and writes none of them raw either.
+// JSON keeps the value and writes none of them raw either; neither does
+// Markup.
 func FuzzEscape(f *testing.F) {
 	for _, s := range []string{"git status", "rm -rf x\x1b[2K\rgit status\x1b[4A", "a\u202eb\n", `\x1b\\u202e\`, "\xff\xfe\x9b", "\U000e0041\u2066", "\u0085\u009f\u00ad"} {
 		f.Add(s)
@@ -136,6 +137,18 @@ func FuzzEscape(f *testing.F) {
 				t.Fatalf("%s(%q) = %q, which reads back as %q", mode.name, s, out, back)
 			}
 		}
+		// JSON and Markup, on any bytes: nothing unsafe survives, '\n'
+		// aside.
+		for name, out := range map[string][]byte{"JSON": termtext.JSON([]byte(s)), "Markup": termtext.Markup([]byte(s))} {
+			if !utf8.Valid(out) {
+				t.Fatalf("%s(%q) = %q: not UTF-8", name, s, out)
+			}
+			for _, r := range string(out) {
+				if r != '\n' && termtext.Unsafe(r) {
+					t.Fatalf("%s(%q) = %q: %U survived", name, s, out, r)
+				}
+			}
+		}
 		if !utf8.ValidString(s) {
 			return // encoding/json would have replaced the stray bytes
 		}
@@ -154,4 +167,12 @@ func FuzzEscape(f *testing.F) {
 			t.Fatalf("JSON(%s) = %s, which reads back as %q (%v)", b, out, back, err)
 		}
 	})
+}
+
+func TestMarkupLeavesBackslashes(t *testing.T) {
+	in := "<pre>a\x1b[2K\rb \u202e</pre>\n<script>var s = \"\\u001b\\\\\";</script>"
+	want := "<pre>a\\x1b[2K\\x0db \\u202e</pre>\n<script>var s = \"\\u001b\\\\\";</script>"
+	if got := string(termtext.Markup([]byte(in))); got != want {
+		t.Errorf("Markup(%q) = %q, want %q", in, got, want)
+	}
 }
