@@ -53,6 +53,7 @@ import (
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
@@ -218,8 +219,9 @@ func New(opts *Options) *Gateway {
 // Store returns the gateway's store, as given in Options.Store.
 func (g *Gateway) Store() Store { return g.store }
 
-// Register adds a tool. A missing name or backend, or a name already
-// registered, is an error and nothing is registered. A schema outside the
+// Register adds a tool. A missing name or backend, a name outside
+// [A-Za-z0-9_.-]{1,128} (tool.ErrBadName), or a name already registered,
+// is an error and nothing is registered. A schema outside the
 // subset is registered unchanged (D20) and also returned as an error: hosts
 // that author their schemas should treat it as fatal; adapters of MCP
 // servers may log it, and every call of that tool then fails with it before
@@ -227,6 +229,9 @@ func (g *Gateway) Store() Store { return g.store }
 func (g *Gateway) Register(t Tool) error {
 	if t.Name == "" {
 		return errors.New("gateway: tool name is required")
+	}
+	if err := tool.CheckName(t.Name); err != nil {
+		return fmt.Errorf("gateway: tool %s: %w", termtext.Line(t.Name), err)
 	}
 	if t.Backend == nil {
 		return fmt.Errorf("gateway: tool %s: backend is required", t.Name)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/tool"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
@@ -247,6 +248,13 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 	listed := map[string]bool{}
 	for _, t := range tools {
 		full := u.srv.ToolPrefix() + t.Name
+		if tool.CheckName(t.Name) != nil || tool.CheckName(full) != nil {
+			// Left out, not fatal: the server's other tools still serve. A
+			// name with a control or a newline would forge lines wherever
+			// it is printed; termtext shows what it holds.
+			u.log.Error("upstream tool refused: its name is not 1 to 128 of A-Z a-z 0-9 _ . -", "tool", termtext.Line(full))
+			continue
+		}
 		if listed[t.Name] {
 			if atStart {
 				return fmt.Errorf("tools/list names %s twice", t.Name)

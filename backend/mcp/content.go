@@ -12,6 +12,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // maxContentItems bounds one server's resources or prompts listing.
@@ -36,7 +39,8 @@ func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	return listAll(u, l.sess.Resources(ctx, nil), "resources/list", "resources")
+	list, err := listAll(u, l.sess.Resources(ctx, nil), "resources/list", "resources")
+	return wellNamed(u, list, "resource", func(r *sdk.Resource) string { return r.Name }), err
 }
 
 // ResourceTemplates lists the server's resource templates now (none when
@@ -47,7 +51,8 @@ func (u *Upstream) ResourceTemplates(ctx context.Context) ([]*sdk.ResourceTempla
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop()
-	return listAll(u, l.sess.ResourceTemplates(ctx, nil), "resources/templates/list", "resource templates")
+	list, err := listAll(u, l.sess.ResourceTemplates(ctx, nil), "resources/templates/list", "resource templates")
+	return wellNamed(u, list, "resource template", func(t *sdk.ResourceTemplate) string { return t.Name }), err
 }
 
 // offering returns the live connection when the server declared what
@@ -99,7 +104,23 @@ func (u *Upstream) Prompts(ctx context.Context) ([]*sdk.Prompt, error) {
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop()
-	return listAll(u, l.sess.Prompts(ctx, nil), "prompts/list", "prompts")
+	list, err := listAll(u, l.sess.Prompts(ctx, nil), "prompts/list", "prompts")
+	return wellNamed(u, list, "prompt", func(p *sdk.Prompt) string { return p.Name }), err
+}
+
+// wellNamed leaves out, with a log line, the items whose name is outside
+// [A-Za-z0-9_.-]{1,128} (tool.CheckName), as the server's tools are: the
+// name reaches clients, logs and the console.
+func wellNamed[T any](u *Upstream, items []T, what string, name func(T) string) []T {
+	out := items[:0]
+	for _, it := range items {
+		if n := name(it); tool.CheckName(n) != nil {
+			u.log.Error("upstream "+what+" refused: its name is not 1 to 128 of A-Z a-z 0-9 _ . -", what, termtext.Line(n))
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
 }
 
 // Content is the resources, resource templates and prompts of several

@@ -10,6 +10,7 @@
 //	MCPTEST_LINGER      if set, keep running after stdin closes
 //	MCPTEST_START_GATE  a file: answer nothing until it exists (a slow start, such as a first npx download)
 //	MCPTEST_STALL       if set, add the tool stall (below)
+//	MCPTEST_BAD_NAMES   if set, add tools and a prompt whose names hold an ESC sequence, a newline and a U+202E
 //	MCPTEST_TEMPLATE    a resource template to offer (its reads answer "TEMPLATE read URI"), with
 //	                    subscriptions (each subscribe and unsubscribe logged) and the tool touch
 //
@@ -220,6 +221,17 @@ func main() {
 			name := fmt.Sprintf("filler_%02d", i)
 			s.AddTool(&mcp.Tool{Name: name, Description: "Filler " + name, InputSchema: json.RawMessage(emptySchema)}, extra)
 		}
+	}
+	if os.Getenv("MCPTEST_BAD_NAMES") != "" {
+		// The SDK logs these names as invalid but serves them: a server
+		// can send anything.
+		for _, name := range []string{"evil\x1b[2K\rgreet", "two\nlines", "rev\u202eesrever"} {
+			s.AddTool(&mcp.Tool{Name: name, Description: "Badly named.", InputSchema: json.RawMessage(emptySchema)}, extra)
+		}
+		s.AddPrompt(&mcp.Prompt{Name: "bad\x1b[4Aprompt", Description: "Badly named."},
+			func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{Description: "bad"}, nil
+			})
 	}
 	var transport mcp.Transport = &mcp.StdioTransport{}
 	if os.Getenv("MCPTEST_STALL") != "" {
