@@ -477,7 +477,8 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 		u, err := mcp.Connect(ctx, mcp.Server{
 			Name: s.Name, Prefix: s.Prefix, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
-			Bridge: &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
+			Bridge:           &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
+			AcceptAddedTools: s.AcceptAddedTools,
 		}, &mcp.Options{
 			Registry:       g,
 			Logger:         rt.Log,

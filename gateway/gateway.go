@@ -247,6 +247,11 @@ func (g *Gateway) Register(t Tool) error {
 	}
 	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
 	if t.Pinned {
+		if t.HoldUnseen {
+			if err := g.holdUnseen(t.Name); err != nil {
+				return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
+			}
+		}
 		p, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now())
 		if err != nil {
 			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
@@ -267,6 +272,26 @@ func (g *Gateway) Register(t Tool) error {
 		return &tool.SchemaError{Tool: t.Name, Err: r.schemaErr}
 	}
 	return nil
+}
+
+// NoAcceptedDefinition is the accepted hash of a pinned tool held at first
+// sight (tool.Tool.HoldUnseen): no definition's hash, so every definition
+// of it is held until an operator accepts one.
+const NoAcceptedDefinition = "none"
+
+// holdUnseen records a pin that accepts nothing for a name never pinned:
+// the first SeePin of a name accepts what it sees, so it sees
+// NoAcceptedDefinition first. The store offers no insert-if-absent of a
+// held pin; between the read and the write another process seeing the
+// tool at its own start would pin it accepted (that process's start
+// trusts its catalog).
+func (g *Gateway) holdUnseen(name string) error {
+	_, err := g.store.GetPin(context.Background(), name)
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err = g.store.SeePin(context.Background(), name, NoAcceptedDefinition, g.now())
+	return err
 }
 
 // Unregister removes a tool (an upstream's tool that disappeared or is about

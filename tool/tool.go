@@ -50,6 +50,10 @@ type Tool struct {
 	// after a change, calls fail with forbidden until an operator accepts
 	// the new definition (store.Pins.AcceptPin; `backplane tools accept`).
 	Pinned bool
+	// HoldUnseen, for a pinned tool, holds a definition whose name was
+	// never pinned before instead of accepting it at first sight: a tool
+	// an upstream adds while running is reviewed like a changed one.
+	HoldUnseen bool
 }
 
 // Class is a stable error class string; callers (and models) match on it.

@@ -274,6 +274,10 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			delete(u.tools, t.Name)
 		}
 		b := &toolBackend{u: u, name: t.Name}
+		// A tool new to this connection after the first start: held if
+		// never pinned before (gateway: HoldUnseen), unless the operator
+		// trusts the server's additions.
+		holdUnseen := !atStart && !had && !u.srv.AcceptAddedTools
 		err := u.reg.Register(tool.Tool{
 			Name:        full,
 			Description: t.Description,
@@ -282,6 +286,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			Backend:     b,
 			Validator:   u.validatorFor(full, t.InputSchema),
 			Pinned:      true,
+			HoldUnseen:  holdUnseen,
 		})
 		var se *tool.SchemaError
 		switch {
@@ -293,6 +298,8 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			u.tools[t.Name] = &upTool{name: t.Name, full: full, desc: t.Description, schema: t.InputSchema, safety: safety, backend: b}
 			if had {
 				u.log.Info("upstream tool changed", "tool", full)
+			} else if holdUnseen {
+				u.log.Warn("upstream tool added while running: held until an operator accepts it (backplane tools accept), unless it was accepted before; accept_added_tools: true on the server accepts such tools at first sight", "tool", full)
 			} else if !atStart {
 				u.log.Info("upstream tool added", "tool", full)
 			}

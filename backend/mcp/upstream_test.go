@@ -196,7 +196,10 @@ func TestPaging(t *testing.T) {
 }
 
 // TestListChanged: a tool the server adds at run time is registered, one it
-// removes is unregistered, both on notifications/tools/list_changed.
+// removes is unregistered, both on notifications/tools/list_changed. The
+// added tool is held until an operator accepts it (finding 11 of issue
+// 22: its own readOnlyHint spared it the approval); once accepted, it is
+// not held again when it comes back.
 func TestListChanged(t *testing.T) {
 	e := newEnv(t)
 	srv, _ := testServerSpec(t, "go")
@@ -206,6 +209,15 @@ func TestListChanged(t *testing.T) {
 	}
 	e.mustCall(t, "go.add_extra", `{}`)
 	eventually(t, 5*time.Second, "go.extra registered", func() bool { _, _, ok := e.g.Tool("go.extra"); return ok })
+	if _, ge := e.call(t, "go.extra", `{}`); ge == nil || ge.Class != gateway.ClassForbidden || !strings.Contains(ge.Message, "tools accept go.extra") {
+		t.Fatalf("go.extra, added at run time: %v, want forbidden until accepted", ge)
+	}
+	if !strings.Contains(e.logs.String(), "upstream tool added while running: held") {
+		t.Errorf("the hold is not logged:\n%s", e.logs)
+	}
+	if _, err := e.g.AcceptDefinition(context.Background(), "go.extra", "ops", ""); err != nil {
+		t.Fatal(err)
+	}
 	if res := e.mustCall(t, "go.extra", `{}`); !strings.Contains(string(res.Result), "extra") {
 		t.Errorf("go.extra: %s", res.Result)
 	}
@@ -213,6 +225,24 @@ func TestListChanged(t *testing.T) {
 	eventually(t, 5*time.Second, "go.extra unregistered", func() bool { _, _, ok := e.g.Tool("go.extra"); return !ok })
 	if _, ge := e.call(t, "go.extra", `{}`); ge == nil || ge.Class != gateway.ClassNotFound {
 		t.Errorf("go.extra after removal: %v, want not_found", ge)
+	}
+	// Back with the definition accepted before: callable at once.
+	e.mustCall(t, "go.add_extra", `{}`)
+	eventually(t, 5*time.Second, "go.extra registered again", func() bool { _, _, ok := e.g.Tool("go.extra"); return ok })
+	e.mustCall(t, "go.extra", `{}`)
+}
+
+// TestAcceptAddedTools: with AcceptAddedTools (accept_added_tools: true),
+// a tool the server adds at run time is accepted at first sight.
+func TestAcceptAddedTools(t *testing.T) {
+	e := newEnv(t)
+	srv, _ := testServerSpec(t, "go")
+	srv.AcceptAddedTools = true
+	e.connect(t, srv, nil)
+	e.mustCall(t, "go.add_extra", `{}`)
+	eventually(t, 5*time.Second, "go.extra registered", func() bool { _, _, ok := e.g.Tool("go.extra"); return ok })
+	if res := e.mustCall(t, "go.extra", `{}`); !strings.Contains(string(res.Result), "extra") {
+		t.Errorf("go.extra: %s", res.Result)
 	}
 }
 
