@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentbackplane/backplane/internal/termtext"
@@ -24,7 +26,7 @@ func rawControls(s string) []string {
 			}
 		}
 		if r != '\n' && termtext.Unsafe(r) {
-			found = append(found, strings.TrimPrefix(termtext.Line(string(r)), ""))
+			found = append(found, termtext.Line(string(r)))
 		}
 	}
 	return found
@@ -161,4 +163,36 @@ func toolsOf(t *testing.T, g *gwDir) map[string]map[string]any {
 		}
 	}
 	return tools
+}
+
+// TestServePendingLineEscapesControls: serve's "approval pending" line on
+// its terminal shows a pending command's controls and U+202E escaped.
+func TestServePendingLineEscapesControls(t *testing.T) {
+	g := newOperatorsDir(t, "0s")
+	p := startServe(t, g)
+	cs := connectAlice(t, p, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, sc := callTool(t, ctx, cs, "bash", map[string]any{"command": "rm -r -f x # \x1b[2K\r git status \x1b[4A \u202e x"})
+	id, _ := detailsOf(sc)["approval_id"].(string)
+	if id == "" {
+		t.Fatalf("no approval id: %+v", sc)
+	}
+	var line string
+	for start := time.Now(); line == ""; time.Sleep(50 * time.Millisecond) {
+		for l := range strings.Lines(p.log()) {
+			if strings.HasPrefix(l, "approval pending: "+id) {
+				line = l
+			}
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("serve did not print the pending request:\n%s", p.log())
+		}
+	}
+	if bad := rawControls(strings.TrimSuffix(line, "\n")); len(bad) > 0 {
+		t.Errorf("the pending line holds %q raw: %q", bad, line)
+	}
+	if !strings.Contains(line, `\u001b[2K\r git status \u001b[4A \u202e x`) {
+		t.Errorf("the pending line does not show the command escaped: %q", line)
+	}
 }
