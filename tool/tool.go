@@ -97,7 +97,7 @@ const MaxNameLen = 128
 
 // ErrBadName is wrapped by Register's error (and [CheckName]'s) when a name
 // is outside [A-Za-z0-9_.-]{1,128}.
-var ErrBadName = errors.New("a name is 1 to 128 of A-Z a-z 0-9 _ . -")
+var ErrBadName = errors.New("its name is not 1 to 128 of A-Z a-z 0-9 _ . -")
 
 // CheckName refuses a name outside [A-Za-z0-9_.-]{1,128}: the names the
 // configuration accepts for its own tools. A name comes back in tables,

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
@@ -40,7 +41,7 @@ func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
 	list, err := listAll(u, l.sess.Resources(ctx, nil), "resources/list", "resources")
-	return wellNamed(u, list, "resource", func(r *sdk.Resource) string { return r.Name }), err
+	return wellNamed(u, list, "resource", checkResourceName, func(r *sdk.Resource) string { return r.Name }), err
 }
 
 // ResourceTemplates lists the server's resource templates now (none when
@@ -52,7 +53,7 @@ func (u *Upstream) ResourceTemplates(ctx context.Context) ([]*sdk.ResourceTempla
 	}
 	defer l.nudgeWhileWaiting().stop()
 	list, err := listAll(u, l.sess.ResourceTemplates(ctx, nil), "resources/templates/list", "resource templates")
-	return wellNamed(u, list, "resource template", func(t *sdk.ResourceTemplate) string { return t.Name }), err
+	return wellNamed(u, list, "resource template", checkResourceName, func(t *sdk.ResourceTemplate) string { return t.Name }), err
 }
 
 // offering returns the live connection when the server declared what
@@ -105,22 +106,37 @@ func (u *Upstream) Prompts(ctx context.Context) ([]*sdk.Prompt, error) {
 	}
 	defer l.nudgeWhileWaiting().stop()
 	list, err := listAll(u, l.sess.Prompts(ctx, nil), "prompts/list", "prompts")
-	return wellNamed(u, list, "prompt", func(p *sdk.Prompt) string { return p.Name }), err
+	return wellNamed(u, list, "prompt", tool.CheckName, func(p *sdk.Prompt) string { return p.Name }), err
 }
 
-// wellNamed leaves out, with a log line, the items whose name is outside
-// [A-Za-z0-9_.-]{1,128} (tool.CheckName), as the server's tools are: the
-// name reaches clients, logs and the console.
-func wellNamed[T any](u *Upstream, items []T, what string, name func(T) string) []T {
+// wellNamed leaves out, with a log line, the items whose name check
+// refuses: the name reaches clients, logs and the console.
+func wellNamed[T any](u *Upstream, items []T, what string, check func(string) error, name func(T) string) []T {
 	out := items[:0]
 	for _, it := range items {
-		if n := name(it); tool.CheckName(n) != nil {
-			u.log.Error("upstream "+what+" refused: its name is not 1 to 128 of A-Z a-z 0-9 _ . -", what, termtext.Line(n))
+		if n := name(it); check(n) != nil {
+			u.log.Error("upstream "+what+" refused: "+check(n).Error(), what, termtext.Line(n))
 			continue
 		}
 		out = append(out, it)
 	}
 	return out
+}
+
+// errResourceName is why a resource (or template) name is refused.
+var errResourceName = errors.New("its name is empty, or holds a control, a format or bidi character, or a byte outside UTF-8")
+
+// checkResourceName refuses the resource names a terminal or a page would
+// act on rather than show (termtext.Unsafe). Unlike tool and prompt names,
+// which calls and policy patterns spell, a resource's name serves as its
+// display name (it is addressed by URI): servers give names such as
+// "Dynamic Text Resource" (server-everything), which [A-Za-z0-9_.-] would
+// refuse with every resource of the server.
+func checkResourceName(name string) error {
+	if name == "" || !utf8.ValidString(name) || strings.ContainsFunc(name, termtext.Unsafe) {
+		return errResourceName
+	}
+	return nil
 }
 
 // Content is the resources, resource templates and prompts of several

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // The tests of this file run the Go test server (testdata/mcptestserver)
@@ -303,5 +304,50 @@ func TestValidatorChoice(t *testing.T) {
 				t.Errorf("the refused schema was not logged")
 			}
 		})
+	}
+}
+
+// TestBadNamesRefused: finding 3 of issue 22. Tools and prompts named
+// outside [A-Za-z0-9_.-]{1,128}, and resources whose name holds a control,
+// are not registered or listed, each with a log line naming the server;
+// a resource named with spaces is kept (names are display names there).
+func TestBadNamesRefused(t *testing.T) {
+	e := newEnv(t)
+	srv, _ := testServerSpec(t, "go")
+	srv.Env = append(srv.Env, "MCPTEST_BAD_NAMES")
+	t.Setenv("MCPTEST_BAD_NAMES", "1")
+	u := e.connect(t, srv, nil)
+	for _, tl := range e.g.Tools() {
+		if tool.CheckName(tl.Name) != nil {
+			t.Errorf("registered %q", tl.Name)
+		}
+	}
+	if _, _, ok := e.g.Tool("go.greet"); !ok {
+		t.Error("the server's well-named tools are gone")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	prompts, err := u.Prompts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prompts) != 0 {
+		t.Errorf("prompts %v, want none", prompts)
+	}
+	res, err := u.Resources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Name != "Good Resource 1" {
+		t.Errorf("resources %+v, want Good Resource 1 alone", res)
+	}
+	logs := e.logs.String()
+	for _, want := range []string{`"tool":"go.evil\\x1b[2K\\x0dgreet"`, `"tool":"go.two\\x0alines"`, `"prompt":"bad\\x1b[4Aprompt"`, `"resource":"bad\\x1b]0;owned\\x07res"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no log line with %s:\n%s", want, logs)
+		}
+	}
+	if n := strings.Count(logs, `refused: its name`); n < 5 {
+		t.Errorf("%d refusals logged, want 5 (3 tools, 1 prompt, 1 resource):\n%s", n, logs)
 	}
 }

@@ -10,7 +10,8 @@
 //	MCPTEST_LINGER      if set, keep running after stdin closes
 //	MCPTEST_START_GATE  a file: answer nothing until it exists (a slow start, such as a first npx download)
 //	MCPTEST_STALL       if set, add the tool stall (below)
-//	MCPTEST_BAD_NAMES   if set, add tools and a prompt whose names hold an ESC sequence, a newline and a U+202E
+//	MCPTEST_BAD_NAMES   if set, add tools, a prompt and a resource whose names hold an ESC sequence, a newline
+//	                    or a U+202E, and the resource "Good Resource 1"
 //	MCPTEST_ELICIT      if set, add the tool elicit, which asks its client for an "operator token"
 //	                    in a form titled as a Backplane approval, and returns the answer's JSON
 //	MCPTEST_TEMPLATE    a resource template to offer (its reads answer "TEMPLATE read URI"), with
@@ -234,6 +235,13 @@ func main() {
 			func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 				return &mcp.GetPromptResult{Description: "bad"}, nil
 			})
+		// Resources are named for display: spaces are fine, controls not.
+		for uri, name := range map[string]string{"bad://title": "bad\x1b]0;owned\x07res", "good://1": "Good Resource 1"} {
+			s.AddResource(&mcp.Resource{URI: uri, Name: name},
+				func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+					return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "r"}}}, nil
+				})
+		}
 	}
 	if os.Getenv("MCPTEST_ELICIT") != "" {
 		s.AddTool(&mcp.Tool{Name: "elicit", Description: "Asks its client for a token.", InputSchema: json.RawMessage(emptySchema)},
