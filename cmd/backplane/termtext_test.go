@@ -196,3 +196,34 @@ func TestServePendingLineEscapesControls(t *testing.T) {
 		t.Errorf("the pending line does not show the command escaped: %q", line)
 	}
 }
+
+// TestAuditToStderrEscapesControls: --audit-log - writes JSON events to
+// stderr, often a terminal: a caller's U+202E and C1 control come out as
+// JSON escapes, the JSON the same.
+func TestAuditToStderrEscapesControls(t *testing.T) {
+	g := newGWDir(t, `store: .backplane
+policy:
+  - caller: "alice*"
+    allow: [bash]
+`)
+	caller := "alice\u202e\u009bx"
+	r := g.run(t, "", "call", "--caller", caller, "bash", `{"command":"true"}`, "--audit-log", "-")
+	r.wantCode(t, exitNegative) // approval_required
+	if !strings.Contains(r.stderr, `"caller":"alice\u202e\u009bx"`) {
+		t.Errorf("no event names the caller with JSON escapes:\n%s", r.stderr)
+	}
+	if bad := rawControls(r.stderr); len(bad) > 0 {
+		t.Errorf("the audit events hold %q raw:\n%s", bad, r.stderr)
+	}
+	for l := range strings.Lines(r.stderr) {
+		if !strings.HasPrefix(l, "{") {
+			continue // the operational log's text lines
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Errorf("not JSON: %q", l)
+		} else if c, ok := v["caller"]; ok && c != caller {
+			t.Errorf("caller %q, want %q", c, caller)
+		}
+	}
+}
