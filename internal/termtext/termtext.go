@@ -3,22 +3,24 @@
 // output, a file's content in a diff) safe to show to a person: on a
 // terminal, in a log line, in the console's pages.
 //
-// It promises that what [Line], [Block], [JSON] and [Markup] return holds no byte a
-// terminal acts on rather than shows: no C0 control (U+0000-U+001F; [Block]
-// keeps '\n' only), no DEL, no C1 control (U+0080-U+009F), no format
-// character (Unicode category Cf: the bidirectional embeddings, overrides
-// and isolates U+202A-U+202E and U+2066-U+2069, the zero-width characters
-// U+200B-U+200F, U+2060-U+2064, U+FEFF, the tag characters
-// U+E0001-U+E007F, ...), no line or paragraph separator (U+2028, U+2029),
-// and no byte that is not part of valid UTF-8. Each is written visibly
-// instead: \xHH for a C0 control, DEL or a stray byte, \uHHHH (or
-// \U00HHHHHH) for the others, so "rm -rf x\x1b[2K\rgit status" is what the
+// It promises that what [Line], [Block], [JSON] and [Markup] return holds
+// no byte a terminal acts on rather than shows: no C0 control
+// (U+0000-U+001F; [Block], [JSON] and [Markup] keep '\n' only), no DEL, no
+// C1 control (U+0080-U+009F), no format character (Unicode category Cf:
+// the bidirectional embeddings, overrides and isolates U+202A-U+202E and
+// U+2066-U+2069, the zero-width characters U+200B-U+200F, U+2060-U+2064,
+// U+FEFF, the tag characters U+E0001-U+E007F, ...), no line or paragraph
+// separator (U+2028, U+2029), no U+FFFD, and no byte that is not part of
+// valid UTF-8. Each is written visibly instead: \xHH for a C0 control, DEL
+// or a stray byte, \uHHHH (or \U00HHHHHH) for the others ([JSON] writes
+// JSON's own escapes), so "rm -rf x\x1b[2K\x0dgit status" is what the
 // operator reads, not "git status".
 //
-// The escaping of [Line] and [Block] is reversible: a backslash is doubled exactly when what
-// follows it would read as one of these escapes (or as "\\"), so two
-// different texts never look the same. Every other backslash is left as it
-// is, so shell commands and Windows paths read as they were written.
+// The escaping of [Line] and [Block] is reversible: a backslash is doubled
+// exactly when what follows it would read as one of these escapes (or as
+// "\\"), so two different texts never look the same. Every other
+// backslash is left as it is, so shell commands and Windows paths read as
+// they were written.
 //
 // It does not make text honest: look-alike letters (homoglyphs), combining
 // marks and letters that render as blank (such as U+3164) are shown as they
