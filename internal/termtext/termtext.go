@@ -44,7 +44,8 @@ func Line(s string) string { return escape(s, false) }
 func Block(s string) string { return escape(s, true) }
 
 // Unsafe reports whether r is written escaped: a control, a format
-// character or a line or paragraph separator.
+// character, a line or paragraph separator, or U+FFFD (which also stands
+// for a stray byte in decoding).
 func Unsafe(r rune) bool {
 	switch {
 	case r < 0x20, r == 0x7f:
