@@ -53,6 +53,7 @@ import (
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
@@ -218,8 +219,9 @@ func New(opts *Options) *Gateway {
 // Store returns the gateway's store, as given in Options.Store.
 func (g *Gateway) Store() Store { return g.store }
 
-// Register adds a tool. A missing name or backend, or a name already
-// registered, is an error and nothing is registered. A schema outside the
+// Register adds a tool. A missing name or backend, a name outside
+// [A-Za-z0-9_.-]{1,128} (tool.ErrBadName), or a name already registered,
+// is an error and nothing is registered. A schema outside the
 // subset is registered unchanged (D20) and also returned as an error: hosts
 // that author their schemas should treat it as fatal; adapters of MCP
 // servers may log it, and every call of that tool then fails with it before
@@ -227,6 +229,9 @@ func (g *Gateway) Store() Store { return g.store }
 func (g *Gateway) Register(t Tool) error {
 	if t.Name == "" {
 		return errors.New("gateway: tool name is required")
+	}
+	if err := tool.CheckName(t.Name); err != nil {
+		return fmt.Errorf("gateway: tool %s: %w", termtext.Line(t.Name), err)
 	}
 	if t.Backend == nil {
 		return fmt.Errorf("gateway: tool %s: backend is required", t.Name)
@@ -242,6 +247,11 @@ func (g *Gateway) Register(t Tool) error {
 	}
 	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
 	if t.Pinned {
+		if t.HoldUnseen {
+			if err := g.holdUnseen(t.Name); err != nil {
+				return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
+			}
+		}
 		p, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now())
 		if err != nil {
 			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
@@ -262,6 +272,26 @@ func (g *Gateway) Register(t Tool) error {
 		return &tool.SchemaError{Tool: t.Name, Err: r.schemaErr}
 	}
 	return nil
+}
+
+// NoAcceptedDefinition is the accepted hash of a pinned tool held at first
+// sight (tool.Tool.HoldUnseen): no definition's hash, so every definition
+// of it is held until an operator accepts one.
+const NoAcceptedDefinition = "none"
+
+// holdUnseen records a pin that accepts nothing for a name never pinned:
+// the first SeePin of a name accepts what it sees, so it sees
+// NoAcceptedDefinition first. The store offers no insert-if-absent of a
+// held pin; between the read and the write another process seeing the
+// tool at its own start would pin it accepted (that process's start
+// trusts its catalog).
+func (g *Gateway) holdUnseen(name string) error {
+	_, err := g.store.GetPin(context.Background(), name)
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err = g.store.SeePin(context.Background(), name, NoAcceptedDefinition, g.now())
+	return err
 }
 
 // Unregister removes a tool (an upstream's tool that disappeared or is about
