@@ -91,7 +91,10 @@
 //     caller's; an invalid one is ignored. [Options.Collectors] add to
 //     /metrics (the trace exporter's dropped-span counters).
 //   - Over stdio, a line that is not a JSON-RPC message is answered with a
-//     JSON-RPC error (-32700, -32600) and skipped.
+//     JSON-RPC error (-32700, -32600) and skipped. A request read before
+//     the end of input is answered before the session ends, within
+//     [Options.StdioDrain] (10s by default): a call still running then
+//     is cancelled.
 //
 // The server speaks the session-based MCP protocol versions
 // ([ProtocolVersions], 2025-11-25 and older). 2026-07-28 forbids a server
@@ -220,7 +223,16 @@ type Options struct {
 	// Collectors are more Prometheus metrics served at /metrics (the
 	// tracing exporter's counters).
 	Collectors []prometheus.Collector
+	// StdioDrain bounds how long ServeStdio, once its input ended, waits
+	// for the answers to the requests read before the end. Default
+	// DefaultStdioDrain; negative: the session ends at once.
+	StdioDrain time.Duration
 }
+
+// DefaultStdioDrain is how long the requests a stdio client sent before
+// closing its input have to be answered: as long as serve's shutdown
+// grace.
+const DefaultStdioDrain = 10 * time.Second
 
 // Server serves one gateway over MCP. Create it with New.
 type Server struct {
@@ -626,7 +638,8 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 // the stdio transport) until the client closes it (nil) or Shutdown ends
 // it (nil; Shutdown reports the calls it had to cancel). A line that is
 // not a JSON-RPC message is answered with a JSON-RPC error and skipped,
-// never ends the session. It returns ErrServerClosed at once when the
+// never ends the session. The requests read before the end of r are
+// answered first, within Options.StdioDrain. It returns ErrServerClosed at once when the
 // server is already shut down.
 func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
 	s.mu.Lock()
@@ -640,9 +653,15 @@ func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
 	// malformed line is answered (-32700, -32600) and skipped, never ends
 	// the session: one stray print of a wrapper script must not end serve
 	// --stdio.
+	// A client may write its requests and close its input at once (a
+	// shell pipe): the end of input waits for their answers (Drain).
+	drain := s.opts.StdioDrain
+	if drain == 0 {
+		drain = DefaultStdioDrain
+	}
 	t := mcpstream.New(r, w, &mcpstream.Options{OnMalformed: func(code int64, why string) {
 		s.refusals.warn(s.log, "stdio", "stdio: a line that is not a JSON-RPC message was answered with an error and skipped", "code", code, "error", why)
-	}})
+	}, Drain: max(drain, 0)})
 	ss, err := s.Connect(context.Background(), t)
 	if err != nil {
 		return err

@@ -25,6 +25,8 @@
 //     last of them is answered. (MCP 2025-06-18 dropped batches; older
 //     clients may send them, and the connection cannot see the negotiated
 //     version, so batches are always taken.)
+//   - With Options.Drain, the end of the stream reaches Read only once the
+//     requests read before it are answered, or Drain has passed.
 //   - Write is safe for concurrent use; each message is one Write call on
 //     the stream. Close closes both ends once, makes a blocked Read return
 //     io.EOF, and later Writes fail with mcp.ErrConnectionClosed.
@@ -77,6 +79,14 @@ type Options struct {
 	// and why. Meant for a server, whose client's stray line must not end
 	// the session.
 	OnMalformed func(code int64, reason string)
+	// Drain, when positive, holds the end of the stream back from Read
+	// until the requests already read are answered (Write of a response
+	// with their id), the connection closes, or Drain has passed: a
+	// client that writes a request and closes its end at once (a shell
+	// pipe) gets the answer. Without it the end is reported at once, and
+	// the SDK cancels the requests it is still handling. Meant for a
+	// server; a request never answered costs the whole Drain.
+	Drain time.Duration
 }
 
 func (o *Options) maxMessage() int {
@@ -124,6 +134,7 @@ func (t *Transport) Connect(context.Context) (mcp.Connection, error) {
 		max:      t.opts.maxMessage(),
 		incoming: make(chan incoming),
 		closed:   make(chan struct{}),
+		answered: make(chan struct{}, 1),
 	}
 	if d, ok := t.r.(deadliner); ok && d.SetReadDeadline(time.Time{}) == nil {
 		// Closing (or a read deadline) interrupts a blocked read of this
@@ -199,6 +210,12 @@ type conn struct {
 	batchMu sync.Mutex
 	batches map[jsonrpc.ID]*batch // the open batches' requests, by id
 
+	// Requests read and not yet answered, for Options.Drain; answered is
+	// signalled (never blocking) at each answer.
+	openMu   sync.Mutex
+	open     map[jsonrpc.ID]int
+	answered chan struct{}
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
@@ -216,6 +233,65 @@ func (c *conn) SessionID() string { return "" }
 
 // Read implements mcp.Connection.
 func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.read(ctx)
+	if c.opts.Drain <= 0 {
+		return msg, err
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.IsCall() {
+		c.openMu.Lock()
+		if c.open == nil {
+			c.open = map[jsonrpc.ID]int{}
+		}
+		c.open[req.ID]++ // a reused id is answered twice, or not
+		c.openMu.Unlock()
+	}
+	if errors.Is(err, io.EOF) {
+		c.awaitAnswers(ctx)
+	}
+	return msg, err
+}
+
+// awaitAnswers waits, up to Options.Drain, until every request read is
+// answered; Close and ctx end it sooner.
+func (c *conn) awaitAnswers(ctx context.Context) {
+	timer := time.NewTimer(c.opts.Drain)
+	defer timer.Stop()
+	for {
+		c.openMu.Lock()
+		n := len(c.open)
+		c.openMu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-c.answered:
+		case <-timer.C:
+			return
+		case <-c.closed:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sawAnswer forgets the request resp answers, for Options.Drain.
+func (c *conn) sawAnswer(resp *jsonrpc.Response) {
+	if c.opts.Drain <= 0 {
+		return
+	}
+	c.openMu.Lock()
+	if c.open[resp.ID]--; c.open[resp.ID] <= 0 {
+		delete(c.open, resp.ID)
+	}
+	c.openMu.Unlock()
+	select {
+	case c.answered <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) read(ctx context.Context) (jsonrpc.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -369,6 +445,9 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	default:
 	}
 	if resp, ok := msg.(*jsonrpc.Response); ok {
+		// Counted as answered once written (or failed): the drain waits
+		// for the write, not merely for the handler.
+		defer c.sawAnswer(resp)
 		if answers, inBatch := c.answerOfBatch(resp); inBatch {
 			if answers == nil {
 				return nil // the batch's other answers are still to come

@@ -621,3 +621,78 @@ func TestCheckRequestIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestDrain: with Options.Drain, the end of the stream reaches Read only
+// once the requests read before it are answered (issue 22, item 18); a
+// notification waits for nothing; an unanswered request for Drain at most.
+func TestDrain(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		directPeers = direct
+		t.Run(map[bool]string{false: "goroutine", true: "direct"}[direct], func(t *testing.T) {
+			p := newPeer(t, &mcpstream.Options{Drain: time.Hour})
+			p.send(`{"jsonrpc":"2.0","id":1,"method":"a"}` + "\n" + `{"jsonrpc":"2.0","method":"n"}` + "\n")
+			p.mustRead()
+			p.mustRead()
+			p.w.Close()
+			eof := make(chan error, 1)
+			go func() { _, err := p.c.Read(context.Background()); eof <- err }()
+			select {
+			case err := <-eof:
+				t.Fatalf("Read returned %v while request 1 is unanswered", err)
+			case <-time.After(50 * time.Millisecond): // a failure can only be late, never false
+			}
+			lines := make(chan string, 1)
+			go func() { l, _ := p.r.ReadString('\n'); lines <- l }()
+			if err := p.c.Write(context.Background(), &jsonrpc.Response{ID: mustID(t, float64(1)), Result: json.RawMessage(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			if l := <-lines; !strings.Contains(l, `"id":1`) {
+				t.Fatalf("answer written: %q", l)
+			}
+			select {
+			case err := <-eof:
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("Read after the answer: %v, want io.EOF", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the end of the stream was not reported once every request was answered")
+			}
+		})
+	}
+	directPeers = false
+	t.Run("bounded", func(t *testing.T) {
+		p := newPeer(t, &mcpstream.Options{Drain: 20 * time.Millisecond})
+		p.send(`{"jsonrpc":"2.0","id":1,"method":"a"}` + "\n")
+		p.mustRead()
+		p.w.Close()
+		if _, err := p.read(); !errors.Is(err, io.EOF) {
+			t.Fatalf("Read past Drain: %v, want io.EOF", err)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		p := newPeer(t, &mcpstream.Options{Drain: time.Hour})
+		p.send(`{"jsonrpc":"2.0","id":1,"method":"a"}` + "\n")
+		p.mustRead()
+		p.w.Close()
+		eof := make(chan error, 1)
+		go func() { _, err := p.c.Read(context.Background()); eof <- err }()
+		p.c.Close()
+		select {
+		case err := <-eof:
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("Read after Close: %v, want io.EOF", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close did not end the drain")
+		}
+	})
+}
+
+func mustID(t *testing.T, v any) jsonrpc.ID {
+	t.Helper()
+	id, err := jsonrpc.MakeID(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
