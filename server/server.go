@@ -223,6 +223,20 @@ type Options struct {
 	// Collectors are more Prometheus metrics served at /metrics (the
 	// tracing exporter's counters).
 	Collectors []prometheus.Collector
+	// RateLimit is each caller's rate of requests, a token bucket of
+	// RateBurst (at least 1) refilled RateLimit times a second, that
+	// every MCP request and notification draws on, over HTTP and stdio:
+	// past it a request is refused before any work (HTTP 429 with
+	// Retry-After; over stdio a JSON-RPC error, CodeLimitExceeded).
+	// 0 or negative: no limit (serve's configuration sets one by
+	// default: serve.rate_limit).
+	RateLimit, RateBurst int
+	// MaxSubscriptionsPerSession and MaxSubscriptionsPerCaller bound the
+	// resources/subscribe a session, and a caller over all its sessions,
+	// hold at once; one more is refused (CodeLimitExceeded); a repeated
+	// subscribe of a URI held is no new one. Defaults 256 and 1024;
+	// negative: no bound.
+	MaxSubscriptionsPerSession, MaxSubscriptionsPerCaller int
 	// StdioDrain bounds how long ServeStdio, once its input ended, waits
 	// for the answers to the requests read before the end. Default
 	// DefaultStdioDrain; negative: the session ends at once.
@@ -264,6 +278,8 @@ type Server struct {
 
 	changes listChanges   // list_changed to the sessions whose catalog changed
 	subs    subscriptions // resource subscriptions of the sessions (content.go)
+	rates   *rateLimits   // each caller's bucket (ratelimit.go)
+	refused refusals      // sampling of the refusals for the logs
 
 	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
@@ -300,6 +316,13 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if s.opts.MaxSessionsPerCaller == 0 {
 		s.opts.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
 	}
+	if s.opts.MaxSubscriptionsPerSession == 0 {
+		s.opts.MaxSubscriptionsPerSession = DefaultMaxSubscriptionsPerSession
+	}
+	if s.opts.MaxSubscriptionsPerCaller == 0 {
+		s.opts.MaxSubscriptionsPerCaller = DefaultMaxSubscriptionsPerCaller
+	}
+	s.rates = newRateLimits(s.opts.RateLimit, s.opts.RateBurst)
 	idle := s.opts.SessionIdleTimeout
 	switch {
 	case idle == 0:
@@ -318,12 +341,15 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	}
 	s.metrics = newMetrics(g.Store(), o.Collectors...)
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
-	s.stdio = s.newMCPServer(func(mcp.Request) (string, error) {
+	stdioCaller := func(mcp.Request) (string, error) {
 		if s.opts.StdioCaller == "" {
 			return "", ErrNoStdioCaller
 		}
 		return s.opts.StdioCaller, nil
-	})
+	}
+	s.stdio = s.newMCPServer(stdioCaller)
+	// Added last, so run first: a request over the rate does no work.
+	s.stdio.AddReceivingMiddleware(s.rateLimitStdio(stdioCaller))
 	s.http = s.newMCPServer(callerFromToken)
 	g.OnChange(s.catalogChanged)
 	if o.Content != nil {

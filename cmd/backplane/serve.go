@@ -154,11 +154,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		// Zero: the server's defaults.
 		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
-		ResumeBytes:          cfg.Serve.ResumeBytes,
-		ResumeGrace:          cfg.Serve.ResumeGrace,
-		AllowedOrigins:       cfg.Serve.AllowedOrigins,
-		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
-		Collectors:           runtimeCollectors(s.rt),
+		RateLimit:            cfg.Serve.RatePerSecond,
+		RateBurst:            cfg.Serve.RateBurst,
+
+		MaxSubscriptionsPerSession: cfg.Serve.MaxSubscriptionsPerSession,
+		MaxSubscriptionsPerCaller:  cfg.Serve.MaxSubscriptionsPerCaller,
+		ResumeBytes:                cfg.Serve.ResumeBytes,
+		ResumeGrace:                cfg.Serve.ResumeGrace,
+		AllowedOrigins:             cfg.Serve.AllowedOrigins,
+		Console:                    newConsole(cfg, s.rt, log, stdio, httpAddr),
+		Collectors:                 runtimeCollectors(s.rt),
 
 		// Besides the static tokens (serve.oauth, serve.anonymous_caller).
 		OAuth:           verifier,
