@@ -85,6 +85,18 @@
 //     headers, bodies, idle connections and non-stream writes have
 //     timeouts ([HTTPTimeouts]); /mcp's event streams are never cut by
 //     them.
+//   - Limits of every face (ratelimit.go): each caller's requests draw on
+//     a token bucket ([Options.RateLimit], [Options.RateBurst]) before any
+//     work: over HTTP every /mcp request (past it: 429 with Retry-After),
+//     over stdio every message (past it: a JSON-RPC error,
+//     [CodeLimitExceeded], with the seconds to wait). A session holds at
+//     most [Options.MaxSubscriptionsPerSession] resource subscriptions and
+//     a caller [Options.MaxSubscriptionsPerCaller] (one more:
+//     CodeLimitExceeded, never sent upstream); a repeated subscribe of a
+//     URI held costs nothing. Every refusal is counted in /metrics
+//     (backplane_mcp_requests_limited_total) and sampled in the audit log
+//     and the server's log: the first per caller and limit each second,
+//     with the count since the last.
 //   - Trace context: a tools/call's _meta traceparent and tracestate (W3C
 //     Trace Context), else the HTTP request's headers of those names, make
 //     the gateway's span of the call (when it traces) a child of the
