@@ -94,10 +94,10 @@ func (r *rateLimits) allow(caller string) (ok bool, retryAfter time.Duration) {
 	return true, 0
 }
 
-// refusals samples the refusals of each caller for the audit log and the
-// operational log: the first of each second, with how many there were
-// since the last one written.
-type refusals struct {
+// refusalSampler samples the refusals of each caller for the audit log:
+// the first of each second, with how many there were since the last one
+// written.
+type refusalSampler struct {
 	mu   sync.Mutex
 	last map[refusalKey]*refusalCount
 }
@@ -110,7 +110,7 @@ type refusalCount struct {
 }
 
 // sample counts one refusal and says whether to write it, with the count.
-func (f *refusals) sample(caller, limit string, now time.Time) (write bool, count int) {
+func (f *refusalSampler) sample(caller, limit string, now time.Time) (write bool, count int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.last == nil {
@@ -138,19 +138,18 @@ func (f *refusals) sample(caller, limit string, now time.Time) (write bool, coun
 }
 
 // limited records a request refused by a limit: the metric always; the
-// audit event and the log line sampled (the first per caller and limit
-// each second, with the count since the last).
+// audit event sampled (the first per caller and limit each second, with
+// the count since the last); the log line throttled as every refusal's
+// (logthrottle.go).
 func (s *Server) limited(caller, limit, method, detail string) {
 	s.metrics.limited.WithLabelValues(caller, limit).Inc()
+	s.refusals.warn(s.log, "limit "+limit+" "+caller, "request refused by a limit",
+		"caller", caller, "limit", limit, "method", method, "reason", detail)
 	write, count := s.refused.sample(caller, limit, time.Now())
-	if !write {
-		return
-	}
-	if s.opts.Audit != nil {
+	if write && s.opts.Audit != nil {
 		s.opts.Audit.Warn("limit", "step", "limit", "outcome", "refused", "caller", caller,
 			"limit", limit, "method", method, "refused", count, "reason", detail)
 	}
-	s.log.Warn("requests refused by a limit", "caller", caller, "limit", limit, "method", method, "refused", count, "reason", detail)
 }
 
 // rateLimitError is the JSON-RPC answer to a request over the rate limit.

@@ -9,7 +9,7 @@ import (
 // second is written, with the count of those since the last written; the
 // others only counted (issue 22, item 7: refusals filled the audit log).
 func TestRefusalsAreSampled(t *testing.T) {
-	var f refusals
+	var f refusalSampler
 	t0 := time.Unix(1000, 0)
 	type step struct {
 		caller, limit string

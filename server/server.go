@@ -95,8 +95,9 @@
 //     CodeLimitExceeded, never sent upstream); a repeated subscribe of a
 //     URI held costs nothing. Every refusal is counted in /metrics
 //     (backplane_mcp_requests_limited_total) and sampled in the audit log
-//     and the server's log: the first per caller and limit each second,
-//     with the count since the last.
+//     (the first per caller and limit each second, with the count since
+//     the last); the server's log lines of them are throttled as every
+//     refusal's (logthrottle.go).
 //   - Trace context: a tools/call's _meta traceparent and tracestate (W3C
 //     Trace Context), else the HTTP request's headers of those names, make
 //     the gateway's span of the call (when it traces) a child of the
@@ -288,10 +289,10 @@ type Server struct {
 	shutdown    bool           // Shutdown was called
 	httpServers []*http.Server // those ServeHTTP runs, stopped by Shutdown
 
-	changes listChanges   // list_changed to the sessions whose catalog changed
-	subs    subscriptions // resource subscriptions of the sessions (content.go)
-	rates   *rateLimits   // each caller's bucket (ratelimit.go)
-	refused refusals      // sampling of the refusals for the logs
+	changes listChanges    // list_changed to the sessions whose catalog changed
+	subs    subscriptions  // resource subscriptions of the sessions (content.go)
+	rates   *rateLimits    // each caller's bucket (ratelimit.go)
+	refused refusalSampler // sampling of the limits' refusals for the audit log
 
 	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
