@@ -110,6 +110,7 @@ type splitter struct {
 	src      string // the text the current tree was parsed from
 	parts    []subject
 	work     int
+	parsed   int // bytes given to the parser
 	depth    int // of the current walk
 	hidden   int // strings deep, while a hidden text is walked
 	denyOnly bool
@@ -122,35 +123,47 @@ type splitter struct {
 
 // splitShell parses cmd into its parts. A command that does not parse, or
 // is over a work limit, is an error wrapping ErrUnparsable.
-func splitShell(cmd string) (parts []subject, err error) {
+func splitShell(cmd string) ([]subject, error) {
+	parts, _, err := split(cmd)
+	return parts, err
+}
+
+// splitStats count the work of one split, for tests of its bounds.
+type splitStats struct {
+	work   int // the units charged against maxShellWork
+	parsed int // bytes given to the parser
+}
+
+func split(cmd string) (parts []subject, st splitStats, err error) {
 	if len(cmd) > maxShellBytes {
-		return []subject{{text: cmd, noAllow: fmt.Sprintf("the command is longer than %d bytes", maxShellBytes)}}, nil
+		return []subject{{text: cmd, noAllow: fmt.Sprintf("the command is longer than %d bytes", maxShellBytes)}}, st, nil
 	}
 	if !utf8.ValidString(cmd) || strings.ContainsRune(cmd, 0) {
-		return nil, fmt.Errorf("%w: it is not valid UTF-8 text", ErrUnparsable)
+		return nil, st, fmt.Errorf("%w: it is not valid UTF-8 text", ErrUnparsable)
 	}
+	sp := &splitter{}
 	defer func() {
+		st = splitStats{work: sp.work, parsed: sp.parsed}
 		if p := recover(); p != nil {
 			parts, err = nil, fmt.Errorf("%w: %v", ErrUnparsable, p)
 		}
 	}()
-	sp := &splitter{}
 	f, err := sp.parse(cmd, false)
 	if err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	sp.walk(cmd, f)
 	if sp.err != nil {
-		return nil, sp.err
+		return nil, st, sp.err
 	}
 	if sp.tooMany {
-		return []subject{{text: cmd, noAllow: fmt.Sprintf("the command has more than %d parts", maxShellParts)}}, nil
+		return []subject{{text: cmd, noAllow: fmt.Sprintf("the command has more than %d parts", maxShellParts)}}, st, nil
 	}
 	if len(sp.parts) == 0 {
 		// Only comments or blanks: nothing runs; decided as the empty command.
-		return []subject{{}}, nil
+		return []subject{{}}, st, nil
 	}
-	return sp.parts, nil
+	return sp.parts, st, nil
 }
 
 // parse parses src as a program, or as the body of a here-document (text
@@ -163,6 +176,7 @@ func (sp *splitter) parse(src string, doc bool) (syntax.Node, error) {
 	if nestingOver(src, maxShellNesting) {
 		return nil, fmt.Errorf("%w: %w: it nests more than %d levels deep", ErrUnparsable, errTooComplex, maxShellNesting)
 	}
+	sp.parsed += len(src)
 	parser := parsers.Get().(*syntax.Parser)
 	var n syntax.Node
 	var err error
@@ -237,9 +251,12 @@ func (sp *splitter) visit(n syntax.Node) bool {
 			sp.add(subject{text: sp.text(n), noAllow: fmt.Sprintf("the arithmetic %s evaluates variables, which may hold code", sp.text(n))})
 		}
 	case *syntax.CStyleLoop:
+		// A part, as an (( )) command is: bash evaluates each of the three.
+		s := subject{text: "for " + sp.text(n)}
 		if !numeric(n.Init) || !numeric(n.Cond) || !numeric(n.Post) {
-			sp.add(subject{text: "for " + sp.text(n), noAllow: "the arithmetic of the for loop evaluates variables, which may hold code"})
+			s.noAllow = "the arithmetic of the for loop evaluates variables, which may hold code"
 		}
+		sp.add(s)
 	case *syntax.Assign:
 		if n.Index != nil && !numeric(n.Index) {
 			sp.add(subject{text: sp.text(n), noAllow: fmt.Sprintf("the subscript of %s is evaluated as arithmetic", sp.text(n))})
@@ -350,7 +367,6 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 				why("the assignment %s %s", sp.text(a), r)
 			}
 		}
-		var lits []string // the literal arguments, for hidden commands
 		name := ""
 		for i, w := range c.Args {
 			text, lit := sp.wordText(w)
@@ -359,7 +375,7 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 				switch {
 				case !lit:
 					why("the command name %s is not a literal", text)
-				case strings.ContainsAny(text, "*?[{"):
+				case strings.ContainsAny(text, "*?[{") && text != "[":
 					why("the command name %s would be expanded", text)
 				case opaque[baseName(text)]:
 					why("%s runs code its arguments give it", text)
@@ -370,20 +386,20 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 				if r := wordHazard(w); r != "" {
 					why("the argument %s is %s", text, r)
 				}
-				if lit {
-					lits = append(lits, text)
-				}
 				if lit && i+1 < len(c.Args) && (text == "-exec" || text == "-execdir" || text == "-ok" || text == "-okdir") {
-					sp.pending = append(sp.pending, literals(c.Args[i+1:]))
+					sp.pending = append(sp.pending, sp.literals(c.Args[i+1:]))
 				}
 			}
 			words = append(words, text)
 		}
-		if r := evaluating(name, c.Args); r != "" && len(c.Args) > 0 {
-			why("%s", r)
+		evalWhy := evaluating(name, c.Args)
+		if evalWhy != "" {
+			why("%s", evalWhy)
 		}
-		if len(c.Args) > 0 && opaque[baseName(name)] {
-			sp.pending = append(sp.pending, lits)
+		if len(c.Args) > 0 && (opaque[baseName(name)] || storing[name] || evalWhy != "") {
+			// What it may run is in its arguments (mapfile -C, trap, eval,
+			// sudo): for deny patterns.
+			sp.pending = append(sp.pending, sp.literals(c.Args[1:]))
 		}
 		if len(c.Args) == 0 && len(c.Assigns) > 0 && len(st.Redirs) == 0 {
 			// Assignments alone: their values' substitutions are parts of
@@ -440,14 +456,38 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 	return s, true
 }
 
-func literals(ws []*syntax.Word) []string {
-	var out []string
+// literals are the words' values as near as the text tells them: quotes
+// removed, expansions left as written ("echo $v" for "echo $v"), which is
+// what a deny pattern should see of a command held in a word.
+func (sp *splitter) literals(ws []*syntax.Word) []string {
+	out := make([]string, 0, len(ws))
 	for _, w := range ws {
-		if t, ok := literal(w); ok {
-			out = append(out, t)
+		var b strings.Builder
+		for _, p := range w.Parts {
+			sp.approxPart(&b, p)
 		}
+		out = append(out, b.String())
 	}
 	return out
+}
+
+func (sp *splitter) approxPart(b *strings.Builder, p syntax.WordPart) {
+	switch p := p.(type) {
+	case *syntax.Lit:
+		b.WriteString(unescape(p.Value, ""))
+	case *syntax.SglQuoted:
+		b.WriteString(p.Value)
+	case *syntax.DblQuoted:
+		for _, q := range p.Parts {
+			if l, ok := q.(*syntax.Lit); ok {
+				b.WriteString(unescape(l.Value, "$`\"\\\n"))
+			} else {
+				sp.approxPart(b, q)
+			}
+		}
+	default:
+		b.WriteString(sp.text(p))
+	}
 }
 
 // evaluating says why a builtin called with these arguments may evaluate
@@ -553,7 +593,7 @@ func declHazard(a *syntax.Assign) string {
 // compound array, or a value that is not literal or a plain variable.
 func assignHazard(a *syntax.Assign) string {
 	switch {
-	case a.Index != nil:
+	case a.Index != nil && !numeric(a.Index):
 		return "has a subscript, evaluated as arithmetic"
 	case a.Array != nil:
 		return "assigns an array, whose subscripts are evaluated as arithmetic"
