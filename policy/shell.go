@@ -571,6 +571,9 @@ func declWordHazard(t string) string {
 	if strings.ContainsAny(t, "[(") {
 		return "a subscript or a compound array value is evaluated"
 	}
+	if name, _, _ := strings.Cut(t, "="); codeVars[name] {
+		return "it sets a variable whose value bash runs or expands as a prompt"
+	}
 	return ""
 }
 
@@ -589,10 +592,22 @@ func declHazard(a *syntax.Assign) string {
 	return assignHazard(a)
 }
 
-// assignHazard says why an assignment is not inert: a subscript, a
-// compound array, or a value that is not literal or a plain variable.
+// codeVars are variables whose value bash (or a bash it starts) runs or
+// prompt-expands: PS4 at every traced command, BASH_ENV and ENV when a
+// shell starts, SHELLOPTS and BASHOPTS turn on options (xtrace) in every
+// child shell, PROMPT_COMMAND and PS0-PS3 in an interactive one.
+var codeVars = map[string]bool{
+	"PS0": true, "PS1": true, "PS2": true, "PS3": true, "PS4": true, "PROMPT_COMMAND": true,
+	"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true,
+}
+
+// assignHazard says why an assignment is not inert: a variable whose value
+// bash runs, a subscript, a compound array, or a value that is not literal
+// or a plain variable.
 func assignHazard(a *syntax.Assign) string {
 	switch {
+	case a.Name != nil && codeVars[a.Name.Value]:
+		return "sets a variable whose value bash runs or expands as a prompt"
 	case a.Index != nil && !numeric(a.Index):
 		return "has a subscript, evaluated as arithmetic"
 	case a.Array != nil:

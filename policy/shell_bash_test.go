@@ -148,6 +148,10 @@ func leafMarker(words []string) string {
 // simple command ("[[ ... ]]" is "[[").
 func partName(text string) string {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(text), "")
+	if i := strings.Index(text, " <<"); err != nil && i > 0 {
+		// A part's text holds a here-document's operator, not its body.
+		f, err = syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(text[:i]), "")
+	}
 	if err != nil || len(f.Stmts) == 0 {
 		name, _, _ := strings.Cut(text, " ")
 		return name
