@@ -242,6 +242,33 @@ func (sp *splitter) visit(n syntax.Node) bool {
 		for _, args := range pending {
 			sp.hiddenArgs(args)
 		}
+	case *syntax.BinaryCmd:
+		// echo 'cmd' | bash: the text piped into a command that runs its
+		// input is a hidden command, for deny patterns.
+		if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
+			// time is a keyword only at the start of a pipeline: after a
+			// |, bash runs the program time, which runs its arguments.
+			// The parser reads the keyword there; the command it times is
+			// a part already, and this one says what bash really runs.
+			y := n.Y
+			for {
+				b, ok := y.Cmd.(*syntax.BinaryCmd)
+				if !ok || (b.Op != syntax.Pipe && b.Op != syntax.PipeAll) {
+					break
+				}
+				y = b.X
+			}
+			if _, ok := y.Cmd.(*syntax.TimeClause); ok {
+				sp.add(subject{text: sp.text(y), noAllow: "after a |, time is the program time, which runs the command in its arguments"})
+			}
+			if y, ok := n.Y.Cmd.(*syntax.CallExpr); ok && len(y.Args) > 0 {
+				if name, lit := literal(y.Args[0]); lit && opaque[baseName(name)] {
+					if x, ok := n.X.Cmd.(*syntax.CallExpr); ok && len(x.Args) > 1 {
+						sp.hiddenArgs(sp.literals(x.Args[1:]))
+					}
+				}
+			}
+		}
 	case *syntax.ParamExp:
 		if !plainParam(n) {
 			sp.add(subject{text: sp.text(n), noAllow: fmt.Sprintf("the parameter expansion %s may assign, evaluate or run its text", sp.text(n))})
@@ -398,8 +425,16 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 		}
 		if len(c.Args) > 0 && (opaque[baseName(name)] || storing[name] || evalWhy != "") {
 			// What it may run is in its arguments (mapfile -C, trap, eval,
-			// sudo): for deny patterns.
+			// sudo), or its input (bash <<< 'cmd'): for deny patterns.
 			sp.pending = append(sp.pending, sp.literals(c.Args[1:]))
+			for _, r := range st.Redirs {
+				switch {
+				case r.Hdoc != nil:
+					sp.pending = append(sp.pending, sp.literals([]*syntax.Word{r.Hdoc}))
+				case r.Op == syntax.WordHdoc && r.Word != nil:
+					sp.pending = append(sp.pending, sp.literals([]*syntax.Word{r.Word}))
+				}
+			}
 		}
 		if len(c.Args) == 0 && len(c.Assigns) > 0 && len(st.Redirs) == 0 {
 			// Assignments alone: their values' substitutions are parts of

@@ -281,7 +281,7 @@ func (g *shellGen) cmd(depth int) string {
 		return g.leaf(true)
 	}
 	d := depth - 1
-	switch g.pick(56) {
+	switch g.pick(64) {
 	case 1:
 		return g.cmd(d) + "; " + g.cmd(d)
 	case 2:
@@ -395,6 +395,23 @@ func (g *shellGen) cmd(depth int) string {
 		return "cat <<'E'\n$(" + g.cmd(d) + ") ${v@P}\nE\n" + g.cmd(d)
 	case 55:
 		return "v=" + g.sub(d) + " " + g.cmd(d)
+	// More places bash runs commands from.
+	case 56:
+		return "echo " + g.mark() + " ${u:-$(" + g.cmd(d) + ")}"
+	case 57:
+		return "cat <<< \"$(" + g.cmd(d) + ")\""
+	case 58:
+		return "time " + g.cmd(d)
+	case 59:
+		return "select v in a; do " + g.cmd(d) + "; break; done <<< 1"
+	case 60:
+		return "while false; do " + g.cmd(d) + "; done; until " + g.cmd(d) + "; do break; done"
+	case 61:
+		return "! " + g.cmd(d)
+	case 62:
+		return g.cmd(d) + " & wait"
+	case 63:
+		return "echo " + g.mark() + " ${v/$(" + g.cmd(d) + ")/x} ${v:-'a[$(" + g.hidden(d) + ")]'}"
 	}
 	return g.leaf(true)
 }
@@ -419,7 +436,7 @@ func bashSeeds() [][]byte {
 	rng := rand.New(rand.NewPCG(22, 2))
 	var seeds [][]byte
 	// Every construct once at the top, then random programs.
-	for c := 0; c < 56; c++ {
+	for c := 0; c < 64; c++ {
 		seeds = append(seeds, []byte{byte(c), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
 	}
 	for i := 0; i < 200; i++ {
@@ -463,7 +480,7 @@ func TestSplitterAgainstBashCorpus(t *testing.T) {
 //
 //	go test ./policy -run '^$' -fuzz FuzzSplitterAgainstBash -fuzztime 60s
 func FuzzSplitterAgainstBash(f *testing.F) {
-	for _, s := range bashSeeds()[:56] {
+	for _, s := range bashSeeds()[:64] {
 		f.Add(s)
 	}
 	bash := bashPath(f)

@@ -88,6 +88,8 @@ var constructs22 = []string{
 	"ls $(id)",
 	"ls <(id)",
 	"ls `id`",
+	"ls | time ls",
+	"ls | ls | time -p ls",
 }
 
 // Every command of the issue, and every construct it names, is refused
@@ -155,6 +157,10 @@ func TestDenySeesWrappedCommands(t *testing.T) {
 		"trap 'rm -rf x' EXIT",
 		"mapfile -C 'rm -rf x' -c 1 a",
 		"case 'a[$(rm -rf x)]' in esac",
+		"bash <<< 'rm -rf x'",
+		"bash <<EOF\nrm -rf x\nEOF",
+		"echo 'rm -rf x' | sh",
+		"printf '%s\\n' 'rm -rf x' | bash -s",
 		"echo 'a[$(rm -rf x)]'",
 	} {
 		d := r.Decide(Request{Caller: "a", Tool: "bash", Args: map[string]any{"command": cmd}})
