@@ -634,6 +634,9 @@ func declHazard(a *syntax.Assign) string {
 var codeVars = map[string]bool{
 	"PS0": true, "PS1": true, "PS2": true, "PS3": true, "PS4": true, "PROMPT_COMMAND": true,
 	"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true,
+	// Where $"..." strings are translated from: the translation is
+	// expanded as if double-quoted, $(...) and all.
+	"TEXTDOMAIN": true, "TEXTDOMAINDIR": true,
 }
 
 // assignHazard says why an assignment is not inert: a variable whose value
@@ -671,6 +674,10 @@ func partHazard(p syntax.WordPart) string {
 	case *syntax.Lit, *syntax.SglQuoted, *syntax.ExtGlob, *syntax.BraceExp:
 		return ""
 	case *syntax.DblQuoted:
+		if p.Dollar {
+			// $"...": bash expands the translation it finds for the text.
+			return "a translated string, whose translation bash expands"
+		}
 		for _, q := range p.Parts {
 			if r := partHazard(q); r != "" {
 				return r
@@ -844,6 +851,9 @@ func literal(w *syntax.Word) (string, bool) {
 			}
 			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
+			if p.Dollar {
+				return "", false // $"...": its translation, expanded
+			}
 			for _, q := range p.Parts {
 				l, ok := q.(*syntax.Lit)
 				if !ok {
