@@ -26,6 +26,9 @@ func scanNesting(s string, limit int, body bool) bool {
 	type frame struct {
 		kind byte // '(' paren or $(, '{' brace or ${, '"', '`', 'a' arithmetic, 'h' here-document body
 		ops  int  // operators of the chain at this level
+		// funcs are the NAME () of the declaration at this level whose
+		// body has not begun: newlines may stand between them.
+		funcs int
 	}
 	var stack []frame
 	depth := 0 // len(stack) plus every frame's ops
@@ -43,10 +46,20 @@ func scanNesting(s string, limit int, body bool) bool {
 		}
 		return stack[len(stack)-1].kind
 	}
+	endFuncs := func() {
+		if len(stack) > 0 {
+			depth -= stack[len(stack)-1].funcs
+			stack[len(stack)-1].funcs = 0
+		}
+	}
 	pop := func(kinds string) {
 		if len(stack) > 0 && strings.IndexByte(kinds, top()) >= 0 && top() != 'h' {
-			depth -= 1 + stack[len(stack)-1].ops
+			f := stack[len(stack)-1]
+			depth -= 1 + f.ops + f.funcs
 			stack = stack[:len(stack)-1]
+			if f.kind == '{' || f.kind == '(' {
+				endFuncs() // a body ended: its declarations are complete
+			}
 		}
 	}
 	op := func() bool {
@@ -109,14 +122,22 @@ func scanNesting(s string, limit int, body bool) bool {
 				return true
 			}
 			continue
-		case c == '\'' && k != 'a':
-			// Single quotes (and $'...', whose backslashes escape): to the
-			// closing quote; nothing in them counts.
-			dollar := i > 0 && s[i-1] == '$'
-			for i++; i < len(s) && s[i] != '\''; i++ {
-				if dollar && s[i] == '\\' {
+		case c == '$' && i+1 < len(s) && s[i+1] == '\'' && !inQuote && k != 'a':
+			// $'...', whose backslashes escape (\' too): nothing in it
+			// counts. (An escaped \$ never gets here: '\\' skips it.)
+			for i += 2; i < len(s) && s[i] != '\''; i++ {
+				if s[i] == '\\' {
 					i++
 				}
+			}
+			wordStart = false
+			continue
+		case c == '\'' && !inQuote && k != 'a':
+			// Single quotes: to the next quote; nothing in them counts.
+			if j := strings.IndexByte(s[i+1:], '\''); j >= 0 {
+				i += j + 1
+			} else {
+				i = len(s)
 			}
 			wordStart = false
 			continue
@@ -129,6 +150,20 @@ func scanNesting(s string, limit int, body bool) bool {
 		// Code, a parameter expansion or arithmetic.
 		switch c {
 		case '(':
+			if k != 'a' && i+1 < len(s) && s[i+1] == ')' {
+				// NAME (): a function whose body may be another
+				// declaration, f() g() h() { ...; }, one level each.
+				i++
+				if len(stack) == 0 {
+					stack = append(stack, frame{kind: 0})
+				}
+				stack[len(stack)-1].funcs++
+				depth++
+				if depth > limit {
+					return true
+				}
+				break
+			}
 			kind := byte('(')
 			if k == 'a' {
 				kind = 'a'
@@ -161,6 +196,7 @@ func scanNesting(s string, limit int, body bool) bool {
 			}
 			if c == '&' && (i+1 >= len(s) || s[i+1] != '&') && (i == 0 || s[i-1] != '>' && s[i-1] != '<') {
 				endChain() // a & b: two lists
+				endFuncs()
 				break
 			}
 			if i+1 < len(s) && (s[i+1] == '|' || s[i+1] == '&') {
@@ -174,6 +210,9 @@ func scanNesting(s string, limit int, body bool) bool {
 				break // for (( ; ; )): three expressions
 			}
 			endChain()
+			if c == ';' {
+				endFuncs()
+			}
 			if c == '\n' {
 				// The bodies of the here-documents begun on this line.
 				for _, h := range pending {
@@ -198,7 +237,8 @@ func scanNesting(s string, limit int, body bool) bool {
 				}
 			}
 		}
-		wordStart = strings.IndexByte(" \t\n;&|(){}", c) >= 0
+		// Metacharacters end words; { and } do not (}#x is a word).
+		wordStart = strings.IndexByte(" \t\n;&|()<>", c) >= 0
 	}
 	return false
 }

@@ -266,7 +266,13 @@ func TestNestingScan(t *testing.T) {
 		{"echo " + strings.Repeat("$((1+1)) ", 100), false},
 		{"echo " + strings.Repeat("\\(", 100), false},
 		{"echo $'\\'" + deep + "'", false},
+		{"echo \\$'\\'" + deep, true}, // \$ then '\' : the brackets are code
 		{"ls 2>&1 | wc -l", false},
+		{strings.Repeat("f() ", 100) + "{ :; }", true},
+		{strings.Repeat("f()\n", 100) + "{ :; }", true},
+		{strings.Repeat("f() }#", 100), true}, // }#f is a word, not a comment
+		{strings.Repeat("f() { :; }\n", 100), false},
+		{strings.Repeat("f() { :; }; ", 100), false},
 	} {
 		if got := nestingOver(c.s, maxShellNesting); got != c.over {
 			t.Errorf("nestingOver(%.60q...) = %v, want %v", c.s, got, c.over)
