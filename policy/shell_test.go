@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // issue22Commands are the commands of issue 22, item 2: each was allowed by
@@ -276,6 +278,41 @@ func TestNestingScan(t *testing.T) {
 	} {
 		if got := nestingOver(c.s, maxShellNesting); got != c.over {
 			t.Errorf("nestingOver(%.60q...) = %v, want %v", c.s, got, c.over)
+		}
+	}
+}
+
+// Whatever the nesting scan lets through, the parser does not nest much
+// deeper: every pair of shell tokens repeated 300 times either is refused
+// by the scan or parses to a tree within maxShellTreeDepth. (Triples were
+// searched once, in 6 s, finding what the scan now counts.)
+func TestNestingScanBoundsTheParse(t *testing.T) {
+	toks := []string{"(", ")", "()", "$(", "${x:-", "}", "{ ", "; }", "'", "\"", "`", "\\", "$'", "#", "\n",
+		"<<E", "<<'E'", "\nE\n", "E", " ", "a", "|", "&&", ";", "$((", "))", "[[ ", " ]]", "x=", "1+",
+		"case x in a) ", ";; esac", "$[", "]", "<(", "\\'", "if ", "; then a; fi", "! ", "a=(", "f() ", "while ", "; do a; done"}
+	for _, a := range toks {
+		for _, b := range toks {
+			s := strings.Repeat(a+b, 300)
+			if nestingOver(s, maxShellNesting) {
+				continue
+			}
+			f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(s), "")
+			if err != nil {
+				continue
+			}
+			depth, deepest := 0, 0
+			syntax.Walk(f, func(n syntax.Node) bool {
+				if n == nil {
+					depth--
+					return true
+				}
+				depth++
+				deepest = max(deepest, depth)
+				return true
+			})
+			if deepest > maxShellTreeDepth {
+				t.Errorf("%q x 300: the scan let it through, and its tree is %d deep", a+b, deepest)
+			}
 		}
 	}
 }
