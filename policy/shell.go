@@ -324,7 +324,7 @@ func (sp *splitter) hiddenText(text string, doc bool) {
 	if sp.hidden >= maxHiddenDepth || sp.err != nil || sp.tooMany {
 		return
 	}
-	if doc && !strings.ContainsAny(text, "$`") {
+	if doc && !runsCommand(text) {
 		return
 	}
 	n, err := sp.parse(text, doc)
@@ -340,6 +340,14 @@ func (sp *splitter) hiddenText(text string, doc bool) {
 	sp.walk(text, n)
 	sp.hidden--
 	sp.denyOnly = oldDeny
+}
+
+// runsCommand reports text that can hold a command when expanded: a
+// command or process substitution. Other text ($x, ${x}) runs nothing,
+// whatever evaluates it, and is not worth a parse.
+func runsCommand(text string) bool {
+	return strings.Contains(text, "$(") || strings.ContainsRune(text, '`') ||
+		strings.Contains(text, "<(") || strings.Contains(text, ">(")
 }
 
 // hiddenArgs parses each literal argument, and each run of arguments to
@@ -414,7 +422,7 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 					why("the argument %s is %s", text, r)
 				}
 				if lit && i+1 < len(c.Args) && (text == "-exec" || text == "-execdir" || text == "-ok" || text == "-okdir") {
-					sp.pending = append(sp.pending, sp.literals(c.Args[i+1:]))
+					sp.pending = append(sp.pending, sp.literals(c.Args[i+1:min(len(c.Args), i+1+maxHiddenArgs)]))
 				}
 			}
 			words = append(words, text)
@@ -426,7 +434,7 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 		if len(c.Args) > 0 && (opaque[baseName(name)] || storing[name] || evalWhy != "") {
 			// What it may run is in its arguments (mapfile -C, trap, eval,
 			// sudo), or its input (bash <<< 'cmd'): for deny patterns.
-			sp.pending = append(sp.pending, sp.literals(c.Args[1:]))
+			sp.pending = append(sp.pending, sp.literals(c.Args[max(1, len(c.Args)-maxHiddenArgs):]))
 			for _, r := range st.Redirs {
 				switch {
 				case r.Hdoc != nil:

@@ -217,9 +217,11 @@ func TestShellDecisionIsBounded(t *testing.T) {
 		if st.work > maxShellWork+len(c.cmd)+parseCost {
 			t.Errorf("%s: %d units of work, over the bound %d", c.name, st.work, maxShellWork)
 		}
-		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		alloc := after.TotalAlloc - before.TotalAlloc
+		if alloc > 32<<20 {
 			t.Errorf("%s: %d MB allocated", c.name, alloc>>20)
 		}
+		t.Logf("%s (%d bytes): %d units of work, %d bytes parsed, %d KB allocated: %v", c.name, len(c.cmd), st.work, st.parsed, alloc>>10, err)
 		r := permissiveRules(t)
 		if d := r.Decide(Request{Caller: "a", Tool: "bash", Args: map[string]any{"command": c.cmd}}); d.Effect != EffectDeny || d.Err == nil {
 			t.Errorf("%s: %s (%s), want deny", c.name, d.Effect, d.Reason)
