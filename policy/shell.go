@@ -296,6 +296,15 @@ func (sp *splitter) visit(n syntax.Node) bool {
 		if n.N != nil && strings.HasPrefix(n.N.Value, "{") {
 			sp.add(subject{text: sp.text(n), noAllow: "the redirection assigns a descriptor to a variable name"})
 		}
+		if n.Hdoc != nil && sp.hdocEndsEarly(n) {
+			// bash ends a here-document at the first line that is its
+			// delimiter, whatever $(...) the body opened; the parser
+			// read past one (a here-document inside a substitution
+			// inside a here-document). The lines after it are commands to
+			// bash and text to the parser: nothing can be decided.
+			sp.err = fmt.Errorf("%w: the here-document %s has a line that ends it for bash where the parser reads on", ErrUnparsable, sp.redirText(n))
+			return false
+		}
 	case *syntax.Lit:
 		sp.hiddenText(n.Value, true)
 	case *syntax.SglQuoted:
@@ -340,6 +349,27 @@ func (sp *splitter) hiddenText(text string, doc bool) {
 	sp.walk(text, n)
 	sp.hidden--
 	sp.denyOnly = oldDeny
+}
+
+// hdocEndsEarly reports a here-document body, as parsed, holding a line
+// that is its delimiter: bash would have ended the body there.
+func (sp *splitter) hdocEndsEarly(r *syntax.Redirect) bool {
+	delim, ok := literal(r.Word)
+	if !ok {
+		delim = sp.text(r.Word) // bash does not expand a delimiter
+	}
+	// The parsed body ends with its delimiter line: only the lines
+	// before it count.
+	lines := strings.Split(sp.text(r.Hdoc), "\n")
+	for _, line := range lines[:len(lines)-1] {
+		if r.Op == syntax.DashHdoc {
+			line = strings.TrimLeft(line, "\t")
+		}
+		if line == delim {
+			return true
+		}
+	}
+	return false
 }
 
 // runsCommand reports text that can hold a command when expanded: a

@@ -185,6 +185,33 @@ func TestDenySeesWrappedCommands(t *testing.T) {
 	}
 }
 
+// bash reads a here-document's body line by line, ending it at the first
+// line that is its delimiter, even inside a $(...) the body opened; the
+// parser reads the substitution first. Found by the differential fuzz:
+// here bash runs "touch pwned" as a command, which the parser took for the
+// body of the inner here-document. Such a command cannot be decided.
+func TestHereDocumentsBashEndsEarlierAreRefused(t *testing.T) {
+	r, err := Compile([]Rule{{Caller: "a", Allow: []string{"bash(cat *)", "bash(cat)"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{
+		"cat <<E\n$(cat <<'F'\nE\ntouch pwned\nF\n)\nE\n",
+		"cat <<-E\n$(cat <<'F'\n\t\tE\ntouch pwned\nF\n)\nE\n",
+		"cat <<E\n$(cat <<F\nE\ntouch pwned\nF\n)\nE\n",
+	} {
+		d := r.Decide(Request{Caller: "a", Tool: "bash", Args: map[string]any{"command": cmd}})
+		if d.Allow || !errors.Is(d.Err, ErrUnparsable) {
+			t.Errorf("%q: %s (%s), want refused as unparsable", cmd, d.Effect, d.Reason)
+		}
+	}
+	for _, cmd := range []string{"cat <<E\n$(cat <<F\nx\nF\n)\nE\n", "cat <<E\nEE\n E\nE\n", "cat <<-E\n\tx\n\tE\n"} {
+		if d := r.Decide(Request{Caller: "a", Tool: "bash", Args: map[string]any{"command": cmd}}); !d.Allow {
+			t.Errorf("%q: %s (%s), want allowed", cmd, d.Effect, d.Reason)
+		}
+	}
+}
+
 // The two inputs of issue 22, item 9, and others of the same kind, are
 // denied before the parser sees them, or within the work bound, with
 // little memory: counted, not timed.
