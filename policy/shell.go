@@ -119,6 +119,11 @@ type splitter struct {
 	// pending are argument lists to parse as hidden commands once the
 	// statement naming them is a part (so parts stay in source order).
 	pending [][]string
+	// substs counts the command and process substitutions the walk is in.
+	substs int
+	// kinds marks, per level of the walk, the nodes that are
+	// substitutions, so that leaving one is seen.
+	kinds []bool
 }
 
 // splitShell parses cmd into its parts. A command that does not parse, or
@@ -213,15 +218,21 @@ func (sp *splitter) charge(n int) bool {
 
 // walk visits every node of n, parsed from src.
 func (sp *splitter) walk(src string, n syntax.Node) {
-	oldSrc, oldDepth := sp.src, sp.depth
-	sp.src, sp.depth = src, 0
+	oldSrc, oldDepth, oldKinds, oldSubsts := sp.src, sp.depth, sp.kinds, sp.substs
+	sp.src, sp.depth, sp.kinds, sp.substs = src, 0, nil, 0
 	syntax.Walk(n, sp.visit)
-	sp.src, sp.depth = oldSrc, oldDepth
+	sp.src, sp.depth, sp.kinds, sp.substs = oldSrc, oldDepth, oldKinds, oldSubsts
 }
 
 func (sp *splitter) visit(n syntax.Node) bool {
 	if n == nil {
 		sp.depth--
+		if last := len(sp.kinds) - 1; last >= 0 {
+			if sp.kinds[last] {
+				sp.substs--
+			}
+			sp.kinds = sp.kinds[:last]
+		}
 		return true
 	}
 	if sp.err != nil || sp.tooMany || sp.charge(1) {
@@ -232,6 +243,13 @@ func (sp *splitter) visit(n syntax.Node) bool {
 		sp.err = fmt.Errorf("%w: %w: its syntax tree is more than %d levels deep", ErrUnparsable, errTooComplex, maxShellTreeDepth)
 		return false
 	}
+	subst := false
+	switch n.(type) {
+	case *syntax.CmdSubst, *syntax.ProcSubst:
+		subst = true
+		sp.substs++
+	}
+	sp.kinds = append(sp.kinds, subst)
 	switch n := n.(type) {
 	case *syntax.Stmt:
 		if s, ok := sp.stmtSubject(n); ok {
@@ -295,6 +313,11 @@ func (sp *splitter) visit(n syntax.Node) bool {
 	case *syntax.Redirect:
 		if n.N != nil && strings.HasPrefix(n.N.Value, "{") {
 			sp.add(subject{text: sp.text(n), noAllow: "the redirection assigns a descriptor to a variable name"})
+		}
+		if n.Hdoc != nil && sp.substs > 0 {
+			// bash 5.2 re-reads a substitution that holds a here-document
+			// and runs "a; b" on the line after it as "a b".
+			sp.add(subject{text: sp.redirText(n), noAllow: "bash 5.2 may join the commands after a here-document inside a substitution"})
 		}
 		if n.Hdoc != nil && sp.hdocEndsEarly(n) {
 			// bash ends a here-document at the first line that is its

@@ -94,6 +94,7 @@ var constructs22 = []string{
 	"ls <(id)",
 	"ls `id`",
 	"ls | time ls",
+	"ls \"$(cat <<E\nx\nE\nls; ls)\"",
 	"ls | ls | time -p ls",
 }
 
@@ -205,7 +206,7 @@ func TestHereDocumentsBashEndsEarlierAreRefused(t *testing.T) {
 			t.Errorf("%q: %s (%s), want refused as unparsable", cmd, d.Effect, d.Reason)
 		}
 	}
-	for _, cmd := range []string{"cat <<E\n$(cat <<F\nx\nF\n)\nE\n", "cat <<E\nEE\n E\nE\n", "cat <<-E\n\tx\n\tE\n"} {
+	for _, cmd := range []string{"cat <<E\nEE\n E\nE\n", "cat <<-E\n\tx\n\tE\n"} {
 		if d := r.Decide(Request{Caller: "a", Tool: "bash", Args: map[string]any{"command": cmd}}); !d.Allow {
 			t.Errorf("%q: %s (%s), want allowed", cmd, d.Effect, d.Reason)
 		}
