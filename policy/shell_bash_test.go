@@ -301,7 +301,7 @@ func (g *shellGen) cmd(depth int) string {
 		return g.leaf(true)
 	}
 	d := depth - 1
-	switch g.pick(64) {
+	switch g.pick(78) {
 	case 1:
 		return g.cmd(d) + "; " + g.cmd(d)
 	case 2:
@@ -432,6 +432,35 @@ func (g *shellGen) cmd(depth int) string {
 		return g.cmd(d) + " & wait"
 	case 63:
 		return "echo " + g.mark() + " ${v/$(" + g.cmd(d) + ")/x} ${v:-'a[$(" + g.hidden(d) + ")]'}"
+	// Lexical corners, where a parser may read the text differently.
+	case 64:
+		return "echo " + g.mark() + " \\\n" + g.leaf(true)
+	case 65:
+		return g.leaf(true) + " # $(" + g.hidden(d) + ")\n" + g.cmd(d)
+	case 66:
+		return "cat <<E1 <<E2\n$(" + g.cmd(d) + ")\nE1\n$(" + g.cmd(d) + ")\nE2\ntrue"
+	case 67:
+		return "cat <<-E\n\t$(" + g.cmd(d) + ")\n\tE\ntrue"
+	case 68:
+		return "case x in (x) " + g.cmd(d) + ";; esac"
+	case 69:
+		return "{ " + g.cmd(d) + "; } 2>/dev/null"
+	case 70:
+		return "echo " + g.mark() + ` "a\"$(` + g.cmd(d) + `)\"b"`
+	case 71:
+		return "echo " + g.mark() + ` $'a\'b' $'$(` + g.hidden(d) + `)'`
+	case 72:
+		return "echo " + g.mark() + ` "\$(` + g.hidden(d) + `)" \$x`
+	case 73:
+		return "echo " + g.mark() + " $(( $(" + g.cmd(d) + ") + 1 ))"
+	case 74:
+		return "echo " + g.mark() + " `echo " + g.mark() + " \\`" + g.leaf(false) + "\\``"
+	case 75:
+		return "function f { " + g.cmd(d) + "; }; f"
+	case 76:
+		return "f() ( " + g.cmd(d) + " ); f"
+	case 77:
+		return "cat <<< $(" + g.cmd(d) + ")"
 	}
 	return g.leaf(true)
 }
@@ -456,7 +485,7 @@ func bashSeeds() [][]byte {
 	rng := rand.New(rand.NewPCG(22, 2))
 	var seeds [][]byte
 	// Every construct once at the top, then random programs.
-	for c := 0; c < 64; c++ {
+	for c := 0; c < 78; c++ {
 		seeds = append(seeds, []byte{byte(c), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
 	}
 	for i := 0; i < 200; i++ {
@@ -500,7 +529,7 @@ func TestSplitterAgainstBashCorpus(t *testing.T) {
 //
 //	go test ./policy -run '^$' -fuzz FuzzSplitterAgainstBash -fuzztime 60s
 func FuzzSplitterAgainstBash(f *testing.F) {
-	for _, s := range bashSeeds()[:64] {
+	for _, s := range bashSeeds()[:78] {
 		f.Add(s)
 	}
 	bash := bashPath(f)
