@@ -11,7 +11,7 @@
 //     approval; else a matching allow allows; else default deny. Between
 //     approve and allow, an entry that looks at the arguments (a PATTERN
 //     other than "*", or a CEL condition) outranks one that names only the
-//     tool: approve "bash(*)" with allow "bash(git status*)" allows
+//     tool: approve "bash(*)" with allow "bash(git status)" allows
 //     "git status" and asks for the rest, while approve "write" with allow
 //     "write" still asks (see outranks).
 //   - A shell command (a [KindShell] main argument) is parsed, never matched

@@ -470,7 +470,7 @@ func (p partDecision) rank() int {
 // an entry that looks at the arguments (a pattern other than only '*', or a
 // condition) over one that names only the tool; then approve over allow.
 // So "approve: [bash(*)]" asks for every command that a more specific
-// "allow: [bash(git status*)]" does not allow, while "approve: [write]"
+// "allow: [bash(git status)]" does not allow, while "approve: [write]"
 // still needs an approval for what a bare "allow: [write]" allows.
 func outranks(e, best *entry) bool {
 	if (e.effect == EffectDeny) != (best.effect == EffectDeny) {
