@@ -35,6 +35,13 @@ import (
 //     is wrapped, while a literal string that merely looks like code does
 //     not need an allow of its own.
 //
+// Where bash reads the text differently from the parser, the splitter
+// follows bash or refuses: time after a | is the program time; a
+// here-document inside a substitution matches no allow (bash 5.2 joins the
+// commands after it); a here-document whose parsed body holds its own
+// delimiter line is refused (bash ends the body there and runs the rest).
+// The differential test against bash (shell_bash_test.go) found these.
+//
 // Work is bounded before and while parsing (see the limits below): a
 // command over a limit is denied (an error wrapping ErrUnparsable), never
 // decided on a part of it.
@@ -319,7 +326,7 @@ func (sp *splitter) visit(n syntax.Node) bool {
 			// and runs "a; b" on the line after it as "a b".
 			sp.add(subject{text: sp.redirText(n), noAllow: "bash 5.2 may join the commands after a here-document inside a substitution"})
 		}
-		if n.Hdoc != nil && sp.hdocEndsEarly(n) {
+		if n.Hdoc != nil && sp.hidden == 0 && sp.hdocEndsEarly(n) {
 			// bash ends a here-document at the first line that is its
 			// delimiter, whatever $(...) the body opened; the parser
 			// read past one (a here-document inside a substitution
