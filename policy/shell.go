@@ -494,7 +494,16 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 		if len(c.Args) > 0 && (opaque[baseName(name)] || storing[name] || evalWhy != "") {
 			// What it may run is in its arguments (mapfile -C, trap, eval,
 			// sudo), or its input (bash <<< 'cmd'): for deny patterns.
-			sp.pending = append(sp.pending, sp.literals(c.Args[max(1, len(c.Args)-maxHiddenArgs):]))
+			args := sp.literals(c.Args[max(1, len(c.Args)-maxHiddenArgs):])
+			if name == "alias" {
+				// alias x='cmd': the command is the value.
+				for i, a := range args {
+					if _, v, ok := strings.Cut(a, "="); ok {
+						args[i] = v
+					}
+				}
+			}
+			sp.pending = append(sp.pending, args)
 			for _, r := range st.Redirs {
 				switch {
 				case r.Hdoc != nil:

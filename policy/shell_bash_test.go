@@ -511,6 +511,20 @@ func TestSplitterAgainstBashIssueExamples(t *testing.T) {
 		"trap 'echo m1' EXIT",
 		"cat <<E\n$(echo m1)\nE",
 		"f() { echo m1; }; f",
+		// Corners where a parser may read the text differently.
+		"echo m1 $((echo m2) )", "echo m1 $((echo m2); (echo m3))", "x=$((echo m1) | cat)",
+		"echo m1 $( (echo m2) )", "echo m1 ${#}", "echo m1 \"${@}\"",
+		"echo m1 <<< $'\\'$(echo m2)'", "a=(1 2); echo m1 \"${a[@]}\"",
+		"echo m1 $(echo m2 )  # )", "echo m1 $(case x in x) echo m2;; esac)",
+		"echo m1 `echo m2 # comment`", "echo m1 $(echo m2 # )\n)",
+		"coproc echo m1; wait", "coproc C { echo m1; }; wait",
+		"shopt -s expand_aliases\nalias x='echo m1'\nx",
+		"echo m1 @(a|b)", "shopt -s extglob\necho m1 @(a|b)",
+		"echo m1 {a,b}$(echo m2)", "echo m1 ~$(echo m2)",
+		"echo m1 $[1+1] $((0x10))", "echo m1 $(( 1 ? 2 : 3 ))",
+		"echo m1 \\\n$(echo m2)", "echo m1; #$(echo m2)\necho m3",
+		"echo m1 <<E; echo m2\nx\nE", "cat <<E && echo m1\n$(echo m2)\nE",
+		"echo m1 $'\\x24(echo m2)'", "echo m1 | time echo m2",
 	}...) {
 		checkAgainstBash(t, r, bash, dir, cmd)
 	}

@@ -163,6 +163,7 @@ func TestDenySeesWrappedCommands(t *testing.T) {
 		"trap 'rm -rf x' EXIT",
 		"mapfile -C 'rm -rf x' -c 1 a",
 		"case 'a[$(rm -rf x)]' in esac",
+		"shopt -s expand_aliases\nalias x='rm -rf x'\nx",
 		"bash <<< 'rm -rf x'",
 		"bash <<EOF\nrm -rf x\nEOF",
 		"echo 'rm -rf x' | sh",
