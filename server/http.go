@@ -3,13 +3,13 @@ package server
 import (
 	"context"
 	"errors"
-	"github.com/agentbackplane/backplane/oauth"
-	"github.com/agentbackplane/backplane/store"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/oauth"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -82,14 +82,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_, err := s.g.Store().BudgetUsage(ctx)
-	if hc, ok := s.g.Store().(store.HealthChecker); ok && err == nil {
-		err = hc.Healthy(ctx)
-	}
-	if err == nil {
-		// Reads may work while every write fails (a full disk).
-		err = s.g.StoreWriteError()
-	}
+	// The same checks as the console's health page (gateway.CheckHealth).
+	err := gateway.Healthy(s.g.CheckHealth(ctx))
 	if err != nil {
 		s.log.Warn("health check: the store cannot serve", "error", err)
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
@@ -264,7 +265,9 @@ func (s *failingStore) CommitIntent(ctx context.Context, req *store.CommitReques
 
 // TestHealthzWhenCommitsFail: /healthz answers 503 while the gateway's
 // commits fail though the store still answers reads (a full disk), and ok
-// again once a commit succeeds (finding 13).
+// again once a commit succeeds (finding 13). The console's health page
+// says the same at every step (round 3, finding 22: it said ok while
+// /healthz answered 503).
 func TestHealthzWhenCommitsFail(t *testing.T) {
 	st, err := sqlite.Open(t.TempDir(), &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -281,12 +284,17 @@ func TestHealthzWhenCommitsFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	hs := httpServer(t, server.New(g, nil))
+	page := console.GatewayBackend(g, nil)
 	health := func() int {
+		t.Helper()
 		resp, err := http.Get(hs.URL + server.PathHealthz)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		if h := page.Health(context.Background()); h.OK != (resp.StatusCode == http.StatusOK) {
+			t.Errorf("the console's health page says ok=%v while /healthz answers %d: %+v", h.OK, resp.StatusCode, h.Checks)
+		}
 		return resp.StatusCode
 	}
 	callEcho := func() error {
