@@ -66,6 +66,12 @@ type Request struct {
 	// nil, and numbers as jsonstrict.Number, json.Number, int64 or float64.
 	// nil means none (a tool listing decides on the tool alone).
 	Args any
+	// RealPath, when set, is the [KindPath] main argument resolved by the
+	// backend: relative to the workspace, every symbolic link followed,
+	// slash-separated ("." the workspace). The path is then decided on it
+	// and on the text as written, and the stricter decision wins: a deny
+	// that matches either denies, and an allow must match both.
+	RealPath string
 }
 
 // Decision is the verdict for one Request.
