@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +49,24 @@ func (s *Server) Handler() http.Handler {
 // (authenticate), and passes on who the others are.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A token that starts like ones that failed too often is refused
+		// unchecked (a right guess among wrong ones must not pass), and
+		// every other token is checked as usual: a flood of wrong tokens
+		// does not lock out the holders of right ones (internal/auththrottle).
+		token, hasToken := bearer(r.Header.Get("Authorization"))
+		if hasToken {
+			if left, blocked := s.throttle.Blocked(token); blocked {
+				w.Header().Set("Retry-After", strconv.Itoa(int(max(left.Round(time.Second)/time.Second, 1))))
+				http.Error(w, "too many wrong bearer tokens that start like this one: wait and try again", http.StatusTooManyRequests)
+				return
+			}
+		}
 		id, err := s.authenticate(r)
+		if err != nil && hasToken {
+			if s.throttle.Fail(token) {
+				s.log.Warn("bearer tokens that start alike failed too often: they are refused for a while", "remote", r.RemoteAddr)
+			}
+		}
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", s.challenge(err))
 			msg := "a valid bearer token is required"

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
@@ -380,5 +381,36 @@ func TestHostAndBodyRefusals(t *testing.T) {
 	}
 	if n := s.SessionCount("alice"); n != 0 {
 		t.Errorf("%d sessions opened by refused requests", n)
+	}
+}
+
+// Wrong bearer tokens on /mcp are throttled by what they start with (issue
+// 22, finding 13: they were never throttled): a flood of guesses that start
+// otherwise never blocks the real token; guesses that start like it block
+// it, the right one too (429, Retry-After), until the window ends.
+func TestBearerFailuresAreThrottled(t *testing.T) {
+	f := newFixture(t)
+	const real = "tok-alice-Rz7kQ2vX9mLp"
+	hs := httpServer(t, server.New(f.g, &server.Options{Tokens: map[string]string{real: "alice"}}))
+	for i := range 3 * auththrottle.Failures {
+		if code, _ := rawPost(t, hs.URL, fmt.Sprintf("%03d-guess-token", i), nil, initializeMsg); code != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d, want 401", i, code)
+		}
+	}
+	if code, body := rawPost(t, hs.URL, real, nil, initializeMsg); code != http.StatusOK {
+		t.Fatalf("the real token after a flood of other guesses: %d %s", code, body)
+	}
+	for i := range auththrottle.Failures {
+		rawPost(t, hs.URL, real[:auththrottle.PrefixBytes]+fmt.Sprint(i), nil, initializeMsg)
+	}
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+server.PathMCP, strings.NewReader(initializeMsg))
+	req.Header.Set("Authorization", "Bearer "+real)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a token whose start failed %d times: %d (Retry-After %q), want 429", auththrottle.Failures, resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }

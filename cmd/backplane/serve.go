@@ -155,7 +155,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
 		ResumeBytes:          cfg.Serve.ResumeBytes,
 		ResumeGrace:          cfg.Serve.ResumeGrace,
-		AllowedOrigins:       cfg.Serve.AllowedOrigins,
+		AllowedOrigins:       publicOrigins(cfg),
 		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
 		Collectors:           runtimeCollectors(s.rt),
 
@@ -212,6 +212,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		return &inputError{fmt.Errorf("listening on %s: %w", addr, err)}
 	}
 	base := "http://" + ln.Addr().String()
+	if pub := s.rt.Config.Serve.PublicURL; pub != "" {
+		// What serve prints is where clients and browsers reach it: the
+		// proxy in front, not the loopback listener behind it.
+		base = pub
+	}
 	console.Store(&base)
 	printSummary(cmd.ErrOrStderr(), s, base)
 	stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
@@ -366,4 +371,15 @@ func newOAuthVerifier(o *config.OAuthConfig, log *slog.Logger) (*oauth.Verifier,
 		AuthorizationServers: o.AuthorizationServers,
 		Logger:               log,
 	})
+}
+
+// publicOrigins are the browser origins served besides the listener's own:
+// serve.allowed_origins and serve.public_url's (browsers behind a proxy
+// send the proxy's origin).
+func publicOrigins(cfg *config.Config) []string {
+	out := slices.Clip(cfg.Serve.AllowedOrigins)
+	if cfg.Serve.PublicURL != "" {
+		out = append(out, cfg.Serve.PublicURL)
+	}
+	return out
 }
