@@ -15,7 +15,20 @@ import (
 // it (429); and with serve.public_url https the login cookie is Secure
 // though serve itself speaks plain HTTP (a TLS proxy in front).
 func TestServeThrottlesWrongTokens(t *testing.T) {
-	g := newGWDir(t, serveConfig+"  public_url: https://backplane.example\n")
+	// Tokens as backplane init makes them: a public start, then random.
+	const (
+		opTok    = "bp_operator_QZ4TJ7KXM2HRW5NCPB6VLEYAD3"
+		aliceTok = "bp_caller_8GF2KD7QXW4MZT5JRN6PHVBC3A"
+	)
+	g := newGWDir(t, `operators:
+  - {name: ops, token: `+opTok+`}
+policy:
+  - caller: alice
+    allow: ["*"]
+serve:
+  tokens: {"`+aliceTok+`": alice}
+  public_url: https://backplane.example
+`)
 	p := startServe(t, g)
 	if !strings.Contains(p.log(), "console: https://backplane.example/ui") {
 		t.Errorf("serve does not print the console under public_url:\n%s", p.log())
@@ -41,35 +54,38 @@ func TestServeThrottlesWrongTokens(t *testing.T) {
 		return resp.StatusCode, resp
 	}
 	const initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
+	// A flood of guesses, sharing the tokens' public starts.
 	for i := range 30 {
-		if code, _ := status("POST", "/mcp", fmt.Sprintf("%03d-guess", i), initialize); code != http.StatusUnauthorized {
+		if code, _ := status("POST", "/mcp", fmt.Sprintf("bp_caller_%03d%023d", i, 0), initialize); code != http.StatusUnauthorized {
 			t.Fatalf("/mcp guess %d: %d, want 401", i, code)
 		}
-		if code, _ := status("GET", "/ui/api/health", fmt.Sprintf("%03d-guess", i), ""); code != http.StatusUnauthorized {
+		if code, _ := status("GET", "/ui/api/health", fmt.Sprintf("bp_operator_%03d%023d", i, 0), ""); code != http.StatusUnauthorized {
 			t.Fatalf("/ui/api guess %d: %d, want 401", i, code)
 		}
-		status("POST", "/ui/login", "", url.Values{"token": {fmt.Sprintf("%03d-guess", i)}}.Encode())
+		status("POST", "/ui/login", "", url.Values{"token": {fmt.Sprintf("bp_operator_%03d%023d", i, 0)}}.Encode())
 	}
-	if code, _ := status("POST", "/mcp", "alice-token", initialize); code != http.StatusOK {
+	if code, _ := status("POST", "/mcp", aliceTok, initialize); code != http.StatusOK {
 		t.Errorf("alice's token after a flood of guesses: %d, want 200", code)
 	}
-	code, resp := status("POST", "/ui/login", "", url.Values{"token": {"ops-token"}}.Encode())
+	code, resp := status("POST", "/ui/login", "", url.Values{"token": {opTok}}.Encode())
 	cks := resp.Cookies()
 	if code != http.StatusSeeOther || len(cks) != 1 || !cks[0].Secure {
 		t.Errorf("the operator's login after a flood of guesses: %d %+v, want 303 and a Secure cookie", code, cks)
 	}
-	// Guesses that start like alice's token block it on /mcp.
+	// Guesses that share the first half of alice's token (someone knows
+	// it) block it on /mcp.
+	alike := func(tok string, i int) string { return tok[:len(tok)-2] + fmt.Sprintf("%02d", i) }
 	for i := range 10 {
-		status("POST", "/mcp", "alice-to"+fmt.Sprint(i), initialize)
+		status("POST", "/mcp", alike(aliceTok, i), initialize)
 	}
-	if code, resp := status("POST", "/mcp", "alice-token", initialize); code != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("a token whose start failed 10 times: %d, want 429 with Retry-After", code)
+	if code, resp := status("POST", "/mcp", aliceTok, initialize); code != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a token whose first half failed 10 times: %d, want 429 with Retry-After", code)
 	}
-	// And ops-token's start, at the console as bearer.
+	// And the operator's, at the console as bearer.
 	for i := range 10 {
-		status("GET", "/ui/api/health", "ops-toke"+fmt.Sprint(i), "")
+		status("GET", "/ui/api/health", alike(opTok, i), "")
 	}
-	if code, _ := status("GET", "/ui/api/health", "ops-token", ""); code != http.StatusTooManyRequests {
-		t.Errorf("the operator's bearer after 10 failures with its start: %d, want 429", code)
+	if code, _ := status("GET", "/ui/api/health", opTok, ""); code != http.StatusTooManyRequests {
+		t.Errorf("the operator's bearer after 10 failures with its first half: %d, want 429", code)
 	}
 }

@@ -2,8 +2,11 @@
 // a guesser lock out the holder of a real one.
 //
 // Failed attempts are counted by a key derived from the token presented:
-// its first [PrefixBytes] bytes (for a JWT, everything but its signature),
-// hashed, never kept. After [Failures] failures under one key within
+// its first half, and at least its first [PrefixBytes] bytes (for a JWT,
+// everything but its signature), hashed, never kept. Half, because tokens
+// often share a public start ("bp_operator_" for every operator token
+// backplane init makes): a fixed short prefix would let anyone block all
+// of them at once. After [Failures] failures under one key within
 // [Window], every attempt under that key is refused, unchecked, for a block
 // that doubles with each further block of the key (one Window, then two,
 // four, ... at most [MaxBlock]). Keying by the token and not by the
@@ -11,7 +14,7 @@
 // 127.0.0.1, so an address throttle lets any of them lock the operator out,
 // while a key throttle blocks only the tokens that start like the ones
 // guessed. The operator's correct token is refused only when someone
-// failed with its first bytes, which means knowing them.
+// failed with its first half, which means knowing it.
 //
 // What it does not do: slow a dictionary against a short token (each guess
 // starts differently, and one right guess is one attempt): tokens must be
@@ -29,7 +32,7 @@ import (
 
 // Defaults.
 const (
-	PrefixBytes = 8
+	PrefixBytes = 16
 	Failures    = 10
 	Window      = time.Minute
 	MaxBlock    = time.Hour
@@ -66,8 +69,8 @@ func key(token string) [32]byte {
 		// A JWT: every JWT starts with the same base64 of {"alg":...; its
 		// header and claims are what tell one from another.
 		p = token[:i]
-	} else if len(p) > PrefixBytes {
-		p = p[:PrefixBytes]
+	} else if n := max(PrefixBytes, (len(p)+1)/2); len(p) > n {
+		p = p[:n]
 	}
 	return sha256.Sum256([]byte(p))
 }

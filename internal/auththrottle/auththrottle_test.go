@@ -15,16 +15,23 @@ func (c *clock) now() time.Time { return c.t }
 func TestThrottle(t *testing.T) {
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
 	th := New(c.now)
-	const real = "op-Rz7kQ2vX9mLp3sT8wYbN"
+	const real = "bp_operator_Rz7kQ2vX9mLp3sT8wYbNx4"
+	// Tokens that share only a public start block nothing.
+	for i := range Failures * 2 {
+		th.Fail(fmt.Sprintf("bp_operator_%022d", i))
+	}
+	if _, b := th.Blocked(real); b {
+		t.Fatal("the operator's token is blocked by guesses that share only its public start")
+	}
 	for i := range Failures * 3 {
 		th.Fail(fmt.Sprintf("guess-%04d-xxxxxxxx", i)) // each a new key
 	}
 	if _, b := th.Blocked(real); b {
 		t.Fatal("the operator's token is blocked by guesses that start otherwise")
 	}
-	// Guesses that start like the real token (someone knows 8 bytes).
+	// Guesses that start like the real token (someone knows its first half).
 	for i := range Failures {
-		blocked := th.Fail(real[:PrefixBytes] + fmt.Sprint(i))
+		blocked := th.Fail(alike(real, i))
 		if blocked != (i == Failures-1) {
 			t.Fatalf("failure %d: blocked=%v", i+1, blocked)
 		}
@@ -51,7 +58,7 @@ func TestThrottle(t *testing.T) {
 		t.Error("still blocked after its window")
 	}
 	for range Failures {
-		th.Fail(real[:PrefixBytes] + "x")
+		th.Fail(alike(real, 999))
 	}
 	if left, b := th.Blocked(real); !b || left != 2*Window {
 		t.Errorf("second block: %v %v, want %v", b, left, 2*Window)
@@ -71,4 +78,10 @@ func TestJWTKey(t *testing.T) {
 	if _, b := th.Blocked("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJtYWxsb3J5In0.other"); !b {
 		t.Error("the forged claims are not blocked")
 	}
+}
+
+// alike is a wrong token of the length of real that shares its first half
+// (and more): what someone who knows that half would guess.
+func alike(real string, i int) string {
+	return real[:len(real)-3] + fmt.Sprintf("%03d", i)
 }
