@@ -150,6 +150,21 @@ func (s *Set) resolveRel(rel string) (string, fs.FileInfo, error) {
 	if len(done) > 0 {
 		real = filepath.Join(done...)
 	}
+	// What real names is opened once more and, where the kernel says where
+	// a descriptor is (Linux), must be there: a component swapped for a
+	// link while the walk looked elsewhere would give another file's
+	// identity under this path. The identity recorded is the descriptor's.
+	if f, err := s.root.OpenFile(real, resolveOpenFlags, 0); err == nil {
+		where, known := realPath(f)
+		fi, serr := f.Stat()
+		f.Close()
+		if known && where != filepath.Join(s.wsReal, real) {
+			return "", nil, &fs.PathError{Op: "resolve", Path: rel, Err: errors.New("the path changed while it was resolved")}
+		}
+		if serr == nil {
+			last = fi
+		}
+	}
 	if last == nil {
 		fi, err := s.root.Stat(real)
 		if err != nil {
@@ -266,7 +281,9 @@ func (s *Set) globDenied(ctx context.Context, rel, text, p string) bool {
 	}
 	real, _, err := s.resolveRel(filepath.Join(rel, filepath.FromSlash(p)))
 	if err != nil {
-		return true
+		// A link that leads out (listed by name, never followed): its own
+		// place in the workspace is what can be decided.
+		real = filepath.Join(cp.r.real, filepath.FromSlash(p))
 	}
 	return cp.denied(filepath.ToSlash(real)) || cp.denied(path.Join(text, p))
 }
