@@ -7,7 +7,9 @@
 //     violation reported (validation, unsupported_capability);
 //  3. authorization by the policy in force, on the validated arguments,
 //     default deny (forbidden; a shell command that does not parse is
-//     validation);
+//     validation); a backend.PathResolver's path argument is decided on
+//     the real path it resolves to as well as on its text, and the backend
+//     is handed that resolution to use (backend.Call.Path);
 //  4. approval, where the policy or the tool's safety flags demand it: a
 //     persisted request bound to the caller, the tool, its definition hash
 //     and the digest of the canonical arguments (approval_required while

@@ -22,6 +22,11 @@
 //     as arguments (eval, sh -c, ...), or which writes to a file through a
 //     redirection, matches no allow pattern (a bare tool name still allows
 //     it). A command that does not parse is refused with [ErrUnparsable].
+//   - A path ([KindPath]) is cleaned and made relative to the workspace;
+//     given the real path the backend resolved ([Request.RealPath]), it is
+//     decided on both and the stricter decision wins. Paths and patterns
+//     are compared regardless of case on macOS and Windows, and '\' is a
+//     separator on Windows.
 //   - CEL conditions are compiled and type-checked by [Compile]; their
 //     evaluation is bounded by a cost limit, and an evaluation error decides
 //     deny (fail closed).
