@@ -413,4 +413,29 @@ func TestBearerFailuresAreThrottled(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a token whose start failed %d times: %d (Retry-After %q), want 429", auththrottle.Failures, resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
+	// /metrics, the operators' door, shares the throttle.
+	for i := range auththrottle.Failures {
+		if code, _ := get(t, hs.URL+server.PathMetrics, fmt.Sprintf("%02d-metrics-guess-token", i)); code != http.StatusUnauthorized {
+			t.Fatalf("/metrics guess %d: %d, want 401", i, code)
+		}
+	}
+	for i := range auththrottle.Failures {
+		get(t, hs.URL+server.PathMetrics, "metrics-guess-token-"+fmt.Sprint(i))
+	}
+	if code, _ := get(t, hs.URL+server.PathMetrics, "metrics-guess-token-x"); code != http.StatusTooManyRequests {
+		t.Errorf("/metrics after %d failures with one start: %d, want 429", auththrottle.Failures, code)
+	}
+}
+
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
