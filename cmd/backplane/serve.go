@@ -219,6 +219,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	}
 	console.Store(&base)
 	printSummary(cmd.ErrOrStderr(), s, base)
+	if base != "http://"+ln.Addr().String() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "  listening on http://%s, behind serve.public_url\n", ln.Addr())
+	}
 	stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
 	defer stopPending()
 	return serveUntil(ctx, log, srv, func() error { return srv.ServeHTTP(ln) })

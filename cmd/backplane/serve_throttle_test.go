@@ -30,7 +30,7 @@ serve:
   public_url: https://backplane.example
 `)
 	p := startServe(t, g)
-	if !strings.Contains(p.log(), "console: https://backplane.example/ui") {
+	if !strings.Contains(p.log(), "console: https://backplane.example/ui") || !strings.Contains(p.log(), "listening on "+p.base) {
 		t.Errorf("serve does not print the console under public_url:\n%s", p.log())
 	}
 	status := func(method, path, token, body string) (int, *http.Response) {
