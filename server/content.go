@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/internal/resuri"
 	"github.com/agentbackplane/backplane/policy"
 )
 
@@ -63,7 +64,9 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 		}
 		res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
 		for _, r := range all {
-			if allowed(policy.KindResource, r.URI) {
+			// Listed as a read of it would be decided: by its normal form;
+			// one without a normal form cannot be read, so is not listed.
+			if n, err := resuri.Normalize(r.URI); err == nil && allowed(policy.KindResource, n) {
 				res.Resources = append(res.Resources, r)
 			}
 		}
@@ -87,13 +90,18 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 		if p == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "resources/read: missing params"}
 		}
-		d := pol.DecideContent(caller, policy.KindResource, p.URI)
+		uri, err := normalURI("resources/read", p.URI)
+		if err != nil {
+			s.auditContent(caller, policy.KindResource, p.URI, "invalid", err.Error())
+			return nil, err
+		}
+		d := pol.DecideContent(caller, policy.KindResource, uri)
 		if !d.Allow {
-			s.auditContent(caller, policy.KindResource, p.URI, "deny", d.Reason)
+			s.auditContent(caller, policy.KindResource, uri, "deny", d.Reason)
 			return nil, &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + p.URI}
 		}
-		res, err := src.ReadResource(ctx, p.URI)
-		s.auditContent(caller, policy.KindResource, p.URI, outcomeOf(err), d.Reason)
+		res, err := src.ReadResource(ctx, uri)
+		s.auditContent(caller, policy.KindResource, uri, outcomeOf(err), d.Reason)
 		return res, contentError(err, codeResourceNotFound, "resource not found: "+p.URI)
 	case "prompts/list":
 		all, err := src.ListPrompts(ctx)
@@ -121,6 +129,20 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 		s.auditContent(caller, policy.KindPrompt, p.Name, outcomeOf(err), d.Reason)
 		return res, contentError(err, jsonrpc.CodeInvalidParams, "unknown prompt: "+p.Name)
 	}
+}
+
+// normalURI is the form of a requested resource URI that the policy
+// decides and the upstream is sent (package resuri: dot segments removed,
+// percent-encodings normalised), so that a glob such as rt://files/* is
+// matched against what the upstream will read, not against text that
+// climbs out of it (rt://files/.., %2e%2e%2f). A URI that cannot be made
+// safe is invalid params.
+func normalURI(method, uri string) (string, error) {
+	n, err := resuri.Normalize(uri)
+	if err != nil {
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}
+	}
+	return n, nil
 }
 
 func outcomeOf(err error) string {
@@ -214,11 +236,16 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest, calle
 	if req.Params == nil || req.Session == nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "resources/subscribe: missing params"}
 	}
-	uri, ss := req.Params.URI, req.Session
+	uri, err := normalURI("resources/subscribe", req.Params.URI)
+	if err != nil {
+		s.auditContentStep("subscribe", caller, policy.KindResource, req.Params.URI, "invalid", err.Error())
+		return err
+	}
+	ss := req.Session
 	d := s.contentPolicy().DecideContent(caller, policy.KindResource, uri)
 	if !d.Allow {
 		s.auditContentStep("subscribe", caller, policy.KindResource, uri, "deny", d.Reason)
-		return &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + uri}
+		return &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + req.Params.URI}
 	}
 	s.subs.mu.Lock()
 	if s.subs.bySession[ss][uri] {
@@ -228,7 +255,7 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest, calle
 	s.subs.mu.Unlock()
 	if err := s.opts.Content.Subscribe(ctx, uri); err != nil {
 		s.auditContentStep("subscribe", caller, policy.KindResource, uri, "error", d.Reason)
-		return contentError(err, codeResourceNotFound, "resource not found: "+uri)
+		return contentError(err, codeResourceNotFound, "resource not found: "+req.Params.URI)
 	}
 	s.subs.mu.Lock()
 	uris, seen := s.subs.bySession[ss]
@@ -267,12 +294,18 @@ func (s *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) err
 	if req.Params == nil || req.Session == nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "resources/unsubscribe: missing params"}
 	}
+	// Subscriptions are held by their normal form (subscribe); a URI with
+	// no normal form was never subscribed to.
+	uri, err := resuri.Normalize(req.Params.URI)
+	if err != nil {
+		return nil
+	}
 	s.subs.mu.Lock()
-	had := s.subs.bySession[req.Session][req.Params.URI]
-	delete(s.subs.bySession[req.Session], req.Params.URI)
+	had := s.subs.bySession[req.Session][uri]
+	delete(s.subs.bySession[req.Session], uri)
 	s.subs.mu.Unlock()
 	if had {
-		s.unsubscribeUpstream(req.Params.URI)
+		s.unsubscribeUpstream(uri)
 	}
 	return nil
 }

@@ -225,11 +225,13 @@ type Options struct {
 
 // Server serves one gateway over MCP. Create it with New.
 type Server struct {
-	g         *gateway.Gateway
-	opts      Options
-	wait      time.Duration
-	log       *slog.Logger
-	sdkLog    *slog.Logger
+	g      *gateway.Gateway
+	opts   Options
+	wait   time.Duration
+	log    *slog.Logger
+	sdkLog *slog.Logger
+	// refusals throttles the log lines of refused requests (logthrottle.go).
+	refusals  *logThrottle
 	tokens    []tokenEntry
 	operators []tokenEntry
 	metrics   *metrics
@@ -277,7 +279,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), approval.MaxWait), log: o.Logger}
+	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), approval.MaxWait), log: o.Logger, refusals: newLogThrottle()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -644,7 +646,7 @@ func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
 	// the session: one stray print of a wrapper script must not end serve
 	// --stdio.
 	t := mcpstream.New(r, w, &mcpstream.Options{OnMalformed: func(code int64, why string) {
-		s.log.Warn("stdio: a line that is not a JSON-RPC message was answered with an error and skipped", "code", code, "error", why)
+		s.refusals.warn(s.log, "stdio", "stdio: a line that is not a JSON-RPC message was answered with an error and skipped", "code", code, "error", why)
 	}})
 	ss, err := s.Connect(context.Background(), t)
 	if err != nil {

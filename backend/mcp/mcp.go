@@ -123,6 +123,13 @@ type Server struct {
 	// Bridge says which of the server's requests are relayed to the
 	// calling client (nil: DefaultBridge).
 	Bridge *Bridge
+	// AcceptAddedTools accepts at first sight, as at the first start, a
+	// tool the server adds while connected (after a list change or a
+	// reconnect). By default such a tool is held, as a changed one is,
+	// until an operator accepts it: the catalog reviewed when the server
+	// was configured did not have it, and its own readOnlyHint would
+	// spare its calls the approval.
+	AcceptAddedTools bool
 }
 
 var (

@@ -25,6 +25,7 @@ import (
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/server"
 )
@@ -262,6 +263,9 @@ func printSummary(w io.Writer, s *gatewaySession, base string) {
 	for _, src := range []string{"built-in", "configured", "upstream"} {
 		if names := bySource[src]; len(names) > 0 {
 			slices.Sort(names)
+			for i, n := range names {
+				names[i] = termtext.Line(n)
+			}
 			fmt.Fprintf(w, "  tools (%s): %s\n", src, strings.Join(names, ", "))
 		}
 	}
@@ -285,14 +289,19 @@ func announcePending(w io.Writer, g *gateway.Gateway) func() {
 			if v, err := g.GetApproval(context.Background(), ev.Approval.ID); err == nil {
 				args = shortArgs(v.Arguments)
 			}
+			how := make([]string, len(ev.HowToDecide))
+			for i, h := range ev.HowToDecide {
+				how[i] = termtext.Line(h)
+			}
 			fmt.Fprintf(w, "approval pending: %s caller=%s tool=%s args=%s\n  decide: %s\n",
-				ev.Approval.ID, ev.Approval.Caller, ev.Approval.Tool, args, strings.Join(ev.HowToDecide, "\n          "))
+				termtext.Line(ev.Approval.ID), termtext.Line(ev.Approval.Caller), termtext.Line(ev.Approval.Tool), args, strings.Join(how, "\n          "))
 		}
 	}()
 	return func() { stop(); <-done }
 }
 
-// shortArgs is arguments on one line, cut to 120 characters.
+// shortArgs is arguments on one line, cut to 120 bytes, with JSON's own
+// escapes for what a terminal would act on (termtext.JSON).
 func shortArgs(b []byte) string {
 	var buf bytes.Buffer
 	if json.Compact(&buf, b) != nil {
@@ -303,7 +312,7 @@ func shortArgs(b []byte) string {
 	if len(s) > 120 {
 		s = s[:117] + "..."
 	}
-	return s
+	return string(termtext.JSON([]byte(strings.ReplaceAll(s, "\n", " "))))
 }
 
 // serveUntil runs serve until it returns (the stdio client left) or ctx is

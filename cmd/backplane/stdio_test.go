@@ -23,6 +23,9 @@ func TestServeStdioAnswersMalformedLines(t *testing.T) {
 		`{"id":7,"hello":"world"}`,
 		`5`,
 		``,
+		// An id the answer could not carry back: refused, never answered
+		// under U+FFFD (review 22 item 16).
+		`{"jsonrpc":"2.0","id":"\ud800","method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 	}, "\n") + "\n"
 	// stdin stays open until the last answer is read: the server then
@@ -87,8 +90,12 @@ func TestServeStdioAnswersMalformedLines(t *testing.T) {
 		if string(a.ID) == "2" && a.Result != nil && strings.Contains(string(a.Result), `"tools"`) {
 			listed = true
 		}
+		var id string
+		if json.Unmarshal(a.ID, &id) == nil && strings.ContainsRune(id, '\uFFFD') {
+			t.Errorf("answered under the id %q, which no request had", id)
+		}
 	}
-	want := []int{-32700, -32700, -32600, -32600}
+	want := []int{-32700, -32700, -32600, -32600, -32600}
 	if len(codes) != len(want) {
 		t.Fatalf("error codes %v, want %v; stdout:\n%s", codes, want, r.stdout)
 	}

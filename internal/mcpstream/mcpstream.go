@@ -547,7 +547,7 @@ func usableID(raw []byte) json.RawMessage {
 	if json.Unmarshal(raw, &v) != nil {
 		return json.RawMessage("null")
 	}
-	if _, err := idOf(v.ID); err != nil || len(v.ID) == 0 {
+	if _, err := requestID(v.ID); err != nil || len(v.ID) == 0 {
 		return json.RawMessage("null")
 	}
 	return v.ID
