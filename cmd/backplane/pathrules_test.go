@@ -53,6 +53,11 @@ policy:
 			}
 		})
 	}
+	// policy explain resolves as serve does, and says so.
+	ex := g.runJSON(t, exitNegative, "", "policy", "explain", "--caller", "alice", "read", `{"path":"src/envlink"}`)
+	if r, _ := ex["reason"].(string); ex["decision"] != "deny" || !strings.Contains(r, "src/envlink leads to .env") {
+		t.Errorf("policy explain read src/envlink: %v", ex)
+	}
 	// The allowed file itself still reads.
 	ok := g.runJSON(t, 0, "", "call", "--caller", "alice", "read", `{"path":"src/main.go"}`)
 	if !strings.Contains(ok["result"].(map[string]any)["content"].(string), "package main") {
