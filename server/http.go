@@ -34,7 +34,7 @@ func (s *Server) Handler() http.Handler {
 	// WWW-Authenticate challenge; the SDK's own middleware after it puts
 	// the caller where the MCP handlers (callerFromToken) and the session
 	// binding (a session answers only to the caller that opened it) read it.
-	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler)))))), true))
+	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.rateLimitHTTP(s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler))))))), true))
 	s.serveMetadata(mux)
 	// The metrics name callers and tools: operators only.
 	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))

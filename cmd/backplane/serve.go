@@ -51,7 +51,15 @@ bearer token from serve.tokens, which names its caller; /metrics (Prometheus)
 needs one too; /healthz does not. The address is serve.http (default
 127.0.0.1:8787) or --http, and must be loopback unless serve.allow_remote is
 true. With --stdio, one client speaks MCP on stdin and stdout as
-serve.stdio_caller.
+serve.stdio_caller; the requests it sent before closing stdin are answered
+(for up to 10s) before serve exits.
+
+Each caller's requests draw on a token bucket (serve.rate_limit, default
+100 a second, burst 200): past it, HTTP answers 429 with Retry-After and
+stdio a JSON-RPC error -32029. A session holds at most
+serve.max_subscriptions_per_session (256) resource subscriptions, a caller
+serve.max_subscriptions_per_caller (1024). Refusals are counted in /metrics
+and sampled in the audit log.
 
 A call that needs an approval asks the person at the client through MCP
 elicitation when the client supports it; otherwise it waits up to
@@ -154,11 +162,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		// Zero: the server's defaults.
 		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
-		ResumeBytes:          cfg.Serve.ResumeBytes,
-		ResumeGrace:          cfg.Serve.ResumeGrace,
-		AllowedOrigins:       publicOrigins(cfg),
-		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
-		Collectors:           runtimeCollectors(s.rt),
+		RateLimit:            cfg.Serve.RatePerSecond,
+		RateBurst:            cfg.Serve.RateBurst,
+
+		MaxSubscriptionsPerSession: cfg.Serve.MaxSubscriptionsPerSession,
+		MaxSubscriptionsPerCaller:  cfg.Serve.MaxSubscriptionsPerCaller,
+		ResumeBytes:                cfg.Serve.ResumeBytes,
+		ResumeGrace:                cfg.Serve.ResumeGrace,
+		AllowedOrigins:             publicOrigins(cfg),
+		Console:                    newConsole(cfg, s.rt, log, stdio, httpAddr),
+		Collectors:                 runtimeCollectors(s.rt),
 
 		// Besides the static tokens (serve.oauth, serve.anonymous_caller).
 		OAuth:           verifier,
