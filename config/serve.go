@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -22,6 +24,7 @@ import (
 //	  session_idle_timeout: 30m      # an HTTP session idle this long is closed
 //	  max_sessions_per_caller: 16    # open HTTP sessions per caller; more: 429
 //	  allowed_origins: ["https://app.example"]  # browser origins besides the listener's loopback ones
+//	  public_url: https://backplane.example     # where clients and browsers reach serve (a TLS proxy in front)
 //	  resume: {max_bytes: 8388608, grace: 10s}  # resumable HTTP streams (the defaults)
 //	  rate_limit: {per_second: 100, burst: 200} # requests per caller (the defaults; per_second 0: none)
 //	  max_subscriptions_per_session: 256        # resources/subscribe held per session (the default)
@@ -37,6 +40,11 @@ import (
 // max_bytes of events in memory (0: streams are not resumable), and how
 // long a call whose request dropped waits for its client to come back
 // before it is cancelled (grace; 0s: at once).
+// public_url is the origin (scheme://host[:port], no path) a proxy in front
+// serves the listener at: https marks the console's login cookie Secure
+// (the proxy terminates TLS, so serve only sees plain HTTP), its host is a
+// host the console answers and its origin one it accepts forms from, and
+// serve prints its URLs under it.
 // The HTTP address must be on the loopback interface unless allow_remote is
 // true: the tokens travel in clear over plain HTTP. With no tokens every
 // HTTP request is refused (401). `serve --stdio` needs a stdio_caller.
@@ -66,6 +74,9 @@ type ServeConfig struct {
 	// AllowedOrigins are browser origins /mcp serves besides the loopback
 	// origins of its listener; another Origin is refused (403).
 	AllowedOrigins []string
+	// PublicURL is the origin clients reach serve at through a proxy
+	// ("https://backplane.example", no trailing slash), "" when none.
+	PublicURL string
 	// OAuth, when set, accepts JWT access tokens besides Tokens, and
 	// serves the protected resource metadata (see [OAuthConfig]).
 	OAuth *OAuthConfig
@@ -239,6 +250,14 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			if err == nil && c.Serve.AnonymousCaller == "" {
 				err = p.errAt(v, "serve anonymous_caller must name a caller (leave it out to refuse requests without a token)")
 			}
+		case "public_url":
+			c.Serve.PublicURL, err = p.str(v, key)
+			if err == nil {
+				c.Serve.PublicURL, err = CheckPublicURL(c.Serve.PublicURL)
+				if err != nil {
+					err = p.errAt(v, "serve public_url: %v", err)
+				}
+			}
 		case "allowed_origins":
 			c.Serve.AllowedOrigins, err = p.strList(v, key)
 			for _, o := range c.Serve.AllowedOrigins {
@@ -248,7 +267,7 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			}
 		}
 		return err
-	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "oauth", "anonymous_caller", "resume",
+	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "public_url", "oauth", "anonymous_caller", "resume",
 		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller")
 	if err != nil {
 		return err
@@ -322,4 +341,25 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// CheckPublicURL checks serve.public_url and returns it without a
+// trailing slash: an http or https origin, with a host, and nothing else
+// (no user, path, query or fragment: serve's paths /mcp and /ui are fixed,
+// so a proxy must serve them at the root).
+func CheckPublicURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%q is not a URL: %v", s, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q: the scheme must be https (or http), not %q", s, u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("%q names no host", s)
+	case u.User != nil:
+		return "", fmt.Errorf("%q holds a user name or password", s)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return "", fmt.Errorf("%q: give the origin only (scheme://host[:port]); serve's paths (/mcp, /ui) are fixed", s)
+	}
+	return u.Scheme + "://" + u.Host, nil
 }

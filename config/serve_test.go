@@ -109,6 +109,13 @@ func TestServeErrors(t *testing.T) {
 		{"no sessions", "serve:\n  max_sessions_per_caller: 0\n", 2, "from 1 to"},
 		{"origin with a path", "serve:\n  allowed_origins: [\"https://a.example/x\"]\n", 2, "not an origin"},
 		{"origin without scheme", "serve:\n  allowed_origins: [a.example]\n", 2, "not an origin"},
+		{"public_url with a path", "serve:\n  public_url: https://a.example/backplane\n", 2, "origin only"},
+		{"public_url with a query", "serve:\n  public_url: https://a.example/?x=1\n", 2, "origin only"},
+		{"public_url without scheme", "serve:\n  public_url: a.example\n", 2, "scheme must be https"},
+		{"public_url ftp", "serve:\n  public_url: ftp://a.example\n", 2, "scheme must be https"},
+		{"public_url without host", "serve:\n  public_url: \"https://\"\n", 2, "names no host"},
+		{"public_url with a user", "serve:\n  public_url: https://u:p@a.example\n", 2, "user name"},
+		{"public_url not a string", "serve:\n  public_url: [x]\n", 2, "must be a string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.src), "backplane.yaml")
@@ -133,6 +140,21 @@ func TestCheckServeAddr(t *testing.T) {
 		}
 		if err := CheckServeAddr(addr, true); err != nil {
 			t.Errorf("CheckServeAddr(%q, allowRemote) = %v", addr, err)
+		}
+	}
+}
+
+// serve.public_url is validated at load and kept as an origin without a
+// trailing slash (issue 22, finding 13).
+func TestServePublicURL(t *testing.T) {
+	for src, want := range map[string]string{
+		"https://backplane.example/":     "https://backplane.example",
+		"https://backplane.example:8443": "https://backplane.example:8443",
+		"http://[::1]:9000":              "http://[::1]:9000",
+	} {
+		c, err := Parse([]byte("serve:\n  public_url: \""+src+"\"\n"), "backplane.yaml")
+		if err != nil || c.Serve.PublicURL != want {
+			t.Errorf("%s: %q %v, want %q", src, c.Serve.PublicURL, err, want)
 		}
 	}
 }

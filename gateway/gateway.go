@@ -7,7 +7,9 @@
 //     violation reported (validation, unsupported_capability);
 //  3. authorization by the policy in force, on the validated arguments,
 //     default deny (forbidden; a shell command that does not parse is
-//     validation);
+//     validation); a backend.PathResolver's path argument is decided on
+//     the real path it resolves to as well as on its text, and the backend
+//     is handed that resolution to use (backend.Call.Path);
 //  4. approval, where the policy or the tool's safety flags demand it: a
 //     persisted request bound to the caller, the tool, its definition hash
 //     and the digest of the canonical arguments (approval_required while
@@ -503,6 +505,10 @@ type call struct {
 	rule      string // the policy rule that authorized the call (file:line)
 	committed bool
 	span      trace.Span // nil: not traced
+	// What the backend resolved the path argument to, and the policy's
+	// deny check on other paths for walks (backend.Call.Path, PathDenied).
+	path       *backend.ResolvedPath
+	pathDenied func(real string) bool
 
 	// The audit event's (and the span's) record of the steps; mu guards it
 	// and step against an interactive approver's goroutine.
@@ -562,8 +568,25 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	c.audit("validate", "ok")
 
 	// 3. Authorization, default deny, on the validated arguments; the
-	// policy in force now decides (a reload later does not change it).
-	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: v})
+	// policy in force now decides (a reload later does not change it). A
+	// path argument is decided on the file it leads to as well as on its
+	// text (backend.PathResolver): the backend later uses that file or
+	// fails.
+	var realPath string
+	if pr, ok := t.Backend.(backend.PathResolver); ok {
+		rp, err := pr.ResolvePath(c.req.Arguments)
+		if err != nil {
+			// An escape or a loop: the text alone is decided, and the
+			// backend, told why, refuses the call in its own words.
+			rp = &backend.ResolvedPath{Field: "path", Err: err}
+		}
+		c.path, realPath = rp, rp.Real
+		pol, args := g.policy, v
+		c.pathDenied = func(real string) bool {
+			return deniesPath(pol, c.req.Caller, c.req.Session, t.Name, args, rp.Field, real)
+		}
+	}
+	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: v, RealPath: realPath})
 	if d.Err != nil {
 		c.audit("authorize", "invalid", "reason", d.Reason)
 		return nil, newError(ClassValidation, "authorize", d.Err.Error(), nil)
@@ -778,4 +801,23 @@ func policyDetails(d policy.Decision) map[string]any {
 		return nil
 	}
 	return det
+}
+
+// deniesPath says whether the policy explicitly denies the call's tool on
+// another path (a file a walk met): the call's arguments with the path
+// member replaced by real, decided on real. Only an explicit deny (a rule
+// that names it, a failed condition) counts; the default deny of a path
+// no allow names does not hide a file from a walk the policy allowed.
+func deniesPath(p policy.Policy, caller, session, tool string, args any, field, real string) bool {
+	m, ok := args.(map[string]any)
+	if !ok {
+		return false
+	}
+	cp := make(map[string]any, len(m))
+	for k, v := range m {
+		cp[k] = v
+	}
+	cp[field] = real
+	d := p.Decide(policy.Request{Caller: caller, Session: session, Tool: tool, Args: cp, RealPath: real})
+	return !d.Allow && d.Source != ""
 }

@@ -225,6 +225,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
 		Asker:  c.req.Asker,
 		Client: c.req.Client,
+		Path:   c.path, PathDenied: c.pathDenied,
 	}
 	ictx, bspan := c.startBackend(ictx, bc)
 	began := time.Now()

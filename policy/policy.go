@@ -33,6 +33,11 @@
 //     levels (by a scan before the parser), with a syntax tree deeper than
 //     512, or costing more than about 2 M steps, is refused with
 //     [ErrUnparsable], as is a command that does not parse.
+//   - A path ([KindPath]) is cleaned and made relative to the workspace;
+//     given the real path the backend resolved ([Request.RealPath]), it is
+//     decided on both and the stricter decision wins. Paths and patterns
+//     are compared regardless of case on macOS and Windows, and '\' is a
+//     separator on Windows.
 //   - CEL conditions are compiled and type-checked by [Compile]; their
 //     evaluation is bounded by a cost limit, and an evaluation error decides
 //     deny (fail closed).
@@ -77,6 +82,12 @@ type Request struct {
 	// nil, and numbers as jsonstrict.Number, json.Number, int64 or float64.
 	// nil means none (a tool listing decides on the tool alone).
 	Args any
+	// RealPath, when set, is the [KindPath] main argument resolved by the
+	// backend: relative to the workspace, every symbolic link followed,
+	// slash-separated ("." the workspace). The path is then decided on it
+	// and on the text as written, and the stricter decision wins: a deny
+	// that matches either denies, and an allow must match both.
+	RealPath string
 }
 
 // Decision is the verdict for one Request.

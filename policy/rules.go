@@ -64,7 +64,9 @@ type entry struct {
 	kind   ArgKind
 	field  string
 	pat    string
-	domain string // url_fetch(domain:HOST)
+	// patFold is a KindPath pattern folded as paths are (foldPath).
+	patFold string
+	domain  string // url_fetch(domain:HOST)
 	// A CEL condition.
 	cond *condition
 }
@@ -117,7 +119,7 @@ func Compile(rules []Rule, opts *Options) (*Rules, error) {
 	}
 	slices.Sort(r.globKeys)
 	for _, w := range o.Workspace {
-		r.workspace = append(r.workspace, path.Clean(strings.ReplaceAll(w, `\`, "/")))
+		r.workspace = append(r.workspace, path.Clean(foldPath(strings.ReplaceAll(w, `\`, "/"))))
 	}
 	var env *celEnv
 	for i, rule := range rules {
@@ -271,6 +273,7 @@ func (r *Rules) compileEntry(text string, effect Effect, known func(string) bool
 		if !doublestar.ValidatePattern(e.pat) {
 			return nil, fmt.Errorf("entry %q: bad path pattern %q", text, e.pat)
 		}
+		e.patFold = foldPath(e.pat)
 	case KindURL:
 		if d, ok := strings.CutPrefix(e.pat, "domain:"); ok {
 			d = strings.TrimSuffix(strings.ToLower(d), ".")
@@ -406,7 +409,7 @@ func (r *Rules) Decide(req Request) (d Decision) {
 	if needArg {
 		ma, _ := r.mainArgFor(req.Tool)
 		var err error
-		parts, err = r.subjects(ma, req.Args)
+		parts, err = r.subjects(ma, req.Args, req.RealPath)
 		if err != nil {
 			return Decision{Effect: EffectDeny, Err: err, Reason: err.Error()}
 		}
@@ -437,6 +440,9 @@ func (r *Rules) Decide(req Request) (d Decision) {
 				out.Reason = fmt.Sprintf("%q: %s", p.Text, p.Reason)
 			case rk == 3 && s.noAllow == "":
 				out.Reason = defaultDeny(req).Reason
+			}
+			if s.label != "" {
+				out.Reason = s.label + ": " + out.Reason
 			}
 		}
 	}

@@ -25,13 +25,21 @@ func (s *Server) operatorOfToken(token string) (string, bool) {
 
 // Operator authenticates an operator's request by its bearer token. It
 // returns the operator's name and 200, or 401 (no token, or one nobody
-// has) or 403 (a caller's token: callers are not operators).
+// has), 403 (a caller's token: callers are not operators) or 429 (a token
+// that starts like ones that failed too often: the throttle /mcp uses).
 func (s *Server) Operator(r *http.Request) (string, int) {
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return "", http.StatusUnauthorized
 	}
-	return s.OperatorOfToken(token)
+	if _, blocked := s.throttle.Blocked(token); blocked {
+		return "", http.StatusTooManyRequests
+	}
+	name, status := s.OperatorOfToken(token)
+	if status == http.StatusUnauthorized {
+		s.throttle.Fail(token)
+	}
+	return name, status
 }
 
 // OperatorOfToken is [Server.Operator] for a token obtained otherwise (a
@@ -65,6 +73,10 @@ func (s *Server) RequireOperator(next http.Handler) http.Handler {
 			return
 		case http.StatusForbidden:
 			http.Error(w, "this is for operators: a caller's token is not an operator's", http.StatusForbidden)
+			return
+		case http.StatusTooManyRequests:
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, "too many wrong bearer tokens that start like this one: wait and try again", http.StatusTooManyRequests)
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="backplane-operators", error="invalid_token"`)

@@ -140,6 +140,7 @@ import (
 
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/policy"
@@ -273,6 +274,9 @@ type Server struct {
 	tokens    []tokenEntry
 	operators []tokenEntry
 	metrics   *metrics
+	// throttle counts failed bearer tokens by what they start with, and
+	// blocks a start that failed too often (internal/auththrottle).
+	throttle *auththrottle.Throttle
 
 	stdio *mcp.Server // its caller is opts.StdioCaller
 	http  *mcp.Server // its caller comes with each request's token
@@ -344,6 +348,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 		idle = 0 // the SDK's "never"
 	}
 	s.sess = sessions{owner: map[string]string{}, pending: map[string]int{}, converted: map[string]int{}}
+	s.throttle = auththrottle.New(nil)
 	s.origins = normOrigins(o.AllowedOrigins)
 	s.timeouts = o.Timeouts.withDefaults()
 	for tok, caller := range o.Tokens {

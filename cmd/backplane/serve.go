@@ -169,7 +169,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		MaxSubscriptionsPerCaller:  cfg.Serve.MaxSubscriptionsPerCaller,
 		ResumeBytes:                cfg.Serve.ResumeBytes,
 		ResumeGrace:                cfg.Serve.ResumeGrace,
-		AllowedOrigins:             cfg.Serve.AllowedOrigins,
+		AllowedOrigins:             publicOrigins(cfg),
 		Console:                    newConsole(cfg, s.rt, log, stdio, httpAddr),
 		Collectors:                 runtimeCollectors(s.rt),
 
@@ -226,8 +226,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		return &inputError{fmt.Errorf("listening on %s: %w", addr, err)}
 	}
 	base := "http://" + ln.Addr().String()
+	if pub := s.rt.Config.Serve.PublicURL; pub != "" {
+		// What serve prints is where clients and browsers reach it: the
+		// proxy in front, not the loopback listener behind it.
+		base = pub
+	}
 	console.Store(&base)
 	printSummary(cmd.ErrOrStderr(), s, base)
+	if base != "http://"+ln.Addr().String() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "  listening on http://%s, behind serve.public_url\n", ln.Addr())
+	}
 	stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
 	defer stopPending()
 	return serveUntil(ctx, log, srv, func() error { return srv.ServeHTTP(ln) })
@@ -388,4 +396,15 @@ func newOAuthVerifier(o *config.OAuthConfig, log *slog.Logger) (*oauth.Verifier,
 		AuthorizationServers: o.AuthorizationServers,
 		Logger:               log,
 	})
+}
+
+// publicOrigins are the browser origins served besides the listener's own:
+// serve.allowed_origins and serve.public_url's (browsers behind a proxy
+// send the proxy's origin).
+func publicOrigins(cfg *config.Config) []string {
+	out := slices.Clip(cfg.Serve.AllowedOrigins)
+	if cfg.Serve.PublicURL != "" {
+		out = append(out, cfg.Serve.PublicURL)
+	}
+	return out
 }

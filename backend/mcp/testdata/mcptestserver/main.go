@@ -225,6 +225,20 @@ func main() {
 				return &mcp.CallToolResult{Content: text("touched")}, nil
 			})
 	}
+	// MCPTEST_CONTENT=WHO: a resource and a prompt every copy of the
+	// server shares by URI and name, each answering with WHO (the tests
+	// of two servers listing the same content).
+	if who := os.Getenv("MCPTEST_CONTENT"); who != "" {
+		s.AddResource(&mcp.Resource{Name: "doc", URI: "test://shared/doc", MIMEType: "text/plain"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "doc of " + who}}}, nil
+			})
+		s.AddPrompt(&mcp.Prompt{Name: "help", Description: "Says whose it is."},
+			func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{Description: "help of " + who,
+					Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "help of " + who}}}}, nil
+			})
+	}
 	if n, _ := strconv.Atoi(os.Getenv("MCPTEST_FILLERS")); n > 0 {
 		for i := range n {
 			name := fmt.Sprintf("filler_%02d", i)
