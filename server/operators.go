@@ -89,7 +89,9 @@ func (s *Server) trackRequests(next http.Handler) http.Handler {
 		r.Header.Set(requestHeader, id)
 		s.httpRequests.Store(id, r.Context())
 		defer s.httpRequests.Delete(id)
-		defer s.sessionRequest(r.Header.Get("Mcp-Session-Id"))()
+		// A GET with Last-Event-ID resumes a stream: its client is back.
+		resuming := r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != ""
+		defer s.sessionRequest(r.Header.Get("Mcp-Session-Id"), resuming, r.Context())()
 		next.ServeHTTP(w, r)
 	})
 }
