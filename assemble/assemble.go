@@ -260,8 +260,10 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			Expire:     cfg.Approvals.Expire,
 			Wait:       cfg.Approvals.Wait,
 			MaxPending: cfg.Approvals.MaxPending,
-			Approver:   o.Approver,
-			Hints:      hints,
+			// Zero: the default (approval.DefaultSelfApproveTimeout).
+			SelfApproveTimeout: cfg.Approvals.SelfApproveTimeout,
+			Approver:           o.Approver,
+			Hints:              hints,
 		},
 		Operators:      cfg.OperatorNames(),
 		Logger:         rt.Audit,
