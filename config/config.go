@@ -308,13 +308,16 @@ func (c *Config) ApprovalCommands(id string) []string {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	as := "OPERATOR"
-	if len(c.Operators) == 1 {
-		as = c.Operators[0].Name
+	// With operators, the CLI acts as the owner of the operator's token
+	// ($BACKPLANE_OPERATOR_TOKEN or --operator-token-file), never as a
+	// name typed on the command line: no --as to suggest.
+	as := " --as OPERATOR"
+	if len(c.Operators) > 0 {
+		as = ""
 	}
 	return []string{
 		fmt.Sprintf("backplane approvals show %s --config %s", id, path),
-		fmt.Sprintf("backplane approvals approve %s --config %s --as %s", id, path, as),
-		fmt.Sprintf("backplane approvals deny %s --config %s --as %s --reason WHY", id, path, as),
+		fmt.Sprintf("backplane approvals approve %s --config %s%s", id, path, as),
+		fmt.Sprintf("backplane approvals deny %s --config %s%s --reason WHY", id, path, as),
 	}
 }

@@ -128,7 +128,7 @@ func TestServeApprovalRequiredAtOnce(t *testing.T) {
 	}
 	cfgPath := filepath.Join(g.dir, "backplane.yaml")
 	hints, _ := json.Marshal(detailsOf(sc)["how_to_decide"])
-	for _, want := range []string{"backplane approvals approve " + id + " --config " + cfgPath + " --as ops", p.base + "/ui/approvals/" + id} {
+	for _, want := range []string{"backplane approvals approve " + id + " --config " + cfgPath + "\"", p.base + "/ui/approvals/" + id} {
 		if !strings.Contains(string(hints), want) {
 			t.Errorf("how_to_decide %s lacks %q", hints, want)
 		}
@@ -267,7 +267,7 @@ func TestServeOrphanNeverConsumes(t *testing.T) {
 			cancel()
 			<-done
 
-			g.run(t, "", "approvals", "approve", id, "--as", "ops").wantCode(t, exitOK)
+			g.operator(t, "approvals", "approve", id).wantCode(t, exitOK)
 			if _, err := os.Stat(filepath.Join(g.dir, "orphan.txt")); err == nil {
 				t.Fatal("the orphaned call wrote the file")
 			}
