@@ -124,7 +124,7 @@ configuration lists operators, the operator's token is required, in
 BACKPLANE_OPERATOR_TOKEN or a file named by --operator-token-file: the
 decision is recorded as the token's owner (--as, if given, must be the
 same), and the audit event also names the OS user who ran the command.
-Without operators, --as names who decides (default: the login name).
+Without operators, --as names who decides (required).
 The caller cannot decide its own request, the policy may restrict who
 decides (approvers), and a request already decided or expired cannot be
 decided again. Exit 1, with the reason, when the decision is refused.`, verb),
@@ -136,6 +136,11 @@ decided again. Exit 1, with the reason, when the decision is refused.`, verb),
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
+			if as == "" && len(s.rt.Config.Operators) == 0 {
+				// No operator to authenticate: the decider names
+				// themselves, never by default.
+				return &inputError{errors.New("--as OPERATOR is required: the decision records who made it")}
+			}
 			who, err := s.operator(as)
 			if err != nil {
 				return err
@@ -162,7 +167,7 @@ decided again. Exit 1, with the reason, when the decision is refused.`, verb),
 			return err
 		},
 	}
-	addOperatorFlags(cmd, f, &as, "the operator who decides: with operators configured, only a check of the token's owner (without operators: any name; default the login name)")
+	addOperatorFlags(cmd, f, &as, "the operator who decides: with operators configured, only a check of the token's owner (without operators: required, any name)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the decision and told to the caller")
 	return cmd
 }
