@@ -98,6 +98,19 @@ func (s *Server) sessionRequest(session string, resuming bool, ctx context.Conte
 	}
 }
 
+// ownsSession reports whether the request of ctx was authenticated as the
+// caller that opened session.
+func (s *Server) ownsSession(ctx context.Context, session string) bool {
+	id, ok := identFrom(ctx)
+	if !ok || session == "" {
+		return false
+	}
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	owner, known := s.sess.owner[session]
+	return known && owner == id.caller
+}
+
 // awaitResume registers w for a resumption of session; when one is in
 // progress already (the client noticed the drop and came back before the
 // server did), w gets it at once. The returned function unregisters w.
@@ -121,6 +134,13 @@ func (s *Server) awaitResume(session string, w *resumeWaiter) func() {
 		l.mu.Lock()
 		delete(l.waiting, w)
 		l.mu.Unlock()
+		// The entry of a session that ended meanwhile goes with its
+		// last waiter, as with its last request.
+		if l.requests.Load() == 0 {
+			if _, open := s.openSessions.Load(session); !open {
+				s.live.CompareAndDelete(session, v)
+			}
+		}
 	}
 }
 
