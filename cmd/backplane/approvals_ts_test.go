@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,13 +33,50 @@ serve:
   resume: {grace: 3s}
 `)
 	p := startServe(t, g)
-	plan := `{"calls":[{"name":"write","arguments":{"path":"abandoned.txt","content":"x\n"},"abandonAfterMs":1500}]}`
-	rep, stderr := runTSClient(t, g, plan, "--http", p.base+"/mcp", "--token", "alice-token")
-	if rep.ConnectError != nil || !strings.Contains(stderr, "mcp-client: abandoning write") {
-		t.Fatalf("the client did not abandon its call: %s\n%s", rep.raw, stderr)
+	// The client waits 1.5s, as in the finding, and (so that a loaded
+	// machine cannot make it quit before the server has the call) until
+	// the test has seen the request pending.
+	signal := filepath.Join(t.TempDir(), "abandon-now")
+	plan := `{"calls":[{"name":"write","arguments":{"path":"abandoned.txt","content":"x\n"},"abandonAfterMs":1500,"abandonWhenFile":` + jsonString(signal) + `}]}`
+	node, script := tsClient(t)
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(planFile, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	// The client has exited; its call is still pending.
+	cmd := exec.Command(node, script, "--plan", planFile, "--http", p.base+"/mcp", "--token", "alice-token")
+	cmd.Dir, cmd.Env = g.dir, g.env
+	var out, errOut lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited // the exit, or the nil the test put back once it had read it
+	})
 	id := waitPending(t, g)
+	if err := os.WriteFile(signal, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the TypeScript client: %v\n%s", err, errOut.String())
+		}
+		exited <- nil // for the cleanup
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the TypeScript client did not exit:\n%s", errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "mcp-client: abandoning write") || !strings.Contains(out.String(), `"abandoned":true`) {
+		t.Fatalf("the client did not abandon its call: %s\n%s", out.String(), errOut.String())
+	}
+	// The client has exited; its call is still pending. An operator
+	// approves it.
+	if a := g.approvalsByID(t)[id]; a["status"] != "pending" {
+		t.Fatalf("after the client quit: %v", a)
+	}
 	g.operator(t, "approvals", "approve", id).wantCode(t, exitOK)
 
 	written := filepath.Join(g.dir, "abandoned.txt")
