@@ -11,7 +11,13 @@
 //  4. approval, where the policy or the tool's safety flags demand it: a
 //     persisted request bound to the caller, the tool, its definition hash
 //     and the digest of the canonical arguments (approval_required while
-//     pending, forbidden when denied);
+//     pending, forbidden when denied). A call may wait for the decision
+//     (Options.Approvals.Wait, CallRequest.ApprovalWait); the person at
+//     the caller's own client is asked where a rule sets self_approve,
+//     whatever the wait, within Options.Approvals.SelfApproveTimeout;
+//     every store read of the step is bounded (ReadTimeout); an approval
+//     is consumed only by a call whose client is there (a cancelled call
+//     withdraws; one whose client is away, CallRequest.Away, holds);
 //  5. budget reservation and 6. the durable intent, in one synced
 //     transaction of the store (budget_exceeded, resource_conflict);
 //  7. invocation of the backend with a deadline, then settlement: succeeded,
