@@ -60,6 +60,7 @@ import (
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auditlog"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
@@ -349,7 +350,9 @@ func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Op
 		}
 	}
 	if path == "-" {
-		return slog.New(slog.NewJSONHandler(o.Stderr, hopts)), "", false, nil
+		// stderr is often a terminal: the events' strings (commands,
+		// tool names) with their controls and bidi characters escaped.
+		return slog.New(slog.NewJSONHandler(jsonEscaping{o.Stderr}, hopts)), "", false, nil
 	}
 	maxSize := cfg.Log.MaxSize
 	if exposed = exposedRotation(cfg, kind, path); exposed {
@@ -488,7 +491,8 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 		u, err := mcp.Connect(ctx, mcp.Server{
 			Name: s.Name, Prefix: s.Prefix, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
-			Bridge: &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
+			Bridge:           &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
+			AcceptAddedTools: s.AcceptAddedTools,
 		}, &mcp.Options{
 			Registry:       g,
 			Logger:         rt.Log,
@@ -608,4 +612,15 @@ func (h trailingAttrs) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h trailingAttrs) WithGroup(name string) slog.Handler {
 	return trailingAttrs{h.Handler.WithGroup(name), h.attrs}
+}
+
+// jsonEscaping writes each record of a slog JSON handler (one Write per
+// record) through termtext.JSON: the same JSON, safe on a terminal.
+type jsonEscaping struct{ w io.Writer }
+
+func (j jsonEscaping) Write(p []byte) (int, error) {
+	if _, err := j.w.Write(termtext.JSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -23,7 +23,15 @@ import (
 //	  max_sessions_per_caller: 16    # open HTTP sessions per caller; more: 429
 //	  allowed_origins: ["https://app.example"]  # browser origins besides the listener's loopback ones
 //	  resume: {max_bytes: 8388608, grace: 10s}  # resumable HTTP streams (the defaults)
+//	  rate_limit: {per_second: 100, burst: 200} # requests per caller (the defaults; per_second 0: none)
+//	  max_subscriptions_per_session: 256        # resources/subscribe held per session (the default)
+//	  max_subscriptions_per_caller: 1024        # ... per caller, all its sessions together (the default)
 //
+// rate_limit is a token bucket per caller (over HTTP and stdio alike)
+// that every MCP request and notification draws on: burst at once, then
+// per_second. A request past it is refused before any work: over HTTP
+// with 429 and Retry-After, over stdio with JSON-RPC error -32029.
+// Refusals are counted in /metrics and sampled in the audit log.
 // resume bounds what the server keeps so that a client whose HTTP stream
 // dropped can reconnect with Last-Event-ID and get what it missed:
 // max_bytes of events in memory (0: streams are not resumable), and how
@@ -75,6 +83,16 @@ type ServeConfig struct {
 	// its client to resume: 0 means the default (10s), negative at once
 	// (resume.grace 0s in the file).
 	ResumeGrace time.Duration
+	// RatePerSecond and RateBurst are the per-caller token bucket of
+	// every request (rate_limit). Left out: 100 a second, burst 200 (or
+	// per_second when larger); RatePerSecond -1: no limit (per_second 0
+	// in the file).
+	RatePerSecond int
+	RateBurst     int
+	// MaxSubscriptionsPerSession and MaxSubscriptionsPerCaller bound the
+	// resource subscriptions held: 0 means the defaults (256, 1024).
+	MaxSubscriptionsPerSession int
+	MaxSubscriptionsPerCaller  int
 	// Line is where the serve section starts (0 when absent).
 	Line int
 
@@ -87,9 +105,19 @@ const (
 	MaxResumeBytes = 1 << 30
 	// MaxResumeGrace bounds serve.resume.grace.
 	MaxResumeGrace = 10 * time.Minute
+	// MaxRate bounds serve.rate_limit's per_second and burst.
+	MaxRate = 1 << 20
+	// MaxSubscriptions bounds the serve.max_subscriptions_* keys.
+	MaxSubscriptions = 1 << 20
 
-	DefaultServeHTTP         = "127.0.0.1:8787"
-	DefaultServeApprovalWait = 0
+	DefaultServeHTTP = "127.0.0.1:8787"
+	// DefaultServeRatePerSecond and DefaultServeRateBurst are
+	// serve.rate_limit's defaults: far above what a client driven by a
+	// model or a person asks (a burst of parallel calls, the lists at
+	// start), far below a flood (issue 22's reached thousands a second).
+	DefaultServeRatePerSecond = 100
+	DefaultServeRateBurst     = 200
+	DefaultServeApprovalWait  = 0
 	// MaxServeApprovalWait is approval.MaxWait: below the MCP SDK clients'
 	// 60s request timeout.
 	MaxServeApprovalWait = 50 * time.Second
@@ -175,6 +203,36 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 					return err
 				}
 			}, "max_bytes", "grace")
+		case "rate_limit":
+			err = p.mapping(v, "serve rate_limit", func(key string, _, v *yaml.Node) error {
+				n, err := p.integer(v, "serve rate_limit "+key)
+				if key == "per_second" {
+					if err == nil && (n < 0 || n > MaxRate) {
+						err = p.errAt(v, "serve rate_limit per_second must be from 0 (no limit) to %d requests a second", MaxRate)
+					}
+					c.Serve.RatePerSecond = int(n)
+					if n == 0 {
+						c.Serve.RatePerSecond = -1
+					}
+					return err
+				}
+				if err == nil && (n < 1 || n > MaxRate) {
+					err = p.errAt(v, "serve rate_limit burst must be from 1 to %d requests", MaxRate)
+				}
+				c.Serve.RateBurst = int(n)
+				return err
+			}, "per_second", "burst")
+		case "max_subscriptions_per_session", "max_subscriptions_per_caller":
+			var n int64
+			n, err = p.integer(v, key)
+			if err == nil && (n < 1 || n > MaxSubscriptions) {
+				err = p.errAt(v, "serve %s must be from 1 to %d", key, MaxSubscriptions)
+			}
+			if key == "max_subscriptions_per_session" {
+				c.Serve.MaxSubscriptionsPerSession = int(n)
+			} else {
+				c.Serve.MaxSubscriptionsPerCaller = int(n)
+			}
 		case "oauth":
 			err = p.oauth(c, v)
 		case "anonymous_caller":
@@ -192,7 +250,8 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			}
 		}
 		return err
-	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "oauth", "anonymous_caller", "resume")
+	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "oauth", "anonymous_caller", "resume",
+		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller")
 	if err != nil {
 		return err
 	}
@@ -222,6 +281,12 @@ func (p *parser) finishServe(c *Config) {
 		// One key, one meaning: approvals.wait is the wait of every call,
 		// served ones included, unless serve.approval_wait says otherwise.
 		c.Serve.ApprovalWait = c.Approvals.Wait
+	}
+	if c.Serve.RatePerSecond == 0 {
+		c.Serve.RatePerSecond = DefaultServeRatePerSecond
+	}
+	if c.Serve.RateBurst == 0 {
+		c.Serve.RateBurst = max(DefaultServeRateBurst, c.Serve.RatePerSecond)
 	}
 }
 

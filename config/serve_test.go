@@ -26,6 +26,9 @@ func TestServeIssueExample(t *testing.T) {
 		StdioCaller:  "alice",
 		ApprovalWait: DefaultServeApprovalWait,
 		Line:         2,
+
+		RatePerSecond: DefaultServeRatePerSecond,
+		RateBurst:     DefaultServeRateBurst,
 	}
 	got := c.Serve
 	got.approvalWaitSet = false
@@ -215,6 +218,47 @@ func TestSelfApproveTimeout(t *testing.T) {
 		_, err := Parse([]byte("approvals: {self_approve_timeout: "+bad+"}\n"), "backplane.yaml")
 		if err == nil || !strings.Contains(err.Error(), "self_approve_timeout") {
 			t.Errorf("%s: %v, want an error naming self_approve_timeout", bad, err)
+		}
+	}
+}
+
+// TestServeRateAndSubscriptionLimits: serve.rate_limit and the
+// subscription caps (issue 22, item 7); left out, the rate's defaults
+// and the server's caps (0 here); per_second 0 turns the rate limit off.
+func TestServeRateAndSubscriptionLimits(t *testing.T) {
+	for _, c := range []struct {
+		src                    string
+		rate, burst, sess, per int
+	}{
+		{"serve: {}\n", 100, 200, 0, 0},
+		{"", 100, 200, 0, 0},
+		{"serve:\n  rate_limit: {per_second: 5, burst: 9}\n  max_subscriptions_per_session: 3\n  max_subscriptions_per_caller: 7\n", 5, 9, 3, 7},
+		{"serve:\n  rate_limit: {per_second: 0}\n", -1, 200, 0, 0},
+		{"serve:\n  rate_limit: {burst: 1}\n", 100, 1, 0, 0},
+		{"serve:\n  rate_limit: {per_second: 1000}\n", 1000, 1000, 0, 0},
+	} {
+		cfg, err := Parse([]byte(c.src), "backplane.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", c.src, err)
+		}
+		s := cfg.Serve
+		if s.RatePerSecond != c.rate || s.RateBurst != c.burst || s.MaxSubscriptionsPerSession != c.sess || s.MaxSubscriptionsPerCaller != c.per {
+			t.Errorf("%q: %+v", c.src, s)
+		}
+	}
+	for src, msg := range map[string]string{
+		"serve:\n  rate_limit: {per_second: -1}\n":          "per_second must be from 0",
+		"serve:\n  rate_limit: {burst: 0}\n":                "burst must be from 1",
+		"serve:\n  rate_limit: {per_second: 1.5}\n":         "integer",
+		"serve:\n  rate_limit: {rate: 1}\n":                 `unknown key "rate"`,
+		"serve:\n  rate_limit: 100\n":                       "must be a mapping",
+		"serve:\n  max_subscriptions_per_session: 0\n":      "max_subscriptions_per_session must be from 1",
+		"serve:\n  max_subscriptions_per_caller: 2000000\n": "max_subscriptions_per_caller must be from 1",
+	} {
+		_, err := Parse([]byte(src), "backplane.yaml")
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Line != 2 || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v, want line 2 saying %q", src, err, msg)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 // Console serves the web console. Create it with New; it is an
@@ -219,9 +220,13 @@ func (c *Console) backendError(w http.ResponseWriter, r *http.Request, err error
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+	// The same value, with DEL, C1 and format characters as JSON escapes:
+	// an operator may read it with curl on a terminal.
+	w.Write(termtext.JSON(b.Bytes()))
 }
 
 // ---- login

@@ -154,6 +154,31 @@ func TestApprovalForOtherArgumentsDoesNotCount(t *testing.T) {
 	})
 }
 
+// An approval is for the numbers as the operator saw them (review 22 item
+// 5): integers a double confuses, and 5 against 5.0, are other calls, so
+// the approval of one is not used by the other.
+func TestApprovalForAnotherNumberDoesNotCount(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{})
+		danger := f.tool("danger", nil)
+		for _, p := range [][2]string{
+			{`{"text":"A","n":1234567890123456789}`, `{"text":"A","n":1234567890123456800}`},
+			{`{"text":"A","n":5}`, `{"text":"A","n":5.0}`},
+		} {
+			idA := pendingID(t, f, "alice", "danger", p[0])
+			if err := f.decide(idA, true, "bob"); err != nil {
+				t.Fatal(err)
+			}
+			if idB := pendingID(t, f, "alice", "danger", p[1]); idB == idA {
+				t.Fatalf("%s was given the approval of %s", p[1], p[0])
+			}
+			if danger.Count() != 0 || f.approval(idA).ConsumedBy != "" {
+				t.Fatalf("%s ran or consumed the approval of %s", p[1], p[0])
+			}
+		}
+	})
+}
+
 func TestApprovalForOtherCallerOrDefinitionDoesNotCount(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{Rules: []policy.Rule{

@@ -59,6 +59,7 @@ import (
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
@@ -231,8 +232,9 @@ func New(opts *Options) *Gateway {
 // Store returns the gateway's store, as given in Options.Store.
 func (g *Gateway) Store() Store { return g.store }
 
-// Register adds a tool. A missing name or backend, or a name already
-// registered, is an error and nothing is registered. A schema outside the
+// Register adds a tool. A missing name or backend, a name outside
+// [A-Za-z0-9_.-]{1,128} (tool.ErrBadName), or a name already registered,
+// is an error and nothing is registered. A schema outside the
 // subset is registered unchanged (D20) and also returned as an error: hosts
 // that author their schemas should treat it as fatal; adapters of MCP
 // servers may log it, and every call of that tool then fails with it before
@@ -240,6 +242,9 @@ func (g *Gateway) Store() Store { return g.store }
 func (g *Gateway) Register(t Tool) error {
 	if t.Name == "" {
 		return errors.New("gateway: tool name is required")
+	}
+	if err := tool.CheckName(t.Name); err != nil {
+		return fmt.Errorf("gateway: tool %s: %w", termtext.Line(t.Name), err)
 	}
 	if t.Backend == nil {
 		return fmt.Errorf("gateway: tool %s: backend is required", t.Name)
@@ -255,6 +260,11 @@ func (g *Gateway) Register(t Tool) error {
 	}
 	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
 	if t.Pinned {
+		if t.HoldUnseen {
+			if err := g.holdUnseen(t.Name); err != nil {
+				return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
+			}
+		}
 		p, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now())
 		if err != nil {
 			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
@@ -275,6 +285,26 @@ func (g *Gateway) Register(t Tool) error {
 		return &tool.SchemaError{Tool: t.Name, Err: r.schemaErr}
 	}
 	return nil
+}
+
+// NoAcceptedDefinition is the accepted hash of a pinned tool held at first
+// sight (tool.Tool.HoldUnseen): no definition's hash, so every definition
+// of it is held until an operator accepts one.
+const NoAcceptedDefinition = "none"
+
+// holdUnseen records a pin that accepts nothing for a name never pinned:
+// the first SeePin of a name accepts what it sees, so it sees
+// NoAcceptedDefinition first. The store offers no insert-if-absent of a
+// held pin; between the read and the write another process seeing the
+// tool at its own start would pin it accepted (that process's start
+// trusts its catalog).
+func (g *Gateway) holdUnseen(name string) error {
+	_, err := g.store.GetPin(context.Background(), name)
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err = g.store.SeePin(context.Background(), name, NoAcceptedDefinition, g.now())
+	return err
 }
 
 // Unregister removes a tool (an upstream's tool that disappeared or is about
@@ -708,10 +738,30 @@ func (c *call) storeFailure(ctx context.Context, step string, err error) *Error 
 	return e
 }
 
+// sameArguments reports whether prev was recorded for this call's
+// arguments. A journal written before the exact-number digest holds bare
+// hex digests, which never equal a versioned one: those are compared by
+// digesting the recorded arguments (kept as received) under today's rule,
+// so a retry across an upgrade still replays instead of conflicting.
+func (c *call) sameArguments(prev *store.Intent) bool {
+	if prev.ArgsDigest == c.digest {
+		return true
+	}
+	if strings.HasPrefix(prev.ArgsDigest, canonjson.DigestVersion) || prev.Arguments == nil {
+		return false
+	}
+	v, err := jsonstrict.Decode(prev.Arguments, &jsonstrict.Options{MaxDepth: c.g.limits.MaxDepth, MaxBytes: c.g.limits.MaxArgumentBytes})
+	if err != nil {
+		return false
+	}
+	d, err := canonjson.DigestValue(v)
+	return err == nil && d == c.digest
+}
+
 // replay answers a repeated idempotency key from the journal.
 func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 	details := map[string]any{"call_id": prev.CallID, "status": string(prev.Status)}
-	if prev.Tool != c.req.Tool || prev.ArgsDigest != c.digest {
+	if prev.Tool != c.req.Tool || !c.sameArguments(prev) {
 		c.audit("replay", "conflict", "previous_call_id", prev.CallID)
 		return nil, newError(ClassResourceConflict, "replay", "the idempotency key was used for a different call", details)
 	}

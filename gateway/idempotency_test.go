@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -272,6 +274,45 @@ func TestIdempotencyKeyAfterFailure(t *testing.T) {
 		gwErr(t, err, gateway.ClassExecutionFailure)
 		if note.Count() != 1 {
 			t.Errorf("backend invoked %d times", note.Count())
+		}
+	})
+}
+
+// legacyJournal hands back intents as a journal written before argument
+// digests were versioned holds them: a bare hex digest.
+type legacyJournal struct{ store.Store }
+
+func (s legacyJournal) GetIntentByKey(ctx context.Context, caller, key string) (*store.Intent, error) {
+	in, err := s.Store.GetIntentByKey(ctx, caller, key)
+	if err == nil {
+		in.ArgsDigest = strings.TrimPrefix(in.ArgsDigest, canonjson.DigestVersion)
+	}
+	return in, err
+}
+
+// A retry across the upgrade that changed the digest rule still replays when
+// its arguments are the recorded ones, and still conflicts when they differ.
+func TestIdempotencyKeyAcrossDigestUpgrade(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{Store: legacyJournal{mk(t)}})
+		note := f.tool("note", nil)
+		first, err := f.do(keyed("alice", "k1", `{"text":"x","n":2}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := f.do(keyed("alice", "k1", `{ "n":2, "text":"x" }`))
+		if err != nil {
+			t.Fatalf("retry with the recorded arguments: %v", err)
+		}
+		if !second.Replayed || second.CallID != first.CallID {
+			t.Errorf("retry %+v, want a replay of %s", second, first.CallID)
+		}
+		for _, other := range []string{`{"text":"x","n":2.0}`, `{"text":"y","n":2}`} {
+			_, err = f.do(keyed("alice", "k1", other))
+			gwErr(t, err, gateway.ClassResourceConflict)
+		}
+		if note.Count() != 1 {
+			t.Errorf("%d invocations, want 1", note.Count())
 		}
 	})
 }

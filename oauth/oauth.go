@@ -12,12 +12,24 @@
 //     not-before ("nbf") reached, both within [Options.Leeway], and a
 //     non-empty string in the caller claim. Every refusal wraps
 //     [ErrInvalidToken]. The JOSE work is github.com/lestrrat-go/jwx/v3's.
+//   - A token has one meaning: its header and claims are strict JSON
+//     objects (package jsonstrict: a duplicate member name, such as two
+//     "sub", is refused, never resolved to the last one), and "exp",
+//     "nbf" and "iat", when present, are JSON numbers (a string is refused,
+//     not read as a date).
+//   - The caller a token names is printable text: control characters,
+//     format characters (Unicode category Cf: bidi controls, zero-width
+//     characters), separators other than the ASCII space, private-use and
+//     unassigned code points are refused, so a caller name cannot display
+//     as another one in a log, a console or a policy file.
 //   - The key set comes from a file or a URL, read at [New] and again
 //     when older than [Options.MaxKeyAge]. A token naming a kid the set
 //     does not hold triggers a re-read at once, at most one such re-read
 //     per [Options.MinRefreshInterval] (a flood of made-up kids costs the
 //     key source at most one request per interval). A failed re-read keeps
-//     the keys held.
+//     the keys held. Reads happen outside the verifier's lock and one at a
+//     time (concurrent needs share one read): a token whose kid is held in
+//     fresh keys never waits for a read another token started.
 //   - [Verifier.MetadataHandler] serves the protected resource metadata
 //     document; [Verifier.MetadataURL] is where RFC 9728 puts it for the
 //     resource, for the resource_metadata parameter of WWW-Authenticate.
@@ -25,6 +37,7 @@ package oauth
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +49,9 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
@@ -112,12 +127,21 @@ type Verifier struct {
 	o        Options
 	metadata *oauthex.ProtectedResourceMetadata
 
-	mu          sync.Mutex // held across a refresh: one at a time
+	// mu guards the fields below; it is never held while the key source is
+	// read (a slow JWKS would hold back tokens whose keys are at hand).
+	mu          sync.Mutex
 	keys        jwk.Set
 	fetchedAt   time.Time // last successful read
-	attemptedAt time.Time // last read, successful or not
+	attemptedAt time.Time // last read started, successful or not
 	kidRefresh  time.Time // last read an unknown kid triggered
 	fetches     int       // reads of the key source, for tests
+	inflight    *flight   // the read under way, if any: later needs join it
+	onWait      func()    // tests: called when a token starts waiting for a read
+}
+
+// flight is one read of the key source; done is closed when it ended.
+type flight struct {
+	done chan struct{}
 }
 
 // allowedAlgs are the signature algorithms accepted: asymmetric only.
@@ -181,10 +205,9 @@ func New(opts *Options) (*Verifier, error) {
 		ResourceName:           "Backplane",
 	}}
 	v.mu.Lock()
-	if err := v.refreshLocked(context.Background()); err != nil {
-		o.Logger.Warn("the JSON Web Key Set cannot be read: JWT access tokens are refused until it can", "error", err)
-	}
+	f := v.startLocked(context.Background())
 	v.mu.Unlock()
+	<-f.done // the read logs its own failure
 	return v, nil
 }
 
@@ -203,6 +226,9 @@ type Claims struct {
 func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 	if len(token) > MaxTokenBytes {
 		return nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenBytes)
+	}
+	if err := checkStrict(token); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
 	msg, err := jws.Parse([]byte(token), jws.WithCompact())
 	if err != nil {
@@ -287,8 +313,52 @@ func describe(err error) string {
 	return err.Error()
 }
 
+// checkStrict refuses a compact JWS whose protected header or payload is
+// not one strict JSON object, or whose time claims are not numbers. jwx
+// reads duplicate members as the last one and accepts a string "exp"; a
+// token must mean one thing to every reader (the issuer, a log, this
+// verifier), and a signature over two meanings proves neither.
+func checkStrict(token string) error {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return errors.New("not a signed JWT")
+	}
+	var objs [2]map[string]any
+	for i, what := range []string{"header", "claims"} {
+		b, err := base64.RawURLEncoding.Strict().DecodeString(parts[i])
+		if err != nil {
+			return errors.New("not a signed JWT")
+		}
+		v, err := jsonstrict.Decode(b, &jsonstrict.Options{MaxBytes: MaxTokenBytes, MaxDepth: 32})
+		if err != nil {
+			if errors.Is(err, jsonstrict.ErrDuplicateName) {
+				return fmt.Errorf("the %s has a duplicate member", what)
+			}
+			return fmt.Errorf("the %s is not strict JSON: %v", what, err)
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("the %s is not a JSON object", what)
+		}
+		objs[i] = obj
+	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		if x, ok := objs[1][name]; ok {
+			if _, isNum := x.(jsonstrict.Number); !isNum {
+				return fmt.Errorf("claim %q is not a number", name)
+			}
+		}
+	}
+	return nil
+}
+
 // checkCaller refuses a caller name that could mislead a log or a policy:
-// empty, too long, or holding control characters.
+// empty, too long, or holding anything but printable characters. Printable
+// is unicode.IsPrint: letters, marks, numbers, punctuation, symbols and the
+// ASCII space; so controls (Cc), format characters (Cf: bidi overrides and
+// isolates, zero-width joiners and spaces), other spaces and separators,
+// private-use and unassigned code points are refused, and so is U+FFFD,
+// which stands for bytes that were not UTF-8.
 func checkCaller(c string) error {
 	if c == "" {
 		return errors.New("empty")
@@ -296,9 +366,17 @@ func checkCaller(c string) error {
 	if len(c) > MaxCallerLen {
 		return fmt.Errorf("longer than %d bytes", MaxCallerLen)
 	}
+	if !utf8.ValidString(c) {
+		return errors.New("not UTF-8")
+	}
 	for _, r := range c {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+		switch {
+		case unicode.IsControl(r) || r == unicode.ReplacementChar:
 			return errors.New("holds a control character")
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Errorf("holds the format character U+%04X", r)
+		case !unicode.IsPrint(r):
+			return fmt.Errorf("holds the non-printing character U+%04X", r)
 		}
 	}
 	return nil
@@ -306,59 +384,118 @@ func checkCaller(c string) error {
 
 // keysFor returns the key set to verify a token naming kid with,
 // re-reading it when stale, or when kid is unknown and no unknown kid
-// triggered a read within MinRefreshInterval.
+// triggered a read within MinRefreshInterval. A kid held in fresh keys is
+// answered at once, whatever read is under way.
 func (v *Verifier) keysFor(ctx context.Context, kid string) (jwk.Set, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	now := v.o.Now()
 	stale := v.keys == nil || now.Sub(v.fetchedAt) >= v.o.MaxKeyAge
-	if stale && now.Sub(v.attemptedAt) >= v.o.MinRefreshInterval {
-		if err := v.refreshLocked(ctx); err != nil {
-			v.o.Logger.Warn("re-reading the JSON Web Key Set failed: the keys held are kept", "error", err)
-		}
-	}
-	if v.keys != nil {
+	need := stale && now.Sub(v.attemptedAt) >= v.o.MinRefreshInterval
+	if !stale {
 		if _, ok := v.keys.LookupKeyID(kid); !ok && now.Sub(v.kidRefresh) >= v.o.MinRefreshInterval {
+			// Claimed before the read starts, so that a flood of unknown
+			// kids while it runs starts no other.
 			v.kidRefresh = now
+			need = true
 			v.o.Logger.Info("a token names a key not in the key set: re-reading it", "kid", kid)
-			if err := v.refreshLocked(ctx); err != nil {
-				v.o.Logger.Warn("re-reading the JSON Web Key Set failed: the keys held are kept", "error", err)
-			}
 		}
 	}
-	if v.keys == nil {
+	f := v.inflight
+	if need && f == nil {
+		f = v.startLocked(ctx)
+	}
+	known := false
+	if v.keys != nil {
+		_, known = v.keys.LookupKeyID(kid)
+	}
+	// Without a read of its own to wait for, a token still waits for the
+	// read under way when its keys are stale or its kid unknown (the read
+	// may bring it); a known kid in fresh keys never does.
+	wait := need || (f != nil && (stale || !known))
+	if !wait {
+		keys := v.keys
+		v.mu.Unlock()
+		if keys == nil {
+			return nil, fmt.Errorf("%w: the issuer's key set could not be read", ErrInvalidToken)
+		}
+		return keys, nil
+	}
+	onWait := v.onWait
+	v.mu.Unlock()
+	if onWait != nil {
+		onWait()
+	}
+	// Stale keys, or a kid that may have just been published: wait for the
+	// read (the one started here, or the one under way), or for the caller
+	// to give up.
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: gave up waiting for the issuer's key set: %v", ErrInvalidToken, ctx.Err())
+	}
+	v.mu.Lock()
+	keys := v.keys
+	v.mu.Unlock()
+	if keys == nil {
 		return nil, fmt.Errorf("%w: the issuer's key set could not be read", ErrInvalidToken)
 	}
-	return v.keys, nil
+	return keys, nil
 }
 
-// refreshLocked reads the key set; v.mu is held.
-func (v *Verifier) refreshLocked(ctx context.Context) error {
+// startLocked starts a read of the key set; v.mu is held. The read runs
+// without the lock and without the caller's cancellation (other tokens
+// may be waiting for it; read bounds it by its own timeout), and installs
+// what it read under the lock.
+func (v *Verifier) startLocked(ctx context.Context) *flight {
+	f := &flight{done: make(chan struct{})}
+	v.inflight = f
 	v.attemptedAt = v.o.Now()
 	v.fetches++
+	started := v.attemptedAt
+	rctx := context.WithoutCancel(ctx)
+	go func() {
+		defer close(f.done)
+		set, err := v.load(rctx)
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.inflight = nil
+		switch {
+		case err != nil && v.keys == nil:
+			v.o.Logger.Warn("the JSON Web Key Set cannot be read: JWT access tokens are refused until it can", "error", err)
+			return
+		case err != nil:
+			v.o.Logger.Warn("re-reading the JSON Web Key Set failed: the keys held are kept", "error", err)
+			return
+		}
+		v.keys = set
+		v.fetchedAt = started
+	}()
+	return f
+}
+
+// load reads and parses the key set, holding no lock.
+func (v *Verifier) load(ctx context.Context) (jwk.Set, error) {
 	b, err := v.read(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrKeySource, err)
+		return nil, fmt.Errorf("%w: %v", ErrKeySource, err)
 	}
 	set, err := jwk.Parse(b)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrKeySource, err)
+		return nil, fmt.Errorf("%w: %v", ErrKeySource, err)
 	}
 	// Only public keys verify: a set holding a private or symmetric key
 	// is a mistake on the issuer's side, and its keys are not used.
 	for i := range set.Len() {
 		k, _ := set.Key(i)
 		if k.KeyType() == jwa.OctetSeq() {
-			return fmt.Errorf("%w: it holds a symmetric key: only public keys are accepted", ErrKeySource)
+			return nil, fmt.Errorf("%w: it holds a symmetric key: only public keys are accepted", ErrKeySource)
 		}
 	}
 	pub, err := jwk.PublicSetOf(set)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrKeySource, err)
+		return nil, fmt.Errorf("%w: %v", ErrKeySource, err)
 	}
-	v.keys = pub
-	v.fetchedAt = v.attemptedAt
-	return nil
+	return pub, nil
 }
 
 func (v *Verifier) read(ctx context.Context) ([]byte, error) {

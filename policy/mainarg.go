@@ -67,6 +67,11 @@ type subject struct {
 	// noAllow says why no allow entry may match it ("" when one may).
 	noAllow string
 	host    string // KindURL: the lower-case host, no trailing dot
+	// denyOnly: a command found in text bash may run later (a string
+	// evaluated as arithmetic, the arguments of eval or sudo): only deny
+	// entries are matched against it, and it is a part of the decision
+	// only when one matches.
+	denyOnly bool
 }
 
 // maxArgBytes bounds the main argument the policy looks at; validation has

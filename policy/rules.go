@@ -414,8 +414,18 @@ func (r *Rules) Decide(req Request) (d Decision) {
 	}
 	var out Decision
 	worst := -1
+	counted := 0
+	if shell && !slices.ContainsFunc(parts, func(s subject) bool { return !s.denyOnly }) {
+		// Only hidden commands (case 'a[$(x)]' in esac): decided as the
+		// empty command, as a command of comments is, and with them.
+		parts = append(parts, subject{})
+	}
 	for _, s := range parts {
 		p := decidePart(entries, matched, s)
+		if s.denyOnly && !(p.explicit && p.Effect == EffectDeny) {
+			continue
+		}
+		counted++
 		if shell {
 			out.Parts = append(out.Parts, p.Part)
 		}
@@ -436,8 +446,8 @@ func (r *Rules) Decide(req Request) (d Decision) {
 	case EffectApprove:
 		out.Allow, out.RequireApproval = true, true
 	}
-	if shell && len(parts) > 1 {
-		out.Reason += fmt.Sprintf(" (the strictest of %d commands)", len(parts))
+	if shell && counted > 1 {
+		out.Reason += fmt.Sprintf(" (the strictest of %d commands)", counted)
 	}
 	return out
 }
@@ -460,7 +470,7 @@ func (p partDecision) rank() int {
 // an entry that looks at the arguments (a pattern other than only '*', or a
 // condition) over one that names only the tool; then approve over allow.
 // So "approve: [bash(*)]" asks for every command that a more specific
-// "allow: [bash(git status*)]" does not allow, while "approve: [write]"
+// "allow: [bash(git status)]" does not allow, while "approve: [write]"
 // still needs an approval for what a bare "allow: [write]" allows.
 func outranks(e, best *entry) bool {
 	if (e.effect == EffectDeny) != (best.effect == EffectDeny) {
@@ -480,6 +490,9 @@ func decidePart(entries []*entry, matched []bool, s subject) partDecision {
 	var best *entry
 	for i, e := range entries {
 		if e.cond != nil && !matched[i] {
+			continue
+		}
+		if s.denyOnly && e.effect != EffectDeny {
 			continue
 		}
 		if e.hasPat && !e.matches(s) {

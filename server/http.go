@@ -1,8 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+
+	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/store"
 	"net"
@@ -29,7 +34,7 @@ func (s *Server) Handler() http.Handler {
 	// WWW-Authenticate challenge; the SDK's own middleware after it puts
 	// the caller where the MCP handlers (callerFromToken) and the session
 	// binding (a session answers only to the caller that opened it) read it.
-	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(s.sdkAuth()(s.trackRequests(s.httpHandler))))), true))
+	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.rateLimitHTTP(s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler))))))), true))
 	s.serveMetadata(mux)
 	// The metrics name callers and tools: operators only.
 	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
@@ -42,6 +47,44 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(PathConsole+"/", console)
 	}
 	return mux
+}
+
+// maxIDCheckBytes is as much of a POST body as checkRequestIDs reads: the
+// SDK's own limit, beyond which it answers 413 itself.
+const maxIDCheckBytes = 4 << 20
+
+// checkRequestIDs answers -32600 (HTTP 400, id null) a POST whose request
+// id the SDK's answer would not carry back as sent: a lone surrogate
+// escape or invalid UTF-8 in a string id (the SDK decodes it as U+FFFD,
+// another id) or a number a float64 does not hold. The stdio transport
+// refuses the same ids (package mcpstream); everything else about the
+// body is left to the SDK.
+func (s *Server) checkRequestIDs(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxIDCheckBytes+1))
+		// What was read goes on to the SDK, with the rest (an oversized
+		// body is the SDK's 413; a read error its own).
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		if err != nil || len(body) > maxIDCheckBytes {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if err := mcpstream.CheckRequestIDs(body, maxIDCheckBytes+1); err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			msg, _ := json.Marshal("Invalid Request: " + err.Error())
+			w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":` + string(msg) + `}}` + "\n"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // requireToken refuses, with 401, a request it cannot authenticate

@@ -150,8 +150,11 @@ type BashOptions struct {
 	Timeout, MaxTimeout time.Duration
 	// Env names the variables passed from the gateway's environment (those
 	// unset there are left out); nothing else is passed but, for a traced
-	// call, TRACEPARENT and TRACESTATE (the call's own trace context). nil
-	// means [PATH, HOME]; an empty non-nil slice passes nothing.
+	// call, TRACEPARENT and TRACESTATE (the call's own trace context), and
+	// the git pins: GIT_CONFIG_NOSYSTEM=1 and core.fsmonitor set empty
+	// through GIT_CONFIG_COUNT (names starting GIT_CONFIG are never passed
+	// from the gateway). nil means [PATH, HOME]; an empty non-nil slice
+	// passes nothing.
 	Env []string
 	// MaxOutputBytes caps what is kept of stdout and of stderr, each
 	// (default 64 KiB); the middle of a longer stream is dropped.

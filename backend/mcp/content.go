@@ -9,9 +9,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // maxContentItems bounds one server's resources or prompts listing.
@@ -36,7 +40,8 @@ func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	return listAll(u, l.sess.Resources(ctx, nil), "resources/list", "resources")
+	list, err := listAll(u, l.sess.Resources(ctx, nil), "resources/list", "resources")
+	return wellNamed(u, list, "resource", checkResourceName, func(r *sdk.Resource) string { return r.Name }), err
 }
 
 // ResourceTemplates lists the server's resource templates now (none when
@@ -47,7 +52,8 @@ func (u *Upstream) ResourceTemplates(ctx context.Context) ([]*sdk.ResourceTempla
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop()
-	return listAll(u, l.sess.ResourceTemplates(ctx, nil), "resources/templates/list", "resource templates")
+	list, err := listAll(u, l.sess.ResourceTemplates(ctx, nil), "resources/templates/list", "resource templates")
+	return wellNamed(u, list, "resource template", checkResourceName, func(t *sdk.ResourceTemplate) string { return t.Name }), err
 }
 
 // offering returns the live connection when the server declared what
@@ -99,7 +105,38 @@ func (u *Upstream) Prompts(ctx context.Context) ([]*sdk.Prompt, error) {
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop()
-	return listAll(u, l.sess.Prompts(ctx, nil), "prompts/list", "prompts")
+	list, err := listAll(u, l.sess.Prompts(ctx, nil), "prompts/list", "prompts")
+	return wellNamed(u, list, "prompt", tool.CheckName, func(p *sdk.Prompt) string { return p.Name }), err
+}
+
+// wellNamed leaves out, with a log line, the items whose name check
+// refuses: the name reaches clients, logs and the console.
+func wellNamed[T any](u *Upstream, items []T, what string, check func(string) error, name func(T) string) []T {
+	out := items[:0]
+	for _, it := range items {
+		if n := name(it); check(n) != nil {
+			u.log.Error("upstream "+what+" refused: "+check(n).Error(), what, termtext.Line(n))
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// errResourceName is why a resource (or template) name is refused.
+var errResourceName = errors.New("its name is empty, or holds a control, a format or bidi character, or a byte outside UTF-8")
+
+// checkResourceName refuses the resource names a terminal or a page would
+// act on rather than show (termtext.Unsafe). Unlike tool and prompt names,
+// which calls and policy patterns spell, a resource's name serves as its
+// display name (it is addressed by URI): servers give names such as
+// "Dynamic Text Resource" (server-everything), which [A-Za-z0-9_.-] would
+// refuse with every resource of the server.
+func checkResourceName(name string) error {
+	if name == "" || !utf8.ValidString(name) || strings.ContainsFunc(name, termtext.Unsafe) {
+		return errResourceName
+	}
+	return nil
 }
 
 // Content is the resources, resource templates and prompts of several

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -97,9 +98,10 @@ With --json the answer is {"approvals":[{"id","caller","tool","args_digest",
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCALLER\tTOOL\tARGS DIGEST\tSTATUS\tEXPIRES\tDECIDED BY\tUSED BY")
 			for _, e := range entries {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Caller, e.Tool,
-					e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.Status, e.ExpiresAt.Format(time.RFC3339),
-					orDash(e.DecidedBy), orDash(e.ConsumedBy))
+				L := termtext.Line
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", L(e.ID), L(e.Caller), L(e.Tool),
+					L(e.ArgsDigest[:min(12, len(e.ArgsDigest))]), L(string(e.Status)), e.ExpiresAt.Format(time.RFC3339),
+					L(orDash(e.DecidedBy)), L(orDash(e.ConsumedBy)))
 			}
 			return tw.Flush()
 		},
@@ -163,7 +165,7 @@ decided again. Exit 1, with the reason, when the decision is refused.`, verb),
 					DecidedBy string `json:"decided_by"`
 				}{true, id, done, who})
 			}
-			_, err = fmt.Fprintf(out, "ok: approval %s %s by %s\n", id, done, who)
+			_, err = fmt.Fprintf(out, "ok: approval %s %s by %s\n", termtext.Line(id), done, termtext.Line(who))
 			return err
 		},
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -106,7 +107,7 @@ func budgetTable(out io.Writer, lines []gateway.BudgetLine) error {
 				resets += " (ended)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", l.Scope, key, window, l.Quota, l.Used, l.Remaining, resets)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", termtext.Line(l.Scope), termtext.Line(key), window, l.Quota, l.Used, l.Remaining, resets)
 	}
 	return tw.Flush()
 }
@@ -161,10 +162,10 @@ lines as in budget show]}.`,
 				}{true, scope, key, as, removed})
 			}
 			if len(removed) == 0 {
-				_, err := fmt.Fprintf(out, "ok: %s %q held no budget; nothing to reset\n", scope, key)
+				_, err := fmt.Fprintf(out, "ok: %s %q held no budget; nothing to reset\n", termtext.Line(scope), key)
 				return err
 			}
-			fmt.Fprintf(out, "ok: budget of %s %q reset by %s; it held:\n", scope, key, as)
+			fmt.Fprintf(out, "ok: budget of %s %q reset by %s; it held:\n", termtext.Line(scope), key, termtext.Line(as))
 			return budgetTable(out, removed)
 		},
 	}

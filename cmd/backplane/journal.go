@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -198,8 +199,9 @@ func (w *journalWriter) page(intents []store.Intent) error {
 		if e.ToolError {
 			status += " (tool_error)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, status,
-			e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
+		L := termtext.Line
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", L(e.CallID), L(e.Tool), L(e.Caller), L(status),
+			L(e.ArgsDigest[:min(12, len(e.ArgsDigest))]), e.CreatedAt.Format(time.RFC3339), settled)
 	}
 	w.n += len(intents)
 	if err := tw.Flush(); err != nil {
@@ -309,7 +311,13 @@ when it was created and settled. Exit 1 when there is no such call.`,
 func writeIntentDetail(out io.Writer, d *intentDetail) {
 	field := func(label, value string) {
 		if value != "" {
-			fmt.Fprintf(out, "%-16s %s\n", label+":", value)
+			fmt.Fprintf(out, "%-16s %s\n", label+":", termtext.Line(value))
+		}
+	}
+	// JSON, with JSON's own escapes: see termtext.JSON.
+	jsonField := func(label string, value []byte) {
+		if len(value) > 0 {
+			fmt.Fprintf(out, "%-16s %s\n", label+":", termtext.JSON(bytes.ReplaceAll(value, []byte("\n"), []byte(" "))))
 		}
 	}
 	field("call id", d.CallID)
@@ -318,12 +326,12 @@ func writeIntentDetail(out io.Writer, d *intentDetail) {
 	field("definition", d.DefinitionHash)
 	field("caller", d.Caller)
 	field("session", d.Session)
-	field("arguments", string(d.Arguments))
+	jsonField("arguments", d.Arguments)
 	field("args digest", d.ArgsDigest)
 	field("idempotency key", d.IdempotencyKey)
 	field("approval", d.ApprovalID)
 	field("incarnation", d.Incarnation)
-	field("result", string(d.Result))
+	jsonField("result", d.Result)
 	if d.IsError {
 		field("is error", "true")
 	}
@@ -387,7 +395,7 @@ recorded too.`,
 					ResolvedBy string `json:"resolved_by"`
 				}{true, id, verdict, as})
 			}
-			_, err = fmt.Fprintf(out, "ok: call %s resolved as %s by %s\n", id, verdict, as)
+			_, err = fmt.Fprintf(out, "ok: call %s resolved as %s by %s\n", termtext.Line(id), verdict, termtext.Line(as))
 			return err
 		},
 	}
@@ -414,7 +422,7 @@ func negative(out io.Writer, asJSON bool, class, msg string) error {
 		}
 		return errNegative
 	}
-	fmt.Fprintf(out, "refused: %s\n", msg)
+	fmt.Fprintf(out, "refused: %s\n", termtext.Block(msg))
 	return errNegative
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 // Exit codes of every verb.
@@ -52,7 +53,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, errNegative):
 		return exitNegative
 	}
-	fmt.Fprintf(stderr, "backplane: %v\n", err)
+	// Errors quote what callers, upstreams and files said.
+	fmt.Fprintf(stderr, "backplane: %s\n", termtext.Block(err.Error()))
 	var ioErr *inputError
 	if !errors.As(err, &ioErr) && cmd != nil {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 )
 
@@ -83,12 +84,13 @@ would be refused, 2 for a usage or configuration error.`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(out, "%s: %s\n", rep.Decision, rep.Reason)
+				L := termtext.Line
+				fmt.Fprintf(out, "%s: %s\n", rep.Decision, L(rep.Reason))
 				if rep.Rule != "" {
-					fmt.Fprintf(out, "  rule: %s\n", rep.Rule)
+					fmt.Fprintf(out, "  rule: %s\n", L(rep.Rule))
 				}
 				for _, p := range rep.Parts {
-					fmt.Fprintf(out, "  %-8s %s  (%s)\n", p.Effect, p.Text, p.Reason)
+					fmt.Fprintf(out, "  %-8s %s  (%s)\n", p.Effect, L(p.Text), L(p.Reason))
 				}
 			}
 			if !d.Allow {
@@ -159,7 +161,7 @@ configuration error.`,
 				}
 			} else {
 				for _, fd := range found {
-					fmt.Fprintf(out, "%s: %s: %s\n", fd.Rule, fd.Kind, fd.Message)
+					fmt.Fprintf(out, "%s: %s: %s\n", termtext.Line(fd.Rule), fd.Kind, termtext.Line(fd.Message))
 				}
 				if len(found) == 0 {
 					fmt.Fprintf(out, "ok: %s, checked against %s\n", plural(len(s.rt.Config.Policy), "policy rule"), plural(len(names), "tool"))

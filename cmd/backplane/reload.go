@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 // Reloading the policy of a running serve. SIGHUP re-reads the
@@ -204,7 +205,7 @@ there is no serve to ask or the file cannot be read here.`,
 			}
 			out := cmd.OutOrStdout()
 			if !ans.OK {
-				fmt.Fprintf(out, "refused: %s\nthe running policy stays\n", ans.Error)
+				fmt.Fprintf(out, "refused: %s\nthe running policy stays\n", termtext.Block(ans.Error))
 				return errNegative
 			}
 			fmt.Fprintln(out, "ok: the policy of", cfg.Path, "is in force")

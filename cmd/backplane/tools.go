@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 func newToolsCmd() *cobra.Command {
@@ -136,7 +137,8 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 				if !e.Callable {
 					callable = "refused: " + e.Refused
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, status, short(e.DefinitionHash), accepted, orDash(e.Sandbox), callable)
+				L := termtext.Line
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", L(e.Name), L(e.Source), L(status), L(short(e.DefinitionHash)), L(accepted), L(orDash(e.Sandbox)), L(callable))
 			}
 			return tw.Flush()
 		},
@@ -208,10 +210,10 @@ its definition is not the one --hash names.`,
 				}{true, name, current, map[bool]string{true: pin.AcceptedBy, false: as}[already], already})
 			}
 			if already {
-				_, err = fmt.Fprintf(out, "ok: the definition %s of %s was already accepted\n", short(current), name)
+				_, err = fmt.Fprintf(out, "ok: the definition %s of %s was already accepted\n", short(current), termtext.Line(name))
 				return err
 			}
-			_, err = fmt.Fprintf(out, "ok: %s accepted by %s (definition %s)\n", name, as, short(current))
+			_, err = fmt.Fprintf(out, "ok: %s accepted by %s (definition %s)\n", termtext.Line(name), termtext.Line(as), short(current))
 			return err
 		},
 	}

@@ -1,14 +1,51 @@
-// Package canonjson writes the JSON Canonicalization Scheme (RFC 8785) form
-// of a value, and digests of it: approvals and idempotency keys are bound to
-// the digest of the canonical arguments, so member order and whitespace do
-// not matter, and nothing else does either.
+// Package canonjson writes one canonical text for a JSON document, and
+// digests of it: approvals and idempotency keys are bound to the digest of
+// the canonical arguments, so member order, whitespace and string escapes do
+// not matter, and nothing that a tool could read differently is lost.
 //
-// RFC 8785 writes numbers as IEEE 754 doubles (ECMAScript's Number
-// toString). Literals a double cannot hold exactly (integers beyond 2^53,
-// long fractions) canonicalise to the nearest double, so two argument
-// documents that differ only there share a digest; literals beyond the double
-// range, which RFC 8785 cannot express, are written as their exact decimal
-// text so that they never collide with a finite double.
+// The form is RFC 8785 (the JSON Canonicalization Scheme) for everything but
+// numbers: members sorted by their names' UTF-16 code units, no whitespace,
+// strings written with RFC 8785's minimal escapes.
+//
+// Numbers are written as the literal text of the document, unchanged. RFC
+// 8785 writes numbers as IEEE 754 doubles, which folds integers beyond 2^53,
+// long fractions, 5 and 5.0, and 0 and -0 into one digest; but the gateway
+// forwards the caller's bytes unchanged (what was validated is what is
+// forwarded), and JSON readers differ in what they keep of a literal: a
+// double (JavaScript keeps -0), an int or a float by the presence of a
+// fraction or an exponent (Python, Go decoding into an int refuses 5.0), the
+// exact scale (Java's BigDecimal, Python's Decimal tell 1.5 from 1.50), or
+// the text itself (Go's json.Number, Python's parse_float hooks, JavaScript's
+// JSON.parse source text). The last kind tells every character of a literal
+// apart, so no rewriting of a number is invisible to every tool: two
+// documents share a digest only if their numbers are the same text. Telling
+// apart more than a tool does costs a second approval at worst; telling apart
+// less let one approval cover a call the operator never saw. The input
+// schema contract (../shared/spec/inputschema.md D12, D13) compares numbers
+// by exact value for validation (1.0 is an integer, equal to 1); the digest
+// is stricter than that on purpose, and the contract's D18 (no
+// normalisation: what was validated is what is forwarded) is why.
+//
+// What stays folded, and why it is safe: member order, whitespace and string
+// escapes (\u0041 and A). Every JSON reader reads a string as its sequence of
+// code points, and duplicate names and lone surrogates are refused by
+// [jsonstrict], so each of these has one value whichever reader gets it. A
+// tool that reads its arguments as raw text (hashing or echoing the bytes)
+// can still tell those apart; the digest does not promise that.
+//
+// Numbers from Go values (float64, int, int64) have no literal: an int is
+// written in decimal, a float64 as ECMAScript writes it (RFC 8785). A
+// [jsonstrict.Number] or [json.Number] must be a JSON number literal, else
+// it is refused: its text goes into the canonical form as it is.
+//
+// [Digest] and [DigestValue] return [DigestVersion] followed by the
+// lowercase hex SHA-256 of the canonical form. The prefix is there because
+// digests are stored (pending approvals, the journal): a digest written
+// under an older rule never equals one written under this one, so a
+// document that shared an old digest with another cannot inherit its
+// approval across an upgrade.
+//
+// The package uses the standard library and jsonstrict only.
 package canonjson
 
 import (
@@ -25,8 +62,13 @@ import (
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 )
 
-// Digest strictly decodes data and returns the lowercase hex SHA-256 of its
-// canonical form.
+// DigestVersion starts every digest [Digest] and [DigestValue] return. The
+// digests of the RFC 8785 number rule this package had before were bare hex;
+// they never equal one with this prefix.
+const DigestVersion = "v2:"
+
+// Digest strictly decodes data and returns the digest of its canonical form:
+// [DigestVersion] and the lowercase hex SHA-256.
 func Digest(data []byte) (string, error) {
 	v, err := jsonstrict.Decode(data, nil)
 	if err != nil {
@@ -35,14 +77,24 @@ func Digest(data []byte) (string, error) {
 	return DigestValue(v)
 }
 
-// DigestValue returns the lowercase hex SHA-256 of the canonical form of v.
+// DigestValue returns the digest of the canonical form of v:
+// [DigestVersion] and the lowercase hex SHA-256.
 func DigestValue(v any) (string, error) {
-	b, err := Append(nil, v)
+	sum, err := Sum(v)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return DigestVersion + hex.EncodeToString(sum[:]), nil
+}
+
+// Sum returns the SHA-256 of the canonical form of v, for digests that carry
+// their own versioning (a tool's definition hash).
+func Sum(v any) ([32]byte, error) {
+	b, err := Append(nil, v)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
 }
 
 // Append appends the canonical form of v: map[string]any, []any, string,
@@ -68,9 +120,9 @@ func Append(dst []byte, v any) ([]byte, error) {
 		}
 		return appendFloat(dst, x), nil
 	case int:
-		return appendNumber(dst, strconv.Itoa(x))
+		return strconv.AppendInt(dst, int64(x), 10), nil
 	case int64:
-		return appendNumber(dst, strconv.FormatInt(x, 10))
+		return strconv.AppendInt(dst, x, 10), nil
 	case []any:
 		dst = append(dst, '[')
 		for i, e := range x {
@@ -151,19 +203,58 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// appendNumber writes a number literal as it is, after checking that it is
+// one (RFC 8259 section 6): the text goes into the canonical form verbatim,
+// so a Number holding anything else could forge structure.
 func appendNumber(dst []byte, lit string) ([]byte, error) {
-	f, err := strconv.ParseFloat(lit, 64)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange && !math.IsInf(f, 0) {
-			// Underflow to zero or a subnormal: f is the nearest double.
-			return appendFloat(dst, f), nil
-		}
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return append(dst, lit...), nil
-		}
+	if !isNumber(lit) {
 		return dst, fmt.Errorf("canonjson: invalid number %q", lit)
 	}
-	return appendFloat(dst, f), nil
+	return append(dst, lit...), nil
+}
+
+// isNumber reports whether s is exactly one JSON number:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func isNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		i = digits(s, i)
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		j := digits(s, i+1)
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := digits(s, i)
+		if j == i {
+			return false
+		}
+		i = j
+	}
+	return i == len(s)
+}
+
+// digits returns the index after the run of ASCII digits starting at i.
+func digits(s string, i int) int {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // appendFloat writes f as ECMAScript's Number.prototype.toString does.

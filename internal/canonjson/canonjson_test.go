@@ -35,36 +35,43 @@ func sha(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func TestNumbersFromLiterals(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{"1e21", "1e+21"},
-		{"1E21", "1e+21"},
-		{"1e20", "100000000000000000000"},
-		{"1e-7", "1e-7"},
-		{"0.0000001", "1e-7"},
-		{"0.000001", "0.000001"},
-		{"1e-6", "0.000001"},
-		{"2.5e-5", "0.000025"},
-		{"100", "100"},
-		{"-0", "0"},
-		{"-0.0", "0"},
-		{"0e10", "0"},
-		{"1.0", "1"},
-		{"1.50", "1.5"},
-		{"-1.5", "-1.5"},
-		{"0.1", "0.1"},
-		{"123.456e2", "12345.6"},
-		{"5e-324", "5e-324"},
-		{"1e300", "1e+300"},
-		{"1e23", "1e+23"},
-		// 2^53 + 1 has no double; the nearest is 2^53 (round half to even).
-		{"9007199254740993", "9007199254740992"},
-		// Below the smallest subnormal: the nearest double is zero.
-		{"1e-400", "0"},
+// Number literals are written as they are: every one of these is a form
+// some JSON reader tells apart from its neighbours (see the package doc).
+func TestNumbersKeptAsWritten(t *testing.T) {
+	for _, lit := range []string{
+		"1e21", "1E21", "1e+21", "1e021", "1e20", "1e-7", "0.0000001", "100", "-0", "-0.0",
+		"0e10", "1.0", "1.50", "-1.5", "123.456e2", "5e-324", "1e300", "1e400",
+		"9007199254740993", "1234567890123456789", "-1234567890123456789012345678901234567890",
+		"0.30000000000000000000000000000001", "1e-400",
+	} {
+		if got := canon(t, `[`+lit+`]`); got != `[`+lit+`]` {
+			t.Errorf("%s: got %s", lit, got)
+		}
 	}
-	for _, c := range cases {
-		if got := canon(t, `[`+c.in+`]`); got != `[`+c.want+`]` {
-			t.Errorf("%s: got %s, want [%s]", c.in, got, c.want)
+}
+
+// The findings of the review: each pair was one digest under the RFC 8785
+// number rule, so the approval of one call was used by the other.
+func TestDigestSeparatesReviewedPairs(t *testing.T) {
+	for _, p := range [][2]string{
+		{`{"id":1234567890123456789}`, `{"id":1234567890123456800}`},
+		{`{"id":9007199254740993}`, `{"id":9007199254740992}`},
+		{`{"id":5}`, `{"id":5.0}`},
+		{`{"id":5}`, `{"id":5e0}`},
+		{`{"n":0}`, `{"n":-0}`},
+		{`{"n":1.5}`, `{"n":1.50}`},
+		{`{"n":0.1}`, `{"n":0.1000000000000000055511151231257827}`},
+	} {
+		a, err := canonjson.Digest([]byte(p[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := canonjson.Digest([]byte(p[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a == b {
+			t.Errorf("%s and %s share the digest %s", p[0], p[1], a)
 		}
 	}
 }
@@ -110,7 +117,7 @@ func TestNumbersRFC8785AppendixB(t *testing.T) {
 		if string(b) != c.want {
 			t.Errorf("%016x: got %s, want %s", c.bits, b, c.want)
 		}
-		// The same value given as its shortest literal reads back the same.
+		// The same value given as its literal reads back the same.
 		if lit := canon(t, `[`+c.want+`]`); lit != `[`+c.want+`]` {
 			t.Errorf("literal %s: got %s", c.want, lit)
 		}
@@ -126,8 +133,15 @@ func TestNonFiniteRefused(t *testing.T) {
 	if _, err := canonjson.Append(nil, struct{}{}); err == nil {
 		t.Error("an unsupported Go type was canonicalised")
 	}
-	if _, err := canonjson.Append(nil, json.Number("0x10")); err == nil {
-		t.Error("an invalid number literal was canonicalised")
+	// A Number's text goes into the output verbatim: anything but one JSON
+	// number literal would forge structure or a different value.
+	for _, lit := range []string{"0x10", "", "-", "01", "1.", ".5", "1e", "1e+", "+1", "1 ", " 1", "1,2", `1,"a":2`, "NaN", "Infinity", "1.5.5", "--1", "0.", "1ee5", `\u0031`, "١"} {
+		if b, err := canonjson.Append(nil, json.Number(lit)); err == nil {
+			t.Errorf("json.Number(%q) was canonicalised as %s", lit, b)
+		}
+		if b, err := canonjson.Append(nil, jsonstrict.Number(lit)); err == nil {
+			t.Errorf("jsonstrict.Number(%q) was canonicalised as %s", lit, b)
+		}
 	}
 }
 
@@ -153,7 +167,7 @@ func TestGoNumberTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"f":2.5,"i":7,"i64":-3,"j":0.1,"n":100}`; string(b) != want {
+	if want := `{"f":2.5,"i":7,"i64":-3,"j":0.10,"n":1E2}`; string(b) != want {
 		t.Errorf("got %s, want %s", b, want)
 	}
 }
@@ -215,12 +229,12 @@ func TestLiterals(t *testing.T) {
 }
 
 func TestDigestIgnoresFormattingOnly(t *testing.T) {
-	canonical := `{"a":[1,2,{"c":"é","d":null}],"b":1e+21,"x":0.5}`
-	want := sha(canonical)
+	canonical := `{"a":[1,2.0,{"c":"é","d":null}],"b":1e+21,"x":0.5}`
+	want := canonjson.DigestVersion + sha(canonical)
 	for _, doc := range []string{
 		canonical,
-		`{"x":0.5,"b":1e21,"a":[1,2,{"d":null,"c":"é"}]}`,
-		"{\n  \"b\" : 1000000000000000000000.0 ,\n\t\"a\" : [ 1.0 , 2 , { \"c\" : \"\\u00e9\" , \"d\" : null } ] , \"x\" : 5e-1\n}\n",
+		`{"x":0.5,"b":1e+21,"a":[1,2.0,{"d":null,"c":"é"}]}`,
+		"{\n  \"b\" : 1e+21 ,\n\t\"a\" : [ 1 , 2.0 , { \"c\" : \"\\u00e9\" , \"d\" : null } ] , \"x\" : 0.5\n}\n",
 	} {
 		got, err := canonjson.Digest([]byte(doc))
 		if err != nil {
@@ -244,7 +258,8 @@ func TestDigestDistinguishesValues(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", doc, err)
 		}
-		if len(h) != 64 || strings.ToLower(h) != h {
+		hexPart, ok := strings.CutPrefix(h, canonjson.DigestVersion)
+		if _, err := hex.DecodeString(hexPart); !ok || err != nil || len(hexPart) != 64 || strings.ToLower(h) != h {
 			t.Errorf("digest %q is not lowercase hex SHA-256", h)
 		}
 		if prev, dup := seen[h]; dup {
@@ -268,11 +283,11 @@ func TestDigestValueMatchesDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := canonjson.Digest([]byte(`{"tags":["a",true,null],"n":3.0,"name":"note"}`))
+	b, err := canonjson.Digest([]byte(`{"tags":["a",true,null],"n":3,"name":"note"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a != b || a != sha(`{"n":3,"name":"note","tags":["a",true,null]}`) {
+	if a != b || a != canonjson.DigestVersion+sha(`{"n":3,"name":"note","tags":["a",true,null]}`) {
 		t.Errorf("DigestValue %s, Digest %s", a, b)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"strconv"
 	"unicode/utf8"
 
@@ -142,6 +143,9 @@ func decodeMessage(data []byte, maxBytes int) (jsonrpc.Message, error) {
 		return nil, err
 	}
 	if method != nil {
+		if mid, err = requestID(id); err != nil {
+			return nil, err
+		}
 		name, ok := stringOf(method)
 		if !ok {
 			return nil, fmt.Errorf("%w: method is not a string", ErrInvalidMessage)
@@ -218,4 +222,75 @@ func idOf(raw []byte) (jsonrpc.ID, error) {
 		return jsonrpc.ID{}, fmt.Errorf("%w: %v", ErrInvalidMessage, err)
 	}
 	return id, nil
+}
+
+// requestID is idOf for a request, which is answered under its id: an id the
+// answer could not carry back as it came is refused (answered -32600 with
+// a null id, as JSON-RPC says for an id that cannot be read). That is a
+// string with a lone surrogate escape or invalid UTF-8 (decoding makes it
+// U+FFFD, so the answer would name another id, perhaps another request's),
+// and a number whose exact value a float64 does not hold (9007199254740993
+// would be answered as ...992). A response's id needs no such check: it
+// names one of our own requests or none.
+func requestID(raw []byte) (jsonrpc.ID, error) {
+	id, err := idOf(raw)
+	if err != nil || raw == nil {
+		return id, err
+	}
+	switch raw[0] {
+	case '"':
+		if err := jsonstrict.Valid(raw, nil); err != nil {
+			return jsonrpc.ID{}, fmt.Errorf("%w: the id string cannot be answered as sent: %v", ErrInvalidMessage, err)
+		}
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		f, _ := strconv.ParseFloat(string(raw), 64) // idOf parsed it
+		exact, ok := new(big.Rat).SetString(string(raw))
+		if !ok || exact.Cmp(new(big.Rat).SetFloat64(f)) != 0 {
+			return jsonrpc.ID{}, fmt.Errorf("%w: id %s cannot be answered exactly (a float64 does not hold it)", ErrInvalidMessage, orAbsent(raw))
+		}
+	}
+	return id, nil
+}
+
+// CheckRequestIDs reports, for a transport that leaves decoding to the SDK
+// (streamable HTTP), whether a body holds a request whose id the SDK's
+// answer would not carry back as sent (see requestID); the error wraps
+// ErrInvalidMessage. Everything else about the body, valid or not, is left
+// to the SDK: a body this cannot read is no error here.
+func CheckRequestIDs(body []byte, maxBytes int) error {
+	trimmed := bytes.TrimSpace(body)
+	msgs := [][]byte{trimmed}
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		elems, err := jsonstrict.Elements(trimmed, limits(maxBytes))
+		if err != nil {
+			return nil
+		}
+		msgs = elems
+	}
+	for _, m := range msgs {
+		members, err := jsonstrict.Members(m, limits(maxBytes))
+		if err != nil {
+			continue
+		}
+		var id []byte
+		isRequest := false
+		for _, mb := range members {
+			switch mb.Name {
+			case memberID:
+				id = mb.Raw
+			case memberMethod:
+				isRequest = true
+			}
+		}
+		if !isRequest || id == nil {
+			continue
+		}
+		if _, err := idOf(id); err != nil {
+			continue // the SDK refuses it itself
+		}
+		if _, err := requestID(id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
