@@ -114,6 +114,12 @@ type Options struct {
 	ApprovalHints func(id string) []string
 	// Version is Backplane's version, the service.version of its traces.
 	Version string
+	// AuditWith are attributes every audit event of this runtime carries
+	// (slog key-value pairs), last in each event, after the event's own
+	// (whose order readers rely on): the CLI adds the OS user who ran it,
+	// so that an operator action records the account behind it, not only
+	// the operator's name.
+	AuditWith []any
 }
 
 // Runtime is an opened configuration: its store, its gateway, its audit
@@ -209,6 +215,9 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if rt.Audit, auditPath, exposed, err = rt.openAuditLog(cfg, kind, &o); err != nil {
 		return nil, err
 	}
+	if len(o.AuditWith) > 0 {
+		rt.Audit = slog.New(trailingAttrs{rt.Audit.Handler(), slog.Group("", o.AuditWith...).Value.Group()})
+	}
 	if !userLog && o.OperationalLogFile && auditPath != "" {
 		path := filepath.Join(filepath.Dir(auditPath), OperationalLogName)
 		maxSize := cfg.Log.MaxSize
@@ -261,8 +270,10 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			Expire:     cfg.Approvals.Expire,
 			Wait:       cfg.Approvals.Wait,
 			MaxPending: cfg.Approvals.MaxPending,
-			Approver:   o.Approver,
-			Hints:      hints,
+			// Zero: the default (approval.DefaultSelfApproveTimeout).
+			SelfApproveTimeout: cfg.Approvals.SelfApproveTimeout,
+			Approver:           o.Approver,
+			Hints:              hints,
 		},
 		Operators:      cfg.OperatorNames(),
 		Logger:         rt.Audit,
@@ -580,6 +591,27 @@ func startProgressLine(w io.Writer, s config.ServerConfig) func(time.Duration) {
 	return func(waited time.Duration) {
 		fmt.Fprintf(w, "still starting server %s%s: %v of connect_timeout %v\n", s.Name, why, waited, limit)
 	}
+}
+
+// trailingAttrs adds attrs at the end of every record, after the record's
+// own attributes (slog's With would put them first).
+type trailingAttrs struct {
+	slog.Handler
+	attrs []slog.Attr
+}
+
+func (h trailingAttrs) Handle(ctx context.Context, r slog.Record) error {
+	r = r.Clone()
+	r.AddAttrs(h.attrs...)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h trailingAttrs) WithAttrs(as []slog.Attr) slog.Handler {
+	return trailingAttrs{h.Handler.WithAttrs(as), h.attrs}
+}
+
+func (h trailingAttrs) WithGroup(name string) slog.Handler {
+	return trailingAttrs{h.Handler.WithGroup(name), h.attrs}
 }
 
 // jsonEscaping writes each record of a slog JSON handler (one Write per

@@ -20,7 +20,7 @@ import (
 //	  allow_remote: false            # true to listen on a non-loopback address
 //	  tokens: {"local-dev-token": alice}   # bearer token -> caller
 //	  stdio_caller: alice            # the caller for `backplane serve --stdio`
-//	  approval_wait: 0s              # how long a call waits for an approval (at most 50s)
+//	  approval_wait: 0s              # how long a served call waits for an approval (default: approvals.wait; at most 50s)
 //	  session_idle_timeout: 30m      # an HTTP session idle this long is closed
 //	  max_sessions_per_caller: 16    # open HTTP sessions per caller; more: 429
 //	  allowed_origins: ["https://app.example"]  # browser origins besides the listener's loopback ones
@@ -59,9 +59,11 @@ type ServeConfig struct {
 	// StdioCaller is the caller of every call made over stdio; "" refuses
 	// `serve --stdio`.
 	StdioCaller string
-	// ApprovalWait is how long a call waits for an approval decision before
-	// it returns approval_required. Default 0s: at once, with the request id
-	// and how to decide it. At most 50s (MaxServeApprovalWait): MCP SDK
+	// ApprovalWait is how long a served call waits for an approval decision
+	// before it returns approval_required. Left out of the file, it is
+	// approvals.wait (the wait of every call; default 0s: at once, with the
+	// request id and how to decide it): serve.approval_wait only overrides
+	// it for served calls. At most 50s (MaxServeApprovalWait): MCP SDK
 	// clients give up on a request after 60s, and a call must return to its
 	// client before that.
 	ApprovalWait time.Duration
@@ -295,7 +297,9 @@ func (p *parser) finishServe(c *Config) {
 		c.Serve.HTTP = DefaultServeHTTP
 	}
 	if !c.Serve.approvalWaitSet {
-		c.Serve.ApprovalWait = DefaultServeApprovalWait
+		// One key, one meaning: approvals.wait is the wait of every call,
+		// served ones included, unless serve.approval_wait says otherwise.
+		c.Serve.ApprovalWait = c.Approvals.Wait
 	}
 	if c.Serve.RatePerSecond == 0 {
 		c.Serve.RatePerSecond = DefaultServeRatePerSecond

@@ -205,6 +205,45 @@ func TestServeResume(t *testing.T) {
 	}
 }
 
+// TestServeApprovalWaitIsApprovalsWait: approvals.wait is the wait of
+// served calls too; serve.approval_wait, when the file sets it, overrides
+// it (finding 21 of issue 22: before, served calls ignored approvals.wait).
+func TestServeApprovalWaitIsApprovalsWait(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want time.Duration
+	}{
+		{"approvals: {wait: 30s}\n", 30 * time.Second},
+		{"approvals: {wait: 30s}\nserve: {approval_wait: 5s}\n", 5 * time.Second},
+		{"approvals: {wait: 30s}\nserve: {approval_wait: 0s}\n", 0},
+		{"serve: {approval_wait: 5s}\n", 5 * time.Second},
+		{"", 0},
+	} {
+		c, err := Parse([]byte(tc.src), "backplane.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.src, err)
+		}
+		if c.Serve.ApprovalWait != tc.want {
+			t.Errorf("%q: served calls wait %s, want %s", tc.src, c.Serve.ApprovalWait, tc.want)
+		}
+	}
+}
+
+// TestSelfApproveTimeout: approvals.self_approve_timeout is read, and
+// bounded.
+func TestSelfApproveTimeout(t *testing.T) {
+	c, err := Parse([]byte("approvals: {self_approve_timeout: 2m}\n"), "backplane.yaml")
+	if err != nil || c.Approvals.SelfApproveTimeout != 2*time.Minute {
+		t.Fatalf("2m: %v %+v", err, c.Approvals)
+	}
+	for _, bad := range []string{"0s", "-1s", "11m"} {
+		_, err := Parse([]byte("approvals: {self_approve_timeout: "+bad+"}\n"), "backplane.yaml")
+		if err == nil || !strings.Contains(err.Error(), "self_approve_timeout") {
+			t.Errorf("%s: %v, want an error naming self_approve_timeout", bad, err)
+		}
+	}
+}
+
 // TestServeRateAndSubscriptionLimits: serve.rate_limit and the
 // subscription caps (issue 22, item 7); left out, the rate's defaults
 // and the server's caps (0 here); per_second 0 turns the rate limit off.

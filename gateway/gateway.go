@@ -13,7 +13,13 @@
 //  4. approval, where the policy or the tool's safety flags demand it: a
 //     persisted request bound to the caller, the tool, its definition hash
 //     and the digest of the canonical arguments (approval_required while
-//     pending, forbidden when denied);
+//     pending, forbidden when denied). A call may wait for the decision
+//     (Options.Approvals.Wait, CallRequest.ApprovalWait); the person at
+//     the caller's own client is asked where a rule sets self_approve,
+//     whatever the wait, within Options.Approvals.SelfApproveTimeout;
+//     every store read of the step is bounded (ReadTimeout); an approval
+//     is consumed only by a call whose client is there (a cancelled call
+//     withdraws; one whose client is away, CallRequest.Away, holds);
 //  5. budget reservation and 6. the durable intent, in one synced
 //     transaction of the store (budget_exceeded, resource_conflict);
 //  7. invocation of the backend with a deadline, then settlement: succeeded,
@@ -215,6 +221,13 @@ func New(opts *Options) *Gateway {
 		g.approval.MaxPending = approval.DefaultMaxPending
 	}
 	g.approval.Wait = min(max(g.approval.Wait, 0), approval.MaxWait)
+	if g.approval.SelfApproveTimeout <= 0 {
+		g.approval.SelfApproveTimeout = approval.DefaultSelfApproveTimeout
+	}
+	g.approval.SelfApproveTimeout = min(g.approval.SelfApproveTimeout, approval.MaxSelfApproveTimeout)
+	if g.approval.ReadTimeout <= 0 {
+		g.approval.ReadTimeout = approval.DefaultReadTimeout
+	}
 	return g
 }
 
@@ -430,10 +443,19 @@ type CallRequest struct {
 	ApprovalWait *time.Duration
 	// Approver, when set, is the person at this call's own client (MCP
 	// elicitation). It is asked only where a policy rule sets self_approve
-	// for the call, and only when the call may wait (ApprovalWait > 0),
-	// bounded by that wait; its answer is recorded as the caller's, through
+	// for the call, whatever ApprovalWait says (0 included), bounded by
+	// Options.Approvals.SelfApproveTimeout; the call waits while it is
+	// asked. Its answer is recorded as the caller's, through
 	// ChannelElicitation.
 	Approver approval.Approver
+	// Away, when set, reports whether the call's client is away: its
+	// connection dropped and it has not come back yet. An approval
+	// decided while the client is away is not consumed by the call: the
+	// call holds until the client is back (then goes on) or ctx ends (the
+	// client is gone for good: the call withdraws, and the approval stays
+	// for the client's retry). Whoever sets Away ends ctx when the client
+	// does not come back; the hold is bounded by approval.MaxWait anyway.
+	Away func() bool
 	// Progress, when set, is called about once a second while the call
 	// waits for an approval decision.
 	Progress func(approvalID string, waited time.Duration)

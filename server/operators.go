@@ -101,7 +101,12 @@ func (s *Server) trackRequests(next http.Handler) http.Handler {
 		r.Header.Set(requestHeader, id)
 		s.httpRequests.Store(id, r.Context())
 		defer s.httpRequests.Delete(id)
-		defer s.sessionRequest(r.Header.Get("Mcp-Session-Id"))()
+		// A GET with Last-Event-ID resumes a stream: its client is back;
+		// only when it is the session's own caller's (the SDK refuses
+		// another's after this, but a call must not be kept by it).
+		resuming := r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" &&
+			s.ownsSession(r.Context(), r.Header.Get("Mcp-Session-Id"))
+		defer s.sessionRequest(r.Header.Get("Mcp-Session-Id"), resuming, r.Context())()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -39,11 +39,18 @@
 //     timeout) for a decision taken elsewhere, sending notifications/progress
 //     when the request carried a progress token. Where a policy rule sets
 //     self_approve and the client declared elicitation, the request is put
-//     to the person at that client through elicitation/create, bounded by
-//     the same wait; the decision is recorded as the caller's, through the
-//     elicitation channel. A call ends when its client's HTTP request does
-//     (a disconnect) or on notifications/cancelled, and then never consumes
-//     an approval.
+//     to the person at that client through elicitation/create, whatever
+//     the wait (0 included), bounded by the gateway's self-approval
+//     timeout (approval.Options.SelfApproveTimeout); the decision is
+//     recorded as the caller's, through the elicitation channel. A call
+//     ends when its client's HTTP request does (a disconnect) or on
+//     notifications/cancelled, and then never consumes an approval. While
+//     a call's request has dropped and no request of its session has
+//     resumed a stream (Last-Event-ID: other requests, such as a
+//     standalone GET stream opened before, do not count), its client is
+//     away: an approval decided then is not consumed by the call, which
+//     goes on only once the client is back and withdraws when the resume
+//     grace ends first.
 //   - ask_user_question (the built-in tool): when the client declared the
 //     elicitation capability, the question of a call is put to the person
 //     at that client through elicitation/create (the call carries it: [gateway.CallRequest.Asker]);
@@ -186,9 +193,10 @@ type Options struct {
 	// transport given to Connect).
 	StdioCaller string
 	// ApprovalWait bounds how long a call waits for an approval decision
-	// (and how long an elicitation may stay unanswered). 0 (the default),
-	// or a negative value, returns approval_required at once; at most
-	// approval.MaxWait, below the MCP SDK clients' 60s request timeout.
+	// taken elsewhere. 0 (the default), or a negative value, returns
+	// approval_required at once; at most approval.MaxWait, below the MCP
+	// SDK clients' 60s request timeout. (A question put to the person at
+	// the caller's own client has its own bound: the gateway's.)
 	ApprovalWait time.Duration
 	// Logger receives the server's own events (not the gateway's audit).
 	// Default: discard.
@@ -288,6 +296,7 @@ type Server struct {
 	stop      context.Context
 	stopCalls context.CancelFunc
 	active    atomic.Int64 // calls in flight
+	drops     atomic.Int64 // calls whose HTTP request ended before them (tests)
 
 	mu          sync.Mutex
 	shutdown    bool           // Shutdown was called
@@ -302,7 +311,7 @@ type Server struct {
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
 	unlistable   sync.Map // tool name -> struct{}: warned once
 
-	live         sync.Map // Mcp-Session-Id -> *atomic.Int64: its HTTP requests in progress (resume.go)
+	live         sync.Map // Mcp-Session-Id -> *sessionLive: its HTTP requests in progress (resume.go)
 	openSessions sync.Map // Mcp-Session-Id -> struct{}: initialized HTTP sessions not ended yet
 	sess         sessions // whose each HTTP session is, for MaxSessionsPerCaller
 	origins      []string // AllowedOrigins, normalised
@@ -550,13 +559,16 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	// Over HTTP the call also ends when its client's request does (a
 	// disconnect): the SDK keeps the call running for a resumable stream,
 	// but a call whose client is gone must not consume an approval.
+	// While the client is away (its request dropped, no resumption yet)
+	// an approval decided meanwhile is held, never consumed (resume.go).
+	var away atomic.Bool
 	if req.Extra != nil {
 		if hctx, ok := s.httpRequestContext(req.Extra.Header); ok {
 			// With resumable streams, a client that comes back within
 			// ResumeGrace (resume.go) keeps its call.
 			// (callCtx: ctx is reassigned below, as this may already run.)
 			callCtx := ctx
-			stopHTTP := context.AfterFunc(hctx, func() { s.cancelUnlessResumed(callCtx, req.Session, cancel) })
+			stopHTTP := context.AfterFunc(hctx, func() { s.cancelUnlessResumed(callCtx, req.Session, cancel, &away) })
 			defer stopHTTP()
 		}
 	}
@@ -580,6 +592,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		Tool:         p.Name,
 		Arguments:    args,
 		ApprovalWait: &s.wait,
+		Away:         away.Load,
 	}
 	if key, ok := p.Meta[MetaIdempotencyKey].(string); ok {
 		cr.IdempotencyKey = key
@@ -592,8 +605,8 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 				ProgressToken: tok,
 				Progress:      waited.Seconds(),
-				Message: fmt.Sprintf("waiting for approval %s (%s so far, at most %s): %s",
-					approvalID, waited.Round(time.Second), s.wait, strings.Join(s.g.ApprovalHints(approvalID), "; or ")),
+				Message: fmt.Sprintf("waiting for approval %s (%s so far): %s",
+					approvalID, waited.Round(time.Second), strings.Join(s.g.ApprovalHints(approvalID), "; or ")),
 			})
 			if err != nil {
 				s.log.Debug("progress notification not sent", "session", session, "error", err)

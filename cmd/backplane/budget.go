@@ -120,9 +120,10 @@ func newBudgetResetCmd(f *gatewayFlags) *cobra.Command {
 		Long: `Reset forgets the budget a caller or a session has used, in every window,
 so its calls are accepted again at once. Calls that held budget before the
 reset give nothing back if they are later found not to have run. The reset
-is written to the audit log with who made it (an operator: --as, or the
-owner of BACKPLANE_OPERATOR_TOKEN, default the login name) and what it
-removed.
+is written to the audit log with who made it and what it removed: with
+operators configured, the owner of the operator token
+(BACKPLANE_OPERATOR_TOKEN or --operator-token-file), which is required;
+without, --as (default the login name). The OS user is recorded too.
 
 With --json the answer is {"ok":true,"scope","key","reset_by","removed":[budget
 lines as in budget show]}.`,
@@ -171,7 +172,7 @@ lines as in budget show]}.`,
 	fl := cmd.Flags()
 	fl.StringVar(&scope, "scope", "", "caller or session")
 	fl.StringVar(&key, "key", "", `the caller name or session id ("" is the calls without a session)`)
-	fl.StringVar(&as, "as", "", "who resets (default: the login name)")
+	addOperatorFlags(cmd, f, &as, "who resets: with operators configured, only a check of the token's owner (default: the login name)")
 	return cmd
 }
 

@@ -355,7 +355,10 @@ func newJournalResolveCmd(f *gatewayFlags) *cobra.Command {
 		Long: `Resolve records an operator's finding about an uncertain call: it did run
 (--executed) or it did not (--not-executed, which releases the budget it
 held). Only an uncertain intent can be resolved; exit 1 otherwise, or when
-there is no such call. --as names who resolves it (default: the login name).`,
+there is no such call. With operators configured, the operator's token is
+required (BACKPLANE_OPERATOR_TOKEN or --operator-token-file) and names who
+resolves it; without, --as does (default: the login name). The OS user is
+recorded too.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if executed == notExecuted {
@@ -399,7 +402,7 @@ there is no such call. --as names who resolves it (default: the login name).`,
 	fl := cmd.Flags()
 	fl.BoolVar(&executed, "executed", false, "the call did run")
 	fl.BoolVar(&notExecuted, "not-executed", false, "the call did not run (its budget is released)")
-	fl.StringVar(&as, "as", "", "who resolves (default: the login name)")
+	addOperatorFlags(cmd, f, &as, "who resolves: with operators configured, only a check of the token's owner (default: the login name)")
 	return cmd
 }
 

@@ -62,10 +62,11 @@ serve.max_subscriptions_per_caller (1024). Refusals are counted in /metrics
 and sampled in the audit log.
 
 A call that needs an approval asks the person at the client through MCP
-elicitation when the client supports it; otherwise it waits up to
-serve.approval_wait (default 2m) for "backplane approvals approve" from
-another terminal, sending progress notifications, then returns
-approval_required with the request id.
+elicitation where a policy rule sets self_approve and the client supports
+it (bounded by approvals.self_approve_timeout, default 50s); it waits up to
+serve.approval_wait (else approvals.wait; default 0s: not at all) for
+"backplane approvals approve" from another terminal, sending progress
+notifications, then returns approval_required with the request id.
 
 SIGHUP (or "backplane reload") re-reads the configuration file and puts its
 policy in force; an invalid file is refused with its line and the running

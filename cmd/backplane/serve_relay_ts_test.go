@@ -459,7 +459,7 @@ policy:
 	waitFor(t, "the client to resume", func() bool {
 		return strings.Contains(errOut.String(), "mcp-client: resuming everything.echo from event ")
 	})
-	g.run(t, "", "approvals", "approve", id, "--as", "ops").wantCode(t, exitOK)
+	g.operator(t, "approvals", "approve", id).wantCode(t, exitOK)
 	select {
 	case <-exited:
 	case <-time.After(60 * time.Second):

@@ -170,7 +170,10 @@ func newToolsAcceptCmd(f *gatewayFlags) *cobra.Command {
 now (see "backplane tools list --json") the accepted one: a held tool
 becomes callable again. --hash, when given, must be that definition's hash
 (as listed), so that what is accepted is what was reviewed. The decision is
-recorded as WHO (--as; default: the login name).
+recorded as the owner of the operator token (BACKPLANE_OPERATOR_TOKEN or
+--operator-token-file), required when the configuration lists operators;
+without operators, as WHO (--as; default: the login name). The OS user is
+recorded too.
 
 Exit 1, with the reason, when NAME is no registered tool, is not pinned, or
 its definition is not the one --hash names.`,
@@ -214,7 +217,7 @@ its definition is not the one --hash names.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&as, "as", "", "who accepts (default: the login name)")
+	addOperatorFlags(cmd, f, &as, "who accepts: with operators configured, only a check of the token's owner (default: the login name)")
 	cmd.Flags().StringVar(&hash, "hash", "", "the definition hash that was reviewed (refused if it is not the current one)")
 	return cmd
 }
