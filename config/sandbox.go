@@ -22,6 +22,7 @@ import (
 //	  write: []              # extra writable paths beside the workspace
 //	  network: false         # true, false, or a list of TCP ports to connect to
 //	  limits: {cpu: 600s, memory: 17179869184, processes: 256, file_size: 1073741824}
+//	  allow_unix_sockets: false  # see SandboxConfig.AllowUnixSockets
 //	tools:
 //	  - name: fetch-docs
 //	    command: [curl, -s, https://example.com]

@@ -247,3 +247,83 @@ func TestEscapeProgramControl(t *testing.T) {
 		t.Error("unsandboxed, the Unix socket saw no connection")
 	}
 }
+
+// runLimited runs bash -c script sandboxed and supervised with memory
+// limit mem, and returns its output and error.
+func runLimited(t *testing.T, dir string, mem uint64, script string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("/bin/bash", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	lim := DefaultLimits
+	lim.AddressSpace = mem
+	cleanup, err := Wrap(cmd, &Policy{Write: []string{dir}, Limits: lim}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	cmd.Path = os.Args[0]
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestSandboxMemoryLimit (issue 22, item 10): a memory limit of 1 GiB or
+// less binds the tool, not the Go launcher (which crashed on every call
+// under one); with a memory cgroup it holds the call's processes
+// together, not each one.
+func TestSandboxMemoryLimit(t *testing.T) {
+	if st := Probe(); !st.Available {
+		t.Skip("the kernel cannot sandbox: " + st.Reason)
+	}
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("the memory hogs are python3 programs: " + err.Error())
+	}
+	// Each hog fills 60 MiB (touched, so it is resident), holds it for a
+	// second, and says so.
+	hog := python + ` -c 'import time; b = b"x" * (60 << 20); time.sleep(1); print("held", flush=True)'`
+	three := hog + " & " + hog + " & " + hog + " & wait; echo launcher-ok"
+	big := python + ` -c 'b = b"x" * (400 << 20); print("big held")'; echo launcher-ok`
+
+	t.Run("rlimit", func(t *testing.T) {
+		old1, old2 := pidsRoot, memoryRoot
+		memoryRoot = "/nonexistent"
+		t.Cleanup(func() { pidsRoot, memoryRoot = old1, old2 })
+		out, err := runLimited(t, t.TempDir(), 256<<20, three)
+		if err != nil || !strings.Contains(out, "launcher-ok") || heldLines(out) != 3 {
+			t.Fatalf("three 60 MiB processes under a 256 MiB per-process limit: %v\n%s", err, out)
+		}
+		out, _ = runLimited(t, t.TempDir(), 256<<20, big)
+		if strings.Contains(out, "big held") || !strings.Contains(out, "MemoryError") || !strings.Contains(out, "launcher-ok") {
+			t.Fatalf("400 MiB under a 256 MiB limit:\n%s", out)
+		}
+	})
+	t.Run("cgroup", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("a memory cgroup per call needs a root gateway")
+		}
+		if _, err := os.Stat(filepath.Join(memoryRoot, "memory.limit_in_bytes")); err != nil {
+			t.Skip("no cgroup v1 memory controller here: " + err.Error())
+		}
+		out, err := runLimited(t, t.TempDir(), 128<<20, three)
+		if n := heldLines(out); n == 3 || !strings.Contains(out, "launcher-ok") {
+			t.Fatalf("three 60 MiB processes under a 128 MiB call limit: %d held (%v), want fewer\n%s", n, err, out)
+		}
+		if out, err := runLimited(t, t.TempDir(), 128<<20, hog); err != nil || heldLines(out) != 1 {
+			t.Fatalf("one 60 MiB process under a 128 MiB call limit: %v\n%s", err, out)
+		}
+	})
+}
+
+// heldLines counts the hogs that filled their memory (the shell's "Killed"
+// lines quote the command, which holds the word too).
+func heldLines(out string) int {
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if l == "held" {
+			n++
+		}
+	}
+	return n
+}
