@@ -217,19 +217,20 @@ func supervise(spec *launchSpec) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("executing %s: %w", spec.Path, err)
 	}
+	// ending is taken, and never released, by whichever ends this
+	// process: the lifeline's goroutine, which kills the call, or the
+	// tool's end below, which exits with its status. Before, when the
+	// gateway died, the cgroup kill killed the tool, Wait returned, and
+	// the supervisor killed itself with the tool's signal before the rest
+	// of the cgroup and the group were killed: under load the background
+	// children survived the gateway (issue 22, item 25).
+	var ending sync.Mutex
+	lifeline := os.NewFile(uintptr(spec.Lifeline), "lifeline")
 	go func() {
 		var b [1]byte
-		os.NewFile(uintptr(spec.Lifeline), "lifeline").Read(b[:]) // EOF: the gateway is gone
-		if p := spec.Policy; p != nil {
-			// The pids cgroup first: it is the one that stops forks.
-			for _, d := range []string{p.Cgroup, p.MemoryCgroup} {
-				if d != "" {
-					killCgroup(d)
-					break
-				}
-			}
-		}
-		syscall.Kill(0, syscall.SIGKILL) // the group, this launcher included
+		lifeline.Read(b[:]) // EOF: the gateway is gone
+		ending.Lock()
+		killCall(spec)
 	}()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
@@ -240,6 +241,13 @@ func supervise(spec *launchSpec) error {
 	}()
 	err := cmd.Wait()
 	signal.Stop(sigs)
+	ending.Lock()
+	// The gateway may have died just as the tool ended: then nobody else
+	// kills what the tool left running.
+	if gatewayGone(spec.Lifeline) {
+		killCall(spec)
+	}
+	runtime.KeepAlive(lifeline)
 	if err == nil {
 		os.Exit(0)
 	}
@@ -262,6 +270,31 @@ func supervise(spec *launchSpec) error {
 	time.Sleep(time.Second) // the signal is on its way
 	os.Exit(128 + int(sig))
 	return nil
+}
+
+// killCall kills what is in the call's cgroup, then the tool's whole
+// process group, this supervisor included: it does not return.
+func killCall(spec *launchSpec) {
+	if p := spec.Policy; p != nil {
+		// The pids cgroup first: it is the one that stops forks.
+		for _, d := range []string{p.Cgroup, p.MemoryCgroup} {
+			if d != "" {
+				killCgroup(d)
+				break
+			}
+		}
+	}
+	syscall.Kill(0, syscall.SIGKILL)
+	for {
+		time.Sleep(time.Hour) // the signal is on its way
+	}
+}
+
+// gatewayGone reports, without waiting, whether the lifeline reads EOF.
+func gatewayGone(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n > 0 && pfd[0].Revents&(unix.POLLIN|unix.POLLHUP) != 0
 }
 
 var (
