@@ -166,7 +166,7 @@ func removeCgroup(dir string) {
 // including those forked while it runs. A single read of cgroup.procs
 // followed by kills misses a child forked in between: a shell starting
 // `setsid sleep &` at that moment leaves a process that is outside the
-// process group and was not listed (issue 22, item 25). So, in a pids
+// process group and was not listed. So, in a pids
 // cgroup, pids.max goes to 0 first (no fork in the cgroup succeeds from
 // then on), and in any case the listing is read again until a read finds
 // no process not already killed, twice in a row a moment apart (a fork
