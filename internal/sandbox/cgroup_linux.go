@@ -173,7 +173,11 @@ func removeCgroup(dir string) {
 // that passed its check before pids.max changed is attached to the
 // cgroup within that moment, or aborted by the kill of its parent).
 func killCgroup(dir string) {
-	_ = os.WriteFile(filepath.Join(dir, "pids.max"), []byte("0"), 0)
+	// Not os.WriteFile: a memory cgroup has no pids.max to create.
+	if f, err := os.OpenFile(filepath.Join(dir, "pids.max"), os.O_WRONLY, 0); err == nil {
+		_, _ = f.Write([]byte("0"))
+		f.Close()
+	}
 	killed := map[int]bool{}
 	quiet := 0
 	for round := 0; round < 1000 && quiet < 2; round++ {
