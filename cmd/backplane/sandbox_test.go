@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -411,4 +412,68 @@ func describePids(pids []int) string {
 		fmt.Fprintf(&b, "%d %q stat %q cgroups %q; ", p, strings.ReplaceAll(string(cmdline), "\x00", " "), strings.TrimSpace(string(stat)), pids)
 	}
 	return b.String()
+}
+
+// TestSandboxServeEscape is issue 22's item 1 (with items 4 and 10)
+// through a real serve: a program, compiled here and run by the built-in
+// bash in bash's place (exec, so that its parent is the launcher), tries
+// to ptrace its parent, read its memory, take its descriptors and reach a
+// Unix socket by path. Every attempt fails; the socket's accept counter
+// stays 0.
+func TestSandboxServeEscape(t *testing.T) {
+	requireSandbox(t)
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc builds the escape program: " + err.Error())
+	}
+	l := newSandboxLayout(t, "required")
+	prog := filepath.Join(l.ws, "escape")
+	src, err := filepath.Abs("../../internal/sandbox/testdata/escape.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-O", "-o", prog, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	sock := filepath.Join(l.outside, "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	p := startServe(t, l.gwDir)
+	cs, ctx := connectServe(t, p)
+	out := callShell(t, ctx, cs, "bash", "exec ./escape "+sock)
+	for _, k := range []string{"ptrace attach", "process_vm_readv", "pidfd_getfd", "socket unix", "connect unix", "socket netlink", "socket packet"} {
+		if !strings.Contains(out, k+": refused") {
+			t.Errorf("%s from the sandboxed bash: not refused\n%s", k, out)
+		}
+	}
+	if !strings.Contains(out, "socket inet (allowed): SUCCEEDED") {
+		t.Errorf("the program did not run to its end:\n%s", out)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the Unix socket accepted %d connections from the sandboxed bash", n)
+	}
+	caps := callShell(t, ctx, cs, "bash", `while read -r k v; do case $k in Cap*) echo "$k $v";; esac; done </proc/self/status`)
+	for _, k := range []string{"CapInh:", "CapPrm:", "CapEff:", "CapAmb:"} {
+		if !strings.Contains(caps, k+" 0000000000000000") {
+			t.Errorf("%s not empty in the sandboxed bash:\n%s", k, caps)
+		}
+	}
+	if os.Geteuid() == 0 && !strings.Contains(caps, "CapBnd: 0000000000000000") {
+		t.Errorf("a root serve's sandboxed bash keeps a bounding set:\n%s", caps)
+	}
 }
