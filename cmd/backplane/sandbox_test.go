@@ -477,3 +477,98 @@ func TestSandboxServeEscape(t *testing.T) {
 		t.Errorf("a root serve's sandboxed bash keeps a bounding set:\n%s", caps)
 	}
 }
+
+// TestSandboxEscapeUnprivilegedGateway: the escape program of
+// TestSandboxServeEscape, through backplane call run as uid 65534 (a
+// gateway without capabilities or cgroups): every attempt fails there
+// too, and the Unix socket, open to every user, accepts nothing.
+func TestSandboxEscapeUnprivilegedGateway(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run the gateway as uid 65534")
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc builds the escape program: " + err.Error())
+	}
+	// Everything under one folder uid 65534 owns (t.TempDir's folders
+	// are 0700 root's), the binary included.
+	base, err := os.MkdirTemp("", "backplane-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ws, state, outside, xdg := filepath.Join(base, "ws"), filepath.Join(base, "state"), filepath.Join(base, "outside"), filepath.Join(base, "xdg")
+	for _, d := range []string{ws, state, outside, xdg} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(base, "backplane")
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, err := filepath.Abs("../../internal/sandbox/testdata/escape.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-O", "-o", filepath.Join(ws, "escape"), src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(state, "backplane.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(sandboxConfig, ws, "required")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := filepath.Walk(base, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 65534, 65534)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(outside, "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if err := os.Chmod(sock, 0o777); err != nil { // only the sandbox keeps uid 65534 out
+		t.Fatal(err)
+	}
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	cmd := exec.Command(bin, "call", "--caller", "alice", "bash", fmt.Sprintf(`{"command":%q}`, "exec ./escape "+sock))
+	cmd.Dir = state
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base, "XDG_CONFIG_HOME=" + xdg, "BACKPLANE_CONFIG=" + cfg}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("backplane call as uid 65534: %v\n%s", err, out)
+	}
+	for _, k := range []string{"ptrace attach", "process_vm_readv", "pidfd_getfd", "socket unix", "connect unix", "socket netlink", "socket packet"} {
+		if !strings.Contains(string(out), k+": refused") {
+			t.Errorf("%s from the sandboxed bash of a uid 65534 gateway: not refused\n%s", k, out)
+		}
+	}
+	if !strings.Contains(string(out), "socket inet (allowed): SUCCEEDED") {
+		t.Errorf("the program did not run to its end:\n%s", out)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the Unix socket accepted %d connections", n)
+	}
+}
