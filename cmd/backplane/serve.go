@@ -25,7 +25,6 @@ import (
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/internal/sandbox"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/server"
 )
@@ -172,13 +171,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	for _, note := range s.rt.SandboxNotes {
 		log.Warn("tool processes run unsandboxed", "reason", note)
 	}
-	if sandboxesSome(s.rt) {
-		if st := sandbox.Probe(); !st.UnixSockets {
-			log.Warn("sandboxed tools can connect to Unix sockets by path (the store's, serve's control socket)", "reason", st.UnixReason)
-		}
-		// The call cgroups a gateway killed with SIGKILL left behind.
-		sandbox.RemoveStale()
-	}
+	sandboxAtStart(s.rt, log)
 
 	// Retention: prune in the background for the life of the server
 	// (cfg.Retention; keep 0 is for ever), stopped before the store closes.

@@ -157,16 +157,6 @@ func toolSandbox(rt *assemble.Runtime, tool string) string {
 	return ""
 }
 
-// sandboxesSome reports whether some tool process runs sandboxed.
-func sandboxesSome(rt *assemble.Runtime) bool {
-	for _, d := range rt.Sandbox {
-		if d.Policy != nil {
-			return true
-		}
-	}
-	return false
-}
-
 func short(hash string) string { return hash[:min(12, len(hash))] }
 
 func newToolsAcceptCmd(f *gatewayFlags) *cobra.Command {
