@@ -186,6 +186,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	for _, note := range s.rt.SandboxNotes {
 		log.Warn("tool processes run unsandboxed", "reason", note)
 	}
+	sandboxAtStart(s.rt, log)
 
 	// Retention: prune in the background for the life of the server
 	// (cfg.Retention; keep 0 is for ever), stopped before the store closes.
