@@ -27,6 +27,21 @@ const DefaultMaxPending = 16
 // outlives its client must not be the one that consumes the approval.
 const MaxWait = 50 * time.Second
 
+// DefaultSelfApproveTimeout bounds, by default, how long the person at a
+// caller's own client has to answer an approval put to them (where a rule
+// sets self_approve and the client can elicit). It is below the 60 seconds
+// after which the MCP SDK clients give up on a request by default: a
+// longer bound only helps clients whose request timeout is longer.
+const DefaultSelfApproveTimeout = 50 * time.Second
+
+// MaxSelfApproveTimeout bounds Options.SelfApproveTimeout.
+const MaxSelfApproveTimeout = 10 * time.Minute
+
+// DefaultReadTimeout bounds, by default, each store read of the approval
+// step: a store that stops answering fails the call instead of holding
+// it for ever.
+const DefaultReadTimeout = 10 * time.Second
+
 // Options configure the approval step.
 type Options struct {
 	// Expire is how long a request stays open, and an approval usable.
@@ -50,6 +65,16 @@ type Options struct {
 	Hints func(id string) []string
 	// PollInterval is how often a waiting call re-reads the request.
 	PollInterval time.Duration
+	// SelfApproveTimeout bounds how long the person at the caller's own
+	// client (a per-call approver: gateway.CallRequest.Approver) has to
+	// answer, where a rule sets self_approve. That person is asked whatever
+	// Wait is (0 included): the call waits while the question is open, up
+	// to this bound, then as long as Wait says. Default
+	// DefaultSelfApproveTimeout; at most MaxSelfApproveTimeout.
+	SelfApproveTimeout time.Duration
+	// ReadTimeout bounds each store read of the approval step (finding the
+	// request, each poll of a wait). Default DefaultReadTimeout.
+	ReadTimeout time.Duration
 	// Approver, when set, is an operator's own prompt (a terminal), asked
 	// as soon as a request is pending; its answer is decided as Answer.By
 	// through Answer.Channel, under the gateway's rules. (The person at a

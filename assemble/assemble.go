@@ -60,6 +60,7 @@ import (
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auditlog"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
@@ -113,6 +114,12 @@ type Options struct {
 	ApprovalHints func(id string) []string
 	// Version is Backplane's version, the service.version of its traces.
 	Version string
+	// AuditWith are attributes every audit event of this runtime carries
+	// (slog key-value pairs), last in each event, after the event's own
+	// (whose order readers rely on): the CLI adds the OS user who ran it,
+	// so that an operator action records the account behind it, not only
+	// the operator's name.
+	AuditWith []any
 }
 
 // Runtime is an opened configuration: its store, its gateway, its audit
@@ -208,6 +215,9 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if rt.Audit, auditPath, exposed, err = rt.openAuditLog(cfg, kind, &o); err != nil {
 		return nil, err
 	}
+	if len(o.AuditWith) > 0 {
+		rt.Audit = slog.New(trailingAttrs{rt.Audit.Handler(), slog.Group("", o.AuditWith...).Value.Group()})
+	}
 	if !userLog && o.OperationalLogFile && auditPath != "" {
 		path := filepath.Join(filepath.Dir(auditPath), OperationalLogName)
 		maxSize := cfg.Log.MaxSize
@@ -260,8 +270,10 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			Expire:     cfg.Approvals.Expire,
 			Wait:       cfg.Approvals.Wait,
 			MaxPending: cfg.Approvals.MaxPending,
-			Approver:   o.Approver,
-			Hints:      hints,
+			// Zero: the default (approval.DefaultSelfApproveTimeout).
+			SelfApproveTimeout: cfg.Approvals.SelfApproveTimeout,
+			Approver:           o.Approver,
+			Hints:              hints,
 		},
 		Operators:      cfg.OperatorNames(),
 		Logger:         rt.Audit,
@@ -338,7 +350,9 @@ func (rt *Runtime) openAuditLog(cfg *config.Config, kind config.StoreKind, o *Op
 		}
 	}
 	if path == "-" {
-		return slog.New(slog.NewJSONHandler(o.Stderr, hopts)), "", false, nil
+		// stderr is often a terminal: the events' strings (commands,
+		// tool names) with their controls and bidi characters escaped.
+		return slog.New(slog.NewJSONHandler(jsonEscaping{o.Stderr}, hopts)), "", false, nil
 	}
 	maxSize := cfg.Log.MaxSize
 	if exposed = exposedRotation(cfg, kind, path); exposed {
@@ -477,7 +491,8 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 		u, err := mcp.Connect(ctx, mcp.Server{
 			Name: s.Name, Prefix: s.Prefix, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
-			Bridge: &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
+			Bridge:           &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
+			AcceptAddedTools: s.AcceptAddedTools,
 		}, &mcp.Options{
 			Registry:       g,
 			Logger:         rt.Log,
@@ -576,4 +591,36 @@ func startProgressLine(w io.Writer, s config.ServerConfig) func(time.Duration) {
 	return func(waited time.Duration) {
 		fmt.Fprintf(w, "still starting server %s%s: %v of connect_timeout %v\n", s.Name, why, waited, limit)
 	}
+}
+
+// trailingAttrs adds attrs at the end of every record, after the record's
+// own attributes (slog's With would put them first).
+type trailingAttrs struct {
+	slog.Handler
+	attrs []slog.Attr
+}
+
+func (h trailingAttrs) Handle(ctx context.Context, r slog.Record) error {
+	r = r.Clone()
+	r.AddAttrs(h.attrs...)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h trailingAttrs) WithAttrs(as []slog.Attr) slog.Handler {
+	return trailingAttrs{h.Handler.WithAttrs(as), h.attrs}
+}
+
+func (h trailingAttrs) WithGroup(name string) slog.Handler {
+	return trailingAttrs{h.Handler.WithGroup(name), h.attrs}
+}
+
+// jsonEscaping writes each record of a slog JSON handler (one Write per
+// record) through termtext.JSON: the same JSON, safe on a terminal.
+type jsonEscaping struct{ w io.Writer }
+
+func (j jsonEscaping) Write(p []byte) (int, error) {
+	if _, err := j.w.Write(termtext.JSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -28,6 +28,53 @@ type Call struct {
 	// Trace is the W3C trace context of this invocation, empty when the
 	// call is not traced: a backend passes it on to what it calls.
 	Trace TraceContext
+	// Path is what the backend's [PathResolver] returned for these
+	// arguments when the gateway authorized the call: the policy decided on
+	// its Real path, so the backend must use that very file or fail (see
+	// PathResolver). nil when the backend resolves no path.
+	Path *ResolvedPath
+	// PathDenied, set with Path, says whether the policy explicitly denies
+	// this caller this tool on a workspace-relative real path: a backend
+	// that walks a folder (glob, grep) leaves out what it says is denied.
+	PathDenied func(real string) bool
+}
+
+// PathResolver is implemented by a backend whose main argument names a file
+// or folder of a workspace it owns (the built-in read, write, edit, ls,
+// glob, grep). A path rule must be decided on the file the call will use,
+// not on the text a caller wrote ("src/link" may be a symbolic link to
+// ".env"): the gateway calls ResolvePath before it decides, decides on the
+// real path (and on the text, the stricter wins), and hands the result to
+// Invoke in [Call.Path]. The backend then uses the file it resolved or
+// fails closed: its identity (device and inode) must be the one recorded
+// here, so a file swapped between the decision and the use is refused,
+// never used.
+//
+// ResolvePath must not change anything. A path that leads out of the
+// workspace is an error wrapping [ErrPathRefused]; any other error is a
+// path that cannot be resolved (a loop of links): the gateway then decides
+// on the text alone and sets [ResolvedPath.Err], and the backend refuses.
+// A path that does not exist (yet) resolves as far as it exists, the rest
+// taken by name.
+type PathResolver interface {
+	ResolvePath(args json.RawMessage) (*ResolvedPath, error)
+}
+
+// ResolvedPath is a path argument resolved inside a workspace.
+type ResolvedPath struct {
+	// Field is the argument resolved ("path").
+	Field string
+	// Real is the path relative to the workspace with every symbolic link
+	// resolved, clean and slash-separated; "." is the workspace itself.
+	Real string
+	// ID is the backend's own record of what it resolved (the file's
+	// identity): opaque to the gateway, passed back in Call.Path.
+	ID any
+	// Err is set by the gateway when ResolvePath failed: the policy then
+	// decided on the text alone, and the backend must refuse the call
+	// (it meets the same escape when it opens the path; should the path
+	// open after all, it was not what the policy decided on).
+	Err error
 }
 
 // TraceContext is a W3C trace context (https://www.w3.org/TR/trace-context/)
@@ -93,6 +140,9 @@ type Backend interface {
 var (
 	ErrNotStarted      = errors.New("backend: the call was not started")
 	ErrMalformedResult = errors.New("backend: malformed result")
+	// ErrPathRefused is wrapped by a PathResolver's error for a path that
+	// leads out of the workspace.
+	ErrPathRefused = errors.New("backend: the path leads out of the workspace")
 )
 
 // Func adapts a function to a Backend.

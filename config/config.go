@@ -162,9 +162,15 @@ type Approvals struct {
 	// Default 10m.
 	Expire time.Duration
 	// Wait is how long a call waits for a decision before it returns
-	// approval_required with the request id. Default 0: do not wait, return
-	// at once (0 means that everywhere in Backplane).
+	// approval_required with the request id: `backplane call`'s (unless
+	// --wait) and served calls' (unless serve.approval_wait). Default 0:
+	// do not wait, return at once (0 means that everywhere in Backplane).
 	Wait time.Duration
+	// SelfApproveTimeout bounds how long the person at the caller's own
+	// client has to answer, where a rule sets self_approve and the client
+	// can be asked (MCP elicitation); they are asked whatever Wait is.
+	// Default 50s (approval.DefaultSelfApproveTimeout), at most 10m.
+	SelfApproveTimeout time.Duration
 	// MaxPending caps one caller's pending requests (default 16): beyond
 	// it a call needing a new request is refused and nothing is created.
 	MaxPending int
@@ -302,13 +308,16 @@ func (c *Config) ApprovalCommands(id string) []string {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	as := "OPERATOR"
-	if len(c.Operators) == 1 {
-		as = c.Operators[0].Name
+	// With operators, the CLI acts as the owner of the operator's token
+	// ($BACKPLANE_OPERATOR_TOKEN or --operator-token-file), never as a
+	// name typed on the command line: no --as to suggest.
+	as := " --as OPERATOR"
+	if len(c.Operators) > 0 {
+		as = ""
 	}
 	return []string{
 		fmt.Sprintf("backplane approvals show %s --config %s", id, path),
-		fmt.Sprintf("backplane approvals approve %s --config %s --as %s", id, path, as),
-		fmt.Sprintf("backplane approvals deny %s --config %s --as %s --reason WHY", id, path, as),
+		fmt.Sprintf("backplane approvals approve %s --config %s%s", id, path, as),
+		fmt.Sprintf("backplane approvals deny %s --config %s%s --reason WHY", id, path, as),
 	}
 }

@@ -32,3 +32,19 @@ func TestServerConnectTimeout(t *testing.T) {
 		}
 	}
 }
+
+// accept_added_tools: false by default, a boolean when given.
+func TestServerAcceptAddedTools(t *testing.T) {
+	c, err := Parse([]byte("servers:\n  - name: a\n    command: [x]\n    accept_added_tools: true\n  - name: b\n    command: [x]\n"), "backplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Servers[0].AcceptAddedTools || c.Servers[1].AcceptAddedTools {
+		t.Errorf("accept_added_tools parsed as %v and %v, want true and false (the default)", c.Servers[0].AcceptAddedTools, c.Servers[1].AcceptAddedTools)
+	}
+	_, err = Parse([]byte("servers:\n  - name: a\n    command: [x]\n    accept_added_tools: sometimes\n"), "backplane.yaml")
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Line != 4 {
+		t.Errorf("accept_added_tools: sometimes: %v, want an error on line 4", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 )
@@ -360,6 +361,15 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 				return p.errAt(v, "approvals wait %s: at most %s (a waiting call must return before its client gives up)", d, MaxServeApprovalWait)
 			}
 			c.Approvals.Wait = d
+		case "self_approve_timeout":
+			d, err := p.duration(v, "self_approve_timeout")
+			if err != nil {
+				return err
+			}
+			if d <= 0 || d > approval.MaxSelfApproveTimeout {
+				return p.errAt(v, "approvals self_approve_timeout %s: must be from 1s to %s (how long the person at the caller's client has to answer)", d, approval.MaxSelfApproveTimeout)
+			}
+			c.Approvals.SelfApproveTimeout = d
 		case "max_pending":
 			n, err := p.integer(v, "max_pending")
 			if err != nil {
@@ -371,7 +381,7 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 			c.Approvals.MaxPending = int(n)
 		}
 		return nil
-	}, "expire", "wait", "max_pending")
+	}, "expire", "wait", "self_approve_timeout", "max_pending")
 }
 
 func (p *parser) limits(c *Config, v *yaml.Node) error {

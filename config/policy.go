@@ -16,7 +16,7 @@ import (
 //
 //	policy:
 //	  - caller: alice                        # exact name or glob
-//	    allow: [read, "bash(git status*)"]
+//	    allow: [read, "bash(git status)"]
 //	    approve: ["write(docs/**)", "bash(*)"]
 //	    deny: ["bash(*rm -rf*)", "read(**/.env)", "url_fetch(domain:internal.example)"]
 //	    rules:                               # CEL conditions

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +22,7 @@ import (
 //	  write: []              # extra writable paths beside the workspace
 //	  network: false         # true, false, or a list of TCP ports to connect to
 //	  limits: {cpu: 600s, memory: 17179869184, processes: 256, file_size: 1073741824}
+//	  allow_unix_sockets: false  # see SandboxConfig.AllowUnixSockets
 //	tools:
 //	  - name: fetch-docs
 //	    command: [curl, -s, https://example.com]
@@ -63,7 +66,12 @@ type SandboxConfig struct {
 	Network *sandbox.Network
 	// Limits: a non-zero field replaces the inherited one.
 	Limits sandbox.Limits
-	Line   int
+	// AllowUnixSockets (top level only) lets `enable: required` start
+	// with a store reachable over a Unix socket on a system where the
+	// sandbox cannot refuse Unix sockets (no seccomp filter: see
+	// sandbox.Status.UnixSockets). Where it can, they stay refused.
+	AllowUnixSockets bool
+	Line             int
 }
 
 func (p *parser) sandbox(c *Config, v *yaml.Node) (*SandboxConfig, error) {
@@ -102,6 +110,8 @@ func (p *parser) sandbox(c *Config, v *yaml.Node) (*SandboxConfig, error) {
 			}
 		case "network":
 			s.Network, err = p.sandboxNetwork(v)
+		case "allow_unix_sockets":
+			s.AllowUnixSockets, err = p.boolean(v, key)
 		case "limits":
 			err = p.mapping(v, "sandbox limits", func(key string, k, v *yaml.Node) error {
 				switch key {
@@ -132,7 +142,7 @@ func (p *parser) sandbox(c *Config, v *yaml.Node) (*SandboxConfig, error) {
 			}, "cpu", "memory", "processes", "file_size")
 		}
 		return err
-	}, "enable", "read", "write", "network", "limits")
+	}, "enable", "read", "write", "network", "limits", "allow_unix_sockets")
 	return s, err
 }
 
@@ -192,6 +202,13 @@ func (d SandboxDecision) String() string {
 // SandboxFor decides the sandbox of one process: the top-level section,
 // overridden by o (nil: none). An error is a start refusal.
 func (c *Config) SandboxFor(kind ProcessKind, o *SandboxConfig) (SandboxDecision, error) {
+	return c.sandboxFor(kind, o, sandbox.Probe())
+}
+
+func (c *Config) sandboxFor(kind ProcessKind, o *SandboxConfig, st sandbox.Status) (SandboxDecision, error) {
+	if o != nil && o.AllowUnixSockets {
+		return SandboxDecision{}, fmt.Errorf("line %d: sandbox allow_unix_sockets is a top-level setting, not a tool's", o.Line)
+	}
 	mode := c.Sandbox.Enable
 	if mode == "" {
 		mode = SandboxAuto
@@ -206,7 +223,7 @@ func (c *Config) SandboxFor(kind ProcessKind, o *SandboxConfig) (SandboxDecision
 	if mode == SandboxOff {
 		return SandboxDecision{Note: "sandbox off in the configuration"}, nil
 	}
-	if st := sandbox.Probe(); !st.Available {
+	if !st.Available {
 		if mode == SandboxRequired {
 			return SandboxDecision{}, fmt.Errorf("sandbox required but unavailable: %s", st.Reason)
 		}
@@ -241,6 +258,15 @@ func (c *Config) SandboxFor(kind ProcessKind, o *SandboxConfig) (SandboxDecision
 			p.Limits.FileSize = s.Limits.FileSize
 		}
 	}
+	// Without the seccomp filter a sandboxed tool can connect to any Unix
+	// socket by path (Landlock before ABI 9 does not cover it): with the
+	// store behind one (PostgreSQL's, local trust authentication), it
+	// could decide its own approvals (issue 22, item 4).
+	if mode == SandboxRequired && !st.UnixSockets && !c.Sandbox.AllowUnixSockets {
+		if sock := c.StoreUnixSocket(); sock != "" {
+			return SandboxDecision{}, fmt.Errorf("sandbox required, but this system cannot keep sandboxed tools from Unix sockets (%s), and the store is reachable over one (%s); set sandbox allow_unix_sockets: true to accept that", st.UnixReason, sock)
+		}
+	}
 	if err := sandbox.CheckState(p, c.PrivatePaths()); err != nil {
 		if mode == SandboxAuto {
 			return SandboxDecision{Note: err.Error()}, nil
@@ -248,4 +274,52 @@ func (c *Config) SandboxFor(kind ProcessKind, o *SandboxConfig) (SandboxDecision
 		return SandboxDecision{}, err
 	}
 	return SandboxDecision{Policy: p}, nil
+}
+
+// StoreUnixSocket says how a PostgreSQL store is reached over a Unix
+// socket ("" when it is not, or the store is a folder): a host that is a
+// path (host=/var/run/postgresql, a percent-encoded path as the URL's
+// host) or no host at all (libpq and pgx then try the local socket
+// folders first, unless PGHOST names a TCP host).
+func (c *Config) StoreUnixSocket() string {
+	kind := c.StoreKind
+	if kind == "" {
+		kind = StoreKindOf(c.Store)
+	}
+	if kind != StorePostgres {
+		return ""
+	}
+	rest := c.Store[strings.Index(c.Store, "://")+3:]
+	authority, query := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		authority = rest[:i]
+	}
+	if i := strings.IndexByte(rest, '?'); i >= 0 {
+		query = rest[i+1:]
+	}
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		authority = authority[i+1:]
+	}
+	hosts := []string{}
+	for _, h := range strings.Split(authority, ",") {
+		if u, err := url.PathUnescape(h); err == nil {
+			h = u
+		}
+		hosts = append(hosts, h)
+	}
+	if q, err := url.ParseQuery(query); err == nil && q.Has("host") {
+		hosts = strings.Split(q.Get("host"), ",")
+	}
+	for _, h := range hosts {
+		switch {
+		case strings.HasPrefix(h, "/") || strings.HasPrefix(h, "@"):
+			return "host " + h
+		case h == "" || strings.HasPrefix(h, ":"):
+			if env := os.Getenv("PGHOST"); env != "" && !strings.HasPrefix(env, "/") {
+				continue
+			}
+			return "no host: the local socket folders come first"
+		}
+	}
+	return ""
 }

@@ -143,3 +143,76 @@ func FuzzSandboxSection(f *testing.F) {
 		}
 	})
 }
+
+// TestStoreUnixSocket: which PostgreSQL URLs reach the store over a Unix
+// socket.
+func TestStoreUnixSocket(t *testing.T) {
+	t.Setenv("PGHOST", "")
+	for store, unix := range map[string]bool{
+		"postgres://u@db.internal:5432/bp":                     false,
+		"postgres://127.0.0.1/bp?sslmode=disable":              false,
+		"postgres:///bp":                                       true,
+		"postgresql://u:pw@/bp":                                true,
+		"postgres://u@/bp?host=/var/run/postgresql":            true,
+		"postgres://%2Fvar%2Frun%2Fpostgresql/bp":              true,
+		"postgres://db1,%2Ftmp/bp":                             true,
+		"postgres://localhost/bp?host=%2Fvar%2Frun%2Fpostgres": true,
+		"postgres://localhost/bp?host=db2":                     false,
+		"/srv/state/.backplane":                                false,
+	} {
+		c := &Config{Store: store}
+		if got := c.StoreUnixSocket() != ""; got != unix {
+			t.Errorf("%s: over a Unix socket %v, want %v (%q)", store, got, unix, c.StoreUnixSocket())
+		}
+	}
+	t.Setenv("PGHOST", "db.internal")
+	if s := (&Config{Store: "postgres:///bp"}).StoreUnixSocket(); s != "" {
+		t.Errorf("no host, PGHOST a TCP host: %q, want none", s)
+	}
+}
+
+// TestSandboxRequiredUnixSocketStore: where the kernel cannot keep
+// sandboxed tools from Unix sockets, `required` with a store behind one
+// refuses to start unless the operator accepts it; where it can, it
+// starts.
+func TestSandboxRequiredUnixSocketStore(t *testing.T) {
+	base := `store: postgres:///bp?host=/var/run/postgresql
+workspace: /srv/ws
+sandbox:
+  enable: required
+`
+	noFilter := sandbox.Status{ABI: 7, Available: true, UnixReason: "no seccomp here"}
+	filter := sandbox.Status{ABI: 7, Available: true, UnixSockets: true}
+	for _, tc := range []struct {
+		extra   string
+		st      sandbox.Status
+		refused bool
+	}{
+		{"", noFilter, true},
+		{"  allow_unix_sockets: true\n", noFilter, false},
+		{"", filter, false},
+	} {
+		c, err := Parse([]byte(base+tc.extra), "/srv/state/backplane.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := c.sandboxFor(KindBash, nil, tc.st)
+		if refused := err != nil; refused != tc.refused {
+			t.Errorf("%q %+v: %v, want refused=%v", tc.extra, tc.st, err, tc.refused)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "allow_unix_sockets") || !strings.Contains(err.Error(), "no seccomp here")) {
+			t.Errorf("the refusal does not say why or how to accept: %v", err)
+		}
+		if err == nil && d.Policy == nil {
+			t.Errorf("%q: not sandboxed: %s", tc.extra, d.Note)
+		}
+	}
+	// The setting is the top level's alone.
+	c, err := Parse([]byte(base+"tools:\n  - name: t\n    input_schema: {type: object}\n    command: [\"true\"]\n    sandbox: {allow_unix_sockets: true}\n"), "/srv/state/backplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.sandboxFor(KindCommand, c.Tools[0].Sandbox, filter); err == nil || !strings.Contains(err.Error(), "top-level") {
+		t.Errorf("a tool's allow_unix_sockets: %v, want a refusal", err)
+	}
+}

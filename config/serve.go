@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -18,17 +20,31 @@ import (
 //	  allow_remote: false            # true to listen on a non-loopback address
 //	  tokens: {"local-dev-token": alice}   # bearer token -> caller
 //	  stdio_caller: alice            # the caller for `backplane serve --stdio`
-//	  approval_wait: 0s              # how long a call waits for an approval (at most 50s)
+//	  approval_wait: 0s              # how long a served call waits for an approval (default: approvals.wait; at most 50s)
 //	  session_idle_timeout: 30m      # an HTTP session idle this long is closed
 //	  max_sessions_per_caller: 16    # open HTTP sessions per caller; more: 429
 //	  allowed_origins: ["https://app.example"]  # browser origins besides the listener's loopback ones
+//	  public_url: https://backplane.example     # where clients and browsers reach serve (a TLS proxy in front)
 //	  resume: {max_bytes: 8388608, grace: 10s}  # resumable HTTP streams (the defaults)
+//	  rate_limit: {per_second: 100, burst: 200} # requests per caller (the defaults; per_second 0: none)
+//	  max_subscriptions_per_session: 256        # resources/subscribe held per session (the default)
+//	  max_subscriptions_per_caller: 1024        # ... per caller, all its sessions together (the default)
 //
+// rate_limit is a token bucket per caller (over HTTP and stdio alike)
+// that every MCP request and notification draws on: burst at once, then
+// per_second. A request past it is refused before any work: over HTTP
+// with 429 and Retry-After, over stdio with JSON-RPC error -32029.
+// Refusals are counted in /metrics and sampled in the audit log.
 // resume bounds what the server keeps so that a client whose HTTP stream
 // dropped can reconnect with Last-Event-ID and get what it missed:
 // max_bytes of events in memory (0: streams are not resumable), and how
 // long a call whose request dropped waits for its client to come back
 // before it is cancelled (grace; 0s: at once).
+// public_url is the origin (scheme://host[:port], no path) a proxy in front
+// serves the listener at: https marks the console's login cookie Secure
+// (the proxy terminates TLS, so serve only sees plain HTTP), its host is a
+// host the console answers and its origin one it accepts forms from, and
+// serve prints its URLs under it.
 // The HTTP address must be on the loopback interface unless allow_remote is
 // true: the tokens travel in clear over plain HTTP. With no tokens every
 // HTTP request is refused (401). `serve --stdio` needs a stdio_caller.
@@ -43,9 +59,11 @@ type ServeConfig struct {
 	// StdioCaller is the caller of every call made over stdio; "" refuses
 	// `serve --stdio`.
 	StdioCaller string
-	// ApprovalWait is how long a call waits for an approval decision before
-	// it returns approval_required. Default 0s: at once, with the request id
-	// and how to decide it. At most 50s (MaxServeApprovalWait): MCP SDK
+	// ApprovalWait is how long a served call waits for an approval decision
+	// before it returns approval_required. Left out of the file, it is
+	// approvals.wait (the wait of every call; default 0s: at once, with the
+	// request id and how to decide it): serve.approval_wait only overrides
+	// it for served calls. At most 50s (MaxServeApprovalWait): MCP SDK
 	// clients give up on a request after 60s, and a call must return to its
 	// client before that.
 	ApprovalWait time.Duration
@@ -58,6 +76,9 @@ type ServeConfig struct {
 	// AllowedOrigins are browser origins /mcp serves besides the loopback
 	// origins of its listener; another Origin is refused (403).
 	AllowedOrigins []string
+	// PublicURL is the origin clients reach serve at through a proxy
+	// ("https://backplane.example", no trailing slash), "" when none.
+	PublicURL string
 	// OAuth, when set, accepts JWT access tokens besides Tokens, and
 	// serves the protected resource metadata (see [OAuthConfig]).
 	OAuth *OAuthConfig
@@ -73,6 +94,16 @@ type ServeConfig struct {
 	// its client to resume: 0 means the default (10s), negative at once
 	// (resume.grace 0s in the file).
 	ResumeGrace time.Duration
+	// RatePerSecond and RateBurst are the per-caller token bucket of
+	// every request (rate_limit). Left out: 100 a second, burst 200 (or
+	// per_second when larger); RatePerSecond -1: no limit (per_second 0
+	// in the file).
+	RatePerSecond int
+	RateBurst     int
+	// MaxSubscriptionsPerSession and MaxSubscriptionsPerCaller bound the
+	// resource subscriptions held: 0 means the defaults (256, 1024).
+	MaxSubscriptionsPerSession int
+	MaxSubscriptionsPerCaller  int
 	// Line is where the serve section starts (0 when absent).
 	Line int
 
@@ -85,9 +116,19 @@ const (
 	MaxResumeBytes = 1 << 30
 	// MaxResumeGrace bounds serve.resume.grace.
 	MaxResumeGrace = 10 * time.Minute
+	// MaxRate bounds serve.rate_limit's per_second and burst.
+	MaxRate = 1 << 20
+	// MaxSubscriptions bounds the serve.max_subscriptions_* keys.
+	MaxSubscriptions = 1 << 20
 
-	DefaultServeHTTP         = "127.0.0.1:8787"
-	DefaultServeApprovalWait = 0
+	DefaultServeHTTP = "127.0.0.1:8787"
+	// DefaultServeRatePerSecond and DefaultServeRateBurst are
+	// serve.rate_limit's defaults: far above what a client driven by a
+	// model or a person asks (a burst of parallel calls, the lists at
+	// start), far below a flood (issue 22's reached thousands a second).
+	DefaultServeRatePerSecond = 100
+	DefaultServeRateBurst     = 200
+	DefaultServeApprovalWait  = 0
 	// MaxServeApprovalWait is approval.MaxWait: below the MCP SDK clients'
 	// 60s request timeout.
 	MaxServeApprovalWait = 50 * time.Second
@@ -173,6 +214,36 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 					return err
 				}
 			}, "max_bytes", "grace")
+		case "rate_limit":
+			err = p.mapping(v, "serve rate_limit", func(key string, _, v *yaml.Node) error {
+				n, err := p.integer(v, "serve rate_limit "+key)
+				if key == "per_second" {
+					if err == nil && (n < 0 || n > MaxRate) {
+						err = p.errAt(v, "serve rate_limit per_second must be from 0 (no limit) to %d requests a second", MaxRate)
+					}
+					c.Serve.RatePerSecond = int(n)
+					if n == 0 {
+						c.Serve.RatePerSecond = -1
+					}
+					return err
+				}
+				if err == nil && (n < 1 || n > MaxRate) {
+					err = p.errAt(v, "serve rate_limit burst must be from 1 to %d requests", MaxRate)
+				}
+				c.Serve.RateBurst = int(n)
+				return err
+			}, "per_second", "burst")
+		case "max_subscriptions_per_session", "max_subscriptions_per_caller":
+			var n int64
+			n, err = p.integer(v, key)
+			if err == nil && (n < 1 || n > MaxSubscriptions) {
+				err = p.errAt(v, "serve %s must be from 1 to %d", key, MaxSubscriptions)
+			}
+			if key == "max_subscriptions_per_session" {
+				c.Serve.MaxSubscriptionsPerSession = int(n)
+			} else {
+				c.Serve.MaxSubscriptionsPerCaller = int(n)
+			}
 		case "oauth":
 			err = p.oauth(c, v)
 		case "anonymous_caller":
@@ -180,6 +251,14 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			c.Serve.AnonymousCaller, err = p.str(v, key)
 			if err == nil && c.Serve.AnonymousCaller == "" {
 				err = p.errAt(v, "serve anonymous_caller must name a caller (leave it out to refuse requests without a token)")
+			}
+		case "public_url":
+			c.Serve.PublicURL, err = p.str(v, key)
+			if err == nil {
+				c.Serve.PublicURL, err = CheckPublicURL(c.Serve.PublicURL)
+				if err != nil {
+					err = p.errAt(v, "serve public_url: %v", err)
+				}
 			}
 		case "allowed_origins":
 			c.Serve.AllowedOrigins, err = p.strList(v, key)
@@ -190,7 +269,8 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			}
 		}
 		return err
-	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "oauth", "anonymous_caller", "resume")
+	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "public_url", "oauth", "anonymous_caller", "resume",
+		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller")
 	if err != nil {
 		return err
 	}
@@ -217,7 +297,15 @@ func (p *parser) finishServe(c *Config) {
 		c.Serve.HTTP = DefaultServeHTTP
 	}
 	if !c.Serve.approvalWaitSet {
-		c.Serve.ApprovalWait = DefaultServeApprovalWait
+		// One key, one meaning: approvals.wait is the wait of every call,
+		// served ones included, unless serve.approval_wait says otherwise.
+		c.Serve.ApprovalWait = c.Approvals.Wait
+	}
+	if c.Serve.RatePerSecond == 0 {
+		c.Serve.RatePerSecond = DefaultServeRatePerSecond
+	}
+	if c.Serve.RateBurst == 0 {
+		c.Serve.RateBurst = max(DefaultServeRateBurst, c.Serve.RatePerSecond)
 	}
 }
 
@@ -257,4 +345,25 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// CheckPublicURL checks serve.public_url and returns it without a
+// trailing slash: an http or https origin, with a host, and nothing else
+// (no user, path, query or fragment: serve's paths /mcp and /ui are fixed,
+// so a proxy must serve them at the root).
+func CheckPublicURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%q is not a URL: %v", s, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q: the scheme must be https (or http), not %q", s, u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("%q names no host", s)
+	case u.User != nil:
+		return "", fmt.Errorf("%q holds a user name or password", s)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return "", fmt.Errorf("%q: give the origin only (scheme://host[:port]); serve's paths (/mcp, /ui) are fixed", s)
+	}
+	return u.Scheme + "://" + u.Host, nil
 }

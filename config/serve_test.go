@@ -26,6 +26,9 @@ func TestServeIssueExample(t *testing.T) {
 		StdioCaller:  "alice",
 		ApprovalWait: DefaultServeApprovalWait,
 		Line:         2,
+
+		RatePerSecond: DefaultServeRatePerSecond,
+		RateBurst:     DefaultServeRateBurst,
 	}
 	got := c.Serve
 	got.approvalWaitSet = false
@@ -106,6 +109,13 @@ func TestServeErrors(t *testing.T) {
 		{"no sessions", "serve:\n  max_sessions_per_caller: 0\n", 2, "from 1 to"},
 		{"origin with a path", "serve:\n  allowed_origins: [\"https://a.example/x\"]\n", 2, "not an origin"},
 		{"origin without scheme", "serve:\n  allowed_origins: [a.example]\n", 2, "not an origin"},
+		{"public_url with a path", "serve:\n  public_url: https://a.example/backplane\n", 2, "origin only"},
+		{"public_url with a query", "serve:\n  public_url: https://a.example/?x=1\n", 2, "origin only"},
+		{"public_url without scheme", "serve:\n  public_url: a.example\n", 2, "scheme must be https"},
+		{"public_url ftp", "serve:\n  public_url: ftp://a.example\n", 2, "scheme must be https"},
+		{"public_url without host", "serve:\n  public_url: \"https://\"\n", 2, "names no host"},
+		{"public_url with a user", "serve:\n  public_url: https://u:p@a.example\n", 2, "user name"},
+		{"public_url not a string", "serve:\n  public_url: [x]\n", 2, "must be a string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.src), "backplane.yaml")
@@ -130,6 +140,21 @@ func TestCheckServeAddr(t *testing.T) {
 		}
 		if err := CheckServeAddr(addr, true); err != nil {
 			t.Errorf("CheckServeAddr(%q, allowRemote) = %v", addr, err)
+		}
+	}
+}
+
+// serve.public_url is validated at load and kept as an origin without a
+// trailing slash (issue 22, finding 13).
+func TestServePublicURL(t *testing.T) {
+	for src, want := range map[string]string{
+		"https://backplane.example/":     "https://backplane.example",
+		"https://backplane.example:8443": "https://backplane.example:8443",
+		"http://[::1]:9000":              "http://[::1]:9000",
+	} {
+		c, err := Parse([]byte("serve:\n  public_url: \""+src+"\"\n"), "backplane.yaml")
+		if err != nil || c.Serve.PublicURL != want {
+			t.Errorf("%s: %q %v, want %q", src, c.Serve.PublicURL, err, want)
 		}
 	}
 }
@@ -171,6 +196,86 @@ func TestServeResume(t *testing.T) {
 		"serve:\n  resume: {grace: 1h}\n":             "grace must be from 0s",
 		"serve:\n  resume: {buffer: 1}\n":             `unknown key "buffer"`,
 		"serve:\n  resume: 10s\n":                     "must be a mapping",
+	} {
+		_, err := Parse([]byte(src), "backplane.yaml")
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Line != 2 || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v, want line 2 saying %q", src, err, msg)
+		}
+	}
+}
+
+// TestServeApprovalWaitIsApprovalsWait: approvals.wait is the wait of
+// served calls too; serve.approval_wait, when the file sets it, overrides
+// it (finding 21 of issue 22: before, served calls ignored approvals.wait).
+func TestServeApprovalWaitIsApprovalsWait(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want time.Duration
+	}{
+		{"approvals: {wait: 30s}\n", 30 * time.Second},
+		{"approvals: {wait: 30s}\nserve: {approval_wait: 5s}\n", 5 * time.Second},
+		{"approvals: {wait: 30s}\nserve: {approval_wait: 0s}\n", 0},
+		{"serve: {approval_wait: 5s}\n", 5 * time.Second},
+		{"", 0},
+	} {
+		c, err := Parse([]byte(tc.src), "backplane.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.src, err)
+		}
+		if c.Serve.ApprovalWait != tc.want {
+			t.Errorf("%q: served calls wait %s, want %s", tc.src, c.Serve.ApprovalWait, tc.want)
+		}
+	}
+}
+
+// TestSelfApproveTimeout: approvals.self_approve_timeout is read, and
+// bounded.
+func TestSelfApproveTimeout(t *testing.T) {
+	c, err := Parse([]byte("approvals: {self_approve_timeout: 2m}\n"), "backplane.yaml")
+	if err != nil || c.Approvals.SelfApproveTimeout != 2*time.Minute {
+		t.Fatalf("2m: %v %+v", err, c.Approvals)
+	}
+	for _, bad := range []string{"0s", "-1s", "11m"} {
+		_, err := Parse([]byte("approvals: {self_approve_timeout: "+bad+"}\n"), "backplane.yaml")
+		if err == nil || !strings.Contains(err.Error(), "self_approve_timeout") {
+			t.Errorf("%s: %v, want an error naming self_approve_timeout", bad, err)
+		}
+	}
+}
+
+// TestServeRateAndSubscriptionLimits: serve.rate_limit and the
+// subscription caps (issue 22, item 7); left out, the rate's defaults
+// and the server's caps (0 here); per_second 0 turns the rate limit off.
+func TestServeRateAndSubscriptionLimits(t *testing.T) {
+	for _, c := range []struct {
+		src                    string
+		rate, burst, sess, per int
+	}{
+		{"serve: {}\n", 100, 200, 0, 0},
+		{"", 100, 200, 0, 0},
+		{"serve:\n  rate_limit: {per_second: 5, burst: 9}\n  max_subscriptions_per_session: 3\n  max_subscriptions_per_caller: 7\n", 5, 9, 3, 7},
+		{"serve:\n  rate_limit: {per_second: 0}\n", -1, 200, 0, 0},
+		{"serve:\n  rate_limit: {burst: 1}\n", 100, 1, 0, 0},
+		{"serve:\n  rate_limit: {per_second: 1000}\n", 1000, 1000, 0, 0},
+	} {
+		cfg, err := Parse([]byte(c.src), "backplane.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", c.src, err)
+		}
+		s := cfg.Serve
+		if s.RatePerSecond != c.rate || s.RateBurst != c.burst || s.MaxSubscriptionsPerSession != c.sess || s.MaxSubscriptionsPerCaller != c.per {
+			t.Errorf("%q: %+v", c.src, s)
+		}
+	}
+	for src, msg := range map[string]string{
+		"serve:\n  rate_limit: {per_second: -1}\n":          "per_second must be from 0",
+		"serve:\n  rate_limit: {burst: 0}\n":                "burst must be from 1",
+		"serve:\n  rate_limit: {per_second: 1.5}\n":         "integer",
+		"serve:\n  rate_limit: {rate: 1}\n":                 `unknown key "rate"`,
+		"serve:\n  rate_limit: 100\n":                       "must be a mapping",
+		"serve:\n  max_subscriptions_per_session: 0\n":      "max_subscriptions_per_session must be from 1",
+		"serve:\n  max_subscriptions_per_caller: 2000000\n": "max_subscriptions_per_caller must be from 1",
 	} {
 		_, err := Parse([]byte(src), "backplane.yaml")
 		var ce *Error

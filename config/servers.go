@@ -26,6 +26,7 @@ const (
 //	    env: [API_KEY]               # passed through besides PATH and HOME
 //	    validator: subset            # the default; or draft2020-12
 //	    connect_timeout: 2m          # the first start (a first npx download); default 30s
+//	    accept_added_tools: false    # the default: a tool added while running is held
 //	  - name: remote
 //	    url: http://127.0.0.1:9000/mcp
 //	    headers: {Authorization: "Bearer upstream-secret"}
@@ -45,6 +46,13 @@ const (
 // capability): sampling/createMessage, elicitation/create, roots/list.
 // Default: elicitation and roots yes, sampling no; a key left out keeps
 // its default.
+// accept_added_tools: a tool the server adds after the gateway started
+// (a list change, a reconnect) is held, its calls refused, until an
+// operator accepts it (backplane tools accept), as a changed definition
+// is: the catalog accepted at the first start did not have it, and its
+// own readOnlyHint would spare its calls the approval. true accepts such
+// tools at first sight. Either way a name accepted before is not held
+// again for coming back unchanged.
 // Exactly one of command (stdio; the program runs in the configuration
 // file's folder) and url (streamable HTTP, http:// or https://). env goes
 // with a command, headers with a url. Header values are secrets: no error
@@ -78,6 +86,10 @@ type ServerConfig struct {
 	MainArg *policy.MainArg
 	// Sandbox, when set, confines a command server (they opt in).
 	Sandbox *SandboxConfig
+	// AcceptAddedTools (accept_added_tools) accepts at first sight a tool
+	// the server adds while running; by default it is held until an
+	// operator accepts it, like a changed definition.
+	AcceptAddedTools bool
 	// ConnectTimeout bounds the first start: the program (or the HTTP
 	// connection), initialize and tools/list. 0 means the default, 30s
 	// (DefaultConnectTimeout); at most MaxConnectTimeout.
@@ -201,6 +213,8 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 			case "main_arg":
 				mainArgNode = v
 				s.MainArg, err = p.mainArg(v)
+			case "accept_added_tools":
+				s.AcceptAddedTools, err = p.boolean(v, "accept_added_tools")
 			case "connect_timeout":
 				if s.ConnectTimeout, err = p.duration(v, "connect_timeout"); err == nil &&
 					(s.ConnectTimeout <= 0 || s.ConnectTimeout > MaxConnectTimeout) {
@@ -208,7 +222,7 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 				}
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "connect_timeout", "bridge", "prefix")
+		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "connect_timeout", "bridge", "prefix", "accept_added_tools")
 		if err != nil {
 			return err
 		}

@@ -8,9 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentbackplane/backplane/internal/auththrottle"
 )
 
 // cookieName is the login session cookie.
@@ -135,8 +138,9 @@ func operatorOf(ctx context.Context) string {
 type authResult int
 
 const (
-	authNone   authResult = iota // no credentials, or unknown ones
-	authCaller                   // a caller's token: 403
+	authNone      authResult = iota // no credentials, or unknown ones
+	authCaller                      // a caller's token: 403
+	authThrottled                   // a token whose key failed too often: 429
 	authOK
 )
 
@@ -147,12 +151,18 @@ func (c *Console) authenticate(r *http.Request) (string, authResult) {
 		if !ok {
 			return "", authNone
 		}
+		// A blocked token is not even checked: a right guess among wrong
+		// ones must not get through (see internal/auththrottle).
+		if _, blocked := c.throttle.Blocked(tok); blocked {
+			return "", authThrottled
+		}
 		if name, ok := c.auth.Operator(tok); ok {
 			return name, authOK
 		}
 		if c.auth.IsCaller(tok) {
 			return "", authCaller
 		}
+		c.throttle.Fail(tok)
 		return "", authNone
 	}
 	if ck, err := r.Cookie(cookieName); err == nil {
@@ -183,6 +193,8 @@ func (c *Console) requireOperator(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), operatorKey{}, name)))
 		case authCaller:
 			c.fail(w, r, http.StatusForbidden, "this is a caller's token: the console is for operators only (configure operators: in the configuration)")
+		case authThrottled:
+			c.tooMany(w, r)
 		default:
 			if r.Method == http.MethodGet && !wantsJSON(r) && r.Header.Get("Authorization") == "" {
 				http.Redirect(w, r, Prefix+"/login?next="+url.QueryEscape(safeNext(r.URL.RequestURI())), http.StatusSeeOther)
@@ -228,69 +240,10 @@ func safeNext(next string) string {
 	return next
 }
 
-// Login attempts: a client that gets the token wrong loginFailures times
-// within loginWindow is refused (429) until the window ends, so that the
-// form is no oracle for guessing tokens at speed.
-const (
-	loginFailures = 10
-	loginWindow   = time.Minute
-	maxTracked    = 4096 // clients tracked at once; beyond, the oldest windows go
-)
-
-type failureWindow struct {
-	start time.Time
-	n     int
-}
-
-// loginLimiter counts failed logins per client address.
-type loginLimiter struct {
-	mu  sync.Mutex
-	m   map[string]*failureWindow
-	now func() time.Time
-}
-
-func clientOf(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// blocked reports whether client has used up its failures in this window.
-func (l *loginLimiter) blocked(client string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w, ok := l.m[client]
-	if !ok {
-		return false
-	}
-	if l.now().Sub(w.start) >= loginWindow {
-		delete(l.m, client)
-		return false
-	}
-	return w.n >= loginFailures
-}
-
-// fail records a failed login.
-func (l *loginLimiter) fail(client string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	if len(l.m) >= maxTracked {
-		for k, w := range l.m {
-			if now.Sub(w.start) >= loginWindow {
-				delete(l.m, k)
-			}
-		}
-		if len(l.m) >= maxTracked {
-			clear(l.m)
-		}
-	}
-	w, ok := l.m[client]
-	if !ok || now.Sub(w.start) >= loginWindow {
-		w = &failureWindow{start: now}
-		l.m[client] = w
-	}
-	w.n++
+// tooMany refuses a request whose token is blocked by the throttle of
+// failed tokens (429, with when to try again).
+func (c *Console) tooMany(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(auththrottle.Window/time.Second)))
+	c.log.Warn("console: token refused: too many failures with tokens that start like it", "remote", r.RemoteAddr)
+	c.fail(w, r, http.StatusTooManyRequests, "too many wrong tokens that start like this one: wait and try again")
 }

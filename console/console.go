@@ -223,6 +223,12 @@ type Options struct {
 	PollInterval time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// SecureCookies marks the login cookie Secure whatever the request:
+	// set it when browsers reach the console over https through a proxy
+	// that terminates TLS (serve.public_url), where the request the
+	// console sees is plain HTTP. Without it, the cookie is Secure only on
+	// a request that came over TLS.
+	SecureCookies bool
 }
 
 // Defaults.

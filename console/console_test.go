@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbackplane/backplane/internal/auththrottle"
 )
 
 // fakeBackend is a Backend over memory, for the HTTP behaviour of the
@@ -189,14 +191,15 @@ func TestEveryPageNeedsAnOperator(t *testing.T) {
 	paths := []string{"/ui", "/ui/", "/ui/approvals", "/ui/approvals/x", "/ui/journal", "/ui/journal/x",
 		"/ui/budgets", "/ui/tools", "/ui/health", "/ui/events", "/ui/api/approvals", "/ui/api/journal",
 		"/ui/api/budgets", "/ui/api/tools", "/ui/api/health", "/ui/nothing-here"}
-	for _, p := range paths {
+	for i, p := range paths {
 		// A caller's token is refused with 403, whatever the page.
 		resp, body := do(t, cl, "GET", srv.URL+p, callerToken, nil, nil)
 		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "caller") {
 			t.Errorf("GET %s with a caller token: %d %q, want 403 naming the caller token", p, resp.StatusCode, body)
 		}
-		// An unknown token: 401 with a challenge.
-		resp, _ = do(t, cl, "GET", srv.URL+p, "nobody", nil, nil)
+		// An unknown token: 401 with a challenge (each its own, or the
+		// throttle of failed tokens would answer 429 after ten).
+		resp, _ = do(t, cl, "GET", srv.URL+p, fmt.Sprintf("%02d-nobody", i), nil, nil)
 		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 			t.Errorf("GET %s with an unknown token: %d, want 401 with WWW-Authenticate", p, resp.StatusCode)
 		}
@@ -604,32 +607,76 @@ func TestTrustedOriginIsAccepted(t *testing.T) {
 	}
 }
 
+// Failed tokens are throttled by what they start with, not by address
+// (issue 22, finding 13: any local process, all sharing 127.0.0.1, could
+// lock the operator out of the login form, and wrong bearer tokens on
+// /ui/api were never throttled). Guesses that start otherwise never block
+// the operator, at the form or as bearer; guesses that start like a token
+// block that token, even the right one, until the window ends.
 func TestLoginFailuresAreThrottled(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := New(&fakeBackend{}, NewTokenAuth(map[string]string{opToken: "ops"}, nil), &Options{Now: func() time.Time { return now }})
 	defer c.Close()
-	login := func(remote, tok string) int {
+	login := func(tok string) int {
 		req := httptest.NewRequest("POST", "http://127.0.0.1/ui/login", strings.NewReader(url.Values{"token": {tok}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.RemoteAddr = remote
+		req.RemoteAddr = "127.0.0.1:1"
 		w := httptest.NewRecorder()
 		c.ServeHTTP(w, req)
 		return w.Code
 	}
-	for i := range loginFailures {
-		if code := login("10.0.0.1:1", fmt.Sprint("guess", i)); code != http.StatusUnauthorized {
-			t.Fatalf("failure %d: %d, want 401", i, code)
+	api := func(tok string) int {
+		req := httptest.NewRequest("GET", "http://127.0.0.1/ui/api/health", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.RemoteAddr = "127.0.0.1:1"
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		return w.Code
+	}
+	// A flood of guesses from the operator's own address.
+	for i := range 5 * auththrottle.Failures {
+		if code := login(fmt.Sprint("guess", i)); code != http.StatusUnauthorized {
+			t.Fatalf("login failure %d: %d, want 401", i, code)
+		}
+		if code := api(fmt.Sprintf("%03d-bearer-guess", i)); code != http.StatusUnauthorized {
+			t.Fatalf("bearer failure %d: %d, want 401", i, code)
 		}
 	}
-	// Used up: even the right token waits for the window to end.
-	if code := login("10.0.0.1:2", opToken); code != http.StatusTooManyRequests {
-		t.Errorf("after %d failures: %d, want 429", loginFailures, code)
+	if code := login(opToken); code != http.StatusSeeOther {
+		t.Errorf("the operator's login after a flood of other guesses: %d, want 303", code)
 	}
-	if code := login("10.0.0.2:1", opToken); code != http.StatusSeeOther {
-		t.Errorf("another address: %d, want 303", code)
+	if code := api(opToken); code != http.StatusOK {
+		t.Errorf("the operator's bearer after a flood of other guesses: %d, want 200", code)
 	}
-	now = now.Add(loginWindow)
-	if code := login("10.0.0.1:3", opToken); code != http.StatusSeeOther {
-		t.Errorf("after the window: %d, want 303", code)
+	// Guesses that start like the operator's token, as bearer.
+	for i := range auththrottle.Failures {
+		api(opToken[:auththrottle.PrefixBytes] + fmt.Sprint(i))
+	}
+	if code := api(opToken[:auththrottle.PrefixBytes] + "more"); code != http.StatusTooManyRequests {
+		t.Errorf("a guess after %d failures with its start: %d, want 429", auththrottle.Failures, code)
+	}
+	if code := login(opToken); code != http.StatusTooManyRequests {
+		t.Errorf("the right token, blocked: %d, want 429 (a right guess among wrong ones must not pass)", code)
+	}
+	now = now.Add(auththrottle.Window)
+	if code := api(opToken); code != http.StatusOK {
+		t.Errorf("after the window: %d, want 200", code)
+	}
+}
+
+// The login cookie is Secure on a TLS request, and on every request with
+// SecureCookies (a TLS proxy in front: serve.public_url), never otherwise.
+func TestLoginCookieSecure(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		c := New(&fakeBackend{}, NewTokenAuth(map[string]string{opToken: "ops"}, nil), &Options{SecureCookies: secure})
+		req := httptest.NewRequest("POST", "http://127.0.0.1/ui/login", strings.NewReader(url.Values{"token": {opToken}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		c.Close()
+		cks := w.Result().Cookies()
+		if w.Code != http.StatusSeeOther || len(cks) != 1 || cks[0].Secure != secure {
+			t.Errorf("SecureCookies %v: %d %+v", secure, w.Code, cks)
+		}
 	}
 }

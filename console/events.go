@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 // keepAlive is how often an idle stream sends a comment, so that a
@@ -144,6 +146,7 @@ func writeEvent(w http.ResponseWriter, ev event) error {
 	if err != nil {
 		return err
 	}
+	b = termtext.JSON(b) // as writeJSON
 	if bytes.ContainsAny(b, "\r\n") {
 		return fmt.Errorf("console: event data spans lines")
 	}

@@ -305,11 +305,13 @@ func (b *gatewayBackend) Health(ctx context.Context) Health {
 		}
 		h.Checks = append(h.Checks, c)
 	}
-	_, err := b.st.BudgetUsage(ctx)
-	check("store answers", err, "reads succeed")
-	if hc, ok := b.st.(store.HealthChecker); ok && err == nil {
-		check("store may serve", hc.Healthy(ctx), "this process holds the right to serve")
+	// The checks of /healthz (gateway.CheckHealth): the page says not ok
+	// exactly when /healthz answers 503.
+	checks := b.g.CheckHealth(ctx)
+	for _, c := range checks {
+		check(c.Name, c.Err, c.OK)
 	}
+	err := checks[0].Err
 	if err == nil {
 		pending, err := b.st.ListApprovals(ctx, store.ApprovalFilter{Status: store.ApprovalPending, Limit: 1000}, b.now())
 		if err == nil {

@@ -15,7 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 // Console serves the web console. Create it with New; it is an
@@ -30,7 +32,8 @@ type Console struct {
 	poll     time.Duration
 	now      func() time.Time
 	sessions *sessions
-	limiter  *loginLimiter
+	throttle *auththrottle.Throttle // failed tokens, at the form and as bearer
+	secure   bool                   // cookies are Secure whatever the request
 	handler  http.Handler
 
 	// wake tells live streams to read pending approvals now (a decision
@@ -93,7 +96,8 @@ func New(b Backend, auth Auth, opts *Options) *Console {
 		maxS = DefaultMaxSessions
 	}
 	c.sessions = &sessions{m: map[string]*session{}, ttl: ttl, max: maxS, now: c.now}
-	c.limiter = &loginLimiter{m: map[string]*failureWindow{}, now: c.now}
+	c.throttle = auththrottle.New(c.now)
+	c.secure = opts.SecureCookies
 	c.handler = c.routes()
 	return c
 }
@@ -219,9 +223,13 @@ func (c *Console) backendError(w http.ResponseWriter, r *http.Request, err error
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+	// The same value, with DEL, C1 and format characters as JSON escapes:
+	// an operator may read it with curl on a terminal.
+	w.Write(termtext.JSON(b.Bytes()))
 }
 
 // ---- login
@@ -243,19 +251,22 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	tok := strings.TrimSpace(r.PostForm.Get("token"))
 	next := safeNext(r.PostForm.Get("next"))
-	client := clientOf(r)
-	if c.limiter.blocked(client) {
-		c.log.Warn("console: login refused: too many failures", "remote", r.RemoteAddr)
+	// Throttled by what the token starts with, not by the address: every
+	// local process shares 127.0.0.1 (see internal/auththrottle).
+	if _, blocked := c.throttle.Blocked(tok); blocked {
+		c.log.Warn("console: login refused: too many failures with tokens that start like it", "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", strconv.Itoa(int(auththrottle.Window/time.Second)))
 		c.render(w, r, http.StatusTooManyRequests, "login", "Log in", "", map[string]any{"Next": next,
-			"Error": "too many wrong tokens from this address: wait a minute and try again"})
+			"Error": "too many wrong tokens that start like this one: wait and try again"})
 		return
 	}
 	name, ok := c.auth.Operator(tok)
 	if !ok {
-		c.limiter.fail(client)
 		status, msg := http.StatusUnauthorized, "this is not an operator's token"
 		if c.auth.IsCaller(tok) {
 			status, msg = http.StatusForbidden, "this is a caller's token: the console is for operators only"
+		} else {
+			c.throttle.Fail(tok)
 		}
 		c.log.Warn("console: login refused", "status", status, "remote", r.RemoteAddr)
 		c.render(w, r, status, "login", "Log in", "", map[string]any{"Next": next, "Error": msg})
@@ -269,7 +280,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: id, Path: Prefix,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure || r.TLS != nil,
 		MaxAge: int(c.sessions.ttl / time.Second),
 	})
 	c.log.Info("console: operator logged in", "operator", name)
@@ -281,7 +292,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		c.sessions.drop(ck.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure || r.TLS != nil})
 	http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
 }
 

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 //go:embed templates/*.html
@@ -112,7 +114,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	w.Write(b.Bytes())
+	// html/template escapes markup, not controls or bidi characters: a
+	// command would hide part of itself on the page as on a terminal.
+	w.Write(termtext.Markup(b.Bytes()))
 }
 
 // renderFragment renders one named partial template.
@@ -121,7 +125,7 @@ func (c *Console) renderFragment(name string, data any) (string, error) {
 	if err := templates["approvals"].ExecuteTemplate(&b, name, data); err != nil {
 		return "", err
 	}
-	return b.String(), nil
+	return string(termtext.Markup(b.Bytes())), nil
 }
 
 func staticHandler() http.Handler {

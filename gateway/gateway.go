@@ -7,11 +7,19 @@
 //     violation reported (validation, unsupported_capability);
 //  3. authorization by the policy in force, on the validated arguments,
 //     default deny (forbidden; a shell command that does not parse is
-//     validation);
+//     validation); a backend.PathResolver's path argument is decided on
+//     the real path it resolves to as well as on its text, and the backend
+//     is handed that resolution to use (backend.Call.Path);
 //  4. approval, where the policy or the tool's safety flags demand it: a
 //     persisted request bound to the caller, the tool, its definition hash
 //     and the digest of the canonical arguments (approval_required while
-//     pending, forbidden when denied);
+//     pending, forbidden when denied). A call may wait for the decision
+//     (Options.Approvals.Wait, CallRequest.ApprovalWait); the person at
+//     the caller's own client is asked where a rule sets self_approve,
+//     whatever the wait, within Options.Approvals.SelfApproveTimeout;
+//     every store read of the step is bounded (ReadTimeout); an approval
+//     is consumed only by a call whose client is there (a cancelled call
+//     withdraws; one whose client is away, CallRequest.Away, holds);
 //  5. budget reservation and 6. the durable intent, in one synced
 //     transaction of the store (budget_exceeded, resource_conflict);
 //  7. invocation of the backend with a deadline, then settlement: succeeded,
@@ -57,6 +65,7 @@ import (
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
@@ -216,14 +225,22 @@ func New(opts *Options) *Gateway {
 		g.approval.MaxPending = approval.DefaultMaxPending
 	}
 	g.approval.Wait = min(max(g.approval.Wait, 0), approval.MaxWait)
+	if g.approval.SelfApproveTimeout <= 0 {
+		g.approval.SelfApproveTimeout = approval.DefaultSelfApproveTimeout
+	}
+	g.approval.SelfApproveTimeout = min(g.approval.SelfApproveTimeout, approval.MaxSelfApproveTimeout)
+	if g.approval.ReadTimeout <= 0 {
+		g.approval.ReadTimeout = approval.DefaultReadTimeout
+	}
 	return g
 }
 
 // Store returns the gateway's store, as given in Options.Store.
 func (g *Gateway) Store() Store { return g.store }
 
-// Register adds a tool. A missing name or backend, or a name already
-// registered, is an error and nothing is registered. A schema outside the
+// Register adds a tool. A missing name or backend, a name outside
+// [A-Za-z0-9_.-]{1,128} (tool.ErrBadName), or a name already registered,
+// is an error and nothing is registered. A schema outside the
 // subset is registered unchanged (D20) and also returned as an error: hosts
 // that author their schemas should treat it as fatal; adapters of MCP
 // servers may log it, and every call of that tool then fails with it before
@@ -231,6 +248,9 @@ func (g *Gateway) Store() Store { return g.store }
 func (g *Gateway) Register(t Tool) error {
 	if t.Name == "" {
 		return errors.New("gateway: tool name is required")
+	}
+	if err := tool.CheckName(t.Name); err != nil {
+		return fmt.Errorf("gateway: tool %s: %w", termtext.Line(t.Name), err)
 	}
 	if t.Backend == nil {
 		return fmt.Errorf("gateway: tool %s: backend is required", t.Name)
@@ -246,6 +266,11 @@ func (g *Gateway) Register(t Tool) error {
 	}
 	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
 	if t.Pinned {
+		if t.HoldUnseen {
+			if err := g.holdUnseen(t.Name); err != nil {
+				return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
+			}
+		}
 		p, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now())
 		if err != nil {
 			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
@@ -266,6 +291,26 @@ func (g *Gateway) Register(t Tool) error {
 		return &tool.SchemaError{Tool: t.Name, Err: r.schemaErr}
 	}
 	return nil
+}
+
+// NoAcceptedDefinition is the accepted hash of a pinned tool held at first
+// sight (tool.Tool.HoldUnseen): no definition's hash, so every definition
+// of it is held until an operator accepts one.
+const NoAcceptedDefinition = "none"
+
+// holdUnseen records a pin that accepts nothing for a name never pinned:
+// the first SeePin of a name accepts what it sees, so it sees
+// NoAcceptedDefinition first. The store offers no insert-if-absent of a
+// held pin; between the read and the write another process seeing the
+// tool at its own start would pin it accepted (that process's start
+// trusts its catalog).
+func (g *Gateway) holdUnseen(name string) error {
+	_, err := g.store.GetPin(context.Background(), name)
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err = g.store.SeePin(context.Background(), name, NoAcceptedDefinition, g.now())
+	return err
 }
 
 // Unregister removes a tool (an upstream's tool that disappeared or is about
@@ -402,10 +447,19 @@ type CallRequest struct {
 	ApprovalWait *time.Duration
 	// Approver, when set, is the person at this call's own client (MCP
 	// elicitation). It is asked only where a policy rule sets self_approve
-	// for the call, and only when the call may wait (ApprovalWait > 0),
-	// bounded by that wait; its answer is recorded as the caller's, through
+	// for the call, whatever ApprovalWait says (0 included), bounded by
+	// Options.Approvals.SelfApproveTimeout; the call waits while it is
+	// asked. Its answer is recorded as the caller's, through
 	// ChannelElicitation.
 	Approver approval.Approver
+	// Away, when set, reports whether the call's client is away: its
+	// connection dropped and it has not come back yet. An approval
+	// decided while the client is away is not consumed by the call: the
+	// call holds until the client is back (then goes on) or ctx ends (the
+	// client is gone for good: the call withdraws, and the approval stays
+	// for the client's retry). Whoever sets Away ends ctx when the client
+	// does not come back; the hold is bounded by approval.MaxWait anyway.
+	Away func() bool
 	// Progress, when set, is called about once a second while the call
 	// waits for an approval decision.
 	Progress func(approvalID string, waited time.Duration)
@@ -477,6 +531,10 @@ type call struct {
 	rule      string // the policy rule that authorized the call (file:line)
 	committed bool
 	span      trace.Span // nil: not traced
+	// What the backend resolved the path argument to, and the policy's
+	// deny check on other paths for walks (backend.Call.Path, PathDenied).
+	path       *backend.ResolvedPath
+	pathDenied func(real string) bool
 	// decideOnly stops the call after its commit (Gateway.Decide): the
 	// intent is settled as DecisionOnly and no backend is invoked.
 	decideOnly bool
@@ -542,8 +600,25 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	c.audit("validate", "ok")
 
 	// 3. Authorization, default deny, on the validated arguments; the
-	// policy in force now decides (a reload later does not change it).
-	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: v})
+	// policy in force now decides (a reload later does not change it). A
+	// path argument is decided on the file it leads to as well as on its
+	// text (backend.PathResolver): the backend later uses that file or
+	// fails.
+	var realPath string
+	if pr, ok := t.Backend.(backend.PathResolver); ok {
+		rp, err := pr.ResolvePath(c.req.Arguments)
+		if err != nil {
+			// An escape or a loop: the text alone is decided, and the
+			// backend, told why, refuses the call in its own words.
+			rp = &backend.ResolvedPath{Field: "path", Err: err}
+		}
+		c.path, realPath = rp, rp.Real
+		pol, args := g.policy, v
+		c.pathDenied = func(real string) bool {
+			return deniesPath(pol, c.req.Caller, c.req.Session, t.Name, args, rp.Field, real)
+		}
+	}
+	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: v, RealPath: realPath})
 	if d.Err != nil {
 		c.audit("authorize", "invalid", "reason", d.Reason)
 		return nil, newError(ClassValidation, "authorize", d.Err.Error(), nil)
@@ -769,4 +844,23 @@ func policyDetails(d policy.Decision) map[string]any {
 		return nil
 	}
 	return det
+}
+
+// deniesPath says whether the policy explicitly denies the call's tool on
+// another path (a file a walk met): the call's arguments with the path
+// member replaced by real, decided on real. Only an explicit deny (a rule
+// that names it, a failed condition) counts; the default deny of a path
+// no allow names does not hide a file from a walk the policy allowed.
+func deniesPath(p policy.Policy, caller, session, tool string, args any, field, real string) bool {
+	m, ok := args.(map[string]any)
+	if !ok {
+		return false
+	}
+	cp := make(map[string]any, len(m))
+	for k, v := range m {
+		cp[k] = v
+	}
+	cp[field] = real
+	d := p.Decide(policy.Request{Caller: caller, Session: session, Tool: tool, Args: cp, RealPath: real})
+	return !d.Allow && d.Source != ""
 }

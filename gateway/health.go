@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	"github.com/agentbackplane/backplane/store"
 )
 
 // Store health as the calls see it. A store that answers reads may still
@@ -45,3 +48,41 @@ func (g *Gateway) StoreWriteError() error {
 // storeFailureWindow is how long a failed store write makes the gateway
 // unhealthy when no write succeeds after it.
 const storeFailureWindow = time.Minute
+
+// HealthCheck is one check of [Gateway.CheckHealth]: what was checked, and
+// its error (nil when it passed).
+type HealthCheck struct {
+	Name string
+	// OK says what a passing check means, for a health page.
+	OK  string
+	Err error
+}
+
+// CheckHealth runs the gateway's health checks, in order: the store
+// answers a read, the store may serve (a store that says, as PostgreSQL
+// replicas do, whether this process holds the right to), and the last
+// store write did not fail ([Gateway.StoreWriteError]). A check after a
+// failed read is not run. It is the one definition of health: /healthz
+// answers 503 and the console's health page says not ok exactly when one
+// of these fails ([Healthy]).
+func (g *Gateway) CheckHealth(ctx context.Context) []HealthCheck {
+	_, err := g.store.BudgetUsage(ctx)
+	out := []HealthCheck{{Name: "store answers", OK: "reads succeed", Err: err}}
+	if err != nil {
+		return out
+	}
+	if hc, ok := g.store.(store.HealthChecker); ok {
+		out = append(out, HealthCheck{Name: "store may serve", OK: "this process holds the right to serve", Err: hc.Healthy(ctx)})
+	}
+	return append(out, HealthCheck{Name: "store writes succeed", OK: "the last commit or settlement succeeded", Err: g.StoreWriteError()})
+}
+
+// Healthy returns the first failed check's error, nil when all passed.
+func Healthy(checks []HealthCheck) error {
+	for _, c := range checks {
+		if c.Err != nil {
+			return fmt.Errorf("%s: %w", c.Name, c.Err)
+		}
+	}
+	return nil
+}

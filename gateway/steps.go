@@ -20,7 +20,9 @@ import (
 func (c *call) approve(ctx context.Context) (string, error) {
 	g, t := c.g, c.tool
 	key := store.ApprovalKey{Caller: c.req.Caller, Tool: t.Name, DefinitionHash: t.defHash, ArgsDigest: c.digest}
-	a, err := g.store.FindApproval(ctx, key, g.now())
+	a, err := boundedRead(ctx, g.approval.ReadTimeout, func(rctx context.Context) (*store.Approval, error) {
+		return g.store.FindApproval(rctx, key, g.now())
+	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if a, err = c.createApproval(ctx, key); err != nil {
@@ -37,19 +39,28 @@ func (c *call) approve(ctx context.Context) (string, error) {
 	if a.Status == store.ApprovalPending && g.approval.Approver != nil && c.req.Approver == nil {
 		// An operator's own prompt (a terminal): it is its own bound.
 		c.askApprover(ctx, a, g.approval.Approver, false)
-		fresh, err := g.store.GetApproval(ctx, a.ID)
+		fresh, err := boundedRead(ctx, g.approval.ReadTimeout, func(rctx context.Context) (*store.Approval, error) {
+			return g.store.GetApproval(rctx, a.ID)
+		})
 		if err != nil {
 			return "", c.storeFailure(ctx, "approve", err)
 		}
 		a = fresh
 	}
-	if a.Status == store.ApprovalPending && wait > 0 {
+	// The person at the caller's own client is asked where a rule lets
+	// them decide, whatever the wait: self_approve under approval_wait 0s
+	// must not be an opt-in that does nothing.
+	selfAsk := c.req.Approver != nil && g.approverRule(a.Caller, a.Tool).SelfApprove
+	if a.Status == store.ApprovalPending && (wait > 0 || selfAsk) {
 		g.waiters.add(a.ID, 1)
-		a, err = c.awaitDecision(ctx, a, wait)
+		a, err = c.awaitDecision(ctx, a, wait, selfAsk)
 		g.waiters.add(a.ID, -1)
 		if err != nil {
 			return "", err
 		}
+	}
+	if store.EffectiveApprovalStatus(a, g.now()) == store.ApprovalApproved && !c.holdWhileAway(ctx) {
+		return "", c.withdraw(a)
 	}
 	details := map[string]any{"approval_id": a.ID, "expires_at": a.ExpiresAt.UTC().Format(time.RFC3339)}
 	if c.rule != "" {
@@ -78,6 +89,78 @@ func (c *call) approve(ctx context.Context) (string, error) {
 	return "", newError(ClassApprovalRequired, "approve", fmt.Sprintf(
 		"this call needs an approval: request %s is pending. An operator decides it (%s); then make the same call again, with the same arguments, before %s",
 		a.ID, strings.Join(hints, "; or "), a.ExpiresAt.UTC().Format(time.RFC3339)), details)
+}
+
+// boundedRead runs one store read of the approval step within timeout. The
+// read outlives the end of a wait (a decision made just then is still
+// seen) but never runs unbounded: a store that stops answering, even one
+// that ignores its context, fails the read after timeout, and a caller
+// that goes away is not kept waiting for it.
+func boundedRead[T any](ctx context.Context, timeout time.Duration, read func(context.Context) (T, error)) (T, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel() // also ends a read still running when we stop waiting
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1) // the read may finish after we stopped waiting
+	go func() {
+		v, err := read(rctx)
+		done <- result{v, err}
+	}()
+	var zero T
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-rctx.Done():
+		select {
+		case r := <-done: // it answered just then
+			return r.v, r.err
+		default:
+		}
+		return zero, fmt.Errorf("the store did not answer within %s: %w", timeout, context.DeadlineExceeded)
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// withdraw is the answer of a call whose client went away while it waited
+// for an approval: the request stays as it is, for the client's retry.
+func (c *call) withdraw(a *store.Approval) error {
+	c.audit("approve", "withdrawn", "approval_id", a.ID)
+	c.g.events.publish(ApprovalEvent{Kind: "withdrawn", Approval: *a})
+	return newError(ClassCancelled, "approve",
+		"the call went away while waiting for approval; the request stays open for the same call made again", map[string]any{"approval_id": a.ID})
+}
+
+// holdWhileAway holds an approved call while its client is away
+// (CallRequest.Away): a client that closed its transport and quit looks,
+// for a while, like one whose connection broke and will resume, and the
+// approval must be consumed only by a call whose client is there. It
+// reports whether the client is there (at once, or back within the hold);
+// false when ctx ended first or the hold reached approval.MaxWait.
+func (c *call) holdWhileAway(ctx context.Context) bool {
+	if c.req.Away == nil || !c.req.Away() {
+		return ctx.Err() == nil
+	}
+	poll := c.g.approval.PollInterval
+	if poll <= 0 {
+		poll = approval.DefaultPollInterval
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	bound := time.NewTimer(approval.MaxWait)
+	defer bound.Stop()
+	for c.req.Away() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-bound.C:
+			return false
+		case <-tick.C:
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // createApproval opens a new request, unless an identical call opened one
@@ -145,62 +228,71 @@ func (c *call) askApprover(ctx context.Context, a *store.Approval, approver appr
 	}
 }
 
-// awaitDecision asks the interactive approver, if any, then polls the store
-// until the request is decided or expires, the wait ends or ctx is done.
+// awaitDecision puts the request to the person at the caller's own client
+// when selfAsk (bounded by Options.Approvals.SelfApproveTimeout), and polls
+// the store until the request is decided or expires, the wait is over
+// (wait has passed and the person's question is closed) or ctx is done.
 // Polling (not an in-process signal) is what lets a decision made by
 // another process, such as `backplane approvals approve`, release the call.
 // A call whose client went away withdraws: the request stays as it is,
 // for the client's retry, and is never consumed by this call.
-func (c *call) awaitDecision(outer context.Context, a *store.Approval, wait time.Duration) (*store.Approval, error) {
+func (c *call) awaitDecision(outer context.Context, a *store.Approval, wait time.Duration, selfAsk bool) (*store.Approval, error) {
 	g, id := c.g, a.ID
-	ctx, cancel := context.WithTimeout(outer, wait)
-	defer cancel()
-	outerDone := func() bool { return outer.Err() != nil }
-	withdrawn := func() (*store.Approval, error) {
-		c.audit("approve", "withdrawn", "approval_id", id)
-		g.events.publish(ApprovalEvent{Kind: "withdrawn", Approval: *a})
-		return a, newError(ClassCancelled, "approve",
-			"the call went away while waiting for approval; the request stays open for the same call made again", map[string]any{"approval_id": id})
-	}
 	poll := g.approval.PollInterval
 	if poll <= 0 {
 		poll = approval.DefaultPollInterval
 	}
-	c.audit("approve", "waiting", "approval_id", id, "wait", wait.String())
-	done := make(chan struct{})
-	askee := *a
-	go func() {
-		defer close(done)
-		if c.req.Approver != nil {
-			c.askApprover(ctx, &askee, c.req.Approver, true)
-		}
-	}()
-	defer func() { cancel(); <-done }()
-	asked := (<-chan struct{})(done)
+	bound := wait
+	if selfAsk {
+		bound = max(wait, g.approval.SelfApproveTimeout)
+	}
+	c.audit("approve", "waiting", "approval_id", id, "wait", bound.String())
+	// The wait's end: a timer, not a deadline on ctx, since the person's
+	// question may keep the call waiting past it.
+	waitTimer := time.NewTimer(wait)
+	defer waitTimer.Stop()
+	waitOver := false
+	asked := make(chan struct{}) // closed once the person's question is over
+	askCtx, cancelAsk := context.WithTimeout(outer, g.approval.SelfApproveTimeout)
+	if selfAsk {
+		askee := *a
+		go func() {
+			defer close(asked)
+			c.askApprover(askCtx, &askee, c.req.Approver, true)
+		}()
+	} else {
+		close(asked)
+	}
+	askDone := asked
+	defer func() { cancelAsk(); <-askDone }()
+	askOpen := selfAsk
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	start, lastProgress := time.Now(), time.Now()
 	for {
-		fresh, err := g.store.GetApproval(context.WithoutCancel(ctx), id)
+		fresh, err := boundedRead(outer, g.approval.ReadTimeout, func(rctx context.Context) (*store.Approval, error) {
+			return g.store.GetApproval(rctx, id)
+		})
+		if outer.Err() != nil {
+			return a, c.withdraw(a)
+		}
 		if err != nil {
-			return a, c.storeFailure(ctx, "approve", err)
+			return a, c.storeFailure(outer, "approve", err)
 		}
 		a = fresh
 		if store.EffectiveApprovalStatus(a, g.now()) != store.ApprovalPending {
-			if outerDone() {
-				return withdrawn()
-			}
 			return a, nil
 		}
-		select {
-		case <-ctx.Done():
-			if outerDone() {
-				return withdrawn()
-			}
+		if waitOver && !askOpen {
 			return a, nil // the wait is over: approval_required
+		}
+		select {
+		case <-outer.Done():
+			return a, c.withdraw(a)
+		case <-waitTimer.C:
+			waitOver = true
 		case <-asked:
-			asked = nil // answered (or not): poll on until the wait ends
-			continue
+			asked, askOpen = nil, false // answered (or not): poll on until the wait ends
 		case <-tick.C:
 			if c.req.Progress != nil && time.Since(lastProgress) >= time.Second {
 				lastProgress = time.Now()
@@ -225,6 +317,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
 		Asker:  c.req.Asker,
 		Client: c.req.Client,
+		Path:   c.path, PathDenied: c.pathDenied,
 	}
 	ictx, bspan := c.startBackend(ictx, bc)
 	began := time.Now()

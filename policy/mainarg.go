@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"runtime"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -67,6 +68,14 @@ type subject struct {
 	// noAllow says why no allow entry may match it ("" when one may).
 	noAllow string
 	host    string // KindURL: the lower-case host, no trailing dot
+	// denyOnly: a command found in text bash may run later (a string
+	// evaluated as arithmetic, the arguments of eval or sudo): only deny
+	// entries are matched against it, and it is a part of the decision
+	// only when one matches.
+	denyOnly bool
+	// label says what the subject is when it is not the argument as
+	// written (the real path a link leads to), for the reason.
+	label string
 }
 
 // maxArgBytes bounds the main argument the policy looks at; validation has
@@ -76,7 +85,7 @@ const maxArgBytes = 1 << 20
 // subjects extracts the main argument and turns it into what patterns are
 // matched against: one subject, or one per simple command of a shell
 // command.
-func (r *Rules) subjects(ma MainArg, args any) ([]subject, error) {
+func (r *Rules) subjects(ma MainArg, args any, realPath string) ([]subject, error) {
 	var text string
 	present := false
 	if m, ok := args.(map[string]any); ok {
@@ -101,7 +110,18 @@ func (r *Rules) subjects(ma MainArg, args any) ([]subject, error) {
 		if !present {
 			text = "."
 		}
-		return []subject{r.cleanPath(text)}, nil
+		s := r.cleanPath(text)
+		if realPath == "" {
+			return []subject{s}, nil
+		}
+		// The file the path leads to is decided too: "src/envlink" is
+		// ".env" to a rule about ".env" (see Request.RealPath).
+		rs := r.cleanPath(realPath)
+		if rs.text == s.text && rs.noAllow == s.noAllow {
+			return []subject{s}, nil
+		}
+		rs.label = fmt.Sprintf("%s leads to %s", s.text, rs.text)
+		return []subject{s, rs}, nil
 	case KindURL:
 		s := subject{text: text}
 		u, err := url.Parse(text)
@@ -124,7 +144,7 @@ func (r *Rules) cleanPath(p string) subject {
 	if strings.ContainsRune(p, 0) {
 		return subject{text: p, noAllow: "the path holds a NUL byte"}
 	}
-	p = path.Clean(p)
+	p = path.Clean(foldPath(p))
 	if path.IsAbs(p) {
 		for _, ws := range r.workspace {
 			if p == ws {
@@ -147,7 +167,7 @@ func (e *entry) matches(s subject) bool {
 	case e.domain != "":
 		return s.host != "" && (s.host == e.domain || strings.HasSuffix(s.host, "."+e.domain))
 	case e.kind == KindPath:
-		ok, _ := doublestar.Match(e.pat, s.text)
+		ok, _ := doublestar.Match(e.patFold, s.text)
 		return ok
 	}
 	return textGlob(e.pat, s.text)
@@ -181,4 +201,27 @@ func textGlob(pattern, s string) bool {
 		p++
 	}
 	return p == len(pattern)
+}
+
+// Path names are compared as the platform's file systems compare them:
+// macOS and Windows volumes usually ignore case, so ".ENV" opens ".env"
+// there and a rule about ".env" must see it; Windows also separates with
+// '\', so "src\..\.env" is ".env". Patterns and paths are folded alike
+// (patterns at Compile, paths when decided). A case-sensitive volume on
+// those platforms is then decided as if it ignored case: stricter for a
+// deny, looser for an allow only between names that differ in case alone.
+var (
+	foldPathCase = runtime.GOOS == "darwin" || runtime.GOOS == "windows"
+	backslashSep = runtime.GOOS == "windows"
+)
+
+// foldPath is a path (or path pattern) as it is matched.
+func foldPath(p string) string {
+	if backslashSep {
+		p = strings.ReplaceAll(p, `\`, "/")
+	}
+	if foldPathCase {
+		p = strings.ToLower(p)
+	}
+	return p
 }

@@ -11,17 +11,33 @@
 //     approval; else a matching allow allows; else default deny. Between
 //     approve and allow, an entry that looks at the arguments (a PATTERN
 //     other than "*", or a CEL condition) outranks one that names only the
-//     tool: approve "bash(*)" with allow "bash(git status*)" allows
+//     tool: approve "bash(*)" with allow "bash(git status)" allows
 //     "git status" and asks for the rest, while approve "write" with allow
 //     "write" still asks (see outranks).
 //   - A shell command (a [KindShell] main argument) is parsed, never matched
-//     as text: each simple command in it, including those in &&, ||, ;,
+//     as text: each part bash may execute, including those in &&, ||, ;,
 //     pipes, subshells, $(...), backticks and process substitutions, is
 //     decided alone and the call gets the strictest decision of its parts.
-//     A part whose command name is not a literal, or which runs code given
-//     as arguments (eval, sh -c, ...), or which writes to a file through a
-//     redirection, matches no allow pattern (a bare tool name still allows
-//     it). A command that does not parse is refused with [ErrUnparsable].
+//     A part is a simple command, a [[ ]] or (( )) command, a C-style for
+//     header, or an expansion bash evaluates (a parameter operator,
+//     arithmetic with a name, a subscript). An allow pattern matches only
+//     a simple command whose name and arguments are literals or plain
+//     $VAR / ${VAR}, which does not evaluate its arguments (eval, sh -c,
+//     let, declare -i, printf -v, read, mapfile, test -v, ...) and does not
+//     write to a file through a redirection, and a [[ ]] or (( )) of
+//     literals (numbers where bash does arithmetic); a bare tool name still
+//     allows everything. Commands written inside text that bash may run
+//     later ('a[$(x)]' evaluated as arithmetic, the arguments of eval,
+//     sudo or find -exec) are matched against deny entries too.
+//   - Deciding a shell command is bounded: a command nested more than 64
+//     levels (by a scan before the parser), with a syntax tree deeper than
+//     512, or costing more than about 2 M steps, is refused with
+//     [ErrUnparsable], as is a command that does not parse.
+//   - A path ([KindPath]) is cleaned and made relative to the workspace;
+//     given the real path the backend resolved ([Request.RealPath]), it is
+//     decided on both and the stricter decision wins. Paths and patterns
+//     are compared regardless of case on macOS and Windows, and '\' is a
+//     separator on Windows.
 //   - CEL conditions are compiled and type-checked by [Compile]; their
 //     evaluation is bounded by a cost limit, and an evaluation error decides
 //     deny (fail closed).
@@ -66,6 +82,12 @@ type Request struct {
 	// nil, and numbers as jsonstrict.Number, json.Number, int64 or float64.
 	// nil means none (a tool listing decides on the tool alone).
 	Args any
+	// RealPath, when set, is the [KindPath] main argument resolved by the
+	// backend: relative to the workspace, every symbolic link followed,
+	// slash-separated ("." the workspace). The path is then decided on it
+	// and on the text as written, and the stricter decision wins: a deny
+	// that matches either denies, and an allow must match both.
+	RealPath string
 }
 
 // Decision is the verdict for one Request.

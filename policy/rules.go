@@ -64,7 +64,9 @@ type entry struct {
 	kind   ArgKind
 	field  string
 	pat    string
-	domain string // url_fetch(domain:HOST)
+	// patFold is a KindPath pattern folded as paths are (foldPath).
+	patFold string
+	domain  string // url_fetch(domain:HOST)
 	// A CEL condition.
 	cond *condition
 }
@@ -117,7 +119,7 @@ func Compile(rules []Rule, opts *Options) (*Rules, error) {
 	}
 	slices.Sort(r.globKeys)
 	for _, w := range o.Workspace {
-		r.workspace = append(r.workspace, path.Clean(strings.ReplaceAll(w, `\`, "/")))
+		r.workspace = append(r.workspace, path.Clean(foldPath(strings.ReplaceAll(w, `\`, "/"))))
 	}
 	var env *celEnv
 	for i, rule := range rules {
@@ -271,6 +273,7 @@ func (r *Rules) compileEntry(text string, effect Effect, known func(string) bool
 		if !doublestar.ValidatePattern(e.pat) {
 			return nil, fmt.Errorf("entry %q: bad path pattern %q", text, e.pat)
 		}
+		e.patFold = foldPath(e.pat)
 	case KindURL:
 		if d, ok := strings.CutPrefix(e.pat, "domain:"); ok {
 			d = strings.TrimSuffix(strings.ToLower(d), ".")
@@ -406,7 +409,7 @@ func (r *Rules) Decide(req Request) (d Decision) {
 	if needArg {
 		ma, _ := r.mainArgFor(req.Tool)
 		var err error
-		parts, err = r.subjects(ma, req.Args)
+		parts, err = r.subjects(ma, req.Args, req.RealPath)
 		if err != nil {
 			return Decision{Effect: EffectDeny, Err: err, Reason: err.Error()}
 		}
@@ -414,8 +417,18 @@ func (r *Rules) Decide(req Request) (d Decision) {
 	}
 	var out Decision
 	worst := -1
+	counted := 0
+	if shell && !slices.ContainsFunc(parts, func(s subject) bool { return !s.denyOnly }) {
+		// Only hidden commands (case 'a[$(x)]' in esac): decided as the
+		// empty command, as a command of comments is, and with them.
+		parts = append(parts, subject{})
+	}
 	for _, s := range parts {
 		p := decidePart(entries, matched, s)
+		if s.denyOnly && !(p.explicit && p.Effect == EffectDeny) {
+			continue
+		}
+		counted++
 		if shell {
 			out.Parts = append(out.Parts, p.Part)
 		}
@@ -428,6 +441,9 @@ func (r *Rules) Decide(req Request) (d Decision) {
 			case rk == 3 && s.noAllow == "":
 				out.Reason = defaultDeny(req).Reason
 			}
+			if s.label != "" {
+				out.Reason = s.label + ": " + out.Reason
+			}
 		}
 	}
 	switch out.Effect {
@@ -436,8 +452,8 @@ func (r *Rules) Decide(req Request) (d Decision) {
 	case EffectApprove:
 		out.Allow, out.RequireApproval = true, true
 	}
-	if shell && len(parts) > 1 {
-		out.Reason += fmt.Sprintf(" (the strictest of %d commands)", len(parts))
+	if shell && counted > 1 {
+		out.Reason += fmt.Sprintf(" (the strictest of %d commands)", counted)
 	}
 	return out
 }
@@ -460,7 +476,7 @@ func (p partDecision) rank() int {
 // an entry that looks at the arguments (a pattern other than only '*', or a
 // condition) over one that names only the tool; then approve over allow.
 // So "approve: [bash(*)]" asks for every command that a more specific
-// "allow: [bash(git status*)]" does not allow, while "approve: [write]"
+// "allow: [bash(git status)]" does not allow, while "approve: [write]"
 // still needs an approval for what a bare "allow: [write]" allows.
 func outranks(e, best *entry) bool {
 	if (e.effect == EffectDeny) != (best.effect == EffectDeny) {
@@ -480,6 +496,9 @@ func decidePart(entries []*entry, matched []bool, s subject) partDecision {
 	var best *entry
 	for i, e := range entries {
 		if e.cond != nil && !matched[i] {
+			continue
+		}
+		if s.denyOnly && e.effect != EffectDeny {
 			continue
 		}
 		if e.hasPat && !e.matches(s) {

@@ -284,7 +284,7 @@ func FuzzDecide(f *testing.F) {
 			if d.Allow && d.Effect == EffectDeny || d.Reason == "" {
 				t.Fatalf("%+v: inconsistent %+v", req, d)
 			}
-			if strings.Contains(d.Reason, "policy failed") {
+			if strings.Contains(d.Reason, "policy failed") || strings.Contains(d.Reason, "runtime error") {
 				t.Fatalf("%+v: the policy panicked: %s", req, d.Reason)
 			}
 		}

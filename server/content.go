@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -223,15 +225,30 @@ func (s *Server) contentPolicy() policy.ContentPolicy {
 // subscriptions are the resource URIs each session subscribed to through
 // the server; the upstream is subscribed while any session is (the
 // source counts). The SDK keeps its own record of who to notify, fed by
-// the same handlers, and forgets a session when it ends.
+// the same handlers, and forgets a session when it ends. Each session's
+// and each caller's count, subscriptions being made included, is bounded
+// (Options.MaxSubscriptionsPerSession, MaxSubscriptionsPerCaller): 20,000
+// subscribes on one session held 230 MB and reached the upstream 20,000
+// times (issue 22, item 7).
 type subscriptions struct {
 	mu        sync.Mutex
-	bySession map[*mcp.ServerSession]map[string]bool
+	bySession map[*mcp.ServerSession]*sessionSubs
+	byCaller  map[string]int // held and being made, over the caller's sessions
+}
+
+// sessionSubs are one session's subscriptions.
+type sessionSubs struct {
+	caller  string
+	uris    map[string]bool
+	pending int  // being made: counted against the caps already
+	ended   bool // the session ended: what is still being made is undone
 }
 
 // subscribe is the SDK's SubscribeHandler: granted like a read (one not
-// granted is answered as unknown), audited (step "subscribe"), passed to
-// the upstream that answers for the URI.
+// granted is answered as unknown), within the caps, audited (step
+// "subscribe"; a refusal by a cap sampled, see Server.limited), passed to
+// the upstream that answers for the URI. A URI the session holds already
+// is answered at once, and costs nothing.
 func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest, caller string) error {
 	if req.Params == nil || req.Session == nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "resources/subscribe: missing params"}
@@ -247,45 +264,98 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest, calle
 		s.auditContentStep("subscribe", caller, policy.KindResource, uri, "deny", d.Reason)
 		return &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + req.Params.URI}
 	}
-	s.subs.mu.Lock()
-	if s.subs.bySession[ss][uri] {
-		s.subs.mu.Unlock()
+	subs, held, limit, max := s.reserveSubscription(ss, caller, uri)
+	if held {
 		return nil // already: the upstream's count stays
 	}
-	s.subs.mu.Unlock()
-	if err := s.opts.Content.Subscribe(ctx, uri); err != nil {
-		s.auditContentStep("subscribe", caller, policy.KindResource, uri, "error", d.Reason)
-		return contentError(err, codeResourceNotFound, "resource not found: "+req.Params.URI)
-	}
-	s.subs.mu.Lock()
-	uris, seen := s.subs.bySession[ss]
-	if !seen {
-		if s.subs.bySession == nil {
-			s.subs.bySession = map[*mcp.ServerSession]map[string]bool{}
+	if limit != "" {
+		s.limited(caller, limit, "resources/subscribe", fmt.Sprintf("at most %d (serve.max_%s)", max, limit))
+		data, _ := json.Marshal(map[string]any{"limit": limit, "max": max})
+		who := "the session"
+		if limit == limitSubscriptionCaller {
+			who = "caller " + caller
 		}
-		uris = map[string]bool{}
-		s.subs.bySession[ss] = uris
+		return &jsonrpc.Error{Code: CodeLimitExceeded, Data: data, Message: fmt.Sprintf(
+			"resources/subscribe refused: %s holds the most subscriptions allowed (%d, serve.max_%s): unsubscribe from one first", who, max, limit)}
 	}
-	dup := uris[uri] // a concurrent subscribe of the same session won
-	uris[uri] = true
+	uerr := s.opts.Content.Subscribe(ctx, uri)
+	s.subs.mu.Lock()
+	subs.pending--
+	keep := uerr == nil && !subs.ended && !subs.uris[uri] // not a concurrent subscribe's of the same URI
+	if keep {
+		subs.uris[uri] = true
+	} else {
+		s.releaseLocked(caller, 1)
+	}
 	s.subs.mu.Unlock()
-	if dup {
-		s.opts.Content.Unsubscribe(context.WithoutCancel(ctx), uri)
+	if uerr != nil {
+		s.auditContentStep("subscribe", caller, policy.KindResource, uri, "error", d.Reason)
+		return contentError(uerr, codeResourceNotFound, "resource not found: "+req.Params.URI)
 	}
-	if !seen {
-		go func() { // its subscriptions end with the session
-			ss.Wait()
-			s.subs.mu.Lock()
-			uris := s.subs.bySession[ss]
-			delete(s.subs.bySession, ss)
-			s.subs.mu.Unlock()
-			for uri := range uris {
-				s.unsubscribeUpstream(uri)
-			}
-		}()
+	if !keep {
+		s.opts.Content.Unsubscribe(context.WithoutCancel(ctx), uri)
 	}
 	s.auditContentStep("subscribe", caller, policy.KindResource, uri, "ok", d.Reason)
 	return nil
+}
+
+// reserveSubscription counts a subscription of uri being made by ss
+// against the caps; or says that ss holds it already (held), or which cap
+// refuses it (limit, and its max).
+func (s *Server) reserveSubscription(ss *mcp.ServerSession, caller, uri string) (subs *sessionSubs, held bool, limit string, max int) {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	subs = s.subs.bySession[ss]
+	if subs != nil && subs.uris[uri] {
+		return nil, true, "", 0
+	}
+	n := 0
+	if subs != nil {
+		n = len(subs.uris) + subs.pending
+	}
+	perSession, perCaller := s.opts.MaxSubscriptionsPerSession, s.opts.MaxSubscriptionsPerCaller
+	switch {
+	case perSession >= 0 && n >= perSession:
+		return nil, false, limitSubscriptionSession, perSession
+	case perCaller >= 0 && s.subs.byCaller[caller] >= perCaller:
+		return nil, false, limitSubscriptionCaller, perCaller
+	}
+	if subs == nil {
+		if s.subs.bySession == nil {
+			s.subs.bySession = map[*mcp.ServerSession]*sessionSubs{}
+			s.subs.byCaller = map[string]int{}
+		}
+		subs = &sessionSubs{caller: caller, uris: map[string]bool{}}
+		s.subs.bySession[ss] = subs
+		go s.endSubscriptions(ss, subs)
+	}
+	subs.pending++
+	s.subs.byCaller[caller]++
+	return subs, false, "", 0
+}
+
+// endSubscriptions undoes a session's subscriptions when it ends.
+func (s *Server) endSubscriptions(ss *mcp.ServerSession, subs *sessionSubs) {
+	ss.Wait()
+	s.subs.mu.Lock()
+	subs.ended = true
+	if s.subs.bySession[ss] == subs {
+		delete(s.subs.bySession, ss)
+	}
+	uris := subs.uris
+	subs.uris = map[string]bool{}
+	s.releaseLocked(subs.caller, len(uris))
+	s.subs.mu.Unlock()
+	for uri := range uris {
+		s.unsubscribeUpstream(uri)
+	}
+}
+
+// releaseLocked takes n subscriptions off caller's count; s.subs.mu held.
+func (s *Server) releaseLocked(caller string, n int) {
+	if s.subs.byCaller[caller] -= n; s.subs.byCaller[caller] <= 0 {
+		delete(s.subs.byCaller, caller)
+	}
 }
 
 // unsubscribe is the SDK's UnsubscribeHandler; unsubscribing from what the
@@ -301,13 +371,25 @@ func (s *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) err
 		return nil
 	}
 	s.subs.mu.Lock()
-	had := s.subs.bySession[req.Session][uri]
-	delete(s.subs.bySession[req.Session], uri)
+	subs := s.subs.bySession[req.Session]
+	had := subs != nil && subs.uris[uri]
+	if had {
+		delete(subs.uris, uri)
+		s.releaseLocked(subs.caller, 1)
+	}
 	s.subs.mu.Unlock()
 	if had {
 		s.unsubscribeUpstream(uri)
 	}
 	return nil
+}
+
+// SubscriptionCount returns how many resource subscriptions caller holds
+// (or is making) over all its sessions.
+func (s *Server) SubscriptionCount(caller string) int {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	return s.subs.byCaller[caller]
 }
 
 func (s *Server) unsubscribeUpstream(uri string) {

@@ -53,7 +53,7 @@ func TestUpstreamResourcesAndPrompts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Resources: []string{"demo://resource/static/document/architecture.md"}, Prompts: []string{"simple-prompt"}}})
+	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Resources: []string{"demo://resource/static/document/architecture.md"}, Prompts: []string{"one.simple-prompt"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +96,15 @@ func TestUpstreamResourcesAndPrompts(t *testing.T) {
 		t.Errorf("the refusal is not audited:\n%s", audit)
 	}
 	prompts, err := alice.ListPrompts(ctx, nil)
-	if err != nil || len(prompts.Prompts) != 1 || prompts.Prompts[0].Name != "simple-prompt" {
+	// Named after the server's prefix, like its tools (issue 22, finding 23).
+	if err != nil || len(prompts.Prompts) != 1 || prompts.Prompts[0].Name != "one.simple-prompt" {
 		t.Fatalf("alice's prompts: %+v %v", prompts, err)
 	}
-	got, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: "simple-prompt"})
+	got, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: "one.simple-prompt"})
 	if err != nil || len(got.Messages) == 0 {
 		t.Errorf("get prompt: %+v %v", got, err)
 	}
-	if _, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: "args-prompt", Arguments: map[string]string{"city": "x"}}); err == nil {
+	if _, err := alice.GetPrompt(ctx, &mcp.GetPromptParams{Name: "one.args-prompt", Arguments: map[string]string{"city": "x"}}); err == nil {
 		t.Error("a prompt not granted was got")
 	}
 
@@ -117,11 +118,24 @@ func TestUpstreamResourcesAndPrompts(t *testing.T) {
 	}
 }
 
-// TestUpstreamResourceCollisionRefused: two servers listing the same
-// resource URIs are refused at start, naming both.
-func TestUpstreamResourceCollisionRefused(t *testing.T) {
-	_, err := everythingContent(t, true)
-	if err == nil || !strings.Contains(err.Error(), "listed by servers one and two") {
-		t.Fatalf("NewContent: %v, want a collision naming both servers", err)
+// TestUpstreamResourceCollisionRefusedWhenRead: two copies of a server
+// listing the same resource URIs and prompt names start (issue 22, finding
+// 23: the start was refused); each prompt carries its server's prefix, and
+// a shared URI is refused when read, naming both servers.
+func TestUpstreamResourceCollisionRefusedWhenRead(t *testing.T) {
+	content, err := everythingContent(t, true)
+	if err != nil {
+		t.Fatalf("NewContent of two copies: %v", err)
+	}
+	ctx := context.Background()
+	const uri = "demo://resource/static/document/architecture.md"
+	_, err = content.ReadResource(ctx, uri)
+	if !errors.Is(err, upstream.ErrAmbiguousContent) || !strings.Contains(err.Error(), "one and two") {
+		t.Errorf("read of a URI both list: %v, want ErrAmbiguousContent naming one and two", err)
+	}
+	for _, name := range []string{"one.simple-prompt", "two.simple-prompt"} {
+		if res, err := content.GetPrompt(ctx, name, nil); err != nil || len(res.Messages) == 0 {
+			t.Errorf("%s: %+v %v", name, res, err)
+		}
 	}
 }

@@ -6,15 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-
-	"github.com/agentbackplane/backplane/internal/mcpstream"
-	"github.com/agentbackplane/backplane/oauth"
-	"github.com/agentbackplane/backplane/store"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/mcpstream"
+	"github.com/agentbackplane/backplane/oauth"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -34,7 +34,7 @@ func (s *Server) Handler() http.Handler {
 	// WWW-Authenticate challenge; the SDK's own middleware after it puts
 	// the caller where the MCP handlers (callerFromToken) and the session
 	// binding (a session answers only to the caller that opened it) read it.
-	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler)))))), true))
+	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.rateLimitHTTP(s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler))))))), true))
 	s.serveMetadata(mux)
 	s.serveHooks(mux)
 	// The metrics name callers and tools: operators only.
@@ -92,7 +92,24 @@ func (s *Server) checkRequestIDs(next http.Handler) http.Handler {
 // (authenticate), and passes on who the others are.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A token that starts like ones that failed too often is refused
+		// unchecked (a right guess among wrong ones must not pass), and
+		// every other token is checked as usual: a flood of wrong tokens
+		// does not lock out the holders of right ones (internal/auththrottle).
+		token, hasToken := bearer(r.Header.Get("Authorization"))
+		if hasToken {
+			if left, blocked := s.throttle.Blocked(token); blocked {
+				w.Header().Set("Retry-After", strconv.Itoa(int(max(left.Round(time.Second)/time.Second, 1))))
+				http.Error(w, "too many wrong bearer tokens that start like this one: wait and try again", http.StatusTooManyRequests)
+				return
+			}
+		}
 		id, err := s.authenticate(r)
+		if err != nil && hasToken {
+			if s.throttle.Fail(token) {
+				s.log.Warn("bearer tokens that start alike failed too often: they are refused for a while", "remote", r.RemoteAddr)
+			}
+		}
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", s.challenge(err))
 			msg := "a valid bearer token is required"
@@ -126,14 +143,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_, err := s.g.Store().BudgetUsage(ctx)
-	if hc, ok := s.g.Store().(store.HealthChecker); ok && err == nil {
-		err = hc.Healthy(ctx)
-	}
-	if err == nil {
-		// Reads may work while every write fails (a full disk).
-		err = s.g.StoreWriteError()
-	}
+	// The same checks as the console's health page (gateway.CheckHealth).
+	err := gateway.Healthy(s.g.CheckHealth(ctx))
 	if err != nil {
 		s.log.Warn("health check: the store cannot serve", "error", err)
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -129,7 +129,7 @@ func (s *Server) limitSessions(next http.Handler) http.Handler {
 		open := s.liveSessionsLocked(caller) + s.sess.pending[caller]
 		if open >= max {
 			s.sess.mu.Unlock()
-			s.log.Warn("session refused: the caller holds the most sessions allowed", "caller", caller, "open", open, "max", max)
+			s.refusals.warn(s.log, "sessions "+caller, "session refused: the caller holds the most sessions allowed", "caller", caller, "open", open, "max", max)
 			w.Header().Set("Retry-After", "60")
 			http.Error(w, fmt.Sprintf(
 				"caller %s already holds %d MCP sessions, the most allowed (serve.max_sessions_per_caller): end one with DELETE, or wait for an idle one to close (serve.session_idle_timeout)",
@@ -166,7 +166,8 @@ func (s *Server) checkOrigin(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s.log.Warn("request refused: origin not allowed", "origin", origin)
+		// One key for every origin: the header is the sender's to vary.
+		s.refusals.warn(s.log, "origin", "request refused: origin not allowed", "origin", origin)
 		http.Error(w, fmt.Sprintf("Forbidden: origin %q is not allowed (serve.allowed_origins)", origin), http.StatusForbidden)
 	})
 }

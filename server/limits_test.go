@@ -18,7 +18,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
@@ -264,7 +266,9 @@ func (s *failingStore) CommitIntent(ctx context.Context, req *store.CommitReques
 
 // TestHealthzWhenCommitsFail: /healthz answers 503 while the gateway's
 // commits fail though the store still answers reads (a full disk), and ok
-// again once a commit succeeds (finding 13).
+// again once a commit succeeds (finding 13). The console's health page
+// says the same at every step (round 3, finding 22: it said ok while
+// /healthz answered 503).
 func TestHealthzWhenCommitsFail(t *testing.T) {
 	st, err := sqlite.Open(t.TempDir(), &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -281,12 +285,17 @@ func TestHealthzWhenCommitsFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	hs := httpServer(t, server.New(g, nil))
+	page := console.GatewayBackend(g, nil)
 	health := func() int {
+		t.Helper()
 		resp, err := http.Get(hs.URL + server.PathHealthz)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		if h := page.Health(context.Background()); h.OK != (resp.StatusCode == http.StatusOK) {
+			t.Errorf("the console's health page says ok=%v while /healthz answers %d: %+v", h.OK, resp.StatusCode, h.Checks)
+		}
 		return resp.StatusCode
 	}
 	callEcho := func() error {
@@ -373,4 +382,60 @@ func TestHostAndBodyRefusals(t *testing.T) {
 	if n := s.SessionCount("alice"); n != 0 {
 		t.Errorf("%d sessions opened by refused requests", n)
 	}
+}
+
+// Wrong bearer tokens on /mcp are throttled by what they start with (issue
+// 22, finding 13: they were never throttled): a flood of guesses that start
+// otherwise never blocks the real token; guesses that start like it block
+// it, the right one too (429, Retry-After), until the window ends.
+func TestBearerFailuresAreThrottled(t *testing.T) {
+	f := newFixture(t)
+	const real = "tok-alice-Rz7kQ2vX9mLp"
+	hs := httpServer(t, server.New(f.g, &server.Options{Tokens: map[string]string{real: "alice"}}))
+	for i := range 3 * auththrottle.Failures {
+		if code, _ := rawPost(t, hs.URL, fmt.Sprintf("%03d-guess-token", i), nil, initializeMsg); code != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d, want 401", i, code)
+		}
+	}
+	if code, body := rawPost(t, hs.URL, real, nil, initializeMsg); code != http.StatusOK {
+		t.Fatalf("the real token after a flood of other guesses: %d %s", code, body)
+	}
+	for i := range auththrottle.Failures {
+		rawPost(t, hs.URL, real[:auththrottle.PrefixBytes]+fmt.Sprint(i), nil, initializeMsg)
+	}
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+server.PathMCP, strings.NewReader(initializeMsg))
+	req.Header.Set("Authorization", "Bearer "+real)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a token whose start failed %d times: %d (Retry-After %q), want 429", auththrottle.Failures, resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// /metrics, the operators' door, shares the throttle.
+	for i := range auththrottle.Failures {
+		if code, _ := get(t, hs.URL+server.PathMetrics, fmt.Sprintf("%02d-metrics-guess-token", i)); code != http.StatusUnauthorized {
+			t.Fatalf("/metrics guess %d: %d, want 401", i, code)
+		}
+	}
+	for i := range auththrottle.Failures {
+		get(t, hs.URL+server.PathMetrics, "metrics-guess-token-"+fmt.Sprint(i))
+	}
+	if code, _ := get(t, hs.URL+server.PathMetrics, "metrics-guess-token-x"); code != http.StatusTooManyRequests {
+		t.Errorf("/metrics after %d failures with one start: %d, want 429", auththrottle.Failures, code)
+	}
+}
+
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

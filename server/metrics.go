@@ -32,6 +32,7 @@ type metrics struct {
 	refusals *prometheus.CounterVec
 	failures *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	limited  *prometheus.CounterVec
 }
 
 func newMetrics(st store.Budgets, extra ...prometheus.Collector) *metrics {
@@ -56,8 +57,12 @@ func newMetrics(st store.Budgets, extra ...prometheus.Collector) *metrics {
 			// approval (minutes).
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 		}, []string{"tool"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "backplane_mcp_requests_limited_total",
+			Help: "MCP requests refused by a limit of the server, by caller and limit (rate, subscriptions_per_session, subscriptions_per_caller).",
+		}, []string{"caller", "limit"}),
 	}
-	m.reg.MustRegister(m.calls, m.refusals, m.failures, m.latency,
+	m.reg.MustRegister(m.calls, m.refusals, m.failures, m.latency, m.limited,
 		&budgetCollector{st: st},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

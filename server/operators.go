@@ -25,13 +25,21 @@ func (s *Server) operatorOfToken(token string) (string, bool) {
 
 // Operator authenticates an operator's request by its bearer token. It
 // returns the operator's name and 200, or 401 (no token, or one nobody
-// has) or 403 (a caller's token: callers are not operators).
+// has), 403 (a caller's token: callers are not operators) or 429 (a token
+// that starts like ones that failed too often: the throttle /mcp uses).
 func (s *Server) Operator(r *http.Request) (string, int) {
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return "", http.StatusUnauthorized
 	}
-	return s.OperatorOfToken(token)
+	if _, blocked := s.throttle.Blocked(token); blocked {
+		return "", http.StatusTooManyRequests
+	}
+	name, status := s.OperatorOfToken(token)
+	if status == http.StatusUnauthorized {
+		s.throttle.Fail(token)
+	}
+	return name, status
 }
 
 // OperatorOfToken is [Server.Operator] for a token obtained otherwise (a
@@ -66,6 +74,10 @@ func (s *Server) RequireOperator(next http.Handler) http.Handler {
 		case http.StatusForbidden:
 			http.Error(w, "this is for operators: a caller's token is not an operator's", http.StatusForbidden)
 			return
+		case http.StatusTooManyRequests:
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, "too many wrong bearer tokens that start like this one: wait and try again", http.StatusTooManyRequests)
+			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="backplane-operators", error="invalid_token"`)
 		msg := "an operator's bearer token is required"
@@ -89,7 +101,12 @@ func (s *Server) trackRequests(next http.Handler) http.Handler {
 		r.Header.Set(requestHeader, id)
 		s.httpRequests.Store(id, r.Context())
 		defer s.httpRequests.Delete(id)
-		defer s.sessionRequest(r.Header.Get("Mcp-Session-Id"))()
+		// A GET with Last-Event-ID resumes a stream: its client is back;
+		// only when it is the session's own caller's (the SDK refuses
+		// another's after this, but a call must not be kept by it).
+		resuming := r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" &&
+			s.ownsSession(r.Context(), r.Header.Get("Mcp-Session-Id"))
+		defer s.sessionRequest(r.Header.Get("Mcp-Session-Id"), resuming, r.Context())()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,19 +36,107 @@ func (s *Server) eventStore() mcp.EventStore {
 	return es
 }
 
-// sessionRequest counts an HTTP request of session in progress; the
-// returned function ends it.
-func (s *Server) sessionRequest(session string) func() {
+// sessionLive is what the server knows of one HTTP session's requests in
+// progress: how many there are (so that the entry is forgotten with the
+// session), which of them resume a stream (they carry Last-Event-ID), and
+// the calls whose own request dropped, waiting for such a resumption.
+//
+// Only a resumption counts as the client coming back: a session's other
+// requests (the standalone GET stream the TypeScript SDK holds open from
+// initialize on, a later unrelated POST) say nothing of whether the client
+// still wants the call whose request dropped.
+type sessionLive struct {
+	requests atomic.Int64
+
+	mu      sync.Mutex
+	resumes map[*context.Context]struct{} // live resuming requests
+	waiting map[*resumeWaiter]struct{}    // calls waiting for one
+}
+
+// resumeWaiter is one dropped call waiting for its client: resumed gets
+// the context of the request that resumed the session's stream.
+type resumeWaiter struct{ resumed chan context.Context }
+
+// sessionRequest counts an HTTP request of session in progress, and, when
+// it resumes a stream (Last-Event-ID), hands its context to the calls
+// waiting for their client; the returned function ends it.
+func (s *Server) sessionRequest(session string, resuming bool, ctx context.Context) func() {
 	if session == "" {
 		return func() {}
 	}
-	v, _ := s.live.LoadOrStore(session, new(atomic.Int64))
-	n := v.(*atomic.Int64)
-	n.Add(1)
+	v, _ := s.live.LoadOrStore(session, &sessionLive{})
+	l := v.(*sessionLive)
+	l.requests.Add(1)
+	key := &ctx
+	if resuming {
+		l.mu.Lock()
+		if l.resumes == nil {
+			l.resumes = map[*context.Context]struct{}{}
+		}
+		l.resumes[key] = struct{}{}
+		for w := range l.waiting {
+			select {
+			case w.resumed <- ctx:
+			default: // already resumed by another request
+			}
+		}
+		l.mu.Unlock()
+	}
 	return func() {
-		// The counter of a session that ended (or never was) goes with
-		// its last request; an open one's stays for cancelUnlessResumed.
-		if n.Add(-1) == 0 {
+		if resuming {
+			l.mu.Lock()
+			delete(l.resumes, key)
+			l.mu.Unlock()
+		}
+		// The entry of a session that ended (or never was) goes with its
+		// last request; an open one's stays for cancelUnlessResumed.
+		if l.requests.Add(-1) == 0 {
+			if _, open := s.openSessions.Load(session); !open {
+				s.live.CompareAndDelete(session, v)
+			}
+		}
+	}
+}
+
+// ownsSession reports whether the request of ctx was authenticated as the
+// caller that opened session.
+func (s *Server) ownsSession(ctx context.Context, session string) bool {
+	id, ok := identFrom(ctx)
+	if !ok || session == "" {
+		return false
+	}
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	owner, known := s.sess.owner[session]
+	return known && owner == id.caller
+}
+
+// awaitResume registers w for a resumption of session; when one is in
+// progress already (the client noticed the drop and came back before the
+// server did), w gets it at once. The returned function unregisters w.
+func (s *Server) awaitResume(session string, w *resumeWaiter) func() {
+	v, _ := s.live.LoadOrStore(session, &sessionLive{})
+	l := v.(*sessionLive)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waiting == nil {
+		l.waiting = map[*resumeWaiter]struct{}{}
+	}
+	l.waiting[w] = struct{}{}
+	for ctx := range l.resumes {
+		select {
+		case w.resumed <- *ctx:
+		default:
+		}
+		break
+	}
+	return func() {
+		l.mu.Lock()
+		delete(l.waiting, w)
+		l.mu.Unlock()
+		// The entry of a session that ended meanwhile goes with its
+		// last waiter, as with its last request.
+		if l.requests.Load() == 0 {
 			if _, open := s.openSessions.Load(session); !open {
 				s.live.CompareAndDelete(session, v)
 			}
@@ -56,33 +145,39 @@ func (s *Server) sessionRequest(session string) func() {
 }
 
 // sessionOpened records an initialized HTTP session until it ends; then
-// its request counter is forgotten (one per session would otherwise stay
-// for the life of the process).
+// its entry is forgotten (one per session would otherwise stay for the
+// life of the process).
 func (s *Server) sessionOpened(ss *mcp.ServerSession) {
 	id := ss.ID()
 	s.openSessions.Store(id, struct{}{})
 	go func() {
 		ss.Wait()
 		s.openSessions.Delete(id)
-		if v, ok := s.live.Load(id); ok && v.(*atomic.Int64).Load() == 0 {
+		if v, ok := s.live.Load(id); ok && v.(*sessionLive).requests.Load() == 0 {
 			s.live.CompareAndDelete(id, v)
 		}
 	}()
 }
 
-// liveCounters is how many HTTP sessions have a request counter (tests).
+// liveCounters is how many HTTP sessions have an entry (tests).
 func (s *Server) liveCounters() int {
 	n := 0
 	s.live.Range(func(any, any) bool { n++; return true })
 	return n
 }
 
-// cancelUnlessResumed runs when the HTTP request of a call ends before the
-// call: the call is cancelled (its client went away: it must not consume
-// an approval), unless streams are resumable and the session has a request
-// in progress again within the grace (the client reconnected, with
-// Last-Event-ID, to get the answer).
-func (s *Server) cancelUnlessResumed(ctx context.Context, ss *mcp.ServerSession, cancel context.CancelFunc) {
+// cancelUnlessResumed runs when the HTTP request carrying a call ends
+// before the call. The client is away from then on (away is set): a call
+// that is approved meanwhile does not go on (the gateway holds it:
+// gateway.CallRequest.Away), since a client that closed its transport and
+// quit looks the same as one whose connection broke. The call is
+// cancelled (its client went away: it must not consume an approval),
+// unless streams are resumable and a request of the session resumes a
+// stream (Last-Event-ID) within the grace: then the client is back, and
+// that request carries the call, watched the same way.
+func (s *Server) cancelUnlessResumed(ctx context.Context, ss *mcp.ServerSession, cancel context.CancelFunc, away *atomic.Bool) {
+	away.Store(true)
+	s.drops.Add(1)
 	grace := s.opts.ResumeGrace
 	if grace == 0 {
 		grace = DefaultResumeGrace
@@ -91,25 +186,22 @@ func (s *Server) cancelUnlessResumed(ctx context.Context, ss *mcp.ServerSession,
 		cancel()
 		return
 	}
-	v, _ := s.live.LoadOrStore(ss.ID(), new(atomic.Int64))
-	n := v.(*atomic.Int64)
+	w := &resumeWaiter{resumed: make(chan context.Context, 1)}
+	unregister := s.awaitResume(ss.ID(), w)
 	go func() {
+		defer unregister()
 		t := time.NewTimer(grace)
 		defer t.Stop()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				cancel()
-				return
-			case <-tick.C:
-				if n.Load() > 0 {
-					return // resumed
-				}
-			}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			cancel()
+		case rctx := <-w.resumed:
+			away.Store(false)
+			// Once the resuming request ends too, the same again. (It
+			// ends at the latest when the session does.)
+			stop := context.AfterFunc(rctx, func() { s.cancelUnlessResumed(ctx, ss, cancel, away) })
+			context.AfterFunc(ctx, func() { stop() })
 		}
 	}()
 }

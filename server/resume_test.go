@@ -281,3 +281,72 @@ func TestSessionCounterForgottenAtIdleTimeout(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// away is a client transport whose first tools/call stream breaks after
+// its first event and whose resumptions (GET with Last-Event-ID) never
+// reach the server (they hang until given up), while its standalone GET
+// stream stays open: a client that has abandoned its call but not its
+// session.
+type away struct {
+	cutter
+}
+
+func (a *away) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	return a.cutter.RoundTrip(r)
+}
+
+// TestStandaloneStreamIsNoResumption: a session's standalone GET stream
+// (open from before the drop, without Last-Event-ID) does not count as
+// the client coming back for a call whose request dropped; an approval
+// decided while the client is away is not consumed by that call, which
+// withdraws at the end of the grace. (Finding 17 of issue 22: before, any
+// request of the session in progress counted as a resumption, and a call
+// approved within the grace ran for a client that had gone.)
+func TestStandaloneStreamIsNoResumption(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-a": "alice"}, ApprovalWait: 30 * time.Second, ResumeGrace: 2 * time.Second})
+	hs := httpServer(t, s)
+	tr := &away{cutter: cutter{base: http.DefaultTransport, token: "tok-a"}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "abandoner", Version: "v0"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: hs.URL + server.PathMCP, HTTPClient: &http.Client{Transport: tr}, MaxRetries: 1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	// The abandoned call's client side hangs in its reconnection: ended
+	// before the session is closed (cleanups run last first).
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	go func() {
+		p := &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"target": "prod-db"}}
+		p.SetProgressToken("tok-s")
+		cs.CallTool(ctx, p)
+	}()
+	waitFor(t, "the server to see the call's request end", func() bool { return server.Drops(s) > 0 })
+	aprs := approvalsOf(t, f.st, "danger")
+	if len(aprs) != 1 || aprs[0].Status != store.ApprovalPending {
+		t.Fatalf("approvals %+v", aprs)
+	}
+	if err := f.st.DecideApproval(context.Background(), aprs[0].ID, store.Decision{Approve: true, By: "carol", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the call to withdraw", func() bool { return server.ActiveCalls(s) == 0 })
+	if n := f.dangers.Load(); n != 0 {
+		t.Errorf("the tool ran %d times for a client that had abandoned the call", n)
+	}
+	if a := approvalsOf(t, f.st, "danger"); len(a) != 1 || a[0].ConsumedBy != "" {
+		t.Errorf("the approval after the abandoned call: %+v", a)
+	}
+	// The standalone stream is still there (the session is alive): a new
+	// call of the same session consumes the approval.
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"target": "prod-db"}})
+	if err != nil || res.IsError || f.dangers.Load() != 1 {
+		t.Errorf("the retry: %v %+v, ran %d times", err, res, f.dangers.Load())
+	}
+}

@@ -39,11 +39,18 @@
 //     timeout) for a decision taken elsewhere, sending notifications/progress
 //     when the request carried a progress token. Where a policy rule sets
 //     self_approve and the client declared elicitation, the request is put
-//     to the person at that client through elicitation/create, bounded by
-//     the same wait; the decision is recorded as the caller's, through the
-//     elicitation channel. A call ends when its client's HTTP request does
-//     (a disconnect) or on notifications/cancelled, and then never consumes
-//     an approval.
+//     to the person at that client through elicitation/create, whatever
+//     the wait (0 included), bounded by the gateway's self-approval
+//     timeout (approval.Options.SelfApproveTimeout); the decision is
+//     recorded as the caller's, through the elicitation channel. A call
+//     ends when its client's HTTP request does (a disconnect) or on
+//     notifications/cancelled, and then never consumes an approval. While
+//     a call's request has dropped and no request of its session has
+//     resumed a stream (Last-Event-ID: other requests, such as a
+//     standalone GET stream opened before, do not count), its client is
+//     away: an approval decided then is not consumed by the call, which
+//     goes on only once the client is back and withdraws when the resume
+//     grace ends first.
 //   - ask_user_question (the built-in tool): when the client declared the
 //     elicitation capability, the question of a call is put to the person
 //     at that client through elicitation/create (the call carries it: [gateway.CallRequest.Asker]);
@@ -85,13 +92,29 @@
 //     headers, bodies, idle connections and non-stream writes have
 //     timeouts ([HTTPTimeouts]); /mcp's event streams are never cut by
 //     them.
+//   - Limits of every face (ratelimit.go): each caller's requests draw on
+//     a token bucket ([Options.RateLimit], [Options.RateBurst]) before any
+//     work: over HTTP every /mcp request (past it: 429 with Retry-After),
+//     over stdio every message (past it: a JSON-RPC error,
+//     [CodeLimitExceeded], with the seconds to wait). A session holds at
+//     most [Options.MaxSubscriptionsPerSession] resource subscriptions and
+//     a caller [Options.MaxSubscriptionsPerCaller] (one more:
+//     CodeLimitExceeded, never sent upstream); a repeated subscribe of a
+//     URI held costs nothing. Every refusal is counted in /metrics
+//     (backplane_mcp_requests_limited_total) and sampled in the audit log
+//     (the first per caller and limit each second, with the count since
+//     the last); the server's log lines of them are throttled as every
+//     refusal's (logthrottle.go).
 //   - Trace context: a tools/call's _meta traceparent and tracestate (W3C
 //     Trace Context), else the HTTP request's headers of those names, make
 //     the gateway's span of the call (when it traces) a child of the
 //     caller's; an invalid one is ignored. [Options.Collectors] add to
 //     /metrics (the trace exporter's dropped-span counters).
 //   - Over stdio, a line that is not a JSON-RPC message is answered with a
-//     JSON-RPC error (-32700, -32600) and skipped.
+//     JSON-RPC error (-32700, -32600) and skipped. A request read before
+//     the end of input is answered before the session ends, within
+//     [Options.StdioDrain] (10s by default): a call still running then
+//     is cancelled.
 //
 // The server speaks the session-based MCP protocol versions
 // ([ProtocolVersions], 2025-11-25 and older). 2026-07-28 forbids a server
@@ -124,6 +147,7 @@ import (
 
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/policy"
@@ -169,9 +193,10 @@ type Options struct {
 	// transport given to Connect).
 	StdioCaller string
 	// ApprovalWait bounds how long a call waits for an approval decision
-	// (and how long an elicitation may stay unanswered). 0 (the default),
-	// or a negative value, returns approval_required at once; at most
-	// approval.MaxWait, below the MCP SDK clients' 60s request timeout.
+	// taken elsewhere. 0 (the default), or a negative value, returns
+	// approval_required at once; at most approval.MaxWait, below the MCP
+	// SDK clients' 60s request timeout. (A question put to the person at
+	// the caller's own client has its own bound: the gateway's.)
 	ApprovalWait time.Duration
 	// Logger receives the server's own events (not the gateway's audit).
 	// Default: discard.
@@ -220,21 +245,49 @@ type Options struct {
 	// Collectors are more Prometheus metrics served at /metrics (the
 	// tracing exporter's counters).
 	Collectors []prometheus.Collector
+	// RateLimit is each caller's rate of requests, a token bucket of
+	// RateBurst (at least 1) refilled RateLimit times a second, that
+	// every MCP request and notification draws on, over HTTP and stdio:
+	// past it a request is refused before any work (HTTP 429 with
+	// Retry-After; over stdio a JSON-RPC error, CodeLimitExceeded).
+	// 0 or negative: no limit (serve's configuration sets one by
+	// default: serve.rate_limit).
+	RateLimit, RateBurst int
+	// MaxSubscriptionsPerSession and MaxSubscriptionsPerCaller bound the
+	// resources/subscribe a session, and a caller over all its sessions,
+	// hold at once; one more is refused (CodeLimitExceeded); a repeated
+	// subscribe of a URI held is no new one. Defaults 256 and 1024;
+	// negative: no bound.
+	MaxSubscriptionsPerSession, MaxSubscriptionsPerCaller int
+	// StdioDrain bounds how long ServeStdio, once its input ended, waits
+	// for the answers to the requests read before the end. Default
+	// DefaultStdioDrain; negative: the session ends at once.
+	StdioDrain time.Duration
 	// Hooks, when set, serves the coding agents' hook endpoints at
 	// PathHooks (hooks.go). Nil: none.
 	Hooks *HookOptions
 }
 
+// DefaultStdioDrain is how long the requests a stdio client sent before
+// closing its input have to be answered: as long as serve's shutdown
+// grace.
+const DefaultStdioDrain = 10 * time.Second
+
 // Server serves one gateway over MCP. Create it with New.
 type Server struct {
-	g         *gateway.Gateway
-	opts      Options
-	wait      time.Duration
-	log       *slog.Logger
-	sdkLog    *slog.Logger
+	g      *gateway.Gateway
+	opts   Options
+	wait   time.Duration
+	log    *slog.Logger
+	sdkLog *slog.Logger
+	// refusals throttles the log lines of refused requests (logthrottle.go).
+	refusals  *logThrottle
 	tokens    []tokenEntry
 	operators []tokenEntry
 	metrics   *metrics
+	// throttle counts failed bearer tokens by what they start with, and
+	// blocks a start that failed too often (internal/auththrottle).
+	throttle *auththrottle.Throttle
 
 	stdio *mcp.Server // its caller is opts.StdioCaller
 	http  *mcp.Server // its caller comes with each request's token
@@ -246,19 +299,22 @@ type Server struct {
 	stop      context.Context
 	stopCalls context.CancelFunc
 	active    atomic.Int64 // calls in flight
+	drops     atomic.Int64 // calls whose HTTP request ended before them (tests)
 
 	mu          sync.Mutex
 	shutdown    bool           // Shutdown was called
 	httpServers []*http.Server // those ServeHTTP runs, stopped by Shutdown
 
-	changes listChanges   // list_changed to the sessions whose catalog changed
-	subs    subscriptions // resource subscriptions of the sessions (content.go)
+	changes listChanges    // list_changed to the sessions whose catalog changed
+	subs    subscriptions  // resource subscriptions of the sessions (content.go)
+	rates   *rateLimits    // each caller's bucket (ratelimit.go)
+	refused refusalSampler // sampling of the limits' refusals for the audit log
 
 	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
 	unlistable   sync.Map // tool name -> struct{}: warned once
 
-	live         sync.Map // Mcp-Session-Id -> *atomic.Int64: its HTTP requests in progress (resume.go)
+	live         sync.Map // Mcp-Session-Id -> *sessionLive: its HTTP requests in progress (resume.go)
 	openSessions sync.Map // Mcp-Session-Id -> struct{}: initialized HTTP sessions not ended yet
 	sess         sessions // whose each HTTP session is, for MaxSessionsPerCaller
 	origins      []string // AllowedOrigins, normalised
@@ -276,7 +332,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), approval.MaxWait), log: o.Logger}
+	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), approval.MaxWait), log: o.Logger, refusals: newLogThrottle()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -289,6 +345,13 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if s.opts.MaxSessionsPerCaller == 0 {
 		s.opts.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
 	}
+	if s.opts.MaxSubscriptionsPerSession == 0 {
+		s.opts.MaxSubscriptionsPerSession = DefaultMaxSubscriptionsPerSession
+	}
+	if s.opts.MaxSubscriptionsPerCaller == 0 {
+		s.opts.MaxSubscriptionsPerCaller = DefaultMaxSubscriptionsPerCaller
+	}
+	s.rates = newRateLimits(s.opts.RateLimit, s.opts.RateBurst)
 	idle := s.opts.SessionIdleTimeout
 	switch {
 	case idle == 0:
@@ -297,6 +360,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 		idle = 0 // the SDK's "never"
 	}
 	s.sess = sessions{owner: map[string]string{}, pending: map[string]int{}, converted: map[string]int{}}
+	s.throttle = auththrottle.New(nil)
 	s.origins = normOrigins(o.AllowedOrigins)
 	s.timeouts = o.Timeouts.withDefaults()
 	for tok, caller := range o.Tokens {
@@ -307,12 +371,15 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	}
 	s.metrics = newMetrics(g.Store(), o.Collectors...)
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
-	s.stdio = s.newMCPServer(func(mcp.Request) (string, error) {
+	stdioCaller := func(mcp.Request) (string, error) {
 		if s.opts.StdioCaller == "" {
 			return "", ErrNoStdioCaller
 		}
 		return s.opts.StdioCaller, nil
-	})
+	}
+	s.stdio = s.newMCPServer(stdioCaller)
+	// Added last, so run first: a request over the rate does no work.
+	s.stdio.AddReceivingMiddleware(s.rateLimitStdio(stdioCaller))
 	s.http = s.newMCPServer(callerFromToken)
 	g.OnChange(s.catalogChanged)
 	if o.Content != nil {
@@ -495,13 +562,16 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	// Over HTTP the call also ends when its client's request does (a
 	// disconnect): the SDK keeps the call running for a resumable stream,
 	// but a call whose client is gone must not consume an approval.
+	// While the client is away (its request dropped, no resumption yet)
+	// an approval decided meanwhile is held, never consumed (resume.go).
+	var away atomic.Bool
 	if req.Extra != nil {
 		if hctx, ok := s.httpRequestContext(req.Extra.Header); ok {
 			// With resumable streams, a client that comes back within
 			// ResumeGrace (resume.go) keeps its call.
 			// (callCtx: ctx is reassigned below, as this may already run.)
 			callCtx := ctx
-			stopHTTP := context.AfterFunc(hctx, func() { s.cancelUnlessResumed(callCtx, req.Session, cancel) })
+			stopHTTP := context.AfterFunc(hctx, func() { s.cancelUnlessResumed(callCtx, req.Session, cancel, &away) })
 			defer stopHTTP()
 		}
 	}
@@ -525,6 +595,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		Tool:         p.Name,
 		Arguments:    args,
 		ApprovalWait: &s.wait,
+		Away:         away.Load,
 	}
 	if key, ok := p.Meta[MetaIdempotencyKey].(string); ok {
 		cr.IdempotencyKey = key
@@ -537,8 +608,8 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 				ProgressToken: tok,
 				Progress:      waited.Seconds(),
-				Message: fmt.Sprintf("waiting for approval %s (%s so far, at most %s): %s",
-					approvalID, waited.Round(time.Second), s.wait, strings.Join(s.g.ApprovalHints(approvalID), "; or ")),
+				Message: fmt.Sprintf("waiting for approval %s (%s so far): %s",
+					approvalID, waited.Round(time.Second), strings.Join(s.g.ApprovalHints(approvalID), "; or ")),
 			})
 			if err != nil {
 				s.log.Debug("progress notification not sent", "session", session, "error", err)
@@ -627,7 +698,8 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 // the stdio transport) until the client closes it (nil) or Shutdown ends
 // it (nil; Shutdown reports the calls it had to cancel). A line that is
 // not a JSON-RPC message is answered with a JSON-RPC error and skipped,
-// never ends the session. It returns ErrServerClosed at once when the
+// never ends the session. The requests read before the end of r are
+// answered first, within Options.StdioDrain. It returns ErrServerClosed at once when the
 // server is already shut down.
 func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
 	s.mu.Lock()
@@ -641,9 +713,15 @@ func (s *Server) ServeStdio(r io.ReadCloser, w io.WriteCloser) error {
 	// malformed line is answered (-32700, -32600) and skipped, never ends
 	// the session: one stray print of a wrapper script must not end serve
 	// --stdio.
+	// A client may write its requests and close its input at once (a
+	// shell pipe): the end of input waits for their answers (Drain).
+	drain := s.opts.StdioDrain
+	if drain == 0 {
+		drain = DefaultStdioDrain
+	}
 	t := mcpstream.New(r, w, &mcpstream.Options{OnMalformed: func(code int64, why string) {
-		s.log.Warn("stdio: a line that is not a JSON-RPC message was answered with an error and skipped", "code", code, "error", why)
-	}})
+		s.refusals.warn(s.log, "stdio", "stdio: a line that is not a JSON-RPC message was answered with an error and skipped", "code", code, "error", why)
+	}, Drain: max(drain, 0)})
 	ss, err := s.Connect(context.Background(), t)
 	if err != nil {
 		return err

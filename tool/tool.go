@@ -51,6 +51,10 @@ type Tool struct {
 	// after a change, calls fail with forbidden until an operator accepts
 	// the new definition (store.Pins.AcceptPin; `backplane tools accept`).
 	Pinned bool
+	// HoldUnseen, for a pinned tool, holds a definition whose name was
+	// never pinned before instead of accepting it at first sight: a tool
+	// an upstream adds while running is reviewed like a changed one.
+	HoldUnseen bool
 }
 
 // Class is a stable error class string; callers (and models) match on it.
@@ -75,7 +79,8 @@ const (
 // *gateway.Gateway is one.
 //
 // Register adds t. It refuses, registering nothing, a tool without a name
-// or a backend, and a name already registered (the error wraps
+// or a backend, a name outside [A-Za-z0-9_.-]{1,128} (the error wraps
+// [ErrBadName]), and a name already registered (the error wraps
 // [ErrAlreadyRegistered]). A tool whose input schema the registry's
 // validator refuses is registered all the same, unchanged (D20), and
 // reported with a *[SchemaError]: every call of it then fails with that
@@ -86,6 +91,32 @@ const (
 type Registry interface {
 	Register(t Tool) error
 	Unregister(name string) bool
+}
+
+// MaxNameLen is the longest tool, prompt or resource name accepted.
+const MaxNameLen = 128
+
+// ErrBadName is wrapped by Register's error (and [CheckName]'s) when a name
+// is outside [A-Za-z0-9_.-]{1,128}.
+var ErrBadName = errors.New("its name is not 1 to 128 of A-Z a-z 0-9 _ . -")
+
+// CheckName refuses a name outside [A-Za-z0-9_.-]{1,128}: the names the
+// configuration accepts for its own tools. A name comes back in tables,
+// log lines and policy patterns: one with a control, a newline or a bidi
+// character could forge a row or read as another tool, and one with a
+// space or a glob character would be matched by patterns it does not
+// spell.
+func CheckName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return ErrBadName
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return ErrBadName
+		}
+	}
+	return nil
 }
 
 // ErrAlreadyRegistered is wrapped by Register's error when the name is taken.

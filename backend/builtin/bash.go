@@ -125,16 +125,42 @@ func (s *Set) runBash(ctx context.Context, call *backend.Call) (*backend.Result,
 	return &backend.Result{Content: marshal(res), IsError: res.Error != nil}, nil
 }
 
+// gitPins are set in every shell's environment, over the allowlist. git
+// reads configuration from the workspace's .git/config, which the tool can
+// often write, and "git status" runs core.fsmonitor as a command: these
+// make git ignore the system-wide file and set core.fsmonitor to empty
+// (off) above every configuration file (only "git -c" on the command line
+// overrides them, and that is a different command to the policy). They do not
+// stop the other keys a writable .git/config can use to run code (filter
+// drivers, hooks, diff.external, ...): see docs/security.md.
+var gitPins = []string{
+	"GIT_CONFIG_NOSYSTEM=1",
+	"GIT_CONFIG_COUNT=1",
+	"GIT_CONFIG_KEY_0=core.fsmonitor",
+	"GIT_CONFIG_VALUE_0=",
+}
+
+// pinned reports a name the allowlist may not pass: one gitPins sets, or
+// one that changes how git reads them (a larger GIT_CONFIG_COUNT with more
+// keys, GIT_CONFIG_PARAMETERS, GIT_CONFIG_SYSTEM, GIT_CONFIG_GLOBAL).
+func pinned(name string) bool {
+	return strings.HasPrefix(name, "GIT_CONFIG")
+}
+
 // environ is the shell's environment: the allowlisted variables that are set
-// in the gateway's. Never nil: a nil exec.Cmd.Env would pass everything.
+// in the gateway's, then gitPins. Never nil: a nil exec.Cmd.Env would pass
+// everything.
 func (s *Set) environ() []string {
-	env := make([]string, 0, len(s.bash.Env))
+	env := make([]string, 0, len(s.bash.Env)+len(gitPins))
 	for _, name := range s.bash.Env {
+		if pinned(name) {
+			continue
+		}
 		if v, ok := os.LookupEnv(name); ok {
 			env = append(env, name+"="+v)
 		}
 	}
-	return env
+	return append(env, gitPins...)
 }
 
 // headTail keeps the first and the last max/2 bytes of a stream, so that a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -85,10 +86,12 @@ func TestBashNonZeroExitIsAnErrorResult(t *testing.T) {
 func TestBashEnvironmentIsAnAllowlist(t *testing.T) {
 	t.Setenv("BP_TEST_ALLOWED", "yes")
 	t.Setenv("BP_TEST_SECRET", "hunter2")
-	f := newFixture(t, &Options{Bash: BashOptions{Env: []string{"PATH", "BP_TEST_ALLOWED", "BP_TEST_UNSET"}}})
+	// An allowlisted GIT_CONFIG_COUNT would unpin core.fsmonitor: dropped.
+	t.Setenv("GIT_CONFIG_COUNT", "2")
+	f := newFixture(t, &Options{Bash: BashOptions{Env: []string{"PATH", "BP_TEST_ALLOWED", "BP_TEST_UNSET", "GIT_CONFIG_COUNT"}}})
 	res, err := call(t, f.set, "bash", args("command", `env -0 | sort -z | tr '\0' '\n' | grep -v '^_=\|^PWD=\|^SHLVL=\|^OLDPWD='`))
 	r := bashResultOf(t, res, err)
-	want := "BP_TEST_ALLOWED=yes\nPATH=" + os.Getenv("PATH") + "\n"
+	want := "BP_TEST_ALLOWED=yes\nGIT_CONFIG_COUNT=1\nGIT_CONFIG_KEY_0=core.fsmonitor\nGIT_CONFIG_NOSYSTEM=1\nGIT_CONFIG_VALUE_0=\nPATH=" + os.Getenv("PATH") + "\n"
 	if r.Stdout != want {
 		t.Errorf("environment:\n%s\nwant:\n%s", r.Stdout, want)
 	}
@@ -101,6 +104,55 @@ func TestBashEnvironmentIsAnAllowlist(t *testing.T) {
 	r = bashResultOf(t, res, err)
 	if want := os.Getenv("PATH") + "|" + os.Getenv("HOME") + "||\n"; r.Stdout != want {
 		t.Errorf("default allowlist: %q, want %q", r.Stdout, want)
+	}
+}
+
+// "git status" runs core.fsmonitor from the workspace's .git/config as a
+// command (issue 22, item 14); the shell's environment turns it off. The
+// same git, run without the pins, does run it: the test can fail.
+func TestBashGitStatusDoesNotRunFSMonitor(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed: nothing to run core.fsmonitor")
+	}
+	f := newFixture(t, nil)
+	marker := filepath.Join(f.outside, "fsmonitor-ran")
+	initRepo := func(dir string) {
+		t.Helper()
+		cmd := exec.Command(git, "init", "-q", dir)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + f.outside, "GIT_CONFIG_NOSYSTEM=1"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v: %s", err, out)
+		}
+		cfg := filepath.Join(dir, ".git", "config")
+		old, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hook := "[core]\n\tfsmonitor = \"touch '" + marker + "'; false\"\n"
+		writeFile(t, cfg, string(old)+hook)
+		writeFile(t, filepath.Join(dir, "a.txt"), "a")
+	}
+	// Without the pins: this git runs the hook on "git status".
+	plain := filepath.Join(f.outside, "plain")
+	initRepo(plain)
+	cmd := exec.Command(git, "status", "--short")
+	cmd.Dir, cmd.Env = plain, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + f.outside}
+	_, _ = cmd.CombinedOutput()
+	if _, err := os.Stat(marker); err != nil {
+		t.Skipf("this git (%s) did not run core.fsmonitor even without the pins: nothing to show", git)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	initRepo(f.ws)
+	res, err := call(t, f.set, "bash", args("command", "git status --short"))
+	r := bashResultOf(t, res, err)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("git status in the bash tool ran core.fsmonitor (stdout %q, stderr %q)", r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "a.txt") {
+		t.Errorf("git status did not run: %+v", r)
 	}
 }
 

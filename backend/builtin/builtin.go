@@ -17,6 +17,19 @@
 // the root, so they refuse a path whose last component is a symbolic link
 // (the rename would replace the link) and name its target instead.
 //
+// # Paths the policy decided
+//
+// The path-taking tools are [backend.PathResolver]s: before the gateway's
+// policy decides, the path is resolved inside the root to its real
+// workspace-relative path (links inside followed, escapes refused), so that
+// a rule about ".env" sees "src/envlink". A call carrying that resolution
+// (backend.Call.Path) uses only what it resolved: the file or folder
+// opened (for write and edit, the folder renamed into) must have the
+// (device, inode) recorded then, or, when nothing existed, must resolve to
+// the same real path now; otherwise the call is refused as forbidden and
+// nothing is read or changed. glob and grep leave out what
+// backend.Call.PathDenied says a deny names, by real path.
+//
 // # Hidden paths
 //
 // The gateway's private state (the store folder with its journal of every
@@ -150,8 +163,11 @@ type BashOptions struct {
 	Timeout, MaxTimeout time.Duration
 	// Env names the variables passed from the gateway's environment (those
 	// unset there are left out); nothing else is passed but, for a traced
-	// call, TRACEPARENT and TRACESTATE (the call's own trace context). nil
-	// means [PATH, HOME]; an empty non-nil slice passes nothing.
+	// call, TRACEPARENT and TRACESTATE (the call's own trace context), and
+	// the git pins: GIT_CONFIG_NOSYSTEM=1 and core.fsmonitor set empty
+	// through GIT_CONFIG_COUNT (names starting GIT_CONFIG are never passed
+	// from the gateway). nil means [PATH, HOME]; an empty non-nil slice
+	// passes nothing.
 	Env []string
 	// MaxOutputBytes caps what is kept of stdout and of stderr, each
 	// (default 64 KiB); the middle of a longer stream is dropped.
@@ -369,7 +385,9 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, b.name, err)
 	}
-	res, err := b.fn(ctx, call)
+	// What the gateway resolved and decided travels with ctx to where
+	// each tool opens its path (verify) or walks (walkDenied).
+	res, err := b.fn(withPaths(ctx, call), call)
 	var te *toolError
 	if errors.As(err, &te) {
 		return te.result(), nil

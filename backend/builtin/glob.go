@@ -50,7 +50,7 @@ func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	if err != nil {
 		return nil, err
 	}
-	dir, where, err := s.openDir(a.Path, rel)
+	dir, where, err := s.openDir(ctx, a.Path, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +72,9 @@ func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	// rest: hidden entries are neither listed nor matched, whatever the
 	// name or link leading to them.
 	walkErr := globWalk(ctx, walkFS{ctx, s, dir, where}, pattern, func(p string) {
+		if s.globDenied(ctx, rel, prefix, p) {
+			return // a deny rule names it: not listed
+		}
 		found = append(found, path.Join(prefix, p))
 		if len(found) >= 4*limit+64 {
 			compact()
@@ -130,7 +133,7 @@ func (s *Set) globPattern(p, rel string) (string, error) {
 // openDir opens the folder rel names as a root of its own, for a listing
 // or a walk, and returns where it is (see locate). A hidden path is
 // refused before anything says whether it is a folder.
-func (s *Set) openDir(p, rel string) (*os.Root, string, error) {
+func (s *Set) openDir(ctx context.Context, p, rel string) (*os.Root, string, error) {
 	f, err := s.openChecked(p, rel)
 	if err != nil {
 		return nil, "", err
@@ -148,7 +151,15 @@ func (s *Set) openDir(p, rel string) (*os.Root, string, error) {
 		return nil, "", fsError(p, err)
 	}
 	// Checked again: the root is what is used, and the name may have been
-	// swapped for a link since the look above.
+	// swapped for a link since the look above; and it must be the folder
+	// the policy decided on.
+	if fi, err := dir.Stat("."); err != nil {
+		dir.Close()
+		return nil, "", fsError(p, err)
+	} else if err := s.verify(ctx, p, rel, fi, false); err != nil {
+		dir.Close()
+		return nil, "", err
+	}
 	return s.checkedRoot(p, dir, filepath.Join(s.ws, rel))
 }
 

@@ -118,6 +118,10 @@ func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		return nil, fsError(a.Path, err)
 	}
 	if fi.Mode().IsRegular() {
+		if err := s.verify(ctx, a.Path, rel, fi, false); err != nil {
+			f.Close()
+			return nil, err
+		}
 		// A file named explicitly is searched whatever the glob says.
 		err = g.file(ctx, prefix, f)
 		f.Close()
@@ -131,7 +135,7 @@ func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		return nil, notRegular(a.Path, fi.Mode())
 	}
 
-	dir, where, err := s.openDir(a.Path, rel)
+	dir, where, err := s.openDir(ctx, a.Path, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +163,9 @@ func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 		}
 		if a.Glob != "" && !globMatch(a.Glob, p) {
 			return nil
+		}
+		if walkDenied(ctx, prefix, p) {
+			return nil // a deny rule names it: neither searched nor counted
 		}
 		f, _, err := fsys.open(p)
 		if errors.Is(err, errHidden) {

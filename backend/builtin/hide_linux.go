@@ -34,6 +34,10 @@ func realPath(f *os.File) (string, bool) {
 	return filepath.Clean(p), true
 }
 
+// resolveOpenFlags open what a resolution found only to ask where it is
+// and what it is: O_PATH needs no read permission and never blocks.
+const resolveOpenFlags = oPath
+
 // oPath is Linux's O_PATH, which package syscall does not define: its
 // value on every Linux port Go supports (golang.org/x/sys/unix.O_PATH).
 const oPath = 0x200000

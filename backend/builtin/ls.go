@@ -48,7 +48,7 @@ func (s *Set) ls(ctx context.Context, raw json.RawMessage) (*backend.Result, err
 	// The folder is opened as a root of its own: the entries are then
 	// looked at relative to its descriptor, not by a path a concurrent
 	// rename could redirect.
-	dir, where, err := s.openDir(a.Path, rel)
+	dir, where, err := s.openDir(ctx, a.Path, rel)
 	if err != nil {
 		return nil, err
 	}

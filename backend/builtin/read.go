@@ -106,6 +106,9 @@ func (s *Set) read(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 	if !fi.Mode().IsRegular() {
 		return nil, notRegular(a.Path, fi.Mode())
 	}
+	if err := s.verify(ctx, a.Path, rel, fi, false); err != nil {
+		return nil, err
+	}
 
 	br := bufio.NewReaderSize(f, 64<<10)
 	head, err := br.Peek(sniffBytes)

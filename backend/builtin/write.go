@@ -50,7 +50,7 @@ func (s *Set) write(ctx context.Context, raw json.RawMessage) (*backend.Result, 
 		perm = fi.Mode().Perm()
 	}
 	// replace creates the missing parent folders.
-	if err := s.replace(a.Path, rel, []byte(a.Content), perm, true); err != nil {
+	if err := s.replace(ctx, a.Path, rel, []byte(a.Content), perm, true); err != nil {
 		return nil, err
 	}
 	return ok(writeResult{Path: display(rel), Bytes: len(a.Content), Created: fi == nil})
@@ -89,7 +89,7 @@ func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 			with("path", a.Path)
 	}
 	if a.OldContent == nil {
-		if err := s.replace(a.Path, rel, []byte(a.Content), fi.Mode().Perm(), false); err != nil {
+		if err := s.replace(ctx, a.Path, rel, []byte(a.Content), fi.Mode().Perm(), false); err != nil {
 			return nil, err
 		}
 		return ok(editResult{Path: display(rel), Overwritten: true, Bytes: len(a.Content)})
@@ -127,7 +127,7 @@ func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, e
 			with("path", a.Path).with("occurrences", n)
 	}
 	updated := strings.Replace(text, old, a.Content, 1)
-	if err := s.replace(a.Path, rel, []byte(updated), fi.Mode().Perm(), false); err != nil {
+	if err := s.replace(ctx, a.Path, rel, []byte(updated), fi.Mode().Perm(), false); err != nil {
 		return nil, err
 	}
 	return ok(editResult{Path: display(rel), Replaced: 1, Bytes: len(updated)})
@@ -195,12 +195,18 @@ func (s *Set) target(p, rel string) (fs.FileInfo, error) {
 // outside the workspace or in a hidden folder, even if the folder's name is
 // swapped for a link meanwhile. On failure the temporary file is removed
 // and rel is unchanged.
-func (s *Set) replace(p, rel string, data []byte, perm fs.FileMode, create bool) error {
+func (s *Set) replace(ctx context.Context, p, rel string, data []byte, perm fs.FileMode, create bool) error {
 	dir, where, err := s.openParent(p, filepath.Dir(rel), create)
 	if err != nil {
 		return err
 	}
 	defer dir.Close()
+	// The folder renamed into must be the one the policy decided on.
+	if fi, err := dir.Stat("."); err != nil {
+		return fsError(p, err)
+	} else if err := s.verify(ctx, p, filepath.Dir(rel), fi, true); err != nil {
+		return err
+	}
 	base := filepath.Base(rel)
 	if s.hides(filepath.Join(where, base)) {
 		return hiddenErr(p)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 // Bridge says which requests a server may make of the client behind a
@@ -351,7 +353,11 @@ func (u *Upstream) relay(ctx context.Context, method string, req sdk.Request, al
 	}
 	ids = append([]string{in.callID}, removeOne(ids, in.callID)...)
 	params := json.RawMessage(`{}`)
-	if p := req.GetParams(); p != nil {
+	p := req.GetParams()
+	if ep, ok := p.(*sdk.ElicitParams); ok && ep != nil {
+		p = u.markElicitation(ep)
+	}
+	if p != nil {
 		if params, err = json.Marshal(p); err != nil {
 			return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}
 		}
@@ -386,6 +392,32 @@ func (u *Upstream) relay(ctx context.Context, method string, req sdk.Request, al
 		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client's answer cannot be read: %v", method, err)}
 	}
 	return res, ids, nil
+}
+
+// markElicitation returns a copy of p whose message, and the requested
+// schema's title when it has one, say which server asks: relayed to the
+// client, an upstream's form would otherwise read as the gateway's own
+// (one asked for an "operator token" in a form titled as a Backplane
+// approval). The server's text is escaped (termtext.Block) so that no
+// control hides the mark.
+func (u *Upstream) markElicitation(p *sdk.ElicitParams) *sdk.ElicitParams {
+	c := *p
+	mark := ElicitationMark(u.srv.Name)
+	c.Message = mark + termtext.Block(p.Message)
+	if schema, ok := p.RequestedSchema.(map[string]any); ok {
+		if title, ok := schema["title"].(string); ok {
+			s := maps.Clone(schema)
+			s["title"] = mark + termtext.Line(title)
+			c.RequestedSchema = s
+		}
+	}
+	return &c
+}
+
+// ElicitationMark is what begins the message of an elicitation relayed
+// from the server named name.
+func ElicitationMark(name string) string {
+	return "[asked by MCP server " + name + ", not by Backplane] "
 }
 
 func removeOne(ids []string, id string) []string {

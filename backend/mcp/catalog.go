@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/tool"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
@@ -247,6 +248,13 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 	listed := map[string]bool{}
 	for _, t := range tools {
 		full := u.srv.ToolPrefix() + t.Name
+		if tool.CheckName(t.Name) != nil || tool.CheckName(full) != nil {
+			// Left out, not fatal: the server's other tools still serve. A
+			// name with a control or a newline would forge lines wherever
+			// it is printed; termtext shows what it holds.
+			u.log.Error("upstream tool refused: its name is not 1 to 128 of A-Z a-z 0-9 _ . -", "tool", termtext.Line(full))
+			continue
+		}
 		if listed[t.Name] {
 			if atStart {
 				return fmt.Errorf("tools/list names %s twice", t.Name)
@@ -266,6 +274,10 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			delete(u.tools, t.Name)
 		}
 		b := &toolBackend{u: u, name: t.Name}
+		// A tool new to this connection after the first start: held if
+		// never pinned before (gateway: HoldUnseen), unless the operator
+		// trusts the server's additions.
+		holdUnseen := !atStart && !had && !u.srv.AcceptAddedTools
 		err := u.reg.Register(tool.Tool{
 			Name:        full,
 			Description: t.Description,
@@ -274,6 +286,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			Backend:     b,
 			Validator:   u.validatorFor(full, t.InputSchema),
 			Pinned:      true,
+			HoldUnseen:  holdUnseen,
 		})
 		var se *tool.SchemaError
 		switch {
@@ -285,6 +298,8 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			u.tools[t.Name] = &upTool{name: t.Name, full: full, desc: t.Description, schema: t.InputSchema, safety: safety, backend: b}
 			if had {
 				u.log.Info("upstream tool changed", "tool", full)
+			} else if holdUnseen {
+				u.log.Warn("upstream tool added while running: held until an operator accepts it (backplane tools accept), unless it was accepted before; accept_added_tools: true on the server accepts such tools at first sight", "tool", full)
 			} else if !atStart {
 				u.log.Info("upstream tool added", "tool", full)
 			}

@@ -9,9 +9,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // maxContentItems bounds one server's resources or prompts listing.
@@ -24,10 +28,12 @@ const maxTemplateLen = 2048
 // ErrUnknownContent is returned for a resource or prompt no server lists.
 var ErrUnknownContent = errors.New("mcp: no server lists it")
 
-// ErrAmbiguousContent is returned for a URI that templates of more than one
-// server match (and that no server lists as a resource): which server
-// should answer cannot be decided, so none is asked.
-var ErrAmbiguousContent = errors.New("mcp: the resource templates of several servers match it")
+// ErrAmbiguousContent is returned for a resource URI that more than one
+// server lists, or that no server lists and the templates of more than one
+// match, and for a prompt name (with its prefix) two servers have: which
+// server should answer cannot be decided, so none is asked. The error
+// names both servers.
+var ErrAmbiguousContent = errors.New("mcp: several servers answer for it")
 
 // Resources lists the server's resources now (none when it offers none).
 func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
@@ -36,7 +42,8 @@ func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	return listAll(u, l.sess.Resources(ctx, nil), "resources/list", "resources")
+	list, err := listAll(u, l.sess.Resources(ctx, nil), "resources/list", "resources")
+	return wellNamed(u, list, "resource", checkResourceName, func(r *sdk.Resource) string { return r.Name }), err
 }
 
 // ResourceTemplates lists the server's resource templates now (none when
@@ -47,7 +54,8 @@ func (u *Upstream) ResourceTemplates(ctx context.Context) ([]*sdk.ResourceTempla
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop()
-	return listAll(u, l.sess.ResourceTemplates(ctx, nil), "resources/templates/list", "resource templates")
+	list, err := listAll(u, l.sess.ResourceTemplates(ctx, nil), "resources/templates/list", "resource templates")
+	return wellNamed(u, list, "resource template", checkResourceName, func(t *sdk.ResourceTemplate) string { return t.Name }), err
 }
 
 // offering returns the live connection when the server declared what
@@ -99,29 +107,71 @@ func (u *Upstream) Prompts(ctx context.Context) ([]*sdk.Prompt, error) {
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop()
-	return listAll(u, l.sess.Prompts(ctx, nil), "prompts/list", "prompts")
+	list, err := listAll(u, l.sess.Prompts(ctx, nil), "prompts/list", "prompts")
+	return wellNamed(u, list, "prompt", tool.CheckName, func(p *sdk.Prompt) string { return p.Name }), err
+}
+
+// wellNamed leaves out, with a log line, the items whose name check
+// refuses: the name reaches clients, logs and the console.
+func wellNamed[T any](u *Upstream, items []T, what string, check func(string) error, name func(T) string) []T {
+	out := items[:0]
+	for _, it := range items {
+		if n := name(it); check(n) != nil {
+			u.log.Error("upstream "+what+" refused: "+check(n).Error(), what, termtext.Line(n))
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// errResourceName is why a resource (or template) name is refused.
+var errResourceName = errors.New("its name is empty, or holds a control, a format or bidi character, or a byte outside UTF-8")
+
+// checkResourceName refuses the resource names a terminal or a page would
+// act on rather than show (termtext.Unsafe). Unlike tool and prompt names,
+// which calls and policy patterns spell, a resource's name serves as its
+// display name (it is addressed by URI): servers give names such as
+// "Dynamic Text Resource" (server-everything), which [A-Za-z0-9_.-] would
+// refuse with every resource of the server.
+func checkResourceName(name string) error {
+	if name == "" || !utf8.ValidString(name) || strings.ContainsFunc(name, termtext.Unsafe) {
+		return errResourceName
+	}
+	return nil
 }
 
 // Content is the resources, resource templates and prompts of several
 // servers, as one set: resources by URI, templates by URI template, prompts
-// by name, each from the one server that lists it. A URI, URI template or
-// name two servers list is refused at start ([NewContent]); found later,
-// the first server's is kept and the other left out.
+// by name. A prompt's name is put after the server's prefix, as its tools'
+// are ([Server.ToolPrefix]: "docs.help" for the prompt help of server
+// docs), and the server is asked by the prompt's own name. Two servers
+// that list the same resource URI or URI template, or the same prompt name
+// after their prefixes (two copies of a server with prefix ""), do not
+// stop the start: the URI, template or name is listed once, and reading,
+// getting, completing or subscribing to it is refused with
+// [ErrAmbiguousContent], naming both servers.
 //
 // A URI is answered by the server that lists it as a resource, else by the
-// server whose templates match it; when templates of two servers match it,
-// by none ([ErrAmbiguousContent]). Reads, completions and subscriptions go
-// to that server. Subscriptions are counted per URI: the server is
+// server whose templates match it; when two servers list it, or templates
+// of two servers match it, by none ([ErrAmbiguousContent]). Reads,
+// completions and subscriptions go to that server. Subscriptions are counted per URI: the server is
 // subscribed at the first and unsubscribed at the last, and subscribed
 // again after it reconnects.
 type Content struct {
 	ups []*Upstream
 
 	mu        sync.Mutex
-	resources map[string]*Upstream // URI -> server
-	templates []upTemplate         // by URI template
-	prompts   map[string]*Upstream // name -> server
+	resources map[string][]*Upstream // URI -> the servers that list it
+	templates []upTemplate           // by URI template, each server's
+	prompts   map[string][]upPrompt  // prefixed name -> the servers' prompts
 	subs      map[string]*subscription
+}
+
+// upPrompt is a prompt as its server names it.
+type upPrompt struct {
+	name string
+	u    *Upstream
 }
 
 // upTemplate is a resource template and the server that lists it.
@@ -137,9 +187,9 @@ type subscription struct {
 	u *Upstream
 }
 
-// NewContent lists the resources, resource templates and prompts of ups
-// and fails when two servers list the same resource URI, URI template or
-// prompt name.
+// NewContent lists the resources, resource templates and prompts of ups;
+// it fails when a server cannot list them. Two servers listing the same
+// URI, URI template or prompt name is logged, not refused (see Content).
 func NewContent(ctx context.Context, ups []*Upstream) (*Content, error) {
 	c := &Content{ups: ups, subs: map[string]*subscription{}}
 	if _, err := c.refreshResources(ctx, true); err != nil {
@@ -155,7 +205,7 @@ func NewContent(ctx context.Context, ups []*Upstream) (*Content, error) {
 }
 
 func (c *Content) refreshResources(ctx context.Context, strict bool) ([]*sdk.Resource, error) {
-	index := map[string]*Upstream{}
+	index := map[string][]*Upstream{}
 	var all []*sdk.Resource
 	for _, u := range c.ups {
 		list, err := u.Resources(ctx)
@@ -167,14 +217,17 @@ func (c *Content) refreshResources(ctx context.Context, strict bool) ([]*sdk.Res
 			continue
 		}
 		for _, r := range list {
-			if prev, ok := index[r.URI]; ok {
-				if strict {
-					return nil, fmt.Errorf("resource %s is listed by servers %s and %s: rename it on one of them or leave one server out", r.URI, prev.srv.Name, u.srv.Name)
-				}
-				u.log.Error("upstream resource left out: another server lists its URI", "uri", r.URI, "kept", prev.srv.Name)
+			prev := index[r.URI]
+			if slices.Contains(prev, u) {
 				continue
 			}
-			index[r.URI] = u
+			index[r.URI] = append(prev, u)
+			if len(prev) > 0 {
+				if strict {
+					u.log.Warn("upstream resource listed by another server too: reading it will be refused", "uri", r.URI, "other", prev[0].srv.Name)
+				}
+				continue // listed once
+			}
 			all = append(all, r)
 		}
 	}
@@ -199,11 +252,8 @@ func (c *Content) refreshTemplates(ctx context.Context, strict bool) ([]*sdk.Res
 			continue
 		}
 		for _, t := range list {
-			if prev, ok := owner[t.URITemplate]; ok {
-				if strict {
-					return nil, fmt.Errorf("resource template %s is listed by servers %s and %s: rename it on one of them or leave one server out", t.URITemplate, prev.srv.Name, u.srv.Name)
-				}
-				u.log.Error("upstream resource template left out: another server lists it", "uri_template", t.URITemplate, "kept", prev.srv.Name)
+			prev, listed := owner[t.URITemplate]
+			if listed && prev == u {
 				continue
 			}
 			if len(t.URITemplate) > maxTemplateLen {
@@ -216,8 +266,16 @@ func (c *Content) refreshTemplates(ctx context.Context, strict bool) ([]*sdk.Res
 				u.log.Warn("upstream resource template left out: not an RFC 6570 URI template", "uri_template", t.URITemplate, "error", err.Error())
 				continue
 			}
-			owner[t.URITemplate] = u
+			// A template two servers list is kept for both, and listed once:
+			// the URIs it matches are then ambiguous (owner).
 			index = append(index, upTemplate{raw: t.URITemplate, re: tmpl.Regexp(), u: u})
+			if listed {
+				if strict {
+					u.log.Warn("upstream resource template listed by another server too: its URIs will be refused", "uri_template", t.URITemplate, "other", prev.srv.Name)
+				}
+				continue
+			}
+			owner[t.URITemplate] = u
 			all = append(all, t)
 		}
 	}
@@ -229,7 +287,7 @@ func (c *Content) refreshTemplates(ctx context.Context, strict bool) ([]*sdk.Res
 }
 
 func (c *Content) refreshPrompts(ctx context.Context, strict bool) ([]*sdk.Prompt, error) {
-	index := map[string]*Upstream{}
+	index := map[string][]upPrompt{}
 	var all []*sdk.Prompt
 	for _, u := range c.ups {
 		list, err := u.Prompts(ctx)
@@ -241,15 +299,23 @@ func (c *Content) refreshPrompts(ctx context.Context, strict bool) ([]*sdk.Promp
 			continue
 		}
 		for _, p := range list {
-			if prev, ok := index[p.Name]; ok {
-				if strict {
-					return nil, fmt.Errorf("prompt %s is listed by servers %s and %s: rename it on one of them or leave one server out", p.Name, prev.srv.Name, u.srv.Name)
-				}
-				u.log.Error("upstream prompt left out: another server lists its name", "prompt", p.Name, "kept", prev.srv.Name)
+			if p == nil {
 				continue
 			}
-			index[p.Name] = u
-			all = append(all, p)
+			// Named like the server's tools: two servers' "help" are
+			// "one.help" and "two.help".
+			name := u.srv.ToolPrefix() + p.Name
+			prev := index[name]
+			index[name] = append(prev, upPrompt{name: p.Name, u: u})
+			if len(prev) > 0 {
+				if strict {
+					u.log.Warn("upstream prompt has the name of another server's (the same prefix): getting it will be refused", "prompt", name, "other", prev[0].u.srv.Name)
+				}
+				continue
+			}
+			cp := *p
+			cp.Name = name
+			all = append(all, &cp)
 		}
 	}
 	c.mu.Lock()
@@ -280,8 +346,12 @@ func (c *Content) ListPrompts(ctx context.Context) ([]*sdk.Prompt, error) {
 func (c *Content) owner(uri string) (*Upstream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if u := c.resources[uri]; u != nil {
-		return u, nil
+	switch us := c.resources[uri]; len(us) {
+	case 0:
+	case 1:
+		return us[0], nil
+	default:
+		return nil, fmt.Errorf("resource %s: %w: servers %s and %s both list it", uri, ErrAmbiguousContent, us[0].srv.Name, us[1].srv.Name)
 	}
 	var found *Upstream
 	for _, t := range c.templates {
@@ -289,7 +359,7 @@ func (c *Content) owner(uri string) (*Upstream, error) {
 			continue
 		}
 		if found != nil && found != t.u {
-			return nil, fmt.Errorf("resource %s: %w: servers %s and %s", uri, ErrAmbiguousContent, found.srv.Name, t.u.srv.Name)
+			return nil, fmt.Errorf("resource %s: %w: templates of servers %s and %s match it", uri, ErrAmbiguousContent, found.srv.Name, t.u.srv.Name)
 		}
 		found = t.u
 	}
@@ -313,20 +383,34 @@ func (c *Content) ReadResource(ctx context.Context, uri string) (*sdk.ReadResour
 	return l.sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
 }
 
-// GetPrompt gets the prompt name from the server that lists it.
-func (c *Content) GetPrompt(ctx context.Context, name string, args map[string]string) (*sdk.GetPromptResult, error) {
+// prompt finds the server of the prompt name (with its prefix) and the
+// prompt's name there.
+func (c *Content) prompt(name string) (upPrompt, error) {
 	c.mu.Lock()
-	u := c.prompts[name]
+	ps := c.prompts[name]
 	c.mu.Unlock()
-	if u == nil {
-		return nil, fmt.Errorf("prompt %s: %w", name, ErrUnknownContent)
+	switch len(ps) {
+	case 0:
+		return upPrompt{}, fmt.Errorf("prompt %s: %w", name, ErrUnknownContent)
+	case 1:
+		return ps[0], nil
 	}
-	l, err := u.current()
+	return upPrompt{}, fmt.Errorf("prompt %s: %w: servers %s and %s both have it (give one of them another prefix)", name, ErrAmbiguousContent, ps[0].u.srv.Name, ps[1].u.srv.Name)
+}
+
+// GetPrompt gets the prompt name (as listed: with the server's prefix) from
+// the server that lists it.
+func (c *Content) GetPrompt(ctx context.Context, name string, args map[string]string) (*sdk.GetPromptResult, error) {
+	p, err := c.prompt(name)
 	if err != nil {
-		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
+		return nil, err
+	}
+	l, err := p.u.current()
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", p.u.srv.Name, err)
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	return l.sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: args})
+	return l.sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: p.name, Arguments: args})
 }
 
 // Complete asks for completions of an argument of a prompt (ref/prompt,
@@ -337,23 +421,31 @@ func (c *Content) Complete(ctx context.Context, p *sdk.CompleteParams) (*sdk.Com
 		return nil, errors.New("completion: no ref")
 	}
 	var u *Upstream
+	ref := *p.Ref
 	switch p.Ref.Type {
 	case "ref/prompt":
-		c.mu.Lock()
-		u = c.prompts[p.Ref.Name]
-		c.mu.Unlock()
-		if u == nil {
-			return nil, fmt.Errorf("prompt %s: %w", p.Ref.Name, ErrUnknownContent)
+		up, err := c.prompt(p.Ref.Name)
+		if err != nil {
+			return nil, err
 		}
+		u, ref.Name = up.u, up.name
 	case "ref/resource":
 		c.mu.Lock()
+		var ambiguous error
 		for _, t := range c.templates {
-			if t.raw == p.Ref.URI {
-				u = t.u
+			if t.raw != p.Ref.URI {
+				continue
+			}
+			if u != nil && u != t.u {
+				ambiguous = fmt.Errorf("resource template %s: %w: servers %s and %s both list it", t.raw, ErrAmbiguousContent, u.srv.Name, t.u.srv.Name)
 				break
 			}
+			u = t.u
 		}
 		c.mu.Unlock()
+		if ambiguous != nil {
+			return nil, ambiguous
+		}
 		if u == nil {
 			var err error
 			if u, err = c.owner(p.Ref.URI); err != nil {
@@ -368,7 +460,7 @@ func (c *Content) Complete(ctx context.Context, p *sdk.CompleteParams) (*sdk.Com
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	return l.sess.Complete(ctx, &sdk.CompleteParams{Ref: p.Ref, Argument: p.Argument, Context: p.Context})
+	return l.sess.Complete(ctx, &sdk.CompleteParams{Ref: &ref, Argument: p.Argument, Context: p.Context})
 }
 
 // Offers says which optional features a server declared at start:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,5 +136,85 @@ func TestContentSubscriptions(t *testing.T) {
 	}
 	if err := c.Unsubscribe(ctx, uri); err != nil {
 		t.Errorf("unsubscribing again: %v", err)
+	}
+}
+
+// contentServer is the Go test server offering the resource
+// test://shared/doc and the prompt help, both answering with who, under
+// prefix (nil: the default "NAME.").
+func contentServer(t *testing.T, name, who string, prefix *string) Server {
+	t.Helper()
+	envBin, err := exec.LookPath("env")
+	if err != nil {
+		t.Skip("no env program to set the test server's content")
+	}
+	srv, _ := testServerSpec(t, name)
+	srv.Command = []string{envBin, "MCPTEST_CONTENT=" + who, testServer}
+	srv.Prefix = prefix
+	return srv
+}
+
+// Two servers with the same resource URI and prompt name start (issue 22,
+// finding 23: the start was refused): prompts are named after the server's
+// prefix like its tools, and got from their own server by their own name;
+// the shared URI is listed once and its read refused naming both servers.
+// With the same prefix (two copies under ""), the prompt is refused alike.
+func TestContentSharedByTwoServers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	one := e.connect(t, contentServer(t, "one", "one", nil), nil)
+	two := e.connect(t, contentServer(t, "two", "two", nil), nil)
+	c, err := NewContent(ctx, []*Upstream{one, two})
+	if err != nil {
+		t.Fatalf("NewContent of two servers sharing a URI and a prompt name: %v", err)
+	}
+	prompts, err := c.ListPrompts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range prompts {
+		names = append(names, p.Name)
+	}
+	if !slices.Equal(names, []string{"one.help", "two.help"}) {
+		t.Errorf("prompts %q, want one.help and two.help", names)
+	}
+	for _, who := range []string{"one", "two"} {
+		res, err := c.GetPrompt(ctx, who+".help", nil)
+		if err != nil || res.Description != "help of "+who {
+			t.Errorf("%s.help: %+v %v", who, res, err)
+		}
+	}
+	if _, err := c.GetPrompt(ctx, "help", nil); !errors.Is(err, ErrUnknownContent) {
+		t.Errorf("the bare name: %v, want ErrUnknownContent", err)
+	}
+	res, err := c.ListResources(ctx)
+	if err != nil || len(res) != 1 || res[0].URI != "test://shared/doc" {
+		t.Errorf("resources %+v %v, want the shared URI once", res, err)
+	}
+	_, err = c.ReadResource(ctx, "test://shared/doc")
+	if !errors.Is(err, ErrAmbiguousContent) || !strings.Contains(err.Error(), "one and two") {
+		t.Errorf("read of the shared URI: %v, want ErrAmbiguousContent naming one and two", err)
+	}
+	if err := c.Subscribe(ctx, "test://shared/doc"); !errors.Is(err, ErrAmbiguousContent) {
+		t.Errorf("subscribe to the shared URI: %v", err)
+	}
+
+	// Their tools would collide in one registry: b registers in another
+	// (as a second gateway would); the content is one set all the same.
+	bare := ""
+	a := e.connect(t, contentServer(t, "a", "a", &bare), nil)
+	b := newEnv(t).connect(t, contentServer(t, "b", "b", &bare), nil)
+	c, err = NewContent(ctx, []*Upstream{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetPrompt(ctx, "help", nil)
+	if !errors.Is(err, ErrAmbiguousContent) || !strings.Contains(err.Error(), "a and b") {
+		t.Errorf("help of two servers with prefix \"\": %v, want ErrAmbiguousContent naming a and b", err)
+	}
+	_, err = c.Complete(ctx, &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/prompt", Name: "help"}, Argument: sdk.CompleteParamsArgument{Name: "x"}})
+	if !errors.Is(err, ErrAmbiguousContent) {
+		t.Errorf("completion of the ambiguous prompt: %v", err)
 	}
 }

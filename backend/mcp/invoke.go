@@ -11,6 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/internal/mcpstream"
 )
 
 // notDispatched are the JSON-RPC error codes that prove the server did not
@@ -65,6 +66,10 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	in.drain(ctx)
 	sent, done, raw, rpcErr := e.state()
 	switch {
+	case done && errors.Is(rpcErr, mcpstream.ErrMalformedResponse):
+		// The server answered this call, in a line the gateway cannot
+		// read (too deep, too large): the tool ran, its result is lost.
+		return nil, fmt.Errorf("%w: upstream %s: %v", backend.ErrMalformedResult, u.srv.Name, rpcErr)
 	case done && rpcErr != nil:
 		var we *jsonrpc.Error
 		if errors.As(rpcErr, &we) && notDispatched[we.Code] {

@@ -55,7 +55,14 @@
 //     covers unknown tools, -32601, -32600, -32700), wraps
 //     [backend.ErrNotStarted]; a request written and then left unanswered
 //     (the connection broke, the deadline passed) or answered with another
-//     error is a plain error: the gateway settles it uncertain.
+//     error is a plain error: the gateway settles it uncertain. An answer
+//     that cannot be read (over stdio: too deep, too large, not a valid
+//     message, yet carrying the request's id) wraps
+//     [backend.ErrMalformedResult] and fails that call alone: the
+//     connection and the other calls on it go on; a line of the server's
+//     that carries no usable id is logged (at most once a second, with a
+//     count) and dropped. Only a torn line (an object that does not end
+//     with its line) ends the connection.
 package mcp
 
 import (
@@ -67,7 +74,10 @@ import (
 	"net/url"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -123,6 +133,13 @@ type Server struct {
 	// Bridge says which of the server's requests are relayed to the
 	// calling client (nil: DefaultBridge).
 	Bridge *Bridge
+	// AcceptAddedTools accepts at first sight, as at the first start, a
+	// tool the server adds while connected (after a list change or a
+	// reconnect). By default such a tool is held, as a changed one is,
+	// until an operator accepts it: the catalog reviewed when the server
+	// was configured did not have it, and its own readOnlyHint would
+	// spare its calls the approval.
+	AcceptAddedTools bool
 }
 
 var (
@@ -249,6 +266,11 @@ type Upstream struct {
 	restarts  int              // successful reconnections, for tests and status
 	subs      map[string]bool  // resource URIs subscribed (subscribe.go)
 	onUpdated func(uri string) // where their updates go
+
+	// Lines of the server's stdout that were dropped (not messages, no
+	// usable id): logged at most once a second, with the count since.
+	droppedLines atomic.Int64
+	dropLog      rate.Sometimes
 }
 
 // ErrClosed is returned by calls made after Close.

@@ -26,6 +26,7 @@ type procTransport struct {
 	group     *procsup.Group // cmd's
 	cleanup   func()         // the sandbox's, once the process is reaped
 	terminate time.Duration
+	onDropped func(error) // told of each line of stdout dropped
 }
 
 func (t *procTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -41,12 +42,15 @@ func (t *procTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 		return nil, err
 	}
 	w := &procStdin{WriteCloser: stdin, cmd: t.cmd, group: t.group, terminate: t.terminate, cleanup: t.cleanup}
-	// A line the server writes that is not a JSON-RPC message ends the
-	// connection (supervise reconnects), as with the SDK's own transport.
-	// Wait closes stdout (Unclosed: closing the connection only ends a
-	// blocked read); it is a pipe Go polls, which the connection's Read
-	// reads itself, with no goroutine hand-off per message.
-	return mcpstream.New(mcpstream.Unclosed(stdout), w, nil).Connect(ctx)
+	// A line the server writes that cannot be read fails only the request
+	// whose id it carries, or is dropped (onDropped) when it carries none;
+	// never the connection and every call in flight on it (issue 22, item
+	// 8), as the SDK's own transport would. A torn line still ends it
+	// (supervise reconnects). Wait closes stdout (Unclosed: closing the
+	// connection only ends a blocked read); it is a pipe Go polls, which
+	// the connection's Read reads itself, with no goroutine hand-off per
+	// message.
+	return mcpstream.New(mcpstream.Unclosed(stdout), w, &mcpstream.Options{OnDropped: t.onDropped}).Connect(ctx)
 }
 
 // procStdin closes the connection by closing stdin and waiting for the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
 )
@@ -174,4 +177,66 @@ func (nopClient) Progress(context.Context, backend.Progress) error { return nil 
 func (nopClient) Log(context.Context, backend.LogMessage) error    { return nil }
 func (nopClient) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
 	return nil, backend.ErrNoChannel
+}
+
+// recordingClient answers every request with answer and keeps what it was
+// sent.
+type recordingClient struct {
+	nopClient
+	mu     sync.Mutex
+	asked  []json.RawMessage
+	answer string
+}
+
+func (c *recordingClient) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if method != backend.RequestElicitation {
+		return nil, backend.ErrNoChannel
+	}
+	c.asked = append(c.asked, params)
+	return json.RawMessage(c.answer), nil
+}
+
+// TestRelayedElicitationNamesItsServer: finding 11 of issue 22. An
+// upstream's form that calls itself a Backplane approval reaches the
+// client with its message and title marked with the server's name, so it
+// cannot pass for the gateway's own request.
+func TestRelayedElicitationNamesItsServer(t *testing.T) {
+	e := newEnv(t)
+	srv, _ := testServerSpec(t, "go")
+	srv.Env = append(srv.Env, "MCPTEST_ELICIT")
+	t.Setenv("MCPTEST_ELICIT", "1")
+	e.connect(t, srv, nil)
+	cl := &recordingClient{answer: `{"action":"decline"}`}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := e.g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "go.elicit", Arguments: json.RawMessage(`{}`), Client: cl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res.Result), "decline") {
+		t.Errorf("the client's answer is not the tool's: %s", res.Result)
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if len(cl.asked) != 1 {
+		t.Fatalf("the client was asked %d times, want once", len(cl.asked))
+	}
+	var p struct {
+		Message         string `json:"message"`
+		RequestedSchema struct {
+			Title string `json:"title"`
+		} `json:"requestedSchema"`
+	}
+	if err := json.Unmarshal(cl.asked[0], &p); err != nil {
+		t.Fatal(err)
+	}
+	mark := ElicitationMark("go")
+	if !strings.HasPrefix(p.Message, mark) || !strings.Contains(p.Message, "operator token") {
+		t.Errorf("message %q, want it to begin with %q", p.Message, mark)
+	}
+	if !strings.HasPrefix(p.RequestedSchema.Title, mark) {
+		t.Errorf("title %q, want it to begin with %q", p.RequestedSchema.Title, mark)
+	}
 }

@@ -115,7 +115,7 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 		l.cmd = cmd
 		l.group = procsup.NewGroup(cmd)
 		l.cleanup = cleanup
-		t = &trackedTransport{inner: &procTransport{cmd: cmd, group: l.group, cleanup: cleanup, terminate: terminateDelay}, wire: w}
+		t = &trackedTransport{inner: &procTransport{cmd: cmd, group: l.group, cleanup: cleanup, terminate: terminateDelay, onDropped: u.droppedLine}, wire: w}
 	}
 	sess, err := u.client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
@@ -136,6 +136,18 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 	l.sess = sess
 	u.askForLogs(ctx, sess)
 	return l, nil
+}
+
+// droppedLine logs a line of the server's stdout that was dropped (see
+// mcpstream.Options.OnDropped): at most once a second, with how many were
+// dropped since, so that a server printing garbage cannot flood the log.
+func (u *Upstream) droppedLine(err error) {
+	n := u.droppedLines.Add(1)
+	u.dropLog.Do(func() {
+		u.droppedLines.Add(-n)
+		u.log.Warn("upstream line dropped: not a message the gateway can read, and no request's id to fail with it",
+			"error", err.Error(), "dropped", n)
+	})
 }
 
 // environ is a program's environment: PATH, HOME and the allowed names,

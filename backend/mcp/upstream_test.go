@@ -12,6 +12,7 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // The tests of this file run the Go test server (testdata/mcptestserver)
@@ -196,7 +197,10 @@ func TestPaging(t *testing.T) {
 }
 
 // TestListChanged: a tool the server adds at run time is registered, one it
-// removes is unregistered, both on notifications/tools/list_changed.
+// removes is unregistered, both on notifications/tools/list_changed. The
+// added tool is held until an operator accepts it (finding 11 of issue
+// 22: its own readOnlyHint spared it the approval); once accepted, it is
+// not held again when it comes back.
 func TestListChanged(t *testing.T) {
 	e := newEnv(t)
 	srv, _ := testServerSpec(t, "go")
@@ -206,6 +210,15 @@ func TestListChanged(t *testing.T) {
 	}
 	e.mustCall(t, "go.add_extra", `{}`)
 	eventually(t, 5*time.Second, "go.extra registered", func() bool { _, _, ok := e.g.Tool("go.extra"); return ok })
+	if _, ge := e.call(t, "go.extra", `{}`); ge == nil || ge.Class != gateway.ClassForbidden || !strings.Contains(ge.Message, "tools accept go.extra") {
+		t.Fatalf("go.extra, added at run time: %v, want forbidden until accepted", ge)
+	}
+	if !strings.Contains(e.logs.String(), "upstream tool added while running: held") {
+		t.Errorf("the hold is not logged:\n%s", e.logs)
+	}
+	if _, err := e.g.AcceptDefinition(context.Background(), "go.extra", "ops", ""); err != nil {
+		t.Fatal(err)
+	}
 	if res := e.mustCall(t, "go.extra", `{}`); !strings.Contains(string(res.Result), "extra") {
 		t.Errorf("go.extra: %s", res.Result)
 	}
@@ -213,6 +226,24 @@ func TestListChanged(t *testing.T) {
 	eventually(t, 5*time.Second, "go.extra unregistered", func() bool { _, _, ok := e.g.Tool("go.extra"); return !ok })
 	if _, ge := e.call(t, "go.extra", `{}`); ge == nil || ge.Class != gateway.ClassNotFound {
 		t.Errorf("go.extra after removal: %v, want not_found", ge)
+	}
+	// Back with the definition accepted before: callable at once.
+	e.mustCall(t, "go.add_extra", `{}`)
+	eventually(t, 5*time.Second, "go.extra registered again", func() bool { _, _, ok := e.g.Tool("go.extra"); return ok })
+	e.mustCall(t, "go.extra", `{}`)
+}
+
+// TestAcceptAddedTools: with AcceptAddedTools (accept_added_tools: true),
+// a tool the server adds at run time is accepted at first sight.
+func TestAcceptAddedTools(t *testing.T) {
+	e := newEnv(t)
+	srv, _ := testServerSpec(t, "go")
+	srv.AcceptAddedTools = true
+	e.connect(t, srv, nil)
+	e.mustCall(t, "go.add_extra", `{}`)
+	eventually(t, 5*time.Second, "go.extra registered", func() bool { _, _, ok := e.g.Tool("go.extra"); return ok })
+	if res := e.mustCall(t, "go.extra", `{}`); !strings.Contains(string(res.Result), "extra") {
+		t.Errorf("go.extra: %s", res.Result)
 	}
 }
 
@@ -273,5 +304,50 @@ func TestValidatorChoice(t *testing.T) {
 				t.Errorf("the refused schema was not logged")
 			}
 		})
+	}
+}
+
+// TestBadNamesRefused: finding 3 of issue 22. Tools and prompts named
+// outside [A-Za-z0-9_.-]{1,128}, and resources whose name holds a control,
+// are not registered or listed, each with a log line naming the server;
+// a resource named with spaces is kept (names are display names there).
+func TestBadNamesRefused(t *testing.T) {
+	e := newEnv(t)
+	srv, _ := testServerSpec(t, "go")
+	srv.Env = append(srv.Env, "MCPTEST_BAD_NAMES")
+	t.Setenv("MCPTEST_BAD_NAMES", "1")
+	u := e.connect(t, srv, nil)
+	for _, tl := range e.g.Tools() {
+		if tool.CheckName(tl.Name) != nil {
+			t.Errorf("registered %q", tl.Name)
+		}
+	}
+	if _, _, ok := e.g.Tool("go.greet"); !ok {
+		t.Error("the server's well-named tools are gone")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	prompts, err := u.Prompts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prompts) != 0 {
+		t.Errorf("prompts %v, want none", prompts)
+	}
+	res, err := u.Resources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Name != "Good Resource 1" {
+		t.Errorf("resources %+v, want Good Resource 1 alone", res)
+	}
+	logs := e.logs.String()
+	for _, want := range []string{`"tool":"go.evil\\x1b[2K\\x0dgreet"`, `"tool":"go.two\\x0alines"`, `"prompt":"bad\\x1b[4Aprompt"`, `"resource":"bad\\x1b]0;owned\\x07res"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no log line with %s:\n%s", want, logs)
+		}
+	}
+	if n := strings.Count(logs, `refused: its name`); n < 5 {
+		t.Errorf("%d refusals logged, want 5 (3 tools, 1 prompt, 1 resource):\n%s", n, logs)
 	}
 }

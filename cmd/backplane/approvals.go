@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -98,9 +98,10 @@ With --json the answer is {"approvals":[{"id","caller","tool","args_digest",
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCALLER\tTOOL\tARGS DIGEST\tSTATUS\tEXPIRES\tDECIDED BY\tUSED BY")
 			for _, e := range entries {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Caller, e.Tool,
-					e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.Status, e.ExpiresAt.Format(time.RFC3339),
-					orDash(e.DecidedBy), orDash(e.ConsumedBy))
+				L := termtext.Line
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", L(e.ID), L(e.Caller), L(e.Tool),
+					L(e.ArgsDigest[:min(12, len(e.ArgsDigest))]), L(string(e.Status)), e.ExpiresAt.Format(time.RFC3339),
+					L(orDash(e.DecidedBy)), L(orDash(e.ConsumedBy)))
 			}
 			return tw.Flush()
 		},
@@ -120,23 +121,28 @@ func newApprovalDecideCmd(f *gatewayFlags, approve bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   verb + " ID [--as OPERATOR] [--reason TEXT]",
 		Short: fmt.Sprintf("%s a pending approval request", map[bool]string{true: "Approve", false: "Deny"}[approve]),
-		Long: fmt.Sprintf(`%s decides a pending approval request as an operator: the one
-BACKPLANE_OPERATOR_TOKEN belongs to, or --as (which must name a configured
-operator when the configuration lists operators).
+		Long: fmt.Sprintf(`%s decides a pending approval request as an operator. When the
+configuration lists operators, the operator's token is required, in
+BACKPLANE_OPERATOR_TOKEN or a file named by --operator-token-file: the
+decision is recorded as the token's owner (--as, if given, must be the
+same), and the audit event also names the OS user who ran the command.
+Without operators, --as names who decides (required).
 The caller cannot decide its own request, the policy may restrict who
 decides (approvers), and a request already decided or expired cannot be
 decided again. Exit 1, with the reason, when the decision is refused.`, verb),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if as == "" && os.Getenv(operatorTokenEnv) == "" {
-				return fmt.Errorf("--as OPERATOR (or %s) is required: the decision records who made it", operatorTokenEnv)
-			}
 			s, err := f.open(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			out := cmd.OutOrStdout()
+			if as == "" && len(s.rt.Config.Operators) == 0 {
+				// No operator to authenticate: the decider names
+				// themselves, never by default.
+				return &inputError{errors.New("--as OPERATOR is required: the decision records who made it")}
+			}
 			who, err := s.operator(as)
 			if err != nil {
 				return err
@@ -159,11 +165,11 @@ decided again. Exit 1, with the reason, when the decision is refused.`, verb),
 					DecidedBy string `json:"decided_by"`
 				}{true, id, done, who})
 			}
-			_, err = fmt.Fprintf(out, "ok: approval %s %s by %s\n", id, done, who)
+			_, err = fmt.Fprintf(out, "ok: approval %s %s by %s\n", termtext.Line(id), done, termtext.Line(who))
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&as, "as", "", "the operator who decides (default: the owner of BACKPLANE_OPERATOR_TOKEN)")
+	addOperatorFlags(cmd, f, &as, "the operator who decides: with operators configured, only a check of the token's owner (without operators: required, any name)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the decision and told to the caller")
 	return cmd
 }

@@ -107,9 +107,9 @@ func detailsOf(sc map[string]any) map[string]any {
 func TestServeApprovalRequiredAtOnce(t *testing.T) {
 	g := newOperatorsDir(t, "0s")
 	p := startServe(t, g)
-	// An elicitation-capable client that never answers: with a wait of 0
-	// nothing waits for it.
-	e := &elicitCounter{}
+	// An elicitation-capable client that declines whatever it is asked:
+	// with a wait of 0 it is asked only where a rule sets self_approve.
+	e := &elicitCounter{answer: &mcp.ElicitResult{Action: "decline"}}
 	cs := connectAlice(t, p, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -128,7 +128,7 @@ func TestServeApprovalRequiredAtOnce(t *testing.T) {
 	}
 	cfgPath := filepath.Join(g.dir, "backplane.yaml")
 	hints, _ := json.Marshal(detailsOf(sc)["how_to_decide"])
-	for _, want := range []string{"backplane approvals approve " + id + " --config " + cfgPath + " --as ops", p.base + "/ui/approvals/" + id} {
+	for _, want := range []string{"backplane approvals approve " + id + " --config " + cfgPath + "\"", p.base + "/ui/approvals/" + id} {
 		if !strings.Contains(string(hints), want) {
 			t.Errorf("how_to_decide %s lacks %q", hints, want)
 		}
@@ -139,18 +139,18 @@ func TestServeApprovalRequiredAtOnce(t *testing.T) {
 	if id2, _ := detailsOf(sc2)["approval_id"].(string); id2 != id {
 		t.Errorf("retry got request %q, want %q", id2, id)
 	}
-	// A silent elicitation client and self_approve: wait 0 returns at once,
-	// and nothing is put to the client.
-	_, sc3 := callTool(t, ctx, cs, "edit", map[string]any{"path": "notes.txt", "content": "x\n"})
-	if sc3["class"] != "approval_required" {
-		t.Errorf("edit with wait 0: %+v", sc3)
-	}
 	if n := e.n.Load(); n != 0 {
-		t.Errorf("the client was asked %d times with a wait of 0", n)
+		t.Errorf("the client was asked %d times about a write only operators decide", n)
+	}
+	// self_approve: the client is asked even with a wait of 0 (finding 19
+	// of issue 22); it declines, which denies the edit.
+	_, sc3 := callTool(t, ctx, cs, "edit", map[string]any{"path": "notes.txt", "content": "x\n"})
+	if sc3["class"] != "forbidden" || e.n.Load() != 1 {
+		t.Errorf("edit with wait 0, declined by the client: %+v, asked %d times", sc3, e.n.Load())
 	}
 	pending := g.approvalsByID(t, "--status", "pending")
-	if len(pending) != 2 {
-		t.Errorf("%d pending requests, want 2 (write once, edit once): %v", len(pending), pending)
+	if len(pending) != 1 {
+		t.Errorf("%d pending requests, want 1 (the write, once; the edit was denied): %v", len(pending), pending)
 	}
 
 	// serve's terminal names the request and how to decide it.
@@ -267,7 +267,7 @@ func TestServeOrphanNeverConsumes(t *testing.T) {
 			cancel()
 			<-done
 
-			g.run(t, "", "approvals", "approve", id, "--as", "ops").wantCode(t, exitOK)
+			g.operator(t, "approvals", "approve", id).wantCode(t, exitOK)
 			if _, err := os.Stat(filepath.Join(g.dir, "orphan.txt")); err == nil {
 				t.Fatal("the orphaned call wrote the file")
 			}

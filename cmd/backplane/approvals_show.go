@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -51,7 +52,7 @@ With --json the answer is the request with "description", "arguments",
 func writeApprovalView(out io.Writer, v *gateway.ApprovalView) {
 	field := func(label, value string) {
 		if value != "" {
-			fmt.Fprintf(out, "%-12s %s\n", label+":", value)
+			fmt.Fprintf(out, "%-12s %s\n", label+":", termtext.Line(value))
 		}
 	}
 	field("request", v.ID)
@@ -73,27 +74,29 @@ func writeApprovalView(out io.Writer, v *gateway.ApprovalView) {
 		field("self-approve", "the caller's own client may decide (policy self_approve)")
 	}
 	if v.Description != "" {
-		fmt.Fprintf(out, "\ndescription:\n%s\n", indent(v.Description))
+		fmt.Fprintf(out, "\ndescription:\n%s\n", indent(termtext.Block(v.Description)))
 	}
 	if len(v.Arguments) > 0 {
-		fmt.Fprintf(out, "\narguments:\n%s\n", indent(string(v.Arguments)))
+		// JSON's own escapes (\u001b) keep the arguments JSON.
+		fmt.Fprintf(out, "\narguments:\n%s\n", indent(string(termtext.JSON(v.Arguments))))
 	}
 	if v.Preview != nil && v.Preview.Command != "" {
-		fmt.Fprintf(out, "\ncommand:\n%s\n", indent(v.Preview.Command))
+		fmt.Fprintf(out, "\ncommand:\n%s\n", indent(termtext.Block(v.Preview.Command)))
 	}
 	if v.Preview != nil && v.Preview.Diff != "" {
-		fmt.Fprintf(out, "\ndiff:\n%s", v.Preview.Diff)
-		if !strings.HasSuffix(v.Preview.Diff, "\n") {
+		diff := termtext.Block(v.Preview.Diff)
+		fmt.Fprintf(out, "\ndiff:\n%s", diff)
+		if !strings.HasSuffix(diff, "\n") {
 			fmt.Fprintln(out)
 		}
 	}
 	if v.PreviewError != "" {
-		fmt.Fprintf(out, "\nno preview: %s\n", v.PreviewError)
+		fmt.Fprintf(out, "\nno preview: %s\n", termtext.Block(v.PreviewError))
 	}
 	if len(v.HowToDecide) > 0 {
 		fmt.Fprintf(out, "\nto decide:\n")
 		for _, h := range v.HowToDecide {
-			fmt.Fprintf(out, "  %s\n", h)
+			fmt.Fprintf(out, "  %s\n", termtext.Line(h))
 		}
 	}
 }

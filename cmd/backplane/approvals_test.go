@@ -226,3 +226,14 @@ func TestApprovalExpiry(t *testing.T) {
 		t.Errorf("an unapproved call ran")
 	}
 }
+
+// operator runs an operator verb as ops, by its token (ops-token), the way
+// an operator authenticates to the CLI.
+func (g *gwDir) operator(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := g.command("", args...)
+	cmd.Env = append(cmd.Env, "BACKPLANE_OPERATOR_TOKEN=ops-token")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	return finish(t, cmd.Run(), &out, &errOut, args)
+}

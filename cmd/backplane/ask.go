@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentbackplane/backplane/backend/builtin"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 // terminalAsker is ask_user_question's interaction channel for "backplane
@@ -54,11 +55,11 @@ func (a *terminalAsker) Ask(ctx context.Context, q builtin.Question) (builtin.An
 }
 
 func (a *terminalAsker) dialogue(q builtin.Question) (builtin.Answer, error) {
-	fmt.Fprintf(a.out, "\nThe agent asks: %s\n", q.Question)
+	fmt.Fprintf(a.out, "\nThe agent asks: %s\n", termtext.Block(q.Question))
 	for i, o := range q.Options {
-		fmt.Fprintf(a.out, "  %d) %s", i+1, o.Label)
+		fmt.Fprintf(a.out, "  %d) %s", i+1, termtext.Line(o.Label))
 		if o.Description != "" {
-			fmt.Fprintf(a.out, " (%s)", o.Description)
+			fmt.Fprintf(a.out, " (%s)", termtext.Line(o.Description))
 		}
 		fmt.Fprintln(a.out)
 	}

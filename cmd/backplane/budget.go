@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -106,7 +107,7 @@ func budgetTable(out io.Writer, lines []gateway.BudgetLine) error {
 				resets += " (ended)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", l.Scope, key, window, l.Quota, l.Used, l.Remaining, resets)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", termtext.Line(l.Scope), termtext.Line(key), window, l.Quota, l.Used, l.Remaining, resets)
 	}
 	return tw.Flush()
 }
@@ -119,9 +120,10 @@ func newBudgetResetCmd(f *gatewayFlags) *cobra.Command {
 		Long: `Reset forgets the budget a caller or a session has used, in every window,
 so its calls are accepted again at once. Calls that held budget before the
 reset give nothing back if they are later found not to have run. The reset
-is written to the audit log with who made it (an operator: --as, or the
-owner of BACKPLANE_OPERATOR_TOKEN, default the login name) and what it
-removed.
+is written to the audit log with who made it and what it removed: with
+operators configured, the owner of the operator token
+(BACKPLANE_OPERATOR_TOKEN or --operator-token-file), which is required;
+without, --as (default the login name). The OS user is recorded too.
 
 With --json the answer is {"ok":true,"scope","key","reset_by","removed":[budget
 lines as in budget show]}.`,
@@ -160,17 +162,17 @@ lines as in budget show]}.`,
 				}{true, scope, key, as, removed})
 			}
 			if len(removed) == 0 {
-				_, err := fmt.Fprintf(out, "ok: %s %q held no budget; nothing to reset\n", scope, key)
+				_, err := fmt.Fprintf(out, "ok: %s %q held no budget; nothing to reset\n", termtext.Line(scope), key)
 				return err
 			}
-			fmt.Fprintf(out, "ok: budget of %s %q reset by %s; it held:\n", scope, key, as)
+			fmt.Fprintf(out, "ok: budget of %s %q reset by %s; it held:\n", termtext.Line(scope), key, termtext.Line(as))
 			return budgetTable(out, removed)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&scope, "scope", "", "caller or session")
 	fl.StringVar(&key, "key", "", `the caller name or session id ("" is the calls without a session)`)
-	fl.StringVar(&as, "as", "", "who resets (default: the login name)")
+	addOperatorFlags(cmd, f, &as, "who resets: with operators configured, only a check of the token's owner (default: the login name)")
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -160,7 +161,7 @@ func reportCall(out io.Writer, asJSON bool, res *gateway.CallResult, err error) 
 	if res.Replayed {
 		head += ", replayed from the journal"
 	}
-	fmt.Fprintf(out, "%s: call %s\n%s\n", head, res.CallID, res.Result)
+	fmt.Fprintf(out, "%s: call %s\n%s\n", head, termtext.Line(res.CallID), termtext.JSON(res.Result))
 	if res.IsError {
 		return errNegative
 	}
@@ -172,9 +173,9 @@ func reportCall(out io.Writer, asJSON bool, res *gateway.CallResult, err error) 
 // remaining details.
 func writeCallError(out io.Writer, e *gateway.Error) {
 	// A violation's message may already start with its class.
-	fmt.Fprintf(out, "%s: %s\n", e.Class, strings.TrimPrefix(e.Message, string(e.Class)+": "))
+	fmt.Fprintf(out, "%s: %s\n", e.Class, termtext.Block(strings.TrimPrefix(e.Message, string(e.Class)+": ")))
 	field := func(label, value string) {
-		fmt.Fprintf(out, "  %-12s %s\n", label+":", value)
+		fmt.Fprintf(out, "  %-12s %s\n", label+":", termtext.Block(value))
 	}
 	if e.Tool != "" {
 		field("tool", e.Tool)
@@ -190,7 +191,8 @@ func writeCallError(out io.Writer, e *gateway.Error) {
 			if path == "" {
 				path = "$arguments"
 			}
-			fmt.Fprintf(out, "    %s: %s (%s, keyword %s)\n", path, v.Message, v.Class, orDash(v.Keyword))
+			L := termtext.Line
+			fmt.Fprintf(out, "    %s: %s (%s, keyword %s)\n", L(path), L(v.Message), v.Class, L(orDash(v.Keyword)))
 		}
 	}
 	keys := make([]string, 0, len(e.Details))

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/user"
-	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentbackplane/backplane/assemble"
@@ -42,6 +44,18 @@ type gatewayFlags struct {
 	// storeOnly marks verbs that work on the store alone (journal,
 	// approvals, budget): they do not start the MCP upstreams.
 	storeOnly bool
+	// operatorTokenFile is --operator-token-file of the operator verbs.
+	operatorTokenFile string
+}
+
+// addOperatorFlags registers what an operator verb (one that decides,
+// resolves, accepts, resets or prunes) takes besides the gateway flags:
+// --as, whose help is asHelp, and --operator-token-file.
+func addOperatorFlags(cmd *cobra.Command, f *gatewayFlags, as *string, asHelp string) {
+	fl := cmd.Flags()
+	fl.StringVar(as, "as", "", asHelp)
+	fl.StringVar(&f.operatorTokenFile, "operator-token-file", "",
+		"a file holding the operator's token (instead of $"+operatorTokenEnv+"); needed when the configuration lists operators")
 }
 
 // addGatewayFlags registers the shared flags on a verb or a verb group (as
@@ -61,6 +75,8 @@ type gatewaySession struct {
 	rt       *assemble.Runtime
 	audit    *slog.Logger
 	closeTTY func()
+	// operatorTokenFile is --operator-token-file, for operator.
+	operatorTokenFile string
 }
 
 // open loads the configuration and opens its runtime. A configuration that
@@ -84,6 +100,11 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 	// folder); see package assemble.
 	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly, Version: readVersion().Version,
 		OperationalLogFile: !f.serving}
+	if !f.serving {
+		// Who ran the command, whoever it claims to act as: the account
+		// is what the operating system vouches for.
+		opts.AuditWith = osUserAttrs()
+	}
 	closeTTY := func() {}
 	if f.consoleURL != nil {
 		opts.ApprovalHints = func(id string) []string {
@@ -102,7 +123,7 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 		closeTTY()
 		return nil, &inputError{fmt.Errorf("opening %s: %w", f.configPath, err)}
 	}
-	return &gatewaySession{rt: rt, audit: rt.Audit, closeTTY: closeTTY}, nil
+	return &gatewaySession{rt: rt, audit: rt.Audit, closeTTY: closeTTY, operatorTokenFile: f.operatorTokenFile}, nil
 }
 
 // Close closes the runtime (the store first, the audit log last), then the
@@ -142,31 +163,102 @@ func groupCmd(use, short, long string) *cobra.Command {
 // token: the CLI then acts as that operator.
 const operatorTokenEnv = "BACKPLANE_OPERATOR_TOKEN"
 
-// operator is who an operator verb acts as: the owner of
-// BACKPLANE_OPERATOR_TOKEN (as, if given, must be the same), else as, else
-// the login name. When the configuration lists operators, the name must be
-// one of them (an input error otherwise, before anything is done).
+// maxTokenFile bounds what --operator-token-file reads: a token is short,
+// and a wrong path must not read a large file into memory.
+const maxTokenFile = 4 << 10
+
+// operator is who an operator verb acts as.
+//
+// When the configuration lists operators, the operator's token is
+// required (BACKPLANE_OPERATOR_TOKEN, or --operator-token-file), compared
+// in constant time with every configured operator's: the name is the
+// token's owner, never a claim (--as, if given, must be the same). --as
+// alone is refused there: anyone who can run the CLI could type any name
+// (finding 15 of issue 22). Without operators, a token is refused and the
+// name is --as, else the login name.
 func (s *gatewaySession) operator(as string) (string, error) {
 	cfg := s.rt.Config
+	tok, from, err := s.operatorToken()
+	if err != nil {
+		return "", &inputError{err}
+	}
+	if len(cfg.Operators) == 0 {
+		if tok != "" {
+			return "", &inputError{fmt.Errorf("%s is given but %s lists no operators", from, cfg.Path)}
+		}
+		if as == "" {
+			as = operatorName()
+		}
+		if as == "" {
+			return "", &inputError{errors.New("--as OPERATOR is required (no login name to default to): the decision records who made it")}
+		}
+		return as, nil
+	}
+	if tok == "" {
+		return "", &inputError{fmt.Errorf("%s lists operators: an operator action needs the operator's token, in $%s or a file named by --operator-token-file (--as alone is a name anyone can type)",
+			cfg.Path, operatorTokenEnv)}
+	}
+	name, ok := operatorOfToken(cfg.Operators, tok)
+	if !ok {
+		return "", &inputError{fmt.Errorf("%s is no operator's token in %s", from, cfg.Path)}
+	}
+	if as != "" && as != name {
+		return "", &inputError{fmt.Errorf("--as %s, but %s belongs to operator %s", as, from, name)}
+	}
+	return name, nil
+}
+
+// operatorToken is the token the operator gave: the file of
+// --operator-token-file (trimmed), else $BACKPLANE_OPERATOR_TOKEN; from
+// says which, for messages (never the token).
+func (s *gatewaySession) operatorToken() (tok, from string, err error) {
+	if s.operatorTokenFile != "" {
+		f, err := os.Open(s.operatorTokenFile)
+		if err != nil {
+			return "", "", fmt.Errorf("--operator-token-file: %w", err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+		if err != nil {
+			return "", "", fmt.Errorf("--operator-token-file: %w", err)
+		}
+		if len(b) > maxTokenFile {
+			return "", "", fmt.Errorf("--operator-token-file %s: over %d bytes, not a token", s.operatorTokenFile, maxTokenFile)
+		}
+		tok = strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", "", fmt.Errorf("--operator-token-file %s is empty", s.operatorTokenFile)
+		}
+		return tok, "the token of --operator-token-file " + s.operatorTokenFile, nil
+	}
 	if tok := os.Getenv(operatorTokenEnv); tok != "" {
-		name, ok := cfg.OperatorTokens()[tok]
-		if !ok {
-			return "", &inputError{fmt.Errorf("%s is set but is no operator's token in %s", operatorTokenEnv, cfg.Path)}
+		return tok, operatorTokenEnv, nil
+	}
+	return "", "", nil
+}
+
+// operatorOfToken is the operator whose token tok is. Every configured
+// token is compared, in constant time, whatever matches: how long it takes
+// says nothing of which operator, or how much of a token, matched.
+func operatorOfToken(ops []config.Operator, tok string) (string, bool) {
+	name, found := "", 0
+	for _, o := range ops {
+		if o.Token == "" {
+			continue // an operator without a token cannot act through the CLI
 		}
-		if as != "" && as != name {
-			return "", &inputError{fmt.Errorf("--as %s, but %s belongs to operator %s", as, operatorTokenEnv, name)}
+		if subtle.ConstantTimeCompare([]byte(o.Token), []byte(tok)) == 1 {
+			name, found = o.Name, 1
 		}
-		return name, nil
 	}
-	if as == "" {
-		as = operatorName()
+	return name, found == 1
+}
+
+// osUserAttrs are the audit attributes naming the OS account that runs
+// this process: its login name (when the system knows it) and uid.
+func osUserAttrs() []any {
+	attrs := []any{"os_uid", strconv.Itoa(os.Getuid())}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		attrs = append(attrs, "os_user", u.Username)
 	}
-	if as == "" {
-		return "", &inputError{errors.New("--as OPERATOR is required (no login name to default to): the decision records who made it")}
-	}
-	if names := cfg.OperatorNames(); len(names) > 0 && !slices.Contains(names, as) {
-		return "", &inputError{fmt.Errorf("%q is not an operator of %s (operators: %s); name one with --as or set %s",
-			as, cfg.Path, strings.Join(names, ", "), operatorTokenEnv)}
-	}
-	return as, nil
+	return attrs
 }

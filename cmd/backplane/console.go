@@ -41,10 +41,15 @@ func newConsole(cfg *config.Config, rt *assemble.Runtime, log *slog.Logger, stdi
 		// are not known here.
 		hosts = []string{"*"}
 	}
+	// Browsers behind a proxy name its origin and host (public_url).
+	origins := publicOrigins(cfg)
 	return console.New(b, console.NewTokenAuth(operators, cfg.Serve.Tokens), &console.Options{
 		Logger:         log,
 		AllowedHosts:   hosts,
-		TrustedOrigins: cfg.Serve.AllowedOrigins,
+		TrustedOrigins: origins,
+		// Behind a TLS proxy serve sees plain HTTP: the cookie must be
+		// Secure all the same, or a browser would send it over http.
+		SecureCookies: strings.HasPrefix(cfg.Serve.PublicURL, "https://"),
 	})
 }
 

@@ -189,6 +189,8 @@ func runInit(cmd *cobra.Command, dir, workspace, caller, operator string) error 
 	for _, n := range next {
 		fmt.Fprintf(out, "  %-*s  # %s\n", width, n[0], n[1])
 	}
+	fmt.Fprintf(out, "\nDecide approvals as %s with the operator token (under operators in %s):\n", operator, file)
+	fmt.Fprintf(out, "  export BACKPLANE_OPERATOR_TOKEN=<that token>   # or --operator-token-file FILE\n")
 	fmt.Fprintf(out, "\nConnect an agent to http://127.0.0.1:8787/mcp with the header\n")
 	fmt.Fprintf(out, "  Authorization: Bearer <the token under serve.tokens in %s>\n", file)
 	return nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/spf13/cobra"
 )
@@ -198,8 +199,9 @@ func (w *journalWriter) page(intents []store.Intent) error {
 		if e.ToolError {
 			status += " (tool_error)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.CallID, e.Tool, e.Caller, status,
-			e.ArgsDigest[:min(12, len(e.ArgsDigest))], e.CreatedAt.Format(time.RFC3339), settled)
+		L := termtext.Line
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", L(e.CallID), L(e.Tool), L(e.Caller), L(status),
+			L(e.ArgsDigest[:min(12, len(e.ArgsDigest))]), e.CreatedAt.Format(time.RFC3339), settled)
 	}
 	w.n += len(intents)
 	if err := tw.Flush(); err != nil {
@@ -309,7 +311,13 @@ when it was created and settled. Exit 1 when there is no such call.`,
 func writeIntentDetail(out io.Writer, d *intentDetail) {
 	field := func(label, value string) {
 		if value != "" {
-			fmt.Fprintf(out, "%-16s %s\n", label+":", value)
+			fmt.Fprintf(out, "%-16s %s\n", label+":", termtext.Line(value))
+		}
+	}
+	// JSON, with JSON's own escapes: see termtext.JSON.
+	jsonField := func(label string, value []byte) {
+		if len(value) > 0 {
+			fmt.Fprintf(out, "%-16s %s\n", label+":", termtext.JSON(bytes.ReplaceAll(value, []byte("\n"), []byte(" "))))
 		}
 	}
 	field("call id", d.CallID)
@@ -318,12 +326,12 @@ func writeIntentDetail(out io.Writer, d *intentDetail) {
 	field("definition", d.DefinitionHash)
 	field("caller", d.Caller)
 	field("session", d.Session)
-	field("arguments", string(d.Arguments))
+	jsonField("arguments", d.Arguments)
 	field("args digest", d.ArgsDigest)
 	field("idempotency key", d.IdempotencyKey)
 	field("approval", d.ApprovalID)
 	field("incarnation", d.Incarnation)
-	field("result", string(d.Result))
+	jsonField("result", d.Result)
 	if d.IsError {
 		field("is error", "true")
 	}
@@ -347,7 +355,10 @@ func newJournalResolveCmd(f *gatewayFlags) *cobra.Command {
 		Long: `Resolve records an operator's finding about an uncertain call: it did run
 (--executed) or it did not (--not-executed, which releases the budget it
 held). Only an uncertain intent can be resolved; exit 1 otherwise, or when
-there is no such call. --as names who resolves it (default: the login name).`,
+there is no such call. With operators configured, the operator's token is
+required (BACKPLANE_OPERATOR_TOKEN or --operator-token-file) and names who
+resolves it; without, --as does (default: the login name). The OS user is
+recorded too.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if executed == notExecuted {
@@ -384,14 +395,14 @@ there is no such call. --as names who resolves it (default: the login name).`,
 					ResolvedBy string `json:"resolved_by"`
 				}{true, id, verdict, as})
 			}
-			_, err = fmt.Fprintf(out, "ok: call %s resolved as %s by %s\n", id, verdict, as)
+			_, err = fmt.Fprintf(out, "ok: call %s resolved as %s by %s\n", termtext.Line(id), verdict, termtext.Line(as))
 			return err
 		},
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&executed, "executed", false, "the call did run")
 	fl.BoolVar(&notExecuted, "not-executed", false, "the call did not run (its budget is released)")
-	fl.StringVar(&as, "as", "", "who resolves (default: the login name)")
+	addOperatorFlags(cmd, f, &as, "who resolves: with operators configured, only a check of the token's owner (default: the login name)")
 	return cmd
 }
 
@@ -411,7 +422,7 @@ func negative(out io.Writer, asJSON bool, class, msg string) error {
 		}
 		return errNegative
 	}
-	fmt.Fprintf(out, "refused: %s\n", msg)
+	fmt.Fprintf(out, "refused: %s\n", termtext.Block(msg))
 	return errNegative
 }
 

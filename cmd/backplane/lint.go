@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/schematool"
 )
 
@@ -149,7 +150,7 @@ func writeLintText(out io.Writer, report *schematool.LintReport) error {
 			if e.Stage != schematool.StageInput {
 				fmt.Fprintf(w, "        schema pointer: %s\n", displayPointer(e.SchemaPointer))
 			}
-			fmt.Fprintf(w, "        %s\n", e.Message)
+			fmt.Fprintf(w, "        %s\n", termtext.Line(e.Message))
 		}
 		if t.Truncated {
 			fmt.Fprintf(w, "      (more errors not listed)\n")

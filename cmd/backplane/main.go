@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 // Exit codes of every verb.
@@ -56,7 +57,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.As(err, &blocked) {
 		return exitUsage // the hook said why, escaped, on stderr
 	}
-	fmt.Fprintf(stderr, "backplane: %v\n", err)
+	// Errors quote what callers, upstreams and files said.
+	fmt.Fprintf(stderr, "backplane: %s\n", termtext.Block(err.Error()))
 	var ioErr *inputError
 	if !errors.As(err, &ioErr) && cmd != nil {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())

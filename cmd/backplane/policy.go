@@ -8,8 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 )
 
@@ -45,6 +48,8 @@ the configured policy would for the caller, and prints the decision (allow,
 approve, deny), the rule that decided it (file:line) and why; for a shell
 command, each simple command with its own decision. The arguments are not
 validated against the tool's schema and nothing runs: only the policy is asked.
+A path of a built-in tool is resolved in the workspace, as serve does, and
+decided on the file it leads to as well as on its text.
 
 Exit 0 when the call would be allowed (perhaps after an approval), 1 when it
 would be refused, 2 for a usage or configuration error.`,
@@ -71,7 +76,8 @@ would be refused, 2 for a usage or configuration error.`,
 			if err != nil {
 				return inputErrorf("ARGS: %v", err)
 			}
-			d := rules.Decide(policy.Request{Caller: caller, Session: session, Tool: args[0], Args: v})
+			d := rules.Decide(policy.Request{Caller: caller, Session: session, Tool: args[0], Args: v,
+				RealPath: explainRealPath(cfg, args[0], data)})
 			rep := explainReport{Caller: caller, Session: session, Tool: args[0], Decision: string(d.Effect),
 				Rule: d.Source, Reason: d.Reason, Parts: d.Parts}
 			if d.Err != nil {
@@ -83,12 +89,13 @@ would be refused, 2 for a usage or configuration error.`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(out, "%s: %s\n", rep.Decision, rep.Reason)
+				L := termtext.Line
+				fmt.Fprintf(out, "%s: %s\n", rep.Decision, L(rep.Reason))
 				if rep.Rule != "" {
-					fmt.Fprintf(out, "  rule: %s\n", rep.Rule)
+					fmt.Fprintf(out, "  rule: %s\n", L(rep.Rule))
 				}
 				for _, p := range rep.Parts {
-					fmt.Fprintf(out, "  %-8s %s  (%s)\n", p.Effect, p.Text, p.Reason)
+					fmt.Fprintf(out, "  %-8s %s  (%s)\n", p.Effect, L(p.Text), L(p.Reason))
 				}
 			}
 			if !d.Allow {
@@ -159,7 +166,7 @@ configuration error.`,
 				}
 			} else {
 				for _, fd := range found {
-					fmt.Fprintf(out, "%s: %s: %s\n", fd.Rule, fd.Kind, fd.Message)
+					fmt.Fprintf(out, "%s: %s: %s\n", termtext.Line(fd.Rule), fd.Kind, termtext.Line(fd.Message))
 				}
 				if len(found) == 0 {
 					fmt.Fprintf(out, "ok: %s, checked against %s\n", plural(len(s.rt.Config.Policy), "policy rule"), plural(len(names), "tool"))
@@ -210,4 +217,33 @@ func canDecide(rules *policy.Rules, operators []string) func(caller, tool string
 		}
 		return false
 	}
+}
+
+// explainRealPath resolves the path argument of an enabled built-in tool in
+// the workspace, as the gateway does before it decides, so that explain
+// says what a call would get; "" (the text alone) when the tool is not a
+// path-taking built-in or the path cannot be resolved (the tool would
+// refuse it).
+func explainRealPath(cfg *config.Config, tool string, args []byte) string {
+	if ma, ok := policy.BuiltinMainArgs[tool]; !ok || ma.Kind != policy.KindPath || !slices.Contains(cfg.Builtin.Enable, tool) {
+		return ""
+	}
+	set, err := builtin.New(&builtin.Options{Workspace: cfg.Workspace, Hide: cfg.PrivatePaths()})
+	if err != nil {
+		return ""
+	}
+	defer set.Close()
+	t, ok := set.Tool(tool)
+	if !ok {
+		return ""
+	}
+	pr, ok := t.Backend.(backend.PathResolver)
+	if !ok {
+		return ""
+	}
+	rp, err := pr.ResolvePath(args)
+	if err != nil {
+		return ""
+	}
+	return rp.Real
 }

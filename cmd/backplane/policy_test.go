@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -313,4 +315,48 @@ func readFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// The commands of issue 22, item 2, through backplane call: each was
+// allowed by these two entries and ran its $(...) in bash. Now each is
+// refused, and the file its substitution would create never appears.
+func TestShellEvaluationIsNotAllowedThroughCall(t *testing.T) {
+	g := newGWDir(t, `builtin:
+  safety:
+    bash: {requires_approval: false}
+policy:
+  - caller: alice
+    allow: ["bash(git status*)", "bash(ls *)"]
+`)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: the issue's commands run git status")
+	}
+	if out, err := exec.Command("git", "init", "-q", g.dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	callOK(t, g.runJSON(t, exitOK, "", "call", "--caller", "alice", "bash", `{"command":"git status"}`))
+	for i, cmd := range []string{
+		"git status; a=(); [[ 'a[$(touch PWNED)]' -eq 0 ]]",
+		"git status && a=() && [[ 1 -eq 'a[$(touch PWNED)]' ]]",
+		"git status; a=(); [[ -v 'a[$(touch PWNED)]' ]]",
+		"git status ${x:='a[$(touch PWNED)]'} $((x))",
+		"ls -d ${x:='a[$(touch PWNED)]'} ${!x}",
+		"ls -d ${y:='$(touch PWNED)'} ${y@P}",
+		"ls -d ${x:='a[$(touch PWNED)]'}; (( x ))",
+	} {
+		marker := fmt.Sprintf("pwned-%d", i)
+		cmd = strings.ReplaceAll(cmd, "PWNED", marker)
+		args, _ := json.Marshal(map[string]string{"command": cmd})
+		callError(t, g.runJSON(t, exitNegative, "", "call", "--caller", "alice", "bash", string(args)), "forbidden")
+		if _, err := os.Stat(filepath.Join(g.dir, marker)); err == nil {
+			t.Errorf("%q ran its $(...)", cmd)
+		}
+	}
+	// Issue 22, item 9: a deep command is refused at once, not decided for
+	// seconds.
+	deep, _ := json.Marshal(map[string]string{"command": strings.Repeat("$(", 21000) + strings.Repeat(")", 21000)})
+	m := g.runJSON(t, exitNegative, "", "policy", "explain", "--caller", "alice", "bash", string(deep))
+	if reason, _ := m["reason"].(string); m["decision"] != "invalid" || !strings.Contains(reason, "too complex") {
+		t.Errorf("explain of $( x 21000: %v", m)
+	}
 }

@@ -27,8 +27,10 @@ background by the configuration's retention (default: 30 days).
 
 DATE is 2026-01-31 (midnight UTC) or 2026-01-31T12:00:00Z (RFC 3339); AGE
 is how long ago, 30d or 12h. The prune is an operator action, written to
-the audit log with who made it (--as, or the owner of
-BACKPLANE_OPERATOR_TOKEN, default the login name).
+the audit log with who made it: with operators configured, the owner of
+the operator token (BACKPLANE_OPERATOR_TOKEN or --operator-token-file),
+which is required; without, --as (default the login name). The OS user
+is recorded too.
 
 With --json the answer is {"ok":true,"before","intents","reservations",
 "approvals","incarnations","windows"}.`,
@@ -73,7 +75,7 @@ With --json the answer is {"ok":true,"before","intents","reservations",
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&before, "before", "", "prune what ended before this date (2026-01-31, RFC 3339) or this long ago (30d, 12h)")
-	fl.StringVar(&as, "as", "", "who prunes (default: the login name)")
+	addOperatorFlags(cmd, f, &as, "who prunes: with operators configured, only a check of the token's owner (default: the login name)")
 	return cmd
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 // Reloading the policy of a running serve. SIGHUP re-reads the
@@ -84,7 +85,7 @@ func watchReload(ctx context.Context, s *gatewaySession, log *slog.Logger) func(
 		if err != nil {
 			log.Warn("no control socket: backplane reload will not reach this serve (SIGHUP still reloads)", "error", err)
 		} else {
-			wg.Go(func() { serveControl(ctx, ln, r) })
+			wg.Go(func() { serveControl(ctx, ln, r.reload, log) })
 		}
 	}
 	return wg.Wait
@@ -120,7 +121,13 @@ func listenControl(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-func serveControl(ctx context.Context, ln net.Listener, r *reloader) {
+// serveControl answers "reload" requests on ln until ctx is done. Only a
+// peer running as serve's own user is answered (SO_PEERCRED): the socket's
+// mode keeps other users out where the folder's does, and this holds where
+// it does not (root connects regardless of modes, and a store folder may be
+// opened up by its operator). A sandboxed tool runs as that user too: the
+// sandbox keeps it from Unix sockets (package internal/sandbox).
+func serveControl(ctx context.Context, ln net.Listener, reload func(via string) error, log *slog.Logger) {
 	go func() {
 		<-ctx.Done()
 		ln.Close() // removes the socket file too
@@ -133,13 +140,18 @@ func serveControl(ctx context.Context, ln net.Listener, r *reloader) {
 		go func() {
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			if err := peerIsServesUser(c); err != nil {
+				log.Warn("control socket: connection refused", "error", err)
+				_ = json.NewEncoder(c).Encode(reloadAnswer{Error: err.Error()})
+				return
+			}
 			line, err := bufio.NewReader(&limitedConn{c, 64}).ReadString('\n')
 			if err != nil || line != "reload\n" {
 				_ = json.NewEncoder(c).Encode(reloadAnswer{Error: "unknown request: send \"reload\\n\""})
 				return
 			}
 			ans := reloadAnswer{OK: true}
-			if err := r.reload("backplane reload"); err != nil {
+			if err := reload("backplane reload"); err != nil {
 				ans = reloadAnswer{Error: err.Error()}
 			}
 			_ = json.NewEncoder(c).Encode(ans)
@@ -204,7 +216,7 @@ there is no serve to ask or the file cannot be read here.`,
 			}
 			out := cmd.OutOrStdout()
 			if !ans.OK {
-				fmt.Fprintf(out, "refused: %s\nthe running policy stays\n", ans.Error)
+				fmt.Fprintf(out, "refused: %s\nthe running policy stays\n", termtext.Block(ans.Error))
 				return errNegative
 			}
 			fmt.Fprintln(out, "ok: the policy of", cfg.Path, "is in force")

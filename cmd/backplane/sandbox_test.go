@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -290,11 +292,19 @@ func TestServeSIGKILLKillsToolProcesses(t *testing.T) {
 			}
 			l := newSandboxLayout(t, enable)
 			p := startServe(t, l.gwDir)
-			cs, ctx := connectServe(t, p)
+			cs, sessCtx := connectServe(t, p)
+			// The calls never get their answers: their context ends
+			// before the session closes (cleanups run last first), or
+			// Close waits for the SDK to give up on the dead serve.
+			ctx, cancelCalls := context.WithCancel(sessCtx)
+			t.Cleanup(cancelCalls)
 			bashTok, cmdTok := fmt.Sprint(base+2*i), fmt.Sprint(base+2*i+1)
-			want := 6
+			// Per tool: its bash (bash -c, or python's) and its sleeps,
+			// two or three; a child bash forked and not yet executed as
+			// sleep counts too (same command line).
+			want := 2 * (1 + 3)
 			if escape == "" {
-				want = 4
+				want = 2 * (1 + 2)
 			}
 			t.Cleanup(func() {
 				for _, pid := range processesWith(bashTok, cmdTok) {
@@ -326,12 +336,13 @@ func TestServeSIGKILLKillsToolProcesses(t *testing.T) {
 			<-p.exited
 			killed := time.Now()
 			for {
-				alive := aliveOf(pids)
+				// Those seen before the kill and any started since.
+				alive := append(aliveOf(pids), processesWith(bashTok, cmdTok)...)
 				if len(alive) == 0 {
 					break
 				}
 				if time.Since(killed) > 2*time.Second {
-					t.Fatalf("2s after SIGKILL of serve these tool processes live: %v", describePids(alive))
+					t.Fatalf("2s after SIGKILL of serve these tool processes live: %v", describePids(slices.Compact(slices.Sorted(slices.Values(alive)))))
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -389,7 +400,175 @@ func describePids(pids []int) string {
 	var b strings.Builder
 	for _, p := range pids {
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
-		fmt.Fprintf(&b, "%d %q; ", p, strings.ReplaceAll(string(cmdline), "\x00", " "))
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p))
+		var pids []string
+		for _, l := range strings.Split(string(cg), "\n") {
+			if strings.Contains(l, ":pids:") || strings.Contains(l, ":memory:") {
+				pids = append(pids, l)
+			}
+		}
+		// stat: pid (comm) state ppid pgrp session ...
+		fmt.Fprintf(&b, "%d %q stat %q cgroups %q; ", p, strings.ReplaceAll(string(cmdline), "\x00", " "), strings.TrimSpace(string(stat)), pids)
 	}
 	return b.String()
+}
+
+// TestSandboxServeEscape is issue 22's item 1 (with items 4 and 10)
+// through a real serve: a program, compiled here and run by the built-in
+// bash in bash's place (exec, so that its parent is the launcher), tries
+// to ptrace its parent, read its memory, take its descriptors and reach a
+// Unix socket by path. Every attempt fails; the socket's accept counter
+// stays 0.
+func TestSandboxServeEscape(t *testing.T) {
+	requireSandbox(t)
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc builds the escape program: " + err.Error())
+	}
+	l := newSandboxLayout(t, "required")
+	prog := filepath.Join(l.ws, "escape")
+	src, err := filepath.Abs("../../internal/sandbox/testdata/escape.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-O", "-o", prog, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	sock := filepath.Join(l.outside, "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	p := startServe(t, l.gwDir)
+	cs, ctx := connectServe(t, p)
+	out := callShell(t, ctx, cs, "bash", "exec ./escape "+sock)
+	for _, k := range []string{"ptrace attach", "process_vm_readv", "pidfd_getfd", "socket unix", "connect unix", "socket netlink", "socket packet"} {
+		if !strings.Contains(out, k+": refused") {
+			t.Errorf("%s from the sandboxed bash: not refused\n%s", k, out)
+		}
+	}
+	if !strings.Contains(out, "socket inet (allowed): SUCCEEDED") {
+		t.Errorf("the program did not run to its end:\n%s", out)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the Unix socket accepted %d connections from the sandboxed bash", n)
+	}
+	caps := callShell(t, ctx, cs, "bash", `while read -r k v; do case $k in Cap*) echo "$k $v";; esac; done </proc/self/status`)
+	for _, k := range []string{"CapInh:", "CapPrm:", "CapEff:", "CapAmb:"} {
+		if !strings.Contains(caps, k+" 0000000000000000") {
+			t.Errorf("%s not empty in the sandboxed bash:\n%s", k, caps)
+		}
+	}
+	if os.Geteuid() == 0 && !strings.Contains(caps, "CapBnd: 0000000000000000") {
+		t.Errorf("a root serve's sandboxed bash keeps a bounding set:\n%s", caps)
+	}
+}
+
+// TestSandboxEscapeUnprivilegedGateway: the escape program of
+// TestSandboxServeEscape, through backplane call run as uid 65534 (a
+// gateway without capabilities or cgroups): every attempt fails there
+// too, and the Unix socket, open to every user, accepts nothing.
+func TestSandboxEscapeUnprivilegedGateway(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run the gateway as uid 65534")
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc builds the escape program: " + err.Error())
+	}
+	// Everything under one folder uid 65534 owns (t.TempDir's folders
+	// are 0700 root's), the binary included.
+	base, err := os.MkdirTemp("", "backplane-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ws, state, outside, xdg := filepath.Join(base, "ws"), filepath.Join(base, "state"), filepath.Join(base, "outside"), filepath.Join(base, "xdg")
+	for _, d := range []string{ws, state, outside, xdg} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(base, "backplane")
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, err := filepath.Abs("../../internal/sandbox/testdata/escape.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-O", "-o", filepath.Join(ws, "escape"), src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(state, "backplane.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(sandboxConfig, ws, "required")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := filepath.Walk(base, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 65534, 65534)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(outside, "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if err := os.Chmod(sock, 0o777); err != nil { // only the sandbox keeps uid 65534 out
+		t.Fatal(err)
+	}
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	cmd := exec.Command(bin, "call", "--caller", "alice", "bash", fmt.Sprintf(`{"command":%q}`, "exec ./escape "+sock))
+	cmd.Dir = state
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base, "XDG_CONFIG_HOME=" + xdg, "BACKPLANE_CONFIG=" + cfg}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("backplane call as uid 65534: %v\n%s", err, out)
+	}
+	for _, k := range []string{"ptrace attach", "process_vm_readv", "pidfd_getfd", "socket unix", "connect unix", "socket netlink", "socket packet"} {
+		if !strings.Contains(string(out), k+": refused") {
+			t.Errorf("%s from the sandboxed bash of a uid 65534 gateway: not refused\n%s", k, out)
+		}
+	}
+	if !strings.Contains(string(out), "socket inet (allowed): SUCCEEDED") {
+		t.Errorf("the program did not run to its end:\n%s", out)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the Unix socket accepted %d connections", n)
+	}
 }

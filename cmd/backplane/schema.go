@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/schematool"
 )
 
@@ -274,9 +276,16 @@ type validateReport struct {
 // writeJSONLine writes v as one line of JSON, without HTML escaping so that
 // messages stay readable.
 func writeJSONLine(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	// encoding/json writes DEL, C1 and format characters raw: escaped
+	// here, the same JSON value prints safely on a terminal.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termtext.JSON(buf.Bytes()))
+	return err
 }
 
 // verdictHeadline is the first line of a negative schema verdict.
@@ -293,7 +302,7 @@ func verdictHeadline(e *inputschema.Error) string {
 // writeErrorFields writes every field of e that says something, one per line.
 func writeErrorFields(w io.Writer, indent string, e *inputschema.Error) {
 	field := func(label, value string) {
-		fmt.Fprintf(w, "%s%-15s %s\n", indent, label+":", value)
+		fmt.Fprintf(w, "%s%-15s %s\n", indent, label+":", termtext.Line(value))
 	}
 	field("class", string(e.Class))
 	field("stage", string(e.Stage))

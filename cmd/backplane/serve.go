@@ -25,6 +25,7 @@ import (
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/server"
 )
@@ -50,13 +51,22 @@ bearer token from serve.tokens, which names its caller; /metrics (Prometheus)
 needs one too; /healthz does not. The address is serve.http (default
 127.0.0.1:8787) or --http, and must be loopback unless serve.allow_remote is
 true. With --stdio, one client speaks MCP on stdin and stdout as
-serve.stdio_caller.
+serve.stdio_caller; the requests it sent before closing stdin are answered
+(for up to 10s) before serve exits.
+
+Each caller's requests draw on a token bucket (serve.rate_limit, default
+100 a second, burst 200): past it, HTTP answers 429 with Retry-After and
+stdio a JSON-RPC error -32029. A session holds at most
+serve.max_subscriptions_per_session (256) resource subscriptions, a caller
+serve.max_subscriptions_per_caller (1024). Refusals are counted in /metrics
+and sampled in the audit log.
 
 A call that needs an approval asks the person at the client through MCP
-elicitation when the client supports it; otherwise it waits up to
-serve.approval_wait (default 2m) for "backplane approvals approve" from
-another terminal, sending progress notifications, then returns
-approval_required with the request id.
+elicitation where a policy rule sets self_approve and the client supports
+it (bounded by approvals.self_approve_timeout, default 50s); it waits up to
+serve.approval_wait (else approvals.wait; default 0s: not at all) for
+"backplane approvals approve" from another terminal, sending progress
+notifications, then returns approval_required with the request id.
 
 SIGHUP (or "backplane reload") re-reads the configuration file and puts its
 policy in force; an invalid file is refused with its line and the running
@@ -153,11 +163,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		// Zero: the server's defaults.
 		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
-		ResumeBytes:          cfg.Serve.ResumeBytes,
-		ResumeGrace:          cfg.Serve.ResumeGrace,
-		AllowedOrigins:       cfg.Serve.AllowedOrigins,
-		Console:              newConsole(cfg, s.rt, log, stdio, httpAddr),
-		Collectors:           runtimeCollectors(s.rt),
+		RateLimit:            cfg.Serve.RatePerSecond,
+		RateBurst:            cfg.Serve.RateBurst,
+
+		MaxSubscriptionsPerSession: cfg.Serve.MaxSubscriptionsPerSession,
+		MaxSubscriptionsPerCaller:  cfg.Serve.MaxSubscriptionsPerCaller,
+		ResumeBytes:                cfg.Serve.ResumeBytes,
+		ResumeGrace:                cfg.Serve.ResumeGrace,
+		AllowedOrigins:             publicOrigins(cfg),
+		Console:                    newConsole(cfg, s.rt, log, stdio, httpAddr),
+		Collectors:                 runtimeCollectors(s.rt),
 
 		// Besides the static tokens (serve.oauth, serve.anonymous_caller).
 		OAuth:           verifier,
@@ -174,6 +189,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	for _, note := range s.rt.SandboxNotes {
 		log.Warn("tool processes run unsandboxed", "reason", note)
 	}
+	sandboxAtStart(s.rt, log)
 
 	// Retention: prune in the background for the life of the server
 	// (cfg.Retention; keep 0 is for ever), stopped before the store closes.
@@ -215,8 +231,16 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		return &inputError{fmt.Errorf("listening on %s: %w", addr, err)}
 	}
 	base := "http://" + ln.Addr().String()
+	if pub := s.rt.Config.Serve.PublicURL; pub != "" {
+		// What serve prints is where clients and browsers reach it: the
+		// proxy in front, not the loopback listener behind it.
+		base = pub
+	}
 	console.Store(&base)
 	printSummary(cmd.ErrOrStderr(), s, base)
+	if base != "http://"+ln.Addr().String() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "  listening on http://%s, behind serve.public_url\n", ln.Addr())
+	}
 	stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
 	defer stopPending()
 	return serveUntil(ctx, log, srv, func() error { return srv.ServeHTTP(ln) })
@@ -257,6 +281,9 @@ func printSummary(w io.Writer, s *gatewaySession, base string) {
 	for _, src := range []string{"built-in", "configured", "upstream"} {
 		if names := bySource[src]; len(names) > 0 {
 			slices.Sort(names)
+			for i, n := range names {
+				names[i] = termtext.Line(n)
+			}
 			fmt.Fprintf(w, "  tools (%s): %s\n", src, strings.Join(names, ", "))
 		}
 	}
@@ -280,14 +307,19 @@ func announcePending(w io.Writer, g *gateway.Gateway) func() {
 			if v, err := g.GetApproval(context.Background(), ev.Approval.ID); err == nil {
 				args = shortArgs(v.Arguments)
 			}
+			how := make([]string, len(ev.HowToDecide))
+			for i, h := range ev.HowToDecide {
+				how[i] = termtext.Line(h)
+			}
 			fmt.Fprintf(w, "approval pending: %s caller=%s tool=%s args=%s\n  decide: %s\n",
-				ev.Approval.ID, ev.Approval.Caller, ev.Approval.Tool, args, strings.Join(ev.HowToDecide, "\n          "))
+				termtext.Line(ev.Approval.ID), termtext.Line(ev.Approval.Caller), termtext.Line(ev.Approval.Tool), args, strings.Join(how, "\n          "))
 		}
 	}()
 	return func() { stop(); <-done }
 }
 
-// shortArgs is arguments on one line, cut to 120 characters.
+// shortArgs is arguments on one line, cut to 120 bytes, with JSON's own
+// escapes for what a terminal would act on (termtext.JSON).
 func shortArgs(b []byte) string {
 	var buf bytes.Buffer
 	if json.Compact(&buf, b) != nil {
@@ -298,7 +330,7 @@ func shortArgs(b []byte) string {
 	if len(s) > 120 {
 		s = s[:117] + "..."
 	}
-	return s
+	return string(termtext.JSON([]byte(strings.ReplaceAll(s, "\n", " "))))
 }
 
 // serveUntil runs serve until it returns (the stdio client left) or ctx is
@@ -369,4 +401,15 @@ func newOAuthVerifier(o *config.OAuthConfig, log *slog.Logger) (*oauth.Verifier,
 		AuthorizationServers: o.AuthorizationServers,
 		Logger:               log,
 	})
+}
+
+// publicOrigins are the browser origins served besides the listener's own:
+// serve.allowed_origins and serve.public_url's (browsers behind a proxy
+// send the proxy's origin).
+func publicOrigins(cfg *config.Config) []string {
+	out := slices.Clip(cfg.Serve.AllowedOrigins)
+	if cfg.Serve.PublicURL != "" {
+		out = append(out, cfg.Serve.PublicURL)
+	}
+	return out
 }

@@ -231,7 +231,8 @@ func checkRelay(t *testing.T, g *gwDir, upLog string, r relayReport, wantCalls i
 		switch {
 		case q.Method == "elicitation/create" && strings.HasPrefix(p.Message, "Backplane approval request"):
 			asked["approval"]++
-		case q.Method == "elicitation/create" && p.Message == "Please provide inputs for the following fields:":
+		// Relayed, the upstream's form names its server (issue 22, 11).
+		case q.Method == "elicitation/create" && p.Message == "[asked by MCP server everything, not by Backplane] Please provide inputs for the following fields:":
 			asked["upstream elicitation"]++
 		case q.Method == "sampling/createMessage" && len(p.Messages) == 1 && strings.Contains(p.Messages[0].Content.Text, relayPrompt):
 			asked["sampling"]++
@@ -458,7 +459,7 @@ policy:
 	waitFor(t, "the client to resume", func() bool {
 		return strings.Contains(errOut.String(), "mcp-client: resuming everything.echo from event ")
 	})
-	g.run(t, "", "approvals", "approve", id, "--as", "ops").wantCode(t, exitOK)
+	g.operator(t, "approvals", "approve", id).wantCode(t, exitOK)
 	select {
 	case <-exited:
 	case <-time.After(60 * time.Second):

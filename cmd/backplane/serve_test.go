@@ -440,7 +440,7 @@ func TestServeApprovalFromAnotherProcess(t *testing.T) {
 			t.Fatal("no progress notification within 10s of the request")
 		}
 	}
-	g.run(t, "", "approvals", "approve", id, "--as", "ops").wantCode(t, exitOK)
+	g.operator(t, "approvals", "approve", id).wantCode(t, exitOK)
 
 	var a answer
 	select {

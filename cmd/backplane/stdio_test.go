@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,5 +107,62 @@ func TestServeStdioAnswersMalformedLines(t *testing.T) {
 	}
 	if !listed {
 		t.Errorf("tools/list after the malformed lines was not answered; stdout:\n%s", r.stdout)
+	}
+}
+
+// TestServeStdioAnswersBeforeEOF: a request on a stdin that is closed
+// right after it is answered before serve exits (issue 22, item 18:
+// `printf '%s\n' '{...initialize...}' | backplane serve --stdio` printed
+// nothing and exited 0). The stdin is a real pipe closed by the writer
+// once the line is written, as the shell's pipe is; the answers are read
+// to the end, so the check holds however slowly serve runs.
+func TestServeStdioAnswersBeforeEOF(t *testing.T) {
+	g := newGWDir(t, serveConfig)
+	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}` + "\n"
+	for _, tc := range []struct {
+		name string
+		in   string
+		ids  []string
+	}{
+		{"initialize", in, []string{"1"}},
+		// ping, which MCP allows at any time: whatever order the SDK
+		// handles the two in, both are answered.
+		{"initialize and a ping", in + `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n", []string{"1", "2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := g.command("", "serve", "--stdio")
+			cmd.Stdin = nil
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(stdin, tc.in); err != nil {
+				t.Fatal(err)
+			}
+			stdin.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("serve --stdio: %v; stderr:\n%s", err, stderr.String())
+			}
+			var ids []string // in the order answered: sorted below
+			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var a struct {
+					ID     json.RawMessage `json:"id"`
+					Result json.RawMessage `json:"result"`
+				}
+				if err := json.Unmarshal([]byte(line), &a); err != nil || a.Result == nil {
+					t.Fatalf("stdout line %q is not a result (%v); stderr:\n%s", line, err, stderr.String())
+				}
+				ids = append(ids, string(a.ID))
+			}
+			slices.Sort(ids)
+			if strings.Join(ids, ",") != strings.Join(tc.ids, ",") {
+				t.Errorf("answered ids %v, want %v; stderr:\n%s", ids, tc.ids, stderr.String())
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
 func newToolsCmd() *cobra.Command {
@@ -136,7 +137,8 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 				if !e.Callable {
 					callable = "refused: " + e.Refused
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Name, e.Source, status, short(e.DefinitionHash), accepted, orDash(e.Sandbox), callable)
+				L := termtext.Line
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", L(e.Name), L(e.Source), L(status), L(short(e.DefinitionHash)), L(accepted), L(orDash(e.Sandbox)), L(callable))
 			}
 			return tw.Flush()
 		},
@@ -168,7 +170,10 @@ func newToolsAcceptCmd(f *gatewayFlags) *cobra.Command {
 now (see "backplane tools list --json") the accepted one: a held tool
 becomes callable again. --hash, when given, must be that definition's hash
 (as listed), so that what is accepted is what was reviewed. The decision is
-recorded as WHO (--as; default: the login name).
+recorded as the owner of the operator token (BACKPLANE_OPERATOR_TOKEN or
+--operator-token-file), required when the configuration lists operators;
+without operators, as WHO (--as; default: the login name). The OS user is
+recorded too.
 
 Exit 1, with the reason, when NAME is no registered tool, is not pinned, or
 its definition is not the one --hash names.`,
@@ -205,14 +210,14 @@ its definition is not the one --hash names.`,
 				}{true, name, current, map[bool]string{true: pin.AcceptedBy, false: as}[already], already})
 			}
 			if already {
-				_, err = fmt.Fprintf(out, "ok: the definition %s of %s was already accepted\n", short(current), name)
+				_, err = fmt.Fprintf(out, "ok: the definition %s of %s was already accepted\n", short(current), termtext.Line(name))
 				return err
 			}
-			_, err = fmt.Fprintf(out, "ok: %s accepted by %s (definition %s)\n", name, as, short(current))
+			_, err = fmt.Fprintf(out, "ok: %s accepted by %s (definition %s)\n", termtext.Line(name), termtext.Line(as), short(current))
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&as, "as", "", "who accepts (default: the login name)")
+	addOperatorFlags(cmd, f, &as, "who accepts: with operators configured, only a check of the token's owner (default: the login name)")
 	cmd.Flags().StringVar(&hash, "hash", "", "the definition hash that was reviewed (refused if it is not the current one)")
 	return cmd
 }

@@ -16,15 +16,25 @@
 //   - Decoding is strict about the envelope (exact member names, no
 //     duplicate member, "jsonrpc":"2.0", an id that is a number, a string
 //     or null) and leaves params and result as the exact bytes sent.
-//   - A malformed line either ends the connection (Read returns an error
-//     wrapping ErrNotJSON, ErrInvalidMessage or ErrTooLarge) or, with
-//     Options.OnMalformed, is answered with a JSON-RPC error (-32700 or
-//     -32600, as JSON-RPC 2.0 says) and skipped.
+//   - A malformed line (not JSON, not a JSON-RPC message, too deep, too
+//     large) never ends the connection by itself. With
+//     Options.OnMalformed (a server) it is answered with a JSON-RPC error
+//     (-32700 or -32600, as JSON-RPC 2.0 says) and skipped. Without (a
+//     client), its top-level "id" is recovered by a shallow scan that any
+//     depth or size passes: a response becomes, for the request of that
+//     id alone, an error response wrapping ErrMalformedResponse; a
+//     request is answered with a JSON-RPC error; a line without a usable
+//     id is dropped (Options.OnDropped is told). Only a torn line, a JSON
+//     object or array that does not end where its line does, ends a
+//     client connection (Read returns an error wrapping ErrBrokenFraming):
+//     the stream is no longer one message per line.
 //   - A batch (a JSON array of messages) is read message by message; the
 //     answers to its requests are written together, as one array, once the
 //     last of them is answered. (MCP 2025-06-18 dropped batches; older
 //     clients may send them, and the connection cannot see the negotiated
 //     version, so batches are always taken.)
+//   - With Options.Drain, the end of the stream reaches Read only once the
+//     requests read before it are answered, or Drain has passed.
 //   - Write is safe for concurrent use; each message is one Write call on
 //     the stream. Close closes both ends once, makes a blocked Read return
 //     io.EOF, and later Writes fail with mcp.ErrConnectionClosed.
@@ -77,6 +87,18 @@ type Options struct {
 	// and why. Meant for a server, whose client's stray line must not end
 	// the session.
 	OnMalformed func(code int64, reason string)
+	// OnDropped, when set, is told of each line a client connection (one
+	// without OnMalformed) dropped: one it could not decode that carries
+	// no usable id (see salvage.go). Meant for the owner's log.
+	OnDropped func(err error)
+	// Drain, when positive, holds the end of the stream back from Read
+	// until the requests already read are answered (Write of a response
+	// with their id), the connection closes, or Drain has passed: a
+	// client that writes a request and closes its end at once (a shell
+	// pipe) gets the answer. Without it the end is reported at once, and
+	// the SDK cancels the requests it is still handling. Meant for a
+	// server; a request never answered costs the whole Drain.
+	Drain time.Duration
 }
 
 func (o *Options) maxMessage() int {
@@ -124,6 +146,7 @@ func (t *Transport) Connect(context.Context) (mcp.Connection, error) {
 		max:      t.opts.maxMessage(),
 		incoming: make(chan incoming),
 		closed:   make(chan struct{}),
+		answered: make(chan struct{}, 1),
 	}
 	if d, ok := t.r.(deadliner); ok && d.SetReadDeadline(time.Time{}) == nil {
 		// Closing (or a read deadline) interrupts a blocked read of this
@@ -195,9 +218,16 @@ type conn struct {
 	directErr error
 
 	writeMu sync.Mutex
+	scan    idScan // of the last line read, when it failed (one reader at a time)
 
 	batchMu sync.Mutex
 	batches map[jsonrpc.ID]*batch // the open batches' requests, by id
+
+	// Requests read and not yet answered, for Options.Drain; answered is
+	// signalled (never blocking) at each answer.
+	openMu   sync.Mutex
+	open     map[jsonrpc.ID]int
+	answered chan struct{}
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -216,6 +246,65 @@ func (c *conn) SessionID() string { return "" }
 
 // Read implements mcp.Connection.
 func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.read(ctx)
+	if c.opts.Drain <= 0 {
+		return msg, err
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.IsCall() {
+		c.openMu.Lock()
+		if c.open == nil {
+			c.open = map[jsonrpc.ID]int{}
+		}
+		c.open[req.ID]++ // a reused id is answered twice, or not
+		c.openMu.Unlock()
+	}
+	if errors.Is(err, io.EOF) {
+		c.awaitAnswers(ctx)
+	}
+	return msg, err
+}
+
+// awaitAnswers waits, up to Options.Drain, until every request read is
+// answered; Close and ctx end it sooner.
+func (c *conn) awaitAnswers(ctx context.Context) {
+	timer := time.NewTimer(c.opts.Drain)
+	defer timer.Stop()
+	for {
+		c.openMu.Lock()
+		n := len(c.open)
+		c.openMu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-c.answered:
+		case <-timer.C:
+			return
+		case <-c.closed:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sawAnswer forgets the request resp answers, for Options.Drain.
+func (c *conn) sawAnswer(resp *jsonrpc.Response) {
+	if c.opts.Drain <= 0 {
+		return
+	}
+	c.openMu.Lock()
+	if c.open[resp.ID]--; c.open[resp.ID] <= 0 {
+		delete(c.open, resp.ID)
+	}
+	c.openMu.Unlock()
+	select {
+	case c.answered <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) read(ctx context.Context) (jsonrpc.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -284,8 +373,8 @@ func (c *conn) readDirect(ctx context.Context) (jsonrpc.Message, error) {
 // work, for readDirect). Once reading failed, it fails the same way again.
 func (c *conn) nextLine() incoming {
 	for c.directErr == nil {
-		line, tooLong, rerr := readLine(c.direct, c.max)
-		in := c.decodeLine(line, tooLong)
+		line, tooLong, rerr := readLine(c.direct, c.max, &c.scan)
+		in := c.decodeLine(line, tooLong, &c.scan)
 		if rerr != nil {
 			select {
 			case <-c.closed:
@@ -369,6 +458,9 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	default:
 	}
 	if resp, ok := msg.(*jsonrpc.Response); ok {
+		// Counted as answered once written (or failed): the drain waits
+		// for the write, not merely for the handler.
+		defer c.sawAnswer(resp)
 		if answers, inBatch := c.answerOfBatch(resp); inBatch {
 			if answers == nil {
 				return nil // the batch's other answers are still to come
@@ -427,7 +519,7 @@ func (c *conn) Close() error {
 // decodeLine returns the messages of one line read, or why it cannot be
 // read; nothing for a blank line and for a malformed one that OnMalformed
 // had answered.
-func (c *conn) decodeLine(line []byte, tooLong bool) incoming {
+func (c *conn) decodeLine(line []byte, tooLong bool, scan *idScan) incoming {
 	var in incoming
 	switch {
 	case tooLong:
@@ -439,6 +531,15 @@ func (c *conn) decodeLine(line []byte, tooLong bool) incoming {
 		c.answerMalformed(line, in.err)
 		return incoming{}
 	}
+	if in.err != nil {
+		// A client's: the line fails the request it answers, if any
+		// (salvage.go). A too long line was scanned as it was read.
+		if !tooLong {
+			*scan = idScan{}
+			scan.feed(line)
+		}
+		return c.salvage(scan, in.err)
+	}
 	return in
 }
 
@@ -448,8 +549,8 @@ func (c *conn) decodeLine(line []byte, tooLong bool) incoming {
 func (c *conn) readLoop() {
 	br := bufio.NewReaderSize(c.r, readBuffer)
 	for {
-		line, tooLong, rerr := readLine(br, c.max)
-		in := c.decodeLine(line, tooLong)
+		line, tooLong, rerr := readLine(br, c.max, &c.scan)
+		in := c.decodeLine(line, tooLong, &c.scan)
 		if in.err == nil && in.msgs == nil && rerr == nil {
 			continue // a blank line, or a malformed one answered
 		}
@@ -480,13 +581,20 @@ func (c *conn) readLoop() {
 }
 
 // readLine reads the next line without its newline. A line over max bytes
-// is read to its end and dropped (tooLong), never held whole.
-func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+// is read to its end and dropped (tooLong), never held whole; scan is
+// reset and fed the whole of such a line, for its id.
+func readLine(br *bufio.Reader, max int, scan *idScan) (line []byte, tooLong bool, err error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if !tooLong {
+		if tooLong {
+			scan.feed(chunk)
+		} else {
 			if len(line)+len(chunk) > max+2 { // + "\r\n"
-				tooLong, line = true, nil
+				tooLong = true
+				*scan = idScan{}
+				scan.feed(line)
+				scan.feed(chunk)
+				line = nil
 			} else if line == nil && !errors.Is(err, bufio.ErrBufferFull) {
 				// The usual case, a line within the buffer: one copy of
 				// its exact size, which the messages then point into.
@@ -499,6 +607,8 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) 
 			continue
 		}
 		if !tooLong && len(bytes.TrimRight(line, "\r\n")) > max {
+			*scan = idScan{}
+			scan.feed(line)
 			tooLong, line = true, nil
 		}
 		return line, tooLong, err
@@ -523,19 +633,25 @@ func (c *conn) answerMalformed(line []byte, err error) {
 	case code == jsonrpc.CodeInvalidRequest:
 		id = usableID(line)
 	}
+	c.writeError(id, code, errors.New(reason))
+	c.opts.OnMalformed(code, reason)
+}
+
+// writeError answers the message whose id is the JSON text id with a
+// JSON-RPC error.
+func (c *conn) writeError(id json.RawMessage, code int64, why error) {
 	type wireError struct {
 		Code    int64  `json:"code"`
 		Message string `json:"message"`
 	}
-	data, merr := json.Marshal(struct {
+	data, err := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   wireError       `json:"error"`
-	}{"2.0", id, wireError{code, reason}})
-	if merr == nil {
+	}{"2.0", id, wireError{code, why.Error()}})
+	if err == nil {
 		c.writeLine(append(data, '\n'))
 	}
-	c.opts.OnMalformed(code, reason)
 }
 
 // usableID is the id of a message that could not be decoded, when it has

@@ -211,15 +211,20 @@ func TestLargeMessages(t *testing.T) {
 		head, tail := `{"jsonrpc":"2.0","method":"big","params":{"s":"`, `"}}`
 		return head + strings.Repeat("x", size-len(head)-len(tail)) + tail
 	}
-	t.Run("strict", func(t *testing.T) {
-		p := newPeer(t, &mcpstream.Options{MaxMessage: max})
-		p.send(msg(max) + "\r\n" + msg(max+1) + "\n")
+	t.Run("client", func(t *testing.T) {
+		var dropped error
+		p := newPeer(t, &mcpstream.Options{MaxMessage: max, OnDropped: func(err error) { dropped = err }})
+		p.send(msg(max) + "\r\n" + msg(max+1) + "\n" + `{"jsonrpc":"2.0","method":"next"}` + "\n")
 		m := p.mustRead()
 		if r, ok := m.(*jsonrpc.Request); !ok || len(r.Params) != max-len(`{"jsonrpc":"2.0","method":"big","params":`)-1 {
 			t.Fatalf("a message of exactly the limit: %T", m)
 		}
-		if _, err := p.read(); !errors.Is(err, mcpstream.ErrTooLarge) {
-			t.Fatalf("a message one byte over: %v, want ErrTooLarge", err)
+		// One byte over, without an id: dropped, and reading goes on.
+		if m := p.mustRead(); method(m) != "next" {
+			t.Fatalf("after a message one byte over: %#v", m)
+		}
+		if !errors.Is(dropped, mcpstream.ErrTooLarge) {
+			t.Fatalf("OnDropped told %v, want ErrTooLarge", dropped)
 		}
 	})
 	t.Run("answered", func(t *testing.T) {
@@ -236,52 +241,52 @@ func TestLargeMessages(t *testing.T) {
 	})
 }
 
-// TestMalformed: each kind of bad line is refused with the error that says
-// what it is (ending the connection), or answered with the right JSON-RPC
-// code and id and skipped.
+// TestMalformed: each kind of bad line is answered with the right JSON-RPC
+// code and id and skipped by a server connection; a client connection
+// makes of it what its id allows (checkClientOutcome).
 func TestMalformed(t *testing.T) {
 	cases := []struct {
 		line string
 		err  error
 		code int64
 		id   string
+		// What a client connection (no OnMalformed) does: "dropped",
+		// "broken" (the connection ends), "response ID" (an error
+		// response made up for our request ID), "answered ID" (the
+		// peer's request ID answered with an error).
+		client string
 	}{
-		{`this is not json`, mcpstream.ErrNotJSON, -32700, "null"},
-		{`{"jsonrpc":"2.0","id":`, mcpstream.ErrNotJSON, -32700, "null"},
-		{`{"jsonrpc":"2.0","method":"x"} trailing`, mcpstream.ErrNotJSON, -32700, "null"},
-		{`5`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`{"id":7,"hello":"world"}`, mcpstream.ErrInvalidMessage, -32600, "7"},
-		{`{"jsonrpc":"1.0","id":"a","method":"x"}`, mcpstream.ErrInvalidMessage, -32600, `"a"`},
-		{`{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}`, mcpstream.ErrInvalidMessage, -32600, "1"},
-		{`{"jsonrpc":"2.0","id":{"a":1},"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`{"jsonrpc":"2.0","id":true,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`{"jsonrpc":"2.0","id":1,"method":5}`, mcpstream.ErrInvalidMessage, -32600, "1"},
-		{`{"jsonrpc":"2.0","result":{}}`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`{"jsonrpc":"2.0","id":2,"error":"bad"}`, mcpstream.ErrInvalidMessage, -32600, "2"},
-		{`{"JSONRPC":"2.0","id":3,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "3"},
-		{`[]`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`[{"jsonrpc":"2.0","method":"ok"},{"id":9}]`, mcpstream.ErrInvalidMessage, -32600, "9"},
-		{`{"jsonrpc":"2.0","id":1e999,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
+		{`this is not json`, mcpstream.ErrNotJSON, -32700, "null", "dropped"},
+		{`{"jsonrpc":"2.0","id":`, mcpstream.ErrNotJSON, -32700, "null", "broken"},
+		{`{"jsonrpc":"2.0","method":"x"} trailing`, mcpstream.ErrNotJSON, -32700, "null", "broken"},
+		{`5`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`{"id":7,"hello":"world"}`, mcpstream.ErrInvalidMessage, -32600, "7", "response 7"},
+		{`{"jsonrpc":"1.0","id":"a","method":"x"}`, mcpstream.ErrInvalidMessage, -32600, `"a"`, "answered \"a\""},
+		{`{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}`, mcpstream.ErrInvalidMessage, -32600, "1", "answered 1"},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`{"jsonrpc":"2.0","id":true,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`{"jsonrpc":"2.0","id":1,"method":5}`, mcpstream.ErrInvalidMessage, -32600, "1", "answered 1"},
+		{`{"jsonrpc":"2.0","result":{}}`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`{"jsonrpc":"2.0","id":2,"error":"bad"}`, mcpstream.ErrInvalidMessage, -32600, "2", "response 2"},
+		{`{"JSONRPC":"2.0","id":3,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "3", "answered 3"},
+		{`[]`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`[{"jsonrpc":"2.0","method":"ok"},{"id":9}]`, mcpstream.ErrInvalidMessage, -32600, "9", "dropped"},
+		{`{"jsonrpc":"2.0","id":1e999,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
 		// Ids the answer could not carry back as sent (review 22 item 16):
 		// decoding would make them U+FFFD or another number.
-		{`{"jsonrpc":"2.0","id":"\ud800","method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`{"jsonrpc":"2.0","id":"a\udc00b","method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`{"jsonrpc":"2.0","id":"\ud800\u0041","method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xed\xa0\x80\",\"method\":\"x\"}", mcpstream.ErrInvalidMessage, -32600, "null"},
-		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"x\"}", mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`{"jsonrpc":"2.0","id":1234567890123456789,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{`[{"jsonrpc":"2.0","id":"\ud83d","method":"x"}]`, mcpstream.ErrInvalidMessage, -32600, "null"},
-		{strings.Repeat("[", 1001) + strings.Repeat("]", 1001), mcpstream.ErrNotJSON, -32700, "null"},
+		{`{"jsonrpc":"2.0","id":"\ud800","method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`{"jsonrpc":"2.0","id":"a\udc00b","method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`{"jsonrpc":"2.0","id":"\ud800\u0041","method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xed\xa0\x80\",\"method\":\"x\"}", mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"x\"}", mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`{"jsonrpc":"2.0","id":1234567890123456789,"method":"x"}`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{`[{"jsonrpc":"2.0","id":"\ud83d","method":"x"}]`, mcpstream.ErrInvalidMessage, -32600, "null", "dropped"},
+		{strings.Repeat("[", 1001) + strings.Repeat("]", 1001), mcpstream.ErrNotJSON, -32700, "null", "dropped"},
 	}
 	for _, tc := range cases {
-		t.Run("strict", func(t *testing.T) {
-			p := newPeer(t, nil)
-			p.send(tc.line + "\n")
-			m, err := p.read()
-			if !errors.Is(err, tc.err) {
-				t.Fatalf("%.60q: %v %#v, want %v", tc.line, err, m, tc.err)
-			}
+		t.Run("client", func(t *testing.T) {
+			checkClientOutcome(t, nil, tc.line, tc.err, tc.client)
 		})
 		t.Run("answered", func(t *testing.T) {
 			p := newPeer(t, &mcpstream.Options{OnMalformed: func(int64, string) {}})
@@ -308,6 +313,99 @@ func TestMalformed(t *testing.T) {
 			if len(p.bad) != 1 || p.bad[0] != tc.code {
 				t.Fatalf("OnMalformed told %v", p.bad)
 			}
+		})
+	}
+}
+
+// checkClientOutcome sends line to a client connection (no OnMalformed),
+// then a good message, and checks what became of line (see TestMalformed's
+// client field); kind is the error wrapped, where there is one.
+func checkClientOutcome(t *testing.T, opts *mcpstream.Options, line string, kind error, want string) {
+	t.Helper()
+	var dropped []error
+	o := mcpstream.Options{OnDropped: func(err error) { dropped = append(dropped, err) }}
+	if opts != nil {
+		o.MaxMessage = opts.MaxMessage
+	}
+	p := newPeer(t, &o)
+	p.send(line + "\n" + `{"jsonrpc":"2.0","method":"next"}` + "\n")
+	what, id, _ := strings.Cut(want, " ")
+	var answer chan string
+	if what == "answered" {
+		answer = make(chan string, 1)
+		go func() { l, _ := p.r.ReadString('\n'); answer <- l }()
+	}
+	m, err := p.read()
+	if what == "broken" {
+		if !errors.Is(err, mcpstream.ErrBrokenFraming) || !errors.Is(err, kind) {
+			t.Fatalf("%.60q: %v %#v, want the end of the connection (%v, %v)", line, err, m, mcpstream.ErrBrokenFraming, kind)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%.60q ended the connection: %v", line, err)
+	}
+	if what == "response" {
+		r, ok := m.(*jsonrpc.Response)
+		if !ok || !errors.Is(r.Error, mcpstream.ErrMalformedResponse) || !errors.Is(r.Error, kind) {
+			t.Fatalf("%.60q: read %#v, want an error response wrapping %v and %v", line, m, mcpstream.ErrMalformedResponse, kind)
+		}
+		if raw, _ := json.Marshal(r.ID.Raw()); string(raw) != id {
+			t.Fatalf("%.60q: the made-up response has id %s, want %s", line, raw, id)
+		}
+		m, err = p.read()
+		if err != nil {
+			t.Fatalf("after %.60q: %v", line, err)
+		}
+	}
+	if method(m) != "next" {
+		t.Fatalf("%.60q: read %#v, want the next message", line, m)
+	}
+	switch what {
+	case "answered":
+		var a struct {
+			ID    json.RawMessage      `json:"id"`
+			Error struct{ Code int64 } `json:"error"`
+		}
+		l := <-answer
+		if json.Unmarshal([]byte(l), &a) != nil || string(a.ID) != id || a.Error.Code == 0 {
+			t.Fatalf("%.60q answered %q, want an error for id %s", line, l, id)
+		}
+		if len(dropped) != 1 {
+			t.Fatalf("%.60q: OnDropped told %v, want once", line, dropped)
+		}
+	case "dropped":
+		if len(dropped) != 1 || !errors.Is(dropped[0], kind) {
+			t.Fatalf("%.60q: OnDropped told %v, want once, wrapping %v", line, dropped, kind)
+		}
+	}
+}
+
+// TestClientSalvage: a line a client connection cannot decode fails only
+// the request whose id it carries (issue 22, item 8), found by a shallow
+// scan that takes any depth and any size (the id after the deep or long
+// part, too); the connection reads on.
+func TestClientSalvage(t *testing.T) {
+	deep := strings.Repeat("[", 2000) + strings.Repeat("]", 2000)
+	for _, tc := range []struct {
+		line string
+		max  int
+		err  error
+		want string
+	}{
+		{`{"jsonrpc":"2.0","id":4,"result":{"x":` + deep + `}}`, 0, mcpstream.ErrNotJSON, "response 4"},
+		{`{"jsonrpc":"2.0","result":{"x":` + deep + `},"id":"s\"4"}`, 0, mcpstream.ErrNotJSON, `response "s\"4"`},
+		{`{"jsonrpc":"2.0","result":{"id":1,"x":` + deep + `}}`, 0, mcpstream.ErrNotJSON, "dropped"},
+		{`{"jsonrpc":"2.0","id":4,"id":5,"result":` + deep + `}`, 0, mcpstream.ErrNotJSON, "dropped"},
+		{`{"jsonrpc":"2.0","method":"x","params":` + deep + `}`, 0, mcpstream.ErrNotJSON, "dropped"},
+		{`{"jsonrpc":"2.0","id":8,"method":"x","params":` + deep + `}`, 0, mcpstream.ErrNotJSON, "answered 8"},
+		{`{"jsonrpc":"2.0","result":{"text":"` + strings.Repeat("x", 300<<10) + `"},"id":6}`, 64 << 10, mcpstream.ErrTooLarge, "response 6"},
+		{`{"jsonrpc":"2.0","id":6,"result":{"text":"` + strings.Repeat("x", 300<<10) + `"}`, 64 << 10, mcpstream.ErrTooLarge, "broken"},
+		{`{"jsonrpc":"2.0","result":{"text":"` + strings.Repeat("x", 300<<10) + `"}}`, 64 << 10, mcpstream.ErrTooLarge, "dropped"},
+		{`{"jsonrpc":"2.0","result":"}{","id":3} {`, 0, mcpstream.ErrNotJSON, "broken"},
+	} {
+		t.Run("", func(t *testing.T) {
+			checkClientOutcome(t, &mcpstream.Options{MaxMessage: tc.max}, tc.line, tc.err, tc.want)
 		})
 	}
 }
@@ -620,4 +718,130 @@ func TestCheckRequestIDs(t *testing.T) {
 			t.Errorf("%q: %v, want it left to the SDK", body, err)
 		}
 	}
+}
+
+// TestDrain: with Options.Drain, the end of the stream reaches Read only
+// once the requests read before it are answered (issue 22, item 18); a
+// notification waits for nothing; an unanswered request for Drain at most.
+func TestDrain(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		directPeers = direct
+		t.Run(map[bool]string{false: "goroutine", true: "direct"}[direct], func(t *testing.T) {
+			p := newPeer(t, &mcpstream.Options{Drain: time.Hour})
+			p.send(`{"jsonrpc":"2.0","id":1,"method":"a"}` + "\n" + `{"jsonrpc":"2.0","method":"n"}` + "\n")
+			p.mustRead()
+			p.mustRead()
+			p.w.Close()
+			eof := make(chan error, 1)
+			go func() { _, err := p.c.Read(context.Background()); eof <- err }()
+			select {
+			case err := <-eof:
+				t.Fatalf("Read returned %v while request 1 is unanswered", err)
+			case <-time.After(50 * time.Millisecond): // a failure can only be late, never false
+			}
+			lines := make(chan string, 1)
+			go func() { l, _ := p.r.ReadString('\n'); lines <- l }()
+			if err := p.c.Write(context.Background(), &jsonrpc.Response{ID: mustID(t, float64(1)), Result: json.RawMessage(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			if l := <-lines; !strings.Contains(l, `"id":1`) {
+				t.Fatalf("answer written: %q", l)
+			}
+			select {
+			case err := <-eof:
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("Read after the answer: %v, want io.EOF", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the end of the stream was not reported once every request was answered")
+			}
+		})
+	}
+	directPeers = false
+	t.Run("bounded", func(t *testing.T) {
+		p := newPeer(t, &mcpstream.Options{Drain: 20 * time.Millisecond})
+		p.send(`{"jsonrpc":"2.0","id":1,"method":"a"}` + "\n")
+		p.mustRead()
+		p.w.Close()
+		if _, err := p.read(); !errors.Is(err, io.EOF) {
+			t.Fatalf("Read past Drain: %v, want io.EOF", err)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		p := newPeer(t, &mcpstream.Options{Drain: time.Hour})
+		p.send(`{"jsonrpc":"2.0","id":1,"method":"a"}` + "\n")
+		p.mustRead()
+		p.w.Close()
+		eof := make(chan error, 1)
+		go func() { _, err := p.c.Read(context.Background()); eof <- err }()
+		p.c.Close()
+		select {
+		case err := <-eof:
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("Read after Close: %v, want io.EOF", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close did not end the drain")
+		}
+	})
+}
+
+func mustID(t *testing.T, v any) jsonrpc.ID {
+	t.Helper()
+	id, err := jsonrpc.MakeID(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// FuzzScanID: the shallow scan that recovers the id of a line the decoder
+// refuses never panics, never calls a line the decoder takes torn, and on
+// the lines the decoder takes finds the same id and the same kind
+// (request or response) as the decoder does, where no member name is
+// escaped (the scan matches names as written: a missed id only drops a
+// line, a wrong one would fail another request).
+func FuzzScanID(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","result":{"id":2},"id":"x\"y"}`,
+		`{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":1e3,"method":"x","params":[[[]]]}`,
+		`{"jsonrpc":"2.0","id":` + "\n", `{"id":1,"id":2}`, `[{"id":1}]`, `{"id":[1]}`, "\xff",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		id, ok, isReq, torn := mcpstream.ScanID(line)
+		msgs, batch, err := mcpstream.Decode(line, 1<<20)
+		if err != nil {
+			return
+		}
+		if torn {
+			t.Fatalf("%q decodes but is called torn", line)
+		}
+		if batch || len(msgs) != 1 {
+			return
+		}
+		var want jsonrpc.ID
+		_, wantReq := msgs[0].(*jsonrpc.Request)
+		switch m := msgs[0].(type) {
+		case *jsonrpc.Request:
+			want = m.ID
+		case *jsonrpc.Response:
+			want = m.ID
+		}
+		if ok && id != want {
+			t.Fatalf("%q: the scan found id %v, the decoder %v", line, id.Raw(), want.Raw())
+		}
+		if bytes.IndexByte(line, '\\') >= 0 {
+			return
+		}
+		if want.IsValid() && !ok {
+			t.Fatalf("%q: the scan found no id, the decoder %v", line, want.Raw())
+		}
+		if isReq != wantReq {
+			t.Fatalf("%q: the scan says request %v, the decoder %v", line, isReq, wantReq)
+		}
+	})
 }

@@ -26,7 +26,9 @@
 //     the group (setsid) cannot hold the call.
 //   - With a sandbox policy (package internal/sandbox) the process is
 //     started through the sandbox launcher, which confines itself and
-//     then executes the program.
+//     then executes the program; under supervision ([Run]) the
+//     supervising launcher stays outside the program's confinement and
+//     starts a second launcher that confines itself.
 package procsup
 
 import (
@@ -165,8 +167,8 @@ func checkProgram(path, dir string) error {
 }
 
 // Start starts cmd in its own process group with the parent-death signal
-// (on Linux; in a new PID namespace the launcher sets it, see
-// sandbox.Wrap), on the thread that forks every tool process.
+// (on Linux; a supervising launcher gets none, see sandbox.OwnPdeathsig),
+// on the thread that forks every tool process.
 func Start(cmd *exec.Cmd) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}

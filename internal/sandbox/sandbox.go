@@ -1,14 +1,22 @@
 // Package sandbox confines the processes Backplane starts for tools.
 //
 // A confined process is started as Backplane itself (/proc/self/exe) with
-// the hidden first argument [LauncherArg]: the launcher ([Main], called by
-// the binary before anything else) restricts itself and then executes the
-// tool, whose restrictions survive the exec. On Linux the launcher:
+// the hidden first argument [LauncherArg] and the number of a descriptor
+// from which it reads its launch spec (policy, program, argv: never in its
+// own argv, which every local user can read). The launcher ([Main], called
+// by the binary before anything else) confines itself and then executes
+// the tool, whose restrictions survive the exec. On Linux the launcher:
 //
-//   - joins the per-call pids cgroup the gateway made for it, when the
-//     gateway can make one (root with the cgroup v1 pids controller),
-//     else sets RLIMIT_NPROC (which the kernel does not apply to root);
-//   - sets RLIMIT_CPU, RLIMIT_AS and RLIMIT_FSIZE;
+//   - joins the per-call pids and memory cgroups the gateway made for it,
+//     when the gateway can make them (root with the cgroup v1 pids and
+//     memory controllers), else sets RLIMIT_NPROC (which the kernel does
+//     not apply to root) and, as the memory limit, RLIMIT_AS (per
+//     process), the latter just before the exec so that it binds the tool
+//     and not the launcher's Go runtime;
+//   - sets RLIMIT_CPU and RLIMIT_FSIZE;
+//   - empties its capability sets: effective, permitted, inheritable and
+//     ambient always, bounding when it holds CAP_SETPCAP (a root gateway),
+//     with securebits that keep root from regaining any at exec;
 //   - applies a Landlock domain (ABI 6 or later; no_new_privs is set):
 //     read and execute on the system's folders (/usr, /bin, /sbin, /lib*,
 //     /opt), on a short list of /etc files and on the process's own /proc
@@ -19,7 +27,18 @@
 //     signals and abstract Unix sockets scoped to the sandbox, so the
 //     gateway and every process outside cannot be signalled or reached.
 //     Landlock also refuses ptrace attach of a process outside the domain
-//     (and with it process_vm_readv and pidfd_getfd).
+//     (and with it process_vm_readv and pidfd_getfd);
+//   - installs a seccomp filter (amd64, arm64) that refuses sockets of any
+//     family but IPv4 and IPv6 (Unix sockets by path, netlink, packet),
+//     datagram socket pairs and io_uring (see seccomp_linux.go).
+//
+// For bash and command tools the gateway also asks for supervision: the
+// launcher then stays as the tool's parent, kills the tool's process group
+// and cgroup when the gateway dies, and confines nothing of its own: it
+// starts a second launcher that confines itself and executes the tool, so
+// that no process outside the tool's Landlock domain shares an address
+// space with it and the supervisor, outside the domain and not dumpable,
+// cannot be ptraced, read or robbed of its descriptors by the tool.
 //
 // A refusal the launcher meets before the exec (a rule it cannot apply) is
 // written to stderr prefixed "backplane sandbox:" and it exits 126: the
@@ -27,18 +46,14 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 )
 
 // LauncherArg is the hidden first argument that makes the binary the
@@ -67,6 +82,10 @@ type Policy struct {
 	Limits Limits `json:"limits"`
 	// Cgroup is the pids cgroup folder the launcher joins (set by Wrap).
 	Cgroup string `json:"cgroup,omitempty"`
+	// MemoryCgroup is the memory cgroup folder the launcher joins (set by
+	// Wrap); with one, Limits.AddressSpace is enforced there, for the
+	// call's processes together, instead of as each one's RLIMIT_AS.
+	MemoryCgroup string `json:"memory_cgroup,omitempty"`
 }
 
 // Network says what TCP a sandboxed process may use.
@@ -126,6 +145,13 @@ type Status struct {
 	Available bool
 	// Reason says why not, when not.
 	Reason string
+	// UnixSockets reports that sandboxed tools are kept from Unix sockets
+	// by path (and from netlink, packet and every family but IPv4 and
+	// IPv6): a seccomp filter, on the architectures the launcher knows.
+	// Landlock of ABI < 9 does not cover connecting to a Unix socket.
+	UnixSockets bool
+	// UnixReason says why not, when not.
+	UnixReason string
 }
 
 var (
@@ -139,14 +165,21 @@ func Probe() Status {
 	return status
 }
 
-// launchSpec is what the launcher is told, as JSON in its argv.
+// launchSpec is what the launcher is told, as JSON in a memory file whose
+// descriptor number is its only argument: never in its argv, which every
+// local user can read (ps, /proc/PID/cmdline).
 type launchSpec struct {
 	// Policy confines the tool; nil: no confinement.
 	Policy *Policy `json:"policy,omitempty"`
+	// Path is the tool's program, Argv its argv.
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
 	// Lifeline is the fd of the read end of a pipe whose write end only
-	// the gateway holds: the launcher stays as the tool's parent and, when
-	// the pipe reads EOF (the gateway is gone), kills the tool's whole
-	// process group. 0: the launcher executes the tool in its place.
+	// the gateway holds: the launcher stays as the tool's parent (a
+	// supervisor, itself unconfined and not dumpable, outside the tool's
+	// Landlock domain) and, when the pipe reads EOF (the gateway is gone),
+	// kills the tool's whole process group and cgroup. 0: the launcher
+	// confines itself and executes the tool in its place.
 	Lifeline int `json:"lifeline,omitempty"`
 }
 
@@ -169,7 +202,7 @@ func Wrap(cmd *exec.Cmd, p *Policy, isolate bool) (cleanup func(), err error) {
 	if p == nil && !isolate {
 		return cleanup, nil
 	}
-	spec := launchSpec{}
+	spec := launchSpec{Path: cmd.Path, Argv: cmd.Args}
 	if p != nil {
 		q := *p
 		q.Read = slices.Clone(p.Read)
@@ -180,25 +213,30 @@ func Wrap(cmd *exec.Cmd, p *Policy, isolate bool) (cleanup func(), err error) {
 			}
 		}
 		q.Read = append(q.Read, prog)
-		if q.Limits.Processes > 0 {
-			if dir, ok := newCgroup(q.Limits.Processes); ok {
-				q.Cgroup = dir
-				cleanup = func() { removeCgroup(dir) }
-			}
+		q.Cgroup, q.MemoryCgroup = newCgroups(q.Limits)
+		cleanup = func() {
+			removeCgroup(q.Cgroup)
+			removeCgroup(q.MemoryCgroup)
 		}
 		spec.Policy = &q
 	}
 	if isolate {
 		spec.Lifeline = isolateAttr(cmd)
 	}
-	b, err := json.Marshal(&spec)
+	f, err := specFile(&spec)
 	if err != nil {
 		cleanup()
 		return nil, err
 	}
-	args := append([]string{"backplane-sandbox", LauncherArg, string(b), cmd.Path}, cmd.Args...)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	fd := 2 + len(cmd.ExtraFiles)
+	rm := cleanup
+	cleanup = func() {
+		f.Close()
+		rm()
+	}
 	cmd.Path = "/proc/self/exe"
-	cmd.Args = args
+	cmd.Args = []string{"backplane-sandbox", LauncherArg, strconv.Itoa(fd)}
 	return cleanup, nil
 }
 
@@ -274,42 +312,6 @@ var etcFiles = []string{
 
 // devFiles get read and write.
 var devFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
-
-var cgroupSeq atomic.Uint64
-
-// cgroupRoot is where per-call pids cgroups go (cgroup v1's pids
-// controller); overridable for tests.
-var cgroupRoot = "/sys/fs/cgroup/pids"
-
-var staleOnce sync.Once
-
-// removeStale removes the empty cgroups of gateways that died (a gateway
-// killed with SIGKILL leaves its calls' folders behind).
-func removeStale() {
-	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "backplane-*-*"))
-	for _, d := range dirs {
-		var pid, seq int
-		if _, err := fmt.Sscanf(filepath.Base(d), "backplane-%d-%d", &pid, &seq); err != nil || pid == os.Getpid() {
-			continue
-		}
-		if syscall.Kill(pid, 0) == syscall.ESRCH {
-			os.Remove(d) // fails harmlessly while a process is left in it
-		}
-	}
-}
-
-func newCgroup(max uint64) (string, bool) {
-	staleOnce.Do(removeStale)
-	dir := filepath.Join(cgroupRoot, fmt.Sprintf("backplane-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", false
-	}
-	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatUint(max, 10)), 0); err != nil {
-		os.Remove(dir)
-		return "", false
-	}
-	return dir, true
-}
 
 // AuditAttrs are the audit attributes of a process run under p (nil: none).
 func AuditAttrs(p *Policy) []any {

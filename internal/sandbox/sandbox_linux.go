@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,7 +29,9 @@ func probe() Status {
 	if abi < MinABI {
 		return Status{ABI: abi, Reason: fmt.Sprintf("Landlock ABI %d is older than %d (Linux 6.12), which scopes signals", abi, MinABI)}
 	}
-	return Status{ABI: abi, Available: true}
+	st := Status{ABI: abi, Available: true}
+	st.UnixSockets, st.UnixReason = seccompUsable()
+	return st
 }
 
 // The launcher starts from the package's initialization, before main or
@@ -39,8 +40,9 @@ func probe() Status {
 func init() { Main() }
 
 // Main makes this process the launcher when its first argument is
-// LauncherArg: it confines itself and executes the tool, and never
-// returns. Otherwise it returns at once. The package's init calls it.
+// LauncherArg: it confines itself and executes the tool, or supervises a
+// confined one, and never returns. Otherwise it returns at once. The
+// package's init calls it.
 func Main() {
 	if len(os.Args) < 2 || os.Args[1] != LauncherArg {
 		return
@@ -50,113 +52,185 @@ func Main() {
 	os.Exit(ExitLauncher)
 }
 
-// launch confines this process and executes the tool; it returns only on
-// failure. args: the policy as JSON, the program's path, its argv.
-func launch(args []string) error {
-	if len(args) < 3 {
-		return fmt.Errorf("launcher: want a policy, a program and its argv")
+// maxSpec bounds the launch spec the launcher reads.
+const maxSpec = 64 << 20
+
+// readSpec reads and closes the launch spec from descriptor fd.
+func readSpec(arg string) (*launchSpec, error) {
+	fd, err := strconv.Atoi(arg)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("launcher: policy: want the descriptor of the launch spec, not %q", arg)
+	}
+	f := os.NewFile(uintptr(fd), "launch-spec")
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSpec+1))
+	if err != nil {
+		return nil, fmt.Errorf("launcher: policy: %w", err)
+	}
+	if len(b) > maxSpec {
+		return nil, fmt.Errorf("launcher: policy: longer than %d bytes", maxSpec)
 	}
 	var spec launchSpec
-	dec := json.NewDecoder(bytes.NewReader([]byte(args[0])))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
-		return fmt.Errorf("launcher: policy: %w", err)
+		return nil, fmt.Errorf("launcher: policy: %w", err)
 	}
-	path, argv := args[1], args[2:]
-	// Never unlocked: the restricted thread is the one that starts the
-	// tool. Landlock and no_new_privs are set on this thread alone:
-	// restricting every thread of a Go process (psx) signals each one.
-	runtime.LockOSThread()
-	if p := spec.Policy; p != nil {
-		if p.Cgroup != "" {
-			// Opened now: once confined, the launcher can open nothing there.
-			if dir := ownPidsCgroup(); dir != "" {
-				origCgroup, _ = os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
-			}
-			if err := os.WriteFile(filepath.Join(p.Cgroup, "cgroup.procs"), []byte("0"), 0); err != nil {
-				return fmt.Errorf("joining the process-count cgroup: %w", err)
-			}
-		}
-		if err := setLimits(p.Limits, p.Cgroup == ""); err != nil {
-			return err
-		}
-		if err := restrict(p); err != nil {
-			return err
-		}
-		// A home the tool cannot read (the gateway's) makes programs such
-		// as git fail: the workspace stands in for it.
-		if home := os.Getenv("HOME"); home != "" && len(p.Write) > 0 {
-			if fd, err := unix.Open(home, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-				os.Setenv("HOME", p.Write[0])
-			} else {
-				unix.Close(fd)
-			}
-		}
+	if spec.Path == "" || len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("launcher: policy: want a program and its argv")
 	}
-	if spec.Lifeline <= 0 {
-		err := syscall.Exec(path, argv, os.Environ())
-		return fmt.Errorf("executing %s: %w", path, err)
-	}
-	return supervise(spec, path, argv)
+	return &spec, nil
 }
 
-// origCgroup is the cgroup.procs file of the pids cgroup the launcher was
-// in before it joined the call's (nil when it joined none, or it is
-// unknown), opened before the launcher confined itself.
-var origCgroup *os.File
-
-// ownPidsCgroup is the folder of this process's cgroup v1 pids cgroup, read
-// from /proc/self/cgroup; "" when it cannot be told.
-func ownPidsCgroup() string {
-	b, err := os.ReadFile("/proc/self/cgroup")
+// specFile is a memory file holding spec, at offset 0, for the launcher
+// to inherit. Not a pipe: the spec (a whole command) may be larger than a
+// pipe's buffer, and nothing has to write it while the launcher starts.
+func specFile(spec *launchSpec) (*os.File, error) {
+	b, err := json.Marshal(spec)
 	if err != nil {
-		return ""
+		return nil, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		// hierarchy-ID:controller-list:path
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c == "pids" {
-				return filepath.Join(cgroupRoot, filepath.Clean("/"+parts[2]))
-			}
+	fd, err := unix.MemfdCreate("backplane-launch-spec", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("launch spec: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "launch-spec")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("launch spec: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("launch spec: %w", err)
+	}
+	return f, nil
+}
+
+// launch runs the launcher; it returns only on failure. args: the launch
+// spec's descriptor.
+//
+// With a lifeline the launcher is a supervisor: it confines nothing of
+// its own and starts a second launcher (without a lifeline) that confines
+// itself and executes the tool. The supervisor must stay out of the tool's
+// Landlock domain: Landlock lets a process ptrace (and process_vm_readv,
+// pidfd_getfd) any process of its own domain, and a Go process can only
+// restrict the thread that execs, so a supervisor restricted on one thread
+// was the tool's ptrace target, whose other, unconfined threads then ran
+// whatever the tool wrote into them (issue 22, item 1). Outside the domain
+// it is refused to the tool, and it is not dumpable either.
+func launch(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("launcher: policy: want one argument, the launch spec's descriptor")
+	}
+	spec, err := readSpec(args[0])
+	if err != nil {
+		return err
+	}
+	// Never unlocked: the thread that confines itself is the one that
+	// executes the tool (or, supervising, that forks it: the parent-death
+	// signal is tied to the forking thread).
+	runtime.LockOSThread()
+	if spec.Lifeline > 0 {
+		return supervise(spec)
+	}
+	if p := spec.Policy; p != nil {
+		return confineAndExec(p, spec.Path, spec.Argv)
+	}
+	err = syscall.Exec(spec.Path, spec.Argv, os.Environ())
+	return fmt.Errorf("executing %s: %w", spec.Path, err)
+}
+
+// confineAndExec confines this process by p (on this thread, which then
+// executes the tool: credentials, Landlock domain and seccomp filter are
+// per thread, and the exec keeps those of the thread that calls it) and
+// executes the tool.
+func confineAndExec(p *Policy, path string, argv []string) error {
+	if err := joinCgroups(p.Cgroup, p.MemoryCgroup); err != nil {
+		return err
+	}
+	if err := setLimits(p.Limits, p.Cgroup == ""); err != nil {
+		return err
+	}
+	if err := dropBoundingAndAmbient(); err != nil {
+		return err
+	}
+	if err := restrict(p); err != nil {
+		return err
+	}
+	if err := clearCaps(); err != nil {
+		return err
+	}
+	// A home the tool cannot read (the gateway's) makes programs such as
+	// git fail: the workspace stands in for it.
+	if home := os.Getenv("HOME"); home != "" && len(p.Write) > 0 {
+		if fd, err := unix.Open(home, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			os.Setenv("HOME", p.Write[0])
+		} else {
+			unix.Close(fd)
 		}
 	}
-	return ""
+	if err := installSeccomp(); err != nil {
+		return err
+	}
+	env := os.Environ()
+	// Last: the address-space limit binds this Go process too, which
+	// allocates nothing more before the exec; the tool gets it fresh.
+	if p.MemoryCgroup == "" && p.Limits.AddressSpace > 0 {
+		if err := setLimit(unix.RLIMIT_AS, p.Limits.AddressSpace, "address space"); err != nil {
+			return err
+		}
+	}
+	err := syscall.Exec(path, argv, env)
+	return fmt.Errorf("executing %s: %w", path, err)
 }
 
 // supervise runs the tool as its child, in its own process group (the
-// gateway made it), and waits for it. When the gateway dies (the lifeline
-// reads EOF), it kills the whole group, itself included, and what is left
-// in the call's cgroup: the background children of the tool, which the
-// parent-death signal (not inherited across fork) does not reach. Signals
-// the gateway sends to stop a program are passed on. Its exit status is
-// the tool's; killed by a signal, it kills itself with the same signal.
-func supervise(spec launchSpec, path string, argv []string) error {
+// gateway made it), and waits for it: through a second launcher that
+// confines itself first, when there is a policy. When the gateway dies
+// (the lifeline reads EOF), it kills what is in the call's cgroup (the
+// background children of the tool, which the parent-death signal, not
+// inherited across fork, does not reach, and those that left the group)
+// and the whole group, itself included. Signals the gateway sends to stop
+// a program are passed on. Its exit status is the tool's; killed by a
+// signal, it kills itself with the same signal.
+func supervise(spec *launchSpec) error {
+	// Not dumpable: a process of the same user, even unsandboxed, cannot
+	// ptrace it or read its memory, and its /proc entries are root's.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("not dumpable: %w", err)
+	}
 	unix.CloseOnExec(spec.Lifeline)
-	cmd := &exec.Cmd{Path: path, Args: argv, Env: os.Environ(), Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	cmd := &exec.Cmd{Path: spec.Path, Args: spec.Argv, Env: os.Environ(), Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	if spec.Policy != nil {
+		inner := &launchSpec{Policy: spec.Policy, Path: spec.Path, Argv: spec.Argv}
+		f, err := specFile(inner)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cmd.Path = "/proc/self/exe"
+		cmd.Args = []string{"backplane-sandbox", LauncherArg, "3"}
+		cmd.ExtraFiles = []*os.File{f}
+	}
 	// Started from this locked thread, which lives as long as the launcher.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("executing %s: %w", path, err)
+		return fmt.Errorf("executing %s: %w", spec.Path, err)
 	}
-	// The tool was forked inside the call's pids cgroup; the launcher now
-	// leaves it, so that a tool which fills the cgroup (a fork bomb) cannot
-	// starve the launcher's own runtime of the threads it needs to report
-	// and clean up (cgroup v1 counts threads).
-	if origCgroup != nil {
-		_, _ = origCgroup.Write([]byte("0"))
-		origCgroup.Close()
-	}
+	// ending is taken, and never released, by whichever ends this
+	// process: the lifeline's goroutine, which kills the call, or the
+	// tool's end below, which exits with its status. Before, when the
+	// gateway died, the cgroup kill killed the tool, Wait returned, and
+	// the supervisor killed itself with the tool's signal before the rest
+	// of the cgroup and the group were killed: under load the background
+	// children survived the gateway (issue 22, item 25).
+	var ending sync.Mutex
+	lifeline := os.NewFile(uintptr(spec.Lifeline), "lifeline")
 	go func() {
 		var b [1]byte
-		os.NewFile(uintptr(spec.Lifeline), "lifeline").Read(b[:]) // EOF: the gateway is gone
-		if spec.Policy != nil && spec.Policy.Cgroup != "" {
-			killCgroup(spec.Policy.Cgroup)
-		}
-		syscall.Kill(0, syscall.SIGKILL) // the group, this launcher included
+		lifeline.Read(b[:]) // EOF: the gateway is gone
+		ending.Lock()
+		killCall(spec)
 	}()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
@@ -167,12 +241,19 @@ func supervise(spec launchSpec, path string, argv []string) error {
 	}()
 	err := cmd.Wait()
 	signal.Stop(sigs)
+	ending.Lock()
+	// The gateway may have died just as the tool ended: then nobody else
+	// kills what the tool left running.
+	if gatewayGone(spec.Lifeline) {
+		killCall(spec)
+	}
+	runtime.KeepAlive(lifeline)
 	if err == nil {
 		os.Exit(0)
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
-		return fmt.Errorf("waiting for %s: %w", path, err)
+		return fmt.Errorf("waiting for %s: %w", spec.Path, err)
 	}
 	ws, _ := ee.Sys().(syscall.WaitStatus)
 	if !ws.Signaled() {
@@ -189,6 +270,31 @@ func supervise(spec launchSpec, path string, argv []string) error {
 	time.Sleep(time.Second) // the signal is on its way
 	os.Exit(128 + int(sig))
 	return nil
+}
+
+// killCall kills what is in the call's cgroup, then the tool's whole
+// process group, this supervisor included: it does not return.
+func killCall(spec *launchSpec) {
+	if p := spec.Policy; p != nil {
+		// The pids cgroup first: it is the one that stops forks.
+		for _, d := range []string{p.Cgroup, p.MemoryCgroup} {
+			if d != "" {
+				killCgroup(d)
+				break
+			}
+		}
+	}
+	syscall.Kill(0, syscall.SIGKILL)
+	for {
+		time.Sleep(time.Hour) // the signal is on its way
+	}
+}
+
+// gatewayGone reports, without waiting, whether the lifeline reads EOF.
+func gatewayGone(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n > 0 && pfd[0].Revents&(unix.POLLIN|unix.POLLHUP) != 0
 }
 
 var (
@@ -224,37 +330,41 @@ func OwnPdeathsig(cmd *exec.Cmd) bool {
 // supervisable: supervision needs nothing the system may refuse.
 func supervisable() bool { return true }
 
+// setLimit lowers resource res to v (both soft and hard), never above
+// the hard limit the gateway already runs under.
+func setLimit(res int, v uint64, name string) error {
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(res, &cur); err != nil {
+		return fmt.Errorf("limit %s: %w", name, err)
+	}
+	if cur.Max != unix.RLIM_INFINITY && v > cur.Max {
+		v = cur.Max
+	}
+	if err := unix.Setrlimit(res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+		return fmt.Errorf("limit %s %d: %w", name, v, err)
+	}
+	return nil
+}
+
+// setLimits sets every limit but the address space's (see confineAndExec);
+// 0 leaves one unset.
 func setLimits(l Limits, nproc bool) error {
-	set := func(res int, v uint64, name string) error {
-		if v == 0 {
-			return nil
+	for _, r := range []struct {
+		res  int
+		v    uint64
+		name string
+	}{
+		{unix.RLIMIT_CPU, l.CPUSeconds, "cpu"},
+		{unix.RLIMIT_FSIZE, l.FileSize, "file size"},
+	} {
+		if r.v != 0 {
+			if err := setLimit(r.res, r.v, r.name); err != nil {
+				return err
+			}
 		}
-		var cur unix.Rlimit
-		if err := unix.Getrlimit(res, &cur); err != nil {
-			return fmt.Errorf("limit %s: %w", name, err)
-		}
-		// Never raise a limit the gateway already runs under.
-		if cur.Max != unix.RLIM_INFINITY && v > cur.Max {
-			v = cur.Max
-		}
-		if err := unix.Setrlimit(res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
-			return fmt.Errorf("limit %s %d: %w", name, v, err)
-		}
-		return nil
 	}
-	if err := set(unix.RLIMIT_CPU, l.CPUSeconds, "cpu"); err != nil {
-		return err
-	}
-	if err := set(unix.RLIMIT_AS, l.AddressSpace, "address space"); err != nil {
-		return err
-	}
-	if err := set(unix.RLIMIT_FSIZE, l.FileSize, "file size"); err != nil {
-		return err
-	}
-	if nproc {
-		if err := set(unix.RLIMIT_NPROC, l.Processes, "processes"); err != nil {
-			return err
-		}
+	if nproc && l.Processes != 0 {
+		return setLimit(unix.RLIMIT_NPROC, l.Processes, "processes")
 	}
 	return nil
 }
@@ -312,28 +422,5 @@ func pathRule(path string, write bool) landlock.Rule {
 		return landlock.RWFiles(path).IgnoreIfMissing()
 	default:
 		return landlock.ROFiles(path).IgnoreIfMissing()
-	}
-}
-
-// removeCgroup kills whatever is left in a call's cgroup (a process that
-// left the process group included) and removes it. Bounded: the pids limit
-// keeps the membership finite, and a few rounds of SIGKILL empty it.
-func removeCgroup(dir string) {
-	for range 50 {
-		if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
-			return
-		}
-		killCgroup(dir)
-		time.Sleep(10 * time.Millisecond) // the killed leave the cgroup when reaped
-	}
-}
-
-// killCgroup sends SIGKILL to every process in the cgroup but the caller.
-func killCgroup(dir string) {
-	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 && pid != os.Getpid() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
 	}
 }

@@ -2,7 +2,11 @@
 
 package sandbox
 
-import "os/exec"
+import (
+	"errors"
+	"os"
+	"os/exec"
+)
 
 func probe() Status { return Status{Reason: "Landlock is Linux only"} }
 
@@ -10,6 +14,13 @@ func probe() Status { return Status{Reason: "Landlock is Linux only"} }
 func Main() {}
 
 func removeCgroup(string) {}
+
+func newCgroups(Limits) (string, string) { return "", "" }
+
+// RemoveStale does nothing: there are no call cgroups here.
+func RemoveStale() {}
+
+func specFile(*launchSpec) (*os.File, error) { return nil, errors.ErrUnsupported }
 
 func supervisable() bool { return false }
 

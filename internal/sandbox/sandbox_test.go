@@ -54,12 +54,27 @@ func TestLauncherRefusesABadSpec(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the launcher is Linux only")
 	}
-	for _, spec := range []string{`{bad`, `{"policy":{"colour":"red"}}`} {
-		cmd := exec.Command(os.Args[0], LauncherArg, spec, "/bin/true", "true")
+	for _, spec := range []string{`{bad`, `{"policy":{"colour":"red"},"path":"/bin/true","argv":["true"]}`, `{"path":"/bin/true"}`} {
+		f, err := os.CreateTemp(t.TempDir(), "spec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(spec); err != nil {
+			t.Fatal(err)
+		}
+		f.Seek(0, 0)
+		cmd := exec.Command(os.Args[0], LauncherArg, "3")
+		cmd.ExtraFiles = []*os.File{f}
 		out, err := cmd.CombinedOutput()
+		f.Close()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != ExitLauncher || !strings.HasPrefix(string(out), "backplane sandbox: launcher: policy:") {
 			t.Errorf("spec %s: %v %q, want exit %d with the reason", spec, err, out, ExitLauncher)
 		}
+	}
+	// A spec in argv (as before) is not read: the argument is a descriptor.
+	out, err := exec.Command(os.Args[0], LauncherArg, `{"path":"/bin/true","argv":["true"]}`).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "descriptor") {
+		t.Errorf("a spec in argv: %v %q, want a refusal", err, out)
 	}
 }

@@ -39,7 +39,15 @@
 //       "progressBeforeDrop": N, and later calls and steps use the new
 //       connection. Just before resuming it writes "mcp-client: resuming
 //       TOOL from event TOKEN" on stderr.
-import { readFileSync } from 'node:fs';
+//   "abandonAfterMs": N       (--http only) start the call, wait N ms (and,
+//       with "abandonWhenFile": PATH, until that file exists: a test says
+//       when the server has the call), close the transport
+//       (transport.close(): its fetches are aborted) and stop: the report
+//       is printed with the calls so far, this one's record says
+//       "abandoned": true, and the process exits at once, as a client that
+//       gives up and quits does. Just before closing it writes
+//       "mcp-client: abandoning TOOL" on stderr.
+import { existsSync, readFileSync } from 'node:fs';
 import { Client } from '../mcp-peers/node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js';
 import { StdioClientTransport } from '../mcp-peers/node_modules/@modelcontextprotocol/sdk/dist/esm/client/stdio.js';
 import { StreamableHTTPClientTransport } from '../mcp-peers/node_modules/@modelcontextprotocol/sdk/dist/esm/client/streamableHttp.js';
@@ -185,6 +193,21 @@ async function main() {
       transport = r.transport;
       out.calls.push(rec);
       continue;
+    }
+    if (c.abandonAfterMs) {
+      if (!opts.http) throw new Error('abandonAfterMs needs --http');
+      // The call's promise is left unsettled on purpose: the client quits.
+      client.callTool({ name: c.name, arguments: c.arguments }).catch(() => {});
+      await new Promise((resolve) => setTimeout(resolve, c.abandonAfterMs));
+      while (c.abandonWhenFile && !existsSync(c.abandonWhenFile)) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      process.stderr.write(`mcp-client: abandoning ${c.name}\n`);
+      await transport.close();
+      rec.abandoned = true;
+      out.calls.push(rec);
+      process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0));
+      return;
     }
     const options = {};
     const abort = new AbortController();

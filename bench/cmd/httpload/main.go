@@ -238,11 +238,13 @@ func startBackplane(ctx context.Context, o options, name, dir string) (*gateway,
 	if err != nil {
 		return nil, err
 	}
-	// JSON is YAML: every string quoted, whatever the paths hold.
+	// JSON is YAML: every string quoted, whatever the paths hold. One
+	// caller makes every call: serve.rate_limit (100/s by default) is off,
+	// or it would be what is measured.
 	cfg := fmt.Sprintf(`{
   "store": %q,
   "workspace": %q,
-  "serve": {"http": "127.0.0.1:%d", "tokens": {%q: "bench"}},
+  "serve": {"http": "127.0.0.1:%d", "tokens": {%q: "bench"}, "rate_limit": {"per_second": 0}},
   "policy": [{"caller": "bench", "allow": ["echo.echo"]}],
   "servers": [{"name": "echo", "command": [%q]}]
 }

@@ -1,0 +1,11 @@
+//go:build linux
+
+package sandbox
+
+import "golang.org/x/sys/unix"
+
+var nativeArch = seccompArch{
+	audit: unix.AUDIT_ARCH_AARCH64, socket: unix.SYS_SOCKET, socketpair: unix.SYS_SOCKETPAIR,
+	uringSetup: unix.SYS_IO_URING_SETUP, uringEnter: unix.SYS_IO_URING_ENTER, uringRegister: unix.SYS_IO_URING_REGISTER,
+	x32Limit: 0x40000000, // no such ABI: any number that high is bogus
+}
