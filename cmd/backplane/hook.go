@@ -12,11 +12,11 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/hook"
+	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -278,20 +278,7 @@ func askGateway(ctx context.Context, base string, agent hook.Agent, tokenFile st
 	return body, nil
 }
 
-// escapeControl writes control characters (newlines included) as Go
-// escapes, so that what the hook prints stays one line of plain text.
-func escapeControl(s string) string {
-	if strings.IndexFunc(s, unicode.IsControl) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			q := fmt.Sprintf("%+q", string(r))
-			b.WriteString(q[1 : len(q)-1])
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// escapeControl is s as one line of plain text (termtext.Line): the
+// agent shows the hook's stderr to the model or its user, and what a
+// hook prints quotes commands and paths the model chose.
+func escapeControl(s string) string { return termtext.Line(s) }
