@@ -99,35 +99,55 @@ func evaluate(ctx context.Context, agent Agent, data []byte, d Decider, opts *Op
 		}
 		return Verdict{}, err
 	}
-	req := func(c Call, preview bool) gateway.DecideRequest {
-		w := opts.Wait
+	req := func(c Call, preview bool, w time.Duration) gateway.DecideRequest {
 		return gateway.DecideRequest{Caller: opts.Caller, Session: in.Session, Tool: c.Tool, Arguments: c.Arguments, ApprovalWait: &w, Preview: preview}
 	}
+	wait := opts.Wait
 	if len(calls) > 1 {
 		// Every part first, consuming nothing: the strictest answer wins,
-		// and every approval the tool use needs is requested at once.
-		var pending []string
-		var msgs []string
-		for _, c := range calls {
-			_, err := d.Decide(ctx, req(c, true))
-			v, ferr := verdictOf(c, err)
-			switch {
-			case ferr != nil:
+		// and every approval the tool use needs is requested at once. The
+		// wait is one for the whole tool use, not one per part: each round
+		// waits (what is left of it) on the first part still pending, then
+		// looks at every part again.
+		deadline := time.Now().Add(wait)
+		for {
+			var pending, msgs []string
+			var first *Call
+			for i, c := range calls {
+				_, err := d.Decide(ctx, req(c, true, 0))
+				v, ferr := verdictOf(c, err)
+				switch {
+				case ferr != nil:
+					return Verdict{}, ferr
+				case v.Outcome == Deny:
+					return v, nil
+				case v.Outcome == Approve:
+					pending = append(pending, v.ApprovalIDs...)
+					msgs = append(msgs, v.Reason)
+					if first == nil {
+						first = &calls[i]
+					}
+				}
+			}
+			left := time.Until(deadline)
+			if len(pending) == 0 {
+				break
+			}
+			if left <= 0 {
+				return Verdict{Outcome: Approve, ApprovalIDs: pending, Reason: strings.Join(msgs, "\n")}, nil
+			}
+			_, err := d.Decide(ctx, req(*first, true, left))
+			if v, ferr := verdictOf(*first, err); ferr != nil {
 				return Verdict{}, ferr
-			case v.Outcome == Deny:
+			} else if v.Outcome == Deny {
 				return v, nil
-			case v.Outcome == Approve:
-				pending = append(pending, v.ApprovalIDs...)
-				msgs = append(msgs, v.Reason)
 			}
 		}
-		if len(pending) > 0 {
-			return Verdict{Outcome: Approve, ApprovalIDs: pending, Reason: strings.Join(msgs, "\n")}, nil
-		}
+		wait = 0 // every part is approved or needs none: nothing left to wait for
 	}
 	var ids []string
 	for _, c := range calls {
-		res, err := d.Decide(ctx, req(c, false))
+		res, err := d.Decide(ctx, req(c, false, wait))
 		v, ferr := verdictOf(c, err)
 		if ferr != nil {
 			return Verdict{}, ferr

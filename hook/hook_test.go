@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
@@ -349,5 +350,31 @@ func TestPatchHunksBecomeEdits(t *testing.T) {
 	if err := json.Unmarshal(calls[1].Arguments, &a); err != nil || a["old_content"] != "package main\n" || a["content"] != "package other\n" ||
 		a["path"] != filepath.Join(e.ws, "src", "main.go") {
 		t.Errorf("the update's edit %s", calls[1].Arguments)
+	}
+}
+
+// One wait for the whole tool use: an operator approving the pending part
+// during it lets the patch through, both parts committed.
+func TestPatchWaitsOnceForItsApprovals(t *testing.T) {
+	e := newEnv(t)
+	in := e.input(t, "codex-apply-patch.json")
+	go func() {
+		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
+			as, _ := e.st.ListApprovals(context.Background(), store.ApprovalFilter{Status: store.ApprovalPending}, time.Now())
+			if len(as) == 1 {
+				e.g.DecideApproval(context.Background(), as[0].ID, gateway.Decision{Operator: "op", Approve: true, Channel: gateway.ChannelCLI})
+				return
+			}
+		}
+	}()
+	opts := e.opts()
+	opts.Wait = 15 * time.Second
+	start := time.Now()
+	v, err := hook.Evaluate(context.Background(), hook.Codex, in, e.g, opts)
+	if err != nil || v.Outcome != hook.Allow || len(v.CallIDs) != 2 {
+		t.Fatalf("verdict %+v, %v; want both parts allowed after the approval", v, err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v: the wait did not end at the decision", d)
 	}
 }
