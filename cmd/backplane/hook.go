@@ -72,10 +72,13 @@ The caller is --caller, or the owner of the token in $` + callerTokenEnv + ` (or
 --token-file) in serve.tokens.
 
 It fails closed: any error (bad input, a configuration or store that cannot
-be opened, a timeout) blocks the tool with exit 2 and the reason on stderr,
+be opened, a gateway that cannot be reached or answers an error, a timeout,
+a stdin never closed) blocks the tool with exit 2 and the reason on stderr,
 since both agents run the tool when a hook fails otherwise. A decision,
 allow or deny, exits 0 with the agent's JSON on stdout (nothing for a Codex
-allow).`,
+allow).
+
+"backplane hook install AGENT" adds this hook to the agent's settings.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// An agent runs the tool when its hook outlives the agent's own

@@ -92,7 +92,7 @@ the tool. A call whose outcome is unknown is never re-run.
   tools        list tools and accept changed upstream definitions
   policy       explain how the policy decides a call; check it
   reload       make a running serve re-read its policy
-  hook         decide a coding agent's tool use (Claude Code, Codex hooks)
+  hook         decide a coding agent's tool use (Claude Code, Codex, Gemini CLI hooks)
   schema       check schemas and arguments against the subset
 
 The gateway verbs read one configuration file: --config FILE, else
