@@ -91,6 +91,9 @@ func TestHookAllowIsJournaledDecisionOnly(t *testing.T) {
 	if e["tool"] != "bash" || e["caller"] != "agent" || e["session"] != "sess-1" || e["error_class"] != "decision_only" {
 		t.Errorf("journal entry %v, want bash by agent in sess-1, decision_only", e)
 	}
+	if r := g.run(t, "", "journal", "list"); !strings.Contains(r.stdout, "succeeded (decision only)") {
+		t.Errorf("journal list does not mark the decision:\n%s", r.stdout)
+	}
 	// The caller from the token, the same answer.
 	r := g.command(in, "hook", "claude-code")
 	r.Env = append(r.Env, "BACKPLANE_TOKEN=tok-agent")
