@@ -88,6 +88,12 @@ func (c *call) emitAudit(ctx context.Context, res *CallResult, ge *Error) {
 	if res != nil && res.Replayed {
 		attrs = append(attrs, slog.Bool("replayed", true))
 	}
+	if c.decideOnly {
+		attrs = append(attrs, slog.Bool(DecisionOnly, true)) // Backplane decided, the agent runs it
+	}
+	if c.preview {
+		attrs = append(attrs, slog.Bool("preview", true)) // nothing was journaled
+	}
 	if c.invoked > 0 {
 		attrs = append(attrs, slog.Float64("invoke_ms", millis(c.invoked)))
 	}

@@ -29,6 +29,10 @@
 // idempotency key returns the recorded outcome, or resource_conflict while
 // the first call is running or uncertain.
 //
+// Decide runs steps 1 to 6 for a tool someone else runs (a coding agent's
+// own tools, through its hook: package hook) and settles the intent at
+// once as DecisionOnly; its backend is never invoked.
+//
 // The store (required: the gateway's promises are only as durable as it),
 // policy, approver, budgets and backends are small interfaces a host can
 // replace. Every call is written as one structured audit event (log/slog)
@@ -531,6 +535,12 @@ type call struct {
 	// deny check on other paths for walks (backend.Call.Path, PathDenied).
 	path       *backend.ResolvedPath
 	pathDenied func(real string) bool
+	// decideOnly stops the call after its commit (Gateway.Decide): the
+	// intent is settled as DecisionOnly and no backend is invoked.
+	decideOnly bool
+	// preview stops a decision after its approval step (DecideRequest.Preview).
+	preview    bool
+	approvalID string // the approval the commit consumed, if any
 
 	// The audit event's (and the span's) record of the steps; mu guards it
 	// and step against an interactive approver's goroutine.
@@ -664,6 +674,12 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 				"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
 		}
 
+		if c.preview {
+			c.audit("commit", "preview", "approval_id", approvalID)
+			c.approvalID = approvalID
+			return &CallResult{}, nil // nothing reserved, recorded or consumed
+		}
+
 		now := g.now()
 		req = &store.CommitRequest{
 			Intent: store.Intent{
@@ -704,6 +720,11 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	if req.ApprovalID != "" {
 		g.events.publish(ApprovalEvent{Kind: "consumed", Approval: store.Approval{
 			ID: req.ApprovalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
+	}
+
+	c.approvalID = req.ApprovalID
+	if c.decideOnly {
+		return c.settleDecision(ctx)
 	}
 
 	// 7. Invocation, then settlement.

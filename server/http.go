@@ -36,6 +36,7 @@ func (s *Server) Handler() http.Handler {
 	// binding (a session answers only to the caller that opened it) read it.
 	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.rateLimitHTTP(s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler))))))), true))
 	s.serveMetadata(mux)
+	s.serveHooks(mux)
 	// The metrics name callers and tools: operators only.
 	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
 	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))

@@ -263,6 +263,9 @@ type Options struct {
 	// for the answers to the requests read before the end. Default
 	// DefaultStdioDrain; negative: the session ends at once.
 	StdioDrain time.Duration
+	// Hooks, when set, serves the coding agents' hook endpoints at
+	// PathHooks (hooks.go). Nil: none.
+	Hooks *HookOptions
 }
 
 // DefaultStdioDrain is how long the requests a stdio client sent before

@@ -199,6 +199,9 @@ func (w *journalWriter) page(intents []store.Intent) error {
 		if e.ToolError {
 			status += " (tool_error)"
 		}
+		if e.ErrorClass == gateway.DecisionOnly {
+			status += " (decision only)" // an agent's hook: Backplane did not run it
+		}
 		L := termtext.Line
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", L(e.CallID), L(e.Tool), L(e.Caller), L(status),
 			L(e.ArgsDigest[:min(12, len(e.ArgsDigest))]), e.CreatedAt.Format(time.RFC3339), settled)

@@ -53,6 +53,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, errNegative):
 		return exitNegative
 	}
+	var blocked *hookBlocked
+	if errors.As(err, &blocked) {
+		return exitUsage // the hook said why, escaped, on stderr
+	}
 	// Errors quote what callers, upstreams and files said.
 	fmt.Fprintf(stderr, "backplane: %s\n", termtext.Block(err.Error()))
 	var ioErr *inputError
@@ -88,6 +92,7 @@ the tool. A call whose outcome is unknown is never re-run.
   tools        list tools and accept changed upstream definitions
   policy       explain how the policy decides a call; check it
   reload       make a running serve re-read its policy
+  hook         decide a coding agent's tool use (Claude Code, Codex, Gemini CLI hooks)
   schema       check schemas and arguments against the subset
 
 The gateway verbs read one configuration file: --config FILE, else
@@ -128,5 +133,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newToolsCmd())
 	root.AddCommand(newPolicyCmd(), newReloadCmd())
 	root.AddCommand(newCompletionCmd(), newInitCmd())
+	root.AddCommand(newHookCmd())
 	return root
 }

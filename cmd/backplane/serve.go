@@ -178,6 +178,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		OAuth:           verifier,
 		AnonymousCaller: cfg.Serve.AnonymousCaller,
 	}
+	// The agents' hook endpoints (backplane hook --url) only decide, never
+	// run a tool, and take the callers' tokens as /mcp does.
+	opts.Hooks = &server.HookOptions{Workspace: cfg.Workspace, MCPTool: mcpToolOf(cfg)}
 	if s.rt.Content != nil {
 		opts.Content, opts.ContentPolicy = s.rt.Content, s.rt.Policy
 	}

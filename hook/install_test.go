@@ -1,0 +1,68 @@
+package hook_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentbackplane/backplane/hook"
+)
+
+func TestInstallMergesAndIsIdempotent(t *testing.T) {
+	existing := []byte(`{"model":"opus","n":12345678901234567890,"hooks":{"Stop":[{"hooks":[{"type":"command","command":"say done"}]}],
+		"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"lint"}]}]}}`)
+	cmd := "/usr/bin/backplane hook claude-code --caller agent"
+	out, changed, err := hook.Install(hook.ClaudeCode, existing, cmd)
+	if err != nil || !changed {
+		t.Fatalf("Install: changed %v, %v", changed, err)
+	}
+	for _, keep := range []string{`"model": "opus"`, `12345678901234567890`, `"say done"`, `"lint"`, cmd} {
+		if !strings.Contains(string(out), keep) {
+			t.Errorf("the merged file lost %s:\n%s", keep, out)
+		}
+	}
+	if errs := hook.Check(hook.ClaudeCode, out); len(errs) != 0 {
+		t.Errorf("the installed file does not check: %v", errs)
+	}
+	again, changed, err := hook.Install(hook.ClaudeCode, out, cmd)
+	if err != nil || changed || string(again) != string(out) {
+		t.Errorf("installing twice changed the file (%v, %v)", changed, err)
+	}
+	// A new file.
+	fresh, changed, err := hook.Install(hook.Codex, nil, "bp hook codex --caller a")
+	var v map[string]any
+	if err != nil || !changed || json.Unmarshal(fresh, &v) != nil || len(hook.Check(hook.Codex, fresh)) != 0 {
+		t.Errorf("a new Codex file: %s, %v", fresh, err)
+	}
+	for _, bad := range []string{`[]`, `{"hooks":[]}`, `{"hooks":{"PreToolUse":{}}}`, `{} {}`, `nope`} {
+		if _, _, err := hook.Install(hook.ClaudeCode, []byte(bad), cmd); !errors.Is(err, hook.ErrHookConfig) {
+			t.Errorf("%s: %v, want ErrHookConfig", bad, err)
+		}
+	}
+}
+
+func TestCheckFindsProblems(t *testing.T) {
+	cases := map[string]string{
+		`{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"bp hook claude-code"}]}]}}`: "does not match Edit",
+		`{"hooks":{"PreToolUse":[{"matcher":"(","hooks":[]}]}}`:                                                      "matcher",
+		`{"hooks":{"PreToolUse":[{"hooks":[{"type":"command"}]}]}}`:                                                  "no command",
+		`{"hooks":{}}`:                "not an array",
+		`{"other":1}`:                 "no hooks object",
+		`{"hooks":{"PreToolUse":[]}}`: "no PreToolUse hook runs backplane hook claude-code",
+	}
+	for in, want := range cases {
+		errs := hook.Check(hook.ClaudeCode, []byte(in))
+		var all []string
+		for _, e := range errs {
+			all = append(all, e.Error())
+		}
+		if !strings.Contains(strings.Join(all, "; "), want) {
+			t.Errorf("%s: problems %v, want one saying %q", in, all, want)
+		}
+	}
+	ok := `{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"bp hook claude-code --caller a"}]}]}}`
+	if errs := hook.Check(hook.ClaudeCode, []byte(ok)); len(errs) != 0 {
+		t.Errorf("a matcher of * governs everything: %v", errs)
+	}
+}
