@@ -39,7 +39,7 @@ func (s *Server) serveHooks(mux *http.ServeMux) {
 	if s.opts.Hooks == nil {
 		return
 	}
-	mux.Handle(PathHooks, s.streamDeadlines(s.checkOrigin(s.requireToken(http.HandlerFunc(s.hookDecide))), true))
+	mux.Handle(PathHooks, s.streamDeadlines(s.checkOrigin(s.requireToken(s.rateLimitHTTP(http.HandlerFunc(s.hookDecide)))), true))
 }
 
 // hookDecide answers POST /hooks/AGENT?wait=DURATION&pending=deny|ask|defer

@@ -257,3 +257,33 @@ func TestRateLimitHTTP(t *testing.T) {
 		t.Errorf("metric %v, want at least 1", got)
 	}
 }
+
+// TestRateLimitHooks: the hook endpoint draws from the caller's bucket too
+// (a looping agent's hook is a caller's request like any other); the
+// hook verb fails closed on the 429.
+func TestRateLimitHooks(t *testing.T) {
+	s, _, _ := limitServer(t, server.Options{RateLimit: 1, RateBurst: 5, Hooks: &server.HookOptions{Workspace: t.TempDir()}})
+	hs := httpServer(t, s)
+	limited := false
+	for range 1000 {
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+server.PathHooks+"claude-code", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer tok-a")
+		req.Header.Set("Content-Type", "application/json")
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		if r.StatusCode == http.StatusTooManyRequests {
+			limited = true
+			break
+		}
+	}
+	if !limited {
+		t.Fatal("no 429 from the hook endpoint in 1000 requests at 1 a second")
+	}
+	if got := limitedCount(t, hs, "rate"); got < 1 {
+		t.Errorf("metric %v, want at least 1", got)
+	}
+}
