@@ -85,9 +85,17 @@ func TestLauncherArgvHoldsNoSpec(t *testing.T) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	}()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
+	// Start returns when the exec has closed the descriptors marked
+	// close-on-exec, which the kernel does before it lays out the new
+	// argument block: until then the command line reads empty. Wait for it.
+	var b []byte
+	for deadline := time.Now().Add(10 * time.Second); len(b) == 0; time.Sleep(time.Millisecond) {
+		if b, err = os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid)); err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == 0 && time.Now().After(deadline) {
+			t.Fatal("the launcher's command line stayed empty for 10s")
+		}
 	}
 	line := strings.ReplaceAll(string(b), "\x00", " ")
 	if strings.Contains(line, token) || strings.Contains(line, "policy") || strings.Contains(line, "/bin/sleep") {
