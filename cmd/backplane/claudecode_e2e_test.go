@@ -48,11 +48,14 @@ builtin:
     edit: {requires_approval: false}
 operators:
   - {name: ops, token: ops-token}
+serve:
+  tokens:
+    tok-agent: agent
 policy:
   - caller: agent
-    allow: ["bash(git status)", read]
+    allow: ["bash(git status)", "bash(touch ran-*)", read, "edit(src/**)"]
     approve: ["write(docs/**)"]
-    deny: ["bash(*rm -rf*)"]
+    deny: ["bash(*rm -rf*)", "edit(**/.env)"]
 `
 
 func TestClaudeCodeEndToEnd(t *testing.T) {
@@ -68,6 +71,8 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	t.Run("bash allowed runs", func(t *testing.T) { claudeBashAllowed(t, claude) })
 	t.Run("bash denied, the model gets the reason", func(t *testing.T) { claudeBashDenied(t, claude) })
 	t.Run("write approved by the operator, then runs", func(t *testing.T) { claudeWriteApproved(t, claude) })
+	t.Run("edit under a denied path refused", func(t *testing.T) { claudeEditDenied(t, claude) })
+	t.Run("gateway stopped, the hook blocks", func(t *testing.T) { claudeGatewayStopped(t, claude) })
 }
 
 // runInsideLoopbackNetns re-runs this test in a new network namespace
@@ -110,7 +115,8 @@ func runInsideLoopbackNetns(t *testing.T) {
 		t.Fatalf("the test inside the namespace failed: %v", err)
 	}
 	// A copy that skipped or ran nothing would exit 0 too.
-	for _, sub := range []string{"bash_allowed_runs", "bash_denied,_the_model_gets_the_reason", "write_approved_by_the_operator,_then_runs"} {
+	for _, sub := range []string{"bash_allowed_runs", "bash_denied,_the_model_gets_the_reason", "write_approved_by_the_operator,_then_runs",
+		"edit_under_a_denied_path_refused", "gateway_stopped,_the_hook_blocks"} {
 		if !strings.Contains(string(out), "--- PASS: TestClaudeCodeEndToEnd/"+sub) {
 			t.Errorf("subtest %s did not pass inside the namespace", sub)
 		}
@@ -169,6 +175,7 @@ type fakeModel struct {
 	mu       sync.Mutex
 	requests []map[string]any // every /v1/messages body, in order
 	results  []toolResult     // the tool results of the last main-loop request
+	other    []string         // requests to any other endpoint
 	ids      int
 }
 
@@ -190,6 +197,9 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		// Whatever else the agent asks for is answered harmlessly and
 		// logged, so that a new endpoint shows in the test log.
+		m.mu.Lock()
+		m.other = append(m.other, r.Method+" "+r.URL.Path)
+		m.mu.Unlock()
 		m.t.Logf("fake model: %s %s (answered {})", r.Method, r.URL)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{}`)
@@ -343,6 +353,13 @@ func (m *fakeModel) whole(w http.ResponseWriter, blocks []block) {
 func (m *fakeModel) lastResults() []toolResult {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	side := 0
+	for _, req := range m.requests {
+		if !offersTool(req, "Bash") {
+			side++
+		}
+	}
+	m.t.Logf("the fake model answered %d /v1/messages requests (%d side queries); other endpoints: %q", len(m.requests), side, m.other)
 	for i, r := range m.results {
 		m.t.Logf("the model received tool result %d (error %v): %s", i, r.isError, r.text)
 	}
@@ -463,8 +480,8 @@ func claudeBashAllowed(t *testing.T, claude string) {
 	if len(intents) != 1 {
 		t.Fatalf("journal %v, want the one decided call", list)
 	}
-	if e := intents[0].(map[string]any); e["tool"] != "bash" || e["caller"] != "agent" || e["error_class"] != "decision_only" {
-		t.Errorf("journal entry %v, want a decision-only bash by agent", e)
+	if e := intents[0].(map[string]any); e["tool"] != "bash" || e["caller"] != "agent" || e["error_class"] != "decision_only" || e["session"] == "" {
+		t.Errorf("journal entry %v, want a decision-only bash by agent in the agent's session", e)
 	}
 }
 
@@ -538,5 +555,85 @@ func claudeWriteApproved(t *testing.T, claude string) {
 	}
 	if b, err := os.ReadFile(target); err != nil || string(b) != "# New\n\nWritten by the agent.\n" {
 		t.Errorf("docs/new.md after the approved attempt: %q, %v", b, err)
+	}
+}
+
+func claudeEditDenied(t *testing.T, claude string) {
+	c := newClaudeRun(t)
+	env := filepath.Join(c.ws, ".env")
+	if err := os.WriteFile(env, []byte("TOKEN=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := newFakeModel(t, func(step int, _ []toolResult) []block {
+		switch step {
+		case 0:
+			// Claude Code edits only a file it has read: read it first
+			// (allowed by the policy's read).
+			return []block{{name: "Read", input: map[string]any{"file_path": env}}}
+		case 1:
+			return []block{{name: "Edit", input: map[string]any{"file_path": env, "old_string": "TOKEN=1", "new_string": "TOKEN=2"}}}
+		default:
+			return []block{{text: "E2E done: edit refused."}}
+		}
+	})
+	wantDone(t, c.run(t, claude, m, "Change the token in .env."), "E2E done: edit refused.")
+	res := m.lastResults()
+	if len(res) != 2 {
+		t.Fatalf("the model received %d tool results, want 2: %+v", len(res), res)
+	}
+	if res[0].isError || !strings.Contains(res[0].text, "TOKEN=1") {
+		t.Errorf("the read: %+v, want the file's content", res[0])
+	}
+	if !res[1].isError || !strings.Contains(res[1].text, `denied by "edit(**/.env)"`) {
+		t.Errorf("the edit: %+v, want Backplane's deny naming edit(**/.env)", res[1])
+	}
+	if b, _ := os.ReadFile(env); string(b) != "TOKEN=1\n" {
+		t.Errorf(".env is now %q", b)
+	}
+}
+
+// The hook asks a running serve (--url) in the namespace; once serve is
+// stopped, the hook cannot reach it and blocks (exit 2), which Claude
+// Code honours: a command the policy allows does not run.
+func claudeGatewayStopped(t *testing.T, claude string) {
+	c := newClaudeRun(t)
+	p := startServe(t, c.g)
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("tok-agent\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(c.home, ".claude", "settings.json")
+	if err := os.Remove(settings); err != nil {
+		t.Fatal(err)
+	}
+	c.g.run(t, "", "hook", "install", "claude-code", "--file", settings, "--url", p.base, "--token-file", token).wantCode(t, exitOK)
+	first, second := filepath.Join(c.ws, "ran-1"), filepath.Join(c.ws, "ran-2")
+	m := newFakeModel(t, func(step int, _ []toolResult) []block {
+		switch step {
+		case 0:
+			return []block{{name: "Bash", input: map[string]any{"command": "touch ran-1"}}}
+		case 1:
+			// Allowed through serve; now the gateway goes away.
+			if err := p.stop(t); err != nil {
+				t.Logf("serve exit: %v", err)
+			}
+			return []block{{name: "Bash", input: map[string]any{"command": "touch ran-2"}}}
+		default:
+			return []block{{text: "E2E done: blocked."}}
+		}
+	})
+	wantDone(t, c.run(t, claude, m, "Touch two files."), "E2E done: blocked.")
+	res := m.lastResults()
+	if len(res) != 2 {
+		t.Fatalf("the model received %d tool results, want 2: %+v", len(res), res)
+	}
+	if _, err := os.Stat(first); err != nil || res[0].isError {
+		t.Errorf("the call allowed through serve did not run: %v %+v", err, res[0])
+	}
+	if _, err := os.Stat(second); err == nil {
+		t.Error("the command ran with the gateway stopped")
+	}
+	if !res[1].isError || !strings.Contains(res[1].text, "cannot be reached") {
+		t.Errorf("with the gateway stopped the model received %+v, want the hook's block naming the unreachable gateway", res[1])
 	}
 }
