@@ -245,7 +245,7 @@ func (g *Gateway) Register(t Tool) error {
 			r.validator = s
 		}
 	}
-	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
+	r.defHash = tool.HashOf(t) // the descriptor counts: outputSchema, every hint
 	if t.Pinned {
 		if t.HoldUnseen {
 			if err := g.holdUnseen(t.Name); err != nil {

@@ -480,7 +480,7 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 
 // listTools returns one page of the caller's tools, in name order; the
 // cursor is the last name of the previous page.
-func (s *Server) listTools(caller, cursor string) (*mcp.ListToolsResult, error) {
+func (s *Server) listTools(caller, cursor string) (mcp.Result, error) {
 	after := ""
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
@@ -492,6 +492,8 @@ func (s *Server) listTools(caller, cursor string) (*mcp.ListToolsResult, error) 
 	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
 	// Each caller sees its own list: never to be cached for another.
 	res.CacheScope = "private"
+	// res.Tools' tools, for servedTools.
+	var listed []gateway.Tool
 	for _, t := range s.g.ToolsFor(caller) { // sorted by name
 		if cursor != "" && t.Name <= after {
 			continue
@@ -508,8 +510,9 @@ func (s *Server) listTools(caller, cursor string) (*mcp.ListToolsResult, error) 
 			break
 		}
 		res.Tools = append(res.Tools, toolOf(t))
+		listed = append(listed, t)
 	}
-	return res, nil
+	return servedTools(res, listed), nil
 }
 
 // toolOf describes a gateway tool in MCP: its name, description and schema

@@ -30,8 +30,11 @@ type rawTool struct {
 	Description string
 	InputSchema json.RawMessage // the bytes of the answer, unchanged
 	Annotations struct {
-		ReadOnly, Idempotent *bool
+		ReadOnly, Idempotent, Destructive *bool
 	}
+	// Raw is the whole descriptor as the server sent it: served to
+	// clients with only the name rewritten, and part of the definition.
+	Raw json.RawMessage
 }
 
 // upTool is a registered tool of the server.
@@ -40,6 +43,7 @@ type upTool struct {
 	full    string // PREFIX TOOL (NAME.TOOL by default)
 	desc    string
 	schema  json.RawMessage
+	raw     json.RawMessage // the descriptor as listed
 	safety  tool.Safety
 	backend *toolBackend
 }
@@ -113,10 +117,10 @@ func parseToolsPage(raw []byte) ([]rawTool, string, error) {
 	return out, next, nil
 }
 
-// parseTool reads one tool descriptor. Only the members the gateway uses
-// are read; the input schema is kept as it came.
+// parseTool reads one tool descriptor: the members the gateway uses, and
+// the whole of it as it came (the input schema and everything else).
 func parseTool(raw []byte) (rawTool, error) {
-	var t rawTool
+	t := rawTool{Raw: json.RawMessage(bytes.Clone(raw))}
 	m, err := members(raw)
 	if err != nil {
 		return t, err
@@ -137,6 +141,7 @@ func parseTool(raw []byte) (rawTool, error) {
 		}
 		t.Annotations.ReadOnly = hint(am["readOnlyHint"])
 		t.Annotations.Idempotent = hint(am["idempotentHint"])
+		t.Annotations.Destructive = hint(am["destructiveHint"])
 	}
 	return t, nil
 }
@@ -174,9 +179,13 @@ func members(raw []byte) (map[string]json.RawMessage, error) {
 }
 
 // safetyOf maps a tool's annotations to the gateway's flags: hints the
-// server gives about itself. Only readOnlyHint true spares the approval.
+// server gives about itself. Only readOnlyHint true spares the approval,
+// and not when destructiveHint is true beside it: a server that says both
+// contradicts itself, and the claim that costs it the approval is the one
+// believed.
 func safetyOf(t rawTool) tool.Safety {
-	ro := t.Annotations.ReadOnly != nil && *t.Annotations.ReadOnly
+	destructive := t.Annotations.Destructive != nil && *t.Annotations.Destructive
+	ro := t.Annotations.ReadOnly != nil && *t.Annotations.ReadOnly && !destructive
 	return tool.Safety{
 		ReadOnly:         ro,
 		Idempotent:       t.Annotations.Idempotent != nil && *t.Annotations.Idempotent,
@@ -267,7 +276,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 		old, had := u.tools[t.Name]
 		if had {
 			safety = tighten(old.safety, safety)
-			if old.desc == t.Description && bytes.Equal(old.schema, t.InputSchema) && old.safety == safety {
+			if old.desc == t.Description && bytes.Equal(old.schema, t.InputSchema) && bytes.Equal(old.raw, t.Raw) && old.safety == safety {
 				continue
 			}
 			u.unregister(old)
@@ -287,6 +296,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			Validator:   u.validatorFor(full, t.InputSchema),
 			Pinned:      true,
 			HoldUnseen:  holdUnseen,
+			Descriptor:  t.Raw,
 		})
 		var se *tool.SchemaError
 		switch {
@@ -295,7 +305,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 				// Registered unchanged; every call fails with this (D20).
 				u.log.Warn("upstream tool schema refused by the subset validator; its calls will be refused", "tool", full, "error", err.Error())
 			}
-			u.tools[t.Name] = &upTool{name: t.Name, full: full, desc: t.Description, schema: t.InputSchema, safety: safety, backend: b}
+			u.tools[t.Name] = &upTool{name: t.Name, full: full, desc: t.Description, schema: t.InputSchema, raw: t.Raw, safety: safety, backend: b}
 			if had {
 				u.log.Info("upstream tool changed", "tool", full)
 			} else if holdUnseen {

@@ -17,13 +17,24 @@
 //     Server.Prefix, "" for the bare name) with its description and
 //     its inputSchema exactly as the server sent them: the raw bytes of the
 //     JSON-RPC response, not the SDK's decoded copy, so no keyword, number
-//     or string is lost or rewritten (D20). Tools are Pinned: the gateway
-//     records each definition's hash at first sight and holds back a changed
-//     one until an operator accepts it.
+//     or string is lost or rewritten (D20). The whole descriptor, as sent,
+//     is registered too (tool.Tool.Descriptor): title, icons,
+//     outputSchema, every annotation, execution, _meta and members no
+//     version of the protocol has yet reach clients unchanged, only the
+//     name rewritten, and all of it is part of the definition hash. Tools
+//     are Pinned: the gateway records each definition's hash at first
+//     sight and holds back a changed one (a changed output schema or hint
+//     included) until an operator accepts it.
+//   - Resources, resource templates and prompts ([Content]) are listed
+//     from the raw answers too: each item is kept as the server sent it
+//     ([Content.Descriptor]), since the SDK's types drop members they do
+//     not know and zero values ("required": false, "priority": 0).
 //   - Safety from the tool's annotations, which are the server's claims:
 //     readOnlyHint true makes the tool ReadOnly, idempotentHint true makes it
-//     Idempotent, and every tool whose readOnlyHint is not true requires an
-//     approval (missing annotations included: the conservative default).
+//     Idempotent, and every tool whose readOnlyHint is not true, or whose
+//     destructiveHint is true (even beside readOnlyHint true: the claim
+//     that costs the approval is believed), requires an approval (missing
+//     annotations included: the conservative default).
 //     Within one process a re-listed tool's safety only tightens.
 //   - Validator. "subset" (the default): the gateway's own validator; a
 //     schema outside the subset is registered unchanged and every call of
@@ -67,6 +78,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -258,14 +270,17 @@ type Upstream struct {
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	link      *link              // the live connection; nil while down
-	downErr   error              // why the server is down
-	tools     map[string]*upTool // by the server's tool name
-	closed    bool
-	restarts  int              // successful reconnections, for tests and status
-	subs      map[string]bool  // resource URIs subscribed (subscribe.go)
-	onUpdated func(uri string) // where their updates go
+	mu       sync.Mutex
+	link     *link              // the live connection; nil while down
+	downErr  error              // why the server is down
+	tools    map[string]*upTool // by the server's tool name
+	closed   bool
+	restarts int             // successful reconnections, for tests and status
+	subs     map[string]bool // resource URIs subscribed (subscribe.go)
+	// descriptors are the last listings' items as the server sent them,
+	// by method and key (content.go's listRaw).
+	descriptors map[string]map[string]json.RawMessage
+	onUpdated   func(uri string) // where their updates go
 
 	// Lines of the server's stdout that were dropped (not messages, no
 	// usable id): logged at most once a second, with the count since.
