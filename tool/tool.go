@@ -83,6 +83,9 @@ const (
 	ClassExecutionFailure Class = "execution_failure"
 	ClassUnknownOutcome   Class = "unknown_outcome"
 	ClassMalformedResult  Class = "malformed_result"
+	// ClassInvalidResult: the tool ran and its structuredContent breaks
+	// its declared outputSchema; the result is not handed on as a success.
+	ClassInvalidResult Class = "invalid_result"
 )
 
 // Registry is where a source of tools (an MCP upstream) registers them.

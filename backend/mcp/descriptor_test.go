@@ -83,3 +83,77 @@ func TestPinningHoldsChangedOutputSchema(t *testing.T) {
 	}
 	e.mustCall(t, "go.full", `{"n":3}`)
 }
+
+// TestOutputSchemaChecked: a result whose structuredContent conforms to
+// the tool's output schema passes unchanged; one that breaks it is never
+// handed on: invalid_result with every violation and its pointer, the
+// journal's intent failed (invalid_result) with the result kept.
+func TestOutputSchemaChecked(t *testing.T) {
+	t.Setenv("MCPTEST_FULL", "1")
+	for _, validator := range []string{ValidatorSubset, ValidatorDraft2020} {
+		t.Run(validator, func(t *testing.T) {
+			e := newEnv(t)
+			srv, _ := testServerSpec(t, "go")
+			srv.Validator = validator
+			e.connect(t, srv, nil)
+			res := e.mustCall(t, "go.full_bad", `{"n":3}`)
+			if res.IsError || !strings.Contains(string(res.Result), `"structuredContent":{"n":3,"label":"ok"}`) {
+				t.Errorf("a conforming result: %s (is_error %v), want it unchanged", res.Result, res.IsError)
+			}
+			_, ge := e.call(t, "go.full_bad", `{"bad":true}`)
+			if ge == nil || ge.Class != gateway.ClassInvalidResult || ge.Step != "invoke" {
+				t.Fatalf("a violating result: %v, want invalid_result at invoke", ge)
+			}
+			pointers := map[string]bool{}
+			for _, v := range ge.Errors {
+				pointers[v.Pointer] = true
+			}
+			if !pointers["/n"] || !pointers["/inner/label"] {
+				t.Errorf("violations %+v, want /n and /inner/label", ge.Errors)
+			}
+			if ge.Pointer == "" || !strings.HasPrefix(ge.Path, "$structuredContent") {
+				t.Errorf("first violation: path %q pointer %q, want one into $structuredContent", ge.Path, ge.Pointer)
+			}
+			var found bool
+			for _, in := range e.intents(t) {
+				if in.CallID != ge.CallID {
+					continue
+				}
+				found = true
+				if in.Status != "failed" || in.ErrorClass != "invalid_result" || !strings.Contains(string(in.Result), `"n":"one"`) {
+					t.Errorf("journal: %s (%s), result %s; want failed (invalid_result) with the raw result", in.Status, in.ErrorClass, in.Result)
+				}
+			}
+			if !found {
+				t.Errorf("no intent %s in the journal", ge.CallID)
+			}
+		})
+	}
+}
+
+// TestOutputSchemaTheValidatorCannotCheck: under the subset, a tool whose
+// output schema is outside it is refused before it runs
+// (unsupported_capability, naming the setting that accepts it); under
+// draft2020-12 it runs.
+func TestOutputSchemaTheValidatorCannotCheck(t *testing.T) {
+	t.Setenv("MCPTEST_FULL", "1")
+	e := newEnv(t)
+	srv, logFile := testServerSpec(t, "go")
+	e.connect(t, srv, nil)
+	_, ge := e.call(t, "go.full_unchecked", `{}`)
+	if ge == nil || ge.Class != gateway.ClassUnsupported || !strings.Contains(ge.Message, "validator: draft2020-12") {
+		t.Fatalf("call under the subset: %v, want unsupported_capability naming validator: draft2020-12", ge)
+	}
+	if n := countPrefix(serverLog(t, logFile), "call full_unchecked"); n != 0 {
+		t.Errorf("the refused tool ran %d times", n)
+	}
+	if v := e.g.Refusal("go.full_unchecked"); v == nil {
+		t.Error("the gateway does not report the tool as refused")
+	}
+
+	e2 := newEnv(t)
+	srv2, _ := testServerSpec(t, "go2")
+	srv2.Validator = ValidatorDraft2020
+	e2.connect(t, srv2, nil)
+	e2.mustCall(t, "go2.full_unchecked", `{"n":1}`)
+}

@@ -43,6 +43,14 @@
 //     choice (D21); a schema it cannot compile is still registered and every
 //     call fails with unsupported_capability (fail closed), never falls back
 //     to another validator.
+//   - Output schemas. A tool's outputSchema is compiled with the same
+//     validator as its input schema; one the validator cannot compile
+//     makes every call of the tool fail with unsupported_capability before
+//     the server is reached. A result that is not a tool error and whose
+//     structuredContent is missing or breaks the output schema comes back
+//     as a *backend.InvalidResultError carrying the result and every
+//     violation (paths from $structuredContent, pointers into it): the
+//     gateway settles it failed (invalid_result), never a success.
 //   - Collisions. A tool name already registered (another server's, a
 //     built-in or a configured tool) makes [Connect] fail with a
 //     [*CollisionError]; found later, on a re-list, the newcomer is left

@@ -53,8 +53,10 @@ func (v Visibility) String() string {
 func (u *Upstream) Visibility() Visibility {
 	u.mu.Lock()
 	schemas := make([][]byte, 0, len(u.tools))
+	outputs := make([][]byte, 0, len(u.tools))
 	for _, t := range u.tools {
 		schemas = append(schemas, t.schema)
+		outputs = append(outputs, outputSchemaOf(t.raw))
 	}
 	u.mu.Unlock()
 	v := Visibility{Server: u.srv.Name, Validator: u.srv.Validator, Tools: len(schemas), Keywords: map[string]int{}}
@@ -62,8 +64,8 @@ func (u *Upstream) Visibility() Visibility {
 	if v.Validator == ValidatorDraft2020 {
 		v.OtherValidator = ValidatorSubset
 	}
-	for _, schema := range schemas {
-		errs := u.schemaErrors(v.Validator, schema)
+	for i, schema := range schemas {
+		errs := u.toolErrors(v.Validator, schema, outputs[i])
 		if len(errs) == 0 {
 			v.Callable++
 			continue
@@ -79,11 +81,21 @@ func (u *Upstream) Visibility() Visibility {
 				v.Keywords[k]++
 			}
 		}
-		if len(u.schemaErrors(v.OtherValidator, schema)) == 0 {
+		if len(u.toolErrors(v.OtherValidator, schema, outputs[i])) == 0 {
 			v.OtherAccepts++
 		}
 	}
 	return v
+}
+
+// toolErrors are every error that makes validator refuse a tool's calls:
+// its input schema's, else its output schema's (nil: none declared).
+func (u *Upstream) toolErrors(validator string, schema, output []byte) []*inputschema.Error {
+	errs := u.schemaErrors(validator, schema)
+	if len(errs) == 0 && output != nil {
+		errs = u.schemaErrors(validator, output)
+	}
+	return errs
 }
 
 // schemaErrors are every error that makes validator refuse schema.

@@ -445,6 +445,10 @@ var fullTools = map[string]string{
 		`"inputSchema":{"type":"object","properties":{"bad":{"type":"boolean"}}},` +
 		`"outputSchema":{"type":"object","properties":{"n":{"type":"integer"},"inner":{"type":"object","properties":{"label":{"type":"string"}}}},"required":["n"]},` +
 		`"annotations":{"readOnlyHint":true}}`,
+	// full_unchecked's output schema is outside the subset ($schema).
+	"full_unchecked": `{"name":"full_unchecked","description":"Its output schema needs draft 2020-12.",` +
+		`"inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},` +
+		`"outputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"n":{"type":"integer"}}}}`,
 	// full_destructive claims read-only and destructive at once.
 	"full_destructive": `{"name":"full_destructive","description":"Says it is read-only and destructive.",` +
 		`"inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`,

@@ -1,0 +1,31 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/store"
+)
+
+// settleInvalidResult settles a call whose tool ran and answered a result
+// that breaks its output schema: failed, class invalid_result, with the
+// result as the tool answered it kept in the journal for the operator
+// (`backplane journal show`). The caller gets the one error shape with
+// every violation and its pointer into the structured content, never the
+// result: a result the tool's own contract refuses is not a success.
+func (c *call) settleInvalidResult(ctx context.Context, ir *backend.InvalidResultError) error {
+	e := schemaError("invoke", ir.Err)
+	e.Class = ClassInvalidResult
+	e.Message = "the tool's structured result does not match its output schema: " + e.Message
+	e.Details["status"] = string(store.StatusFailed)
+	st := store.Settlement{
+		Status: store.StatusFailed, ErrorClass: string(ClassInvalidResult), ErrorMessage: e.Message,
+		Result: store.EncodeResult(store.Result{Content: ir.Result}), At: c.g.now(),
+	}
+	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
+		return c.settleFailure(err)
+	}
+	c.g.noteStoreWrite(nil)
+	c.audit("settle", string(ClassInvalidResult), "status", string(store.StatusFailed))
+	return e
+}
