@@ -25,7 +25,25 @@ type Visibility struct {
 	// OtherValidator would accept OtherAccepts of the refused tools.
 	OtherValidator string
 	OtherAccepts   int
+	// RefusedTools are the refused tools (by their registered names, in
+	// name order), each with every keyword at fault.
+	RefusedTools []RefusedTool
 }
+
+// RefusedTool is a tool every call of which the server's validator
+// refuses, and why.
+type RefusedTool struct {
+	Name string `json:"name"`
+	// Keywords are every keyword at fault (the class when an error names
+	// none), sorted, each once.
+	Keywords []string `json:"keywords"`
+	// OtherAccepts says the other validator would accept it.
+	OtherAccepts bool `json:"other_accepts"`
+}
+
+// Fix is the configuration line that would make the other validator
+// check the server's tools: "validator: draft2020-12" (or subset).
+func (v Visibility) Fix() string { return "validator: " + v.OtherValidator }
 
 // Refused is the number of tools every call of which is refused.
 func (v Visibility) Refused() int { return v.Tools - v.Callable }
@@ -54,9 +72,11 @@ func (u *Upstream) Visibility() Visibility {
 	u.mu.Lock()
 	schemas := make([][]byte, 0, len(u.tools))
 	outputs := make([][]byte, 0, len(u.tools))
+	names := make([]string, 0, len(u.tools))
 	for _, t := range u.tools {
 		schemas = append(schemas, t.schema)
 		outputs = append(outputs, outputSchemaOf(t.raw))
+		names = append(names, t.full)
 	}
 	u.mu.Unlock()
 	v := Visibility{Server: u.srv.Name, Validator: u.srv.Validator, Tools: len(schemas), Keywords: map[string]int{}}
@@ -71,6 +91,7 @@ func (u *Upstream) Visibility() Visibility {
 			continue
 		}
 		seen := map[string]bool{}
+		rt := RefusedTool{Name: names[i]}
 		for _, e := range errs {
 			k := e.Keyword
 			if k == "" {
@@ -79,12 +100,17 @@ func (u *Upstream) Visibility() Visibility {
 			if !seen[k] {
 				seen[k] = true
 				v.Keywords[k]++
+				rt.Keywords = append(rt.Keywords, k)
 			}
 		}
+		slices.Sort(rt.Keywords)
 		if len(u.toolErrors(v.OtherValidator, schema, outputs[i])) == 0 {
 			v.OtherAccepts++
+			rt.OtherAccepts = true
 		}
+		v.RefusedTools = append(v.RefusedTools, rt)
 	}
+	slices.SortFunc(v.RefusedTools, func(a, b RefusedTool) int { return strings.Compare(a.Name, b.Name) })
 	return v
 }
 

@@ -71,7 +71,10 @@ says how many).
 With --json the answer is {"tools":[{"name","source","pinned","status",
 "definition_hash","accepted_hash","accepted_by","callable","refused",
 "description",
-"input_schema"}]}: what an operator reviews before accepting.`,
+"input_schema"}]}: what an operator reviews before accepting. Servers whose
+validator refuses some of their tools are listed after the table (in
+--json, "refused_by_server"): each refused tool with the keywords at fault,
+and the line that accepts them (validator: draft2020-12).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := f.open(cmd.Context(), cmd)
@@ -116,13 +119,15 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 					entries = []toolEntry{}
 				}
 				return writeJSONLine(out, struct {
-					Tools []toolEntry `json:"tools"`
-				}{entries})
+					Tools   []toolEntry     `json:"tools"`
+					Refused []refusedServer `json:"refused_by_server,omitempty"`
+				}{entries, refusedServers(s.rt)})
 			}
 			if len(entries) == 0 {
 				_, err := fmt.Fprintln(out, "no tools")
 				return err
 			}
+			defer printRefused(out, "", refusedServers(s.rt)) // after the table
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSOURCE\tSTATUS\tDEFINITION\tACCEPTED\tSANDBOX\tCALLABLE")
 			for _, e := range entries {
