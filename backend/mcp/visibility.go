@@ -157,3 +157,41 @@ func (u *Upstream) logVisibility() {
 	u.log.Warn(v.String(), "validator", v.Validator, "tools", v.Tools, "callable", v.Callable,
 		"refused", v.Refused(), "refused_by_keyword", v.Keywords, "other_validator", v.OtherValidator, "other_accepts", v.OtherAccepts)
 }
+
+// Accepts reports what validator would make of the server's registered
+// tools now, whichever validator the server was connected with: how many
+// it accepts, and the ones it refuses with every keyword at fault (in name
+// order). backplane servers add compares the two validators with it.
+func (u *Upstream) Accepts(validator string) (accepted int, refused []RefusedTool) {
+	u.mu.Lock()
+	type one struct {
+		name           string
+		schema, output []byte
+	}
+	tools := make([]one, 0, len(u.tools))
+	for _, t := range u.tools {
+		tools = append(tools, one{t.full, t.schema, outputSchemaOf(t.raw)})
+	}
+	u.mu.Unlock()
+	for _, t := range tools {
+		errs := u.toolErrors(validator, t.schema, t.output)
+		if len(errs) == 0 {
+			accepted++
+			continue
+		}
+		rt := RefusedTool{Name: t.name}
+		for _, e := range errs {
+			k := e.Keyword
+			if k == "" {
+				k = string(e.Class)
+			}
+			if !slices.Contains(rt.Keywords, k) {
+				rt.Keywords = append(rt.Keywords, k)
+			}
+		}
+		slices.Sort(rt.Keywords)
+		refused = append(refused, rt)
+	}
+	slices.SortFunc(refused, func(a, b RefusedTool) int { return strings.Compare(a.Name, b.Name) })
+	return accepted, refused
+}

@@ -86,6 +86,7 @@ the tool. A call whose outcome is unknown is never re-run.
   approvals    list, approve and deny approval requests
   budget       show budget used per scope
   tools        list tools and accept changed upstream definitions
+  servers      add an upstream MCP server, having looked at its tools
   policy       explain how the policy decides a call; check it
   reload       make a running serve re-read its policy
   schema       check schemas and arguments against the subset
@@ -127,6 +128,6 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
 	root.AddCommand(newPolicyCmd(), newReloadCmd())
-	root.AddCommand(newCompletionCmd(), newInitCmd())
+	root.AddCommand(newCompletionCmd(), newInitCmd(), newServersCmd())
 	return root
 }
