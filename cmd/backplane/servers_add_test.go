@@ -114,3 +114,30 @@ func TestServersAddReferenceServers(t *testing.T) {
 		t.Errorf("%d tools of the three servers, want over 30", n)
 	}
 }
+
+// TestServersAppendEntry: the entry goes after the last item of servers:,
+// under a servers: with nothing after it, or at the end with a new
+// servers: key; a flow-style list is refused rather than rewritten.
+func TestServersAppendEntry(t *testing.T) {
+	e := entry{lines: []string{"- name: x", "  url: \"http://127.0.0.1:9/mcp\""}}
+	for _, c := range []struct{ name, in, want string }{
+		{"no servers key", "store: s # c\n", "store: s # c\nservers:\n  - name: x\n    url: \"http://127.0.0.1:9/mcp\"\n"},
+		{"no final newline", "store: s", "store: s\nservers:\n  - name: x\n    url: \"http://127.0.0.1:9/mcp\"\n"},
+		{"empty servers", "servers:\n# later\nstore: s\n", "servers:\n  - name: x\n    url: \"http://127.0.0.1:9/mcp\"\n# later\nstore: s\n"},
+		{"indented items", "servers:\n    - name: a\n      url: \"http://127.0.0.1:1/mcp\"\n\nstore: s\n",
+			"servers:\n    - name: a\n      url: \"http://127.0.0.1:1/mcp\"\n    - name: x\n      url: \"http://127.0.0.1:9/mcp\"\n\nstore: s\n"},
+		{"block scalar", "servers:\n  - name: a\n    command:\n      - sh\n      - |\n        echo a\n        echo b\nstore: s\n",
+			"servers:\n  - name: a\n    command:\n      - sh\n      - |\n        echo a\n        echo b\n  - name: x\n    url: \"http://127.0.0.1:9/mcp\"\nstore: s\n"},
+	} {
+		got, _, err := appendServer([]byte(c.in), e)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s: %v\n%s\nwant\n%s", c.name, err, got, c.want)
+		}
+	}
+	if _, _, err := appendServer([]byte("servers: [{name: a, url: \"http://127.0.0.1:1/mcp\"}]\n"), e); err == nil {
+		t.Error("a flow-style servers: was rewritten")
+	}
+	if _, _, err := appendServer([]byte("- a\n- b\n"), e); err == nil {
+		t.Error("a file that is not a mapping was added to")
+	}
+}

@@ -59,3 +59,29 @@ func TestToolsListNamesRefusedTools(t *testing.T) {
 	}
 	wantRefusedReport(t, "serve's summary", p.log())
 }
+
+// TestToolsInvalidResultThroughTheBinary: a result that breaks its tool's
+// output schema reaches the caller of backplane call as invalid_result with
+// the pointer, and the journal lists the call failed (invalid_result) and
+// shows the result as the tool answered it.
+func TestToolsInvalidResultThroughTheBinary(t *testing.T) {
+	g := refusedDir(t)
+	r := g.run(t, "", "call", "--caller", "alice", "--json", "go.full_bad", `{"bad":true}`)
+	r.wantCode(t, 1)
+	e, _ := decodeObject(t, r.stdout)["error"].(map[string]any)
+	if e["class"] != "invalid_result" || e["pointer"] != "/inner/label" || e["step"] != "invoke" {
+		t.Errorf("the error: %v", e)
+	}
+	if errs, _ := e["errors"].([]any); len(errs) != 2 {
+		t.Errorf("violations: %v, want /inner/label and /n", e["errors"])
+	}
+	r = g.run(t, "", "journal", "list")
+	if !strings.Contains(r.stdout, "failed (invalid_result)") {
+		t.Errorf("journal list:\n%s", r.stdout)
+	}
+	ok := g.run(t, "", "call", "--caller", "alice", "--json", "go.full_bad", `{"n":2}`)
+	ok.wantCode(t, exitOK)
+	if !strings.Contains(ok.stdout, `"label":"ok"`) {
+		t.Errorf("a conforming result: %s", ok.stdout)
+	}
+}
