@@ -45,6 +45,16 @@ func TestToolsListNamesRefusedTools(t *testing.T) {
 	if list, _ := m["refused_by_server"].([]any); len(list) != 1 {
 		t.Errorf("tools list --json: refused_by_server %v, want one server", m["refused_by_server"])
 	}
+	for _, v := range m["tools"].([]any) {
+		e := v.(map[string]any)
+		if e["name"] != "go.full" {
+			continue
+		}
+		d, _ := e["descriptor"].(map[string]any)
+		if _, ok := d["outputSchema"]; !ok {
+			t.Errorf("tools list --json: go.full's descriptor %v has no outputSchema", e["descriptor"])
+		}
+	}
 
 	r = g.run(t, "", "policy", "check")
 	wantRefusedReport(t, "policy check", r.stdout)

@@ -50,6 +50,11 @@ type toolEntry struct {
 	Refused     string          `json:"refused,omitempty"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Descriptor is an upstream tool's whole descriptor as its server
+	// listed it (title, outputSchema, every annotation, ...): all of it is
+	// part of the definition hash, so an operator accepting a change sees
+	// every member that may have changed.
+	Descriptor json.RawMessage `json:"descriptor,omitempty"`
 	// Sandbox says how a tool's process is confined (bash, command tools,
 	// stdio servers' tools), "" for tools that start none.
 	Sandbox string `json:"sandbox,omitempty"`
@@ -71,7 +76,9 @@ says how many).
 With --json the answer is {"tools":[{"name","source","pinned","status",
 "definition_hash","accepted_hash","accepted_by","callable","refused",
 "description",
-"input_schema"}]}: what an operator reviews before accepting. Servers whose
+"input_schema","descriptor"}]}: what an operator reviews before accepting
+(descriptor: an upstream tool's object as its server listed it, every
+member of which is part of the definition). Servers whose
 validator refuses some of their tools are listed after the table (in
 --json, "refused_by_server"): each refused tool with the keywords at fault,
 and the line that accepts them (validator: draft2020-12).`,
@@ -90,7 +97,7 @@ and the line that accepts them (validator: draft2020-12).`,
 				}
 				e := toolEntry{
 					Name: t.Name, Source: orDash(s.rt.ToolSource(t.Name)), Pinned: t.Pinned,
-					DefinitionHash: hash, Description: t.Description, InputSchema: t.InputSchema,
+					DefinitionHash: hash, Description: t.Description, InputSchema: t.InputSchema, Descriptor: t.Descriptor,
 					Callable: true,
 				}
 				if err := s.rt.Gateway.Refusal(t.Name); err != nil {
