@@ -18,7 +18,11 @@
 //     be described in MCP without changing its schema (MCP requires that
 //     root, and clients refuse a list holding another), so it is left out of
 //     tools/list, with a warning in the log, rather than altered; it stays
-//     callable by name through the pipeline.
+//     callable by name through the pipeline. A tool with a descriptor of
+//     its source's (an upstream's tools/list object, tool.Tool.Descriptor)
+//     is sent as that object, every member as the source sent it, only its
+//     name rewritten (tool.Served); likewise each resource, resource
+//     template and prompt a ContentSource has the bytes of.
 //   - A call the gateway refuses before invocation (validation, unsupported
 //     schema, forbidden, approval required, budget) or that fails is a tool
 //     result with isError true, carrying the [*gateway.Error] (class,

@@ -3,6 +3,11 @@
 // stable error classes a call can end with, its definition hash, and the
 // [Registry] an upstream registers its tools through.
 //
+// A tool from a source the gateway does not control may carry that
+// source's own descriptor ([Tool.Descriptor]): it is what clients are
+// served, only the name rewritten ([Served]), and every member of it is
+// part of the definition hash ([HashOf]).
+//
 // It sits below both package gateway and the backends (backend/...), so
 // that a backend describes and registers its tools without importing the
 // gateway. Package gateway re-exports these names (gateway.Tool is
