@@ -141,3 +141,24 @@ func TestServersAppendEntry(t *testing.T) {
 		t.Error("a file that is not a mapping was added to")
 	}
 }
+
+// TestServersAddURL: servers add --url speaks streamable HTTP: here to a
+// backplane serve of its own (its anonymous caller may list ls and read,
+// whose schemas are in the subset), and writes a url entry.
+func TestServersAddURL(t *testing.T) {
+	up := newGWDir(t, "store: state\nworkspace: .\npolicy:\n  - caller: guest\n    allow: [ls, read]\nserve:\n  anonymous_caller: guest\n")
+	p := startServe(t, up)
+	g := newGWDir(t, addConfig)
+	r := g.run(t, "", "servers", "add", "up", "--url", p.base+"/mcp")
+	r.wantCode(t, exitOK)
+	for _, want := range []string{"server up: 2 tools", "validator subset accepts 2 of 2", "with validator: subset", `allow: ["up.ls","up.read"]`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("servers add --url does not say %q:\n%s\n%s", want, r.stdout, r.stderr)
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(g.dir, "backplane.yaml"))
+	if !strings.Contains(string(data), "  - name: up\n    url: \""+p.base+"/mcp\"\n    validator: subset") {
+		t.Errorf("the file after servers add --url:\n%s", data)
+	}
+	g.run(t, "", "servers", "add", "up2", "--url", p.base+"/mcp", "--", "x").wantCode(t, exitUsage)
+}
