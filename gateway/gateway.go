@@ -757,6 +757,9 @@ func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 		return &CallResult{CallID: prev.CallID, Result: r.Content, IsError: r.IsError, Replayed: true}, nil
 	case store.StatusFailed, store.StatusNotExecuted:
 		c.audit("replay", "ok", "previous_call_id", prev.CallID)
+		if prev.ErrorClass == string(ClassInvalidResult) { // it ran; its result was refused
+			return nil, newError(ClassInvalidResult, "replay", prev.ErrorMessage, details)
+		}
 		return nil, newError(ClassExecutionFailure, "replay", "the earlier call with this idempotency key did not run: "+prev.ErrorMessage, details)
 	}
 	c.audit("replay", "conflict", "previous_call_id", prev.CallID)
