@@ -137,6 +137,23 @@ type Backend interface {
 	Invoke(ctx context.Context, call *Call) (*Result, error)
 }
 
+// InvalidResultError is returned by a backend whose tool ran and answered
+// a result that breaks the tool's declared output schema: the gateway
+// settles the call succeeded with class invalid_result (it ran), keeps Result for the
+// operator, and hands the caller Err's violations, never the result.
+type InvalidResultError struct {
+	Result json.RawMessage // the result as the tool answered it
+	// Err is every violation: an *inputschema.ErrorList or
+	// *inputschema.Error, pointers into the structured content.
+	Err error
+}
+
+func (e *InvalidResultError) Error() string {
+	return "the tool's structured result does not match its output schema: " + e.Err.Error()
+}
+
+func (e *InvalidResultError) Unwrap() error { return e.Err }
+
 var (
 	ErrNotStarted      = errors.New("backend: the call was not started")
 	ErrMalformedResult = errors.New("backend: malformed result")

@@ -26,6 +26,7 @@ const (
 	ClassExecutionFailure = tool.ClassExecutionFailure
 	ClassUnknownOutcome   = tool.ClassUnknownOutcome
 	ClassMalformedResult  = tool.ClassMalformedResult
+	ClassInvalidResult    = tool.ClassInvalidResult
 )
 
 // Sentinels, one per class: errors.Is(err, gateway.ErrForbidden).
@@ -42,6 +43,7 @@ var (
 	ErrExecutionFailure = errors.New(string(ClassExecutionFailure))
 	ErrUnknownOutcome   = errors.New(string(ClassUnknownOutcome))
 	ErrMalformedResult  = errors.New(string(ClassMalformedResult))
+	ErrInvalidResult    = errors.New(string(ClassInvalidResult))
 )
 
 var sentinels = map[Class]error{
@@ -49,6 +51,7 @@ var sentinels = map[Class]error{
 	ClassForbidden: ErrForbidden, ClassApprovalRequired: ErrApprovalRequired, ClassBudgetExceeded: ErrBudgetExceeded,
 	ClassResourceConflict: ErrResourceConflict, ClassTimeout: ErrTimeout, ClassCancelled: ErrCancelled,
 	ClassExecutionFailure: ErrExecutionFailure, ClassUnknownOutcome: ErrUnknownOutcome, ClassMalformedResult: ErrMalformedResult,
+	ClassInvalidResult: ErrInvalidResult,
 }
 
 // Error is what a refused or failed call returns. Its JSON form is the wire

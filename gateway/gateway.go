@@ -264,7 +264,7 @@ func (g *Gateway) Register(t Tool) error {
 			r.validator = s
 		}
 	}
-	r.defHash = DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
+	r.defHash = tool.HashOf(t) // the descriptor counts: outputSchema, every hint
 	if t.Pinned {
 		if t.HoldUnseen {
 			if err := g.holdUnseen(t.Name); err != nil {
@@ -811,7 +811,7 @@ func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 	}
 	switch prev.Status {
 	case store.StatusSucceeded:
-		if prev.ErrorClass != "" { // it ran, but its result was refused
+		if prev.ErrorClass != "" { // it ran, but its result was refused (too large, invalid_result)
 			c.audit("replay", "ok", "previous_call_id", prev.CallID)
 			return nil, newError(Class(prev.ErrorClass), "replay", prev.ErrorMessage, details)
 		}

@@ -329,6 +329,10 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	c.mu.Unlock()
 	sctx := context.WithoutCancel(ctx)
 
+	var invalid *backend.InvalidResultError
+	if errors.As(err, &invalid) {
+		return nil, c.settleInvalidResult(sctx, invalid) // invalidresult.go
+	}
 	if err != nil {
 		status, class := store.StatusUncertain, ClassUnknownOutcome
 		switch {

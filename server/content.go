@@ -65,14 +65,16 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 			return nil, err
 		}
 		res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+		var keys []string // for servedContent
 		for _, r := range all {
 			// Listed as a read of it would be decided: by its normal form;
 			// one without a normal form cannot be read, so is not listed.
 			if n, err := resuri.Normalize(r.URI); err == nil && allowed(policy.KindResource, n) {
 				res.Resources = append(res.Resources, r)
+				keys = append(keys, r.URI)
 			}
 		}
-		return res, nil
+		return servedContent(res, src, method, "resources", keys), nil
 	case "resources/templates/list":
 		// Granted by the same globs, matched against the URI template
 		// itself; a URI read through a template is decided on its own.
@@ -81,12 +83,14 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 			return nil, err
 		}
 		res := &mcp.ListResourceTemplatesResult{ResourceTemplates: []*mcp.ResourceTemplate{}}
+		var keys []string // for servedContent
 		for _, t := range all {
 			if allowed(policy.KindResource, t.URITemplate) {
 				res.ResourceTemplates = append(res.ResourceTemplates, t)
+				keys = append(keys, t.URITemplate)
 			}
 		}
-		return res, nil
+		return servedContent(res, src, method, "resourceTemplates", keys), nil
 	case "resources/read":
 		p, _ := req.GetParams().(*mcp.ReadResourceParams)
 		if p == nil {
@@ -111,12 +115,14 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 			return nil, err
 		}
 		res := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}}
+		var keys []string // for servedContent
 		for _, p := range all {
 			if allowed(policy.KindPrompt, p.Name) {
 				res.Prompts = append(res.Prompts, p)
+				keys = append(keys, p.Name)
 			}
 		}
-		return res, nil
+		return servedContent(res, src, method, "prompts", keys), nil
 	default: // prompts/get
 		p, _ := req.GetParams().(*mcp.GetPromptParams)
 		if p == nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // notifications/tools/list_changed goes to each session whose visible
@@ -45,7 +45,7 @@ type view struct {
 func (s *Server) catalogDigest(caller string) string {
 	h := sha256.New()
 	for _, t := range s.g.ToolsFor(caller) {
-		h.Write([]byte(gateway.DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)))
+		h.Write([]byte(tool.HashOf(t)))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))

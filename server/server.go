@@ -18,7 +18,11 @@
 //     be described in MCP without changing its schema (MCP requires that
 //     root, and clients refuse a list holding another), so it is left out of
 //     tools/list, with a warning in the log, rather than altered; it stays
-//     callable by name through the pipeline.
+//     callable by name through the pipeline. A tool with a descriptor of
+//     its source's (an upstream's tools/list object, tool.Tool.Descriptor)
+//     is sent as that object, every member as the source sent it, only its
+//     name rewritten (tool.Served); likewise each resource, resource
+//     template and prompt a ContentSource has the bytes of.
 //   - A call the gateway refuses before invocation (validation, unsupported
 //     schema, forbidden, approval required, budget) or that fails is a tool
 //     result with isError true, carrying the [*gateway.Error] (class,
@@ -497,7 +501,7 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 
 // listTools returns one page of the caller's tools, in name order; the
 // cursor is the last name of the previous page.
-func (s *Server) listTools(caller, cursor string) (*mcp.ListToolsResult, error) {
+func (s *Server) listTools(caller, cursor string) (mcp.Result, error) {
 	after := ""
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
@@ -509,6 +513,8 @@ func (s *Server) listTools(caller, cursor string) (*mcp.ListToolsResult, error) 
 	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
 	// Each caller sees its own list: never to be cached for another.
 	res.CacheScope = "private"
+	// res.Tools' tools, for servedTools.
+	var listed []gateway.Tool
 	for _, t := range s.g.ToolsFor(caller) { // sorted by name
 		if cursor != "" && t.Name <= after {
 			continue
@@ -525,8 +531,9 @@ func (s *Server) listTools(caller, cursor string) (*mcp.ListToolsResult, error) 
 			break
 		}
 		res.Tools = append(res.Tools, toolOf(t))
+		listed = append(listed, t)
 	}
-	return res, nil
+	return servedTools(res, listed), nil
 }
 
 // toolOf describes a gateway tool in MCP: its name, description and schema

@@ -3,6 +3,11 @@
 // stable error classes a call can end with, its definition hash, and the
 // [Registry] an upstream registers its tools through.
 //
+// A tool from a source the gateway does not control may carry that
+// source's own descriptor ([Tool.Descriptor]): it is what clients are
+// served, only the name rewritten ([Served]), and every member of it is
+// part of the definition hash ([HashOf]).
+//
 // It sits below both package gateway and the backends (backend/...), so
 // that a backend describes and registers its tools without importing the
 // gateway. Package gateway re-exports these names (gateway.Tool is
@@ -13,6 +18,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agentbackplane/backplane/backend"
@@ -55,6 +61,15 @@ type Tool struct {
 	// never pinned before instead of accepting it at first sight: a tool
 	// an upstream adds while running is reviewed like a changed one.
 	HoldUnseen bool
+	// Descriptor, when set, is the source's own descriptor of the tool (an
+	// MCP upstream's tools/list object, its bytes as they came): what
+	// clients are served ([Served]: only the name rewritten), so that
+	// nothing the source declared (title, icons, outputSchema, every
+	// annotation, execution, _meta, members yet to be specified) is lost
+	// on the way. Everything in it is part of the definition ([HashOf]).
+	// nil for the gateway's own tools, which are served from the fields
+	// above.
+	Descriptor json.RawMessage
 }
 
 // Class is a stable error class string; callers (and models) match on it.
@@ -73,6 +88,9 @@ const (
 	ClassExecutionFailure Class = "execution_failure"
 	ClassUnknownOutcome   Class = "unknown_outcome"
 	ClassMalformedResult  Class = "malformed_result"
+	// ClassInvalidResult: the tool ran and its structuredContent breaks
+	// its declared outputSchema; the result is not handed on as a success.
+	ClassInvalidResult Class = "invalid_result"
 )
 
 // Registry is where a source of tools (an MCP upstream) registers them.
@@ -133,6 +151,122 @@ func (e *SchemaError) Error() string { return "tool " + e.Tool + ": " + e.Err.Er
 
 func (e *SchemaError) Unwrap() error { return e.Err }
 
+// HashOf is t's definition hash: [DefinitionHash] of its name,
+// description, input schema and safety flags, and with them every member
+// of its [Tool.Descriptor] that those do not already say (its title,
+// icons, output schema, annotations other than readOnlyHint and
+// idempotentHint, execution, _meta, ...): a change of output schema or of
+// destructiveHint is a changed definition, held until an operator accepts
+// it. A descriptor that says nothing more (or none) gives the hash
+// DefinitionHash gives, so that pins recorded before descriptors counted
+// still hold for tools that declare nothing else.
+func HashOf(t Tool) string {
+	extra := descriptorExtra(t.Descriptor)
+	if extra == nil {
+		return DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
+	}
+	return definitionHash(t.Name, t.Description, t.InputSchema, t.Safety, extra)
+}
+
+// descriptorExtra is what a descriptor declares beyond the name,
+// description, input schema and the two hints the safety flags carry, as a
+// decoded JSON value; nil when nothing. A descriptor that is not a JSON
+// object is kept whole, as its text: it still counts.
+func descriptorExtra(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	v, err := jsonstrict.Decode(raw, descriptorLimits)
+	if err != nil {
+		return string(raw)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, v := range m {
+		switch k {
+		case "name", "description", "inputSchema":
+			continue
+		case "annotations":
+			if a, ok := v.(map[string]any); ok {
+				rest := map[string]any{}
+				for ak, av := range a {
+					// Said by the safety flags (tightened over a
+					// process's life, so not the hint as last listed).
+					if ak == "readOnlyHint" || ak == "idempotentHint" {
+						if _, isBool := av.(bool); isBool {
+							continue
+						}
+					}
+					rest[ak] = av
+				}
+				if len(rest) == 0 {
+					continue
+				}
+				v = rest
+			}
+		}
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// descriptorLimits bound the reading of a descriptor: far beyond what a
+// tools/list answer holds (its source read it whole already), so that a
+// deep or large one is still served and hashed as it is.
+var descriptorLimits = &jsonstrict.Options{MaxDepth: 10000, MaxBytes: 64 << 20}
+
+// Served is the descriptor clients are served for t: its Descriptor with
+// the "name" member's value replaced by t.Name (the prefixed name) and
+// every other member, in its order, as the source sent it. ok is false when
+// t has no descriptor or it is not a JSON object (then the caller describes
+// t from its fields).
+func Served(t Tool) (json.RawMessage, bool) {
+	if len(t.Descriptor) == 0 {
+		return nil, false
+	}
+	ms, err := jsonstrict.Members(t.Descriptor, descriptorLimits)
+	if err != nil {
+		return nil, false
+	}
+	name, _ := json.Marshal(t.Name)
+	b := make([]byte, 0, len(t.Descriptor)+len(name))
+	b = append(b, '{')
+	named := false
+	for _, m := range ms {
+		if m.Name == "name" {
+			if named {
+				continue // a duplicate: one name, the gateway's
+			}
+			named = true
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(m.Name)
+		b = append(b, k...)
+		b = append(b, ':')
+		if m.Name == "name" {
+			b = append(b, name...)
+		} else {
+			b = append(b, m.Raw...)
+		}
+	}
+	if !named {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `"name":`...)
+		b = append(b, name...)
+	}
+	return append(b, '}'), true
+}
+
 // DefinitionHash is the SHA-256 of the canonical JSON of a tool's name,
 // description, input schema (the raw bytes when they are not JSON) and
 // safety flags. The flags are part of the definition because they decide
@@ -140,13 +274,23 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 // shed the approval step changes its tool, and a pinned tool is then held
 // back like any other change; an approval is bound to them as well.
 func DefinitionHash(name, description string, schema json.RawMessage, safety Safety) string {
+	return definitionHash(name, description, schema, safety, nil)
+}
+
+// definitionHash is DefinitionHash with the descriptor's extra members
+// under "descriptor" when there are any.
+func definitionHash(name, description string, schema json.RawMessage, safety Safety, extra any) string {
 	var s any = string(schema)
 	if v, err := jsonstrict.Decode(schema, nil); err == nil {
 		s = v
 	}
 	def := func(schema any) map[string]any {
-		return map[string]any{"name": name, "description": description, "inputSchema": schema, "safety": map[string]any{
+		d := map[string]any{"name": name, "description": description, "inputSchema": schema, "safety": map[string]any{
 			"read_only": safety.ReadOnly, "idempotent": safety.Idempotent, "requires_approval": safety.RequiresApproval}}
+		if extra != nil {
+			d["descriptor"] = extra
+		}
+		return d
 	}
 	// Unprefixed, unlike an argument digest: pins store these hashes, and a
 	// schema whose numbers were already in RFC 8785's shortest form keeps
@@ -155,6 +299,12 @@ func DefinitionHash(name, description string, schema json.RawMessage, safety Saf
 	// held back as changed, the safe side.
 	sum, err := canonjson.Sum(def(s))
 	if err != nil {
+		sum, err = canonjson.Sum(def(string(schema)))
+	}
+	if err != nil && extra != nil {
+		// Numbers canonjson cannot write in the extra members: their text
+		// still counts.
+		extra = fmt.Sprint(extra)
 		sum, _ = canonjson.Sum(def(string(schema)))
 	}
 	return hex.EncodeToString(sum[:])

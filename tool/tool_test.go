@@ -36,3 +36,67 @@ func TestSchemaErrorUnwraps(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+func TestHashOfDescriptor(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object"}`)
+	base := Tool{Name: "up.t", Description: "d", InputSchema: schema, Safety: Safety{ReadOnly: true}}
+	old := DefinitionHash(base.Name, base.Description, schema, base.Safety)
+	if HashOf(base) != old {
+		t.Errorf("a tool without a descriptor: %s, want DefinitionHash's %s", HashOf(base), old)
+	}
+	// A descriptor that says no more than the fields keeps the old hash:
+	// pins recorded before descriptors counted still hold.
+	same := base
+	same.Descriptor = json.RawMessage(`{"name":"t","description":"d","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`)
+	if HashOf(same) != old {
+		t.Errorf("a descriptor with nothing more: %s, want %s", HashOf(same), old)
+	}
+	seen := map[string]string{"nothing more": old}
+	for name, d := range map[string]string{
+		"outputSchema":    `{"name":"t","outputSchema":{"type":"object"}}`,
+		"outputSchema2":   `{"name":"t","outputSchema":{"type":"object","required":["x"]}}`,
+		"destructiveHint": `{"name":"t","annotations":{"readOnlyHint":true,"destructiveHint":true}}`,
+		"openWorldHint":   `{"name":"t","annotations":{"openWorldHint":false}}`,
+		"title":           `{"name":"t","title":"T"}`,
+		"icons":           `{"name":"t","icons":[{"src":"https://x/i.png"}]}`,
+		"execution":       `{"name":"t","execution":{"taskSupport":"optional"}}`,
+		"_meta":           `{"name":"t","_meta":{"k":1}}`,
+		"not an object":   `[1]`,
+	} {
+		tt := base
+		tt.Descriptor = json.RawMessage(d)
+		h := HashOf(tt)
+		for other, oh := range seen {
+			if h == oh {
+				t.Errorf("%s and %s hash alike", name, other)
+			}
+		}
+		seen[name] = h
+	}
+	// Member order does not count.
+	a, b := base, base
+	a.Descriptor = json.RawMessage(`{"title":"T","outputSchema":{"type":"object"}}`)
+	b.Descriptor = json.RawMessage(`{"outputSchema":{"type":"object"},"title":"T"}`)
+	if HashOf(a) != HashOf(b) {
+		t.Error("member order changes the hash")
+	}
+}
+
+func TestServed(t *testing.T) {
+	tt := Tool{Name: "up.echo", Descriptor: json.RawMessage(`{"title":"Echo","name":"echo","outputSchema":{"type":"object","properties":{"n":{"type":"number","minimum":1.50}}},"x-new":[1,2]}`)}
+	got, ok := Served(tt)
+	want := `{"title":"Echo","name":"up.echo","outputSchema":{"type":"object","properties":{"n":{"type":"number","minimum":1.50}}},"x-new":[1,2]}`
+	if !ok || string(got) != want {
+		t.Errorf("Served = %s, %v\nwant %s", got, ok, want)
+	}
+	if _, ok := Served(Tool{Name: "own"}); ok {
+		t.Error("a tool without a descriptor is served from a descriptor")
+	}
+	if _, ok := Served(Tool{Name: "x", Descriptor: json.RawMessage(`[1]`)}); ok {
+		t.Error("a descriptor that is not an object is served")
+	}
+	got, ok = Served(Tool{Name: "x", Descriptor: json.RawMessage(`{"a":1}`)})
+	if !ok || string(got) != `{"a":1,"name":"x"}` {
+		t.Errorf("a descriptor without a name: %s", got)
+	}
+}

@@ -30,8 +30,11 @@ type rawTool struct {
 	Description string
 	InputSchema json.RawMessage // the bytes of the answer, unchanged
 	Annotations struct {
-		ReadOnly, Idempotent *bool
+		ReadOnly, Idempotent, Destructive *bool
 	}
+	// Raw is the whole descriptor as the server sent it: served to
+	// clients with only the name rewritten, and part of the definition.
+	Raw json.RawMessage
 }
 
 // upTool is a registered tool of the server.
@@ -40,6 +43,7 @@ type upTool struct {
 	full    string // PREFIX TOOL (NAME.TOOL by default)
 	desc    string
 	schema  json.RawMessage
+	raw     json.RawMessage // the descriptor as listed
 	safety  tool.Safety
 	backend *toolBackend
 }
@@ -113,10 +117,10 @@ func parseToolsPage(raw []byte) ([]rawTool, string, error) {
 	return out, next, nil
 }
 
-// parseTool reads one tool descriptor. Only the members the gateway uses
-// are read; the input schema is kept as it came.
+// parseTool reads one tool descriptor: the members the gateway uses, and
+// the whole of it as it came (the input schema and everything else).
 func parseTool(raw []byte) (rawTool, error) {
-	var t rawTool
+	t := rawTool{Raw: json.RawMessage(bytes.Clone(raw))}
 	m, err := members(raw)
 	if err != nil {
 		return t, err
@@ -137,6 +141,7 @@ func parseTool(raw []byte) (rawTool, error) {
 		}
 		t.Annotations.ReadOnly = hint(am["readOnlyHint"])
 		t.Annotations.Idempotent = hint(am["idempotentHint"])
+		t.Annotations.Destructive = hint(am["destructiveHint"])
 	}
 	return t, nil
 }
@@ -174,9 +179,13 @@ func members(raw []byte) (map[string]json.RawMessage, error) {
 }
 
 // safetyOf maps a tool's annotations to the gateway's flags: hints the
-// server gives about itself. Only readOnlyHint true spares the approval.
+// server gives about itself. Only readOnlyHint true spares the approval,
+// and not when destructiveHint is true beside it: a server that says both
+// contradicts itself, and the claim that costs it the approval is the one
+// believed.
 func safetyOf(t rawTool) tool.Safety {
-	ro := t.Annotations.ReadOnly != nil && *t.Annotations.ReadOnly
+	destructive := t.Annotations.Destructive != nil && *t.Annotations.Destructive
+	ro := t.Annotations.ReadOnly != nil && *t.Annotations.ReadOnly && !destructive
 	return tool.Safety{
 		ReadOnly:         ro,
 		Idempotent:       t.Annotations.Idempotent != nil && *t.Annotations.Idempotent,
@@ -194,19 +203,61 @@ func tighten(old, new tool.Safety) tool.Safety {
 	}
 }
 
-// validatorFor returns the validator of a schema under the server's
-// choice: nil for the subset (the gateway's own), else a draft 2020-12
-// validator, or one that refuses every call when the schema cannot be
-// compiled (fail closed, never a fallback to another validator).
-func (u *Upstream) validatorFor(full string, schema json.RawMessage) tool.Validator {
-	if u.srv.Validator != ValidatorDraft2020 {
+// validatorFor returns the validator of a tool's input schema under the
+// server's choice: nil for the subset (the gateway's own), else a draft
+// 2020-12 validator, or one that refuses every call when the schema cannot
+// be compiled (fail closed, never a fallback to another validator). When
+// the input schema is usable but the output schema (output, nil when the
+// tool declares none) is not, under the same validator, every call is
+// refused the same way, before the server is reached: a result the
+// gateway cannot check is never handed on.
+func (u *Upstream) validatorFor(full string, schema, output json.RawMessage) tool.Validator {
+	var in tool.Validator
+	if u.srv.Validator == ValidatorDraft2020 {
+		v, err := draft2020.Compile(schema, u.d2020)
+		if err != nil {
+			u.log.Warn("upstream tool schema refused; its calls will be refused", "tool", full, "validator", ValidatorDraft2020, "error", err.Error())
+			return u.refusal(err, "")
+		}
+		in = v
+	} else if _, err := inputschema.Compile(schema, nil); err != nil {
+		return nil // the gateway's own subset refuses it, saying why
+	}
+	if output == nil {
+		return in
+	}
+	if _, err := u.compileOutput(output); err != nil {
+		u.log.Warn("upstream tool output schema refused; its calls will be refused", "tool", full, "validator", u.srv.Validator, "error", err.Error())
+		return u.refusal(err, "outputSchema")
+	}
+	return in
+}
+
+// compileOutput compiles an output schema with the server's validator.
+func (u *Upstream) compileOutput(schema json.RawMessage) (tool.Validator, error) {
+	if u.srv.Validator == ValidatorDraft2020 {
+		return draft2020.Compile(schema, u.d2020)
+	}
+	return inputschema.Compile(schema, nil)
+}
+
+// outputSchemaOf is a descriptor's outputSchema, nil when it has none.
+func outputSchemaOf(raw json.RawMessage) json.RawMessage {
+	m, err := members(raw)
+	if err != nil {
 		return nil
 	}
-	v, err := draft2020.Compile(schema, u.d2020)
-	if err == nil {
-		return v
+	if o, ok := m["outputSchema"]; ok && string(o) != "null" {
+		return o
 	}
-	u.log.Warn("upstream tool schema refused; its calls will be refused", "tool", full, "validator", ValidatorDraft2020, "error", err.Error())
+	return nil
+}
+
+// refusal is the validator that refuses every call because of err, the
+// compiler's refusal of the input schema (which "") or of the output
+// schema ("outputSchema").
+func (u *Upstream) refusal(err error, which string) refusal {
+	validator := u.srv.Validator
 	e := &inputschema.Error{Message: err.Error()}
 	var ie *inputschema.Error
 	if errors.As(err, &ie) {
@@ -216,17 +267,39 @@ func (u *Upstream) validatorFor(full string, schema json.RawMessage) tool.Valida
 	// Whatever the compiler's class (a malformed schema is validation to
 	// it), the call is refused because of the schema, not the arguments.
 	e.Class, e.Stage = inputschema.ClassUnsupported, inputschema.StageSchema
-	e.Message = "the " + ValidatorDraft2020 + " validator cannot use this schema: " + e.Message
-	return refusal{e}
+	if which == "" {
+		e.Message = "the " + validator + " validator cannot use this schema: " + e.Message
+	} else {
+		e.Message = "the " + validator + " validator cannot check this tool's output schema, so its results could not be checked: " + e.Message +
+			fixFor(u.srv.Name, validator)
+		e.SchemaPointer = "/" + which + e.SchemaPointer
+	}
+	return refusal{err: e, validator: validator, which: which}
+}
+
+// fixFor is what to change for a server whose validator refuses a schema
+// the other would take.
+func fixFor(server, validator string) string {
+	if validator == ValidatorDraft2020 {
+		return ""
+	}
+	return " (validator: " + ValidatorDraft2020 + " on server " + server + " accepts JSON Schema 2020-12 in full)"
 }
 
 // refusal is the validator of a schema that could not be compiled: every
 // call fails with its error, before the server is reached.
-type refusal struct{ err *inputschema.Error }
+type refusal struct {
+	err       *inputschema.Error
+	validator string
+	which     string // "" for the input schema, "outputSchema"
+}
 
 func (r refusal) ValidateJSONAll([]byte) error {
 	e := *r.err // a copy: callers may hold on to it
-	e.Details = map[string]any{"validator": ValidatorDraft2020}
+	e.Details = map[string]any{"validator": r.validator}
+	if r.which != "" {
+		e.Details["schema"] = r.which
+	}
 	for k, v := range r.err.Details {
 		e.Details[k] = v
 	}
@@ -267,13 +340,20 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 		old, had := u.tools[t.Name]
 		if had {
 			safety = tighten(old.safety, safety)
-			if old.desc == t.Description && bytes.Equal(old.schema, t.InputSchema) && old.safety == safety {
+			if old.desc == t.Description && bytes.Equal(old.schema, t.InputSchema) && bytes.Equal(old.raw, t.Raw) && old.safety == safety {
 				continue
 			}
 			u.unregister(old)
 			delete(u.tools, t.Name)
 		}
+		output := outputSchemaOf(t.Raw)
 		b := &toolBackend{u: u, name: t.Name}
+		if output != nil {
+			// nil when it cannot be compiled: the tool's validator then
+			// refuses every call (validatorFor), so none reaches Invoke.
+			b.output, _ = u.compileOutput(output)
+			b.hasOutput = true
+		}
 		// A tool new to this connection after the first start: held if
 		// never pinned before (gateway: HoldUnseen), unless the operator
 		// trusts the server's additions.
@@ -284,9 +364,10 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			InputSchema: t.InputSchema,
 			Safety:      safety,
 			Backend:     b,
-			Validator:   u.validatorFor(full, t.InputSchema),
+			Validator:   u.validatorFor(full, t.InputSchema, output),
 			Pinned:      true,
 			HoldUnseen:  holdUnseen,
+			Descriptor:  t.Raw,
 		})
 		var se *tool.SchemaError
 		switch {
@@ -295,7 +376,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 				// Registered unchanged; every call fails with this (D20).
 				u.log.Warn("upstream tool schema refused by the subset validator; its calls will be refused", "tool", full, "error", err.Error())
 			}
-			u.tools[t.Name] = &upTool{name: t.Name, full: full, desc: t.Description, schema: t.InputSchema, safety: safety, backend: b}
+			u.tools[t.Name] = &upTool{name: t.Name, full: full, desc: t.Description, schema: t.InputSchema, raw: t.Raw, safety: safety, backend: b}
 			if had {
 				u.log.Info("upstream tool changed", "tool", full)
 			} else if holdUnseen {

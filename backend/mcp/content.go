@@ -1,10 +1,11 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"regexp"
 	"slices"
 	"strings"
@@ -42,7 +43,10 @@ func (u *Upstream) Resources(ctx context.Context) ([]*sdk.Resource, error) {
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	list, err := listAll(u, l.sess.Resources(ctx, nil), "resources/list", "resources")
+	list, err := listRaw(ctx, u, l, "resources/list", "resources", func(ctx context.Context, cursor string) error {
+		_, err := l.sess.ListResources(ctx, &sdk.ListResourcesParams{Cursor: cursor})
+		return err
+	}, func(r *sdk.Resource) string { return r.URI })
 	return wellNamed(u, list, "resource", checkResourceName, func(r *sdk.Resource) string { return r.Name }), err
 }
 
@@ -54,7 +58,10 @@ func (u *Upstream) ResourceTemplates(ctx context.Context) ([]*sdk.ResourceTempla
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop()
-	list, err := listAll(u, l.sess.ResourceTemplates(ctx, nil), "resources/templates/list", "resource templates")
+	list, err := listRaw(ctx, u, l, "resources/templates/list", "resourceTemplates", func(ctx context.Context, cursor string) error {
+		_, err := l.sess.ListResourceTemplates(ctx, &sdk.ListResourceTemplatesParams{Cursor: cursor})
+		return err
+	}, func(t *sdk.ResourceTemplate) string { return t.URITemplate })
 	return wellNamed(u, list, "resource template", checkResourceName, func(t *sdk.ResourceTemplate) string { return t.Name }), err
 }
 
@@ -72,20 +79,145 @@ func (u *Upstream) offering(declared func(*sdk.ServerCapabilities) bool) (*link,
 	return l, nil
 }
 
-// listAll collects the items of a paged list (method), at most
-// maxContentItems of them (what names them in the error).
-func listAll[T any](u *Upstream, items iter.Seq2[T, error], method, what string) ([]T, error) {
-	var out []T
-	for it, err := range items {
-		if err != nil {
+// listRaw collects the items of a paged list (method, its items under
+// member), at most maxContentItems of them, page by page from the raw
+// answers: each item is read into the SDK's type for routing, and its
+// bytes are kept as the server sent them (Upstream.descriptor, by the key
+// key gives), since the SDK's types drop what they do not know or hold as
+// a zero value ("required": false, "priority": 0). call asks for one page.
+func listRaw[T any](ctx context.Context, u *Upstream, l *link, method, member string, call func(context.Context, string) error, key func(*T) string) ([]*T, error) {
+	var out []*T
+	raws := map[string]json.RawMessage{}
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxPages {
+			return nil, fmt.Errorf("server %s: %s: more than %d pages", u.srv.Name, method, maxPages)
+		}
+		e := &exchange{method: method}
+		err := call(withExchange(ctx, e), cursor)
+		l.wire.forget(e)
+		_, done, raw, rpcErr := e.state()
+		switch {
+		case done && rpcErr != nil:
+			return nil, fmt.Errorf("server %s: %s: the server answered with an error: %v", u.srv.Name, method, rpcErr)
+		case !done && err != nil:
 			return nil, fmt.Errorf("server %s: %s: %w", u.srv.Name, method, err)
+		case !done:
+			return nil, fmt.Errorf("server %s: %s: the answer was not seen on the wire", u.srv.Name, method)
 		}
-		if len(out) == maxContentItems {
-			return nil, fmt.Errorf("server %s: more than %d %s", u.srv.Name, maxContentItems, what)
+		m, err := members(raw)
+		if err != nil {
+			return nil, fmt.Errorf("server %s: %s: the result: %w", u.srv.Name, method, err)
 		}
-		out = append(out, it)
+		var items []json.RawMessage
+		if err := json.Unmarshal(m[member], &items); err != nil || m[member] == nil {
+			return nil, fmt.Errorf("server %s: %s: %s is not an array", u.srv.Name, method, member)
+		}
+		for i, item := range items {
+			if len(out) == maxContentItems {
+				return nil, fmt.Errorf("server %s: %s: more than %d items", u.srv.Name, method, maxContentItems)
+			}
+			v := new(T)
+			if err := json.Unmarshal(item, v); err != nil {
+				return nil, fmt.Errorf("server %s: %s: item %d: %v", u.srv.Name, method, i, err)
+			}
+			out = append(out, v)
+			if k := key(v); raws[k] == nil {
+				raws[k] = json.RawMessage(bytes.Clone(item))
+			}
+		}
+		var next string
+		if c, ok := m["nextCursor"]; ok && string(c) != "null" {
+			if err := json.Unmarshal(c, &next); err != nil {
+				return nil, fmt.Errorf("server %s: %s: nextCursor is not a string", u.srv.Name, method)
+			}
+		}
+		if next == "" {
+			break
+		}
+		if seen[next] {
+			return nil, fmt.Errorf("server %s: %s: the cursor %q came back: the listing loops", u.srv.Name, method, next)
+		}
+		seen[next] = true
+		cursor = next
 	}
+	u.mu.Lock()
+	if u.descriptors == nil {
+		u.descriptors = map[string]map[string]json.RawMessage{}
+	}
+	u.descriptors[method] = raws
+	u.mu.Unlock()
 	return out, nil
+}
+
+// descriptor is the item keyed key of the server's last listing by method,
+// as the server sent it.
+func (u *Upstream) descriptor(method, key string) (json.RawMessage, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	raw, ok := u.descriptors[method][key]
+	return raw, ok
+}
+
+// Descriptor is the resource (method "resources/list", by URI), resource
+// template ("resources/templates/list", by URI template) or prompt
+// ("prompts/list", by name) as the server that lists it sent it in its
+// last listing: every member, the SDK's reading of it aside. ok is false
+// when no server's last listing has it.
+func (c *Content) Descriptor(method, key string) (json.RawMessage, bool) {
+	c.mu.Lock()
+	var u *Upstream
+	ownKey, rename := key, ""
+	switch method {
+	case "resources/list":
+		// A URI two servers list is listed once and refused when read:
+		// whose descriptor it would be is unknown, so none is.
+		if us := c.resources[key]; len(us) == 1 {
+			u = us[0]
+		}
+	case "prompts/list":
+		// Listed under the server's prefix, asked by its own name: the
+		// descriptor is the server's, its name the prefixed one.
+		if ps := c.prompts[key]; len(ps) == 1 {
+			u, ownKey = ps[0].u, ps[0].name
+			if ownKey != key {
+				rename = key
+			}
+		}
+	case "resources/templates/list":
+		for _, t := range c.templates {
+			if t.raw == key {
+				u = t.u
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	if u == nil {
+		return nil, false
+	}
+	raw, ok := u.descriptor(method, ownKey)
+	if !ok || rename == "" {
+		return raw, ok
+	}
+	return renamed(raw, rename)
+}
+
+// renamed is the object raw with its name member set to name, every other
+// member as it was.
+func renamed(raw json.RawMessage, name string) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, false
+	}
+	n, err := json.Marshal(name)
+	if err != nil {
+		return nil, false
+	}
+	m["name"] = n
+	out, err := json.Marshal(m)
+	return out, err == nil
 }
 
 // capabilities are what the server declared at its (last) initialize.
@@ -107,7 +239,10 @@ func (u *Upstream) Prompts(ctx context.Context) ([]*sdk.Prompt, error) {
 		return nil, err
 	}
 	defer l.nudgeWhileWaiting().stop()
-	list, err := listAll(u, l.sess.Prompts(ctx, nil), "prompts/list", "prompts")
+	list, err := listRaw(ctx, u, l, "prompts/list", "prompts", func(ctx context.Context, cursor string) error {
+		_, err := l.sess.ListPrompts(ctx, &sdk.ListPromptsParams{Cursor: cursor})
+		return err
+	}, func(p *sdk.Prompt) string { return p.Name })
 	return wellNamed(u, list, "prompt", tool.CheckName, func(p *sdk.Prompt) string { return p.Name }), err
 }
 

@@ -207,7 +207,7 @@ func testServerSpec(t *testing.T, name string) (Server, string) {
 	return Server{
 		Name:    name,
 		Command: []string{testServer},
-		Env:     []string{"MCPTEST_LOG", "MCPTEST_DESC", "MCPTEST_START_LIMIT", "MCPTEST_PAGE_SIZE", "MCPTEST_FILLERS"},
+		Env:     []string{"MCPTEST_LOG", "MCPTEST_DESC", "MCPTEST_START_LIMIT", "MCPTEST_PAGE_SIZE", "MCPTEST_FILLERS", "MCPTEST_FULL"},
 	}, logFile
 }
 

@@ -51,6 +51,10 @@ func (h *httpUpstream) handler() http.Handler {
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no"}
 		})
+	s.AddPrompt(&sdk.Prompt{Name: "hp", Title: "HTTP prompt", Arguments: []*sdk.PromptArgument{{Name: "a", Required: true}}},
+		func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "hp"}}}}, nil
+		})
 	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{JSONResponse: h.jsonResp})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != secret {
@@ -174,5 +178,30 @@ func TestHTTPReconnect(t *testing.T) {
 	e.mustCall(t, "remote.greet", `{"name":"c"}`)
 	if h.calls.Load() != before+1 {
 		t.Errorf("the new server got %d calls, want 1", h.calls.Load()-before)
+	}
+}
+
+// TestHTTPUpstreamContentFromTheWire: over streamable HTTP too, prompts are
+// listed from the raw answers (SSE and JSON), their bytes kept.
+func TestHTTPUpstreamContentFromTheWire(t *testing.T) {
+	for _, jsonResp := range []bool{false, true} {
+		h := &httpUpstream{jsonResp: jsonResp}
+		h.start(t)
+		e := newEnv(t)
+		u := e.connect(t, Server{Name: "remote", URL: h.url(), Headers: map[string]string{"Authorization": secret}}, nil)
+		c, err := NewContent(context.Background(), []*Upstream{u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := c.ListPrompts(context.Background())
+		// Listed under the server's prefix, like its tools; the
+		// descriptor is the server's own with the prefixed name.
+		if err != nil || len(list) != 1 || list[0].Name != "remote.hp" {
+			t.Fatalf("json %v: prompts %v, %v", jsonResp, list, err)
+		}
+		raw, ok := c.Descriptor("prompts/list", "remote.hp")
+		if !ok || !strings.Contains(string(raw), `"title":"HTTP prompt"`) || !strings.Contains(string(raw), `"required":true`) || !strings.Contains(string(raw), `"name":"remote.hp"`) {
+			t.Errorf("json %v: descriptor %s, %v", jsonResp, raw, ok)
+		}
 	}
 }

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // notDispatched are the JSON-RPC error codes that prove the server did not
@@ -30,6 +33,11 @@ var notDispatched = map[int64]bool{
 type toolBackend struct {
 	u    *Upstream
 	name string // the server's name for the tool
+	// output checks the structuredContent of results against the tool's
+	// outputSchema (hasOutput: it declares one; output is nil when the
+	// validator cannot compile it, and the tool's calls are refused).
+	output    tool.Validator
+	hasOutput bool
 }
 
 // Invoke sends tools/call with the validated arguments; see the package
@@ -80,7 +88,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		// The raw answer is what counts, even when the SDK could not decode
 		// it: the tool ran. (Over stdio the SDK does not decode it at all:
 		// callErr is errTakenRaw, see trackedConn.Read.)
-		return resultOf(raw)
+		return b.checked(resultOf(raw))
 	case !sent:
 		if callErr == nil {
 			callErr = errors.New("no answer")
@@ -95,7 +103,69 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	if err != nil {
 		return nil, fmt.Errorf("%w: upstream %s: %v", backend.ErrMalformedResult, u.srv.Name, err)
 	}
-	return resultOf(data)
+	return b.checked(resultOf(data))
+}
+
+// checked validates a result's structuredContent against the tool's
+// output schema: a result that is not an error and breaks it (or has no
+// structuredContent, which a tool with an output schema must give) comes
+// back as a *backend.InvalidResultError with every violation, pointers
+// into the structured content. A tool error (isError) is not checked: the
+// schema describes what the tool returns when it succeeds.
+func (b *toolBackend) checked(res *backend.Result, err error) (*backend.Result, error) {
+	if err != nil || !b.hasOutput || res.IsError {
+		return res, err
+	}
+	if b.output == nil { // cannot happen: its calls are refused before
+		return nil, fmt.Errorf("%w: upstream %s: the output schema of %s cannot be checked", backend.ErrNotStarted, b.u.srv.Name, b.name)
+	}
+	m, merr := members(res.Content)
+	if merr != nil {
+		return nil, fmt.Errorf("%w: the tools/call result: %v", backend.ErrMalformedResult, merr)
+	}
+	sc, ok := m["structuredContent"]
+	if !ok || string(sc) == "null" {
+		return nil, &backend.InvalidResultError{Result: res.Content, Err: &inputschema.Error{
+			Class: inputschema.ClassValidation, Stage: stageResult, Path: "$structuredContent", Pointer: "",
+			Message: "the result has no structuredContent, which a tool with an outputSchema must return",
+		}}
+	}
+	verr := b.output.ValidateJSONAll(sc)
+	if verr == nil {
+		return res, nil
+	}
+	return nil, &backend.InvalidResultError{Result: res.Content, Err: inResult(verr)}
+}
+
+// stageResult is the stage of a result's violations.
+const stageResult inputschema.Stage = "result"
+
+// inResult rewrites validation errors about a value checked as arguments
+// into errors about the structured content: their display paths start at
+// $structuredContent, their stage is result (the pointers are already
+// into the value checked).
+func inResult(err error) error {
+	fix := func(e *inputschema.Error) {
+		if rest, ok := strings.CutPrefix(e.Path, "$arguments"); ok {
+			e.Path = "$structuredContent" + rest
+		}
+		if e.Stage == inputschema.StageArguments {
+			e.Stage = stageResult
+		}
+	}
+	var list *inputschema.ErrorList
+	var one *inputschema.Error
+	switch {
+	case errors.As(err, &list):
+		for _, e := range list.Errors {
+			fix(e)
+		}
+	case errors.As(err, &one):
+		fix(one)
+	default:
+		return &inputschema.Error{Class: inputschema.ClassValidation, Stage: stageResult, Path: "$structuredContent", Message: err.Error()}
+	}
+	return err
 }
 
 // resultOf turns a raw tools/call result into the backend's result:

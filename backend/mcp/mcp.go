@@ -17,13 +17,24 @@
 //     Server.Prefix, "" for the bare name) with its description and
 //     its inputSchema exactly as the server sent them: the raw bytes of the
 //     JSON-RPC response, not the SDK's decoded copy, so no keyword, number
-//     or string is lost or rewritten (D20). Tools are Pinned: the gateway
-//     records each definition's hash at first sight and holds back a changed
-//     one until an operator accepts it.
+//     or string is lost or rewritten (D20). The whole descriptor, as sent,
+//     is registered too (tool.Tool.Descriptor): title, icons,
+//     outputSchema, every annotation, execution, _meta and members no
+//     version of the protocol has yet reach clients unchanged, only the
+//     name rewritten, and all of it is part of the definition hash. Tools
+//     are Pinned: the gateway records each definition's hash at first
+//     sight and holds back a changed one (a changed output schema or hint
+//     included) until an operator accepts it.
+//   - Resources, resource templates and prompts ([Content]) are listed
+//     from the raw answers too: each item is kept as the server sent it
+//     ([Content.Descriptor]), since the SDK's types drop members they do
+//     not know and zero values ("required": false, "priority": 0).
 //   - Safety from the tool's annotations, which are the server's claims:
 //     readOnlyHint true makes the tool ReadOnly, idempotentHint true makes it
-//     Idempotent, and every tool whose readOnlyHint is not true requires an
-//     approval (missing annotations included: the conservative default).
+//     Idempotent, and every tool whose readOnlyHint is not true, or whose
+//     destructiveHint is true (even beside readOnlyHint true: the claim
+//     that costs the approval is believed), requires an approval (missing
+//     annotations included: the conservative default).
 //     Within one process a re-listed tool's safety only tightens.
 //   - Validator. "subset" (the default): the gateway's own validator; a
 //     schema outside the subset is registered unchanged and every call of
@@ -32,6 +43,14 @@
 //     choice (D21); a schema it cannot compile is still registered and every
 //     call fails with unsupported_capability (fail closed), never falls back
 //     to another validator.
+//   - Output schemas. A tool's outputSchema is compiled with the same
+//     validator as its input schema; one the validator cannot compile
+//     makes every call of the tool fail with unsupported_capability before
+//     the server is reached. A result that is not a tool error and whose
+//     structuredContent is missing or breaks the output schema comes back
+//     as a *backend.InvalidResultError carrying the result and every
+//     violation (paths from $structuredContent, pointers into it): the
+//     gateway settles it succeeded (invalid_result), never a success.
 //   - Collisions. A tool name already registered (another server's, a
 //     built-in or a configured tool) makes [Connect] fail with a
 //     [*CollisionError]; found later, on a re-list, the newcomer is left
@@ -67,6 +86,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -258,14 +278,17 @@ type Upstream struct {
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	link      *link              // the live connection; nil while down
-	downErr   error              // why the server is down
-	tools     map[string]*upTool // by the server's tool name
-	closed    bool
-	restarts  int              // successful reconnections, for tests and status
-	subs      map[string]bool  // resource URIs subscribed (subscribe.go)
-	onUpdated func(uri string) // where their updates go
+	mu       sync.Mutex
+	link     *link              // the live connection; nil while down
+	downErr  error              // why the server is down
+	tools    map[string]*upTool // by the server's tool name
+	closed   bool
+	restarts int             // successful reconnections, for tests and status
+	subs     map[string]bool // resource URIs subscribed (subscribe.go)
+	// descriptors are the last listings' items as the server sent them,
+	// by method and key (content.go's listRaw).
+	descriptors map[string]map[string]json.RawMessage
+	onUpdated   func(uri string) // where their updates go
 
 	// Lines of the server's stdout that were dropped (not messages, no
 	// usable id): logged at most once a second, with the count since.

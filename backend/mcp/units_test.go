@@ -99,6 +99,11 @@ func TestSafety(t *testing.T) {
 		r.Annotations.ReadOnly, r.Annotations.Idempotent = ro, id
 		return r
 	}
+	destructive := func(ro, d *bool) rawTool {
+		r := tool(ro, nil)
+		r.Annotations.Destructive = d
+		return r
+	}
 	for _, c := range []struct {
 		t    rawTool
 		want gateway.Safety
@@ -107,6 +112,9 @@ func TestSafety(t *testing.T) {
 		{tool(&no, &yes), gateway.Safety{Idempotent: true, RequiresApproval: true}},
 		{tool(&yes, nil), gateway.Safety{ReadOnly: true}},
 		{tool(&yes, &yes), gateway.Safety{ReadOnly: true, Idempotent: true}},
+		{destructive(&yes, &no), gateway.Safety{ReadOnly: true}},
+		{destructive(&yes, &yes), gateway.Safety{RequiresApproval: true}}, // a contradiction: the safe reading
+		{destructive(nil, &yes), gateway.Safety{RequiresApproval: true}},
 	} {
 		if got := safetyOf(c.t); got != c.want {
 			t.Errorf("safetyOf(%+v) = %+v, want %+v", c.t.Annotations, got, c.want)

@@ -25,7 +25,25 @@ type Visibility struct {
 	// OtherValidator would accept OtherAccepts of the refused tools.
 	OtherValidator string
 	OtherAccepts   int
+	// RefusedTools are the refused tools (by their registered names, in
+	// name order), each with every keyword at fault.
+	RefusedTools []RefusedTool
 }
+
+// RefusedTool is a tool every call of which the server's validator
+// refuses, and why.
+type RefusedTool struct {
+	Name string `json:"name"`
+	// Keywords are every keyword at fault (the class when an error names
+	// none), sorted, each once.
+	Keywords []string `json:"keywords"`
+	// OtherAccepts says the other validator would accept it.
+	OtherAccepts bool `json:"other_accepts"`
+}
+
+// Fix is the configuration line that would make the other validator
+// check the server's tools: "validator: draft2020-12" (or subset).
+func (v Visibility) Fix() string { return "validator: " + v.OtherValidator }
 
 // Refused is the number of tools every call of which is refused.
 func (v Visibility) Refused() int { return v.Tools - v.Callable }
@@ -53,8 +71,12 @@ func (v Visibility) String() string {
 func (u *Upstream) Visibility() Visibility {
 	u.mu.Lock()
 	schemas := make([][]byte, 0, len(u.tools))
+	outputs := make([][]byte, 0, len(u.tools))
+	names := make([]string, 0, len(u.tools))
 	for _, t := range u.tools {
 		schemas = append(schemas, t.schema)
+		outputs = append(outputs, outputSchemaOf(t.raw))
+		names = append(names, t.full)
 	}
 	u.mu.Unlock()
 	v := Visibility{Server: u.srv.Name, Validator: u.srv.Validator, Tools: len(schemas), Keywords: map[string]int{}}
@@ -62,13 +84,14 @@ func (u *Upstream) Visibility() Visibility {
 	if v.Validator == ValidatorDraft2020 {
 		v.OtherValidator = ValidatorSubset
 	}
-	for _, schema := range schemas {
-		errs := u.schemaErrors(v.Validator, schema)
+	for i, schema := range schemas {
+		errs := u.toolErrors(v.Validator, schema, outputs[i])
 		if len(errs) == 0 {
 			v.Callable++
 			continue
 		}
 		seen := map[string]bool{}
+		rt := RefusedTool{Name: names[i]}
 		for _, e := range errs {
 			k := e.Keyword
 			if k == "" {
@@ -77,13 +100,28 @@ func (u *Upstream) Visibility() Visibility {
 			if !seen[k] {
 				seen[k] = true
 				v.Keywords[k]++
+				rt.Keywords = append(rt.Keywords, k)
 			}
 		}
-		if len(u.schemaErrors(v.OtherValidator, schema)) == 0 {
+		slices.Sort(rt.Keywords)
+		if len(u.toolErrors(v.OtherValidator, schema, outputs[i])) == 0 {
 			v.OtherAccepts++
+			rt.OtherAccepts = true
 		}
+		v.RefusedTools = append(v.RefusedTools, rt)
 	}
+	slices.SortFunc(v.RefusedTools, func(a, b RefusedTool) int { return strings.Compare(a.Name, b.Name) })
 	return v
+}
+
+// toolErrors are every error that makes validator refuse a tool's calls:
+// its input schema's, else its output schema's (nil: none declared).
+func (u *Upstream) toolErrors(validator string, schema, output []byte) []*inputschema.Error {
+	errs := u.schemaErrors(validator, schema)
+	if len(errs) == 0 && output != nil {
+		errs = u.schemaErrors(validator, output)
+	}
+	return errs
 }
 
 // schemaErrors are every error that makes validator refuse schema.
@@ -118,4 +156,42 @@ func (u *Upstream) logVisibility() {
 	}
 	u.log.Warn(v.String(), "validator", v.Validator, "tools", v.Tools, "callable", v.Callable,
 		"refused", v.Refused(), "refused_by_keyword", v.Keywords, "other_validator", v.OtherValidator, "other_accepts", v.OtherAccepts)
+}
+
+// Accepts reports what validator would make of the server's registered
+// tools now, whichever validator the server was connected with: how many
+// it accepts, and the ones it refuses with every keyword at fault (in name
+// order). backplane servers add compares the two validators with it.
+func (u *Upstream) Accepts(validator string) (accepted int, refused []RefusedTool) {
+	u.mu.Lock()
+	type one struct {
+		name           string
+		schema, output []byte
+	}
+	tools := make([]one, 0, len(u.tools))
+	for _, t := range u.tools {
+		tools = append(tools, one{t.full, t.schema, outputSchemaOf(t.raw)})
+	}
+	u.mu.Unlock()
+	for _, t := range tools {
+		errs := u.toolErrors(validator, t.schema, t.output)
+		if len(errs) == 0 {
+			accepted++
+			continue
+		}
+		rt := RefusedTool{Name: t.name}
+		for _, e := range errs {
+			k := e.Keyword
+			if k == "" {
+				k = string(e.Class)
+			}
+			if !slices.Contains(rt.Keywords, k) {
+				rt.Keywords = append(rt.Keywords, k)
+			}
+		}
+		slices.Sort(rt.Keywords)
+		refused = append(refused, rt)
+	}
+	slices.SortFunc(refused, func(a, b RefusedTool) int { return strings.Compare(a.Name, b.Name) })
+	return accepted, refused
 }

@@ -58,6 +58,23 @@ budgets:
     quota: 1000                      # per caller and day; a bash call costs 5
     per: 24h                         # fixed windows; without per: never resets
     cost: {default: 1, bash: 5}
+
+# MCP servers Backplane is a client of (their tools are NAME.TOOL; allow
+# them in the policy above). Uncomment to use, or let
+# "backplane servers add NAME -- COMMAND ARGS..." write the entry.
+# validator: draft2020-12 checks a server's input and output schemas with
+# JSON Schema 2020-12 in full, as real servers write them ($schema, enum,
+# format, ...); without it, the default (subset) accepts only Backplane's
+# small subset and refuses every call of a tool whose schema goes beyond
+# it ("backplane tools list" names them). Either way nothing is ignored:
+# what the validator cannot check is refused.
+# servers:
+#   - name: files
+#     command: [npx, -y, "@modelcontextprotocol/server-filesystem", {{.Workspace}}]
+#     validator: draft2020-12
+#   - name: memory
+#     command: [npx, -y, "@modelcontextprotocol/server-memory"]
+#     validator: draft2020-12
 `))
 
 // initNames are the names a starter configuration uses: plain words, so

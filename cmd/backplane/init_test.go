@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbackplane/backplane/config"
 )
 
 // firstHour is a fresh user's environment: a home of its own, no
@@ -169,5 +171,52 @@ func TestInitRefusesAFolderInsideTheWorkspace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.ws, "conf", "backplane.yaml")); err == nil {
 		t.Error("a configuration was written inside the workspace")
+	}
+}
+
+// TestInitExampleServersChooseDraft2020: the starter configuration's
+// example servers (commented out: they need npx and a download) say
+// validator: draft2020-12 and what it means; uncommented, they load with
+// that validator.
+func TestInitExampleServersChooseDraft2020(t *testing.T) {
+	f := newFirstHour(t)
+	f.run(t, "init").wantCode(t, 0)
+	file := filepath.Join(f.cfgHome, "backplane", "backplane.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, want := range []string{"# validator: draft2020-12 checks", "refuses every call", "backplane servers add"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the starter configuration does not say %q", want)
+		}
+	}
+	// Uncomment the example block.
+	var lines []string
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		if l == "# servers:" {
+			in = true
+		}
+		if in && strings.HasPrefix(l, "# ") {
+			l = strings.TrimPrefix(l, "# ")
+		}
+		lines = append(lines, l)
+	}
+	if !in {
+		t.Fatalf("no example servers:\n%s", text)
+	}
+	cfg, err := config.Parse([]byte(strings.Join(lines, "\n")), file)
+	if err != nil {
+		t.Fatalf("the example servers, uncommented: %v", err)
+	}
+	if len(cfg.Servers) != 2 {
+		t.Fatalf("%d example servers, want 2", len(cfg.Servers))
+	}
+	for _, s := range cfg.Servers {
+		if s.Validator != "draft2020-12" {
+			t.Errorf("example server %s: validator %q, want draft2020-12", s.Name, s.Validator)
+		}
 	}
 }

@@ -86,7 +86,9 @@ func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 status, the digest of the arguments (never their values), when the intent
 was created and when it settled. A call that ran and whose tool reported an
 error is listed as "succeeded (tool_error)"; --status tool_error lists only
-those. --limit 0 lists the whole journal; it is read and written a page at
+those. A call whose result broke its tool's output schema is listed as
+"succeeded (invalid_result)" (journal show has the result as the tool
+answered it). --limit 0 lists the whole journal; it is read and written a page at
 a time, so memory stays small however long the journal is.
 
 With --json the answer is {"intents":[{"call_id","tool","caller","status",
@@ -198,6 +200,10 @@ func (w *journalWriter) page(intents []store.Intent) error {
 		status := string(e.Status)
 		if e.ToolError {
 			status += " (tool_error)"
+		} else if e.ErrorClass == string(gateway.ClassInvalidResult) {
+			// It ran (its budget stays spent), and its result broke its
+			// output schema: not a success the caller was handed.
+			status += " (invalid_result)"
 		}
 		if e.ErrorClass == gateway.DecisionOnly {
 			status += " (decision only)" // an agent's hook: Backplane did not run it

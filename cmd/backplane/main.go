@@ -90,6 +90,7 @@ the tool. A call whose outcome is unknown is never re-run.
   approvals    list, approve and deny approval requests
   budget       show budget used per scope
   tools        list tools and accept changed upstream definitions
+  servers      add an upstream MCP server, having looked at its tools
   policy       explain how the policy decides a call; check it
   reload       make a running serve re-read its policy
   hook         decide a coding agent's tool use (Claude Code, Codex, Gemini CLI hooks)
@@ -132,7 +133,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
 	root.AddCommand(newPolicyCmd(), newReloadCmd())
-	root.AddCommand(newCompletionCmd(), newInitCmd())
+	root.AddCommand(newCompletionCmd(), newInitCmd(), newServersCmd())
 	root.AddCommand(newHookCmd())
 	return root
 }

@@ -52,7 +52,11 @@ A path of a built-in tool is resolved in the workspace, as serve does, and
 decided on the file it leads to as well as on its text.
 
 Exit 0 when the call would be allowed (perhaps after an approval), 1 when it
-would be refused, 2 for a usage or configuration error.`,
+would be refused, 2 for a usage or configuration error.
+
+It also notes, not as findings, the servers whose validator refuses some
+of their tools (each refused tool, the keywords at fault, and the line that
+accepts them), since a policy that allows them will see every call fail.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if caller == "" {
@@ -161,7 +165,11 @@ configuration error.`,
 				if found == nil {
 					found = []policy.Finding{}
 				}
-				if err := writeJSONLine(out, map[string]any{"ok": len(found) == 0, "findings": found}); err != nil {
+				m := map[string]any{"ok": len(found) == 0, "findings": found}
+				if r := refusedServers(s.rt); r != nil {
+					m["refused_by_server"] = r
+				}
+				if err := writeJSONLine(out, m); err != nil {
 					return err
 				}
 			} else {
@@ -171,6 +179,9 @@ configuration error.`,
 				if len(found) == 0 {
 					fmt.Fprintf(out, "ok: %s, checked against %s\n", plural(len(s.rt.Config.Policy), "policy rule"), plural(len(names), "tool"))
 				}
+				// Not findings (the policy is not at fault), but what a
+				// policy that allows these tools will meet.
+				printRefused(out, "note: ", refusedServers(s.rt))
 			}
 			if len(found) > 0 {
 				return errNegative

@@ -287,6 +287,7 @@ func printSummary(w io.Writer, s *gatewaySession, base string) {
 			fmt.Fprintf(w, "  tools (%s): %s\n", src, strings.Join(names, ", "))
 		}
 	}
+	printRefused(w, "  ", refusedServers(s.rt))
 }
 
 // builtinNames are the built-in tools' names.

@@ -50,6 +50,11 @@ type toolEntry struct {
 	Refused     string          `json:"refused,omitempty"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Descriptor is an upstream tool's whole descriptor as its server
+	// listed it (title, outputSchema, every annotation, ...): all of it is
+	// part of the definition hash, so an operator accepting a change sees
+	// every member that may have changed.
+	Descriptor json.RawMessage `json:"descriptor,omitempty"`
 	// Sandbox says how a tool's process is confined (bash, command tools,
 	// stdio servers' tools), "" for tools that start none.
 	Sandbox string `json:"sandbox,omitempty"`
@@ -71,7 +76,12 @@ says how many).
 With --json the answer is {"tools":[{"name","source","pinned","status",
 "definition_hash","accepted_hash","accepted_by","callable","refused",
 "description",
-"input_schema"}]}: what an operator reviews before accepting.`,
+"input_schema","descriptor"}]}: what an operator reviews before accepting
+(descriptor: an upstream tool's object as its server listed it, every
+member of which is part of the definition). Servers whose
+validator refuses some of their tools are listed after the table (in
+--json, "refused_by_server"): each refused tool with the keywords at fault,
+and the line that accepts them (validator: draft2020-12).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := f.open(cmd.Context(), cmd)
@@ -87,7 +97,7 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 				}
 				e := toolEntry{
 					Name: t.Name, Source: orDash(s.rt.ToolSource(t.Name)), Pinned: t.Pinned,
-					DefinitionHash: hash, Description: t.Description, InputSchema: t.InputSchema,
+					DefinitionHash: hash, Description: t.Description, InputSchema: t.InputSchema, Descriptor: t.Descriptor,
 					Callable: true,
 				}
 				if err := s.rt.Gateway.Refusal(t.Name); err != nil {
@@ -116,13 +126,15 @@ With --json the answer is {"tools":[{"name","source","pinned","status",
 					entries = []toolEntry{}
 				}
 				return writeJSONLine(out, struct {
-					Tools []toolEntry `json:"tools"`
-				}{entries})
+					Tools   []toolEntry     `json:"tools"`
+					Refused []refusedServer `json:"refused_by_server,omitempty"`
+				}{entries, refusedServers(s.rt)})
 			}
 			if len(entries) == 0 {
 				_, err := fmt.Fprintln(out, "no tools")
 				return err
 			}
+			defer printRefused(out, "", refusedServers(s.rt)) // after the table
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSOURCE\tSTATUS\tDEFINITION\tACCEPTED\tSANDBOX\tCALLABLE")
 			for _, e := range entries {

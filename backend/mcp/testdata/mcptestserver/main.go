@@ -12,6 +12,10 @@
 //	MCPTEST_STALL       if set, add the tool stall (below)
 //	MCPTEST_BAD_NAMES   if set, add tools, a prompt and a resource whose names hold an ESC sequence, a newline
 //	                    or a U+202E, and the resource "Good Resource 1"
+//	MCPTEST_FULL        if set (to "changed": full's output schema then requires label), add the tools full and full_bad, the prompt full_prompt, the resource
+//	                    test://full and the template test://full/{id}, each declaring every field
+//	                    the protocol has (and a member it does not), for the tests that what an
+//	                    upstream declares reaches clients unchanged
 //	MCPTEST_ELICIT      if set, add the tool elicit, which asks its client for an "operator token"
 //	                    in a form titled as a Backplane approval, and returns the answer's JSON
 //	MCPTEST_DEEP        if set, a depth: add the tools deep and held (below)
@@ -329,6 +333,9 @@ func main() {
 			})
 		transport = &mcp.IOTransport{Reader: os.Stdin, Writer: nopCloser{dw}}
 	}
+	if os.Getenv("MCPTEST_FULL") != "" {
+		addFull(s)
+	}
 	waitForGate()
 	err := s.Run(context.Background(), transport)
 	if os.Getenv("MCPTEST_LINGER") != "" {
@@ -433,4 +440,117 @@ func (d *deepWriter) Write(p []byte) (int, error) {
 			d.once.Do(func() { close(d.written) })
 		}
 	}
+}
+
+// fullTools are the descriptors of the MCPTEST_FULL tools, served as they
+// are written here (the SDK's Tool has no execution member, and would drop
+// an annotation it does not know): every member of the protocol's Tool,
+// and x-future, which no version has.
+var fullTools = map[string]string{
+	"full": `{"name":"full","title":"Full","description":"Declares every field.",` +
+		`"icons":[{"src":"data:image/png;base64,AA==","mimeType":"image/png","sizes":["16x16"],"theme":"light"}],` +
+		`"inputSchema":{"type":"object","properties":{"n":{"type":"integer"}}},` +
+		`"outputSchema":{"type":"object","properties":{"n":{"type":"integer"},"label":{"type":"string"}},"required":["n"]},` +
+		`"annotations":{"title":"Full tool","readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false,"x-future":1.0},` +
+		`"execution":{"taskSupport":"forbidden"},"_meta":{"example.com/k":{"v":1.0}},"x-future":[true]}`,
+	// full_bad answers structuredContent that breaks its output schema
+	// when its argument bad is true.
+	"full_bad": `{"name":"full_bad","description":"Its result may break its output schema.",` +
+		`"inputSchema":{"type":"object","properties":{"bad":{"type":"boolean"}}},` +
+		`"outputSchema":{"type":"object","properties":{"n":{"type":"integer"},"inner":{"type":"object","properties":{"label":{"type":"string"}}}},"required":["n"]},` +
+		`"annotations":{"readOnlyHint":true}}`,
+	// full_unchecked's output schema is outside the subset ($schema).
+	"full_unchecked": `{"name":"full_unchecked","description":"Its output schema needs draft 2020-12.",` +
+		`"inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},` +
+		`"outputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"n":{"type":"integer"}}}}`,
+	// full_destructive claims read-only and destructive at once.
+	"full_destructive": `{"name":"full_destructive","description":"Says it is read-only and destructive.",` +
+		`"inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`,
+}
+
+// addFull adds the MCPTEST_FULL tools, prompt, resource and template.
+func addFull(s *mcp.Server) {
+	if os.Getenv("MCPTEST_FULL") == "changed" {
+		// The same tool, its output schema changed alone.
+		fullTools["full"] = strings.Replace(fullTools["full"], `"required":["n"]`, `"required":["n","label"]`, 1)
+	}
+	for name, d := range fullTools {
+		var t mcp.Tool
+		if err := json.Unmarshal([]byte(d), &t); err != nil {
+			panic(name + ": " + err.Error()) // a bug in the literal above
+		}
+		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+		t.OutputSchema = nil // the SDK's server would check results itself
+		s.AddTool(&t, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			logLine("call " + name + " " + string(req.Params.Arguments))
+			var a struct {
+				N   int
+				Bad bool
+			}
+			json.Unmarshal(req.Params.Arguments, &a)
+			sc := `{"n":` + strconv.Itoa(a.N) + `,"label":"ok"}`
+			if a.Bad {
+				sc = `{"n":"one","inner":{"label":7}}`
+			}
+			return &mcp.CallToolResult{Content: text("full"), StructuredContent: json.RawMessage(sc)}, nil
+		})
+	}
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && method == "tools/list" {
+				return &fullToolsPage{lr}, nil
+			}
+			return res, err
+		}
+	})
+	icons := []mcp.Icon{{Source: "https://example.com/i.svg", MIMEType: "image/svg+xml", Sizes: []string{"any"}, Theme: "dark"}}
+	s.AddPrompt(&mcp.Prompt{
+		Name: "full_prompt", Title: "Full prompt", Description: "Declares every field.", Icons: icons,
+		Arguments: []*mcp.PromptArgument{{Name: "a", Title: "A", Description: "an argument", Required: true}},
+		Meta:      mcp.Meta{"example.com/k": "v"},
+	}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "full"}}}}, nil
+	})
+	ann := &mcp.Annotations{Audience: []mcp.Role{"user", "assistant"}, LastModified: "2026-01-02T03:04:05Z", Priority: 0.5}
+	s.AddResource(&mcp.Resource{
+		URI: "test://full", Name: "full_resource", Title: "Full resource", Description: "Declares every field.",
+		MIMEType: "text/plain", Size: 4, Annotations: ann, Icons: icons, Meta: mcp.Meta{"example.com/k": "v"},
+	}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "full"}}}, nil
+	})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: "test://full/{id}", Name: "full_template", Title: "Full template", Description: "Declares every field.",
+		MIMEType: "text/plain", Annotations: ann, Icons: icons, Meta: mcp.Meta{"example.com/k": "v"},
+	}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "full"}}}, nil
+	})
+}
+
+// fullToolsPage is a tools/list page with the fullTools descriptors
+// written in place of the SDK's reading of them.
+type fullToolsPage struct{ *mcp.ListToolsResult }
+
+func (p *fullToolsPage) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(p.ListToolsResult)
+	if err != nil {
+		return nil, err
+	}
+	var page map[string]json.RawMessage
+	var tools []json.RawMessage
+	if err := json.Unmarshal(b, &page); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(page["tools"], &tools); err != nil {
+		return nil, err
+	}
+	for i, t := range tools {
+		var named struct{ Name string }
+		json.Unmarshal(t, &named)
+		if d, ok := fullTools[named.Name]; ok {
+			tools[i] = json.RawMessage(d)
+		}
+	}
+	page["tools"], _ = json.Marshal(tools)
+	return json.Marshal(page)
 }
