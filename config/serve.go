@@ -29,6 +29,7 @@ import (
 //	  rate_limit: {per_second: 100, burst: 200} # requests per caller (the defaults; per_second 0: none)
 //	  max_subscriptions_per_session: 256        # resources/subscribe held per session (the default)
 //	  max_subscriptions_per_caller: 1024        # ... per caller, all its sessions together (the default)
+//	  tls: {cert_file: server.crt, key_file: server.key}  # serve https itself (see TLSConfig)
 //
 // rate_limit is a token bucket per caller (over HTTP and stdio alike)
 // that every MCP request and notification draws on: burst at once, then
@@ -79,6 +80,8 @@ type ServeConfig struct {
 	// PublicURL is the origin clients reach serve at through a proxy
 	// ("https://backplane.example", no trailing slash), "" when none.
 	PublicURL string
+	// TLS, when set, makes serve listen with TLS (see [TLSConfig]).
+	TLS *TLSConfig
 	// OAuth, when set, accepts JWT access tokens besides Tokens, and
 	// serves the protected resource metadata (see [OAuthConfig]).
 	OAuth *OAuthConfig
@@ -246,6 +249,8 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			}
 		case "oauth":
 			err = p.oauth(c, v)
+		case "tls":
+			err = p.tls(c, v)
 		case "anonymous_caller":
 			anonNode = v
 			c.Serve.AnonymousCaller, err = p.str(v, key)
@@ -270,7 +275,7 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 		}
 		return err
 	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "public_url", "oauth", "anonymous_caller", "resume",
-		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller")
+		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller", "tls")
 	if err != nil {
 		return err
 	}
