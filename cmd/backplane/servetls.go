@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/agentbackplane/backplane/config"
@@ -63,7 +65,18 @@ func printTLS(w io.Writer, cfg *config.Config, remote bool) {
 		}
 		fmt.Fprintf(w, "  client certificates: issued by %s, %s\n", t.ClientCAFile, how)
 	}
+	if ws := cfg.Workspace; ws != "" && pathWithin(t.KeyFile, ws) {
+		// The built-in tools read the workspace: a caller could read the
+		// key through them.
+		fmt.Fprintf(w, "  warning: the TLS key %s is inside the workspace %s, where the tools can read it: keep it elsewhere\n", t.KeyFile, ws)
+	}
 	if remote {
 		fmt.Fprintf(w, "  listening beyond loopback with TLS: tokens are encrypted in transit, no TLS proxy is needed in front\n")
 	}
+}
+
+// pathWithin reports whether path is dir or lies under it (lexically).
+func pathWithin(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -243,6 +243,9 @@ func TestServeTLS(t *testing.T) {
 	if log := p.log(); !strings.Contains(log, "tls: certificate") || !strings.Contains(log, "its cn names the caller") {
 		t.Errorf("serve does not say how it serves TLS:\n%s", log)
 	}
+	if !strings.Contains(p.log(), "warning: the TLS key") {
+		t.Errorf("the key lies in the workspace, and serve does not warn:\n%s", p.log())
+	}
 
 	// A bearer token over https, through the MCP SDK's client.
 	text, err := callRead(t, p, bearerRT{tlsClient(ca, nil), "alice-token"})
