@@ -30,6 +30,7 @@ import (
 //	  max_subscriptions_per_session: 256        # resources/subscribe held per session (the default)
 //	  max_subscriptions_per_caller: 1024        # ... per caller, all its sessions together (the default)
 //	  tls: {cert_file: server.crt, key_file: server.key}  # serve https itself (see TLSConfig)
+//	  caller_tokens: [{caller: agent, token_file: agent.token}]  # or token_env: NAME; join tokens
 //
 // rate_limit is a token bucket per caller (over HTTP and stdio alike)
 // that every MCP request and notification draws on: burst at once, then
@@ -146,7 +147,8 @@ var originRe = regexp.MustCompile(`^https?://[A-Za-z0-9.:\[\]-]+/?$`)
 
 func (p *parser) serve(c *Config, v *yaml.Node) error {
 	c.Serve.Line = v.Line
-	var httpNode, anonNode *yaml.Node
+	var httpNode, anonNode, callerTokensNode *yaml.Node
+	var fromFiles map[string]string
 	err := p.mapping(v, "serve", func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
@@ -251,6 +253,9 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			err = p.oauth(c, v)
 		case "tls":
 			err = p.tls(c, v)
+		case "caller_tokens":
+			callerTokensNode = v
+			fromFiles, err = p.callerTokens(c, v)
 		case "anonymous_caller":
 			anonNode = v
 			c.Serve.AnonymousCaller, err = p.str(v, key)
@@ -275,9 +280,19 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 		}
 		return err
 	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "public_url", "oauth", "anonymous_caller", "resume",
-		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller", "tls")
+		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller", "tls", "caller_tokens")
 	if err != nil {
 		return err
+	}
+	// After the loop: tokens: (in any order) sets the map afresh.
+	for token, caller := range fromFiles {
+		if _, dup := c.Serve.Tokens[token]; dup {
+			return p.errAt(callerTokensNode, "serve caller_tokens: caller %s: its token is also in serve.tokens", caller)
+		}
+		if c.Serve.Tokens == nil {
+			c.Serve.Tokens = map[string]string{}
+		}
+		c.Serve.Tokens[token] = caller
 	}
 	if httpNode != nil {
 		if err := CheckServeAddr(c.Serve.HTTP, c.Serve.AllowRemote); err != nil {
