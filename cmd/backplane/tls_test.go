@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -139,47 +138,7 @@ var tlsListenLine = regexp.MustCompile(`url=https://(127\.0\.0\.1:\d+)/mcp`)
 // startTLSServe is startServe for a TLS listener: base is https://ADDR.
 func startTLSServe(t *testing.T, g *gwDir) *serveProc {
 	t.Helper()
-	p := &serveProc{cmd: g.command("", "serve", "--http", "127.0.0.1:0"), exited: make(chan struct{})}
-	pipe, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.stderr.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := tlsListenLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-		}
-	})
-	select {
-	case a := <-addr:
-		p.base = "https://" + a
-	case <-p.exited:
-		t.Fatalf("serve exited before listening:\n%s", p.log())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("serve did not say where it listens over https:\n%s", p.log())
-	}
-	return p
+	return startProc(t, g.command("", "serve", "--http", "127.0.0.1:0"), tlsListenLine, "https://")
 }
 
 // tlsClient trusts ca only, presents cert when given, and keeps its
