@@ -2,15 +2,20 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"debug/elf"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // repoFile reads a file of the repository by its path from the root.
@@ -165,4 +170,149 @@ func startProc(t *testing.T, cmd *exec.Cmd, re *regexp.Regexp, scheme string) *s
 		t.Fatalf("serve did not say where it listens:\n%s", p.log())
 	}
 	return p
+}
+
+// TestDeployContainerImage builds the image with scripts/image and runs
+// it as docs/deploy.md says: the default configuration, a TLS pair made
+// by the test's CA mounted at /etc/backplane/tls, tokens in the
+// environment, the state in a named volume. A tools/call over https
+// succeeds, the process runs as uid 65532, and the journal survives a
+// restart of the container. Where Podman cannot run containers as it is,
+// BACKPLANE_TEST_PODMAN (flags before the verb, such as "--runtime runc")
+// and BACKPLANE_TEST_PODMAN_RUN (flags of podman run, such as ulimits the
+// machine allows) adapt it.
+func TestDeployContainerImage(t *testing.T) {
+	podman, err := exec.LookPath("podman")
+	if err != nil {
+		t.Skip("podman is not installed: the image is not built (apt-get install podman)")
+	}
+	if testing.Short() {
+		t.Skip("-short: building the image takes a minute")
+	}
+	global := strings.Fields(os.Getenv("BACKPLANE_TEST_PODMAN"))
+	pm := func(args ...string) (string, error) {
+		out, err := exec.Command(podman, append(slices.Clone(global), args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	if out, err := pm("info"); err != nil {
+		t.Skipf("podman does not work here: %v\n%s", err, out)
+	}
+	tag := fmt.Sprintf("localhost/backplane:test-%d", os.Getpid())
+	image := exec.Command(filepath.Join("..", "..", "scripts", "image"), tag)
+	image.Env = append(os.Environ(), "PODMAN="+podman)
+	if len(global) > 0 {
+		// scripts/image runs plain podman: give it the same flags through
+		// a wrapper.
+		wrapper := filepath.Join(t.TempDir(), "podman")
+		script := "#!/bin/sh\nexec " + podman + " " + strings.Join(global, " ") + ` "$@"` + "\n"
+		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		image.Env = append(image.Env, "PODMAN="+wrapper)
+	}
+	if out, err := image.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/image: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { pm("rmi", "-f", tag) })
+	run := strings.Fields(os.Getenv("BACKPLANE_TEST_PODMAN_RUN"))
+	if out, err := pm(append(append([]string{"run", "--rm"}, run...), tag, "--version")...); err != nil {
+		t.Skipf("podman cannot run a container here (set BACKPLANE_TEST_PODMAN and BACKPLANE_TEST_PODMAN_RUN): %v\n%s", err, out)
+	} else if !strings.Contains(out, "backplane") {
+		t.Fatalf("backplane --version in the image: %s", out)
+	}
+
+	ca := newTestCA(t, "test server CA")
+	tlsDir := t.TempDir()
+	c, k := ca.issue(t, 100, "backplane", true)
+	for name, b := range map[string][]byte{"tls.crt": c, "tls.key": k} {
+		// Readable by the image's uid: a test's stand-in for a Secret
+		// volume (whose files are 0644 unless told otherwise).
+		if err := os.WriteFile(filepath.Join(tlsDir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(tlsDir, 0o755)
+	name := fmt.Sprintf("backplane-test-%d", os.Getpid())
+	volume := name + "-state"
+	if out, err := pm("volume", "create", volume); err != nil {
+		t.Fatalf("podman volume create: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { pm("rm", "-f", "-t", "0", name); pm("volume", "rm", "-f", volume) })
+	args := append([]string{"run", "-d", "--name", name, "-p", "127.0.0.1::8787",
+		"-v", tlsDir + ":/etc/backplane/tls:ro", "-v", volume + ":/var/lib/backplane",
+		"-e", "BACKPLANE_AGENT_TOKEN=agent-token-1", "-e", "BACKPLANE_OPERATOR_TOKEN=ops-token-1"}, run...)
+	if out, err := pm(append(args, tag)...); err != nil {
+		t.Fatalf("podman run: %v\n%s", err, out)
+	}
+	logs := func() string { out, _ := pm("logs", name); return out }
+	hc := &http.Client{Transport: tlsClient(ca, nil), Timeout: 10 * time.Second}
+	// base waits for the container's /healthz over https and returns its
+	// address (the host port may change at a restart).
+	base := func() string {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the container's /healthz did not answer 200 within 60s:\n%s", logs())
+			}
+			port, err := pm("port", name, "8787/tcp")
+			if err != nil || !strings.HasPrefix(port, "127.0.0.1:") {
+				continue
+			}
+			b := "https://" + strings.Fields(port)[0]
+			if resp, err := hc.Get(b + "/healthz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return b
+				}
+			}
+		}
+	}
+	p := &serveProc{base: base()}
+
+	// The process runs as the image's uid, not root.
+	if pid, err := pm("inspect", "-f", "{{.State.Pid}}", name); err == nil {
+		status, err := os.ReadFile("/proc/" + pid + "/status")
+		if err != nil {
+			t.Logf("the container's process status is not readable here: %v", err)
+		} else if !regexp.MustCompile(`(?m)^Uid:\s+65532\s`).Match(status) {
+			t.Errorf("the container's serve does not run as uid 65532:\n%s", status)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "go-image-test", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerRT{tlsClient(ca, nil), "agent-token-1"}}}, nil)
+	if err != nil {
+		t.Fatalf("connect over https: %v\n%s", err, logs())
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ls", Arguments: map[string]any{"path": "."}})
+	cs.Close()
+	if err != nil || res.IsError {
+		t.Fatalf("ls in the container: %v %+v\n%s", err, res, logs())
+	}
+
+	journal := func() []any {
+		t.Helper()
+		out, err := pm("exec", name, "/usr/local/bin/backplane", "journal", "list", "--json", "--config", "/etc/backplane/backplane.yaml")
+		if err != nil {
+			t.Fatalf("journal list in the container: %v\n%s", err, out)
+		}
+		m := decodeObject(t, out)
+		list, _ := m["intents"].([]any)
+		return list
+	}
+	before := journal()
+	if len(before) != 1 || before[0].(map[string]any)["caller"] != "agent" || before[0].(map[string]any)["tool"] != "ls" {
+		t.Fatalf("the journal after one ls: %v", before)
+	}
+	if out, err := pm("restart", "-t", "20", name); err != nil {
+		t.Fatalf("podman restart: %v\n%s", err, out)
+	}
+	base()
+	after := journal()
+	if len(after) != 1 || after[0].(map[string]any)["call_id"] != before[0].(map[string]any)["call_id"] {
+		t.Errorf("the journal after a restart: %v, want %v", after, before)
+	}
 }
