@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"debug/elf"
 	"fmt"
 	"net/http"
@@ -268,6 +270,9 @@ func TestDeployContainerImage(t *testing.T) {
 		}
 	}
 	p := &serveProc{base: base()}
+	if !strings.Contains(logs(), "no TLS proxy is needed") {
+		t.Errorf("serve beyond loopback with TLS does not say that no proxy is needed:\n%s", logs())
+	}
 
 	// The process runs as the image's uid, not root.
 	if pid, err := pm("inspect", "-f", "{{.State.Pid}}", name); err == nil {
@@ -314,5 +319,79 @@ func TestDeployContainerImage(t *testing.T) {
 	after := journal()
 	if len(after) != 1 || after[0].(map[string]any)["call_id"] != before[0].(map[string]any)["call_id"] {
 		t.Errorf("the journal after a restart: %v, want %v", after, before)
+	}
+}
+
+// docBlock is the body of the first fenced block of docs/deploy.md
+// opened with "```"+lang after the line holding after.
+func docBlock(t *testing.T, after, lang string) string {
+	t.Helper()
+	doc := repoFile(t, "docs/deploy.md")
+	i := strings.Index(doc, after)
+	if i < 0 {
+		t.Fatalf("docs/deploy.md has no %q", after)
+	}
+	rest := doc[i:]
+	j := strings.Index(rest, "\n```"+lang+"\n")
+	if j < 0 {
+		t.Fatalf("docs/deploy.md: no ```%s block after %q", lang, after)
+	}
+	body := rest[j+len("\n```"+lang+"\n"):]
+	k := strings.Index(body, "\n```\n")
+	if k < 0 {
+		t.Fatalf("docs/deploy.md: the block after %q is never closed", after)
+	}
+	return body[:k+1]
+}
+
+// TestDeployDocTLS: the TLS section of docs/deploy.md as written: its
+// certificate block runs, and its configuration serves https with that
+// certificate (with a client CA of the test's, which the section leaves
+// to the reader, and --http for a free port).
+func TestDeployDocTLS(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl is not installed: the guide's certificate block cannot run")
+	}
+	yaml := docBlock(t, "## TLS in serve", "yaml")
+	script := docBlock(t, "<!-- run: tls -->", "sh")
+	g := newGWDir(t, strings.Replace(yaml, "serve:\n", "serve:\n  tokens: {\"alice-token\": alice}\n", 1)+"policy:\n  - caller: carol\n    allow: [ls]\n")
+	sh := exec.Command("sh", "-e", "-c", script)
+	sh.Dir, sh.Env = g.dir, g.env
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("the guide's certificate block: %v\n%s", err, out)
+	}
+	clients := newTestCA(t, "test client CA")
+	replaceFile(t, filepath.Join(g.dir, "tls", "clients.crt"), clients.pem)
+	p := startProc(t, g.command("", "serve", "--http", "127.0.0.1:0"), tlsListenLine, "https://")
+
+	crt, err := os.ReadFile(filepath.Join(g.dir, "tls", "server.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(crt) {
+		t.Fatal("tls/server.crt holds no certificate")
+	}
+	carol := clients.clientCert(t, 5, "carol")
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &carol, nil }}}
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	resp, err := hc.Get(p.base + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz over https with the guide's certificate: %v %v\n%s", resp, err, p.log())
+	}
+	resp.Body.Close()
+	// carol's certificate is her token: /mcp takes the request (a ping
+	// without a session is the SDK's to answer, not a 401).
+	req, _ := http.NewRequest(http.MethodPost, p.base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		t.Errorf("carol's certificate: 401, want her request taken\n%s", p.log())
 	}
 }
