@@ -211,6 +211,18 @@ func TestServeTLS(t *testing.T) {
 	if err != nil || !strings.Contains(text, "hello from the workspace") {
 		t.Fatalf("read over https as alice: %q, %v\n%s", text, err, p.log())
 	}
+	// The same over HTTP/2 (what Go's own clients negotiate by default).
+	h2 := tlsClient(ca, nil)
+	h2.ForceAttemptHTTP2 = true
+	text, err = callRead(t, p, bearerRT{h2, "alice-token"})
+	if err != nil || !strings.Contains(text, "hello from the workspace") {
+		t.Fatalf("read over HTTP/2 as alice: %q, %v\n%s", text, err, p.log())
+	}
+	if resp, err := (&http.Client{Transport: h2}).Get(p.base + "/healthz"); err != nil || resp.ProtoMajor != 2 {
+		t.Errorf("HTTP/2 was not negotiated: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// A client certificate names carol; no token.
 	carol := clients.clientCert(t, 7, "carol")
 	text, err = callRead(t, p, tlsClient(ca, &carol))
@@ -221,8 +233,8 @@ func TestServeTLS(t *testing.T) {
 	for _, in := range g.journal(t) {
 		callers[in["caller"].(string)]++
 	}
-	if callers["alice"] != 1 || callers["carol"] != 1 || len(callers) != 2 {
-		t.Errorf("journal callers %v: want one read by alice and one by carol", callers)
+	if callers["alice"] != 2 || callers["carol"] != 1 || len(callers) != 2 {
+		t.Errorf("journal callers %v: want two reads by alice and one by carol", callers)
 	}
 
 	post := func(rt http.RoundTripper) (*http.Response, error) {
