@@ -48,7 +48,8 @@ import (
 // host the console answers and its origin one it accepts forms from, and
 // serve prints its URLs under it.
 // The HTTP address must be on the loopback interface unless allow_remote is
-// true: the tokens travel in clear over plain HTTP. With no tokens every
+// true: the tokens travel in clear over plain HTTP (serve.tls, or a proxy
+// that terminates TLS, encrypts them). With no tokens every
 // HTTP request is refused (401). `serve --stdio` needs a stdio_caller.
 type ServeConfig struct {
 	// HTTP is the host:port the streamable HTTP server listens on. Default
@@ -343,7 +344,7 @@ func CheckServeAddr(addr string, allowRemote bool) error {
 	if allowRemote || isLoopbackHost(host) {
 		return nil
 	}
-	return fmt.Errorf("%q is not a loopback address: bearer tokens would travel in clear over plain HTTP to other hosts; listen on 127.0.0.1 (or put a TLS proxy in front) or set serve.allow_remote: true", addr)
+	return fmt.Errorf("%q is not a loopback address: bearer tokens would travel in clear over plain HTTP to other hosts; listen on 127.0.0.1, or set serve.allow_remote: true with serve.tls (or a TLS proxy in front)", addr)
 }
 
 // CheckAnonymousAddr refuses an anonymous caller on a listener that is
