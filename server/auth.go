@@ -17,8 +17,9 @@ import (
 // sessions to the caller. The ways, in order:
 //
 //   - no Authorization header: the caller a verified client certificate
-//     names (Options.CertCaller, tlscaller.go), else Options.AnonymousCaller, when set and the
-//     listener is loopback; 401 otherwise;
+//     names (Options.CertCaller, tlscaller.go), else
+//     Options.AnonymousCaller, when set and the listener is loopback; 401
+//     otherwise;
 //   - a static token of Options.Tokens;
 //   - a JWT access token Options.OAuth verifies;
 //   - anything else: 401, with the challenge naming the protected

@@ -72,6 +72,6 @@ func checkCertCaller(name string) error {
 type handshakeLog struct{ s *Server }
 
 func (h *handshakeLog) Write(p []byte) (int, error) {
-	h.s.refusals.warn(h.s.log, "tls", "HTTP server", "error", strings.TrimSpace(string(p)))
+	h.s.refusals.warn(h.s.log, "tls", "TLS listener: connection refused or failed", "error", strings.TrimSpace(string(p)))
 	return len(p), nil
 }

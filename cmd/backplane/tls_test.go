@@ -270,6 +270,13 @@ func TestServeTLS(t *testing.T) {
 			t.Errorf("plain HTTP to the TLS listener: %s, want 400", resp.Status)
 		}
 	}
+	// Failed handshakes reach serve's log through its throttled refusal
+	// lines, not net/http's own unbounded logger.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(p.log(), "TLS listener: connection refused or failed"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line for the refused handshakes:\n%s", p.log())
+		}
+	}
 	// /healthz is open over https.
 	hc := &http.Client{Transport: tlsClient(ca, nil), Timeout: 30 * time.Second}
 	resp, err = hc.Get(p.base + "/healthz")
