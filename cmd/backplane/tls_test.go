@@ -284,6 +284,17 @@ func TestServeTLS(t *testing.T) {
 		t.Fatalf("/healthz over https: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// The console's login cookie is Secure over TLS.
+	nofollow := &http.Client{Transport: tlsClient(ca, nil), Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = nofollow.PostForm(p.base+"/ui/login", map[string][]string{"token": {"ops-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if cks := resp.Cookies(); resp.StatusCode != http.StatusSeeOther || len(cks) != 1 || !cks[0].Secure {
+		t.Errorf("console login over https: %s, cookies %+v, want one Secure cookie", resp.Status, cks)
+	}
 	if err := p.stop(t); err != nil {
 		t.Errorf("serve's exit: %v\n%s", err, p.log())
 	}
