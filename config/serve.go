@@ -29,6 +29,8 @@ import (
 //	  rate_limit: {per_second: 100, burst: 200} # requests per caller (the defaults; per_second 0: none)
 //	  max_subscriptions_per_session: 256        # resources/subscribe held per session (the default)
 //	  max_subscriptions_per_caller: 1024        # ... per caller, all its sessions together (the default)
+//	  tls: {cert_file: server.crt, key_file: server.key}  # serve https itself (see TLSConfig)
+//	  caller_tokens: [{caller: agent, token_file: agent.token}]  # or token_env: NAME; join tokens
 //
 // rate_limit is a token bucket per caller (over HTTP and stdio alike)
 // that every MCP request and notification draws on: burst at once, then
@@ -46,7 +48,8 @@ import (
 // host the console answers and its origin one it accepts forms from, and
 // serve prints its URLs under it.
 // The HTTP address must be on the loopback interface unless allow_remote is
-// true: the tokens travel in clear over plain HTTP. With no tokens every
+// true: the tokens travel in clear over plain HTTP (serve.tls, or a proxy
+// that terminates TLS, encrypts them). With no tokens every
 // HTTP request is refused (401). `serve --stdio` needs a stdio_caller.
 type ServeConfig struct {
 	// HTTP is the host:port the streamable HTTP server listens on. Default
@@ -79,6 +82,8 @@ type ServeConfig struct {
 	// PublicURL is the origin clients reach serve at through a proxy
 	// ("https://backplane.example", no trailing slash), "" when none.
 	PublicURL string
+	// TLS, when set, makes serve listen with TLS (see [TLSConfig]).
+	TLS *TLSConfig
 	// OAuth, when set, accepts JWT access tokens besides Tokens, and
 	// serves the protected resource metadata (see [OAuthConfig]).
 	OAuth *OAuthConfig
@@ -143,7 +148,8 @@ var originRe = regexp.MustCompile(`^https?://[A-Za-z0-9.:\[\]-]+/?$`)
 
 func (p *parser) serve(c *Config, v *yaml.Node) error {
 	c.Serve.Line = v.Line
-	var httpNode, anonNode *yaml.Node
+	var httpNode, anonNode, callerTokensNode *yaml.Node
+	var fromFiles map[string]string
 	err := p.mapping(v, "serve", func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
@@ -246,6 +252,11 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 			}
 		case "oauth":
 			err = p.oauth(c, v)
+		case "tls":
+			err = p.tls(c, v)
+		case "caller_tokens":
+			callerTokensNode = v
+			fromFiles, err = p.callerTokens(c, v)
 		case "anonymous_caller":
 			anonNode = v
 			c.Serve.AnonymousCaller, err = p.str(v, key)
@@ -270,9 +281,19 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 		}
 		return err
 	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "public_url", "oauth", "anonymous_caller", "resume",
-		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller")
+		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller", "tls", "caller_tokens")
 	if err != nil {
 		return err
+	}
+	// After the loop: tokens: (in any order) sets the map afresh.
+	for token, caller := range fromFiles {
+		if _, dup := c.Serve.Tokens[token]; dup {
+			return p.errAt(callerTokensNode, "serve caller_tokens: caller %s: its token is also in serve.tokens", caller)
+		}
+		if c.Serve.Tokens == nil {
+			c.Serve.Tokens = map[string]string{}
+		}
+		c.Serve.Tokens[token] = caller
 	}
 	if httpNode != nil {
 		if err := CheckServeAddr(c.Serve.HTTP, c.Serve.AllowRemote); err != nil {
@@ -323,7 +344,7 @@ func CheckServeAddr(addr string, allowRemote bool) error {
 	if allowRemote || isLoopbackHost(host) {
 		return nil
 	}
-	return fmt.Errorf("%q is not a loopback address: bearer tokens would travel in clear over plain HTTP to other hosts; listen on 127.0.0.1 (or put a TLS proxy in front) or set serve.allow_remote: true", addr)
+	return fmt.Errorf("%q is not a loopback address: bearer tokens would travel in clear over plain HTTP to other hosts; listen on 127.0.0.1, or set serve.allow_remote: true with serve.tls (or a TLS proxy in front)", addr)
 }
 
 // CheckAnonymousAddr refuses an anonymous caller on a listener that is

@@ -16,8 +16,10 @@ import (
 // context to the session limit and to the SDK's middleware, which binds
 // sessions to the caller. The ways, in order:
 //
-//   - no Authorization header: Options.AnonymousCaller, when set and the
-//     listener is loopback; 401 otherwise;
+//   - no Authorization header: the caller a verified client certificate
+//     names (Options.CertCaller, tlscaller.go), else
+//     Options.AnonymousCaller, when set and the listener is loopback; 401
+//     otherwise;
 //   - a static token of Options.Tokens;
 //   - a JWT access token Options.OAuth verifies;
 //   - anything else: 401, with the challenge naming the protected
@@ -49,6 +51,9 @@ const anonymousBearer = "anonymous"
 func (s *Server) authenticate(r *http.Request) (ident, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
+		if caller, ok, err := s.certCaller(r); ok || err != nil {
+			return ident{caller: caller}, err
+		}
 		if s.opts.AnonymousCaller != "" && s.anonymousAllowed(r) {
 			return ident{caller: s.opts.AnonymousCaller}, nil
 		}
@@ -159,6 +164,9 @@ func (s *Server) describeAuth() []any {
 	}
 	if s.opts.AnonymousCaller != "" {
 		a = append(a, "anonymous_caller", s.opts.AnonymousCaller)
+	}
+	if s.opts.CertCaller != "" {
+		a = append(a, "client_certificate_caller", s.opts.CertCaller)
 	}
 	return a
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"strconv"
@@ -114,7 +115,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 			w.Header().Set("WWW-Authenticate", s.challenge(err))
 			msg := "a valid bearer token is required"
 			switch {
-			case len(s.tokens) == 0 && s.opts.OAuth == nil && s.opts.AnonymousCaller == "":
+			case len(s.tokens) == 0 && s.opts.OAuth == nil && s.opts.AnonymousCaller == "" && s.opts.CertCaller == "":
 				msg = "no tokens are configured (serve.tokens): every request is refused"
 			case errors.Is(err, oauth.ErrInvalidToken):
 				msg = err.Error()
@@ -179,12 +180,27 @@ func (s *Server) ServeHTTP(ln net.Listener) error {
 	if !s.addHTTPServer(hs) {
 		return ErrServerClosed
 	}
-	if len(s.tokens) == 0 && s.opts.OAuth == nil && s.opts.AnonymousCaller == "" {
+	if len(s.tokens) == 0 && s.opts.OAuth == nil && s.opts.AnonymousCaller == "" && s.opts.CertCaller == "" {
 		s.log.Warn("no bearer tokens are configured (serve.tokens): every HTTP request will be refused with 401")
 	}
-	s.log.Info("serving MCP over streamable HTTP", append([]any{"url", "http://" + ln.Addr().String() + PathMCP,
-		"metrics", "http://" + ln.Addr().String() + PathMetrics, "callers", s.describeTokens()}, s.describeAuth()...)...)
-	err := hs.Serve(ln)
+	scheme := "http://"
+	if s.opts.TLS != nil {
+		scheme = "https://"
+		hs.TLSConfig = s.opts.TLS
+		// A failed handshake (a plain HTTP request, a client certificate
+		// that does not verify) is the client's; net/http logs each one,
+		// which a scanner could turn into a flood: they go through the
+		// throttled refusal log instead.
+		hs.ErrorLog = log.New(&handshakeLog{s: s}, "", 0)
+	}
+	s.log.Info("serving MCP over streamable HTTP", append([]any{"url", scheme + ln.Addr().String() + PathMCP,
+		"metrics", scheme + ln.Addr().String() + PathMetrics, "callers", s.describeTokens()}, s.describeAuth()...)...)
+	var err error
+	if s.opts.TLS != nil {
+		err = hs.ServeTLS(ln, "", "")
+	} else {
+		err = hs.Serve(ln)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

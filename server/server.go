@@ -132,6 +132,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -189,6 +190,14 @@ type Options struct {
 	// refuses another). A request with a token that is not valid is still
 	// refused.
 	AnonymousCaller string
+	// TLS, when set, makes ServeHTTP serve TLS on its listener with this
+	// configuration (internal/tlsreload's, in serve).
+	TLS *tls.Config
+	// CertCaller, with TLS verifying client certificates, names the
+	// caller of a request without an Authorization header from its
+	// verified client certificate: "cn", "san_uri" or "san_dns"
+	// (tlscaller.go). "" names none that way.
+	CertCaller string
 	// Operators maps operators' bearer tokens to their names: only they
 	// read /metrics (and use the console). A caller's token is refused there
 	// with 403.

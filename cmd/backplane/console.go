@@ -49,7 +49,9 @@ func newConsole(cfg *config.Config, rt *assemble.Runtime, log *slog.Logger, stdi
 		TrustedOrigins: origins,
 		// Behind a TLS proxy serve sees plain HTTP: the cookie must be
 		// Secure all the same, or a browser would send it over http.
-		SecureCookies: strings.HasPrefix(cfg.Serve.PublicURL, "https://"),
+		// serve.tls: every request comes over TLS; said here too so that
+		// nothing depends on each request's r.TLS alone.
+		SecureCookies: strings.HasPrefix(cfg.Serve.PublicURL, "https://") || cfg.Serve.TLS != nil,
 	})
 }
 

@@ -71,7 +71,9 @@ notifications, then returns approval_required with the request id.
 SIGHUP (or "backplane reload") re-reads the configuration file and puts its
 policy in force; an invalid file is refused with its line and the running
 policy stays; the audit log records each reload. Only the policy changes:
-tools, servers, budgets and the store need a restart.
+tools, servers, budgets and the store need a restart. With serve.tls, SIGHUP
+also re-reads the certificate files (changed files are picked up by
+themselves within seconds); a pair that does not load keeps the old one.
 
 serve runs until SIGINT or SIGTERM, then lets the calls in flight finish for
 up to 10s, cancels the rest and closes the store. Its own log goes to stderr;
@@ -184,6 +186,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	if s.rt.Content != nil {
 		opts.Content, opts.ContentPolicy = s.rt.Content, s.rt.Policy
 	}
+	if err := serveTLS(ctx, cfg, stdio, opts, log); err != nil {
+		return err
+	}
 	srv := server.New(s.rt.Gateway, opts)
 	// Once at startup: why tools run unsandboxed, if some do.
 	for _, note := range s.rt.SandboxNotes {
@@ -230,7 +235,11 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	if err != nil {
 		return &inputError{fmt.Errorf("listening on %s: %w", addr, err)}
 	}
-	base := "http://" + ln.Addr().String()
+	listening := "http://" + ln.Addr().String()
+	if opts.TLS != nil {
+		listening = "https://" + ln.Addr().String()
+	}
+	base := listening
 	if pub := s.rt.Config.Serve.PublicURL; pub != "" {
 		// What serve prints is where clients and browsers reach it: the
 		// proxy in front, not the loopback listener behind it.
@@ -238,8 +247,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	}
 	console.Store(&base)
 	printSummary(cmd.ErrOrStderr(), s, base)
-	if base != "http://"+ln.Addr().String() {
-		fmt.Fprintf(cmd.ErrOrStderr(), "  listening on http://%s, behind serve.public_url\n", ln.Addr())
+	printTLS(cmd.ErrOrStderr(), cfg, !loopbackAddr(addr))
+	if base != listening {
+		fmt.Fprintf(cmd.ErrOrStderr(), "  listening on %s, behind serve.public_url\n", listening)
 	}
 	stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
 	defer stopPending()
