@@ -229,6 +229,23 @@ type Options struct {
 	// console sees is plain HTTP. Without it, the cookie is Secure only on
 	// a request that came over TLS.
 	SecureCookies bool
+	// Sessions, when set, lists the gateway's open MCP HTTP sessions for
+	// the sessions page (the server holds them, not the gateway: serve
+	// passes the server's list). Unset: the page says none are tracked.
+	Sessions func() []Session
+}
+
+// Session is one open MCP HTTP session of a caller. ID is only the start
+// of the session id: enough to tell sessions apart on a page.
+type Session struct {
+	Caller     string    `json:"caller"`
+	ID         string    `json:"id_prefix"`
+	Opened     time.Time `json:"opened"`
+	LastActive time.Time `json:"last_active"`
+	// InFlight counts its requests, streams and calls in progress: a
+	// session with none may be closed to make room for a new one of the
+	// same caller (serve.max_sessions_per_caller).
+	InFlight int `json:"in_flight"`
 }
 
 // Defaults.

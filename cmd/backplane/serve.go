@@ -152,6 +152,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		}
 		verifier = v
 	}
+	var served atomic.Pointer[server.Server] // for the console's sessions page
 	opts := &server.Options{
 		Operators:    cfg.OperatorTokens(),
 		Tokens:       cfg.Serve.Tokens,
@@ -171,7 +172,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		ResumeBytes:                cfg.Serve.ResumeBytes,
 		ResumeGrace:                cfg.Serve.ResumeGrace,
 		AllowedOrigins:             publicOrigins(cfg),
-		Console:                    newConsole(cfg, s.rt, log, stdio, httpAddr),
+		Console:                    newConsole(cfg, s.rt, log, stdio, httpAddr, consoleSessions(&served)),
 		Collectors:                 runtimeCollectors(s.rt),
 
 		// Besides the static tokens (serve.oauth, serve.anonymous_caller).
@@ -182,6 +183,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		opts.Content, opts.ContentPolicy = s.rt.Content, s.rt.Policy
 	}
 	srv := server.New(s.rt.Gateway, opts)
+	served.Store(srv)
 	// Once at startup: why tools run unsandboxed, if some do.
 	for _, note := range s.rt.SandboxNotes {
 		log.Warn("tool processes run unsandboxed", "reason", note)
