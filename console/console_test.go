@@ -123,7 +123,7 @@ func (f *fakeBackend) AcceptDefinition(_ context.Context, tool, hash, operator s
 }
 
 func (f *fakeBackend) Health(context.Context) Health {
-	return Health{OK: true, Checks: []HealthCheck{{Name: "store", OK: true}}}
+	return Health{OK: true, State: "ok", Checks: []HealthCheck{{Name: "store", OK: true, State: "ok"}}}
 }
 
 func (f *fakeBackend) addPending(id, tool string) {

@@ -549,13 +549,16 @@ func (c *Console) toolsPage(w http.ResponseWriter, r *http.Request) {
 		c.backendError(w, r, err)
 		return
 	}
-	held := 0
+	held, down := 0, 0
 	for _, t := range ts {
 		if t.Pin.Held() {
 			held++
 		}
+		if t.Down != "" {
+			down++
+		}
 	}
-	c.render(w, r, http.StatusOK, "tools", "Tools", "tools", map[string]any{"Tools": ts, "Held": held})
+	c.render(w, r, http.StatusOK, "tools", "Tools", "tools", map[string]any{"Tools": ts, "Held": held, "Down": down})
 }
 
 // acceptBody is the JSON form of accepting a definition.

@@ -540,3 +540,48 @@ func get(t *testing.T, url, token string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestHealthAndReadinessNameUpstreams: /healthz stays 200 (liveness)
+// while an upstream is down, saying degraded and which server is down;
+// /readyz answers 503 only while a server marked required is down;
+// /metrics has backplane_upstream_up and the restarts (issue 26, item 2:
+// with a dead upstream every face said ok).
+func TestHealthAndReadinessNameUpstreams(t *testing.T) {
+	f := newFixture(t)
+	var up, required atomic.Bool
+	f.g.SetUpstreams(func() []gateway.UpstreamState {
+		fs := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 3}
+		if !fs.Up {
+			fs.Err = errors.New("the server stopped (exit status 1) at /secret/path")
+		}
+		return []gateway.UpstreamState{fs, {Name: "web", Up: true}}
+	})
+	s := server.New(f.g, &server.Options{Operators: map[string]string{"tok-ops": "ops"}})
+	hs := httpServer(t, s)
+	check := func(path string, wantCode int, wantBody string) {
+		t.Helper()
+		code, body := get(t, hs.URL+path, "")
+		if code != wantCode || strings.TrimSpace(body) != wantBody {
+			t.Errorf("%s: %d %s, want %d %s", path, code, body, wantCode, wantBody)
+		}
+		if strings.Contains(body, "secret") {
+			t.Errorf("%s tells anyone why the server is down: %s", path, body)
+		}
+	}
+	check(server.PathHealthz, 200, `{"ok":true,"state":"degraded","upstreams":{"fs":"down","web":"up"}}`)
+	check(server.PathReadyz, 200, `{"ok":true,"state":"degraded","upstreams":{"fs":"down","web":"up"}}`)
+	_, metrics := get(t, hs.URL+server.PathMetrics, "tok-ops")
+	for _, want := range []string{`backplane_upstream_up{server="fs"} 0`, `backplane_upstream_up{server="web"} 1`, `backplane_upstream_restarts_total{server="fs"} 3`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	required.Store(true)
+	check(server.PathHealthz, 200, `{"ok":true,"state":"not_ready","upstreams":{"fs":"down","web":"up"}}`)
+	check(server.PathReadyz, 503, `{"ok":false,"state":"not_ready","upstreams":{"fs":"down","web":"up"}}`)
+	up.Store(true)
+	check(server.PathReadyz, 200, `{"ok":true,"state":"ok","upstreams":{"fs":"up","web":"up"}}`)
+	if _, metrics = get(t, hs.URL+server.PathMetrics, "tok-ops"); !strings.Contains(metrics, `backplane_upstream_up{server="fs"} 1`) {
+		t.Error("/metrics does not say fs is up again")
+	}
+}

@@ -172,3 +172,30 @@ func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(sessionsBusyDesc, prometheus.GaugeValue, float64(busy[caller]), caller)
 	}
 }
+
+// upstreamCollector reports each upstream server's state at each scrape,
+// from the gateway (the states its health checks read).
+type upstreamCollector struct{ g *gateway.Gateway }
+
+var (
+	upstreamUpDesc = prometheus.NewDesc("backplane_upstream_up",
+		"1 while the upstream MCP server is connected, 0 while it is down.", []string{"server"}, nil)
+	upstreamRestartsDesc = prometheus.NewDesc("backplane_upstream_restarts_total",
+		"Reconnections of the upstream MCP server after it went down.", []string{"server"}, nil)
+)
+
+func (c upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- upstreamUpDesc
+	ch <- upstreamRestartsDesc
+}
+
+func (c upstreamCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, u := range c.g.Upstreams() {
+		up := 0.0
+		if u.Up {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(upstreamUpDesc, prometheus.GaugeValue, up, u.Name)
+		ch <- prometheus.MustNewConstMetric(upstreamRestartsDesc, prometheus.CounterValue, float64(u.Restarts), u.Name)
+	}
+}

@@ -81,9 +81,14 @@
 //     with Last-Event-ID and gets the answer.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
 //     an operator's token is required ([Options.Operators]), as the metrics
-//     name callers and tools: a caller's token gets 403) and
-//     /healthz (no token; 200 {"ok":true} when the store answers and the
-//     gateway's last write to it did not fail, 503 otherwise).
+//     name callers and tools: a caller's token gets 403), /healthz and
+//     /readyz (no token; the checks of [gateway.Gateway.CheckHealth]).
+//     /healthz is liveness: 200 when the store answers and the gateway's
+//     last write to it did not fail, 503 otherwise; /readyz is also 503
+//     while an upstream marked required is down. Both answer
+//     {"ok", "state", "upstreams": {NAME: "up"|"down"}}, the state being
+//     ok, degraded (an upstream down), not_ready or failing; never why an
+//     upstream is down (they are open to anyone).
 //   - Limits of the HTTP face (limits.go, sessions.go): a caller holds at
 //     most [Options.MaxSessionsPerCaller] sessions (one more initialize
 //     closes the caller's least recently used session with nothing in
@@ -370,7 +375,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 		s.operators = append(s.operators, tokenEntry{[]byte(tok), name})
 	}
 	s.metrics = newMetrics(g.Store(), o.Collectors...)
-	s.metrics.reg.MustRegister(sessionCollector{s})
+	s.metrics.reg.MustRegister(sessionCollector{s}, upstreamCollector{g})
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
 	stdioCaller := func(mcp.Request) (string, error) {
 		if s.opts.StdioCaller == "" {

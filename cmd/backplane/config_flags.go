@@ -99,7 +99,7 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 	// audit.log in the store folder (stderr for a store that is not a
 	// folder); see package assemble.
 	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly, Version: readVersion().Version,
-		OperationalLogFile: !f.serving}
+		OperationalLogFile: !f.serving, Degraded: f.serving}
 	if !f.serving {
 		// Who ran the command, whoever it claims to act as: the account
 		// is what the operating system vouches for.
