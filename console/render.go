@@ -85,7 +85,9 @@ func diffLines(diff string) []diffLine {
 		switch {
 		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
 			class = "file"
-		case strings.HasPrefix(l, "@@"):
+		case strings.HasPrefix(l, "@@"), strings.HasPrefix(l, `\ `):
+			// A hunk header, or diff's "\ No newline at end of file":
+			// about the lines, not one of them.
 			class = "hunk"
 		case strings.HasPrefix(l, "+"):
 			class = "add"
