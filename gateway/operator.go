@@ -311,9 +311,11 @@ func (g *Gateway) hints(id string) []string {
 	if g.approval.Hints != nil {
 		return g.approval.Hints(id)
 	}
+	// Real commands, no placeholder to fill in: an agent may pass them on
+	// word for word (the host's Hints add --config and the console).
 	return []string{
-		fmt.Sprintf("backplane approvals approve %s --as OPERATOR", id),
-		fmt.Sprintf("backplane approvals deny %s --as OPERATOR", id),
+		fmt.Sprintf("backplane approvals approve %s", id),
+		fmt.Sprintf("backplane approvals deny %s", id),
 	}
 }
 
