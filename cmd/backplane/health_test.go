@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -134,4 +135,33 @@ func TestHealthRequiredServer(t *testing.T) {
 	}
 	waitHTTP(t, p.base+"/readyz", "", 200, `"state":"ok"`)
 	waitHTTP(t, p.base+"/metrics", "ops-token", 200, `backplane_upstream_restarts_total{server="up"} 1`)
+}
+
+// TestHealthBusyPortFailsBeforeAnyUpstream: serve on a port already taken
+// fails on the port, naming it, before it starts any upstream server
+// (issue 26, item 6: a second serve started all its upstreams first).
+func TestHealthBusyPortFailsBeforeAnyUpstream(t *testing.T) {
+	g, flag, pidLog := flaggedServerConfig(t, false)
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	r := g.run(t, "", "serve", "--http", busy.Addr().String())
+	if r.code == exitOK || !strings.Contains(r.stderr, "listening on "+busy.Addr().String()) {
+		t.Fatalf("serve on a busy port: exit %d\n%s", r.code, r.stderr)
+	}
+	if data, _ := os.ReadFile(pidLog); len(data) != 0 {
+		t.Errorf("the upstream was started before the port failed:\n%s", data)
+	}
+	// The same configuration on a free port starts it: the check above
+	// could fail.
+	p := startServe(t, g)
+	waitHTTP(t, p.base+"/healthz", "", 200, `"up":"up"`)
+	if data, _ := os.ReadFile(pidLog); !strings.Contains(string(data), "start ") {
+		t.Errorf("the upstream did not start on a free port:\n%s", data)
+	}
 }
