@@ -85,6 +85,11 @@ type Options struct {
 	// registered): for commands that only read or decide on the store, such
 	// as journal, approvals and budget, which must not start servers.
 	NoUpstreams bool
+	// Degraded lets a server not marked required fail at start without
+	// failing Open: the gateway runs without it and retries it in the
+	// background (upstreams.go). For serve, which runs for long; a
+	// one-shot command fails instead, naming the server.
+	Degraded bool
 	// Logger, when set, receives the audit events, and no log file is
 	// opened.
 	Logger *slog.Logger
@@ -152,6 +157,7 @@ type Runtime struct {
 
 	closers   []io.Closer
 	upstreams []*mcp.Upstream // also in closers
+	late      *lateUpstreams  // servers that failed at start, retried (upstreams.go)
 }
 
 // Close closes what Open opened, in the reverse order. It may be called
@@ -309,7 +315,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	}
 	// Last: a server's tools collide with any tool registered before.
 	if !o.NoUpstreams {
-		if err := rt.connectServers(ctx, g, o.Stderr); err != nil {
+		if err := rt.connectServers(ctx, g, o.Stderr, o.Degraded); err != nil {
 			return nil, err
 		}
 		if len(rt.upstreams) > 0 {
@@ -476,9 +482,16 @@ func (rt *Runtime) registerBuiltins(g *gateway.Gateway, asker backend.Asker) err
 
 // connectServers starts or connects every configured server and registers
 // its tools in g; each connection is closed with the Runtime. While a
-// server starts, a line on stderr every few seconds says so.
-func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stderr io.Writer) error {
+// server starts, a line on stderr every few seconds says so. A server
+// that fails to start refuses the whole start, unless degraded (serve):
+// then only when it is marked required (or its tools collide with
+// others: a mistake of the configuration, not an outage); any other is
+// retried in the background while the gateway serves without it
+// (upstreams.go).
+func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stderr io.Writer, degraded bool) error {
 	c := rt.Config
+	rt.late = newLateUpstreams()
+	rt.closers = append(rt.closers, rt.late) // closed after the upstreams connected at start
 	for _, s := range c.Servers {
 		var sb config.SandboxDecision
 		if s.URL == "" {
@@ -488,7 +501,34 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 			}
 			rt.noteSandbox(s.Name, sb)
 		}
-		u, err := mcp.Connect(ctx, mcp.Server{
+		srv, opts := rt.serverOptions(s, sb, g)
+		opts.StartProgress = startProgressLine(stderr, s)
+		u, err := mcp.Connect(ctx, srv, opts)
+		if err != nil {
+			msg := err.Error()
+			var ce *mcp.CollisionError
+			if errors.As(err, &ce) {
+				msg += ": " + rt.whereDefined(ce.Tool)
+			}
+			if !degraded || s.Required || ce != nil || ctx.Err() != nil {
+				return &config.Error{File: c.Path, Line: s.Line, Msg: msg, Err: err}
+			}
+			rt.Log.Warn("upstream failed to start: serving without it (degraded) and retrying in the background; mark it required: true to refuse the start instead",
+				"server", s.Name, "error", msg)
+			rt.late.retry(s, srv, opts, err, rt.Log)
+			continue
+		}
+		rt.closers = append(rt.closers, u)
+		rt.upstreams = append(rt.upstreams, u)
+	}
+	g.SetUpstreams(rt.upstreamStates)
+	return nil
+}
+
+// serverOptions is how s is connected, at start and on a retry.
+func (rt *Runtime) serverOptions(s config.ServerConfig, sb config.SandboxDecision, g *gateway.Gateway) (mcp.Server, *mcp.Options) {
+	c := rt.Config
+	return mcp.Server{
 			Name: s.Name, Prefix: s.Prefix, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
 			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
 			Bridge:           &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
@@ -499,20 +539,25 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 			Audit:          rt.Audit,
 			Draft2020:      &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
 			ConnectTimeout: s.ConnectTimeout,
-			StartProgress:  startProgressLine(stderr, s),
-		})
-		if err != nil {
-			msg := err.Error()
-			var ce *mcp.CollisionError
-			if errors.As(err, &ce) {
-				msg += ": " + rt.whereDefined(ce.Tool)
-			}
-			return &config.Error{File: c.Path, Line: s.Line, Msg: msg, Err: err}
 		}
-		rt.closers = append(rt.closers, u)
-		rt.upstreams = append(rt.upstreams, u)
+}
+
+// upstreamStates is every configured server's state, in the order of the
+// configuration, for the gateway's health checks.
+func (rt *Runtime) upstreamStates() []gateway.UpstreamState {
+	var out []gateway.UpstreamState
+	for _, s := range rt.Config.Servers {
+		st := gateway.UpstreamState{Name: s.Name, Required: s.Required}
+		if u, ok := rt.Upstream(s.Name); ok {
+			st.Up, st.Restarts, st.Err = u.State()
+		} else if err := rt.late.failure(s.Name); err != nil {
+			st.Err = fmt.Errorf("not started: %w", err)
+		} else {
+			continue // NoUpstreams, or not yet tried
+		}
+		out = append(out, st)
 	}
-	return nil
+	return out
 }
 
 // whereDefined says which line of the configuration defines the tool
@@ -544,7 +589,7 @@ func (rt *Runtime) whereDefined(name string) string {
 
 // Upstream returns the connection to the named server.
 func (rt *Runtime) Upstream(name string) (*mcp.Upstream, bool) {
-	for _, u := range rt.upstreams {
+	for _, u := range rt.allUpstreams() {
 		if u.Name() == name {
 			return u, true
 		}
@@ -556,7 +601,7 @@ func (rt *Runtime) Upstream(name string) (*mcp.Upstream, bool) {
 // (the configuration's command tools), "server NAME", or "" when the name
 // is not a configured tool.
 func (rt *Runtime) ToolSource(name string) string {
-	for _, u := range rt.upstreams {
+	for _, u := range rt.allUpstreams() {
 		for _, n := range u.Tools() {
 			if n == name {
 				return "server " + u.Name()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/gateway"
 )
 
 // --- Open, with the Go test server of backend/mcp ---
@@ -175,15 +176,19 @@ func TestOpenRefusesACollidingServer(t *testing.T) {
 	}
 }
 
-func TestOpenFailsOnAServerThatCannotStart(t *testing.T) {
+// TestOpenFailsOnARequiredServerThatCannotStart: a server marked
+// required refuses a degraded start (serve's) when it cannot start; a
+// one-shot command's Open fails on any server that cannot start.
+func TestOpenFailsOnARequiredServerThatCannotStart(t *testing.T) {
 	path, logFile := serverConfig(t, `  - name: broken
     command: [./no-such-program]
+    required: true
 `)
 	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(context.Background(), c, nil)
+	_, err = Open(context.Background(), c, &Options{Degraded: true})
 	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Line != 9 || !strings.Contains(err.Error(), "server broken") {
 		t.Fatalf("Open: %v, want an error at line 9 naming the server", err)
@@ -271,5 +276,67 @@ tools:
 				waitGone(t, pid)
 			}
 		})
+	}
+}
+
+// TestOpenStartsDegradedWithoutABrokenServer: a server not marked required
+// that cannot start does not refuse the start (issue 26, item 6): the
+// gateway serves the other servers' tools, its health says the broken one
+// is down and why (degraded, still ready), and a retry in the background
+// connects it once it can start, registering its tools.
+func TestOpenStartsDegradedWithoutABrokenServer(t *testing.T) {
+	path, _ := serverConfig(t, `  - name: late
+    command: [./late-server]
+    env: [MCPTEST_LOG]
+`)
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(context.Background(), c, nil); err == nil || !strings.Contains(err.Error(), "server late") {
+		t.Fatalf("a one-shot Open with a broken server: %v, want an error naming it", err)
+	}
+	rt, err := Open(context.Background(), c, &Options{Degraded: true})
+	if err != nil {
+		t.Fatalf("a degraded Open with a broken server not marked required: %v", err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	if _, _, ok := rt.Gateway.Tool("go.greet"); !ok {
+		t.Error("the working server's tools are not registered")
+	}
+	checks := rt.Gateway.CheckHealth(context.Background())
+	if s := gateway.State(checks); s != gateway.StateDegraded || gateway.Ready(checks) != nil || gateway.Healthy(checks) != nil {
+		t.Errorf("state %q ready %v, want degraded and ready", s, gateway.Ready(checks))
+	}
+	var late *gateway.UpstreamState
+	for _, u := range rt.Gateway.Upstreams() {
+		if u.Name == "late" {
+			late = &u
+		}
+	}
+	if late == nil || late.Up || late.Err == nil || !strings.Contains(late.Err.Error(), "late-server") {
+		t.Fatalf("the broken server's state: %+v, want down naming its program", late)
+	}
+	// The program appears: a retry connects it.
+	bin, err := os.ReadFile(mcpTestServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "late-server"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, _, registered := rt.Gateway.Tool("late.greet")
+		if registered && gateway.State(rt.Gateway.CheckHealth(context.Background())) == gateway.StateOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server was not connected within 30s of its program appearing: %+v", rt.Gateway.Upstreams())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if u, ok := rt.Upstream("late"); !ok || !u.Connected() {
+		t.Error("the late server is not listed as an upstream")
 	}
 }

@@ -69,6 +69,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"time"
@@ -310,14 +311,34 @@ func (c *Config) ApprovalCommands(id string) []string {
 	}
 	// With operators, the CLI acts as the owner of the operator's token
 	// ($BACKPLANE_OPERATOR_TOKEN or --operator-token-file), never as a
-	// name typed on the command line: no --as to suggest.
-	as := " --as OPERATOR"
-	if len(c.Operators) > 0 {
-		as = ""
+	// name typed on the command line: no --as to suggest. Without, the
+	// decider must name themselves: the login name of whoever runs the
+	// gateway, a real value rather than a placeholder an agent would pass
+	// on as it stands (issue 26, item 6).
+	as := ""
+	if len(c.Operators) == 0 {
+		if name := loginName(); name != "" {
+			as = " --as " + name
+		}
 	}
 	return []string{
 		fmt.Sprintf("backplane approvals show %s --config %s", id, path),
 		fmt.Sprintf("backplane approvals approve %s --config %s%s", id, path, as),
-		fmt.Sprintf("backplane approvals deny %s --config %s%s --reason WHY", id, path, as),
+		fmt.Sprintf("backplane approvals deny %s --config %s%s", id, path, as),
 	}
+}
+
+// loginName is the user running this process, when it is a plain word a
+// shell takes as it is ("" otherwise).
+func loginName() string {
+	u, err := user.Current()
+	if err != nil || u.Username == "" {
+		return ""
+	}
+	for _, r := range u.Username {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return ""
+		}
+	}
+	return u.Username
 }

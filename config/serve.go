@@ -22,7 +22,7 @@ import (
 //	  stdio_caller: alice            # the caller for `backplane serve --stdio`
 //	  approval_wait: 0s              # how long a served call waits for an approval (default: approvals.wait; at most 50s)
 //	  session_idle_timeout: 30m      # an HTTP session idle this long is closed
-//	  max_sessions_per_caller: 16    # open HTTP sessions per caller; more: 429
+//	  max_sessions_per_caller: 16    # open HTTP sessions per caller; more: the LRU idle one closes (429 if none)
 //	  allowed_origins: ["https://app.example"]  # browser origins besides the listener's loopback ones
 //	  public_url: https://backplane.example     # where clients and browsers reach serve (a TLS proxy in front)
 //	  resume: {max_bytes: 8388608, grace: 10s}  # resumable HTTP streams (the defaults)

@@ -27,6 +27,8 @@ const (
 //	    validator: subset            # the default; or draft2020-12
 //	    connect_timeout: 2m          # the first start (a first npx download); default 30s
 //	    accept_added_tools: false    # the default: a tool added while running is held
+//	    required: false              # the default: serve starts without it (degraded) when it fails;
+//	                                 # true: serve refuses to start, /readyz fails while it is down
 //	  - name: remote
 //	    url: http://127.0.0.1:9000/mcp
 //	    headers: {Authorization: "Bearer upstream-secret"}
@@ -90,6 +92,12 @@ type ServerConfig struct {
 	// the server adds while running; by default it is held until an
 	// operator accepts it, like a changed definition.
 	AcceptAddedTools bool
+	// Required (required) makes the gateway need this server: serve
+	// refuses to start when it cannot connect, and /readyz answers 503
+	// while it is down. By default a server that fails at start is
+	// retried in the background while serve runs without it (degraded:
+	// /healthz says which server is down).
+	Required bool
 	// ConnectTimeout bounds the first start: the program (or the HTTP
 	// connection), initialize and tools/list. 0 means the default, 30s
 	// (DefaultConnectTimeout); at most MaxConnectTimeout.
@@ -215,6 +223,8 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 				s.MainArg, err = p.mainArg(v)
 			case "accept_added_tools":
 				s.AcceptAddedTools, err = p.boolean(v, "accept_added_tools")
+			case "required":
+				s.Required, err = p.boolean(v, "required")
 			case "connect_timeout":
 				if s.ConnectTimeout, err = p.duration(v, "connect_timeout"); err == nil &&
 					(s.ConnectTimeout <= 0 || s.ConnectTimeout > MaxConnectTimeout) {
@@ -222,7 +232,7 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 				}
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "connect_timeout", "bridge", "prefix", "accept_added_tools")
+		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "connect_timeout", "bridge", "prefix", "accept_added_tools", "required")
 		if err != nil {
 			return err
 		}

@@ -157,6 +157,9 @@ type Tool struct {
 	RequiresApproval bool            `json:"requires_approval"`
 	DefinitionHash   string          `json:"definition_hash,omitempty"`
 	Pin              *Pin            `json:"pin,omitempty"`
+	// Down, for an upstream's tool, says why its server is down (its
+	// calls fail until it is back); empty while it is up.
+	Down string `json:"down,omitempty"`
 }
 
 // Pin is the recorded definition of a tool from a source the gateway does
@@ -173,7 +176,12 @@ func (p *Pin) Held() bool { return p != nil && p.SeenHash != p.AcceptedHash }
 
 // Health is the state of the gateway, for the health page.
 type Health struct {
-	OK     bool          `json:"ok"`
+	// OK is false exactly when /readyz answers 503 (a store check fails,
+	// or a server marked required is down): the page answers 503 then.
+	OK bool `json:"ok"`
+	// State is the worst of the checks' states: ok, degraded, not_ready
+	// or failing.
+	State  string        `json:"state"`
 	Checks []HealthCheck `json:"checks"`
 	Facts  []Fact        `json:"facts,omitempty"`
 }
@@ -183,6 +191,10 @@ type HealthCheck struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail,omitempty"`
+	// State is what the check's outcome means: ok, degraded (an upstream
+	// not marked required is down; uncertain calls to resolve), not_ready
+	// (a required upstream is down) or failing (the store).
+	State string `json:"state"`
 }
 
 // Fact is one line of the health page's description of the process.
@@ -229,6 +241,23 @@ type Options struct {
 	// console sees is plain HTTP. Without it, the cookie is Secure only on
 	// a request that came over TLS.
 	SecureCookies bool
+	// Sessions, when set, lists the gateway's open MCP HTTP sessions for
+	// the sessions page (the server holds them, not the gateway: serve
+	// passes the server's list). Unset: the page says none are tracked.
+	Sessions func() []Session
+}
+
+// Session is one open MCP HTTP session of a caller. ID is only the start
+// of the session id: enough to tell sessions apart on a page.
+type Session struct {
+	Caller     string    `json:"caller"`
+	ID         string    `json:"id_prefix"`
+	Opened     time.Time `json:"opened"`
+	LastActive time.Time `json:"last_active"`
+	// InFlight counts its requests, streams and calls in progress: a
+	// session with none may be closed to make room for a new one of the
+	// same caller (serve.max_sessions_per_caller).
+	InFlight int `json:"in_flight"`
 }
 
 // Defaults.

@@ -123,7 +123,7 @@ func (f *fakeBackend) AcceptDefinition(_ context.Context, tool, hash, operator s
 }
 
 func (f *fakeBackend) Health(context.Context) Health {
-	return Health{OK: true, Checks: []HealthCheck{{Name: "store", OK: true}}}
+	return Health{OK: true, State: "ok", Checks: []HealthCheck{{Name: "store", OK: true, State: "ok"}}}
 }
 
 func (f *fakeBackend) addPending(id, tool string) {
@@ -189,8 +189,8 @@ func TestEveryPageNeedsAnOperator(t *testing.T) {
 	_, _, srv := newTestConsole(t)
 	cl := noRedirect()
 	paths := []string{"/ui", "/ui/", "/ui/approvals", "/ui/approvals/x", "/ui/journal", "/ui/journal/x",
-		"/ui/budgets", "/ui/tools", "/ui/health", "/ui/events", "/ui/api/approvals", "/ui/api/journal",
-		"/ui/api/budgets", "/ui/api/tools", "/ui/api/health", "/ui/nothing-here"}
+		"/ui/budgets", "/ui/tools", "/ui/health", "/ui/sessions", "/ui/events", "/ui/api/approvals", "/ui/api/journal",
+		"/ui/api/budgets", "/ui/api/tools", "/ui/api/health", "/ui/api/sessions", "/ui/nothing-here"}
 	for i, p := range paths {
 		// A caller's token is refused with 403, whatever the page.
 		resp, body := do(t, cl, "GET", srv.URL+p, callerToken, nil, nil)
@@ -678,5 +678,35 @@ func TestLoginCookieSecure(t *testing.T) {
 		if w.Code != http.StatusSeeOther || len(cks) != 1 || cks[0].Secure != secure {
 			t.Errorf("SecureCookies %v: %d %+v", secure, w.Code, cks)
 		}
+	}
+}
+
+// TestSessionsPage: the MCP sessions the server reports are listed by
+// caller with their id's start, ages and what is in flight, escaped; the
+// JSON endpoint has them too; without a source the page says so (issue
+// 26, item 1: no page showed sessions).
+func TestSessionsPage(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	list := []Session{{Caller: "<alice>", ID: "ABCDEFGH…", Opened: now.Add(-90 * time.Second), LastActive: now.Add(-5 * time.Second), InFlight: 2}}
+	c := New(&fakeBackend{}, NewTokenAuth(map[string]string{opToken: "ops"}, nil),
+		&Options{Now: func() time.Time { return now }, Sessions: func() []Session { return list }})
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() { c.Close(); srv.Close() })
+	resp, body := do(t, noRedirect(), "GET", srv.URL+"/ui/sessions", opToken, nil, nil)
+	for _, want := range []string{"&lt;alice&gt;", "ABCDEFGH…", "1m30s ago", "5s ago", `<td class="num">2</td>`} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("sessions page (%d) lacks %q:\n%s", resp.StatusCode, want, body)
+		}
+	}
+	if strings.Contains(body, "<alice>") {
+		t.Error("a caller's name reached the page unescaped")
+	}
+	resp, body = do(t, noRedirect(), "GET", srv.URL+"/ui/api/sessions", opToken, nil, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"in_flight": 2`) || !strings.Contains(body, `"id_prefix": "ABCDEFGH…"`) {
+		t.Errorf("/ui/api/sessions: %d %s", resp.StatusCode, body)
+	}
+	_, _, plain := newTestConsole(t)
+	if _, body := do(t, noRedirect(), "GET", plain.URL+"/ui/sessions", opToken, nil, nil); !strings.Contains(body, "not tracked") {
+		t.Errorf("without a source the page does not say sessions are not tracked:\n%s", body)
 	}
 }

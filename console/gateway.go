@@ -263,12 +263,24 @@ func (b *gatewayBackend) Budgets(ctx context.Context) ([]Budget, error) {
 func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 	ts := b.g.Tools()
 	out := make([]Tool, 0, len(ts))
+	down := map[string]string{} // upstream name -> why it is down
+	for _, u := range b.g.Upstreams() {
+		if !u.Up {
+			down[u.Name] = "down"
+			if u.Err != nil {
+				down[u.Name] = u.Err.Error()
+			}
+		}
+	}
 	for _, t := range ts {
 		_, hash, _ := b.g.Tool(t.Name)
 		ct := Tool{
 			Name: t.Name, Description: t.Description, Source: b.source(t.Name), InputSchema: t.InputSchema,
 			ReadOnly: t.Safety.ReadOnly, Idempotent: t.Safety.Idempotent, RequiresApproval: t.Safety.RequiresApproval,
 			DefinitionHash: hash,
+		}
+		if name, ok := strings.CutPrefix(ct.Source, "upstream "); ok {
+			ct.Down = down[name] // its calls fail until the server is back
 		}
 		if t.Pinned {
 			if ct.Source == "" {
@@ -296,20 +308,17 @@ func (b *gatewayBackend) AcceptDefinition(ctx context.Context, tool, hash, opera
 func (b *gatewayBackend) Health(ctx context.Context) Health {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	h := Health{OK: true}
-	check := func(name string, err error, ok string) {
-		c := HealthCheck{Name: name, OK: err == nil, Detail: ok}
-		if err != nil {
-			c.Detail = err.Error()
-			h.OK = false
-		}
-		h.Checks = append(h.Checks, c)
-	}
-	// The checks of /healthz (gateway.CheckHealth): the page says not ok
-	// exactly when /healthz answers 503.
+	// The checks of /healthz and /readyz (gateway.CheckHealth): the page
+	// answers 503 exactly when /readyz does, and its header is the worst
+	// of its rows (gateway.State), never "ok" above a failing one.
 	checks := b.g.CheckHealth(ctx)
+	h := Health{OK: gateway.Ready(checks) == nil}
 	for _, c := range checks {
-		check(c.Name, c.Err, c.OK)
+		hc := HealthCheck{Name: c.Name, OK: c.Err == nil, Detail: c.OK, State: gateway.CheckState(c)}
+		if c.Err != nil {
+			hc.Detail = c.Err.Error()
+		}
+		h.Checks = append(h.Checks, hc)
 	}
 	err := checks[0].Err
 	if err == nil {
@@ -319,8 +328,10 @@ func (b *gatewayBackend) Health(ctx context.Context) Health {
 		}
 		unc, err := b.st.ListIntents(ctx, store.IntentFilter{Status: store.StatusUncertain, Limit: 1000})
 		if err == nil {
-			c := HealthCheck{Name: "no uncertain calls", OK: len(unc) == 0, Detail: "none"}
+			c := HealthCheck{Name: "no uncertain calls", OK: len(unc) == 0, Detail: "none", State: gateway.StateOK}
 			if len(unc) > 0 {
+				// The gateway serves; an operator has something to do.
+				c.State = gateway.StateDegraded
 				c.Detail = fmt.Sprintf("%d call(s) have an unknown outcome: resolve them (journal, status uncertain)", len(unc))
 			}
 			h.Checks = append(h.Checks, c)
@@ -333,5 +344,19 @@ func (b *gatewayBackend) Health(ctx context.Context) Health {
 		Fact{"Tools", fmt.Sprint(len(b.g.Tools()))},
 		Fact{"Console started", b.started.UTC().Format(time.RFC3339)})
 	h.Facts = append(h.Facts, b.facts...)
+	h.State = worstState(h.Checks)
 	return h
+}
+
+// worstState is the overall state of a page's rows, the worst first:
+// failing, not_ready, degraded, ok.
+func worstState(checks []HealthCheck) string {
+	rank := map[string]int{gateway.StateOK: 0, gateway.StateDegraded: 1, gateway.StateNotReady: 2, gateway.StateFailing: 3}
+	worst := gateway.StateOK
+	for _, c := range checks {
+		if rank[c.State] > rank[worst] {
+			worst = c.State
+		}
+	}
+	return worst
 }

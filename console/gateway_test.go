@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,5 +299,65 @@ func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
 	}
 	if len(out.Budgets) != 1 || out.Budgets[0].Used != 1 || out.Budgets[0].Quota != 7 || !strings.HasPrefix(out.Budgets[0].Window, "1h0m0s, ") {
 		t.Errorf("budgets %+v: want alice's 1 of 7 in a 1h window", out.Budgets)
+	}
+}
+
+// TestGatewayBackendShowsUpstreamsDown: an upstream that is down is a row
+// of the health page and makes its header degraded (not ready, and 503,
+// when the server is marked required), never a green "ok" above a red
+// row; the tools page marks the
+// server's tools down (issue 26, item 2).
+func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
+	g := newGateway(t)
+	schema := json.RawMessage(`{"type":"object"}`)
+	if err := g.Register(gateway.Tool{Name: "fs.read", InputSchema: schema, Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		return nil, backend.ErrNotStarted
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	var required atomic.Bool
+	up := atomic.Bool{}
+	g.SetUpstreams(func() []gateway.UpstreamState {
+		s := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 2}
+		if !s.Up {
+			s.Err = errors.New("the server stopped (exit status 1); reconnecting")
+		}
+		return []gateway.UpstreamState{s}
+	})
+	b := console.GatewayBackend(g, &console.GatewayOptions{Source: func(name string) string {
+		if strings.HasPrefix(name, "fs.") {
+			return "upstream fs"
+		}
+		return "builtin"
+	}})
+	c := console.New(b, console.NewTokenAuth(map[string]string{"ops-tok": "ops"}, nil), nil)
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() { c.Close(); srv.Close() })
+
+	h := b.Health(context.Background())
+	if !h.OK || h.State != gateway.StateDegraded {
+		t.Errorf("an optional upstream down: ok %v state %q, want ok and degraded", h.OK, h.State)
+	}
+	code, body := request(t, "GET", srv.URL+"/ui/health", "ops-tok", "")
+	if code != http.StatusOK || !strings.Contains(body, "upstream fs") || !strings.Contains(body, "exit status 1") ||
+		!strings.Contains(body, `<h1>Health <span class="badge warn">degraded</span>`) {
+		t.Errorf("health page with fs down: %d\n%s", code, body)
+	}
+	code, body = request(t, "GET", srv.URL+"/ui/tools", "ops-tok", "")
+	if code != http.StatusOK || !strings.Contains(body, "server down") || !strings.Contains(body, "1 tool(s) belong to a server that is down") {
+		t.Errorf("tools page with fs down: %d\n%s", code, body)
+	}
+	required.Store(true)
+	code, body = request(t, "GET", srv.URL+"/ui/health", "ops-tok", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `<h1>Health <span class="badge bad">not ready</span>`) {
+		t.Errorf("health page with a required fs down: %d, want 503 and not ready\n%s", code, body)
+	}
+	up.Store(true)
+	code, body = request(t, "GET", srv.URL+"/ui/health", "ops-tok", "")
+	if code != http.StatusOK || !strings.Contains(body, `<h1>Health <span class="badge safe">ok</span>`) || !strings.Contains(body, "restarted 2 times") {
+		t.Errorf("health page with fs up: %d\n%s", code, body)
+	}
+	if _, body = request(t, "GET", srv.URL+"/ui/tools", "ops-tok", ""); strings.Contains(body, "server down") {
+		t.Error("the tools page says down once the server is up")
 	}
 }

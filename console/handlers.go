@@ -35,6 +35,9 @@ type Console struct {
 	throttle *auththrottle.Throttle // failed tokens, at the form and as bearer
 	secure   bool                   // cookies are Secure whatever the request
 	handler  http.Handler
+	// mcpSessions lists the gateway's MCP sessions (Options.Sessions);
+	// sessions above are the console's own logins.
+	mcpSessions func() []Session
 
 	// wake tells live streams to read pending approvals now (a decision
 	// was made here); done ends them (Close).
@@ -54,14 +57,15 @@ func New(b Backend, auth Auth, opts *Options) *Console {
 		opts = &Options{}
 	}
 	c := &Console{
-		b:      b,
-		auth:   auth,
-		log:    opts.Logger,
-		hosts:  map[string]struct{}{},
-		poll:   opts.PollInterval,
-		now:    opts.Now,
-		wakers: map[chan struct{}]struct{}{},
-		done:   make(chan struct{}),
+		b:           b,
+		auth:        auth,
+		log:         opts.Logger,
+		hosts:       map[string]struct{}{},
+		poll:        opts.PollInterval,
+		now:         opts.Now,
+		wakers:      map[chan struct{}]struct{}{},
+		done:        make(chan struct{}),
+		mcpSessions: opts.Sessions,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -135,6 +139,7 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET "+p+"/tools", op(c.toolsPage))
 	mux.Handle("POST "+p+"/tools/accept", op(c.accept))
 	mux.Handle("GET "+p+"/health", op(c.healthPage))
+	mux.Handle("GET "+p+"/sessions", op(c.sessionsPage))
 	mux.Handle("GET "+p+"/events", op(c.events))
 
 	mux.Handle("GET "+p+"/api/approvals", op(c.apiApprovals))
@@ -146,6 +151,7 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET "+p+"/api/tools", op(c.apiTools))
 	mux.Handle("POST "+p+"/api/tools/accept", op(c.accept))
 	mux.Handle("GET "+p+"/api/health", op(c.apiHealth))
+	mux.Handle("GET "+p+"/api/sessions", op(c.apiSessions))
 
 	// Every other path under the prefix, and every other method, needs an
 	// operator too, so that probing says nothing to anyone else.
@@ -509,7 +515,24 @@ func (c *Console) callPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "call", "Call "+call.ID, "journal", map[string]any{"C": call})
 }
 
-// ---- budgets, tools, health
+// ---- sessions, budgets, tools, health
+
+// listSessions is the server's list, or none when serve gave no source.
+func (c *Console) listSessions() []Session {
+	if c.mcpSessions == nil {
+		return nil
+	}
+	return c.mcpSessions()
+}
+
+func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "sessions", "Sessions", "sessions", map[string]any{
+		"Sessions": c.listSessions(), "Tracked": c.mcpSessions != nil, "Now": c.now()})
+}
+
+func (c *Console) apiSessions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": nonNil(c.listSessions())})
+}
 
 func (c *Console) budgetsPage(w http.ResponseWriter, r *http.Request) {
 	bs, err := c.b.Budgets(r.Context())
@@ -526,13 +549,16 @@ func (c *Console) toolsPage(w http.ResponseWriter, r *http.Request) {
 		c.backendError(w, r, err)
 		return
 	}
-	held := 0
+	held, down := 0, 0
 	for _, t := range ts {
 		if t.Pin.Held() {
 			held++
 		}
+		if t.Down != "" {
+			down++
+		}
 	}
-	c.render(w, r, http.StatusOK, "tools", "Tools", "tools", map[string]any{"Tools": ts, "Held": held})
+	c.render(w, r, http.StatusOK, "tools", "Tools", "tools", map[string]any{"Tools": ts, "Held": held, "Down": down})
 }
 
 // acceptBody is the JSON form of accepting a definition.

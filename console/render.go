@@ -21,7 +21,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // pages are the templates rendered as whole documents.
-var pages = []string{"login", "error", "approvals", "approval", "journal", "call", "budgets", "tools", "health"}
+var pages = []string{"login", "error", "approvals", "approval", "journal", "call", "budgets", "tools", "health", "sessions"}
 
 // maxShown bounds a JSON document shown on a page; the JSON endpoints
 // return it whole.
@@ -55,7 +55,14 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"diffLines": diffLines,
-	"prefix":    func() string { return Prefix },
+	// ago is how long before now t was, to the second ("-" for none).
+	"ago": func(now, t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return now.Sub(t).Round(time.Second).String() + " ago"
+	},
+	"prefix": func() string { return Prefix },
 }
 
 var templates = func() map[string]*template.Template {
@@ -78,7 +85,9 @@ func diffLines(diff string) []diffLine {
 		switch {
 		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
 			class = "file"
-		case strings.HasPrefix(l, "@@"):
+		case strings.HasPrefix(l, "@@"), strings.HasPrefix(l, `\ `):
+			// A hunk header, or diff's "\ No newline at end of file":
+			// about the lines, not one of them.
 			class = "hunk"
 		case strings.HasPrefix(l, "+"):
 			class = "add"

@@ -186,8 +186,9 @@ type Gateway struct {
 	tools map[string]*registered
 
 	watchMu   sync.Mutex
-	watchers  []func()                     // OnChange
-	lastWrite atomic.Pointer[writeFailure] // see StoreWriteError
+	watchers  []func()                               // OnChange
+	lastWrite atomic.Pointer[writeFailure]           // see StoreWriteError
+	upstreams atomic.Pointer[func() []UpstreamState] // see SetUpstreams
 }
 
 // New returns a gateway with no tools. It panics when opts or opts.Store is

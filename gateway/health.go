@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentbackplane/backplane/store"
@@ -56,33 +58,154 @@ type HealthCheck struct {
 	// OK says what a passing check means, for a health page.
 	OK  string
 	Err error
+	// Kind says what a failure of the check means: the gateway cannot
+	// serve (CheckStore, the zero value), is not ready (CheckRequired),
+	// or serves degraded (CheckOptional).
+	Kind CheckKind
+	// Upstream names the upstream server the check is about ("" for
+	// the store's checks).
+	Upstream string
+}
+
+// CheckKind is what a failed [HealthCheck] means.
+type CheckKind int
+
+const (
+	// CheckStore: a failure means the gateway cannot serve any call (the
+	// store): /healthz (liveness) and /readyz answer 503.
+	CheckStore CheckKind = iota
+	// CheckRequired: a failure means a server marked required is down:
+	// the gateway is alive but not ready (/readyz answers 503).
+	CheckRequired
+	// CheckOptional: a failure means the gateway serves degraded (an
+	// upstream's tools fail, the others work): both answer 200 and say so.
+	CheckOptional
+)
+
+// Health states of a set of checks ([State]), worst last.
+const (
+	StateOK       = "ok"
+	StateDegraded = "degraded"  // an optional check failed
+	StateNotReady = "not_ready" // a required upstream is down
+	StateFailing  = "failing"   // a store check failed
+)
+
+// UpstreamState is the state of one upstream MCP server, for health.
+type UpstreamState struct {
+	Name     string
+	Required bool // serve.servers[].required
+	Up       bool
+	// Restarts counts the reconnections after the server went down.
+	Restarts int
+	// Err says why the server is down (nil while up).
+	Err error
+}
+
+// SetUpstreams names where [Gateway.CheckHealth] and [Gateway.Upstreams]
+// read the upstreams' states (the upstreams are connected after the
+// gateway exists, by whoever built it). nil: none.
+func (g *Gateway) SetUpstreams(states func() []UpstreamState) {
+	if states == nil {
+		g.upstreams.Store(nil)
+		return
+	}
+	g.upstreams.Store(&states)
+}
+
+// Upstreams returns the upstreams' states, in the order SetUpstreams'
+// function gives them; none when it was not called.
+func (g *Gateway) Upstreams() []UpstreamState {
+	if f := g.upstreams.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
 }
 
 // CheckHealth runs the gateway's health checks, in order: the store
 // answers a read, the store may serve (a store that says, as PostgreSQL
-// replicas do, whether this process holds the right to), and the last
-// store write did not fail ([Gateway.StoreWriteError]). A check after a
-// failed read is not run. It is the one definition of health: /healthz
-// answers 503 and the console's health page says not ok exactly when one
-// of these fails ([Healthy]).
+// replicas do, whether this process holds the right to), the last store
+// write did not fail ([Gateway.StoreWriteError]), then one check per
+// upstream server ([Gateway.SetUpstreams]): it is up. A store check after
+// a failed read is not run; the upstreams' always are. It is the one
+// definition of health: /healthz answers 503 exactly when a store check
+// fails ([Healthy]), /readyz also while a required upstream is down
+// ([Ready]), and the console's health page shows these checks and
+// their overall [State].
 func (g *Gateway) CheckHealth(ctx context.Context) []HealthCheck {
 	_, err := g.store.BudgetUsage(ctx)
 	out := []HealthCheck{{Name: "store answers", OK: "reads succeed", Err: err}}
-	if err != nil {
-		return out
+	if err == nil {
+		if hc, ok := g.store.(store.HealthChecker); ok {
+			out = append(out, HealthCheck{Name: "store may serve", OK: "this process holds the right to serve", Err: hc.Healthy(ctx)})
+		}
+		out = append(out, HealthCheck{Name: "store writes succeed", OK: "the last commit or settlement succeeded", Err: g.StoreWriteError()})
 	}
-	if hc, ok := g.store.(store.HealthChecker); ok {
-		out = append(out, HealthCheck{Name: "store may serve", OK: "this process holds the right to serve", Err: hc.Healthy(ctx)})
+	for _, u := range g.Upstreams() {
+		c := HealthCheck{Name: "upstream " + u.Name, Upstream: u.Name, Kind: CheckOptional,
+			OK: fmt.Sprintf("up (restarted %d times)", u.Restarts)}
+		if u.Required {
+			c.Kind = CheckRequired
+		}
+		if !u.Up {
+			c.Err = u.Err
+			if c.Err == nil {
+				c.Err = errors.New("down")
+			}
+		}
+		out = append(out, c)
 	}
-	return append(out, HealthCheck{Name: "store writes succeed", OK: "the last commit or settlement succeeded", Err: g.StoreWriteError()})
+	return out
 }
 
-// Healthy returns the first failed check's error, nil when all passed.
+// Healthy returns the first failed store check's error, nil when they all
+// passed: whether the gateway is alive (/healthz). An upstream that is
+// down does not make it unhealthy.
 func Healthy(checks []HealthCheck) error {
+	return firstFailed(checks, CheckStore)
+}
+
+// Ready returns the first failed store or required-upstream check's
+// error, nil when none failed: whether the gateway is ready (/readyz).
+func Ready(checks []HealthCheck) error {
+	return firstFailed(checks, CheckStore, CheckRequired)
+}
+
+func firstFailed(checks []HealthCheck, kinds ...CheckKind) error {
 	for _, c := range checks {
-		if c.Err != nil {
+		if c.Err != nil && slices.Contains(kinds, c.Kind) {
 			return fmt.Errorf("%s: %w", c.Name, c.Err)
 		}
 	}
 	return nil
+}
+
+// State is the overall state of checks: the worst of their failures
+// (StateFailing, StateNotReady, StateDegraded), StateOK when none failed.
+func State(checks []HealthCheck) string {
+	worst := StateOK
+	rank := map[string]int{StateOK: 0, StateDegraded: 1, StateNotReady: 2, StateFailing: 3}
+	for _, c := range checks {
+		if c.Err == nil {
+			continue
+		}
+		s := CheckState(c)
+		if rank[s] > rank[worst] {
+			worst = s
+		}
+	}
+	return worst
+}
+
+// CheckState is the state one check puts the gateway in: StateOK when it
+// passed, else what its Kind says.
+func CheckState(c HealthCheck) string {
+	switch {
+	case c.Err == nil:
+		return StateOK
+	case c.Kind == CheckRequired:
+		return StateNotReady
+	case c.Kind == CheckOptional:
+		return StateDegraded
+	}
+	return StateFailing
 }

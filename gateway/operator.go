@@ -156,8 +156,10 @@ func (g *Gateway) DecideApproval(ctx context.Context, id string, d Decision) (*s
 }
 
 // ResolveIntent records an operator's finding about an uncertain call:
-// it ran (executed) or not (which releases its budget).
-func (g *Gateway) ResolveIntent(ctx context.Context, callID string, executed bool, operator string) (*store.Intent, error) {
+// it ran (executed) or not (which releases its budget). reason, why the
+// operator concluded so, goes into the audit event (the journal keeps the
+// verdict and who gave it).
+func (g *Gateway) ResolveIntent(ctx context.Context, callID string, executed bool, operator, reason string) (*store.Intent, error) {
 	verdict := map[bool]string{true: "executed", false: "not_executed"}[executed]
 	refuse := func(e *OperatorError) (*store.Intent, error) {
 		g.log.Warn("resolve", "call_id", callID, "step", "resolve", "outcome", "refused", "verdict", verdict, "by", operator, "reason", e.Class)
@@ -179,7 +181,7 @@ func (g *Gateway) ResolveIntent(ctx context.Context, callID string, executed boo
 	case err != nil:
 		return nil, fmt.Errorf("resolving %s: %w", callID, err)
 	}
-	g.log.Info("resolve", "call_id", callID, "step", "resolve", "outcome", verdict, "resolved_by", operator)
+	g.log.Info("resolve", "call_id", callID, "step", "resolve", "outcome", verdict, "resolved_by", operator, "reason", reason)
 	return g.store.GetIntent(ctx, callID)
 }
 
@@ -309,9 +311,11 @@ func (g *Gateway) hints(id string) []string {
 	if g.approval.Hints != nil {
 		return g.approval.Hints(id)
 	}
+	// Real commands, no placeholder to fill in: an agent may pass them on
+	// word for word (the host's Hints add --config and the console).
 	return []string{
-		fmt.Sprintf("backplane approvals approve %s --as OPERATOR", id),
-		fmt.Sprintf("backplane approvals deny %s --as OPERATOR", id),
+		fmt.Sprintf("backplane approvals approve %s", id),
+		fmt.Sprintf("backplane approvals deny %s", id),
 	}
 }
 

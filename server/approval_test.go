@@ -234,3 +234,27 @@ func TestElicitationOverHTTP(t *testing.T) {
 		t.Errorf("approval %+v, want decided by alice through elicitation", aprs)
 	}
 }
+
+// TestApprovalMessageSaysItOnce: the text an agent reads of an
+// approval_required answer says how to decide once, with real commands:
+// no placeholder (NAME, OPERATOR, WHY) to fill in (issue 26, item 6: the
+// instructions were repeated, with two placeholders).
+func TestApprovalMessageSaysItOnce(t *testing.T) {
+	f := newFixture(t)
+	cs := connect(t, server.New(f.g, &server.Options{StdioCaller: "alice"}), nil)
+	res := call(t, cs, "danger", map[string]any{"target": "x"})
+	sc := structured(t, res)
+	if !res.IsError || sc["class"] != "approval_required" {
+		t.Fatalf("result %v", sc)
+	}
+	id, _ := sc["details"].(map[string]any)["approval_id"].(string)
+	msg := text(res)
+	if n := strings.Count(msg, "backplane approvals approve "+id); n != 1 {
+		t.Errorf("the approve command appears %d times, want once:\n%s", n, msg)
+	}
+	for _, placeholder := range []string{"NAME", "OPERATOR", "WHY"} {
+		if strings.Contains(msg, placeholder) {
+			t.Errorf("the message has the placeholder %s:\n%s", placeholder, msg)
+		}
+	}
+}

@@ -24,6 +24,7 @@ const (
 	PathMCP     = "/mcp"
 	PathMetrics = "/metrics"
 	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
 	PathConsole = "/ui"
 )
 
@@ -41,6 +42,7 @@ func (s *Server) Handler() http.Handler {
 	// The metrics name callers and tools: operators only.
 	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
 	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))
+	mux.Handle(PathReadyz, s.streamDeadlines(http.HandlerFunc(s.readyz), false))
 	if s.opts.Console != nil {
 		// The console's live page is an event stream: no write deadline.
 		// Its browser requests pass the same Origin check as /mcp's.
@@ -136,23 +138,55 @@ func bearer(h string) (string, bool) {
 	return token, token != ""
 }
 
-// healthz answers 200 when the store answers a read and the gateway's last
-// write to it (a commit or a settlement) did not fail, 503 otherwise. It says
-// nothing else: it is open to anyone who can reach the port.
+// healthz is liveness: 200 unless a store check fails (the store does not
+// answer, may not serve, or the gateway's last write to it failed), 503
+// then. An upstream that is down leaves it 200, with the state
+// "degraded" (or "not_ready" for a required one): restarting the
+// gateway would not bring the upstream back. It is open to anyone who
+// can reach the port, so it says only the overall state and each
+// upstream's name and whether it is up, never why (an error may name
+// paths or hosts): the console's health page has the reasons.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	s.health(w, r, gateway.Healthy)
+}
+
+// readyz is readiness: 503 also while an upstream marked required is
+// down, so that a load balancer sends calls elsewhere.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	s.health(w, r, gateway.Ready)
+}
+
+// healthBody is what /healthz and /readyz answer.
+type healthBody struct {
+	OK        bool              `json:"ok"`
+	State     string            `json:"state"`
+	Upstreams map[string]string `json:"upstreams,omitempty"` // name -> "up" or "down"
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request, pass func([]gateway.HealthCheck) error) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	// The same checks as the console's health page (gateway.CheckHealth).
-	err := gateway.Healthy(s.g.CheckHealth(ctx))
-	if err != nil {
-		s.log.Warn("health check: the store cannot serve", "error", err)
-		w.WriteHeader(http.StatusServiceUnavailable)
-		w.Write([]byte(`{"ok":false}` + "\n"))
-		return
+	checks := s.g.CheckHealth(ctx)
+	err := pass(checks)
+	body := healthBody{OK: err == nil, State: gateway.State(checks)}
+	for _, c := range checks {
+		if c.Upstream == "" {
+			continue
+		}
+		if body.Upstreams == nil {
+			body.Upstreams = map[string]string{}
+		}
+		body.Upstreams[c.Upstream] = map[bool]string{true: "up", false: "down"}[c.Err == nil]
 	}
-	w.Write([]byte(`{"ok":true}` + "\n"))
+	b, _ := json.Marshal(body)
+	if err != nil {
+		s.refusals.warn(s.log, "health "+r.URL.Path, "health check failed", "path", r.URL.Path, "error", err)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	w.Write(append(b, '\n'))
 }
 
 // ServeHTTP serves Handler on ln until Shutdown, which stops accepting

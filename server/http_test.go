@@ -355,11 +355,11 @@ func TestHealthz(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, strings.TrimSpace(string(b))
 	}
-	if code, body := get(); code != http.StatusOK || body != `{"ok":true}` {
+	if code, body := get(); code != http.StatusOK || body != `{"ok":true,"state":"ok"}` {
 		t.Errorf("healthz %d %s", code, body)
 	}
 	f.st.Close() // the store no longer answers
-	if code, body := get(); code != http.StatusServiceUnavailable || body != `{"ok":false}` {
+	if code, body := get(); code != http.StatusServiceUnavailable || body != `{"ok":false,"state":"failing"}` {
 		t.Errorf("healthz with a closed store: %d %s", code, body)
 	}
 }

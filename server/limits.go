@@ -9,10 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Limits of the HTTP face: what one caller, one connection or one browser
@@ -25,7 +22,7 @@ const (
 	// goroutines) is not held forever.
 	DefaultSessionIdleTimeout = 30 * time.Minute
 	// DefaultMaxSessionsPerCaller bounds the HTTP sessions one caller holds
-	// open at once; an initialize beyond it is answered 429.
+	// open at once; an initialize beyond it closes an idle one (sessions.go).
 	DefaultMaxSessionsPerCaller = 16
 	// DefaultReadHeaderTimeout bounds the reading of a request's headers.
 	DefaultReadHeaderTimeout = 10 * time.Second
@@ -59,98 +56,6 @@ func (t HTTPTimeouts) withDefaults() HTTPTimeouts {
 	def(&t.Idle, DefaultIdleTimeout)
 	def(&t.Write, DefaultWriteTimeout)
 	return t
-}
-
-// sessions tracks whose each HTTP session is, for the per-caller cap.
-type sessions struct {
-	mu      sync.Mutex
-	owner   map[string]string // session id -> caller
-	pending map[string]int    // caller -> sessions being created, not yet recorded
-	// converted counts, per caller, requests whose session was recorded
-	// (it moved from pending to owner) while the request still runs: the
-	// client may send its next initialize before the handler returns.
-	converted map[string]int
-}
-
-// recordSession notes that the session ss (just initialized) is caller's.
-func (s *Server) recordSession(ss *mcp.ServerSession, caller string) {
-	if ss == nil || ss.ID() == "" {
-		return // stdio: one session, nothing to bound
-	}
-	s.sessionOpened(ss)
-	s.sess.mu.Lock()
-	s.sess.owner[ss.ID()] = caller
-	if s.sess.pending[caller] > 0 {
-		s.sess.pending[caller]--
-		s.sess.converted[caller]++
-	}
-	s.sess.mu.Unlock()
-}
-
-// liveSessions counts caller's open HTTP sessions, forgetting the closed
-// ones. The caller holds s.sess.mu.
-func (s *Server) liveSessionsLocked(caller string) int {
-	live := map[string]bool{}
-	for ss := range s.http.Sessions() {
-		live[ss.ID()] = true
-	}
-	n := 0
-	for id, c := range s.sess.owner {
-		switch {
-		case !live[id]:
-			delete(s.sess.owner, id)
-		case c == caller:
-			n++
-		}
-	}
-	return n
-}
-
-// SessionCount returns how many HTTP sessions caller holds open.
-func (s *Server) SessionCount(caller string) int {
-	s.sess.mu.Lock()
-	defer s.sess.mu.Unlock()
-	return s.liveSessionsLocked(caller)
-}
-
-// limitSessions answers 429 to a request that would open a session (a POST
-// without Mcp-Session-Id) when its caller already holds the most allowed,
-// counting those being opened.
-func (s *Server) limitSessions(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		max := s.opts.MaxSessionsPerCaller
-		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || max < 0 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		id, _ := identFrom(r.Context()) // requireToken put it there
-		caller := id.caller
-		s.sess.mu.Lock()
-		open := s.liveSessionsLocked(caller) + s.sess.pending[caller]
-		if open >= max {
-			s.sess.mu.Unlock()
-			s.refusals.warn(s.log, "sessions "+caller, "session refused: the caller holds the most sessions allowed", "caller", caller, "open", open, "max", max)
-			w.Header().Set("Retry-After", "60")
-			http.Error(w, fmt.Sprintf(
-				"caller %s already holds %d MCP sessions, the most allowed (serve.max_sessions_per_caller): end one with DELETE, or wait for an idle one to close (serve.session_idle_timeout)",
-				caller, open), http.StatusTooManyRequests)
-			return
-		}
-		s.sess.pending[caller]++
-		s.sess.mu.Unlock()
-		defer func() {
-			s.sess.mu.Lock()
-			if s.sess.converted[caller] > 0 {
-				if s.sess.converted[caller]--; s.sess.converted[caller] == 0 {
-					delete(s.sess.converted, caller)
-				}
-			} else if s.sess.pending[caller]--; s.sess.pending[caller] <= 0 {
-				delete(s.sess.pending, caller)
-			}
-			s.sess.mu.Unlock()
-		}()
-		next.ServeHTTP(w, r)
-	})
 }
 
 // checkOrigin answers 403 to a request whose Origin header (sent by

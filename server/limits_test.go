@@ -62,18 +62,53 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// openStream opens r's standalone GET stream and holds it until the test
+// ends or the returned function is called: the session is in use.
+func openStream(t *testing.T, s *server.Server, r *rawSession) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	req.Header.Set("Mcp-Session-Id", r.id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		cancel()
+		t.Fatalf("GET stream: %s", resp.Status)
+	}
+	stop := func() { cancel(); resp.Body.Close() }
+	t.Cleanup(stop)
+	waitFor(t, "the stream to count as in use", func() bool {
+		for _, si := range s.Sessions() {
+			if si.ID == r.id {
+				return si.InFlight > 0
+			}
+		}
+		return false
+	})
+	return stop
+}
+
 // TestSessionsPerCallerAreCapped: a caller holds at most
-// MaxSessionsPerCaller open HTTP sessions, counted live; one more
-// initialize is answered 429 and holds nothing; another caller is not
-// affected; ending a session (DELETE) makes room (issue 12, finding 1:
-// 20,000 initialize requests were all held).
+// MaxSessionsPerCaller open HTTP sessions, counted live; when each is in
+// use (a stream open), one more initialize is answered 429 and holds
+// nothing; another caller is not affected; ending a session (DELETE)
+// makes room (issue 12, finding 1: 20,000 initialize requests were all
+// held).
 func TestSessionsPerCallerAreCapped(t *testing.T) {
 	f := newFixture(t)
 	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice", "tok-bob": "bob"}, MaxSessionsPerCaller: 3})
 	hs := httpServer(t, s)
 	var open []*rawSession
 	for range 3 {
-		open = append(open, newRawSession(t, hs, "tok-alice"))
+		r := newRawSession(t, hs, "tok-alice")
+		openStream(t, s, r)
+		open = append(open, r)
 	}
 	if n := s.SessionCount("alice"); n != 3 {
 		t.Fatalf("alice holds %d sessions, want 3", n)
@@ -344,8 +379,74 @@ func TestConcurrentInitializesRespectTheCap(t *testing.T) {
 	for range 40 {
 		<-done
 	}
-	if n := s.SessionCount("alice"); n > 5 || ok.Load() > 5 || ok.Load()+refused.Load() != 40 {
-		t.Errorf("%d live sessions, %d accepted, %d refused; want at most 5 accepted, the rest 429", n, ok.Load(), refused.Load())
+	// Each session is idle once its initialize is answered, so later
+	// initializes may close earlier ones to make room: more than 5 may
+	// be accepted, but never more than 5 held.
+	if n := s.SessionCount("alice"); n > 5 || ok.Load() < 5 || ok.Load()+refused.Load() != 40 {
+		t.Errorf("%d live sessions, %d accepted, %d refused; want at most 5 held, at least 5 accepted, the rest 429", n, ok.Load(), refused.Load())
+	}
+}
+
+// TestIdleSessionIsClosedToMakeRoom: at the cap, a new session closes the
+// caller's least recently used session with nothing in flight (a client
+// that closed its transport without DELETE, as the TypeScript SDK's
+// client.close() does), counts it in /metrics, and logs it; a session in
+// use (its stream open) is never the one closed; the sessions are listed
+// for operators (issue 26, item 1: a caller was locked out with 429 for
+// up to 30 minutes after 16 short runs).
+func TestIdleSessionIsClosedToMakeRoom(t *testing.T) {
+	f := newFixture(t)
+	var logBuf syncBuffer
+	s := server.New(f.g, &server.Options{
+		Tokens:    map[string]string{"tok-alice": "alice", "tok-bob": "bob"},
+		Operators: map[string]string{"tok-ops": "ops"}, MaxSessionsPerCaller: 3,
+		Logger: slog.New(slog.NewTextHandler(&logBuf, nil)),
+	})
+	hs := httpServer(t, s)
+	a := newRawSession(t, hs, "tok-alice")
+	b := newRawSession(t, hs, "tok-alice")
+	c := newRawSession(t, hs, "tok-alice")
+	openStream(t, s, a) // a is in use; b is then the least recently used idle one
+	if resp, _ := c.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("ping: %s", resp.Status)
+	}
+	d := newRawSession(t, hs, "tok-alice") // at the cap: b makes room
+	ids := map[string]bool{}
+	for _, si := range s.Sessions() {
+		if si.Caller != "alice" {
+			t.Errorf("session of %q listed", si.Caller)
+		}
+		ids[si.ID] = true
+	}
+	if len(ids) != 3 || !ids[a.id] || ids[b.id] || !ids[c.id] || !ids[d.id] {
+		t.Fatalf("sessions after the 4th initialize: %v; want a, c and d (b, idle longest, closed)", ids)
+	}
+	// b is gone for its client too: the SDK answers 404, which tells a
+	// client to start a new session.
+	waitFor(t, "the closed session to answer 404", func() bool {
+		resp, _ := b.post(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+		return resp.StatusCode == http.StatusNotFound
+	})
+	if n := s.SessionCount("alice"); n != 3 {
+		t.Errorf("alice holds %d sessions, want 3", n)
+	}
+	newRawSession(t, hs, "tok-bob") // bob's allowance is his own: nothing of alice's closed
+	if n := s.SessionCount("alice"); n != 3 {
+		t.Errorf("after bob's session alice holds %d, want 3", n)
+	}
+	code, body := get(t, hs.URL+server.PathMetrics, "tok-ops")
+	for _, want := range []string{
+		`backplane_mcp_sessions_evicted_total{caller="alice"} 1`,
+		`backplane_mcp_sessions_open{caller="alice"} 3`,
+		`backplane_mcp_sessions_open{caller="bob"} 1`,
+		`backplane_mcp_sessions_in_use{caller="alice"} 1`,
+	} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/metrics (%d) lacks %s", code, want)
+		}
+	}
+	if n := strings.Count(logBuf.String(), "idle session closed to make room"); n != 1 {
+		t.Errorf("%d log lines of the closed session, want 1:\n%s", n, logBuf.String())
 	}
 }
 
@@ -438,4 +539,49 @@ func get(t *testing.T, url, token string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestHealthAndReadinessNameUpstreams: /healthz stays 200 (liveness)
+// while an upstream is down, saying degraded and which server is down;
+// /readyz answers 503 only while a server marked required is down;
+// /metrics has backplane_upstream_up and the restarts (issue 26, item 2:
+// with a dead upstream every face said ok).
+func TestHealthAndReadinessNameUpstreams(t *testing.T) {
+	f := newFixture(t)
+	var up, required atomic.Bool
+	f.g.SetUpstreams(func() []gateway.UpstreamState {
+		fs := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 3}
+		if !fs.Up {
+			fs.Err = errors.New("the server stopped (exit status 1) at /secret/path")
+		}
+		return []gateway.UpstreamState{fs, {Name: "web", Up: true}}
+	})
+	s := server.New(f.g, &server.Options{Operators: map[string]string{"tok-ops": "ops"}})
+	hs := httpServer(t, s)
+	check := func(path string, wantCode int, wantBody string) {
+		t.Helper()
+		code, body := get(t, hs.URL+path, "")
+		if code != wantCode || strings.TrimSpace(body) != wantBody {
+			t.Errorf("%s: %d %s, want %d %s", path, code, body, wantCode, wantBody)
+		}
+		if strings.Contains(body, "secret") {
+			t.Errorf("%s tells anyone why the server is down: %s", path, body)
+		}
+	}
+	check(server.PathHealthz, 200, `{"ok":true,"state":"degraded","upstreams":{"fs":"down","web":"up"}}`)
+	check(server.PathReadyz, 200, `{"ok":true,"state":"degraded","upstreams":{"fs":"down","web":"up"}}`)
+	_, metrics := get(t, hs.URL+server.PathMetrics, "tok-ops")
+	for _, want := range []string{`backplane_upstream_up{server="fs"} 0`, `backplane_upstream_up{server="web"} 1`, `backplane_upstream_restarts_total{server="fs"} 3`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	required.Store(true)
+	check(server.PathHealthz, 200, `{"ok":true,"state":"not_ready","upstreams":{"fs":"down","web":"up"}}`)
+	check(server.PathReadyz, 503, `{"ok":false,"state":"not_ready","upstreams":{"fs":"down","web":"up"}}`)
+	up.Store(true)
+	check(server.PathReadyz, 200, `{"ok":true,"state":"ok","upstreams":{"fs":"up","web":"up"}}`)
+	if _, metrics = get(t, hs.URL+server.PathMetrics, "tok-ops"); !strings.Contains(metrics, `backplane_upstream_up{server="fs"} 1`) {
+		t.Error("/metrics does not say fs is up again")
+	}
 }

@@ -33,6 +33,7 @@ type metrics struct {
 	failures *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	limited  *prometheus.CounterVec
+	evicted  *prometheus.CounterVec
 }
 
 func newMetrics(st store.Budgets, extra ...prometheus.Collector) *metrics {
@@ -59,10 +60,14 @@ func newMetrics(st store.Budgets, extra ...prometheus.Collector) *metrics {
 		}, []string{"tool"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "backplane_mcp_requests_limited_total",
-			Help: "MCP requests refused by a limit of the server, by caller and limit (rate, subscriptions_per_session, subscriptions_per_caller).",
+			Help: "MCP requests refused by a limit of the server, by caller and limit (rate, sessions, subscriptions_per_session, subscriptions_per_caller).",
 		}, []string{"caller", "limit"}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "backplane_mcp_sessions_evicted_total",
+			Help: "Idle HTTP sessions closed to make room for a new one of the same caller at serve.max_sessions_per_caller, by caller.",
+		}, []string{"caller"}),
 	}
-	m.reg.MustRegister(m.calls, m.refusals, m.failures, m.latency, m.limited,
+	m.reg.MustRegister(m.calls, m.refusals, m.failures, m.latency, m.limited, m.evicted,
 		&budgetCollector{st: st},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -135,5 +140,62 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 			per = u.Window.Per.String()
 		}
 		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(u.Used), u.Scope, u.Key, per)
+	}
+}
+
+// sessionCollector reports the open HTTP sessions per caller at each
+// scrape, from the server's table (the figure the cap is held to).
+type sessionCollector struct{ s *Server }
+
+var (
+	sessionsOpenDesc = prometheus.NewDesc("backplane_mcp_sessions_open",
+		"Open MCP HTTP sessions per caller.", []string{"caller"}, nil)
+	sessionsBusyDesc = prometheus.NewDesc("backplane_mcp_sessions_in_use",
+		"Open MCP HTTP sessions per caller with a request, stream or call in progress (never closed to make room).", []string{"caller"}, nil)
+)
+
+func (c sessionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sessionsOpenDesc
+	ch <- sessionsBusyDesc
+}
+
+func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
+	open, busy := map[string]int{}, map[string]int{}
+	for _, si := range c.s.Sessions() {
+		open[si.Caller]++
+		if si.InFlight > 0 {
+			busy[si.Caller]++
+		}
+	}
+	for caller, n := range open {
+		ch <- prometheus.MustNewConstMetric(sessionsOpenDesc, prometheus.GaugeValue, float64(n), caller)
+		ch <- prometheus.MustNewConstMetric(sessionsBusyDesc, prometheus.GaugeValue, float64(busy[caller]), caller)
+	}
+}
+
+// upstreamCollector reports each upstream server's state at each scrape,
+// from the gateway (the states its health checks read).
+type upstreamCollector struct{ g *gateway.Gateway }
+
+var (
+	upstreamUpDesc = prometheus.NewDesc("backplane_upstream_up",
+		"1 while the upstream MCP server is connected, 0 while it is down.", []string{"server"}, nil)
+	upstreamRestartsDesc = prometheus.NewDesc("backplane_upstream_restarts_total",
+		"Reconnections of the upstream MCP server after it went down.", []string{"server"}, nil)
+)
+
+func (c upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- upstreamUpDesc
+	ch <- upstreamRestartsDesc
+}
+
+func (c upstreamCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, u := range c.g.Upstreams() {
+		up := 0.0
+		if u.Up {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(upstreamUpDesc, prometheus.GaugeValue, up, u.Name)
+		ch <- prometheus.MustNewConstMetric(upstreamRestartsDesc, prometheus.CounterValue, float64(u.Restarts), u.Name)
 	}
 }

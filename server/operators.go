@@ -107,6 +107,12 @@ func (s *Server) trackRequests(next http.Handler) http.Handler {
 		resuming := r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" &&
 			s.ownsSession(r.Context(), r.Header.Get("Mcp-Session-Id"))
 		defer s.sessionRequest(r.Header.Get("Mcp-Session-Id"), resuming, r.Context())()
+		// A session with a request in progress (a stream included) is in
+		// use: never the one closed to make room (sessions.go).
+		if session := r.Header.Get("Mcp-Session-Id"); session != "" && s.ownsSession(r.Context(), session) {
+			s.sessionActive(session, 1)
+			defer s.sessionActive(session, -1)
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -30,7 +30,7 @@ func (s *syncBuffer) String() string {
 }
 
 // TestRefusalsDoNotFloodTheLog: finding 24 of issue 22. A caller retrying
-// past its session cap, and requests from a refused origin, are each
+// past its session cap (its one session in use), and requests from a refused origin, are each
 // refused every time, but logged a few times a minute, not once a request.
 func TestRefusalsDoNotFloodTheLog(t *testing.T) {
 	f := newFixture(t)
@@ -38,7 +38,7 @@ func TestRefusalsDoNotFloodTheLog(t *testing.T) {
 	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}, MaxSessionsPerCaller: 1,
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
 	hs := httpServer(t, s)
-	newRawSession(t, hs, "tok-alice")
+	openStream(t, s, newRawSession(t, hs, "tok-alice")) // in use: never closed to make room
 	const tries = 40
 	for range tries {
 		if code, body := rawPost(t, hs.URL, "tok-alice", nil, initializeMsg); code != http.StatusTooManyRequests {

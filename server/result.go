@@ -219,7 +219,7 @@ func errorResult(err error) *mcp.CallToolResult {
 }
 
 // describeError is the readable form of a gateway error: the error line,
-// every violation on a line of its own, and what to do about an approval.
+// every violation on a line of its own.
 func describeError(ge *gateway.Error) string {
 	var b strings.Builder
 	b.WriteString(ge.Error())
@@ -233,10 +233,8 @@ func describeError(ge *gateway.Error) string {
 			}
 		}
 	}
-	if ge.Class == gateway.ClassApprovalRequired {
-		if id, ok := ge.Details["approval_id"].(string); ok {
-			fmt.Fprintf(&b, "\nan operator can approve it with: backplane approvals approve %s --as NAME; then make the same call again", id)
-		}
-	}
+	// An approval's message already says how to decide it, with the
+	// configuration's real commands (gateway.Gateway.ApprovalHints): said
+	// once, not again here with a placeholder (issue 26, item 6).
 	return b.String()
 }

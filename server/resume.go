@@ -107,8 +107,8 @@ func (s *Server) ownsSession(ctx context.Context, session string) bool {
 	}
 	s.sess.mu.Lock()
 	defer s.sess.mu.Unlock()
-	owner, known := s.sess.owner[session]
-	return known && owner == id.caller
+	e, known := s.sess.byID[session]
+	return known && e.caller == id.caller
 }
 
 // awaitResume registers w for a resumption of session; when one is in

@@ -14,7 +14,7 @@ import (
 // Last-Event-ID does (not the session's other requests).
 func TestOnlyTheOwnersResumptionCounts(t *testing.T) {
 	s := &Server{}
-	s.sess = sessions{owner: map[string]string{"S1": "alice"}, pending: map[string]int{}, converted: map[string]int{}}
+	s.sess = sessions{byID: map[string]*sessionEntry{"S1": {caller: "alice"}}, pending: map[string]int{}, converted: map[string]int{}}
 	s.openSessions.Store("S1", struct{}{})
 	w := &resumeWaiter{resumed: make(chan context.Context, 1)}
 	defer s.awaitResume("S1", w)()

@@ -85,11 +85,18 @@
 //     with Last-Event-ID and gets the answer.
 //   - The HTTP handler also serves /metrics (Prometheus, its own registry;
 //     an operator's token is required ([Options.Operators]), as the metrics
-//     name callers and tools: a caller's token gets 403) and
-//     /healthz (no token; 200 {"ok":true} when the store answers and the
-//     gateway's last write to it did not fail, 503 otherwise).
-//   - Limits of the HTTP face (limits.go): a caller holds at most
-//     [Options.MaxSessionsPerCaller] sessions (one more initialize: 429), a
+//     name callers and tools: a caller's token gets 403), /healthz and
+//     /readyz (no token; the checks of [gateway.Gateway.CheckHealth]).
+//     /healthz is liveness: 200 when the store answers and the gateway's
+//     last write to it did not fail, 503 otherwise; /readyz is also 503
+//     while an upstream marked required is down. Both answer
+//     {"ok", "state", "upstreams": {NAME: "up"|"down"}}, the state being
+//     ok, degraded (an upstream down), not_ready or failing; never why an
+//     upstream is down (they are open to anyone).
+//   - Limits of the HTTP face (limits.go, sessions.go): a caller holds at
+//     most [Options.MaxSessionsPerCaller] sessions (one more initialize
+//     closes the caller's least recently used session with nothing in
+//     flight, or is answered 429 when every one is in use), a
 //     session idle for [Options.SessionIdleTimeout] is closed, a browser
 //     request whose Origin is neither a loopback origin of the listener
 //     nor in [Options.AllowedOrigins] is answered 403 on /mcp, and
@@ -239,8 +246,9 @@ type Options struct {
 	// for this long. Default 30m; negative: never.
 	SessionIdleTimeout time.Duration
 	// MaxSessionsPerCaller bounds the HTTP sessions one caller holds open;
-	// an initialize beyond it is answered 429. Default 16; negative: no
-	// bound.
+	// an initialize beyond it closes the caller's least recently used
+	// session with no request, stream or call in flight, and is answered
+	// 429 only when there is none. Default 16; negative: no bound.
 	MaxSessionsPerCaller int
 	// AllowedOrigins are the browser origins ("https://app.example") whose
 	// requests /mcp serves, besides the loopback origins on the
@@ -372,7 +380,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	case idle < 0:
 		idle = 0 // the SDK's "never"
 	}
-	s.sess = sessions{owner: map[string]string{}, pending: map[string]int{}, converted: map[string]int{}}
+	s.sess = sessions{byID: map[string]*sessionEntry{}, pending: map[string]int{}, converted: map[string]int{}}
 	s.throttle = auththrottle.New(nil)
 	s.origins = normOrigins(o.AllowedOrigins)
 	s.timeouts = o.Timeouts.withDefaults()
@@ -383,6 +391,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 		s.operators = append(s.operators, tokenEntry{[]byte(tok), name})
 	}
 	s.metrics = newMetrics(g.Store(), o.Collectors...)
+	s.metrics.reg.MustRegister(sessionCollector{s}, upstreamCollector{g})
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
 	stdioCaller := func(mcp.Request) (string, error) {
 		if s.opts.StdioCaller == "" {
@@ -605,6 +614,12 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		args = json.RawMessage(`{}`)
 	}
 	session := s.sessionID(req.Session)
+	if req.Session != nil && req.Session.ID() != "" {
+		// A running call keeps its session in use, even while its
+		// request has dropped and the client may resume (sessions.go).
+		s.sessionActive(session, 1)
+		defer s.sessionActive(session, -1)
+	}
 	cr := gateway.CallRequest{
 		Caller:       caller,
 		Session:      session,

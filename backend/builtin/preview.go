@@ -8,8 +8,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
-
 	"github.com/agentbackplane/backplane/backend"
 )
 
@@ -94,22 +92,3 @@ func (s *Set) previewRead(p string) (content, display string, err error) {
 }
 
 func displayName(rel string) string { return display(rel) }
-
-// unifiedDiff is the unified diff, three lines of context, from old to new.
-func unifiedDiff(name, old, updated string) string {
-	from := "a/" + name
-	if old == "" {
-		from = "/dev/null"
-	}
-	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(old), B: difflib.SplitLines(updated),
-		FromFile: from, ToFile: "b/" + name, Context: 3,
-	})
-	if err != nil {
-		return "(no diff: " + err.Error() + ")"
-	}
-	if d == "" {
-		return "(no change)"
-	}
-	return d
-}

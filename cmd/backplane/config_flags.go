@@ -41,6 +41,11 @@ type gatewayFlags struct {
 	// verbs write theirs to backplane.log beside the audit log, keeping
 	// their stderr for their own messages.
 	serving bool
+	// beforeOpen, when set, runs once the configuration is read and
+	// before the gateway is built (its store opened, its upstreams
+	// started): serve binds its listener there, so that a busy port
+	// fails before any server is started.
+	beforeOpen func(*config.Config) error
 	// storeOnly marks verbs that work on the store alone (journal,
 	// approvals, budget): they do not start the MCP upstreams.
 	storeOnly bool
@@ -95,11 +100,16 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 		return nil, &inputError{err}
 	}
 	f.configPath = path
+	if f.beforeOpen != nil {
+		if err := f.beforeOpen(cfg); err != nil {
+			return nil, err
+		}
+	}
 	// The audit log: --audit-log, else the configuration's log.file, else
 	// audit.log in the store folder (stderr for a store that is not a
 	// folder); see package assemble.
 	opts := &assemble.Options{AuditLog: f.auditLog, Stderr: cmd.ErrOrStderr(), NoUpstreams: f.storeOnly, Version: readVersion().Version,
-		OperationalLogFile: !f.serving}
+		OperationalLogFile: !f.serving, Degraded: f.serving}
 	if !f.serving {
 		// Who ran the command, whoever it claims to act as: the account
 		// is what the operating system vouches for.

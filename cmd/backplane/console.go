@@ -6,16 +6,19 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/console"
+	"github.com/agentbackplane/backplane/server"
 )
 
 // newConsole is the operators' web console of a served configuration,
 // served at /ui over HTTP (none over stdio): operators (operators:) get
 // in, callers (serve.tokens) are refused with 403.
-func newConsole(cfg *config.Config, rt *assemble.Runtime, log *slog.Logger, stdio bool, httpAddr string) http.Handler {
+// sessions lists the server's MCP sessions for the sessions page.
+func newConsole(cfg *config.Config, rt *assemble.Runtime, log *slog.Logger, stdio bool, httpAddr string, sessions func() []console.Session) http.Handler {
 	if stdio {
 		return nil
 	}
@@ -52,7 +55,25 @@ func newConsole(cfg *config.Config, rt *assemble.Runtime, log *slog.Logger, stdi
 		// serve.tls: every request comes over TLS; said here too so that
 		// nothing depends on each request's r.TLS alone.
 		SecureCookies: strings.HasPrefix(cfg.Serve.PublicURL, "https://") || cfg.Serve.TLS != nil,
+		Sessions:      sessions,
 	})
+}
+
+// consoleSessions is the console's view of srv's MCP sessions, once srv
+// exists (the console is made first: the server serves it).
+func consoleSessions(srv *atomic.Pointer[server.Server]) func() []console.Session {
+	return func() []console.Session {
+		s := srv.Load()
+		if s == nil {
+			return nil
+		}
+		var out []console.Session
+		for _, si := range s.Sessions() {
+			out = append(out, console.Session{Caller: si.Caller, ID: server.SessionIDPrefix(si.ID),
+				Opened: si.Opened, LastActive: si.LastActive, InFlight: si.InFlight})
+		}
+		return out
+	}
 }
 
 // loopbackAddr reports whether host:port names a loopback address.

@@ -356,10 +356,10 @@ func writeIntentDetail(out io.Writer, d *intentDetail) {
 func newJournalResolveCmd(f *gatewayFlags) *cobra.Command {
 	var (
 		executed, notExecuted bool
-		as                    string
+		as, reason            string
 	)
 	cmd := &cobra.Command{
-		Use:   "resolve CALL_ID --executed|--not-executed [--as NAME]",
+		Use:   "resolve CALL_ID --executed|--not-executed [--reason TEXT] [--as NAME]",
 		Short: "Record what became of an uncertain call",
 		Long: `Resolve records an operator's finding about an uncertain call: it did run
 (--executed) or it did not (--not-executed, which releases the budget it
@@ -367,7 +367,7 @@ held). Only an uncertain intent can be resolved; exit 1 otherwise, or when
 there is no such call. With operators configured, the operator's token is
 required (BACKPLANE_OPERATOR_TOKEN or --operator-token-file) and names who
 resolves it; without, --as does (default: the login name). The OS user is
-recorded too.`,
+recorded too, and --reason (what the finding rests on) in the audit event.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if executed == notExecuted {
@@ -388,7 +388,7 @@ recorded too.`,
 			if !executed {
 				verdict = "not_executed"
 			}
-			_, err = s.rt.Gateway.ResolveIntent(cmd.Context(), id, executed, as)
+			_, err = s.rt.Gateway.ResolveIntent(cmd.Context(), id, executed, as, reason)
 			var oe *gateway.OperatorError
 			if errors.As(err, &oe) {
 				return negative(out, f.asJSON, oe.Class, oe.Message)
@@ -402,7 +402,8 @@ recorded too.`,
 					CallID     string `json:"call_id"`
 					Status     string `json:"status"`
 					ResolvedBy string `json:"resolved_by"`
-				}{true, id, verdict, as})
+					Reason     string `json:"reason,omitempty"`
+				}{true, id, verdict, as, reason})
 			}
 			_, err = fmt.Fprintf(out, "ok: call %s resolved as %s by %s\n", termtext.Line(id), verdict, termtext.Line(as))
 			return err
@@ -411,6 +412,7 @@ recorded too.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&executed, "executed", false, "the call did run")
 	fl.BoolVar(&notExecuted, "not-executed", false, "the call did not run (its budget is released)")
+	fl.StringVar(&reason, "reason", "", "why: what the finding rests on (recorded in the audit event)")
 	addOperatorFlags(cmd, f, &as, "who resolves: with operators configured, only a check of the token's owner (default: the login name)")
 	return cmd
 }

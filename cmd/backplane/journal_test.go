@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +113,20 @@ func TestJournal(t *testing.T) {
 	if res["status"] != "executed" || res["resolved_by"] != "carol" {
 		t.Errorf("resolve: %v", res)
 	}
-	g.runJSON(t, exitOK, "", "journal", "resolve", hangID, "--not-executed", "--as", "carol")
+	if res := g.runJSON(t, exitOK, "", "journal", "resolve", hangID, "--not-executed", "--as", "carol", "--reason", "no trace of it on the host 4711"); res["reason"] != "no trace of it on the host 4711" {
+		t.Errorf("resolve --reason: %v", res)
+	}
+	// The reason is in the resolve's audit event.
+	audit, _ := os.ReadFile(filepath.Join(g.dir, ".backplane", "audit.log"))
+	var resolved bool
+	for _, l := range strings.Split(string(audit), "\n") {
+		if strings.Contains(l, `"msg":"resolve"`) && strings.Contains(l, hangID) && strings.Contains(l, `"reason":"no trace of it on the host 4711"`) {
+			resolved = true
+		}
+	}
+	if !resolved {
+		t.Errorf("the audit log has no resolve event of %s with its reason:\n%s", hangID, audit)
+	}
 	if used := budgetUsed(t, g, "caller", "alice"); used != "2" {
 		t.Errorf("after resolving hang (cost 3) as not executed, used %s, want 2", used)
 	}

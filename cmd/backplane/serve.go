@@ -75,6 +75,13 @@ tools, servers, budgets and the store need a restart. With serve.tls, SIGHUP
 also re-reads the certificate files (changed files are picked up by
 themselves within seconds); a pair that does not load keeps the old one.
 
+serve binds its HTTP listener first: a port already taken fails before the
+store is opened or any upstream server started. A server that cannot start
+does not refuse the start: serve says so, runs without it (degraded:
+/healthz and /readyz say which server is down) and retries it in the
+background, unless the server is marked required: true (then serve refuses
+to start, and /readyz answers 503 while it is down).
+
 serve runs until SIGINT or SIGTERM, then lets the calls in flight finish for
 up to 10s, cancels the rest and closes the store. Its own log goes to stderr;
 the audit log goes where the other verbs send it.
@@ -110,7 +117,20 @@ func newServeCmd() *cobra.Command {
 				}
 				return ""
 			}
+			// The listener first: a busy port fails before the store
+			// is opened or any upstream started (issue 26, item 6).
+			var ln net.Listener
+			if !stdio {
+				f.beforeOpen = func(cfg *config.Config) (err error) {
+					ln, err = listenFor(cfg, httpAddr)
+					return err
+				}
+			}
 			s, err := f.open(ctx, cmd)
+			if ln != nil {
+				// Serve takes it over; closing twice is harmless.
+				defer ln.Close()
+			}
 			if err != nil {
 				return err
 			}
@@ -120,7 +140,7 @@ func newServeCmd() *cobra.Command {
 			wait := watchReload(ctx, s, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 			defer wait()
 			defer cancel() // stop watching before waiting (defers run last first)
-			return runServe(ctx, cmd, s, stdio, httpAddr, &console)
+			return runServe(ctx, cmd, s, stdio, ln, httpAddr, &console)
 		},
 	}
 	fl := cmd.Flags()
@@ -132,7 +152,7 @@ func newServeCmd() *cobra.Command {
 	return cmd
 }
 
-func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio bool, httpAddr string, console *atomic.Pointer[string]) error {
+func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio bool, ln net.Listener, httpAddr string, console *atomic.Pointer[string]) error {
 	cfg := s.rt.Config
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	if _, set := os.LookupEnv("GOGC"); !set {
@@ -154,6 +174,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		}
 		verifier = v
 	}
+	var served atomic.Pointer[server.Server] // for the console's sessions page
 	opts := &server.Options{
 		Operators:    cfg.OperatorTokens(),
 		Tokens:       cfg.Serve.Tokens,
@@ -173,7 +194,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		ResumeBytes:                cfg.Serve.ResumeBytes,
 		ResumeGrace:                cfg.Serve.ResumeGrace,
 		AllowedOrigins:             publicOrigins(cfg),
-		Console:                    newConsole(cfg, s.rt, log, stdio, httpAddr),
+		Console:                    newConsole(cfg, s.rt, log, stdio, httpAddr, consoleSessions(&served)),
 		Collectors:                 runtimeCollectors(s.rt),
 
 		// Besides the static tokens (serve.oauth, serve.anonymous_caller).
@@ -190,6 +211,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		return err
 	}
 	srv := server.New(s.rt.Gateway, opts)
+	served.Store(srv)
 	// Once at startup: why tools run unsandboxed, if some do.
 	for _, note := range s.rt.SandboxNotes {
 		log.Warn("tool processes run unsandboxed", "reason", note)
@@ -219,22 +241,8 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		})
 	}
 
-	addr := cfg.Serve.HTTP
-	if httpAddr != "" {
-		addr = httpAddr
-		if err := config.CheckServeAddr(addr, cfg.Serve.AllowRemote); err != nil {
-			return fmt.Errorf("--http: %w", err)
-		}
-		if cfg.Serve.AnonymousCaller != "" {
-			if err := config.CheckAnonymousAddr(addr); err != nil {
-				return &inputError{fmt.Errorf("--http: serve.anonymous_caller: %w", err)}
-			}
-		}
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return &inputError{fmt.Errorf("listening on %s: %w", addr, err)}
-	}
+	// The listener was bound before the store and the upstreams (listenFor);
+	// serve.tls makes it https.
 	listening := "http://" + ln.Addr().String()
 	if opts.TLS != nil {
 		listening = "https://" + ln.Addr().String()
@@ -247,13 +255,34 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	}
 	console.Store(&base)
 	printSummary(cmd.ErrOrStderr(), s, base)
-	printTLS(cmd.ErrOrStderr(), cfg, !loopbackAddr(addr))
+	printTLS(cmd.ErrOrStderr(), cfg, !loopbackAddr(ln.Addr().String()))
 	if base != listening {
 		fmt.Fprintf(cmd.ErrOrStderr(), "  listening on %s, behind serve.public_url\n", listening)
 	}
 	stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
 	defer stopPending()
 	return serveUntil(ctx, log, srv, func() error { return srv.ServeHTTP(ln) })
+}
+
+// listenFor binds the HTTP listener the configuration (or --http) names.
+func listenFor(cfg *config.Config, httpAddr string) (net.Listener, error) {
+	addr := cfg.Serve.HTTP
+	if httpAddr != "" {
+		addr = httpAddr
+		if err := config.CheckServeAddr(addr, cfg.Serve.AllowRemote); err != nil {
+			return nil, fmt.Errorf("--http: %w", err)
+		}
+		if cfg.Serve.AnonymousCaller != "" {
+			if err := config.CheckAnonymousAddr(addr); err != nil {
+				return nil, &inputError{fmt.Errorf("--http: serve.anonymous_caller: %w", err)}
+			}
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &inputError{fmt.Errorf("listening on %s: %w", addr, err)}
+	}
+	return ln, nil
 }
 
 // printSummary tells the person who started serve where things are: the

@@ -340,7 +340,7 @@ func TestServeHTTPTypeScriptClient(t *testing.T) {
 	if code, _ := httpGet(t, p.base+"/metrics", ""); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without a token: %d", code)
 	}
-	if code, body := httpGet(t, p.base+"/healthz", ""); code != http.StatusOK || strings.TrimSpace(body) != `{"ok":true}` {
+	if code, body := httpGet(t, p.base+"/healthz", ""); code != http.StatusOK || strings.TrimSpace(body) != `{"ok":true,"state":"ok"}` {
 		t.Errorf("/healthz: %d %s", code, body)
 	}
 
