@@ -8,7 +8,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/agentbackplane/backplane/store"
@@ -75,29 +74,10 @@ func (g *Gateway) Decide(ctx context.Context, req DecideRequest) (*DecideResult,
 		Caller: req.Caller, Session: req.Session, Tool: req.Tool, Arguments: req.Arguments,
 		ApprovalWait: req.ApprovalWait, Progress: req.Progress,
 	}}
-	c.startAudit(ctx)
-	if g.tracer != nil {
-		ctx = c.startSpan(ctx)
-	}
-	res, err := c.run(ctx)
+	res, err := c.execute(ctx)
 	if err != nil {
-		var ge *Error
-		if !errors.As(err, &ge) {
-			ge = newError(ClassExecutionFailure, c.step, err.Error(), nil)
-			ge.cause = err
-		}
-		if ge.Tool == "" {
-			ge.Tool = req.Tool
-		}
-		if c.committed {
-			ge.CallID = c.id
-		}
-		c.emitAudit(ctx, nil, ge)
-		c.endSpan(nil, ge)
-		return nil, ge
+		return nil, err
 	}
-	c.emitAudit(ctx, res, nil)
-	c.endSpan(res, nil)
 	return &DecideResult{CallID: res.CallID, Rule: c.rule, ApprovalID: c.approvalID}, nil
 }
 

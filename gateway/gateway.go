@@ -488,9 +488,14 @@ type CallResult struct {
 // backend produced a result (which may be a tool-level error: IsError), and
 // otherwise an *Error whose Class says why.
 func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
-	c := &call{g: g, req: req, id: NewID("call")}
+	return (&call{g: g, req: req, id: NewID("call")}).execute(ctx)
+}
+
+// execute runs c through the pipeline with its audit event and span: the
+// one way a call (Call) and a decision (Decide) are run.
+func (c *call) execute(ctx context.Context) (*CallResult, error) {
 	c.startAudit(ctx)
-	if g.tracer != nil {
+	if c.g.tracer != nil {
 		ctx = c.startSpan(ctx)
 	}
 	res, err := c.run(ctx)
@@ -501,7 +506,7 @@ func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error
 			ge.cause = err
 		}
 		if ge.Tool == "" {
-			ge.Tool = req.Tool
+			ge.Tool = c.req.Tool
 		}
 		if c.committed {
 			ge.CallID = c.id
