@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -233,45 +232,7 @@ var listenLine = regexp.MustCompile(`url=http://(127\.0\.0\.1:\d+)/mcp`)
 
 func startServe(t *testing.T, g *gwDir, args ...string) *serveProc {
 	t.Helper()
-	p := &serveProc{cmd: g.command("", append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...), exited: make(chan struct{})}
-	pipe, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.stderr.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-		}
-	})
-	select {
-	case a := <-addr:
-		p.base = "http://" + a
-	case <-time.After(20 * time.Second):
-		t.Fatalf("serve did not say where it listens:\n%s", p.log())
-	}
-	return p
+	return startProc(t, g.command("", append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...), listenLine, "http://")
 }
 
 func (p *serveProc) log() string {
