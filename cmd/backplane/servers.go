@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -206,7 +205,7 @@ func addServer(ctx context.Context, out, errOut io.Writer, req addRequest) error
 		fmt.Fprintf(out, "would add to %s (line %d), with validator: %s:\n", L(req.path), line, chosen)
 		io.WriteString(out, termtext.Block(entry.text("  ")))
 	} else {
-		if err := writeFileKeepingMode(req.path, newData); err != nil {
+		if err := writeFileAtomic(req.path, newData); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "added server %s to %s (line %d), with validator: %s\n", L(req.srv.Name), L(req.path), line, chosen)
@@ -367,35 +366,4 @@ func max0(a, b int) int {
 		return a
 	}
 	return b
-}
-
-// writeFileKeepingMode replaces path with data through a file beside it,
-// renamed over it: a reader never sees half a file, and the mode (0600
-// for a file holding tokens) is kept.
-func writeFileKeepingMode(path string, data []byte) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".backplane-servers-add-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
