@@ -2,8 +2,10 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,4 +83,74 @@ func BenchmarkCommitIntent(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSynchronousSwitch measures what the writer pays per round for
+// switching the connection to synchronous=NORMAL for its settlements and
+// back to FULL for its intents (Store.setSynced): two cached PRAGMA
+// statements (SQLite applies this PRAGMA when it prepares it, so each
+// execution is a re-preparation of that one statement; the connection's
+// other statements stay prepared). select, a prepared one-row lookup on the
+// same connection, gives the scale. Issue 27 asked whether this switch is
+// worth removing; see docs/benchmarks.md (2026-12-01).
+func BenchmarkSynchronousSwitch(b *testing.B) {
+	db, err := sql.Open("sqlite", filepath.Join(b.TempDir(), "x.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, `CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'x')`); err != nil {
+		b.Fatal(err)
+	}
+	var stmts []*sql.Stmt
+	// Closed before the connection (deferred after it), which they need.
+	defer func() {
+		for _, st := range stmts {
+			st.Close()
+		}
+	}()
+	prep := func(q string) *sql.Stmt {
+		st, err := c.PrepareContext(ctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stmts = append(stmts, st)
+		return st
+	}
+	normal, full, sel := prep(`PRAGMA synchronous = NORMAL`), prep(`PRAGMA synchronous = FULL`), prep(`SELECT v FROM t WHERE id = ?`)
+	b.Run("switch", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := normal.Exec(); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := full.Exec(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		// The cached statements must really switch the mode, or this
+		// measures nothing the writer does. The mode is read with a fresh
+		// statement: a cached PRAGMA query keeps the value it was prepared
+		// with.
+		var got int
+		if _, err := normal.Exec(); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&got); err != nil || got != 1 {
+			b.Fatalf("after PRAGMA synchronous = NORMAL: %d, %v; want 1", got, err)
+		}
+	})
+	b.Run("select", func(b *testing.B) {
+		var v string
+		for b.Loop() {
+			if err := sel.QueryRow(1).Scan(&v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
