@@ -152,6 +152,11 @@ type authRefusal struct {
 // refused is replaced, once: a request that carried an older token than
 // the cached one just uses the cached one (concurrent 401s fetch one
 // token, not one each).
+//
+// The lock is held across discovery and the token request on purpose:
+// requests that need a token wait for the one being fetched rather than
+// each asking the endpoint (each request bounded by its own context and
+// the clients' one-minute timeout).
 func (t *oauthTransport) token(ctx context.Context, r *authRefusal) (*oauth2.Token, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

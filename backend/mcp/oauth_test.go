@@ -37,6 +37,7 @@ type testAS struct {
 	issued    map[string]time.Time // token -> expiry
 	revoked   map[string]bool
 	revokeNew bool // every token refused, those issued later too
+	down      bool // every token request refused (invalid_client)
 	refused   int  // token requests refused
 	requests  int  // token requests
 }
@@ -87,7 +88,7 @@ func (a *testAS) token(w http.ResponseWriter, r *http.Request) {
 		id, secret = r.PostFormValue("client_id"), r.PostFormValue("client_secret")
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if id != "backplane" || secret != a.secret {
+	if id != "backplane" || secret != a.secret || a.down {
 		a.refused++
 		w.WriteHeader(http.StatusUnauthorized)
 		fmt.Fprint(w, `{"error":"invalid_client","error_description":"client authentication failed"}`)
@@ -387,8 +388,34 @@ func TestOAuthRefreshOn401(t *testing.T) {
 	if c := h.calls.Load(); c != 2 {
 		t.Errorf("the tool ran %d times, want still 2", c)
 	}
-	if d := ge.Details["status"]; d == "uncertain" {
-		t.Errorf("a call refused with 401 is settled uncertain (%+v): it never ran", ge)
+	if d := ge.Details["status"]; d != "failed" {
+		t.Errorf("a call refused with 401 is settled %v (%+v), want failed: it never ran", d, ge)
+	}
+	noSecretsLogged(t, e, a)
+}
+
+// TestOAuthRefreshRefused: a call whose token is refused (401) and whose
+// new token the AS then refuses fails naming the server and the token
+// endpoint's reason, settled not started (it never ran), not uncertain.
+func TestOAuthRefreshRefused(t *testing.T) {
+	a := startAS(t, clientSecret)
+	h := startOAuthUpstream(t, a, "challenge")
+	e := newEnv(t)
+	e.connect(t, oauthServer(h, clientSecret, ""), nil)
+	e.mustCall(t, "remote.greet", `{}`)
+	a.revokeAll()
+	a.mu.Lock()
+	a.down = true
+	a.mu.Unlock()
+	_, ge := e.call(t, "remote.greet", `{}`)
+	if ge == nil {
+		t.Fatal("the call succeeded with its token revoked and no new one")
+	}
+	if d := ge.Details["status"]; d != "failed" || !strings.Contains(ge.Error(), "upstream remote: oauth:") || !strings.Contains(ge.Error(), "invalid_client") {
+		t.Errorf("the call: %v (status %v), want failed (not started), naming the server and invalid_client", ge, d)
+	}
+	if c := h.calls.Load(); c != 1 {
+		t.Errorf("the tool ran %d times, want 1 (the first call)", c)
 	}
 	noSecretsLogged(t, e, a)
 }

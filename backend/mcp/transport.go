@@ -394,11 +394,15 @@ func (t *tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	var oauthErr *OAuthError
+	if tracked != nil && (err == nil && resp.StatusCode == http.StatusUnauthorized || errors.As(err, &oauthErr)) {
+		// Refused by the server's authentication, or no token to send
+		// (none at all, or none to replace the one a 401 refused): the
+		// request did not run.
+		tracked.markRefused()
+	}
 	if err != nil {
 		return nil, err
-	}
-	if resp.StatusCode == http.StatusUnauthorized && tracked != nil {
-		tracked.markRefused()
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
