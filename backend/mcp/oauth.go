@@ -192,7 +192,7 @@ func (t *oauthTransport) token(ctx context.Context, r *authRefusal) (*oauth2.Tok
 	}
 	if err != nil {
 		t.tok = nil
-		t.failed, t.failedAt = t.fail("the token endpoint %s refused the client credentials: %s", t.tokenURL, describeTokenError(err)), time.Now()
+		t.failed, t.failedAt = t.fail("no token from the token endpoint %s: %s", t.tokenURL, describeTokenError(err)), time.Now()
 		return nil, t.failed
 	}
 	t.failed = nil
