@@ -528,9 +528,13 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 // serverOptions is how s is connected, at start and on a retry.
 func (rt *Runtime) serverOptions(s config.ServerConfig, sb config.SandboxDecision, g *gateway.Gateway) (mcp.Server, *mcp.Options) {
 	c := rt.Config
+	var oauth *mcp.OAuth
+	if s.OAuth != nil {
+		oauth = &mcp.OAuth{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret, Scopes: s.OAuth.Scopes, TokenURL: s.OAuth.TokenURL}
+	}
 	return mcp.Server{
 			Name: s.Name, Prefix: s.Prefix, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
-			URL: s.URL, Headers: s.Headers, Validator: s.Validator, Sandbox: sb.Policy,
+			URL: s.URL, Headers: s.Headers, OAuth: oauth, Validator: s.Validator, Sandbox: sb.Policy,
 			Bridge:           &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
 			AcceptAddedTools: s.AcceptAddedTools,
 		}, &mcp.Options{

@@ -3,6 +3,7 @@ package config
 import (
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -34,6 +35,9 @@ const (
 //	    headers: {Authorization: "Bearer upstream-secret"}
 //	    validator: draft2020-12
 //	    bridge: {sampling: false, elicitation: true, roots: true}
+//	  - name: tracker
+//	    url: https://tracker.example.com/mcp
+//	    auth: {oauth: {mode: service, client_id: backplane, client_secret_env: TRACKER_SECRET}}
 //	  - name: fixture
 //	    command: [./fixture]
 //	    prefix: ""                   # its tools under their own names
@@ -77,6 +81,9 @@ type ServerConfig struct {
 	URL string
 	// Headers are sent with every HTTP request.
 	Headers map[string]string
+	// OAuth (auth: {oauth: ...}), when set, authenticates every HTTP
+	// request with an OAuth token (see [UpstreamOAuth]).
+	OAuth *UpstreamOAuth
 	// Validator is "subset" (the default: the gateway's own, every tool
 	// whose schema is outside it refused) or "draft2020-12".
 	Validator string
@@ -141,7 +148,7 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 	names := map[string]int{} // name -> line
 	return p.sequence(v, "servers", func(item *yaml.Node) error {
 		s := ServerConfig{Line: item.Line, Validator: ValidatorSubset, Bridge: DefaultBridge()}
-		var nameNode, cmdNode, urlNode, envNode, headersNode, sandboxNode, mainArgNode *yaml.Node
+		var nameNode, cmdNode, urlNode, envNode, headersNode, sandboxNode, mainArgNode, authNode *yaml.Node
 		err := p.mapping(item, "a server", func(key string, k, v *yaml.Node) error {
 			var err error
 			switch key {
@@ -191,6 +198,9 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 					s.Headers[name] = n.Value
 					return nil
 				})
+			case "auth":
+				authNode = v
+				s.OAuth, err = p.upstreamAuth(c, v)
 			case "sandbox":
 				sandboxNode = v
 				s.Sandbox, err = p.sandbox(c, v)
@@ -232,7 +242,7 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 				}
 			}
 			return err
-		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "connect_timeout", "bridge", "prefix", "accept_added_tools", "required")
+		}, "name", "command", "env", "url", "headers", "validator", "sandbox", "main_arg", "connect_timeout", "bridge", "prefix", "accept_added_tools", "required", "auth")
 		if err != nil {
 			return err
 		}
@@ -252,6 +262,10 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 			return p.errAt(envNode, "server %s: env applies to a command, not to a url", s.Name)
 		case headersNode != nil && cmdNode != nil:
 			return p.errAt(headersNode, "server %s: headers apply to a url, not to a command", s.Name)
+		case authNode != nil && cmdNode != nil:
+			return p.errAt(authNode, "server %s: auth applies to a url, not to a command", s.Name)
+		case authNode != nil && hasAuthorization(s.Headers):
+			return p.errAt(headersNode, "server %s: auth sets the Authorization header: leave it out of headers", s.Name)
 		case sandboxNode != nil && urlNode != nil:
 			return p.errAt(sandboxNode, "server %s: sandbox applies to a command, not to a url", s.Name)
 		case mainArgNode != nil && s.ToolPrefix() == "":
@@ -260,6 +274,15 @@ func (p *parser) servers(c *Config, v *yaml.Node) error {
 		c.Servers = append(c.Servers, s)
 		return nil
 	})
+}
+
+func hasAuthorization(h map[string]string) bool {
+	for k := range h {
+		if strings.EqualFold(k, "Authorization") {
+			return true
+		}
+	}
+	return false
 }
 
 var (

@@ -148,6 +148,10 @@ type Server struct {
 	URL string
 	// Headers are sent with every HTTP request (secrets: never logged).
 	Headers map[string]string
+	// OAuth, when set, authenticates every HTTP request with a token
+	// from the client credentials grant (oauth.go); the Authorization
+	// header is then its to set, not Headers'.
+	OAuth *OAuth
 	// Validator is ValidatorSubset ("" means it) or ValidatorDraft2020.
 	Validator string
 	// Bridge says which of the server's requests are relayed to the
@@ -191,6 +195,9 @@ func (s *Server) Check() error {
 		if s.Command[0] == "" {
 			return fmt.Errorf("server %s: the command must name a program", s.Name)
 		}
+		if s.OAuth != nil {
+			return fmt.Errorf("server %s: oauth applies to a url, not to a command", s.Name)
+		}
 		if len(s.Headers) > 0 {
 			return fmt.Errorf("server %s: headers apply to a url, not to a command", s.Name)
 		}
@@ -201,6 +208,16 @@ func (s *Server) Check() error {
 		}
 		if len(s.Env) > 0 {
 			return fmt.Errorf("server %s: env applies to a command, not to a url", s.Name)
+		}
+		if s.OAuth != nil {
+			if s.OAuth.ClientID == "" || s.OAuth.ClientSecret == "" {
+				return fmt.Errorf("server %s: oauth needs a client id and a client secret", s.Name)
+			}
+			for k := range s.Headers {
+				if http.CanonicalHeaderKey(k) == "Authorization" {
+					return fmt.Errorf("server %s: oauth sets the Authorization header: leave it out of headers", s.Name)
+				}
+			}
 		}
 		for k, v := range s.Headers {
 			if !httpToken.MatchString(k) {
@@ -270,6 +287,7 @@ type Upstream struct {
 	maxB   time.Duration
 	connTO time.Duration
 	httpRT http.RoundTripper
+	oauth  *oauthTransport // nil without Server.OAuth; its token outlives a connection
 	d2020  *draft2020.Options
 	bridge Bridge
 	calls  calls // in flight, for what the server sends during them
@@ -350,6 +368,9 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	}
 	if u.httpRT == nil && srv.URL != "" {
 		u.httpRT = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if srv.OAuth != nil {
+		u.oauth = newOAuthTransport(u.httpRT, srv.Name, srv.URL, *srv.OAuth)
 	}
 	u.client = sdk.NewClient(&sdk.Implementation{Name: "backplane", Version: "1"}, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.bridgeMiddleware)

@@ -96,7 +96,7 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 	if u.srv.URL != "" {
 		t = &sdk.StreamableClientTransport{
 			Endpoint:   u.srv.URL,
-			HTTPClient: &http.Client{Transport: &tapTransport{base: u.httpRT, headers: u.srv.Headers, wire: w}},
+			HTTPClient: &http.Client{Transport: &tapTransport{base: u.httpBase(), headers: u.srv.Headers, wire: w}},
 			// A broken stream is retried a little by the SDK (it may carry an
 			// answer); past that the session ends and supervise reconnects.
 			MaxRetries: 1,
@@ -194,6 +194,17 @@ type exchange struct {
 func (e *exchange) markSent() {
 	e.mu.Lock()
 	e.sent = true
+	e.mu.Unlock()
+}
+
+// markRefused undoes markSent for a request the server answered 401: the
+// authentication in front of it refused it, so nothing ran (the request
+// was written, perhaps twice with a retry, and still proves nothing ran).
+func (e *exchange) markRefused() {
+	e.mu.Lock()
+	if !e.done {
+		e.sent = false
+	}
 	e.mu.Unlock()
 }
 
@@ -364,12 +375,14 @@ func (t *tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	setTraceHeaders(req)
+	var tracked *exchange
 	if req.Method == http.MethodPost && req.GetBody != nil {
 		if body, err := req.GetBody(); err == nil {
 			data, _ := io.ReadAll(io.LimitReader(body, maxCapture))
 			body.Close()
 			if msg, err := mcpstream.DecodeMessage(data); err == nil {
 				if e := t.wire.track(req.Context(), msg); e != nil {
+					tracked = e
 					trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
 						if info.Err == nil {
 							e.markSent()
@@ -381,6 +394,13 @@ func (t *tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	var oauthErr *OAuthError
+	if tracked != nil && (err == nil && resp.StatusCode == http.StatusUnauthorized || errors.As(err, &oauthErr)) {
+		// Refused by the server's authentication, or no token to send
+		// (none at all, or none to replace the one a 401 refused): the
+		// request did not run.
+		tracked.markRefused()
+	}
 	if err != nil {
 		return nil, err
 	}
