@@ -108,3 +108,25 @@ func TestKeptShellPrefixesAndSeparators(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptCELNumericComparisons (issue 22's review, "Kept"): a condition
+// allow: args.n < 10 allows only numbers below 10 the caller wrote as
+// numbers: a string, a number no float64 holds (either sign), a missing
+// key, null, a bool or a list fail closed.
+func TestKeptCELNumericComparisons(t *testing.T) {
+	r, err := Compile([]Rule{{Caller: "alice", Conditions: []Condition{{Effect: EffectAllow, Tool: "t", If: `args.n < 10`}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []string{`{"n":"9"}`, `{"n":1e400}`, `{"n":-1e400}`, `{"n":18446744073709551616}`, `{"n":-18446744073709551616}`,
+		`{}`, `{"n":null}`, `{"n":true}`, `{"n":[1]}`, `{"n":{"n":1}}`, `{"n":10}`, `{"n":10.0}`, `{"n":9223372036854775808}`} {
+		if d := decideJSON(t, r, "t", args); d.Allow {
+			t.Errorf("args.n < 10 allowed %s: %s", args, d.Reason)
+		}
+	}
+	for _, args := range []string{`{"n":9}`, `{"n":-5}`, `{"n":9.5}`} {
+		if d := decideJSON(t, r, "t", args); !d.Allow {
+			t.Errorf("args.n < 10 refused %s: %s", args, d.Reason)
+		}
+	}
+}
