@@ -1,11 +1,14 @@
 package console
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The attacks below were refused in issue 22's review ("Kept") and had no
@@ -140,5 +143,95 @@ func TestKeptPlantedSessionCookieIsIgnored(t *testing.T) {
 	}
 	if w := send("POST", "/ui/approvals/apr_1/decide", "decision=approve", fresh); w.Code != http.StatusUnauthorized {
 		t.Errorf("a decision after logout: %d, want 401", w.Code)
+	}
+}
+
+// TestKeptSecurityHeaders: every answer of the console, pages, JSON,
+// refusals and the login form alike, forbids framing, inline script,
+// sniffing, caching (but static assets) and referrers leaving it.
+func TestKeptSecurityHeaders(t *testing.T) {
+	_, _, srv := newTestConsole(t)
+	cl := noRedirect()
+	for _, tc := range []struct{ path, token string }{
+		{"/ui/approvals", opToken}, {"/ui/api/approvals", opToken}, {"/ui/journal/nope", opToken},
+		{"/ui/login", ""}, {"/ui/approvals", callerToken}, {"/ui/approvals", ""}, {"/ui/api/health", "nobody-token"},
+	} {
+		resp, _ := do(t, cl, "GET", srv.URL+tc.path, tc.token, nil, nil)
+		h := resp.Header
+		for k, want := range map[string]string{
+			"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
+		} {
+			if got := h.Get(k); got != want {
+				t.Errorf("GET %s (%d): %s %q, want %q", tc.path, resp.StatusCode, k, got, want)
+			}
+		}
+		csp := h.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'", "base-uri 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("GET %s: Content-Security-Policy %q lacks %s", tc.path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+			t.Errorf("GET %s: Content-Security-Policy %q allows inline script", tc.path, csp)
+		}
+	}
+}
+
+// escapingBackend is fakeBackend with markup in every name the pages show
+// that a caller, a JWT or an upstream server chooses.
+type escapingBackend struct{ *fakeBackend }
+
+const markup = `<script>alert(1)</script><img src=x onerror=alert(2)>`
+
+func (e escapingBackend) Tools(context.Context) ([]Tool, error) {
+	return []Tool{{Name: "up.t" + markup, Description: "desc" + markup, Source: "up" + markup, DefinitionHash: "sha256:aa",
+		InputSchema: json.RawMessage(`{"type":"object","description":` + string(mustMarshalString(markup)) + `}`)}}, nil
+}
+
+func (e escapingBackend) Health(context.Context) Health {
+	return Health{OK: false, State: "degraded", Checks: []HealthCheck{{Name: "upstream up" + markup, State: "down", Detail: "err" + markup}}}
+}
+
+func mustMarshalString(s string) []byte { b, _ := json.Marshal(s); return b }
+
+// TestKeptPagesEscapeMarkup: commands, paths, diffs, upstream names, tool
+// descriptions, results and caller names (a JWT's sub is the caller's
+// choice) reach the pages as text, never as markup.
+func TestKeptPagesEscapeMarkup(t *testing.T) {
+	fb := &fakeBackend{}
+	caller := "jwt-sub" + markup
+	fb.approvals = []Approval{{ID: "apr_1", Caller: caller, Tool: "bash", ToolDescription: "runs" + markup, Status: "pending",
+		Command: "echo " + markup, Arguments: json.RawMessage(`{"command":` + string(mustMarshalString("echo "+markup)) + `}`),
+		CreatedAt: time.Unix(1000, 0), ExpiresAt: time.Unix(2000, 0)},
+		{ID: "apr_2", Caller: caller, Tool: "write", Status: "pending",
+			Arguments: json.RawMessage(`{"path":` + string(mustMarshalString("p"+markup)) + `,"content":"x"}`),
+			Diff:      "--- a/p" + markup + "\n+++ b/p" + markup + "\n@@ -1 +1 @@\n-" + markup + "\n+" + markup + "\n",
+			CreatedAt: time.Unix(1000, 0), ExpiresAt: time.Unix(2000, 0)}}
+	fb.calls = []Call{{ID: "call_1", Caller: caller, Tool: "read", Status: "succeeded", ErrorMessage: "e" + markup,
+		Arguments: json.RawMessage(`{"path":` + string(mustMarshalString("p"+markup)) + `}`),
+		Result:    json.RawMessage(`{"content":[{"type":"text","text":` + string(mustMarshalString(markup)) + `}]}`)}}
+	c := New(escapingBackend{fb}, NewTokenAuth(map[string]string{opToken: "ops"}, nil), nil)
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() { c.Close(); srv.Close() })
+	for _, p := range []string{"/ui/approvals", "/ui/approvals/apr_1", "/ui/approvals/apr_2", "/ui/journal", "/ui/journal/call_1",
+		"/ui/tools", "/ui/health", "/ui/journal?caller=" + url.QueryEscape(caller)} {
+		resp, body := do(t, noRedirect(), "GET", srv.URL+p, opToken, nil, nil)
+		if resp.StatusCode != http.StatusOK && (p != "/ui/health" || resp.StatusCode != http.StatusServiceUnavailable) {
+			t.Errorf("GET %s: %d", p, resp.StatusCode)
+			continue
+		}
+		if strings.Contains(body, "<script>alert") || strings.Contains(body, "<img src=x") {
+			t.Errorf("GET %s: markup reached the page raw:\n%s", p, body)
+		}
+		if !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+			t.Errorf("GET %s: the markup is not shown as text (escaped):\n%s", p, body)
+		}
+	}
+	card, err := c.renderFragment("approval_card", fb.approvals[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(card, "<script>alert") || !strings.Contains(card, "&lt;script&gt;") {
+		t.Errorf("the live card: %s", card)
 	}
 }
