@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -161,3 +162,82 @@ func TestKeptJWTsReachNoOperatorSurface(t *testing.T) {
 }
 
 var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// keptRaw sends one request of session sid (none for initialize) and
+// returns the status, the session id the answer names and up to 64 KiB of
+// the body read within 2 s (a GET stream does not end by itself).
+func keptRaw(t *testing.T, hs string, method, sid, lastEventID, msg string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var body io.Reader
+	if msg != "" {
+		body = strings.NewReader(msg)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, hs+server.PathMCP, body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer tok-alice")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10)) // ends with the 2 s deadline at worst
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+}
+
+// TestKeptLastEventIDOfAnotherSession (issue 22's review, "Kept"): a
+// caller resuming with the Last-Event-ID of another of its own sessions'
+// streams gets none of that session's events. (No positive control: the
+// call's stream is one event, and a replay gives only what follows it;
+// TestResumeAfterDroppedStream shows replay within a session works.)
+func TestKeptLastEventIDOfAnotherSession(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}})
+	hs := httpServer(t, s).URL
+	open := func() string {
+		code, sid, body := keptRaw(t, hs, http.MethodPost, "", "", initializeMsg)
+		if code != http.StatusOK || sid == "" {
+			t.Fatalf("initialize: %d %q %s", code, sid, body)
+		}
+		if code, _, body := keptRaw(t, hs, http.MethodPost, sid, "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+			t.Fatalf("initialized: %d %s", code, body)
+		}
+		return sid
+	}
+	a, b := open(), open()
+	secret := fmt.Sprintf("secret-of-A-%d", time.Now().UnixNano())
+	code, _, body := keptRaw(t, hs, http.MethodPost, a, "",
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`+secret+`"}}}`)
+	if code != http.StatusOK || !strings.Contains(body, secret) {
+		t.Fatalf("the call in session A: %d %s", code, body)
+	}
+	var ids []string
+	for _, line := range strings.Split(body, "\n") {
+		if id, ok := strings.CutPrefix(line, "id: "); ok {
+			ids = append(ids, strings.TrimSpace(id))
+		}
+	}
+	if len(ids) == 0 {
+		t.Fatalf("the call's stream carries no event id (no event store?):\n%s", body)
+	}
+	// Resume in B from every id of A's stream, and from the index a
+	// forger would guess.
+	for _, id := range ids {
+		stream, _, _ := strings.Cut(id, "_")
+		for _, last := range []string{id, stream + "_0", stream + "_1"} {
+			code, _, got := keptRaw(t, hs, http.MethodGet, b, last, "")
+			if strings.Contains(got, secret) {
+				t.Errorf("session B resumed with A's Last-Event-ID %s and got A's event (%d):\n%s", last, code, got)
+			}
+		}
+	}
+}
