@@ -308,7 +308,9 @@ func (a *away) RoundTrip(r *http.Request) (*http.Response, error) {
 // approved within the grace ran for a client that had gone.)
 func TestStandaloneStreamIsNoResumption(t *testing.T) {
 	f := newFixture(t)
-	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-a": "alice"}, ApprovalWait: 30 * time.Second, ResumeGrace: 2 * time.Second})
+	// The grace only has to outlast the call's way to its approval step;
+	// the withdrawal is waited for below.
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-a": "alice"}, ApprovalWait: 30 * time.Second, ResumeGrace: 5 * time.Second})
 	hs := httpServer(t, s)
 	tr := &away{cutter: cutter{base: http.DefaultTransport, token: "tok-a"}}
 	c := mcp.NewClient(&mcp.Implementation{Name: "abandoner", Version: "v0"}, nil)
@@ -329,7 +331,14 @@ func TestStandaloneStreamIsNoResumption(t *testing.T) {
 		cs.CallTool(ctx, p)
 	}()
 	waitFor(t, "the server to see the call's request end", func() bool { return server.Drops(s) > 0 })
-	aprs := approvalsOf(t, f.st, "danger")
+	// The stream is cut after its first event, which may come before the
+	// call reaches its approval step (a loaded machine): the call goes on
+	// within the grace and opens its request then.
+	var aprs []store.Approval
+	waitFor(t, "the call's approval request", func() bool {
+		aprs = approvalsOf(t, f.st, "danger")
+		return len(aprs) > 0
+	})
 	if len(aprs) != 1 || aprs[0].Status != store.ApprovalPending {
 		t.Fatalf("approvals %+v", aprs)
 	}
