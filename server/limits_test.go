@@ -434,13 +434,28 @@ func TestIdleSessionIsClosedToMakeRoom(t *testing.T) {
 	if n := s.SessionCount("alice"); n != 3 {
 		t.Errorf("after bob's session alice holds %d, want 3", n)
 	}
-	code, body := get(t, hs.URL+server.PathMetrics, "tok-ops")
-	for _, want := range []string{
+	// A request counts in use until its handler has returned, which is
+	// just after its client has the answer: the gauges settle, so the
+	// scrape is repeated until they do (or 20s pass).
+	wants := []string{
 		`backplane_mcp_sessions_evicted_total{caller="alice"} 1`,
 		`backplane_mcp_sessions_open{caller="alice"} 3`,
 		`backplane_mcp_sessions_open{caller="bob"} 1`,
 		`backplane_mcp_sessions_in_use{caller="alice"} 1`,
-	} {
+	}
+	var code int
+	var body string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, body = get(t, hs.URL+server.PathMetrics, "tok-ops")
+		missing := code != http.StatusOK
+		for _, want := range wants {
+			missing = missing || !strings.Contains(body, want)
+		}
+		if !missing || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range wants {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("/metrics (%d) lacks %s", code, want)
 		}
