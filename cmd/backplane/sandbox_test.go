@@ -95,7 +95,12 @@ func countingListener(t *testing.T) (port int, accepted *atomic.Int64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	accepted = &atomic.Int64{}
+	return ln.Addr().(*net.TCPAddr).Port, countAccepts(ln)
+}
+
+// countAccepts accepts ln's connections until it is closed, counting them.
+func countAccepts(ln net.Listener) *atomic.Int64 {
+	accepted := &atomic.Int64{}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -106,7 +111,7 @@ func countingListener(t *testing.T) (port int, accepted *atomic.Int64) {
 			c.Close()
 		}
 	}()
-	return ln.Addr().(*net.TCPAddr).Port, accepted
+	return accepted
 }
 
 func requireSandbox(t *testing.T) {
@@ -441,17 +446,7 @@ func TestSandboxServeEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	accepted := countAccepts(ln)
 	p := startServe(t, l.gwDir)
 	cs, ctx := connectServe(t, p)
 	out := callShell(t, ctx, cs, "bash", "exec ./escape "+sock)
@@ -540,17 +535,7 @@ func TestSandboxEscapeUnprivilegedGateway(t *testing.T) {
 	if err := os.Chmod(sock, 0o777); err != nil { // only the sandbox keeps uid 65534 out
 		t.Fatal(err)
 	}
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	accepted := countAccepts(ln)
 	cmd := exec.Command(bin, "call", "--caller", "alice", "bash", fmt.Sprintf(`{"command":%q}`, "exec ./escape "+sock))
 	cmd.Dir = state
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base, "XDG_CONFIG_HOME=" + xdg, "BACKPLANE_CONFIG=" + cfg}
