@@ -548,6 +548,9 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 		if w := sp.writeRedirect(st.Redirs); w != "" {
 			return subject{text: w, noAllow: "it writes to a file through a redirection"}, true
 		}
+		if r := sp.readRedirect(st.Redirs); r != "" {
+			return subject{text: r, noAllow: "it reads a file through a redirection"}, true
+		}
 		return s, false
 	}
 	for _, r := range st.Redirs {
@@ -561,6 +564,9 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 	s.text = strings.Join(words, " ")
 	if w := sp.writeRedirect(st.Redirs); w != "" {
 		why("it writes to a file through a redirection (%s)", w)
+	}
+	if r := sp.readRedirect(st.Redirs); r != "" {
+		why("it reads a file through a redirection (%s), which an allow pattern's text cannot confine", r)
 	}
 	if st.Cmd == nil && s.text == "" {
 		return s, false
@@ -889,6 +895,31 @@ func (sp *splitter) writeRedirect(rs []*syntax.Redirect) string {
 			}
 			return sp.redirText(r)
 		case syntax.DplOut:
+			if t, lit := literal(r.Word); lit && (t == "-" || isDigits(t)) {
+				continue
+			}
+			return sp.redirText(r)
+		}
+	}
+	return ""
+}
+
+// readRedirect returns the first redirection that reads a file, as text;
+// "" when none does. A pattern such as "git status*" matches any text after
+// the command, so "git status < /etc/shadow" would be allowed by it though
+// the shell, not git, opens the file: a part that reads a file is never
+// allowed by a pattern (it is decided by deny rules, then asks for
+// approval). Reading /dev/null, duplicating a descriptor (<&0), here
+// documents and here strings (text in the command itself) do not count.
+func (sp *splitter) readRedirect(rs []*syntax.Redirect) string {
+	for _, r := range rs {
+		switch r.Op {
+		case syntax.RdrIn:
+			if t, lit := literal(r.Word); lit && t == "/dev/null" {
+				continue
+			}
+			return sp.redirText(r)
+		case syntax.DplIn:
 			if t, lit := literal(r.Word); lit && (t == "-" || isDigits(t)) {
 				continue
 			}
