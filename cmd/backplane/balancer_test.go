@@ -121,7 +121,6 @@ backend replicas
 	return nil
 }
 
-
 // rawMCP posts one JSON-RPC message to the balancer at 2025-11-25, as the
 // caller of alice-token, in the session named (none for initialize), and
 // returns the status, the replica that answered and the session id the
