@@ -218,8 +218,8 @@ tools:
 }
 
 // TestBalancerQuotaAcrossThreeReplicas: 64 concurrent calls from 8 client
-// sessions (the Go SDK's client, each kept on its replica by the stick
-// table) spread over three replicas spend one quota of 20 exactly once.
+// sessions (the Go SDK's client at 2025-11-25, each kept on its replica by
+// the stick table) spread over three replicas spend one quota of 20 exactly once.
 func TestBalancerQuotaAcrossThreeReplicas(t *testing.T) {
 	db := newPGSchema(t)
 	const quota, sessions, perSession = 20, 8, 8
@@ -244,7 +244,7 @@ tools:
 		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 			Endpoint:   b.base + "/mcp",
 			HTTPClient: &http.Client{Transport: seen.wrap(tokenTransport("alice-token"))},
-		}, nil)
+		}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatalf("connect through the balancer: %v", err)
 		}
