@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -886,22 +887,8 @@ func baseName(s string) string {
 // text; "" when none does. Writing to /dev/null and duplicating a file
 // descriptor (2>&1) do not count.
 func (sp *splitter) writeRedirect(rs []*syntax.Redirect) string {
-	for _, r := range rs {
-		switch r.Op {
-		case syntax.RdrOut, syntax.AppOut, syntax.RdrInOut, syntax.RdrClob, syntax.AppClob,
-			syntax.RdrAll, syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob:
-			if t, lit := literal(r.Word); lit && t == "/dev/null" {
-				continue
-			}
-			return sp.redirText(r)
-		case syntax.DplOut:
-			if t, lit := literal(r.Word); lit && (t == "-" || isDigits(t)) {
-				continue
-			}
-			return sp.redirText(r)
-		}
-	}
-	return ""
+	return sp.fileRedirect(rs, syntax.DplOut, syntax.RdrOut, syntax.AppOut, syntax.RdrInOut, syntax.RdrClob,
+		syntax.AppClob, syntax.RdrAll, syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob)
 }
 
 // readRedirect returns the first redirection that reads a file, as text;
@@ -912,19 +899,28 @@ func (sp *splitter) writeRedirect(rs []*syntax.Redirect) string {
 // approval). Reading /dev/null, duplicating a descriptor (<&0), here
 // documents and here strings (text in the command itself) do not count.
 func (sp *splitter) readRedirect(rs []*syntax.Redirect) string {
+	return sp.fileRedirect(rs, syntax.DplIn, syntax.RdrIn)
+}
+
+// fileRedirect returns the first redirection with one of the file
+// operators (but to /dev/null) or with the duplicating operator dup to
+// anything but a descriptor number or "-", as text; "" when there is none.
+func (sp *splitter) fileRedirect(rs []*syntax.Redirect, dup syntax.RedirOperator, file ...syntax.RedirOperator) string {
 	for _, r := range rs {
-		switch r.Op {
-		case syntax.RdrIn:
-			if t, lit := literal(r.Word); lit && t == "/dev/null" {
+		t, lit := literal(r.Word)
+		switch {
+		case r.Op == dup:
+			if lit && (t == "-" || isDigits(t)) {
 				continue
 			}
-			return sp.redirText(r)
-		case syntax.DplIn:
-			if t, lit := literal(r.Word); lit && (t == "-" || isDigits(t)) {
+		case slices.Contains(file, r.Op):
+			if lit && t == "/dev/null" {
 				continue
 			}
-			return sp.redirText(r)
+		default:
+			continue
 		}
+		return sp.redirText(r)
 	}
 	return ""
 }
