@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -548,6 +549,9 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 		if w := sp.writeRedirect(st.Redirs); w != "" {
 			return subject{text: w, noAllow: "it writes to a file through a redirection"}, true
 		}
+		if r := sp.readRedirect(st.Redirs); r != "" {
+			return subject{text: r, noAllow: "it reads a file through a redirection"}, true
+		}
 		return s, false
 	}
 	for _, r := range st.Redirs {
@@ -561,6 +565,9 @@ func (sp *splitter) stmtSubject(st *syntax.Stmt) (subject, bool) {
 	s.text = strings.Join(words, " ")
 	if w := sp.writeRedirect(st.Redirs); w != "" {
 		why("it writes to a file through a redirection (%s)", w)
+	}
+	if r := sp.readRedirect(st.Redirs); r != "" {
+		why("it reads a file through a redirection (%s), which an allow pattern's text cannot confine", r)
 	}
 	if st.Cmd == nil && s.text == "" {
 		return s, false
@@ -880,20 +887,40 @@ func baseName(s string) string {
 // text; "" when none does. Writing to /dev/null and duplicating a file
 // descriptor (2>&1) do not count.
 func (sp *splitter) writeRedirect(rs []*syntax.Redirect) string {
+	return sp.fileRedirect(rs, syntax.DplOut, syntax.RdrOut, syntax.AppOut, syntax.RdrInOut, syntax.RdrClob,
+		syntax.AppClob, syntax.RdrAll, syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob)
+}
+
+// readRedirect returns the first redirection that reads a file, as text;
+// "" when none does. A pattern such as "git status*" matches any text after
+// the command, so "git status < /etc/shadow" would be allowed by it though
+// the shell, not git, opens the file: a part that reads a file is never
+// allowed by a pattern (it is decided by deny rules, then asks for
+// approval). Reading /dev/null, duplicating a descriptor (<&0), here
+// documents and here strings (text in the command itself) do not count.
+func (sp *splitter) readRedirect(rs []*syntax.Redirect) string {
+	return sp.fileRedirect(rs, syntax.DplIn, syntax.RdrIn)
+}
+
+// fileRedirect returns the first redirection with one of the file
+// operators (but to /dev/null) or with the duplicating operator dup to
+// anything but a descriptor number or "-", as text; "" when there is none.
+func (sp *splitter) fileRedirect(rs []*syntax.Redirect, dup syntax.RedirOperator, file ...syntax.RedirOperator) string {
 	for _, r := range rs {
-		switch r.Op {
-		case syntax.RdrOut, syntax.AppOut, syntax.RdrInOut, syntax.RdrClob, syntax.AppClob,
-			syntax.RdrAll, syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob:
-			if t, lit := literal(r.Word); lit && t == "/dev/null" {
+		t, lit := literal(r.Word)
+		switch {
+		case r.Op == dup:
+			if lit && (t == "-" || isDigits(t)) {
 				continue
 			}
-			return sp.redirText(r)
-		case syntax.DplOut:
-			if t, lit := literal(r.Word); lit && (t == "-" || isDigits(t)) {
+		case slices.Contains(file, r.Op):
+			if lit && t == "/dev/null" {
 				continue
 			}
-			return sp.redirText(r)
+		default:
+			continue
 		}
+		return sp.redirText(r)
 	}
 	return ""
 }

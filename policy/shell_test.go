@@ -347,3 +347,37 @@ func TestNestingScanBoundsTheParse(t *testing.T) {
 		}
 	}
 }
+
+// The shell opens a redirection's file, not the command: "git status*"
+// matches any text after "git status", so a reading redirection would let
+// an allow pattern read any file the tool can (issue 22's review found
+// "git status < /etc/shadow" allowed by bash(git status*)). Such a part is
+// never allowed by a pattern; /dev/null, descriptors, here documents and
+// here strings still are.
+func TestReadingRedirectionsAreNotAllowed(t *testing.T) {
+	r, err := Compile([]Rule{{Caller: "a", Allow: []string{"bash(git status*)", "bash(cat*)"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(cmd string) Decision {
+		return r.Decide(Request{Caller: "a", Tool: "bash", Args: map[string]any{"command": cmd}})
+	}
+	for _, cmd := range []string{
+		"git status < /etc/shadow", "git status </etc/shadow", "git status 0</etc/shadow",
+		"git status 3< ~/.ssh/id_rsa", "git status <$HOME/.netrc", "git status < '/etc/shadow'",
+		"git status <& x", "cat < /work/token", "(git status) < /etc/shadow",
+		"git status; cat < /etc/shadow",
+	} {
+		if d := decide(cmd); d.Allow {
+			t.Errorf("%q allowed: %s", cmd, d.Reason)
+		}
+	}
+	for _, cmd := range []string{
+		"git status < /dev/null", "git status <&0", "git status 0<&-", "cat <<<hello",
+		"cat <<'EOF'\nx\nEOF", "git status 2>&1", "git status >/dev/null",
+	} {
+		if d := decide(cmd); !d.Allow {
+			t.Errorf("%q not allowed: %s", cmd, d.Reason)
+		}
+	}
+}
