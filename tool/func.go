@@ -77,7 +77,9 @@ var ErrFuncSchema = errors.New("the type has no schema in the subset; give FuncO
 //     error wrapping backend.ErrNotStarted (the call provably did not run:
 //     settled failed, its budget released) and any error once ctx is done
 //     (the outcome is unknown, as for every backend), which are returned to
-//     the gateway as they are.
+//     the gateway as they are. A panic in fn is recovered and returned to
+//     the gateway as an error wrapping [ErrFuncPanic]: the outcome is
+//     unknown (fn may have acted), the call settles uncertain.
 //
 // A tool with an output schema carries a [Tool.Descriptor] (name,
 // description, inputSchema, outputSchema and the safety flags' hints),
@@ -253,9 +255,9 @@ func (b *funcBackend[In, Out]) Invoke(ctx context.Context, call *backend.Call) (
 		// Check passed these very bytes: not reached through the gateway.
 		return nil, fmt.Errorf("%w: %w", backend.ErrNotStarted, err)
 	}
-	out, err := b.fn(ctx, in)
+	out, err := b.run(ctx, in)
 	if err != nil {
-		if errors.Is(err, backend.ErrNotStarted) || ctx.Err() != nil {
+		if errors.Is(err, backend.ErrNotStarted) || errors.Is(err, ErrFuncPanic) || ctx.Err() != nil {
 			return nil, err
 		}
 		return toolResult(callResult{Content: []textBlock{{"text", err.Error()}}, IsError: true})
@@ -286,6 +288,21 @@ func (b *funcBackend[In, Out]) Invoke(ctx context.Context, call *backend.Call) (
 	}
 	return toolResult(r)
 }
+
+// run calls fn, a panic in it an error: fn may have acted before it, so the
+// outcome is unknown, and one tool's bug must not end the gateway.
+func (b *funcBackend[In, Out]) run(ctx context.Context, in In) (out Out, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrFuncPanic, p)
+		}
+	}()
+	return b.fn(ctx, in)
+}
+
+// ErrFuncPanic is wrapped by the error of a [Func] tool's call whose
+// function panicked.
+var ErrFuncPanic = errors.New("the tool's function panicked")
 
 // callResult is an MCP tool result.
 type callResult struct {

@@ -8,9 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store/memstore"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -188,6 +191,10 @@ func TestFuncErrors(t *testing.T) {
 	if _, err := invoke(t, tl, `{"name":"x"}`); !errors.Is(err, backend.ErrNotStarted) {
 		t.Fatalf("not started: %v", err)
 	}
+	p, _ := tool.Func("p", "", func(ctx context.Context, in greetIn) (string, error) { panic("bug") }, nil)
+	if _, err := invoke(t, p, `{"name":"x"}`); !errors.Is(err, tool.ErrFuncPanic) || !strings.Contains(err.Error(), "bug") {
+		t.Fatalf("a panic: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ret = boom
@@ -225,5 +232,52 @@ func TestFuncThroughTheGateway(t *testing.T) {
 	}
 	if ran != 1 {
 		t.Fatalf("ran %d times, want 1", ran)
+	}
+}
+
+// Served over MCP: the output schema is in tools/list, the structured
+// result reaches the client as structuredContent and the string result as
+// text.
+func TestFuncServed(t *testing.T) {
+	ctx := context.Background()
+	add, err := tool.Func("add", "Adds.", func(ctx context.Context, in struct {
+		A int `json:"a"`
+		B int `json:"b"`
+	}) (sum, error) {
+		return sum{Total: in.A + in.B, Terms: []int{in.A, in.B}}, nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := policy.NewRules([]policy.Rule{{Caller: "c", Allow: []string{"add"}}})
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
+	if err := g.Register(add); err != nil {
+		t.Fatal(err)
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := server.New(g, &server.Options{StdioCaller: "c"}).Connect(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil || len(list.Tools) != 1 {
+		t.Fatalf("%v %+v", err, list)
+	}
+	if out, _ := json.Marshal(list.Tools[0].OutputSchema); !strings.Contains(string(out), `"total":{"type":"integer"}`) {
+		t.Fatalf("output schema %s", out)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if err != nil || res.IsError {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if sc, _ := json.Marshal(res.StructuredContent); string(sc) != `{"terms":[1,2],"total":3}` {
+		t.Fatalf("structured content %s", sc)
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; text != `{"total":3,"terms":[1,2]}` {
+		t.Fatalf("text %s", text)
 	}
 }
