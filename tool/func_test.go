@@ -25,6 +25,21 @@ type greetIn struct {
 	Loud  *bool    `json:"loud,omitempty"`
 }
 
+// gatewayOf is a gateway with t (made with err) registered, which the
+// caller "c" may call.
+func gatewayOf(tb testing.TB, t tool.Tool, err error) *gateway.Gateway {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rules, _ := policy.NewRules([]policy.Rule{{Caller: "c", Allow: []string{t.Name}}})
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
+	if err := g.Register(t); err != nil {
+		tb.Fatal(err)
+	}
+	return g
+}
+
 func invoke(t *testing.T, tl tool.Tool, args string) (*backend.Result, error) {
 	t.Helper()
 	if err := tl.Backend.(backend.Checker).Check(json.RawMessage(args)); err != nil {
@@ -213,14 +228,7 @@ func TestFuncThroughTheGateway(t *testing.T) {
 		ran++
 		return strings.Repeat("x", in.N), nil
 	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, _ := policy.NewRules([]policy.Rule{{Caller: "c", Allow: []string{"count"}}})
-	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
-	if err := g.Register(tl); err != nil {
-		t.Fatal(err)
-	}
+	g := gatewayOf(t, tl, err)
 	res, err := g.Call(context.Background(), gateway.CallRequest{Caller: "c", Tool: "count", Arguments: json.RawMessage(`{"n":3}`)})
 	if err != nil || string(res.Result) != `{"content":[{"type":"text","text":"xxx"}]}` {
 		t.Fatalf("%v %+v", err, res)
@@ -246,14 +254,7 @@ func TestFuncServed(t *testing.T) {
 	}) (sum, error) {
 		return sum{Total: in.A + in.B, Terms: []int{in.A, in.B}}, nil
 	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, _ := policy.NewRules([]policy.Rule{{Caller: "c", Allow: []string{"add"}}})
-	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
-	if err := g.Register(add); err != nil {
-		t.Fatal(err)
-	}
+	g := gatewayOf(t, add, err)
 	ct, st := mcp.NewInMemoryTransports()
 	if _, err := server.New(g, &server.Options{StdioCaller: "c"}).Connect(ctx, st); err != nil {
 		t.Fatal(err)
