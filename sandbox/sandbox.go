@@ -8,8 +8,8 @@
 //	b, err := command.New(command.Spec{Argv: []string{"make", "test"}, Dir: workspace, Sandbox: p})
 //
 // This package is types only, and imports nothing of the mechanism, so
-// that a package that only parses or describes a policy (config) does not
-// link it. The mechanism, package internal/sandbox (Landlock, seccomp,
+// that a package that only parses or describes a policy (as config should)
+// need not link it. The mechanism, package internal/sandbox (Landlock, seccomp,
 // cgroups and resource limits, applied by a launcher: docs/security.md),
 // confines the process when the backend starts it. It needs nothing of the
 // embedding program's main: the launcher is the program itself
