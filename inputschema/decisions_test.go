@@ -1,7 +1,7 @@
 package inputschema_test
 
 // Decision-by-decision tests of the validator contract: one table per
-// decision D1-D18 of shared/spec/inputschema.md, every expectation derived by
+// decision D1-D18 of docs/inputschema-spec.md, every expectation derived by
 // hand from the text of the spec (the decision is named in each case), never
 // from running the code. Where the spec leaves a detail open (a message text,
 // whether a pointer names a schema object or its keyword) the case accepts

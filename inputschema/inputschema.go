@@ -1,8 +1,8 @@
 // Package inputschema validates tool-call arguments against a strict,
 // fail-closed subset of JSON Schema, as an execution gateway must.
 //
-// The contract is the seed's (shared/seed/SCHEMAS.md), pinned decision by
-// decision in shared/spec/inputschema.md (D1-D18). In short:
+// The contract is the seed's, pinned decision by decision in
+// docs/inputschema-spec.md (D1-D18) at the root of this repository. In short:
 //
 //   - Supported keywords: type (object, array, string, integer, number,
 //     boolean), properties, required, additionalProperties (boolean; the alias

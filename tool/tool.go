@@ -1,7 +1,8 @@
 // Package tool holds what the gateway and the backends share about a tool:
 // its descriptor ([Tool]), its safety flags, the validator it may bring, the
-// stable error classes a call can end with, its definition hash, and the
-// [Registry] an upstream registers its tools through.
+// stable error classes a call can end with, its definition hash, the
+// [Registry] an upstream registers its tools through, and [Func], a tool
+// written as a typed Go function.
 //
 // A tool from a source the gateway does not control may carry that
 // source's own descriptor ([Tool.Descriptor]): it is what clients are
@@ -68,7 +69,7 @@ type Tool struct {
 	// annotation, execution, _meta, members yet to be specified) is lost
 	// on the way. Everything in it is part of the definition ([HashOf]).
 	// nil for the gateway's own tools, which are served from the fields
-	// above.
+	// above (but a [Func] tool with an output schema, which has no field).
 	Descriptor json.RawMessage
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/procsup"
-	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/sandbox"
 	"github.com/agentbackplane/backplane/tool"
 )
 

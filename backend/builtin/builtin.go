@@ -108,7 +108,7 @@ import (
 
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
-	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/sandbox"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -172,7 +172,7 @@ type BashOptions struct {
 	// MaxOutputBytes caps what is kept of stdout and of stderr, each
 	// (default 64 KiB); the middle of a longer stream is dropped.
 	MaxOutputBytes int
-	// Sandbox, when not nil, confines the shell (package internal/sandbox);
+	// Sandbox, when not nil, confines the shell (package sandbox's options);
 	// its Write list should hold the workspace.
 	Sandbox *sandbox.Policy
 }

@@ -59,7 +59,7 @@ import (
 	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/internal/procsup"
-	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/sandbox"
 )
 
 // DefaultMaxOutputBytes caps a call's stdout when Spec.MaxOutputBytes is 0.
@@ -85,8 +85,8 @@ type Spec struct {
 	Dir string
 	// MaxOutputBytes caps stdout; 0 means DefaultMaxOutputBytes.
 	MaxOutputBytes int
-	// Sandbox, when not nil, confines the program (package
-	// internal/sandbox).
+	// Sandbox, when not nil, confines the program (package sandbox's
+	// options, applied by internal/sandbox).
 	Sandbox *sandbox.Policy
 }
 

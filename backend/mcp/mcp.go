@@ -101,7 +101,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/sandbox"
 	"github.com/agentbackplane/backplane/tool"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
@@ -141,8 +141,8 @@ type Server struct {
 	Env []string
 	// Dir is where the program runs; "" means the gateway's folder.
 	Dir string
-	// Sandbox, when not nil, confines the program (package
-	// internal/sandbox).
+	// Sandbox, when not nil, confines the program (package sandbox's
+	// options, applied by internal/sandbox).
 	Sandbox *sandbox.Policy
 	// URL is a streamable HTTP endpoint.
 	URL string

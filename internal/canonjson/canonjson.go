@@ -21,7 +21,7 @@
 // documents share a digest only if their numbers are the same text. Telling
 // apart more than a tool does costs a second approval at worst; telling apart
 // less let one approval cover a call the operator never saw. The input
-// schema contract (../shared/spec/inputschema.md D12, D13) compares numbers
+// schema contract (docs/inputschema-spec.md D12, D13) compares numbers
 // by exact value for validation (1.0 is an integer, equal to 1); the digest
 // is stricter than that on purpose, and the contract's D18 (no
 // normalisation: what was validated is what is forwarded) is why.

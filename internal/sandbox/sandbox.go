@@ -54,6 +54,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/agentbackplane/backplane/sandbox"
 )
 
 // LauncherArg is the hidden first argument that makes the binary the
@@ -68,90 +70,30 @@ const ExitLauncher = 126
 // signal and abstract socket scopes (Linux 6.12).
 const MinABI = 6
 
-// Policy is what one sandboxed process may do. It travels to the launcher
-// as JSON.
-type Policy struct {
-	// Read are extra paths (folders or files) with read and execute.
-	Read []string `json:"read,omitempty"`
-	// Write are paths with read, write and execute: the workspace and
-	// configured extras.
-	Write []string `json:"write,omitempty"`
-	// Network is what TCP the process may use.
-	Network Network `json:"network"`
-	// Limits are its resource limits.
-	Limits Limits `json:"limits"`
-	// Cgroup is the pids cgroup folder the launcher joins (set by Wrap).
-	Cgroup string `json:"cgroup,omitempty"`
-	// MemoryCgroup is the memory cgroup folder the launcher joins (set by
-	// Wrap); with one, Limits.AddressSpace is enforced there, for the
-	// call's processes together, instead of as each one's RLIMIT_AS.
-	MemoryCgroup string `json:"memory_cgroup,omitempty"`
-}
-
-// Network says what TCP a sandboxed process may use.
-type Network struct {
-	// All leaves the network unrestricted.
-	All bool `json:"all,omitempty"`
-	// Ports are the TCP ports it may connect to (when not All).
-	Ports []uint16 `json:"ports,omitempty"`
-}
-
-// String is how the network rule reads in logs and audit events.
-func (n Network) String() string {
-	switch {
-	case n.All:
-		return "all"
-	case len(n.Ports) == 0:
-		return "none"
-	}
-	var s []string
-	for _, p := range n.Ports {
-		s = append(s, strconv.Itoa(int(p)))
-	}
-	return "tcp connect " + strings.Join(s, ",")
-}
-
-// Limits bound a sandboxed process; 0 leaves one unset.
-type Limits struct {
-	CPUSeconds   uint64 `json:"cpu_seconds,omitempty"`
-	AddressSpace uint64 `json:"address_space,omitempty"`
-	Processes    uint64 `json:"processes,omitempty"`
-	FileSize     uint64 `json:"file_size,omitempty"`
-}
+// The options of a confinement are package sandbox's (the public one, so
+// that other modules and config name them without this mechanism); these
+// aliases keep this package's code and tests in its own words.
+type (
+	Policy  = sandbox.Policy
+	Network = sandbox.Network
+	Limits  = sandbox.Limits
+	Status  = sandbox.Status
+)
 
 // DefaultLimits are the limits of a policy that sets none.
-var DefaultLimits = Limits{
-	CPUSeconds:   600,
-	AddressSpace: 16 << 30,
-	Processes:    256,
-	FileSize:     1 << 30,
-}
+var DefaultLimits = sandbox.DefaultLimits
 
-// Rules is a short description of p for logs, audit events and tools list.
-func (p *Policy) Rules() map[string]any {
-	return map[string]any{
-		"write":   p.Write,
-		"read":    p.Read,
-		"network": p.Network.String(),
-		"limits":  p.Limits,
-	}
-}
-
-// Status says whether the kernel can sandbox.
-type Status struct {
-	// ABI is the Landlock ABI version, 0 when there is none.
-	ABI int
-	// Available reports ABI >= MinABI on Linux.
-	Available bool
-	// Reason says why not, when not.
-	Reason string
-	// UnixSockets reports that sandboxed tools are kept from Unix sockets
-	// by path (and from netlink, packet and every family but IPv4 and
-	// IPv6): a seccomp filter, on the architectures the launcher knows.
-	// Landlock of ABI < 9 does not cover connecting to a Unix socket.
-	UnixSockets bool
-	// UnixReason says why not, when not.
-	UnixReason string
+// confinement is a Policy as the launcher gets it: with the call's cgroups
+// that Wrap made, which are the mechanism's and no option of a caller's.
+// Its JSON is the policy's members and these two beside.
+type confinement struct {
+	Policy
+	// Cgroup is the pids cgroup folder the launcher joins.
+	Cgroup string `json:"cgroup,omitempty"`
+	// MemoryCgroup is the memory cgroup folder the launcher joins; with
+	// one, Limits.AddressSpace is enforced there, for the call's processes
+	// together, instead of as each one's RLIMIT_AS.
+	MemoryCgroup string `json:"memory_cgroup,omitempty"`
 }
 
 var (
@@ -170,7 +112,7 @@ func Probe() Status {
 // local user can read (ps, /proc/PID/cmdline).
 type launchSpec struct {
 	// Policy confines the tool; nil: no confinement.
-	Policy *Policy `json:"policy,omitempty"`
+	Policy *confinement `json:"policy,omitempty"`
 	// Path is the tool's program, Argv its argv.
 	Path string   `json:"path"`
 	Argv []string `json:"argv"`
@@ -204,7 +146,7 @@ func Wrap(cmd *exec.Cmd, p *Policy, isolate bool) (cleanup func(), err error) {
 	}
 	spec := launchSpec{Path: cmd.Path, Argv: cmd.Args}
 	if p != nil {
-		q := *p
+		q := confinement{Policy: *p}
 		q.Read = slices.Clone(p.Read)
 		prog := cmd.Path
 		if !filepath.IsAbs(prog) {
@@ -312,11 +254,3 @@ var etcFiles = []string{
 
 // devFiles get read and write.
 var devFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
-
-// AuditAttrs are the audit attributes of a process run under p (nil: none).
-func AuditAttrs(p *Policy) []any {
-	if p == nil {
-		return []any{"sandboxed", false}
-	}
-	return []any{"sandboxed", true, "sandbox_rules", p.Rules()}
-}

@@ -144,7 +144,7 @@ func launch(args []string) error {
 // executes the tool: credentials, Landlock domain and seccomp filter are
 // per thread, and the exec keeps those of the thread that calls it) and
 // executes the tool.
-func confineAndExec(p *Policy, path string, argv []string) error {
+func confineAndExec(p *confinement, path string, argv []string) error {
 	if err := joinCgroups(p.Cgroup, p.MemoryCgroup); err != nil {
 		return err
 	}
@@ -369,7 +369,7 @@ func setLimits(l Limits, nproc bool) error {
 	return nil
 }
 
-func restrict(p *Policy) error {
+func restrict(p *confinement) error {
 	cfg := landlock.V6
 	if p.Network.All {
 		cfg.HandledAccessNet = 0

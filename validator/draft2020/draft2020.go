@@ -1,5 +1,5 @@
 // Package draft2020 is the explicit second validator boundary of the tool
-// input schema contract (D21 in ../shared/spec/inputschema.md): where a host
+// input schema contract (D21 in docs/inputschema-spec.md): where a host
 // chooses it for a tool source, a tool's input schema is the complete JSON
 // Schema (draft 2020-12, or an older draft the schema declares), not the
 // subset of package inputschema. It validates with
