@@ -120,11 +120,14 @@ const (
 	// stableAfter is how long a connection must live for the reconnection
 	// delay to start over from Options.MinBackoff.
 	stableAfter = 10 * time.Second
-	// protocolVersion is the MCP version proposed to servers: the latest
-	// one before the 2026-07-28 draft, whose client caches tools/list
-	// answers (the bytes of a cached page are never seen again) and probes
-	// with server/discover first.
-	protocolVersion = "2025-11-25"
+	// protocolVersion is the MCP version proposed to servers. The SDK's
+	// client probes with server/discover first and falls back to the
+	// initialize handshake at 2025-11-25 when the server does not offer
+	// 2026-07-28 (see Upstream.Protocol for what was agreed).
+	protocolVersion = Protocol20260728
+	// The revisions an upstream may speak.
+	Protocol20260728 = "2026-07-28"
+	Protocol20251125 = "2025-11-25"
 )
 
 // Server is one upstream server: exactly one of Command and URL.
@@ -305,6 +308,11 @@ type Upstream struct {
 	subs     map[string]bool // resource URIs subscribed (subscribe.go)
 	// descriptors are the last listings' items as the server sent them,
 	// by method and key (content.go's listRaw).
+	// dropped are the tools of the last listing that are not offered, by
+	// their registered names, with why (headers.go).
+	dropped map[string]string
+	// sdkLog keeps why the SDK's client left tools out (headers.go).
+	sdkLog      *headerLog
 	descriptors map[string]map[string]json.RawMessage
 	onUpdated   func(uri string) // where their updates go
 
@@ -372,6 +380,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	if srv.OAuth != nil {
 		u.oauth = newOAuthTransport(u.httpRT, srv.Name, srv.URL, *srv.OAuth)
 	}
+	u.sdkLog = &headerLog{}
 	u.client = sdk.NewClient(&sdk.Implementation{Name: "backplane", Version: "1"}, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.bridgeMiddleware)
 
@@ -392,7 +401,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 		return nil, fmt.Errorf("server %s: %w", srv.Name, u.startTimedOut(ctx, cctx, err))
 	}
 	u.link = l
-	u.log.Info("upstream connected", "transport", u.transport(), "tools", len(tools))
+	u.log.Info("upstream connected", "transport", u.transport(), "protocol", l.protocol, "tools", len(tools))
 	u.logVisibility()
 	u.wg.Add(1)
 	go u.supervise(l)
@@ -549,7 +558,7 @@ func (u *Upstream) reconnect() (*link, error) {
 	u.restarts++
 	u.mu.Unlock()
 	u.resubscribe(ctx, l)
-	u.log.Info("upstream reconnected", "transport", u.transport(), "tools", len(tools))
+	u.log.Info("upstream reconnected", "transport", u.transport(), "protocol", l.protocol, "tools", len(tools))
 	return l, nil
 }
 

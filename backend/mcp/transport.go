@@ -45,6 +45,35 @@ type link struct {
 	started time.Time
 	once    sync.Once
 	pinging atomic.Bool // a nudge's ping is in flight (nudge.go)
+	// protocol is the revision agreed with the server: Protocol20260728
+	// after server/discover, else what initialize negotiated.
+	protocol string
+
+	// pages are the raw tools/list pages last read, by cursor: at
+	// 2026-07-28 the SDK answers ListTools from its own cache while the
+	// server's ttlMs lasts, and the bytes of a cached page never pass the
+	// wire again (catalog.go's listTools).
+	pagesMu sync.Mutex
+	pages   map[string][]byte
+}
+
+// modern reports whether the link speaks 2026-07-28 or later.
+func (l *link) modern() bool { return l.protocol >= Protocol20260728 }
+
+func (l *link) keepPage(cursor string, raw []byte) {
+	l.pagesMu.Lock()
+	defer l.pagesMu.Unlock()
+	if l.pages == nil {
+		l.pages = map[string][]byte{}
+	}
+	l.pages[cursor] = raw
+}
+
+func (l *link) page(cursor string) ([]byte, bool) {
+	l.pagesMu.Lock()
+	defer l.pagesMu.Unlock()
+	raw, ok := l.pages[cursor]
+	return raw, ok
 }
 
 // close ends the session and, for a program, kills what is left of its
@@ -134,6 +163,9 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 		return nil, fmt.Errorf("connecting over %s: %s", u.transport(), reason)
 	}
 	l.sess = sess
+	if ir := sess.InitializeResult(); ir != nil {
+		l.protocol = ir.ProtocolVersion
+	}
 	u.askForLogs(ctx, sess)
 	return l, nil
 }
