@@ -201,42 +201,153 @@ func (c *recordingClient) Request(_ context.Context, method string, params json.
 // TestRelayedElicitationNamesItsServer: finding 11 of issue 22. An
 // upstream's form that calls itself a Backplane approval reaches the
 // client with its message and title marked with the server's name, so it
-// cannot pass for the gateway's own request.
+// cannot pass for the gateway's own request; its _meta names the server
+// too. At 2025-11-25 the server asks during the call (elicitation/create);
+// at 2026-07-28 it answers input_required, and the retry carries the
+// client's answer and the server's request state.
 func TestRelayedElicitationNamesItsServer(t *testing.T) {
+	for _, tc := range []struct {
+		protocol string
+		legacy   bool
+	}{{Protocol20260728, false}, {Protocol20251125, true}} {
+		t.Run(tc.protocol, func(t *testing.T) {
+			e := newEnv(t)
+			srv, logFile := testServerSpec(t, "go")
+			srv.Env = append(srv.Env, "MCPTEST_ELICIT", "MCPTEST_LEGACY")
+			t.Setenv("MCPTEST_ELICIT", "1")
+			if tc.legacy {
+				t.Setenv("MCPTEST_LEGACY", "1")
+			}
+			u := e.connect(t, srv, nil)
+			if got := u.Protocol(); got != tc.protocol {
+				t.Fatalf("the upstream speaks %q, want %q", got, tc.protocol)
+			}
+			cl := &recordingClient{answer: `{"action":"decline"}`}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := e.g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "go.elicit", Arguments: json.RawMessage(`{}`), Client: cl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(res.Result), "decline") {
+				t.Errorf("the client's answer is not the tool's: %s", res.Result)
+			}
+			if !tc.legacy {
+				if n := countPrefix(serverLog(t, logFile), "elicit answered state=elicit-state-1"); n != 1 {
+					t.Errorf("the retry did not echo the request state: %q", serverLog(t, logFile))
+				}
+			}
+			cl.mu.Lock()
+			defer cl.mu.Unlock()
+			if len(cl.asked) != 1 {
+				t.Fatalf("the client was asked %d times, want once", len(cl.asked))
+			}
+			var p struct {
+				Message         string `json:"message"`
+				RequestedSchema struct {
+					Title string `json:"title"`
+				} `json:"requestedSchema"`
+				Meta map[string]any `json:"_meta"`
+			}
+			if err := json.Unmarshal(cl.asked[0], &p); err != nil {
+				t.Fatal(err)
+			}
+			mark := ElicitationMark("go")
+			if !strings.HasPrefix(p.Message, mark) || !strings.Contains(p.Message, "operator token") {
+				t.Errorf("message %q, want it to begin with %q", p.Message, mark)
+			}
+			if !strings.HasPrefix(p.RequestedSchema.Title, mark) {
+				t.Errorf("title %q, want it to begin with %q", p.RequestedSchema.Title, mark)
+			}
+			if p.Meta[MetaServer] != "go" {
+				t.Errorf("_meta %v, want %s: go", p.Meta, MetaServer)
+			}
+		})
+	}
+}
+
+// gatedClient answers an elicitation with its own name, once gate is
+// closed: the test holds every call's request until all have been asked.
+type gatedClient struct {
+	nopClient
+	name  string
+	asked chan<- string
+	gate  <-chan struct{}
+}
+
+func (c *gatedClient) Request(ctx context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
+	if method != backend.RequestElicitation {
+		return nil, backend.ErrNoChannel
+	}
+	c.asked <- c.name
+	select {
+	case <-c.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return json.RawMessage(`{"action":"accept","content":{"token":"` + c.name + `"}}`), nil
+}
+
+// TestInputRequestsOfManyCallsInFlight: issue 24. Calls of several
+// sessions in flight at once on one stdio upstream that speaks 2026-07-28
+// each get their elicitation relayed to their own client, and each result
+// carries its own client's answer. (At 2025-11-25 such requests name no
+// call, and are refused while calls of several sessions are in flight:
+// TestOwnerNeverGuesses.)
+func TestInputRequestsOfManyCallsInFlight(t *testing.T) {
 	e := newEnv(t)
-	srv, _ := testServerSpec(t, "go")
+	srv, logFile := testServerSpec(t, "go")
 	srv.Env = append(srv.Env, "MCPTEST_ELICIT")
 	t.Setenv("MCPTEST_ELICIT", "1")
-	e.connect(t, srv, nil)
-	cl := &recordingClient{answer: `{"action":"decline"}`}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	u := e.connect(t, srv, nil)
+	if u.Protocol() != Protocol20260728 {
+		t.Fatalf("the upstream speaks %q", u.Protocol())
+	}
+	const n = 4
+	asked := make(chan string, n)
+	gate := make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := e.g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "go.elicit", Arguments: json.RawMessage(`{}`), Client: cl})
-	if err != nil {
-		t.Fatal(err)
+	type outcome struct {
+		name, result string
+		err          error
 	}
-	if !strings.Contains(string(res.Result), "decline") {
-		t.Errorf("the client's answer is not the tool's: %s", res.Result)
+	done := make(chan outcome, n)
+	for i := range n {
+		name := "client" + string(rune('a'+i))
+		go func() {
+			res, err := e.g.Call(ctx, gateway.CallRequest{Caller: "alice", Session: "session-" + name, Tool: "go.elicit",
+				Arguments: json.RawMessage(`{}`), Client: &gatedClient{name: name, asked: asked, gate: gate}})
+			if err != nil {
+				done <- outcome{name: name, err: err}
+				return
+			}
+			done <- outcome{name: name, result: string(res.Result)}
+		}()
 	}
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if len(cl.asked) != 1 {
-		t.Fatalf("the client was asked %d times, want once", len(cl.asked))
+	seen := map[string]bool{}
+	for len(seen) < n {
+		select {
+		case name := <-asked:
+			seen[name] = true
+		case o := <-done:
+			t.Fatalf("%s ended before every client was asked: %v %s", o.name, o.err, o.result)
+		case <-ctx.Done():
+			t.Fatalf("asked only %v", seen)
+		}
 	}
-	var p struct {
-		Message         string `json:"message"`
-		RequestedSchema struct {
-			Title string `json:"title"`
-		} `json:"requestedSchema"`
+	close(gate)
+	for range n {
+		o := <-done
+		if o.err != nil {
+			t.Errorf("%s: %v", o.name, o.err)
+			continue
+		}
+		if !strings.Contains(o.result, `\"token\":\"`+o.name+`\"`) {
+			t.Errorf("%s got %s, want its own answer", o.name, o.result)
+		}
 	}
-	if err := json.Unmarshal(cl.asked[0], &p); err != nil {
-		t.Fatal(err)
-	}
-	mark := ElicitationMark("go")
-	if !strings.HasPrefix(p.Message, mark) || !strings.Contains(p.Message, "operator token") {
-		t.Errorf("message %q, want it to begin with %q", p.Message, mark)
-	}
-	if !strings.HasPrefix(p.RequestedSchema.Title, mark) {
-		t.Errorf("title %q, want it to begin with %q", p.RequestedSchema.Title, mark)
+	if got := countPrefix(serverLog(t, logFile), "elicit answered"); got != n {
+		t.Errorf("%d retries answered, want %d", got, n)
 	}
 }
