@@ -41,8 +41,11 @@ func DefaultBridge() Bridge { return Bridge{Elicitation: true, Roots: true} }
 //   - Progress by token: each tools/call carries a progress token of the
 //     gateway's own (unique on the connection), mapped back to the call,
 //     whose client gets the progress under its own token.
-//   - Log messages and requests carry nothing that names a call (over
-//     stdio nothing could). They go to the calling session when the calls
+//   - Input requests of a 2026-07-28 server (input_required) answer the
+//     call itself: they go to its client, whatever else is in flight
+//     (mrtr.go).
+//   - Log messages and a 2025-11-25 server's requests carry nothing that
+//     names a call (over stdio nothing could). They go to the calling session when the calls
 //     in flight on the server all come from one session; with none in
 //     flight, or calls of several sessions, a request is refused (the
 //     server gets the protocol's error) and a log message goes to the

@@ -12,6 +12,17 @@
 //     never logged, never put in an error message. Close kills the
 //     program's whole process group; on Linux the kernel also kills the
 //     program when the gateway dies, even by SIGKILL.
+//   - Revisions. The connection speaks MCP 2026-07-28 where the server
+//     offers it (the SDK's client sends server/discover first), else
+//     2025-11-25 ([Upstream.Protocol] says which). At 2026-07-28 the SDK
+//     sends every request's _meta and the Mcp-Method, Mcp-Name and
+//     Mcp-Param-* headers (headers.go); a tool whose x-mcp-header
+//     annotations are invalid is not offered, and the refused-tools report
+//     ([Upstream.Visibility]) says why. A server's input_required answer
+//     is relayed to the client of that call and the call retried with its
+//     answers (mrtr.go). At 2025-11-25 over HTTP, a call's SSE stream the
+//     server closes mid-call is resumed with Last-Event-ID as often as it
+//     is closed (transport.go's polls).
 //   - Catalog. tools/list is followed page by page (nextCursor). Each tool
 //     is registered in the gateway as NAME.TOOL (or PREFIX TOOL with
 //     Server.Prefix, "" for the bare name) with its description and
