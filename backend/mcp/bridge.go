@@ -521,9 +521,17 @@ func removeOne(ids []string, id string) []string {
 
 // askForLogs asks a server that offers logging for every message: each
 // calling session filters by its own logging/setLevel when it is relayed.
-func (u *Upstream) askForLogs(ctx context.Context, sess *sdk.ClientSession) {
+//
+// At 2026-07-28 there is no session to set a level on: each call asks for
+// them in its own _meta (logLevel, see Invoke), and l.logs says so.
+func (u *Upstream) askForLogs(ctx context.Context, l *link) {
+	sess := l.sess
 	ir := sess.InitializeResult()
 	if ir == nil || ir.Capabilities == nil || ir.Capabilities.Logging == nil {
+		return
+	}
+	if l.modern() {
+		l.logs = true
 		return
 	}
 	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {

@@ -66,6 +66,14 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		}
 		params.Meta["progressToken"] = in.token
 	}
+	if l.logs {
+		// Every message, as logging/setLevel debug asks at 2025-11-25:
+		// each calling session filters by its own level when relayed.
+		if params.Meta == nil {
+			params.Meta = sdk.Meta{}
+		}
+		params.Meta[sdk.MetaKeyLogLevel] = "debug"
+	}
 	var asked bool // a round answered input_required
 	shed := 0
 	for round := 1; ; round++ {

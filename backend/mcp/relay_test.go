@@ -351,3 +351,58 @@ func TestInputRequestsOfManyCallsInFlight(t *testing.T) {
 		t.Errorf("%d retries answered, want %d", got, n)
 	}
 }
+
+// logClient keeps the log messages relayed to it.
+type logClient struct {
+	nopClient
+	mu   sync.Mutex
+	logs []backend.LogMessage
+}
+
+func (c *logClient) Log(_ context.Context, m backend.LogMessage) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.logs = append(c.logs, m)
+	return nil
+}
+
+// TestUpstreamLogReachesCaller: a log message the server sends during a
+// call reaches the call's client, at 2026-07-28 (the call's _meta asks for
+// every level: there is no session to set one on) as at 2025-11-25
+// (logging/setLevel).
+func TestUpstreamLogReachesCaller(t *testing.T) {
+	for _, tc := range []struct {
+		protocol string
+		legacy   bool
+	}{{Protocol20260728, false}, {Protocol20251125, true}} {
+		t.Run(tc.protocol, func(t *testing.T) {
+			e := newEnv(t)
+			srv, _ := testServerSpec(t, "go")
+			srv.Env = append(srv.Env, "MCPTEST_SAY", "MCPTEST_LEGACY")
+			t.Setenv("MCPTEST_SAY", "1")
+			if tc.legacy {
+				t.Setenv("MCPTEST_LEGACY", "1")
+			}
+			u := e.connect(t, srv, nil)
+			if u.Protocol() != tc.protocol {
+				t.Fatalf("protocol %q", u.Protocol())
+			}
+			cl := &logClient{}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := e.g.Call(ctx, gateway.CallRequest{Caller: "alice", Session: "s", Tool: "go.say", Arguments: json.RawMessage(`{}`), Client: cl}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 20*time.Second, "the log message reaches the client", func() bool {
+				cl.mu.Lock()
+				defer cl.mu.Unlock()
+				for _, m := range cl.logs {
+					if m.Logger == "mcptest" && strings.Contains(string(m.Data), "said during the call") {
+						return true
+					}
+				}
+				return false
+			})
+		})
+	}
+}

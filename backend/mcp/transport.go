@@ -49,6 +49,9 @@ type link struct {
 	// protocol is the revision agreed with the server: Protocol20260728
 	// after server/discover, else what initialize negotiated.
 	protocol string
+	// logs says each call asks for every log message in its _meta
+	// (2026-07-28, a server that declared logging: askForLogs).
+	logs bool
 
 	// pages are the raw tools/list pages last read, by cursor: at
 	// 2026-07-28 the SDK answers ListTools from its own cache while the
@@ -167,7 +170,7 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 	if ir := sess.InitializeResult(); ir != nil {
 		l.protocol = ir.ProtocolVersion
 	}
-	u.askForLogs(ctx, sess)
+	u.askForLogs(ctx, l)
 	return l, nil
 }
 

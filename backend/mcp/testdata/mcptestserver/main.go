@@ -20,6 +20,7 @@
 //	                    in a form titled as a Backplane approval, and returns the answer's JSON
 //	                    (a multi round-trip request; logs "elicit asks", then "elicit answered state=S")
 //	MCPTEST_LEGACY      if set, speak only the revisions before 2026-07-28
+//	MCPTEST_SAY         if set, add the tool say, which sends a log message (info) during the call
 //	MCPTEST_DEEP        if set, a depth: add the tools deep and held (below)
 //	MCPTEST_TEMPLATE    a resource template to offer (its reads answer "TEMPLATE read URI"), with
 //	                    subscriptions (each subscribe and unsubscribe logged) and the tool touch
@@ -275,6 +276,14 @@ func main() {
 					return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "r"}}}, nil
 				})
 		}
+	}
+	if os.Getenv("MCPTEST_SAY") != "" {
+		s.AddTool(&mcp.Tool{Name: "say", Description: "Logs a message during the call.", InputSchema: json.RawMessage(emptySchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "mcptest", Data: "said during the call"})
+				return &mcp.CallToolResult{Content: text("said")}, nil
+			})
 	}
 	if os.Getenv("MCPTEST_ELICIT") != "" {
 		s.AddTool(&mcp.Tool{Name: "elicit", Description: "Asks its client for a token.", InputSchema: json.RawMessage(emptySchema),
