@@ -406,3 +406,85 @@ func TestUpstreamLogReachesCaller(t *testing.T) {
 		})
 	}
 }
+
+// TestInputRequestsThroughServeToTwoSessions: issue 24, end to end at the
+// callers' 2025-11-25. Two sessions of Backplane's MCP server (Go SDK
+// clients declaring elicitation) each call the elicit tool of one stdio
+// upstream that speaks 2026-07-28, both calls in flight at once: each
+// session gets its own elicitation/create, marked with the server's name,
+// and each result carries its own session's answer.
+func TestInputRequestsThroughServeToTwoSessions(t *testing.T) {
+	e := newEnv(t)
+	srv, _ := testServerSpec(t, "go")
+	srv.Env = append(srv.Env, "MCPTEST_ELICIT")
+	t.Setenv("MCPTEST_ELICIT", "1")
+	if u := e.connect(t, srv, nil); u.Protocol() != Protocol20260728 {
+		t.Fatalf("the upstream speaks %q", u.Protocol())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	asked := make(chan string, 2)
+	gate := make(chan struct{})
+	session := func(name string) *sdk.ClientSession {
+		s := server.New(e.g, &server.Options{StdioCaller: "alice"})
+		ct, st := sdk.NewInMemoryTransports()
+		if _, err := s.Connect(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: name, Version: "1"}, &sdk.ClientOptions{
+			ElicitationHandler: func(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+				if !strings.HasPrefix(req.Params.Message, ElicitationMark("go")) {
+					t.Errorf("%s was asked %q, not marked with the server's name", name, req.Params.Message)
+				}
+				asked <- name
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"token": name}}, nil
+			},
+		}).Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: Protocol20251125})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	type outcome struct {
+		name string
+		res  *sdk.CallToolResult
+		err  error
+	}
+	done := make(chan outcome, 2)
+	for _, name := range []string{"first", "second"} {
+		cs := session(name)
+		go func() {
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "go.elicit", Arguments: map[string]any{}})
+			done <- outcome{name, res, err}
+		}()
+	}
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		select {
+		case name := <-asked:
+			seen[name] = true
+		case o := <-done:
+			t.Fatalf("%s ended before both sessions were asked: %v %+v", o.name, o.err, o.res)
+		case <-ctx.Done():
+			t.Fatalf("asked only %v", seen)
+		}
+	}
+	close(gate)
+	for range 2 {
+		o := <-done
+		if o.err != nil {
+			t.Errorf("%s: %v", o.name, o.err)
+			continue
+		}
+		data, _ := json.Marshal(o.res.Content)
+		if o.res.IsError || !strings.Contains(string(data), `\"token\":\"`+o.name+`\"`) {
+			t.Errorf("%s got %s, want its own answer", o.name, data)
+		}
+	}
+}
