@@ -417,6 +417,31 @@ func newRelayResult(method string) relayResult {
 // server may cancel). Errors are the protocol's, to hand back to the
 // server: the client's own, or why it could not be asked.
 func (u *Upstream) ask(ctx context.Context, in *inflight, method string, p any) (json.RawMessage, error) {
+	params, err := u.prepare(method, p)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(in.ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	raw, err := in.client.Request(rctx, method, params)
+	if errors.Is(err, backend.ErrNoChannel) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the client of this call does not support %s", method)}
+	}
+	if err != nil {
+		var je *jsonrpc.Error
+		if errors.As(err, &je) {
+			return nil, je // the client's own error, passed on
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client did not answer: %v", method, err)}
+	}
+	return raw, nil
+}
+
+// prepare is the params of a request relayed to the client: p (an SDK
+// params value or raw JSON; nil for none) marked with the server's name.
+func (u *Upstream) prepare(method string, p any) (json.RawMessage, error) {
 	if raw, ok := p.(json.RawMessage); ok && method == backend.RequestElicitation {
 		ep := new(sdk.ElicitParams)
 		if err := json.Unmarshal(raw, ep); err != nil {
@@ -438,22 +463,7 @@ func (u *Upstream) ask(ctx context.Context, in *inflight, method string, p any) 
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}
 	}
-	rctx, cancel := context.WithCancel(in.ctx)
-	defer cancel()
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop()
-	raw, err := in.client.Request(rctx, method, params)
-	if errors.Is(err, backend.ErrNoChannel) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the client of this call does not support %s", method)}
-	}
-	if err != nil {
-		var je *jsonrpc.Error
-		if errors.As(err, &je) {
-			return nil, je // the client's own error, passed on
-		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client did not answer: %v", method, err)}
-	}
-	return raw, nil
+	return params, nil
 }
 
 // MetaServer is the _meta key of a request relayed from an upstream server

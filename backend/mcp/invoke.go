@@ -75,6 +75,19 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		params.Meta[sdk.MetaKeyLogLevel] = "debug"
 	}
 	var asked bool // a round answered input_required
+	if call.Input != nil {
+		// The retry of a call answered *backend.InputRequiredError.
+		responses, err := answers(call.Input)
+		if err != nil {
+			return nil, err
+		}
+		params.InputResponses, params.RequestState = responses, call.Input.State
+		asked = true
+	}
+	defers := false
+	if d, ok := call.Client.(backend.InputDeferrer); ok {
+		defers = d.DefersInput()
+	}
 	shed := 0
 	for round := 1; ; round++ {
 		res, err := b.round(ctx, l, in, call, params, asked)
@@ -95,6 +108,9 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 			return nil, fmt.Errorf("upstream %s answered input_required with no request %d times (load shedding): giving up", u.srv.Name, shed)
 		case round >= maxRounds:
 			return nil, fmt.Errorf("upstream %s still asked for input after %d rounds: giving up", u.srv.Name, round)
+		}
+		if defers && len(res.input.requests) > 0 {
+			return nil, u.deferred(in, res.input)
 		}
 		responses, err := u.fulfil(ctx, in, res.input)
 		if err != nil {

@@ -104,9 +104,66 @@ func (u *Upstream) fulfil(ctx context.Context, in *inflight, r *inputRound) (sdk
 	return out, nil
 }
 
-func (u *Upstream) fulfilOne(ctx context.Context, in *inflight, req inputRequest) (json.RawMessage, error) {
+// deferred is the *backend.InputRequiredError of r, for a client that
+// answers by calling again (backend.InputDeferrer): the requests marked as
+// relayed ones are, and the server's request state as the error's state.
+func (u *Upstream) deferred(in *inflight, r *inputRound) error {
+	e := &backend.InputRequiredError{Server: u.srv.Name, Requests: make(map[string]backend.InputRequest, len(r.requests)), State: r.state}
+	for _, id := range slices.Sorted(maps.Keys(r.requests)) {
+		req := r.requests[id]
+		params, err := u.prepareInput(req)
+		outcome := "deferred"
+		attrs := []any{"method", req.Method, "call_id", in.callID, "via", "input_required"}
+		if err != nil {
+			outcome = "refused"
+			attrs = append(attrs, "error", err.Error())
+		}
+		u.audit.Info("upstream request", append(attrs, "outcome", outcome)...)
+		if err != nil {
+			return fmt.Errorf("upstream %s asked the client for %s (input request %q): %w", u.srv.Name, req.Method, id, err)
+		}
+		e.Requests[id] = backend.InputRequest{Method: req.Method, Params: params}
+	}
+	return e
+}
+
+// prepareInput checks that the bridge relays req and marks its params.
+func (u *Upstream) prepareInput(req inputRequest) (json.RawMessage, error) {
+	if err := u.bridged(req.Method); err != nil {
+		return nil, err
+	}
+	var p any
+	if len(req.Params) > 0 && string(req.Params) != "null" {
+		p = req.Params
+	}
+	params, err := u.prepare(req.Method, p)
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return nil, errors.New(je.Message)
+	}
+	return params, err
+}
+
+// answers are the retry's inputResponses from the client's answers.
+func answers(a *backend.InputAnswers) (sdk.InputResponseMap, error) {
+	if len(a.Responses) == 0 {
+		return nil, nil
+	}
+	data, err := json.Marshal(a.Responses)
+	if err != nil {
+		return nil, err
+	}
+	var m sdk.InputResponseMap
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%w: the client's input responses: %v", backend.ErrNotStarted, err)
+	}
+	return m, nil
+}
+
+// bridged says why method may not be relayed, if it may not.
+func (u *Upstream) bridged(method string) error {
 	var allowed bool
-	switch req.Method {
+	switch method {
 	case backend.RequestSampling:
 		allowed = u.bridge.Sampling
 	case backend.RequestElicitation:
@@ -114,10 +171,17 @@ func (u *Upstream) fulfilOne(ctx context.Context, in *inflight, req inputRequest
 	case backend.RequestRoots:
 		allowed = u.bridge.Roots
 	default:
-		return nil, fmt.Errorf("%q is not a request a server may make of its client", req.Method)
+		return fmt.Errorf("%q is not a request a server may make of its client", method)
 	}
 	if !allowed {
-		return nil, fmt.Errorf("%s is not bridged to the clients of this gateway", req.Method)
+		return fmt.Errorf("%s is not bridged to the clients of this gateway", method)
+	}
+	return nil
+}
+
+func (u *Upstream) fulfilOne(ctx context.Context, in *inflight, req inputRequest) (json.RawMessage, error) {
+	if err := u.bridged(req.Method); err != nil {
+		return nil, err
 	}
 	if in.client == nil {
 		return nil, errNoClient

@@ -488,3 +488,58 @@ func TestInputRequestsThroughServeToTwoSessions(t *testing.T) {
 		}
 	}
 }
+
+// deferClient answers a server's requests by calling again
+// (backend.InputDeferrer), as a 2026-07-28 caller does.
+type deferClient struct{ nopClient }
+
+func (deferClient) DefersInput() bool { return true }
+
+// TestInputRequiredDeferredToTheCaller: a client that answers by calling
+// again gets the upstream's input requests as a *backend.InputRequiredError
+// (marked with the server's name, the server's state with them), and its
+// retry carrying the answers and that state completes the call.
+func TestInputRequiredDeferredToTheCaller(t *testing.T) {
+	e := newEnv(t)
+	srv, logFile := testServerSpec(t, "go")
+	srv.Env = append(srv.Env, "MCPTEST_ELICIT")
+	t.Setenv("MCPTEST_ELICIT", "1")
+	u := e.connect(t, srv, nil)
+	u.mu.Lock()
+	b := u.tools["elicit"].backend
+	u.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	call := &backend.Call{CallID: "c1", Tool: "go.elicit", Caller: "alice", Arguments: json.RawMessage(`{}`), Client: deferClient{}}
+	_, err := b.Invoke(ctx, call)
+	var ir *backend.InputRequiredError
+	if !errors.As(err, &ir) {
+		t.Fatalf("Invoke: %v, want *backend.InputRequiredError", err)
+	}
+	req, ok := ir.Requests["token"]
+	if ir.Server != "go" || ir.State != "elicit-state-1" || !ok || req.Method != backend.RequestElicitation {
+		t.Fatalf("input required %+v", ir)
+	}
+	var p struct {
+		Message string         `json:"message"`
+		Meta    map[string]any `json:"_meta"`
+	}
+	if err := json.Unmarshal(req.Params, &p); err != nil || !strings.HasPrefix(p.Message, ElicitationMark("go")) || p.Meta[MetaServer] != "go" {
+		t.Errorf("the request is not marked with its server: %s (%v)", req.Params, err)
+	}
+	retry := *call
+	retry.Input = &backend.InputAnswers{
+		Responses: map[string]json.RawMessage{"token": json.RawMessage(`{"action":"accept","content":{"token":"t-42"}}`)},
+		State:     ir.State,
+	}
+	res, err := b.Invoke(ctx, &retry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res.Content), `t-42`) {
+		t.Errorf("the retry's result %s lacks the client's answer", res.Content)
+	}
+	if n := countPrefix(serverLog(t, logFile), "elicit answered state=elicit-state-1"); n != 1 {
+		t.Errorf("the server saw the answered retry %d times", n)
+	}
+}
