@@ -72,6 +72,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		if params.Meta == nil {
 			params.Meta = sdk.Meta{}
 		}
+		//lint:ignore SA1019 logging is deprecated at 2026-07-28 and still in force; upstream log messages are relayed
 		params.Meta[sdk.MetaKeyLogLevel] = "debug"
 	}
 	var asked bool // a round answered input_required
