@@ -554,6 +554,7 @@ func (rt *Runtime) upstreamStates() []gateway.UpstreamState {
 		st := gateway.UpstreamState{Name: s.Name, Required: s.Required}
 		if u, ok := rt.Upstream(s.Name); ok {
 			st.Up, st.Restarts, st.Err = u.State()
+			st.Protocol = u.Protocol()
 		} else if err := rt.late.failure(s.Name); err != nil {
 			st.Err = fmt.Errorf("not started: %w", err)
 		} else {

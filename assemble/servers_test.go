@@ -308,6 +308,12 @@ func TestOpenStartsDegradedWithoutABrokenServer(t *testing.T) {
 	if s := gateway.State(checks); s != gateway.StateDegraded || gateway.Ready(checks) != nil || gateway.Healthy(checks) != nil {
 		t.Errorf("state %q ready %v, want degraded and ready", s, gateway.Ready(checks))
 	}
+	for _, c := range checks {
+		// The Go SDK test server offers 2026-07-28: the check says so.
+		if c.Upstream == "go" && !strings.Contains(c.OK, "MCP 2026-07-28") {
+			t.Errorf("the working server's check %q does not name the revision it speaks", c.OK)
+		}
+	}
 	var late *gateway.UpstreamState
 	for _, u := range rt.Gateway.Upstreams() {
 		if u.Name == "late" {

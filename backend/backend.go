@@ -25,6 +25,10 @@ type Call struct {
 	// relays what arrives during the call (an upstream MCP server's
 	// progress, log messages and requests).
 	Client Client
+	// Input, when set, is the retry of a call whose backend answered
+	// *InputRequiredError: the client's answers and the state it echoes
+	// (see [InputDeferrer]).
+	Input *InputAnswers
 	// Trace is the W3C trace context of this invocation, empty when the
 	// call is not traced: a backend passes it on to what it calls.
 	Trace TraceContext

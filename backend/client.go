@@ -50,3 +50,46 @@ type LogMessage struct {
 	Logger string
 	Data   json.RawMessage
 }
+
+// InputDeferrer is implemented by a [Client] whose caller answers a
+// server's requests by calling again (MCP 2026-07-28 multi round-trip
+// requests) rather than during the call. When DefersInput reports true, a
+// backend whose upstream answers input_required does not relay its
+// requests with Client.Request: Invoke returns an *InputRequiredError, and
+// the caller's retry comes back with Call.Input. (A client without it, or
+// answering false, is asked with Request during the call.)
+type InputDeferrer interface {
+	DefersInput() bool
+}
+
+// InputRequest is one request of an upstream server to the calling client
+// (Method one of the Request* methods, Params its JSON object), already
+// marked with the server's name as Request's would be.
+type InputRequest struct {
+	Method string
+	Params json.RawMessage
+}
+
+// InputRequiredError is a backend's answer to a call that cannot complete
+// before the client answers Requests (by the server's ids). State is
+// opaque, the backend's own: the retry must carry it back unchanged in
+// InputAnswers.State, with the answers by the same ids. The caller is to
+// bind State to the call it belongs to (sign it) before it leaves the
+// process: it holds the upstream server's own request state.
+type InputRequiredError struct {
+	Server   string // the upstream server that asks
+	Requests map[string]InputRequest
+	State    string
+}
+
+func (e *InputRequiredError) Error() string {
+	return "the upstream server " + e.Server + " needs the client's input before the call can complete"
+}
+
+// InputAnswers are the client's answers to an *InputRequiredError: each
+// answer the JSON result of its request, by the request's id, and the
+// error's State unchanged.
+type InputAnswers struct {
+	Responses map[string]json.RawMessage
+	State     string
+}

@@ -99,6 +99,9 @@ type UpstreamState struct {
 	Restarts int
 	// Err says why the server is down (nil while up).
 	Err error
+	// Protocol is the MCP revision the connection speaks ("" unknown, or
+	// down): 2026-07-28 where the server offers it, else 2025-11-25.
+	Protocol string
 }
 
 // SetUpstreams names where [Gateway.CheckHealth] and [Gateway.Upstreams]
@@ -143,6 +146,9 @@ func (g *Gateway) CheckHealth(ctx context.Context) []HealthCheck {
 	for _, u := range g.Upstreams() {
 		c := HealthCheck{Name: "upstream " + u.Name, Upstream: u.Name, Kind: CheckOptional,
 			OK: fmt.Sprintf("up (restarted %d times)", u.Restarts)}
+		if u.Protocol != "" {
+			c.OK = fmt.Sprintf("up, MCP %s (restarted %d times)", u.Protocol, u.Restarts)
+		}
 		if u.Required {
 			c.Kind = CheckRequired
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"strconv"
 	"sync"
@@ -40,8 +41,11 @@ func DefaultBridge() Bridge { return Bridge{Elicitation: true, Roots: true} }
 //   - Progress by token: each tools/call carries a progress token of the
 //     gateway's own (unique on the connection), mapped back to the call,
 //     whose client gets the progress under its own token.
-//   - Log messages and requests carry nothing that names a call (over
-//     stdio nothing could). They go to the calling session when the calls
+//   - Input requests of a 2026-07-28 server (input_required) answer the
+//     call itself: they go to its client, whatever else is in flight
+//     (mrtr.go).
+//   - Log messages and a 2025-11-25 server's requests carry nothing that
+//     names a call (over stdio nothing could). They go to the calling session when the calls
 //     in flight on the server all come from one session; with none in
 //     flight, or calls of several sessions, a request is refused (the
 //     server gets the protocol's error) and a log message goes to the
@@ -250,6 +254,7 @@ func (u *Upstream) clientOptions() *sdk.ClientOptions {
 		caps.Elicitation = &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}}
 	}
 	return &sdk.ClientOptions{
+		Logger:       slog.New(u.sdkLog),
 		Capabilities: caps,
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			// Called on the session's reading goroutine: listing here would
@@ -352,46 +357,141 @@ func (u *Upstream) relay(ctx context.Context, method string, req sdk.Request, al
 		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s: no client to ask: %v", method, err)}
 	}
 	ids = append([]string{in.callID}, removeOne(ids, in.callID)...)
-	params := json.RawMessage(`{}`)
-	p := req.GetParams()
-	if ep, ok := p.(*sdk.ElicitParams); ok && ep != nil {
-		p = u.markElicitation(ep)
+	var p any
+	if rp := req.GetParams(); rp != nil && !reflectNil(rp) {
+		p = rp
 	}
-	if p != nil {
-		if params, err = json.Marshal(p); err != nil {
-			return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}
-		}
+	raw, err := u.ask(ctx, in, method, p)
+	if err != nil {
+		return nil, ids, err
 	}
-	// The request is made in the call's context (it ends with the call),
-	// and also ends with the server's request (the server may cancel it).
+	res := newRelayResult(method)
+	if err := json.Unmarshal(raw, res); err != nil {
+		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client's answer cannot be read: %v", method, err)}
+	}
+	return res, ids, nil
+}
+
+// reflectNil reports whether p is a typed nil pointer (the SDK's params of a
+// request sent without any).
+func reflectNil(p sdk.Params) bool {
+	switch v := p.(type) {
+	case *sdk.ElicitParams:
+		return v == nil
+	case *sdk.CreateMessageWithToolsParams:
+		return v == nil
+	case *sdk.CreateMessageParams:
+		return v == nil
+	case *sdk.ListRootsParams:
+		return v == nil
+	}
+	return false
+}
+
+// relayResult is the SDK's type of a relayed request's answer: the result
+// of a server-to-client request (2025-11-25), or an input response
+// (2026-07-28).
+type relayResult interface {
+	sdk.Result
+	sdk.InputResponse
+}
+
+// newRelayResult is the SDK's result type of a relayed request.
+func newRelayResult(method string) relayResult {
+	switch method {
+	case backend.RequestSampling:
+		return new(sdk.CreateMessageWithToolsResult)
+	case backend.RequestElicitation:
+		return new(sdk.ElicitResult)
+	default:
+		return new(sdk.ListRootsResult)
+	}
+}
+
+// ask sends the calling client of in the server's request method with params
+// p (an SDK params value or raw JSON; nil for none) and returns its raw
+// answer. An elicitation is marked with the server's name
+// (markElicitation), and every request's _meta names the server
+// (MetaServer), so that a client can tell whose request it shows. The
+// request ends with the call, and with ctx (the server's request, which the
+// server may cancel). Errors are the protocol's, to hand back to the
+// server: the client's own, or why it could not be asked.
+func (u *Upstream) ask(ctx context.Context, in *inflight, method string, p any) (json.RawMessage, error) {
+	params, err := u.prepare(method, p)
+	if err != nil {
+		return nil, err
+	}
 	rctx, cancel := context.WithCancel(in.ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	raw, err := in.client.Request(rctx, method, params)
 	if errors.Is(err, backend.ErrNoChannel) {
-		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the client of this call does not support %s", method)}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the client of this call does not support %s", method)}
 	}
 	if err != nil {
 		var je *jsonrpc.Error
 		if errors.As(err, &je) {
-			return nil, ids, je // the client's own error, passed on
+			return nil, je // the client's own error, passed on
 		}
-		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client did not answer: %v", method, err)}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client did not answer: %v", method, err)}
 	}
-	var res sdk.Result
-	switch method {
-	case backend.RequestSampling:
-		res = new(sdk.CreateMessageWithToolsResult)
-	case backend.RequestElicitation:
-		res = new(sdk.ElicitResult)
-	default:
-		res = new(sdk.ListRootsResult)
+	return raw, nil
+}
+
+// prepare is the params of a request relayed to the client: p (an SDK
+// params value or raw JSON; nil for none) marked with the server's name.
+func (u *Upstream) prepare(method string, p any) (json.RawMessage, error) {
+	if raw, ok := p.(json.RawMessage); ok && method == backend.RequestElicitation {
+		ep := new(sdk.ElicitParams)
+		if err := json.Unmarshal(raw, ep); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}
+		}
+		p = ep
 	}
-	if err := json.Unmarshal(raw, res); err != nil {
-		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client's answer cannot be read: %v", method, err)}
+	if ep, ok := p.(*sdk.ElicitParams); ok && ep != nil {
+		p = u.markElicitation(ep)
 	}
-	return res, ids, nil
+	params := json.RawMessage(`{}`)
+	if p != nil {
+		var err error
+		if params, err = json.Marshal(p); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}
+		}
+	}
+	params, err := withServerMeta(params, u.srv.Name)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}
+	}
+	return params, nil
+}
+
+// MetaServer is the _meta key of a request relayed from an upstream server
+// to the calling client: its value is the server's name.
+const MetaServer = "backplane/server"
+
+// withServerMeta returns params (a JSON object) with _meta[MetaServer] set
+// to name, the other members and _meta entries kept.
+func withServerMeta(params json.RawMessage, name string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(params, &m); err != nil {
+		return nil, errors.New("the params are not a JSON object")
+	}
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	meta := map[string]json.RawMessage{}
+	if raw, ok := m["_meta"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &meta); err != nil || meta == nil {
+			return nil, errors.New("_meta is not a JSON object")
+		}
+	}
+	meta[MetaServer], _ = json.Marshal(name)
+	var err error
+	if m["_meta"], err = json.Marshal(meta); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
 }
 
 // markElicitation returns a copy of p whose message, and the requested
@@ -431,9 +531,17 @@ func removeOne(ids []string, id string) []string {
 
 // askForLogs asks a server that offers logging for every message: each
 // calling session filters by its own logging/setLevel when it is relayed.
-func (u *Upstream) askForLogs(ctx context.Context, sess *sdk.ClientSession) {
+//
+// At 2026-07-28 there is no session to set a level on: each call asks for
+// them in its own _meta (logLevel, see Invoke), and l.logs says so.
+func (u *Upstream) askForLogs(ctx context.Context, l *link) {
+	sess := l.sess
 	ir := sess.InitializeResult()
 	if ir == nil || ir.Capabilities == nil || ir.Capabilities.Logging == nil {
+		return
+	}
+	if l.modern() {
+		l.logs = true
 		return
 	}
 	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {

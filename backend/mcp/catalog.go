@@ -35,6 +35,9 @@ type rawTool struct {
 	// Raw is the whole descriptor as the server sent it: served to
 	// clients with only the name rewritten, and part of the definition.
 	Raw json.RawMessage
+	// Dropped, when not "", is why the tool is not offered: the SDK left
+	// it out of its own reading of the page (headers.go).
+	Dropped string
 }
 
 // upTool is a registered tool of the server.
@@ -59,10 +62,17 @@ func (u *Upstream) listTools(ctx context.Context, l *link) ([]rawTool, error) {
 		}
 		e := &exchange{method: "tools/list"}
 		nudge := l.nudgeWhileWaiting() // a stalled Go server: see nudge.go
-		_, err := l.sess.ListTools(withExchange(ctx, e), &sdk.ListToolsParams{Cursor: cursor})
+		res, err := l.sess.ListTools(withExchange(ctx, e), &sdk.ListToolsParams{Cursor: cursor})
 		nudge.stop()
 		l.wire.forget(e)
 		_, done, raw, rpcErr := e.state()
+		if !done && err == nil && res != nil {
+			// Answered from the SDK's cache (2026-07-28, within the
+			// server's ttlMs): the page last read under this cursor.
+			raw, done = l.page(cursor)
+		} else if done && rpcErr == nil {
+			l.keepPage(cursor, raw)
+		}
 		switch {
 		case done && rpcErr != nil:
 			return nil, fmt.Errorf("tools/list: the server answered with an error: %v", rpcErr)
@@ -77,6 +87,7 @@ func (u *Upstream) listTools(ctx context.Context, l *link) ([]rawTool, error) {
 		if perr != nil {
 			return nil, fmt.Errorf("tools/list: %w", perr)
 		}
+		u.markDropped(l, tools, res)
 		out = append(out, tools...)
 		if next == "" {
 			return out, nil
@@ -319,8 +330,16 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 		return ErrClosed
 	}
 	listed := map[string]bool{}
+	dropped := map[string]string{}
 	for _, t := range tools {
 		full := u.srv.ToolPrefix() + t.Name
+		if t.Dropped != "" {
+			if _, again := u.dropped[full]; !again {
+				u.log.Warn("upstream tool not offered", "tool", termtext.Line(full), "reason", t.Dropped)
+			}
+			dropped[full] = t.Dropped
+			continue // and unregistered below, if it was registered
+		}
 		if tool.CheckName(t.Name) != nil || tool.CheckName(full) != nil {
 			// Left out, not fatal: the server's other tools still serve. A
 			// name with a control or a newline would forge lines wherever
@@ -400,6 +419,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 			u.log.Info("upstream tool removed", "tool", old.full)
 		}
 	}
+	u.dropped = dropped
 	return nil
 }
 

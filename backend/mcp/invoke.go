@@ -66,13 +66,95 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		}
 		params.Meta["progressToken"] = in.token
 	}
+	if l.logs {
+		// Every message, as logging/setLevel debug asks at 2025-11-25:
+		// each calling session filters by its own level when relayed.
+		if params.Meta == nil {
+			params.Meta = sdk.Meta{}
+		}
+		//lint:ignore SA1019 logging is deprecated at 2026-07-28 and still in force; upstream log messages are relayed
+		params.Meta[sdk.MetaKeyLogLevel] = "debug"
+	}
+	var asked bool // a round answered input_required
+	if call.Input != nil {
+		// The retry of a call answered *backend.InputRequiredError.
+		responses, err := answers(call.Input)
+		if err != nil {
+			return nil, err
+		}
+		params.InputResponses, params.RequestState = responses, call.Input.State
+		asked = true
+	}
+	defers := false
+	if d, ok := call.Client.(backend.InputDeferrer); ok {
+		defers = d.DefersInput()
+	}
+	shed := 0
+	for round := 1; ; round++ {
+		res, err := b.round(ctx, l, in, call, params, asked)
+		if err != nil || res.input == nil {
+			if res != nil {
+				return res.result, nil
+			}
+			return nil, err
+		}
+		// input_required (2026-07-28): the call's own client answers, and
+		// the server is called again with the answers.
+		asked = true
+		if len(res.input.requests) == 0 {
+			shed++
+		}
+		switch {
+		case shed >= maxShedRounds:
+			return nil, fmt.Errorf("upstream %s answered input_required with no request %d times (load shedding): giving up", u.srv.Name, shed)
+		case round >= maxRounds:
+			return nil, fmt.Errorf("upstream %s still asked for input after %d rounds: giving up", u.srv.Name, round)
+		}
+		if defers && len(res.input.requests) > 0 {
+			return nil, u.deferred(in, res.input)
+		}
+		responses, err := u.fulfil(ctx, in, res.input)
+		if err != nil {
+			return nil, err
+		}
+		next := *params
+		next.InputResponses, next.RequestState = responses, res.input.state
+		params = &next
+	}
+}
+
+// roundResult is what one tools/call round came to: the call's result, or
+// the input the server asks for before it answers.
+type roundResult struct {
+	result *backend.Result
+	input  *inputRound
+}
+
+// round sends tools/call once; see the package documentation for the
+// outcomes. after says an earlier round of the call was answered
+// input_required: the server has had the call, so a failure is no longer
+// proof that nothing ran.
+func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *backend.Call, params *sdk.CallToolParams, after bool) (*roundResult, error) {
+	u := b.u
 	e := &exchange{method: "tools/call"}
 	nudge := l.nudgeWhileWaiting() // a stalled Go server: see nudge.go
 	res, callErr := l.sess.CallTool(withExchange(withTrace(ctx, call.Trace), e), params)
 	nudge.stop()
 	l.wire.forget(e)
-	in.drain(ctx)
 	sent, done, raw, rpcErr := e.state()
+	if done && rpcErr == nil {
+		if ir, ok, err := inputRequired(raw); ok {
+			if err != nil {
+				return nil, err
+			}
+			return &roundResult{input: ir}, nil
+		}
+	}
+	in.drain(ctx)
+	notStarted := backend.ErrNotStarted
+	if after {
+		notStarted = errAfterInput
+	}
 	switch {
 	case done && errors.Is(rpcErr, mcpstream.ErrMalformedResponse):
 		// The server answered this call, in a line the gateway cannot
@@ -81,19 +163,20 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	case done && rpcErr != nil:
 		var we *jsonrpc.Error
 		if errors.As(rpcErr, &we) && notDispatched[we.Code] {
-			return nil, fmt.Errorf("%w: upstream %s refused the call before running it: %v", backend.ErrNotStarted, u.srv.Name, rpcErr)
+			return nil, fmt.Errorf("%w: upstream %s refused the call before running it: %v", notStarted, u.srv.Name, rpcErr)
 		}
 		return nil, fmt.Errorf("upstream %s answered with an error: %v", u.srv.Name, rpcErr)
 	case done:
 		// The raw answer is what counts, even when the SDK could not decode
 		// it: the tool ran. (Over stdio the SDK does not decode it at all:
 		// callErr is errTakenRaw, see trackedConn.Read.)
-		return b.checked(resultOf(raw))
+		r, err := b.checked(resultOf(raw))
+		return wrapRound(r, err)
 	case !sent:
 		if callErr == nil {
 			callErr = errors.New("no answer")
 		}
-		return nil, fmt.Errorf("%w: upstream %s: the request was not sent: %w", backend.ErrNotStarted, u.srv.Name, callErr)
+		return nil, fmt.Errorf("%w: upstream %s: the request was not sent: %w", notStarted, u.srv.Name, callErr)
 	case callErr != nil:
 		return nil, fmt.Errorf("upstream %s: the request was sent and then: %w", u.srv.Name, callErr)
 	}
@@ -103,8 +186,20 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	if err != nil {
 		return nil, fmt.Errorf("%w: upstream %s: %v", backend.ErrMalformedResult, u.srv.Name, err)
 	}
-	return b.checked(resultOf(data))
+	return wrapRound(b.checked(resultOf(data)))
 }
+
+func wrapRound(r *backend.Result, err error) (*roundResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &roundResult{result: r}, nil
+}
+
+// errAfterInput stands in for backend.ErrNotStarted in a round after the
+// server answered input_required: the server had the call (and may have
+// acted before it asked), so what would prove nothing ran does not.
+var errAfterInput = errors.New("after the server asked for input")
 
 // checked validates a result's structuredContent against the tool's
 // output schema: a result that is not an error and breaks it (or has no

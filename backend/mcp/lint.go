@@ -19,10 +19,15 @@ func (u *Upstream) Catalog(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
 	out := []byte(`{"tools":[`)
-	for i, t := range tools {
-		if i > 0 {
+	first := true
+	for _, t := range tools {
+		if t.Dropped != "" {
+			continue // not offered (headers.go)
+		}
+		if !first {
 			out = append(out, ',')
 		}
+		first = false
 		name, _ := json.Marshal(t.Name)
 		desc, _ := json.Marshal(t.Description)
 		out = append(out, `{"name":`...)

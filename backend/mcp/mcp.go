@@ -12,6 +12,17 @@
 //     never logged, never put in an error message. Close kills the
 //     program's whole process group; on Linux the kernel also kills the
 //     program when the gateway dies, even by SIGKILL.
+//   - Revisions. The connection speaks MCP 2026-07-28 where the server
+//     offers it (the SDK's client sends server/discover first), else
+//     2025-11-25 ([Upstream.Protocol] says which). At 2026-07-28 the SDK
+//     sends every request's _meta and the Mcp-Method, Mcp-Name and
+//     Mcp-Param-* headers (headers.go); a tool whose x-mcp-header
+//     annotations are invalid is not offered, and the refused-tools report
+//     ([Upstream.Visibility]) says why. A server's input_required answer
+//     is relayed to the client of that call and the call retried with its
+//     answers (mrtr.go). At 2025-11-25 over HTTP, a call's SSE stream the
+//     server closes mid-call is resumed with Last-Event-ID as often as it
+//     is closed (transport.go's polls).
 //   - Catalog. tools/list is followed page by page (nextCursor). Each tool
 //     is registered in the gateway as NAME.TOOL (or PREFIX TOOL with
 //     Server.Prefix, "" for the bare name) with its description and
@@ -120,11 +131,14 @@ const (
 	// stableAfter is how long a connection must live for the reconnection
 	// delay to start over from Options.MinBackoff.
 	stableAfter = 10 * time.Second
-	// protocolVersion is the MCP version proposed to servers: the latest
-	// one before the 2026-07-28 draft, whose client caches tools/list
-	// answers (the bytes of a cached page are never seen again) and probes
-	// with server/discover first.
-	protocolVersion = "2025-11-25"
+	// protocolVersion is the MCP version proposed to servers. The SDK's
+	// client probes with server/discover first and falls back to the
+	// initialize handshake at 2025-11-25 when the server does not offer
+	// 2026-07-28 (see Upstream.Protocol for what was agreed).
+	protocolVersion = Protocol20260728
+	// The revisions an upstream may speak.
+	Protocol20260728 = "2026-07-28"
+	Protocol20251125 = "2025-11-25"
 )
 
 // Server is one upstream server: exactly one of Command and URL.
@@ -305,6 +319,11 @@ type Upstream struct {
 	subs     map[string]bool // resource URIs subscribed (subscribe.go)
 	// descriptors are the last listings' items as the server sent them,
 	// by method and key (content.go's listRaw).
+	// dropped are the tools of the last listing that are not offered, by
+	// their registered names, with why (headers.go).
+	dropped map[string]string
+	// sdkLog keeps why the SDK's client left tools out (headers.go).
+	sdkLog      *headerLog
 	descriptors map[string]map[string]json.RawMessage
 	onUpdated   func(uri string) // where their updates go
 
@@ -372,6 +391,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	if srv.OAuth != nil {
 		u.oauth = newOAuthTransport(u.httpRT, srv.Name, srv.URL, *srv.OAuth)
 	}
+	u.sdkLog = &headerLog{}
 	u.client = sdk.NewClient(&sdk.Implementation{Name: "backplane", Version: "1"}, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.bridgeMiddleware)
 
@@ -392,7 +412,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 		return nil, fmt.Errorf("server %s: %w", srv.Name, u.startTimedOut(ctx, cctx, err))
 	}
 	u.link = l
-	u.log.Info("upstream connected", "transport", u.transport(), "tools", len(tools))
+	u.log.Info("upstream connected", "transport", u.transport(), "protocol", l.protocol, "tools", len(tools))
 	u.logVisibility()
 	u.wg.Add(1)
 	go u.supervise(l)
@@ -549,7 +569,7 @@ func (u *Upstream) reconnect() (*link, error) {
 	u.restarts++
 	u.mu.Unlock()
 	u.resubscribe(ctx, l)
-	u.log.Info("upstream reconnected", "transport", u.transport(), "tools", len(tools))
+	u.log.Info("upstream reconnected", "transport", u.transport(), "protocol", l.protocol, "tools", len(tools))
 	return l, nil
 }
 

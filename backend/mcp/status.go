@@ -19,3 +19,16 @@ func (u *Upstream) State() (up bool, restarts int, down error) {
 }
 
 var errNotConnected = errors.New("not connected")
+
+// Protocol is the MCP revision the live connection speaks:
+// Protocol20260728 when the server offered it (server/discover), else
+// the one the initialize handshake agreed, such as Protocol20251125; ""
+// while the server is down.
+func (u *Upstream) Protocol() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.link == nil {
+		return ""
+	}
+	return u.link.protocol
+}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,38 @@ type link struct {
 	started time.Time
 	once    sync.Once
 	pinging atomic.Bool // a nudge's ping is in flight (nudge.go)
+	// protocol is the revision agreed with the server: Protocol20260728
+	// after server/discover, else what initialize negotiated.
+	protocol string
+	// logs says each call asks for every log message in its _meta
+	// (2026-07-28, a server that declared logging: askForLogs).
+	logs bool
+
+	// pages are the raw tools/list pages last read, by cursor: at
+	// 2026-07-28 the SDK answers ListTools from its own cache while the
+	// server's ttlMs lasts, and the bytes of a cached page never pass the
+	// wire again (catalog.go's listTools).
+	pagesMu sync.Mutex
+	pages   map[string][]byte
+}
+
+// modern reports whether the link speaks 2026-07-28 or later.
+func (l *link) modern() bool { return l.protocol >= Protocol20260728 }
+
+func (l *link) keepPage(cursor string, raw []byte) {
+	l.pagesMu.Lock()
+	defer l.pagesMu.Unlock()
+	if l.pages == nil {
+		l.pages = map[string][]byte{}
+	}
+	l.pages[cursor] = raw
+}
+
+func (l *link) page(cursor string) ([]byte, bool) {
+	l.pagesMu.Lock()
+	defer l.pagesMu.Unlock()
+	raw, ok := l.pages[cursor]
+	return raw, ok
 }
 
 // close ends the session and, for a program, kills what is left of its
@@ -134,7 +167,10 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 		return nil, fmt.Errorf("connecting over %s: %s", u.transport(), reason)
 	}
 	l.sess = sess
-	u.askForLogs(ctx, sess)
+	if ir := sess.InitializeResult(); ir != nil {
+		l.protocol = ir.ProtocolVersion
+	}
+	u.askForLogs(ctx, l)
 	return l, nil
 }
 
@@ -363,6 +399,7 @@ type tapTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
 	wire    *wire
+	polls   polls
 }
 
 func (t *tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -373,6 +410,11 @@ func (t *tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Header.Get(k) == "" {
 			req.Header.Set(k, v)
 		}
+	}
+	resumed := ""
+	if req.Method == http.MethodGet && req.Header.Get("Last-Event-ID") != "" {
+		resumed = t.polls.real(req.Header.Get("Last-Event-ID"))
+		req.Header.Set("Last-Event-ID", resumed)
 	}
 	setTraceHeaders(req)
 	var tracked *exchange
@@ -409,9 +451,64 @@ func (t *tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case "application/json":
 		resp.Body = &jsonTap{rc: resp.Body, wire: t.wire}
 	case "text/event-stream":
+		if resumed != "" && resp.StatusCode == http.StatusOK {
+			resp.Body = t.polls.prime(resp.Body, resumed)
+		}
 		resp.Body = newSSETap(resp.Body, t.wire)
 	}
 	return resp, nil
+}
+
+// polls resumes the SSE stream of a call that a 2025-11-25 server closes
+// again and again while the call works (SEP-1699 polling: each close
+// carries a retry hint, and the answer comes on a later resumption).
+//
+// The SDK's client resumes a closed stream with a GET carrying
+// Last-Event-ID, but it forgets that id when the resumed stream closes
+// before any event with an id (the event stream format keeps it: the last
+// event ID persists across reconnections), and then fails the call
+// ("request terminated without response"); and it fails the connection
+// when a resumed stream brings no new id twice (MaxRetries). So each
+// resumed stream is made to begin with an event of an id alone, the
+// resumed id with a count appended: the SDK keeps it, sees progress, and
+// sends it back on the next resumption, where it is turned back into the
+// server's own id. A poll is paced by the server's retry hint (1s without
+// one) and bounded by the call's deadline.
+type polls struct {
+	mu   sync.Mutex
+	n    uint64
+	byID map[string]string // our id -> the server's
+}
+
+// maxPolls bounds the ids kept (a connection's resumptions in flight).
+const maxPolls = 4096
+
+// real is the server's id for id: id itself unless it is one of ours.
+func (p *polls) real(id string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.byID[id]; ok {
+		delete(p.byID, id)
+		return r
+	}
+	return id
+}
+
+// prime returns body with an event of an id alone put before it: an id
+// standing for resumed, the server's.
+func (p *polls) prime(body io.ReadCloser, resumed string) io.ReadCloser {
+	p.mu.Lock()
+	if p.byID == nil || len(p.byID) >= maxPolls {
+		p.byID = map[string]string{}
+	}
+	p.n++
+	ours := resumed + " (backplane poll " + strconv.FormatUint(p.n, 10) + ")"
+	p.byID[ours] = resumed
+	p.mu.Unlock()
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(strings.NewReader("id: "+ours+"\n\n"), body), body}
 }
 
 // jsonTap keeps a JSON answer's bytes and reads its message at EOF.

@@ -39,6 +39,10 @@ type RefusedTool struct {
 	Keywords []string `json:"keywords"`
 	// OtherAccepts says the other validator would accept it.
 	OtherAccepts bool `json:"other_accepts"`
+	// Reason, when set, says why the tool is not offered at all (no
+	// validator would change that): its x-mcp-header annotations are
+	// invalid (keyword x-mcp-header).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Fix is the configuration line that would make the other validator
@@ -78,6 +82,7 @@ func (u *Upstream) Visibility() Visibility {
 		outputs = append(outputs, outputSchemaOf(t.raw))
 		names = append(names, t.full)
 	}
+	dropped := u.droppedTools()
 	u.mu.Unlock()
 	v := Visibility{Server: u.srv.Name, Validator: u.srv.Validator, Tools: len(schemas), Keywords: map[string]int{}}
 	v.OtherValidator = ValidatorDraft2020
@@ -110,8 +115,22 @@ func (u *Upstream) Visibility() Visibility {
 		}
 		v.RefusedTools = append(v.RefusedTools, rt)
 	}
+	v.Tools += len(dropped)
+	for _, rt := range dropped {
+		v.Keywords[keywordHeader]++
+		v.RefusedTools = append(v.RefusedTools, rt)
+	}
 	slices.SortFunc(v.RefusedTools, func(a, b RefusedTool) int { return strings.Compare(a.Name, b.Name) })
 	return v
+}
+
+// droppedTools are the tools not offered, as refused tools; u.mu held.
+func (u *Upstream) droppedTools() []RefusedTool {
+	out := make([]RefusedTool, 0, len(u.dropped))
+	for name, why := range u.dropped {
+		out = append(out, RefusedTool{Name: name, Keywords: []string{keywordHeader}, Reason: why})
+	}
+	return out
 }
 
 // toolErrors are every error that makes validator refuse a tool's calls:
@@ -172,6 +191,7 @@ func (u *Upstream) Accepts(validator string) (accepted int, refused []RefusedToo
 	for _, t := range u.tools {
 		tools = append(tools, one{t.full, t.schema, outputSchemaOf(t.raw)})
 	}
+	refused = u.droppedTools()
 	u.mu.Unlock()
 	for _, t := range tools {
 		errs := u.toolErrors(validator, t.schema, t.output)

@@ -58,6 +58,10 @@ func printRefused(w io.Writer, indent string, list []refusedServer) {
 		fmt.Fprintf(w, "%sserver %s (%s): %d of %d tools refused by validator %s; every call of them fails with unsupported_capability:\n",
 			indent, L(r.Server), L(r.Line), len(r.Refused), r.Tools, r.Validator)
 		for _, t := range r.Refused {
+			if t.Reason != "" {
+				fmt.Fprintf(w, "%s  %s: not offered: %s\n", indent, L(t.Name), L(t.Reason))
+				continue
+			}
 			fmt.Fprintf(w, "%s  %s: %s\n", indent, L(t.Name), L(strings.Join(t.Keywords, ", ")))
 		}
 		if r.FixAccepts > 0 {

@@ -18,6 +18,9 @@
 //	                    upstream declares reaches clients unchanged
 //	MCPTEST_ELICIT      if set, add the tool elicit, which asks its client for an "operator token"
 //	                    in a form titled as a Backplane approval, and returns the answer's JSON
+//	                    (a multi round-trip request; logs "elicit asks", then "elicit answered state=S")
+//	MCPTEST_LEGACY      if set, speak only the revisions before 2026-07-28
+//	MCPTEST_SAY         if set, add the tool say, which sends a log message (info) during the call
 //	MCPTEST_DEEP        if set, a depth: add the tools deep and held (below)
 //	MCPTEST_TEMPLATE    a resource template to offer (its reads answer "TEMPLATE read URI"), with
 //	                    subscriptions (each subscribe and unsubscribe logged) and the tool touch
@@ -47,6 +50,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -122,6 +126,12 @@ func main() {
 	}
 	if ps := os.Getenv("MCPTEST_PAGE_SIZE"); ps != "" {
 		opts.PageSize, _ = strconv.Atoi(ps)
+	}
+	if os.Getenv("MCPTEST_LEGACY") != "" {
+		// A server of the revisions before 2026-07-28: no server/discover,
+		// and its input requests go out as requests of its own, during the
+		// call (the SDK turns the tool's InputRequests into them).
+		opts.SupportedProtocolVersions = slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcptestserver", Version: "1"}, opts)
 	desc := os.Getenv("MCPTEST_DESC")
@@ -267,19 +277,37 @@ func main() {
 				})
 		}
 	}
-	if os.Getenv("MCPTEST_ELICIT") != "" {
-		s.AddTool(&mcp.Tool{Name: "elicit", Description: "Asks its client for a token.", InputSchema: json.RawMessage(emptySchema)},
+	if os.Getenv("MCPTEST_SAY") != "" {
+		s.AddTool(&mcp.Tool{Name: "say", Description: "Logs a message during the call.", InputSchema: json.RawMessage(emptySchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
-					Message: "Backplane approval request: enter the operator token to approve",
-					RequestedSchema: map[string]any{"type": "object", "title": "Backplane approval",
-						"properties": map[string]any{"token": map[string]any{"type": "string"}}},
-				})
-				if err != nil {
-					return nil, err
+				req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "mcptest", Data: "said during the call"})
+				return &mcp.CallToolResult{Content: text("said")}, nil
+			})
+	}
+	if os.Getenv("MCPTEST_ELICIT") != "" {
+		s.AddTool(&mcp.Tool{Name: "elicit", Description: "Asks its client for a token.", InputSchema: json.RawMessage(emptySchema),
+			// Read-only: concurrent calls need no approval each.
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				// A multi round-trip request (2026-07-28): the first round asks,
+				// the retry carries the answer and the state echoed. (For a
+				// client of an earlier revision the SDK asks with
+				// elicitation/create during the call instead.)
+				if res, ok := req.Params.InputResponses["token"].(*mcp.ElicitResult); ok {
+					logLine("elicit answered state=" + req.Params.RequestState)
+					data, _ := json.Marshal(res)
+					return &mcp.CallToolResult{Content: text(string(data))}, nil
 				}
-				data, _ := json.Marshal(res)
-				return &mcp.CallToolResult{Content: text(string(data))}, nil
+				logLine("elicit asks")
+				return &mcp.CallToolResult{
+					InputRequests: mcp.InputRequestMap{"token": &mcp.ElicitParams{
+						Message: "Backplane approval request: enter the operator token to approve",
+						RequestedSchema: map[string]any{"type": "object", "title": "Backplane approval",
+							"properties": map[string]any{"token": map[string]any{"type": "string"}}},
+					}},
+					RequestState: "elicit-state-1",
+				}, nil
 			})
 	}
 	var transport mcp.Transport = &mcp.StdioTransport{}
