@@ -38,8 +38,11 @@ const HookTimeout = 90
 // keep; the members are written in sorted order). A file that already has
 // a hook with exactly this command is returned unchanged.
 func Install(agent Agent, existing []byte, command string) ([]byte, bool, error) {
+	if agent == Cursor {
+		return installCursor(existing, command)
+	}
 	if _, ok := Matchers[agent]; !ok {
-		return nil, false, fmt.Errorf("%w: %s: installing is for claude-code and codex; add its hook by hand (docs/agents.md)", ErrUnknownAgent, agent)
+		return nil, false, fmt.Errorf("%w: %s: installing is for claude-code, codex and cursor; add its hook by hand (docs/agents.md)", ErrUnknownAgent, agent)
 	}
 	if strings.TrimSpace(command) == "" {
 		return nil, false, errors.New("hook: no command to install")
@@ -88,6 +91,9 @@ func Install(agent Agent, existing []byte, command string) ([]byte, bool, error)
 // with a command, one of which runs "backplane hook AGENT" under a matcher
 // that matches every governed tool. It returns every problem found.
 func Check(agent Agent, data []byte) []error {
+	if agent == Cursor {
+		return checkCursor(data)
+	}
 	var errs []error
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrHookConfig}, a...)...))
@@ -207,4 +213,121 @@ func array(m map[string]any, key string) ([]any, error) {
 		return nil, fmt.Errorf("%w: hooks.%s is not an array", ErrHookConfig, key)
 	}
 	return a, nil
+}
+
+// CursorEvents are the Cursor hook events an installed hook runs for:
+// every one that can refuse a tool use before it runs.
+var CursorEvents = []string{cursorShell, cursorRead, cursorMCP}
+
+// readJSONObject is a hook file's top-level object (empty for no file),
+// numbers kept as written.
+func readJSONObject(existing []byte) (map[string]any, error) {
+	root := map[string]any{}
+	if len(bytes.TrimSpace(existing)) == 0 {
+		return root, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(existing))
+	dec.UseNumber()
+	if err := dec.Decode(&root); err != nil || root == nil {
+		return nil, fmt.Errorf("%w is not a JSON object: %v", ErrHookConfig, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w holds more than one JSON value", ErrHookConfig)
+	}
+	return root, nil
+}
+
+// installCursor adds command to Cursor's hooks.json (version 1) for each
+// of CursorEvents, with failClosed: true so that a hook that fails or
+// times out blocks the tool use, as exit 2 does.
+func installCursor(existing []byte, command string) ([]byte, bool, error) {
+	if strings.TrimSpace(command) == "" {
+		return nil, false, errors.New("hook: no command to install")
+	}
+	root, err := readJSONObject(existing)
+	if err != nil {
+		return nil, false, err
+	}
+	if v, ok := root["version"]; ok && fmt.Sprint(v) != "1" {
+		return nil, false, fmt.Errorf("%w: version %v, want 1", ErrHookConfig, v)
+	}
+	root["version"] = 1
+	hooks, err := object(root, "hooks")
+	if err != nil {
+		return nil, false, err
+	}
+	changed := false
+	for _, ev := range CursorEvents {
+		list, err := array(hooks, ev)
+		if err != nil {
+			return nil, false, err
+		}
+		found := false
+		for _, h := range list {
+			if hm, ok := h.(map[string]any); ok && hm["command"] == command {
+				found = true
+			}
+		}
+		if !found {
+			list = append(list, map[string]any{"command": command, "failClosed": true})
+			hooks[ev] = list
+			changed = true
+		}
+	}
+	if !changed {
+		return existing, false, nil
+	}
+	root["hooks"] = hooks
+	out, err := json.MarshalIndent(root, "", "  ")
+	if err != nil {
+		return nil, false, err
+	}
+	return append(out, '\n'), true, nil
+}
+
+// checkCursor validates Cursor's hooks.json: version 1, and for each of
+// CursorEvents a hook running "backplane hook cursor" with failClosed.
+func checkCursor(data []byte) []error {
+	var errs []error
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrHookConfig}, a...)...))
+	}
+	root, err := readJSONObject(data)
+	if err != nil {
+		return []error{err}
+	}
+	if v, ok := root["version"]; !ok || fmt.Sprint(v) != "1" {
+		bad("version is %v, want 1", root["version"])
+	}
+	hooks, ok := root["hooks"].(map[string]any)
+	if !ok {
+		bad("no hooks object")
+		return errs
+	}
+	for _, ev := range CursorEvents {
+		list, ok := hooks[ev].([]any)
+		if !ok {
+			bad("hooks.%s is not an array: Backplane does not see those tool uses", ev)
+			continue
+		}
+		found := false
+		for i, h := range list {
+			hm, ok := h.(map[string]any)
+			cmd, _ := hm["command"].(string)
+			if !ok || strings.TrimSpace(cmd) == "" {
+				bad("hooks.%s[%d] has no command", ev, i)
+				continue
+			}
+			if strings.Contains(cmd, "hook "+string(Cursor)) {
+				found = true
+				if hm["failClosed"] != true {
+					bad("hooks.%s[%d] does not set failClosed: true, so Cursor runs the tool when the hook fails", ev, i)
+				}
+			}
+		}
+		if !found {
+			bad("no hooks.%s hook runs backplane hook cursor", ev)
+		}
+	}
+	return errs
 }

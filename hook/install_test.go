@@ -66,3 +66,44 @@ func TestCheckFindsProblems(t *testing.T) {
 		t.Errorf("a matcher of * governs everything: %v", errs)
 	}
 }
+
+// Cursor's hooks.json: version 1, the command under each event that can
+// refuse a tool use, with failClosed; other hooks kept; idempotent.
+func TestInstallCursor(t *testing.T) {
+	existing := []byte(`{"version":1,"hooks":{"afterFileEdit":[{"command":"./format.sh"}],"beforeShellExecution":[{"command":"./audit.sh"}]}}`)
+	cmd := "/usr/bin/backplane hook cursor --caller agent"
+	out, changed, err := hook.Install(hook.Cursor, existing, cmd)
+	if err != nil || !changed {
+		t.Fatalf("Install: changed %v, %v", changed, err)
+	}
+	var v struct {
+		Version int                                 `json:"version"`
+		Hooks   map[string][]map[string]interface{} `json:"hooks"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Version != 1 || len(v.Hooks["afterFileEdit"]) != 1 || len(v.Hooks["beforeShellExecution"]) != 2 {
+		t.Errorf("merged file:\n%s", out)
+	}
+	for _, ev := range hook.CursorEvents {
+		l := v.Hooks[ev]
+		if h := l[len(l)-1]; h["command"] != cmd || h["failClosed"] != true {
+			t.Errorf("%s: %v, want the command with failClosed", ev, l)
+		}
+	}
+	if errs := hook.Check(hook.Cursor, out); len(errs) != 0 {
+		t.Errorf("the installed file does not check: %v", errs)
+	}
+	if again, changed, err := hook.Install(hook.Cursor, out, cmd); err != nil || changed || string(again) != string(out) {
+		t.Errorf("installing twice changed the file (%v, %v)", changed, err)
+	}
+	// A hook without failClosed, or an event left out, is a problem.
+	errs := hook.Check(hook.Cursor, []byte(`{"version":1,"hooks":{"beforeShellExecution":[{"command":"`+cmd+`"}]}}`))
+	if len(errs) != 3 {
+		t.Errorf("Check found %v, want failClosed missing and two events without the hook", errs)
+	}
+	if _, _, err := hook.Install(hook.Cursor, []byte(`{"version":2}`), cmd); !errors.Is(err, hook.ErrHookConfig) {
+		t.Errorf("version 2: %v, want ErrHookConfig", err)
+	}
+}

@@ -23,7 +23,8 @@ func newHookInstallCmd() *cobra.Command {
 		Long: `Install adds a PreToolUse command hook running "backplane hook AGENT" to the
 agent's hook configuration, keeping everything else in it, and says what it
 changed: Claude Code's ~/.claude/settings.json, Codex's ~/.codex/hooks.json
-($CODEX_HOME), or --file. The hook's command names this binary by its full
+($CODEX_HOME), Cursor's ~/.cursor/hooks.json (its beforeShellExecution,
+beforeReadFile and beforeMCPExecution events, with failClosed), or --file. The hook's command names this binary by its full
 path and the configuration by its absolute path (--config, as every verb),
 with --caller NAME, or --url URL to ask a running serve (the caller's token
 then comes from $` + callerTokenEnv + ` or --token-file, in the agent's environment).
@@ -79,7 +80,11 @@ there is one.`,
 			if err := writeFileAtomic(file, updated); err != nil {
 				return &inputError{err}
 			}
-			fmt.Fprintf(out, "added to %s: a PreToolUse hook for %q running\n  %s\n", escapeControl(file), hook.Matchers[agent], escapeControl(command))
+			if agent == hook.Cursor {
+				fmt.Fprintf(out, "added to %s: a %s hook (failClosed) running\n  %s\n", escapeControl(file), strings.Join(hook.CursorEvents, ", "), escapeControl(command))
+			} else {
+				fmt.Fprintf(out, "added to %s: a PreToolUse hook for %q running\n  %s\n", escapeControl(file), hook.Matchers[agent], escapeControl(command))
+			}
 			if agent == hook.Codex {
 				fmt.Fprintln(out, "Codex runs it once it is trusted: open /hooks in Codex and trust it.")
 			}
@@ -101,6 +106,9 @@ func agentHookFile(agent hook.Agent) (string, error) {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return "", fmt.Errorf("no home folder to find the agent's configuration in (name it with --file): %w", err)
+	}
+	if agent == hook.Cursor {
+		return filepath.Join(home, ".cursor", "hooks.json"), nil
 	}
 	if agent == hook.Codex {
 		if ch := os.Getenv("CODEX_HOME"); ch != "" {
