@@ -42,6 +42,12 @@
 // url_fetch per URL its prompt names; mcp_SERVER_TOOL -> Options.MCPTool,
 // where exactly one split of the name must name a server behind Backplane.
 //
+// Cursor (hooks.json version 1; see cursor.go): beforeShellExecution
+// {command, cwd} -> bash {command}; beforeReadFile {file_path} -> read;
+// beforeMCPExecution {tool_name, tool_input, url | command} -> the tool of
+// the server Options.MCPServer names from its url or command. Cursor has
+// no event before a file edit, so its edits are not decided.
+//
 // Any other tool is denied (default deny), and so is any input that does
 // not parse. A tool use that maps to several calls is decided as one:
 // every call is first previewed (gateway.DecideRequest.Preview, which
@@ -77,6 +83,10 @@
 // Gemini CLI: {"decision": "allow"} or {"decision": "deny", "reason":
 // "..."}, which it sends to the model as the tool's error; a pending
 // approval is a deny naming the request.
+//
+// Cursor: {"permission": "allow"|"deny"|"ask", "user_message",
+// "agent_message"}; a pending approval is a deny naming the request, or
+// ask with PendingAsk.
 //
 // Formats followed: the Gemini CLI hooks reference
 // (https://geminicli.com/docs/hooks/reference, BeforeTool), the Claude Code hooks reference
