@@ -2,6 +2,8 @@ package hook
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,4 +332,106 @@ func checkCursor(data []byte) []error {
 		}
 	}
 	return errs
+}
+
+// Codex runs a user hook only once it is trusted: its config.toml keeps,
+// per hook, the hash of the hook's normalised configuration, as its /hooks
+// review writes it:
+//
+//	[hooks.state."HOOKS_JSON_PATH:pre_tool_use:GROUP:HANDLER"]
+//	trusted_hash = "sha256:HEX"
+//
+// where HEX is the SHA-256 of the compact JSON, keys sorted, of
+// {"event_name": "pre_tool_use", "matcher": MATCHER, "hooks": [{"type":
+// "command", "command": COMMAND, "timeout": SECONDS, "async": false}]}
+// (Codex 0.171.0; TestCodexEndToEnd runs the real CLI on what
+// CodexTrust writes, so a Codex that hashes otherwise fails it).
+
+// CodexTrust returns the hooks.state key and the trusted hash of the
+// PreToolUse hook running command in hooksJSON, a Codex hooks.json at
+// hooksPath (absolute).
+func CodexTrust(hooksPath string, hooksJSON []byte, command string) (key, hash string, err error) {
+	var f struct {
+		Hooks struct {
+			PreToolUse []struct {
+				Matcher *string          `json:"matcher"`
+				Hooks   []map[string]any `json:"hooks"`
+			} `json:"PreToolUse"`
+		} `json:"hooks"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(hooksJSON))
+	dec.UseNumber()
+	if err := dec.Decode(&f); err != nil {
+		return "", "", fmt.Errorf("%w: %v", ErrHookConfig, err)
+	}
+	for gi, g := range f.Hooks.PreToolUse {
+		for hi, h := range g.Hooks {
+			if h["type"] != "command" || h["command"] != command {
+				continue
+			}
+			handler := map[string]any{"type": "command", "command": command, "async": false, "timeout": json.Number("600")}
+			if t, ok := h["timeout"].(json.Number); ok {
+				handler["timeout"] = t
+			}
+			if a, ok := h["async"].(bool); ok {
+				handler["async"] = a
+			}
+			if m, ok := h["statusMessage"].(string); ok {
+				handler["statusMessage"] = m
+			}
+			identity := map[string]any{"event_name": "pre_tool_use", "hooks": []any{handler}}
+			if g.Matcher != nil {
+				identity["matcher"] = *g.Matcher
+			}
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false) // as serde_json writes it
+			if err := enc.Encode(identity); err != nil {
+				return "", "", err
+			}
+			sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+			return fmt.Sprintf("%s:pre_tool_use:%d:%d", hooksPath, gi, hi), "sha256:" + hex.EncodeToString(sum[:]), nil
+		}
+	}
+	return "", "", fmt.Errorf("%w: no PreToolUse hook runs %q", ErrHookConfig, command)
+}
+
+// hooksStateInline finds a config.toml that keeps hooks or their state
+// in a form the line edit of TrustCodexConfig cannot extend safely.
+var hooksStateInline = regexp.MustCompile(`(?m)^\s*(state\s*=|hooks\s*=|\[\[?hooks\.state\]\]?\s*$)`)
+
+// TrustCodexConfig returns Codex's config.toml with key trusted at hash,
+// and whether anything changed: the trusted_hash of an existing
+// [hooks.state."KEY"] table is replaced, or the table is appended. A file
+// that writes hooks or their state inline is refused (ErrHookConfig): trust
+// the hook from /hooks in Codex instead.
+func TrustCodexConfig(existing []byte, key, hash string) ([]byte, bool, error) {
+	if hooksStateInline.Match(existing) {
+		return nil, false, fmt.Errorf("%w: config.toml writes hooks or hooks.state inline; trust the hook from /hooks in Codex", ErrHookConfig)
+	}
+	qkey, _ := json.Marshal(key) // a TOML basic string is a JSON string for a path
+	header := "[hooks.state." + string(qkey) + "]"
+	line := `trusted_hash = "` + hash + `"`
+	lines := strings.Split(string(existing), "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) != header {
+			continue
+		}
+		for j := i + 1; j < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[j]), "["); j++ {
+			if strings.HasPrefix(strings.TrimSpace(lines[j]), "trusted_hash") {
+				if strings.TrimSpace(lines[j]) == line {
+					return existing, false, nil
+				}
+				lines[j] = line
+				return []byte(strings.Join(lines, "\n")), true, nil
+			}
+		}
+		lines = append(lines[:i+1], append([]string{line}, lines[i+1:]...)...)
+		return []byte(strings.Join(lines, "\n")), true, nil
+	}
+	out := string(existing)
+	if out != "" && !strings.HasSuffix(out, "\n") {
+		out += "\n"
+	}
+	return []byte(out + "\n" + header + "\n" + line + "\n"), true, nil
 }

@@ -107,3 +107,33 @@ func TestInstallCursor(t *testing.T) {
 		t.Errorf("version 2: %v, want ErrHookConfig", err)
 	}
 }
+
+// The trust hash of a Codex hook, as the real Codex 0.171.0 accepted it
+// (found by running the CLI on candidates: a hook tee-ing its input ran
+// with exactly this hash and no other), and the config.toml edit.
+func TestCodexTrust(t *testing.T) {
+	cmd := "tee -a /root/cx/tr/ran.log >/dev/null"
+	hooksJSON := []byte(`{"hooks":{"PreToolUse":[{"matcher":"Bash|apply_patch|mcp__.*","hooks":[{"type":"command","command":"` + cmd + `","timeout":90}]}]}}`)
+	key, hash, err := hook.CodexTrust("/h/hooks.json", hooksJSON, cmd)
+	if err != nil || key != "/h/hooks.json:pre_tool_use:0:0" || hash != "sha256:027fb5f734482c693ac1c36194ace382268ca393a1b263b9e38f4b089e585231" {
+		t.Errorf("CodexTrust = %q %q %v", key, hash, err)
+	}
+	if _, _, err := hook.CodexTrust("/h/hooks.json", hooksJSON, "other"); !errors.Is(err, hook.ErrHookConfig) {
+		t.Errorf("another command: %v", err)
+	}
+	conf := []byte("model = \"m\"\n")
+	out, changed, err := hook.TrustCodexConfig(conf, key, hash)
+	want := "model = \"m\"\n\n[hooks.state.\"/h/hooks.json:pre_tool_use:0:0\"]\ntrusted_hash = \"" + hash + "\"\n"
+	if err != nil || !changed || string(out) != want {
+		t.Fatalf("TrustCodexConfig = %q %v %v", out, changed, err)
+	}
+	if again, changed, _ := hook.TrustCodexConfig(out, key, hash); changed || string(again) != string(out) {
+		t.Errorf("trusting twice changed the file: %q", again)
+	}
+	if re, changed, _ := hook.TrustCodexConfig(out, key, "sha256:00"); !changed || !strings.Contains(string(re), `trusted_hash = "sha256:00"`) || strings.Contains(string(re), hash) {
+		t.Errorf("a changed hook's trust: %q", re)
+	}
+	if _, _, err := hook.TrustCodexConfig([]byte("[hooks]\nstate = {}\n"), key, hash); !errors.Is(err, hook.ErrHookConfig) {
+		t.Errorf("inline state: %v", err)
+	}
+}

@@ -288,24 +288,25 @@ func newCodexRun(t *testing.T, m *codexModel) *codexRun {
 		t.Fatal(err)
 	}
 	hooks := filepath.Join(home, "hooks.json")
-	g.run(t, "", "hook", "install", "codex", "--file", hooks, "--caller", "agent").wantCode(t, exitOK)
+	if r := g.run(t, "", "hook", "install", "codex", "--file", hooks, "--caller", "agent"); r.code != exitOK || !strings.Contains(r.stdout, "trusted in") {
+		t.Fatalf("hook install codex: %d %s %s", r.code, r.stdout, r.stderr)
+	}
 	g.run(t, "", "hook", "install", "codex", "--file", hooks, "--check").wantCode(t, exitOK)
 	return &codexRun{g: g, ws: ws, home: home}
 }
 
 // run starts `codex exec` on prompt with stdin from /dev/null and a
 // timeout, and returns the agent's last message. Codex runs a hook only
-// once it is trusted (a hash kept in config.toml, set from /hooks in the
-// interactive CLI); a non-interactive run skips that review with
-// --dangerously-bypass-hook-trust, which is what the CLI offers
-// automation that vets its hooks itself (this test wrote them).
+// once it is trusted: the hash hook install wrote into config.toml is
+// what makes it run (no --dangerously-bypass-hook-trust), so a Codex that
+// trusts otherwise fails every case here that needs the hook.
 func (c *codexRun) run(t *testing.T, codex, prompt string) string {
 	t.Helper()
 	last := filepath.Join(t.TempDir(), "last-message")
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "timeout", "-k", "5", "75", codex, "exec",
-		"--strict-config", "--dangerously-bypass-hook-trust", "--ephemeral", "--color", "never",
+		"--strict-config", "--ephemeral", "--color", "never",
 		"-s", "workspace-write", "-C", c.ws, "-o", last, prompt)
 	cmd.Dir = c.ws
 	cmd.Env = []string{
@@ -496,6 +497,8 @@ func codexGatewayStopped(t *testing.T, codex string) {
 	if err := os.Remove(hooks); err != nil {
 		t.Fatal(err)
 	}
+	// The new hook replaces the old at the same place (group 0): install
+	// trusts it anew.
 	c.g.run(t, "", "hook", "install", "codex", "--file", hooks, "--url", p.base, "--token-file", token).wantCode(t, exitOK)
 	wantLast(t, c.run(t, codex, "Touch two files."), "E2E done: blocked.")
 	res := m.lastOutputs()
