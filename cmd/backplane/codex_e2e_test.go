@@ -110,11 +110,21 @@ type codexModel struct {
 	ids      int
 }
 
-func newCodexModel(t *testing.T, script func(step int, outputs []toolResult) []item) *codexModel {
-	m := &codexModel{t: t, script: script}
+// newCodexModel starts the model; its script is set once what the
+// script reads exists (setScript), since the run needs the model's URL
+// first. The script is read under the model's lock, which orders the
+// test's writes before the handler's reads.
+func newCodexModel(t *testing.T) *codexModel {
+	m := &codexModel{t: t}
 	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
 	t.Cleanup(m.srv.Close)
 	return m
+}
+
+func (m *codexModel) setScript(script func(step int, outputs []toolResult) []item) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.script = script
 }
 
 func (m *codexModel) serve(w http.ResponseWriter, r *http.Request) {
@@ -140,10 +150,11 @@ func (m *codexModel) serve(w http.ResponseWriter, r *http.Request) {
 	if main {
 		m.outputs = outputs
 	}
+	script := m.script
 	m.mu.Unlock()
 	items := []item{{text: "ok"}}
-	if main {
-		items = m.script(len(outputs), outputs)
+	if main && script != nil {
+		items = script(len(outputs), outputs)
 	}
 	m.stream(w, items)
 }
@@ -344,13 +355,15 @@ func wantLast(t *testing.T, got, words string) {
 }
 
 func codexShellAllowed(t *testing.T, codex string) {
-	m := newCodexModel(t, func(step int, _ []toolResult) []item {
+	m := newCodexModel(t)
+	script := func(step int, _ []toolResult) []item {
 		if step == 0 {
 			return []item{{cmd: "git status"}}
 		}
 		return []item{{text: "E2E done: status shown."}}
-	})
+	}
 	c := newCodexRun(t, m)
+	m.setScript(script)
 	wantLast(t, c.run(t, codex, "Show the git status."), "E2E done: status shown.")
 	res := m.lastOutputs()
 	if len(res) != 1 {
@@ -370,17 +383,19 @@ func codexShellAllowed(t *testing.T, codex string) {
 }
 
 func codexShellDenied(t *testing.T, codex string) {
-	m := newCodexModel(t, func(step int, _ []toolResult) []item {
+	m := newCodexModel(t)
+	script := func(step int, _ []toolResult) []item {
 		if step == 0 {
 			return []item{{cmd: "git status && rm -rf x"}}
 		}
 		return []item{{text: "E2E done: refused."}}
-	})
+	}
 	c := newCodexRun(t, m)
 	victim := filepath.Join(c.ws, "x")
 	if err := os.WriteFile(victim, []byte("keep me\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	m.setScript(script)
 	wantLast(t, c.run(t, codex, "Show the status and remove x."), "E2E done: refused.")
 	res := m.lastOutputs()
 	if len(res) != 1 {
@@ -398,7 +413,8 @@ func codexPatchApproved(t *testing.T, codex string) {
 	patch := "*** Begin Patch\n*** Add File: docs/new.md\n+# New\n+\n+Written by the agent.\n*** End Patch\n"
 	var c *codexRun
 	var target string
-	m := newCodexModel(t, func(step int, outputs []toolResult) []item {
+	m := newCodexModel(t)
+	script := func(step int, outputs []toolResult) []item {
 		switch step {
 		case 0:
 			return []item{{patch: patch}}
@@ -423,9 +439,10 @@ func codexPatchApproved(t *testing.T, codex string) {
 		default:
 			return []item{{text: "E2E done: written."}}
 		}
-	})
+	}
 	c = newCodexRun(t, m)
 	target = filepath.Join(c.ws, "docs", "new.md")
+	m.setScript(script)
 	wantLast(t, c.run(t, codex, "Write docs/new.md."), "E2E done: written.")
 	if res := m.lastOutputs(); len(res) != 2 {
 		t.Fatalf("the model received %d tool outputs, want 2: %+v", len(res), res)
@@ -437,17 +454,19 @@ func codexPatchApproved(t *testing.T, codex string) {
 
 func codexPatchDenied(t *testing.T, codex string) {
 	patch := "*** Begin Patch\n*** Add File: src/ok.txt\n+fine\n*** Update File: .env\n@@\n-TOKEN=1\n+TOKEN=2\n*** End Patch\n"
-	m := newCodexModel(t, func(step int, _ []toolResult) []item {
+	m := newCodexModel(t)
+	script := func(step int, _ []toolResult) []item {
 		if step == 0 {
 			return []item{{patch: patch}}
 		}
 		return []item{{text: "E2E done: patch refused."}}
-	})
+	}
 	c := newCodexRun(t, m)
 	env := filepath.Join(c.ws, ".env")
 	if err := os.WriteFile(env, []byte("TOKEN=1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	m.setScript(script)
 	wantLast(t, c.run(t, codex, "Add src/ok.txt and change the token."), "E2E done: patch refused.")
 	res := m.lastOutputs()
 	if len(res) != 1 {
@@ -474,7 +493,8 @@ func codexPatchDenied(t *testing.T, codex string) {
 // cannot reach it and blocks (exit 2), which Codex honours.
 func codexGatewayStopped(t *testing.T, codex string) {
 	var p *serveProc
-	m := newCodexModel(t, func(step int, _ []toolResult) []item {
+	m := newCodexModel(t)
+	script := func(step int, _ []toolResult) []item {
 		switch step {
 		case 0:
 			return []item{{cmd: "touch ran-1"}}
@@ -486,7 +506,7 @@ func codexGatewayStopped(t *testing.T, codex string) {
 		default:
 			return []item{{text: "E2E done: blocked."}}
 		}
-	})
+	}
 	c := newCodexRun(t, m)
 	p = startServe(t, c.g)
 	token := filepath.Join(t.TempDir(), "token")
@@ -500,6 +520,7 @@ func codexGatewayStopped(t *testing.T, codex string) {
 	// The new hook replaces the old at the same place (group 0): install
 	// trusts it anew.
 	c.g.run(t, "", "hook", "install", "codex", "--file", hooks, "--url", p.base, "--token-file", token).wantCode(t, exitOK)
+	m.setScript(script)
 	wantLast(t, c.run(t, codex, "Touch two files."), "E2E done: blocked.")
 	res := m.lastOutputs()
 	if len(res) != 2 {
