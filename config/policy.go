@@ -24,15 +24,20 @@ import (
 //	        if: 'size(args.text) < 200'
 //
 // A command tool or an upstream server names the argument TOOL(PATTERN)
-// entries match with main_arg: a member name (matched as text), or
-// {name: MEMBER, match: text|path|shell|url}. On a server it applies to
-// every one of its tools.
+// entries match with main_arg: a member name, or {name: MEMBER, match:
+// text|path|shell|url}. Without match, a path-like name (path, file,
+// file_path, dir, ...: policy.InferKind) is matched as a path, cleaned and
+// taken relative to the workspace as the built-in tools' paths are, and
+// any other as text; match: text keeps a path-like member's spelling. On a
+// server it applies to every one of its tools.
 
 var memberName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
-// mainArg reads main_arg: NAME or {name: NAME, match: KIND}.
+// mainArg reads main_arg: NAME or {name: NAME, match: KIND}; without a
+// KIND, policy.InferKind(NAME).
 func (p *parser) mainArg(v *yaml.Node) (*policy.MainArg, error) {
 	m := &policy.MainArg{Kind: policy.KindText}
+	kindGiven := false
 	if deref(v).Kind == yaml.MappingNode {
 		var nameNode *yaml.Node
 		err := p.mapping(v, "main_arg", func(key string, k, v *yaml.Node) error {
@@ -48,7 +53,7 @@ func (p *parser) mainArg(v *yaml.Node) (*policy.MainArg, error) {
 				if !ok {
 					return p.errAt(v, "main_arg match %q: text, path, shell or url", s)
 				}
-				m.Kind = kind
+				m.Kind, kindGiven = kind, true
 			}
 			return nil
 		}, "name", "match")
@@ -67,6 +72,9 @@ func (p *parser) mainArg(v *yaml.Node) (*policy.MainArg, error) {
 	}
 	if !memberName.MatchString(m.Field) {
 		return nil, p.errAt(v, "main_arg %q: name a top-level member of the arguments", m.Field)
+	}
+	if !kindGiven {
+		m.Kind = policy.InferKind(m.Field)
 	}
 	return m, nil
 }

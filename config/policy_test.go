@@ -102,10 +102,15 @@ func TestMainArgOfToolsAndServers(t *testing.T) {
 servers:
   - name: fs
     command: [x]
+    main_arg: {name: path, match: text}
+  - name: up
+    command: [x]
     main_arg: path
 policy:
   - caller: a
-    allow: ["note(docs/**)", "fs.read_file(/tmp/*)"]
+    allow: ["note(docs/**)", "fs.read_file(/tmp/*)", "up.*"]
+    deny: ["up.read_text_file(**/.env)"]
+workspace: /ws
 `
 	c, err := Parse([]byte(y), filepath.Join(t.TempDir(), "backplane.yaml"))
 	if err != nil {
@@ -125,6 +130,12 @@ policy:
 		{"fs.read_file", map[string]any{"path": "/tmp/a"}, true},
 		{"fs.read_file", map[string]any{"path": "/tmp/a/b"}, true}, // text: '*' crosses '/'
 		{"fs.read_file", map[string]any{"path": "/etc/a"}, false},
+		// main_arg: path without match is a path (issue 25): every
+		// spelling of .env is the denied file.
+		{"up.read_text_file", map[string]any{"path": ".env"}, false},
+		{"up.read_text_file", map[string]any{"path": "/ws/.env"}, false},
+		{"up.read_text_file", map[string]any{"path": "docs/../.env"}, false},
+		{"up.read_text_file", map[string]any{"path": "docs/a.md"}, true},
 	} {
 		if d := rules.Decide(policy.Request{Caller: "a", Tool: tc.tool, Args: tc.args}); d.Allow != tc.allow {
 			t.Errorf("%s %v: %+v", tc.tool, tc.args, d)

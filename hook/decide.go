@@ -249,6 +249,8 @@ func Output(agent Agent, v Verdict, pending Pending) ([]byte, error) {
 			return nil, err
 		}
 		return append(b, '\n'), nil
+	case Cursor:
+		return cursorOutput(v, pending)
 	default:
 		return nil, fmt.Errorf("%w %q", ErrUnknownAgent, agent)
 	}

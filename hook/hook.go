@@ -42,6 +42,12 @@
 // url_fetch per URL its prompt names; mcp_SERVER_TOOL -> Options.MCPTool,
 // where exactly one split of the name must name a server behind Backplane.
 //
+// Cursor (hooks.json version 1; see cursor.go): beforeShellExecution
+// {command, cwd} -> bash {command}; beforeReadFile {file_path} -> read;
+// beforeMCPExecution {tool_name, tool_input, url | command} -> the tool of
+// the server Options.MCPServer names from its url or command. Cursor has
+// no event before a file edit, so its edits are not decided.
+//
 // Any other tool is denied (default deny), and so is any input that does
 // not parse. A tool use that maps to several calls is decided as one:
 // every call is first previewed (gateway.DecideRequest.Preview, which
@@ -78,6 +84,10 @@
 // "..."}, which it sends to the model as the tool's error; a pending
 // approval is a deny naming the request.
 //
+// Cursor: {"permission": "allow"|"deny"|"ask", "user_message",
+// "agent_message"}; a pending approval is a deny naming the request, or
+// ask with PendingAsk.
+//
 // Formats followed: the Gemini CLI hooks reference
 // (https://geminicli.com/docs/hooks/reference, BeforeTool), the Claude Code hooks reference
 // (https://code.claude.com/docs/en/hooks, PreToolUse input and decision
@@ -107,10 +117,11 @@ const (
 	ClaudeCode Agent = "claude-code"
 	Codex      Agent = "codex"
 	Gemini     Agent = "gemini"
+	Cursor     Agent = "cursor"
 )
 
 // Agents lists the agents, in the order the command line shows them.
-var Agents = []Agent{ClaudeCode, Codex, Gemini}
+var Agents = []Agent{ClaudeCode, Codex, Gemini, Cursor}
 
 // event is the hook event each agent decides a tool use in.
 func (a Agent) event() string {
@@ -143,7 +154,7 @@ func ParseAgent(s string) (Agent, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q (known: claude-code, codex, gemini)", ErrUnknownAgent, s)
+	return "", fmt.Errorf("%w %q (known: claude-code, codex, gemini, cursor)", ErrUnknownAgent, s)
 }
 
 // Input is an agent's PreToolUse hook input.
@@ -180,6 +191,9 @@ func Parse(agent Agent, data []byte) (*Input, error) {
 	if err := jsonstrict.Valid(data, &jsonstrict.Options{MaxBytes: MaxInput}); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
+	if agent == Cursor {
+		return parseCursor(data)
+	}
 	var w wireInput
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
@@ -197,6 +211,16 @@ func Parse(agent Agent, data []byte) (*Input, error) {
 	return &Input{Agent: agent, Session: w.SessionID, Cwd: w.Cwd, Event: w.HookEventName, ToolName: w.ToolName, ToolInput: w.ToolInput}, nil
 }
 
+// NamesMCPTool reports whether the tool use is of an MCP server's tool
+// (deciding it needs the servers behind Backplane started; nothing else
+// does).
+func (in *Input) NamesMCPTool() bool {
+	if in.Agent == Cursor {
+		return in.Event == cursorMCP
+	}
+	return strings.HasPrefix(in.ToolName, "mcp_") // mcp__S__T, and Gemini's mcp_S_T
+}
+
 // Call is one call in the policy's vocabulary.
 type Call struct {
 	Tool      string
@@ -211,6 +235,11 @@ type MapOptions struct {
 	// reports false when that server is not behind Backplane (denied).
 	// Nil: every MCP tool is denied.
 	MCPTool func(server, tool string) (string, bool)
+	// MCPServer names the configured server a Cursor MCP tool use is
+	// of, from the server's URL or command line as Cursor reports them,
+	// and reports false for any other (denied). Nil: Cursor's MCP tools
+	// are denied.
+	MCPServer func(url, command string) (string, bool)
 }
 
 // Map turns the tool use of in into the calls that decide it. A nil opts
@@ -223,7 +252,7 @@ func Map(in *Input, opts *MapOptions) ([]Call, error) {
 	if err != nil {
 		return nil, err
 	}
-	if server, tool, ok := mcpName(in.ToolName); ok && in.Agent != Gemini {
+	if server, tool, ok := mcpName(in.ToolName); ok && in.Agent != Gemini && in.Agent != Cursor {
 		if opts.MCPTool == nil {
 			return nil, fmt.Errorf("%w: %s: no MCP server is behind Backplane", ErrUnmapped, in.ToolName)
 		}
@@ -240,6 +269,8 @@ func Map(in *Input, opts *MapOptions) ([]Call, error) {
 		return mapCodex(in, p)
 	case Gemini:
 		return mapGemini(in, p, opts.MCPTool)
+	case Cursor:
+		return mapCursor(in, p, opts)
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownAgent, in.Agent)
 }

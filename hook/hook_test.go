@@ -81,6 +81,9 @@ func (e *env) opts() *hook.Options {
 			}
 			return "", false
 		},
+		MCPServer: func(url, command string) (string, bool) {
+			return "demo", command == "npx demo-server"
+		},
 	}}
 }
 
@@ -126,11 +129,25 @@ func TestRecordedInputs(t *testing.T) {
 		{file: "gemini-web-fetch.json", agent: hook.Gemini, want: hook.Deny, reason: "evil.example.net"},
 		{file: "gemini-mcp.json", agent: hook.Gemini, want: hook.Allow, calls: 1},
 		{file: "gemini-grep.json", agent: hook.Gemini, want: hook.Allow, calls: 1},
+		{file: "cursor-shell.json", agent: hook.Cursor, want: hook.Allow, calls: 1},
+		{file: "cursor-shell-rm.json", agent: hook.Cursor, want: hook.Deny, reason: "rm -rf"},
+		{file: "cursor-shell-cwd-outside.json", agent: hook.Cursor, want: hook.Deny, reason: "cwd"},
+		{file: "cursor-read-env.json", agent: hook.Cursor, want: hook.Deny, reason: `denied by "read(**/.env)"`},
+		{file: "cursor-read.json", agent: hook.Cursor, want: hook.Allow, calls: 1},
+		{file: "cursor-mcp.json", agent: hook.Cursor, want: hook.Allow, calls: 1},
+		{file: "cursor-mcp-other.json", agent: hook.Cursor, want: hook.Deny, reason: "not one behind Backplane"},
+		{file: "cursor-after-edit.json", agent: hook.Cursor, wantErr: hook.ErrBadInput}, // reports only: never installed for
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.agent)+"/"+tc.file, func(t *testing.T) {
 			e := newEnv(t)
 			v, err := hook.Evaluate(context.Background(), tc.agent, e.input(t, tc.file), e.g, e.opts())
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || v.Outcome != hook.Deny {
+					t.Fatalf("Evaluate = %+v, %v; want a deny with %v", v, err, tc.wantErr)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatalf("Evaluate: %v (verdict %+v)", err, v)
 			}
@@ -275,6 +292,22 @@ func TestOutput(t *testing.T) {
 		}
 		if g["decision"] != want || g["reason"] != v.Reason {
 			t.Errorf("gemini %s: %s, want decision %s with the reason", v.Outcome, b, want)
+		}
+	}
+	// Cursor: permission, with the reason for the user and the agent; ask
+	// only for a pending approval with --pending ask.
+	for _, tc := range []struct {
+		v       hook.Verdict
+		pending hook.Pending
+		want    string
+	}{{hook.Verdict{Outcome: hook.Allow}, "", "allow"}, {deny, "", "deny"}, {pending, hook.PendingDeny, "deny"}, {pending, hook.PendingAsk, "ask"}, {pending, hook.PendingDefer, "deny"}} {
+		b, err := hook.Output(hook.Cursor, tc.v, tc.pending)
+		var c map[string]string
+		if err != nil || json.Unmarshal(b, &c) != nil {
+			t.Fatalf("cursor %s: %s, %v", tc.v.Outcome, b, err)
+		}
+		if c["permission"] != tc.want || c["agent_message"] != tc.v.Reason || c["user_message"] != tc.v.Reason {
+			t.Errorf("cursor %s/%s: %s, want permission %s with the reason", tc.v.Outcome, tc.pending, b, tc.want)
 		}
 	}
 	for _, tc := range cases {

@@ -22,6 +22,10 @@ const (
 	FindingUnknownTool = "unknown_tool"
 	FindingAlwaysAsks  = "allow_needs_approval"
 	FindingNoOperator  = "no_operator"
+	// FindingPathAsText: a pattern on a path-like argument (by its name,
+	// see PathLike) that is matched as text, so spellings of one file
+	// (".env", "./.env", the absolute path) are decided apart.
+	FindingPathAsText = "path_matched_as_text"
 )
 
 // LintOptions describe the catalog the policy is checked against.
@@ -39,8 +43,9 @@ type LintOptions struct {
 
 // Lint lists entries that can never decide (shadowed by an unconditional
 // deny of the same caller), entries naming no registered tool, allows
-// that will ask anyway because of the tool's safety flags, and approve
-// entries no one can decide (when o.CanDecide is set).
+// that will ask anyway because of the tool's safety flags, approve
+// entries no one can decide (when o.CanDecide is set), and patterns on a
+// path-like argument matched as text.
 func (r *Rules) Lint(o LintOptions) []Finding {
 	var out []Finding
 	add := func(e *entry, kind, format string, a ...any) {
@@ -68,6 +73,9 @@ func (r *Rules) Lint(o LintOptions) []Finding {
 			}
 			if matched == 0 {
 				add(e, FindingUnknownTool, "no registered tool matches %s", e.tool)
+			}
+			if e.hasPat && e.kind == KindText && PathLike(e.field) {
+				add(e, FindingPathAsText, "the argument %s of %s is matched as text (main_arg match: text), so %q decides its spelling, not the file: \".env\", \"./.env\" and the absolute path are decided apart; use match: path unless the argument is not a path", e.field, e.tool, e.pat)
 			}
 		}
 	}

@@ -50,6 +50,32 @@ type MainArg struct {
 	Kind  ArgKind
 }
 
+// pathMembers are the member names a tool's path argument goes by: the
+// built-in tools', the reference filesystem server's, and the usual
+// spellings of the agents' tools. A main argument named so is a path
+// unless its kind is given.
+var pathMembers = map[string]bool{
+	"path": true, "file": true, "file_path": true, "filepath": true, "filePath": true,
+	"filename": true, "fileName": true, "dir": true, "dir_path": true, "dirPath": true, "directory": true,
+	"folder": true, "source": true, "destination": true, "target_file": true, "absolute_path": true,
+}
+
+// PathLike reports whether a member named field holds a file path by its
+// name (see InferKind).
+func PathLike(field string) bool { return pathMembers[field] }
+
+// InferKind is the kind of a main argument named field whose kind was not
+// given: a path for a path-like name (path, file, file_path, dir, ...),
+// since a path matched as text is decided by its spelling ("**/.env" does
+// not match ".env" as text, "src/../.env" is not "src/**"), and text for
+// anything else.
+func InferKind(field string) ArgKind {
+	if PathLike(field) {
+		return KindPath
+	}
+	return KindText
+}
+
 // BuiltinMainArgs are the main arguments of the built-in tools.
 var BuiltinMainArgs = map[string]MainArg{
 	"bash":      {"command", KindShell},

@@ -26,6 +26,8 @@ type HookOptions struct {
 	// Workspace and MCPTool are as in hook.MapOptions.
 	Workspace string
 	MCPTool   func(server, tool string) (string, bool)
+	// MCPServer is as in hook.MapOptions (Cursor's MCP tool uses).
+	MCPServer func(url, command string) (string, bool)
 	// Timeout bounds one decision beside its approval wait. Default 20s.
 	Timeout time.Duration
 }
@@ -87,7 +89,7 @@ func (s *Server) hookDecide(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	v, err := hook.Evaluate(ctx, agent, data, s.g, &hook.Options{
 		Caller: id.caller, Wait: wait,
-		MapOptions: hook.MapOptions{Workspace: ho.Workspace, MCPTool: ho.MCPTool},
+		MapOptions: hook.MapOptions{Workspace: ho.Workspace, MCPTool: ho.MCPTool, MCPServer: ho.MCPServer},
 	})
 	if err != nil {
 		status := http.StatusBadRequest

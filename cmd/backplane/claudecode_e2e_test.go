@@ -60,7 +60,11 @@ policy:
 
 func TestClaudeCodeEndToEnd(t *testing.T) {
 	if os.Getenv(insideNetnsEnv) == "" {
-		runInsideLoopbackNetns(t)
+		if _, err := os.Stat(claudeCodeBin); err != nil {
+			t.Skipf("the Claude Code CLI is not installed (npm ci in testdata/agents; scripts/test does it where npm is): %v", err)
+		}
+		runInsideLoopbackNetns(t, "bash_allowed_runs", "bash_denied,_the_model_gets_the_reason", "write_approved_by_the_operator,_then_runs",
+			"edit_under_a_denied_path_refused", "gateway_stopped,_the_hook_blocks")
 		return
 	}
 	requireOnlyLoopback(t)
@@ -75,21 +79,19 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	t.Run("gateway stopped, the hook blocks", func(t *testing.T) { claudeGatewayStopped(t, claude) })
 }
 
-// runInsideLoopbackNetns re-runs this test in a new network namespace
-// (only loopback, brought up) and mount namespace (a resolv.conf naming
-// 127.0.0.1 bound over /etc/resolv.conf), and fails unless every subtest
-// passed there. The agent is never started outside it.
-func runInsideLoopbackNetns(t *testing.T) {
+// runInsideLoopbackNetns re-runs the test t (a top-level test) in a new
+// network namespace (only loopback, brought up) and mount namespace (a
+// resolv.conf naming 127.0.0.1 bound over /etc/resolv.conf), and fails
+// unless each of subtests (as go test names them) passed there. The agent
+// is never started outside it.
+func runInsideLoopbackNetns(t *testing.T, subtests ...string) {
 	if os.Geteuid() != 0 {
-		t.Skip("the Claude Code end-to-end test needs root to make its network namespace (unshare -n)")
+		t.Skip("the agent end-to-end tests need root to make their network namespace (unshare -n)")
 	}
 	for _, tool := range []string{"unshare", "ip", "mount", "git"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the Claude Code end-to-end test needs %s: %v", tool, err)
+			t.Skipf("the agent end-to-end tests need %s: %v", tool, err)
 		}
-	}
-	if _, err := os.Stat(claudeCodeBin); err != nil {
-		t.Skipf("the Claude Code CLI is not installed (npm ci in testdata/agents; scripts/test does it where npm is): %v", err)
 	}
 	// Some kernels or containers refuse new namespaces: say so and skip,
 	// rather than fail on what the machine cannot do.
@@ -100,13 +102,13 @@ func runInsideLoopbackNetns(t *testing.T) {
 	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The whole run is bounded: three agent runs of a few seconds each,
+	// The whole run is bounded: five agent runs of a few seconds each,
 	// with room for a loaded machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
 	defer cancel()
 	script := `set -e; ip link set lo up; mount --bind "$1" /etc/resolv.conf; shift; exec "$@"`
 	cmd := exec.CommandContext(ctx, "unshare", "--net", "--mount", "sh", "-c", script, "sh", resolv,
-		os.Args[0], "-test.run=^TestClaudeCodeEndToEnd$", "-test.v", "-test.count=1", "-test.timeout=100s")
+		os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=160s")
 	cmd.Env = append(os.Environ(), insideNetnsEnv+"=1", builtBinaryEnv+"="+binary)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
@@ -115,9 +117,8 @@ func runInsideLoopbackNetns(t *testing.T) {
 		t.Fatalf("the test inside the namespace failed: %v", err)
 	}
 	// A copy that skipped or ran nothing would exit 0 too.
-	for _, sub := range []string{"bash_allowed_runs", "bash_denied,_the_model_gets_the_reason", "write_approved_by_the_operator,_then_runs",
-		"edit_under_a_denied_path_refused", "gateway_stopped,_the_hook_blocks"} {
-		if !strings.Contains(string(out), "--- PASS: TestClaudeCodeEndToEnd/"+sub) {
+	for _, sub := range subtests {
+		if !strings.Contains(string(out), "--- PASS: "+t.Name()+"/"+sub) {
 			t.Errorf("subtest %s did not pass inside the namespace", sub)
 		}
 	}

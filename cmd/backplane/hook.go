@@ -47,15 +47,16 @@ func newHookCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "hook AGENT",
-		Short: "Decide a coding agent's tool use from its PreToolUse hook (claude-code, codex, gemini)",
+		Short: "Decide a coding agent's tool use from its PreToolUse hook (claude-code, codex, gemini, cursor)",
 		Long: `Hook is a coding agent's PreToolUse command hook: it reads the agent's hook
 input (JSON) on stdin, maps the tool use onto the policy's tools (Bash to
 bash, Write to write, Edit and MultiEdit to edit, Read to read, Codex's
 apply_patch to edit on every file it touches, mcp__SERVER__TOOL to that
 server's tool behind Backplane; docs/agents.md has the table), decides it
 through the gateway's pipeline without running anything, and prints the
-agent's answer. AGENT is claude-code, codex or gemini (Gemini CLI's
-BeforeTool hook).
+agent's answer. AGENT is claude-code, codex, gemini (Gemini CLI's
+BeforeTool hook) or cursor (Cursor's beforeShellExecution, beforeReadFile
+and beforeMCPExecution hooks).
 
 It decides from the configuration (--config, as every verb) and its store,
 or with --url asks the running gateway (POST /hooks/AGENT on serve, with the
@@ -136,7 +137,7 @@ func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, 
 	if err != nil {
 		return err
 	}
-	f.storeOnly = !strings.HasPrefix(in.ToolName, "mcp_") // mcp__S__T, and Gemini's mcp_S_T
+	f.storeOnly = !in.NamesMCPTool()
 
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout+wait)
 	defer cancel()
@@ -165,6 +166,7 @@ func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, 
 	opts := &hook.Options{Caller: caller, Wait: wait, MapOptions: hook.MapOptions{
 		Workspace: cfg.Workspace,
 		MCPTool:   mcpToolOf(cfg),
+		MCPServer: mcpServerOf(cfg),
 	}}
 	v, err := hook.Evaluate(ctx, agent, data, s.rt.Gateway, opts)
 	if err != nil {
@@ -185,6 +187,21 @@ func mcpToolOf(cfg *config.Config) func(server, tool string) (string, bool) {
 		for _, s := range cfg.Servers {
 			if s.Name == server {
 				return s.ToolPrefix() + tool, true
+			}
+		}
+		return "", false
+	}
+}
+
+// mcpServerOf names the configured server whose URL, or command line
+// (its words joined by single spaces), is the one Cursor reports for an
+// MCP tool use: Cursor names a tool's server by how it reaches it.
+func mcpServerOf(cfg *config.Config) func(url, command string) (string, bool) {
+	return func(url, command string) (string, bool) {
+		command = strings.Join(strings.Fields(command), " ")
+		for _, s := range cfg.Servers {
+			if (url != "" && s.URL == url) || (command != "" && len(s.Command) > 0 && strings.Join(s.Command, " ") == command) {
+				return s.Name, true
 			}
 		}
 		return "", false
@@ -274,8 +291,24 @@ func askGateway(ctx context.Context, base string, agent hook.Agent, tokenFile st
 		H *struct {
 			Decision string `json:"permissionDecision"`
 		} `json:"hookSpecificOutput"`
+		Decision   string `json:"decision"`   // Gemini CLI's
+		Permission string `json:"permission"` // Cursor's
 	}
-	if json.Unmarshal(body, &o) != nil || o.H == nil || o.H.Decision == "" {
+	if json.Unmarshal(body, &o) != nil {
+		return nil, errors.New("the gateway's answer is not a hook decision")
+	}
+	decision := ""
+	switch agent {
+	case hook.Gemini:
+		decision = o.Decision
+	case hook.Cursor:
+		decision = o.Permission
+	default:
+		if o.H != nil {
+			decision = o.H.Decision
+		}
+	}
+	if decision == "" {
 		return nil, errors.New("the gateway's answer is not a hook decision")
 	}
 	return body, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,14 +24,17 @@ func newHookInstallCmd() *cobra.Command {
 		Long: `Install adds a PreToolUse command hook running "backplane hook AGENT" to the
 agent's hook configuration, keeping everything else in it, and says what it
 changed: Claude Code's ~/.claude/settings.json, Codex's ~/.codex/hooks.json
-($CODEX_HOME), or --file. The hook's command names this binary by its full
+($CODEX_HOME), Cursor's ~/.cursor/hooks.json (its beforeShellExecution,
+beforeReadFile and beforeMCPExecution events, with failClosed), or --file. The hook's command names this binary by its full
 path and the configuration by its absolute path (--config, as every verb),
 with --caller NAME, or --url URL to ask a running serve (the caller's token
 then comes from $` + callerTokenEnv + ` or --token-file, in the agent's environment).
 A file that already has exactly this hook is left as it is.
 
-Codex runs a new or changed hook only once it is trusted: open /hooks in
-Codex after installing. Claude Code ignores a settings file that fails
+Codex runs a new or changed hook only once it is trusted: install records
+the hook's trust hash in the config.toml beside the hooks file
+([hooks.state], as Codex's /hooks review does), or says to trust it from
+/hooks where that file cannot be edited safely. Claude Code ignores a settings file that fails
 validation, and every hook in it.
 
 With --check nothing is written: the file is checked (a JSON object, every
@@ -79,9 +83,13 @@ there is one.`,
 			if err := writeFileAtomic(file, updated); err != nil {
 				return &inputError{err}
 			}
-			fmt.Fprintf(out, "added to %s: a PreToolUse hook for %q running\n  %s\n", escapeControl(file), hook.Matchers[agent], escapeControl(command))
+			if agent == hook.Cursor {
+				fmt.Fprintf(out, "added to %s: a %s hook (failClosed) running\n  %s\n", escapeControl(file), strings.Join(hook.CursorEvents, ", "), escapeControl(command))
+			} else {
+				fmt.Fprintf(out, "added to %s: a PreToolUse hook for %q running\n  %s\n", escapeControl(file), hook.Matchers[agent], escapeControl(command))
+			}
 			if agent == hook.Codex {
-				fmt.Fprintln(out, "Codex runs it once it is trusted: open /hooks in Codex and trust it.")
+				return trustCodexHook(out, file, updated, command)
 			}
 			return nil
 		},
@@ -96,11 +104,46 @@ there is one.`,
 	return cmd
 }
 
+// trustCodexHook records the installed hook as trusted in the config.toml
+// beside the hooks file (Codex's $CODEX_HOME), as Codex's own /hooks
+// review does: Codex skips an untrusted user hook, silently in codex exec.
+// Where the file cannot be edited safely it says how to trust it instead.
+func trustCodexHook(out io.Writer, hooksFile string, hooksJSON []byte, command string) error {
+	abs, err := filepath.Abs(hooksFile)
+	if err != nil {
+		return err
+	}
+	key, hash, err := hook.CodexTrust(abs, hooksJSON, command)
+	if err != nil {
+		return &inputError{err}
+	}
+	conf := filepath.Join(filepath.Dir(abs), "config.toml")
+	existing, err := os.ReadFile(conf)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return &inputError{err}
+	}
+	updated, changed, err := hook.TrustCodexConfig(existing, key, hash)
+	if err != nil {
+		fmt.Fprintf(out, "%s: %s\nCodex runs the hook once it is trusted: open /hooks in Codex and trust it.\n", escapeControl(conf), escapeControl(err.Error()))
+		return nil
+	}
+	if changed {
+		if err := writeFileAtomic(conf, updated); err != nil {
+			return &inputError{err}
+		}
+	}
+	fmt.Fprintf(out, "trusted in %s (hooks.state %s), as Codex's /hooks review would\n", escapeControl(conf), escapeControl(key))
+	return nil
+}
+
 // agentHookFile is the agent's user-level hook configuration.
 func agentHookFile(agent hook.Agent) (string, error) {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return "", fmt.Errorf("no home folder to find the agent's configuration in (name it with --file): %w", err)
+	}
+	if agent == hook.Cursor {
+		return filepath.Join(home, ".cursor", "hooks.json"), nil
 	}
 	if agent == hook.Codex {
 		if ch := os.Getenv("CODEX_HOME"); ch != "" {

@@ -387,3 +387,63 @@ func TestHookBlocksWhenStuck(t *testing.T) {
 		t.Errorf("the stuck hook took %v to block", d)
 	}
 }
+
+// Cursor's beforeShellExecution and beforeReadFile, decided from the
+// configuration and through a running serve (whose answer the hook
+// passes on only when it is the agent's decision format: Cursor's
+// permission, Gemini CLI's decision); hook install cursor writes a file
+// that checks.
+func TestHookCursor(t *testing.T) {
+	g, ws := newHookDir(t)
+	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte("A=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shell := func(command string) string {
+		b, _ := json.Marshal(map[string]any{"conversation_id": "c1", "generation_id": "g1", "hook_event_name": "beforeShellExecution",
+			"workspace_roots": []string{ws}, "command": command, "cwd": ws})
+		return string(b)
+	}
+	read := func(file string) string {
+		b, _ := json.Marshal(map[string]any{"conversation_id": "c1", "generation_id": "g2", "hook_event_name": "beforeReadFile",
+			"workspace_roots": []string{ws}, "file_path": file, "content": "A=1\n"})
+		return string(b)
+	}
+	p := startServe(t, g)
+	viaServe := func(agent, stdin string) result {
+		cmd := g.command(stdin, "hook", agent, "--url", p.base)
+		cmd.Env = append(cmd.Env, "BACKPLANE_TOKEN=tok-agent")
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		return finish(t, cmd.Run(), &out, &errOut, nil)
+	}
+	cases := []struct{ stdin, want, reason string }{
+		{shell("git status"), "allow", ""},
+		{shell("git status && rm -rf /"), "deny", "rm -rf"},
+		{read(filepath.Join(ws, "src", "a.go")), "allow", ""},
+		{read(filepath.Join(ws, ".env")), "allow", ""}, // hookConfig allows read; .env is denied only for edit
+	}
+	for _, tc := range cases {
+		for how, r := range map[string]result{
+			"config": g.run(t, tc.stdin, "hook", "cursor", "--caller", "agent"),
+			"serve":  viaServe("cursor", tc.stdin),
+		} {
+			r.wantCode(t, exitOK)
+			var o map[string]string
+			if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || o["permission"] != tc.want || !strings.Contains(o["agent_message"], tc.reason) {
+				t.Errorf("%s %s: %s %s, want permission %s", how, tc.stdin, r.stdout, r.stderr, tc.want)
+			}
+		}
+	}
+	gem, _ := json.Marshal(map[string]any{"session_id": "g1", "cwd": ws, "hook_event_name": "BeforeTool",
+		"tool_name": "run_shell_command", "tool_input": map[string]any{"command": "git status"}})
+	if r := viaServe("gemini", string(gem)); r.code != exitOK || !strings.Contains(r.stdout, `"decision":"allow"`) {
+		t.Errorf("gemini through serve: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+
+	hooks := filepath.Join(t.TempDir(), "hooks.json")
+	r := g.run(t, "", "hook", "install", "cursor", "--file", hooks, "--caller", "agent")
+	if r.code != exitOK || !strings.Contains(r.stdout, "beforeReadFile") {
+		t.Errorf("hook install cursor: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	g.run(t, "", "hook", "install", "cursor", "--file", hooks, "--check").wantCode(t, exitOK)
+}

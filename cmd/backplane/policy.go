@@ -133,6 +133,9 @@ they seem to:
   no_operator           an approve entry no one may decide: no configured
                         operator is among its approvers and it does not
                         set self_approve
+  path_matched_as_text  a pattern on a path-like argument (path, file, dir,
+                        ...) matched as text (main_arg match: text): it
+                        decides the spelling, not the file
 
 Exit 0 when nothing is found, 1 when something is, 2 for a usage or
 configuration error.`,

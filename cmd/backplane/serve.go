@@ -203,7 +203,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	}
 	// The agents' hook endpoints (backplane hook --url) only decide, never
 	// run a tool, and take the callers' tokens as /mcp does.
-	opts.Hooks = &server.HookOptions{Workspace: cfg.Workspace, MCPTool: mcpToolOf(cfg)}
+	opts.Hooks = &server.HookOptions{Workspace: cfg.Workspace, MCPTool: mcpToolOf(cfg), MCPServer: mcpServerOf(cfg)}
 	if s.rt.Content != nil {
 		opts.Content, opts.ContentPolicy = s.rt.Content, s.rt.Policy
 	}
