@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/internal/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -249,6 +250,7 @@ func TestDeployContainerImage(t *testing.T) {
 	} else if !strings.Contains(out, "backplane") {
 		t.Fatalf("backplane --version in the image: %s", out)
 	}
+	containerSandbox(t, pm, run, tag)
 
 	ca := newTestCA(t, "test server CA")
 	tlsDir := t.TempDir()
@@ -447,4 +449,44 @@ func rlimitFlags() []string {
 		flags = append(flags, "--ulimit", fmt.Sprintf("%s=%d:%d", l.name, n, n))
 	}
 	return flags
+}
+
+// containerSandboxConfig has the image's backplane run as a command tool
+// with the sandbox required, reading a file outside its grants: the
+// image's configuration, which uid 65532 can read.
+const containerSandboxConfig = `workspace: /var/lib/backplane/workspace
+store: /var/lib/backplane/state
+sandbox: {enable: required}
+tools:
+  - name: confined
+    description: reads a file outside its grants
+    input_schema: {type: object}
+    command: [/usr/local/bin/backplane, schema, check, /etc/backplane/backplane.yaml]
+policy:
+  - caller: agent
+    allow: [confined]
+`
+
+// containerSandbox: under the security context the chart sets (the run
+// flags), with Podman's default seccomp profile, the sandbox confines a
+// tool in the container: Landlock refuses it a file the container's user
+// can read. Where this machine cannot sandbox outside a container either,
+// there is nothing to compare and the check is left out.
+func containerSandbox(t *testing.T, pm func(...string) (string, error), run []string, tag string) {
+	t.Helper()
+	if st := sandbox.Probe(); !st.Available {
+		t.Logf("the sandbox in the container is not checked: this machine cannot sandbox (%s)", st.Reason)
+		return
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "backplane.yaml"), []byte(containerSandboxConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	args := append(append([]string{"run", "--rm", "-v", dir + ":/etc/backplane/sandbox:ro"}, run...),
+		tag, "call", "--config", "/etc/backplane/sandbox/backplane.yaml", "--caller", "agent", "confined", "{}")
+	out, _ := pm(args...)
+	if !strings.Contains(out, "open /etc/backplane/backplane.yaml: permission denied") {
+		t.Errorf("a sandboxed tool in the container, with the sandbox required, was not refused the image's configuration:\n%s", out)
+	}
 }
