@@ -107,13 +107,14 @@ func decodeStrict(t *testing.T, doc []byte, obj any) {
 
 // template renders the chart with helm template (valuesFile "" for the
 // defaults) and decodes every manifest into its API type.
-func template(t *testing.T, valuesFile string) *rendered {
+func template(t *testing.T, valuesFile string, extra ...string) *rendered {
 	t.Helper()
 	r := &rendered{secrets: map[string]*corev1.Secret{}, namespace: "agents", releaseName: "bp"}
 	args := []string{"template", r.releaseName, chart, "--namespace", r.namespace}
 	if valuesFile != "" {
 		args = append(args, "--values", valuesFile)
 	}
+	args = append(args, extra...)
 	out, err := helm(t, args...)
 	if err != nil {
 		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -456,31 +457,8 @@ func checkConfig(t *testing.T, r *rendered, w want, mounts map[string]string) {
 		}
 	}
 
-	// Backplane's own parser: the mounted folders become temp folders.
-	dir := t.TempDir()
-	text = strings.ReplaceAll(text, "/etc/backplane/", dir+"/etc/")
-	text = strings.ReplaceAll(text, "/var/lib/backplane/", dir+"/var/")
-	for _, k := range keys {
-		path := filepath.Join(dir, "etc", "tokens", k)
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(k+"-token-0123456789abcdef0123456789\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path := filepath.Join(dir, "etc", "config", "backplane.yaml")
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Load(path)
-	if err != nil {
-		t.Fatalf("Backplane refuses the chart's configuration: %v\n%s", err, text)
-	}
-	if c.StoreKind != config.StorePostgres {
+	// Backplane's own parser.
+	if c := load(t, text); c != nil && c.StoreKind != config.StorePostgres {
 		t.Errorf("store kind %s, want postgres", c.StoreKind)
 	}
 }
@@ -547,4 +525,80 @@ func selectsMap(sel, labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestChartTLSVariants: client certificates (a CA Secret mounted, the
+// configuration naming it and caller_from), and TLS off (plain HTTP
+// probes, no TLS volume, no serve.tls); Backplane loads both
+// configurations. A chart key set under config fails the rendering.
+func TestChartTLSVariants(t *testing.T) {
+	r := template(t, "", "--set", "tls.clientCASecret=agent-cas,tls.callerFrom=san_uri")
+	c := r.deployment.Spec.Template.Spec
+	found := false
+	for _, v := range c.Volumes {
+		if v.Name == "client-ca" && v.Secret != nil && v.Secret.SecretName == "agent-cas" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no client-ca volume from the Secret agent-cas: %+v", c.Volumes)
+	}
+	text := r.configMap.Data["backplane.yaml"]
+	if !strings.Contains(text, "client_ca_file: /etc/backplane/client-ca/ca.crt") || !strings.Contains(text, "caller_from: san_uri") {
+		t.Errorf("the configuration does not name the client CA and caller_from:\n%s", text)
+	}
+	load(t, text)
+
+	r = template(t, "", "--set", "tls.enabled=false")
+	c = r.deployment.Spec.Template.Spec
+	for _, v := range c.Volumes {
+		if v.Name == "tls" {
+			t.Error("a tls volume with tls.enabled false")
+		}
+	}
+	for _, p := range []*corev1.Probe{c.Containers[0].LivenessProbe, c.Containers[0].ReadinessProbe} {
+		if p.HTTPGet.Scheme != corev1.URISchemeHTTP {
+			t.Errorf("probe scheme %s with TLS off", p.HTTPGet.Scheme)
+		}
+	}
+	text = r.configMap.Data["backplane.yaml"]
+	if strings.Contains(text, "tls:") || r.service.Spec.Ports[0].Name != "http" {
+		t.Errorf("TLS off: port %s, configuration:\n%s", r.service.Spec.Ports[0].Name, text)
+	}
+	load(t, text)
+
+	for _, set := range []string{"config.store=/tmp/x", "config.serve.http=0.0.0.0:1"} {
+		out, err := helm(t, "template", "bp", chart, "--set", set)
+		key := strings.SplitN(set, "=", 2)[0]
+		if err == nil || !strings.Contains(out, key+" is the chart's") {
+			t.Errorf("--set %s: %v, want a refusal naming %s\n%s", set, err, key, out)
+		}
+	}
+}
+
+// load has Backplane's parser load a rendered configuration, the
+// mounted folders (the token files) stood in for by a temp folder.
+func load(t *testing.T, text string) *config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	text = strings.ReplaceAll(text, "/etc/backplane/", dir+"/etc/")
+	text = strings.ReplaceAll(text, "/var/lib/backplane/", dir+"/var/")
+	for _, k := range []string{"caller-agent", "operator-ops"} {
+		path := filepath.Join(dir, "etc", "tokens", k)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(k+"-token-0123456789abcdef0123456789\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "backplane.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		t.Errorf("Backplane refuses the chart's configuration: %v\n%s", err, text)
+	}
+	return c
 }
