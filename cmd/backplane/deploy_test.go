@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/internal/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // repoFile reads a file of the repository by its path from the root.
@@ -177,51 +179,78 @@ func startProc(t *testing.T, cmd *exec.Cmd, re *regexp.Regexp, scheme string) *s
 // TestDeployContainerImage builds the image with scripts/image and runs
 // it as docs/deploy.md says: the default configuration, a TLS pair made
 // by the test's CA mounted at /etc/backplane/tls, tokens in the
-// environment, the state in a named volume. A tools/call over https
-// succeeds, the process runs as uid 65532, and the journal survives a
-// restart of the container. Where Podman cannot run containers as it is,
-// BACKPLANE_TEST_PODMAN (flags before the verb, such as "--runtime runc")
-// and BACKPLANE_TEST_PODMAN_RUN (flags of podman run, such as ulimits the
-// machine allows) adapt it.
+// environment, the state in a named volume, with what the Helm chart's
+// securityContext imposes too (a read-only root, no capabilities,
+// no_new_privs). /readyz answers, a tools/call over https succeeds, the
+// process runs as uid 65532, and the journal survives a restart of the
+// container.
+//
+// Podman runs with a store of the test's own (--root, --runroot and
+// --tmpdir in a temp folder, the vfs driver, which needs no mounts), so
+// that concurrent runs (two CI runs on one machine) do not share images,
+// containers or locks; cgroupfs, as no systemd runs here; events in a
+// file, as there is no journald. BACKPLANE_TEST_PODMAN adds flags before
+// the verb, BACKPLANE_TEST_PODMAN_RUN flags of podman run. Under CI
+// (CI set) a Podman that cannot run a container fails the test; elsewhere
+// it skips, quoting Podman's error.
 func TestDeployContainerImage(t *testing.T) {
 	podman, err := exec.LookPath("podman")
 	if err != nil {
-		t.Skip("podman is not installed: the image is not built (apt-get install podman)")
+		t.Skip("podman is not installed: the image is not built (apt-get install podman runc)")
 	}
 	if testing.Short() {
 		t.Skip("-short: building the image takes a minute")
 	}
-	global := strings.Fields(os.Getenv("BACKPLANE_TEST_PODMAN"))
+	cantRun := t.Skipf
+	if os.Getenv("CI") != "" {
+		cantRun = t.Fatalf
+	}
+	// A short folder: conmon's attach socket lives under the runroot, and
+	// a Unix socket's path is at most 107 bytes.
+	store, err := os.MkdirTemp("", "bpimg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(store) })
+	global := append([]string{"--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"),
+		"--tmpdir", filepath.Join(store, "tmp"), "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
+		"--events-backend", "file"}, strings.Fields(os.Getenv("BACKPLANE_TEST_PODMAN"))...)
 	pm := func(args ...string) (string, error) {
 		out, err := exec.Command(podman, append(slices.Clone(global), args...)...).CombinedOutput()
 		return strings.TrimSpace(string(out)), err
 	}
 	if out, err := pm("info"); err != nil {
-		t.Skipf("podman does not work here: %v\n%s", err, out)
+		cantRun("podman does not work here: %v\n%s", err, out)
 	}
 	tag := fmt.Sprintf("localhost/backplane:test-%d", os.Getpid())
 	image := exec.Command(filepath.Join("..", "..", "scripts", "image"), tag)
-	image.Env = append(os.Environ(), "PODMAN="+podman)
-	if len(global) > 0 {
-		// scripts/image runs plain podman: give it the same flags through
-		// a wrapper.
-		wrapper := filepath.Join(t.TempDir(), "podman")
-		script := "#!/bin/sh\nexec " + podman + " " + strings.Join(global, " ") + ` "$@"` + "\n"
-		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		image.Env = append(image.Env, "PODMAN="+wrapper)
+	// scripts/image runs plain podman: give it the same flags through a
+	// wrapper.
+	wrapper := filepath.Join(store, "podman")
+	script := "#!/bin/sh\nexec " + podman + " " + strings.Join(global, " ") + ` "$@"` + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
 	}
+	image.Env = append(os.Environ(), "PODMAN="+wrapper)
 	if out, err := image.CombinedOutput(); err != nil {
 		t.Fatalf("scripts/image: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { pm("rmi", "-f", tag) })
-	run := strings.Fields(os.Getenv("BACKPLANE_TEST_PODMAN_RUN"))
+	// Podman gives a root container's process RLIMIT_NOFILE and
+	// RLIMIT_NPROC of 1048576; where the machine's hard limits are lower
+	// runc cannot set them ("error setting rlimit type 7: operation not
+	// permitted"). What serve needs is far less.
+	run := append(rlimitFlags(), strings.Fields(os.Getenv("BACKPLANE_TEST_PODMAN_RUN"))...)
+	// The chart's securityContext: readOnlyRootFilesystem (/tmp an
+	// emptyDir), capabilities drop ALL, allowPrivilegeEscalation false.
+	run = append(run, "--read-only", "--tmpfs", "/tmp:rw,size=64m,mode=1777", "--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges")
 	if out, err := pm(append(append([]string{"run", "--rm"}, run...), tag, "--version")...); err != nil {
-		t.Skipf("podman cannot run a container here (set BACKPLANE_TEST_PODMAN and BACKPLANE_TEST_PODMAN_RUN): %v\n%s", err, out)
+		cantRun("podman cannot run a container here: %v\n%s", err, out)
 	} else if !strings.Contains(out, "backplane") {
 		t.Fatalf("backplane --version in the image: %s", out)
 	}
+	containerSandbox(t, pm, run, tag)
 
 	ca := newTestCA(t, "test server CA")
 	tlsDir := t.TempDir()
@@ -248,20 +277,20 @@ func TestDeployContainerImage(t *testing.T) {
 	}
 	logs := func() string { out, _ := pm("logs", name); return out }
 	hc := &http.Client{Transport: tlsClient(ca, nil), Timeout: 10 * time.Second}
-	// base waits for the container's /healthz over https and returns its
+	// base waits for the container's /readyz over https and returns its
 	// address (the host port may change at a restart).
 	base := func() string {
 		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("the container's /healthz did not answer 200 within 60s:\n%s", logs())
+				t.Fatalf("the container's /readyz did not answer 200 within 90s:\n%s", logs())
 			}
 			port, err := pm("port", name, "8787/tcp")
 			if err != nil || !strings.HasPrefix(port, "127.0.0.1:") {
 				continue
 			}
 			b := "https://" + strings.Fields(port)[0]
-			if resp, err := hc.Get(b + "/healthz"); err == nil {
+			if resp, err := hc.Get(b + "/readyz"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
 					return b
@@ -275,12 +304,17 @@ func TestDeployContainerImage(t *testing.T) {
 	}
 
 	// The process runs as the image's uid, not root.
-	if pid, err := pm("inspect", "-f", "{{.State.Pid}}", name); err == nil {
-		status, err := os.ReadFile("/proc/" + pid + "/status")
-		if err != nil {
-			t.Logf("the container's process status is not readable here: %v", err)
-		} else if !regexp.MustCompile(`(?m)^Uid:\s+65532\s`).Match(status) {
-			t.Errorf("the container's serve does not run as uid 65532:\n%s", status)
+	pid, err := pm("inspect", "-f", "{{.State.Pid}}", name)
+	if err != nil {
+		t.Fatalf("podman inspect: %v\n%s", err, pid)
+	}
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatalf("the container's process status: %v", err)
+	}
+	for _, re := range []string{`(?m)^Uid:\s+65532\s+65532\s`, `(?m)^Gid:\s+65532\s`, `(?m)^NoNewPrivs:\s+1$`, `(?m)^CapEff:\s+0+$`} {
+		if !regexp.MustCompile(re).Match(status) {
+			t.Errorf("the container's serve: no %s in its status:\n%s", re, status)
 		}
 	}
 
@@ -314,6 +348,9 @@ func TestDeployContainerImage(t *testing.T) {
 	}
 	if out, err := pm("restart", "-t", "20", name); err != nil {
 		t.Fatalf("podman restart: %v\n%s", err, out)
+	}
+	if pid2, err := pm("inspect", "-f", "{{.State.Pid}}", name); err != nil || pid2 == pid {
+		t.Errorf("after podman restart the container's process is %s (%v), before %s", pid2, err, pid)
 	}
 	base()
 	after := journal()
@@ -393,5 +430,63 @@ func TestDeployDocTLS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized {
 		t.Errorf("carol's certificate: 401, want her request taken\n%s", p.log())
+	}
+}
+
+// rlimitFlags are podman run's --ulimit flags for open files and
+// processes: 4096 each, or this process's hard limit when lower.
+func rlimitFlags() []string {
+	var flags []string
+	for _, l := range []struct {
+		name     string
+		resource int
+	}{{"nofile", unix.RLIMIT_NOFILE}, {"nproc", unix.RLIMIT_NPROC}} {
+		n := uint64(4096)
+		var r unix.Rlimit
+		if unix.Getrlimit(l.resource, &r) == nil && r.Max < n {
+			n = r.Max
+		}
+		flags = append(flags, "--ulimit", fmt.Sprintf("%s=%d:%d", l.name, n, n))
+	}
+	return flags
+}
+
+// containerSandboxConfig has the image's backplane run as a command tool
+// with the sandbox required, reading a file outside its grants: the
+// image's configuration, which uid 65532 can read.
+const containerSandboxConfig = `workspace: /var/lib/backplane/workspace
+store: /var/lib/backplane/state
+sandbox: {enable: required}
+tools:
+  - name: confined
+    description: reads a file outside its grants
+    input_schema: {type: object}
+    command: [/usr/local/bin/backplane, schema, check, /etc/backplane/backplane.yaml]
+policy:
+  - caller: agent
+    allow: [confined]
+`
+
+// containerSandbox: under the security context the chart sets (the run
+// flags), with Podman's default seccomp profile, the sandbox confines a
+// tool in the container: Landlock refuses it a file the container's user
+// can read. Where this machine cannot sandbox outside a container either,
+// there is nothing to compare and the check is left out.
+func containerSandbox(t *testing.T, pm func(...string) (string, error), run []string, tag string) {
+	t.Helper()
+	if st := sandbox.Probe(); !st.Available {
+		t.Logf("the sandbox in the container is not checked: this machine cannot sandbox (%s)", st.Reason)
+		return
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "backplane.yaml"), []byte(containerSandboxConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	args := append(append([]string{"run", "--rm", "-v", dir + ":/etc/backplane/sandbox:ro"}, run...),
+		tag, "call", "--config", "/etc/backplane/sandbox/backplane.yaml", "--caller", "agent", "confined", "{}")
+	out, _ := pm(args...)
+	if !strings.Contains(out, "open /etc/backplane/backplane.yaml: permission denied") {
+		t.Errorf("a sandboxed tool in the container, with the sandbox required, was not refused the image's configuration:\n%s", out)
 	}
 }
