@@ -2,12 +2,18 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/backend"
 )
 
 // Both eras of MCP on one endpoint (the 2026-07-28 revision's
@@ -181,4 +187,63 @@ func resultTyped(res *mcp.CallToolResult, rt string) *mcp.CallToolResult {
 		out.Content = []mcp.Content{}
 	}
 	return &out
+}
+
+// completeTyped sets resultType "complete" on the results of the methods
+// that may also answer input_required (prompts/get, resources/read), which
+// the SDK leaves unset on results its own handlers did not produce; other
+// results are returned as they are (the SDK types the rest).
+func completeTyped(res mcp.Result) mcp.Result {
+	switch r := res.(type) {
+	case *mcp.GetPromptResult:
+		var out mcp.GetPromptResult
+		if json.Unmarshal([]byte(`{"messages":[],"resultType":"complete"}`), &out) != nil {
+			return res
+		}
+		out.Meta, out.Description, out.Messages, out.InputRequests, out.RequestState = r.Meta, r.Description, r.Messages, r.InputRequests, r.RequestState
+		return &out
+	case *mcp.ReadResourceResult:
+		var out mcp.ReadResourceResult
+		if json.Unmarshal([]byte(`{"contents":[],"resultType":"complete"}`), &out) != nil {
+			return res
+		}
+		out.Meta, out.Cacheable, out.Contents, out.InputRequests, out.RequestState = r.Meta, r.Cacheable, r.Contents, r.InputRequests, r.RequestState
+		return &out
+	}
+	return res
+}
+
+// isModernRequest reports whether req carries 2026-07-28 _meta.
+func isModernRequest(req mcp.Request) bool {
+	p := req.GetParams()
+	if p == nil {
+		return false
+	}
+	_, ok := modernMeta(p.GetMeta())
+	return ok
+}
+
+// modernClient is what an upstream may send during a 2026-07-28 call:
+// its progress and log messages reach the client on the request's own
+// stream; its requests (sampling, elicitation, roots) are not relayed,
+// since that revision has no server-to-client request in the middle of a
+// request (relaying them as input_required is the upstream connector's
+// side: see backend.Client).
+type modernClient struct{ *sessionClient }
+
+func (modernClient) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, fmt.Errorf("%w: a 2026-07-28 request takes no server-to-client request in its middle", backend.ErrNoChannel)
+}
+
+// modernContentError is err as 2026-07-28 answers it: a resource not
+// found is invalid params naming the URI (SEP-2164), not the -32002 of
+// the earlier revisions (which an upstream of those may still send).
+func modernContentError(req mcp.Request, err error) error {
+	p, ok := req.GetParams().(*mcp.ReadResourceParams)
+	var je *jsonrpc.Error
+	if !ok || p == nil || !errors.As(err, &je) || je.Code != codeResourceNotFound {
+		return err
+	}
+	data, _ := json.Marshal(map[string]string{"uri": p.URI})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: je.Message, Data: data}
 }

@@ -525,7 +525,14 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 				if err != nil {
 					return nil, err
 				}
-				return s.serveContent(ctx, method, req, caller)
+				res, err := s.serveContent(ctx, method, req, caller)
+				if isModernRequest(req) {
+					if err != nil {
+						return nil, modernContentError(req, err)
+					}
+					res = completeTyped(res)
+				}
+				return res, err
 			}
 			return next(ctx, method, req)
 		}
