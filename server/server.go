@@ -127,12 +127,21 @@
 //     [Options.StdioDrain] (10s by default): a call still running then
 //     is cancelled.
 //
-// The server speaks the session-based MCP protocol versions
-// ([ProtocolVersions], 2025-11-25 and older). 2026-07-28 forbids a server
-// to send elicitation/create while it serves a request (it must return
-// input requests instead), which the approval flow above relies on; clients
-// of that version (the Go SDK's own, for one) fall back to initialize at
-// 2025-11-25.
+// The server speaks MCP 2026-07-28 and the session-based versions
+// ([StatelessProtocolVersions], [ProtocolVersions]) on one endpoint and
+// over stdio, told apart per request (modern.go): a request carrying
+// 2026-07-28's per-request _meta is served without a session (over HTTP
+// by a stateless handler, nothing of an earlier request held in the
+// process: see docs/protocol.md), with server/discover, its headers
+// checked (-32020), resultType on every result and cacheScope private on
+// lists and reads; an initialize opens a 2025-11-25 (or older) session,
+// served as above. At 2026-07-28 nothing is sent to the client in the
+// middle of a request: a self-approval is answered input_required, with
+// an elicitation request and a signed requestState bound to the exact
+// call (mrtr.go, requeststate.go), whose retry decides the same approval
+// record; ask_user_question has no channel and an upstream's requests are
+// not relayed. Each call's client (clientInfo) and protocol version are
+// recorded in its audit event.
 package server
 
 import (
