@@ -5,14 +5,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
+	"github.com/agentbackplane/backplane/store/sqlite"
 )
 
 // These tests speak 2026-07-28 (no session, per-request _meta) to the
@@ -210,13 +218,7 @@ func TestModernWire(t *testing.T) {
 		}
 	})
 	t.Run("a session beside", func(t *testing.T) {
-		cs, err := connectHTTP(t, hs, "tok-alice", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The SDK's client discovered first: it speaks 2026-07-28; an
-		// initialize-era client still gets its session.
-		_ = cs
+		// An initialize-era client gets its session on the same endpoint.
 		legacy, err := mcp.NewClient(&mcp.Implementation{Name: "old"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{
 			Endpoint: hs.URL + server.PathMCP, HTTPClient: &http.Client{Transport: bearerTransport{"tok-alice", http.DefaultTransport}}, MaxRetries: -1,
 		}, sessionEra)
@@ -376,4 +378,65 @@ func TestModernStdio(t *testing.T) {
 	if res.IsError || f.dangers.Load() != 1 || e.count() != 1 {
 		t.Errorf("result %s, ran %d, asked %d", text(res), f.dangers.Load(), e.count())
 	}
+}
+
+// TestModernClientRecordedInAudit: the call's audit event names the
+// client (clientInfo) and the protocol version, for a 2026-07-28 request
+// and for a 2025-11-25 session alike.
+func TestModernClientRecordedInAudit(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir(), &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var audit bytes.Buffer
+	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &audit}, nil))})
+	if err := g.Register(gateway.Tool{Name: "echo", InputSchema: json.RawMessage(emptyObject), Safety: gateway.Safety{ReadOnly: true},
+		Backend: backend.Func(func(context.Context, *backend.Call) (*backend.Result, error) {
+			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+		})}); err != nil {
+		t.Fatal(err)
+	}
+	hs := httpServer(t, server.New(g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}}))
+	if r := post(t, hs.URL, "tok-alice", "tools/call", map[string]any{"name": "echo", "_meta": modernMeta(`{}`)}, nil); r.Error != nil {
+		t.Fatalf("modern call: %+v", r.Error)
+	}
+	sess, err := mcp.NewClient(&mcp.Implementation{Name: "old-client", Version: "1.2"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: hs.URL + server.PathMCP, HTTPClient: &http.Client{Transport: bearerTransport{"tok-alice", http.DefaultTransport}}, MaxRetries: -1,
+	}, sessionEra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	call(t, sess, "echo", map[string]any{})
+	mu.Lock()
+	defer mu.Unlock()
+	var seen []string
+	for _, line := range strings.Split(strings.TrimSpace(audit.String()), "\n") {
+		var ev map[string]any
+		if json.Unmarshal([]byte(line), &ev) != nil || ev["tool"] != "echo" {
+			continue
+		}
+		seen = append(seen, fmt.Sprintf("%v@%v", ev["client"], ev["protocol_version"]))
+	}
+	want := []string{"raw/1@2026-07-28", "old-client/1.2@2025-11-25"}
+	if !slices.Equal(seen, want) {
+		t.Errorf("audit events name %v, want %v\n%s", seen, want, audit.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
