@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -216,7 +217,9 @@ func completeTyped(res mcp.Result) mcp.Result {
 // isModernRequest reports whether req carries 2026-07-28 _meta.
 func isModernRequest(req mcp.Request) bool {
 	p := req.GetParams()
-	if p == nil {
+	// A request without params has a typed nil (the SDK's GetMeta of
+	// which panics).
+	if p == nil || reflect.ValueOf(p).IsNil() {
 		return false
 	}
 	_, ok := modernMeta(p.GetMeta())
