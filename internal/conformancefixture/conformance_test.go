@@ -50,9 +50,9 @@ func suite(t *testing.T) (node, script string) {
 }
 
 // suite2026 is suite for 0.2.0-alpha.12, whose 2026-07-28 scenarios are
-// run (installed as the npm alias conformance-2026).
+// run (installed as the npm alias conformance-next).
 func suite2026(t *testing.T) (node, script string) {
-	return suiteAt(t, "conformance-2026")
+	return suiteAt(t, "conformance-next")
 }
 
 func suiteAt(t *testing.T, dir string) (node, script string) {
