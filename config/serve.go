@@ -31,6 +31,7 @@ import (
 //	  max_subscriptions_per_caller: 1024        # ... per caller, all its sessions together (the default)
 //	  tls: {cert_file: server.crt, key_file: server.key}  # serve https itself (see TLSConfig)
 //	  caller_tokens: [{caller: agent, token_file: agent.token}]  # or token_env: NAME; join tokens
+//	  request_state_key_env: BACKPLANE_STATE_KEY  # signs 2026-07-28 request states: the same on every replica
 //
 // rate_limit is a token bucket per caller (over HTTP and stdio alike)
 // that every MCP request and notification draws on: burst at once, then
@@ -109,6 +110,11 @@ type ServeConfig struct {
 	// resource subscriptions held: 0 means the defaults (256, 1024).
 	MaxSubscriptionsPerSession int
 	MaxSubscriptionsPerCaller  int
+	// RequestStateKeyEnv names the environment variable holding the key
+	// (at least 32 bytes) that signs the requestState of 2026-07-28
+	// input_required answers; replicas behind one balancer need the same
+	// one. "": a random key per process.
+	RequestStateKeyEnv string
 	// Line is where the serve section starts (0 when absent).
 	Line int
 
@@ -271,6 +277,8 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 					err = p.errAt(v, "serve public_url: %v", err)
 				}
 			}
+		case "request_state_key_env":
+			c.Serve.RequestStateKeyEnv, err = p.str(v, key)
 		case "allowed_origins":
 			c.Serve.AllowedOrigins, err = p.strList(v, key)
 			for _, o := range c.Serve.AllowedOrigins {
@@ -281,7 +289,7 @@ func (p *parser) serve(c *Config, v *yaml.Node) error {
 		}
 		return err
 	}, "http", "allow_remote", "tokens", "stdio_caller", "approval_wait", "session_idle_timeout", "max_sessions_per_caller", "allowed_origins", "public_url", "oauth", "anonymous_caller", "resume",
-		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller", "tls", "caller_tokens")
+		"rate_limit", "max_subscriptions_per_session", "max_subscriptions_per_caller", "tls", "caller_tokens", "request_state_key_env")
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,12 @@ func (c *call) emitAudit(ctx context.Context, res *CallResult, ge *Error) {
 	if c.req.Session != "" {
 		attrs = append(attrs, slog.String("session", c.req.Session))
 	}
+	if c.req.ClientInfo != "" {
+		attrs = append(attrs, slog.String("client", c.req.ClientInfo))
+	}
+	if c.req.ProtocolVersion != "" {
+		attrs = append(attrs, slog.String("protocol_version", c.req.ProtocolVersion))
+	}
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}

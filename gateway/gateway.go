@@ -472,6 +472,11 @@ type CallRequest struct {
 	// (backend.Call.Client): the client behind this call's connection, to
 	// which an upstream's progress, log messages and requests are relayed.
 	Client backend.Client
+	// ClientInfo names the MCP client that made the call ("name/version",
+	// from its initialize or, in 2026-07-28, the request's _meta), and
+	// ProtocolVersion the MCP revision it spoke: both recorded in the
+	// call's audit event ("" when unknown: not MCP, or not said).
+	ClientInfo, ProtocolVersion string
 }
 
 // CallResult is the outcome of a call that ran.

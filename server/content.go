@@ -65,6 +65,7 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 			return nil, err
 		}
 		res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+		res.CacheScope = privateScope
 		var keys []string // for servedContent
 		for _, r := range all {
 			// Listed as a read of it would be decided: by its normal form;
@@ -83,6 +84,7 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 			return nil, err
 		}
 		res := &mcp.ListResourceTemplatesResult{ResourceTemplates: []*mcp.ResourceTemplate{}}
+		res.CacheScope = privateScope
 		var keys []string // for servedContent
 		for _, t := range all {
 			if allowed(policy.KindResource, t.URITemplate) {
@@ -107,6 +109,9 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 			return nil, &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + p.URI}
 		}
 		res, err := src.ReadResource(ctx, uri)
+		if res != nil {
+			res.CacheScope = privateScope // granted per caller
+		}
 		s.auditContent(caller, policy.KindResource, uri, outcomeOf(err), d.Reason)
 		return res, contentError(err, codeResourceNotFound, "resource not found: "+p.URI)
 	case "prompts/list":
@@ -115,6 +120,7 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 			return nil, err
 		}
 		res := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}}
+		res.CacheScope = privateScope
 		var keys []string // for servedContent
 		for _, p := range all {
 			if allowed(policy.KindPrompt, p.Name) {

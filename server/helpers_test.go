@@ -113,6 +113,11 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
+// sessionEra makes a Go SDK client (which tries 2026-07-28 first, without
+// a session) initialize a 2025-11-25 session: the tests of sessions'
+// behaviour use it; modern_test.go's clients speak 2026-07-28.
+var sessionEra = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 // connect serves s to a Go SDK client over the SDK's in-memory transports
 // (the stdio caller is the caller).
 func connect(t testing.TB, s *server.Server, copts *mcp.ClientOptions) *mcp.ClientSession {
@@ -123,7 +128,7 @@ func connect(t testing.TB, s *server.Server, copts *mcp.ClientOptions) *mcp.Clie
 		t.Fatal(err)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, copts)
-	cs, err := c.Connect(ctx, ct, nil)
+	cs, err := c.Connect(ctx, ct, sessionEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +166,7 @@ func connectHTTP(t testing.TB, hs *httptest.Server, token string, copts *mcp.Cli
 		MaxRetries: -1,
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-http-client", Version: "v0"}, copts)
-	cs, err := c.Connect(context.Background(), tr, nil)
+	cs, err := c.Connect(context.Background(), tr, sessionEra)
 	if err == nil {
 		t.Cleanup(func() { cs.Close() })
 	}

@@ -36,7 +36,11 @@ func (s *Server) Handler() http.Handler {
 	// WWW-Authenticate challenge; the SDK's own middleware after it puts
 	// the caller where the MCP handlers (callerFromToken) and the session
 	// binding (a session answers only to the caller that opened it) read it.
-	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.rateLimitHTTP(s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler))))))), true))
+	// A 2026-07-28 request (modern.go) has no session: neither the
+	// session cap nor the tracking of a session's requests applies.
+	legacy := s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler))))
+	modern := s.sdkAuth()(s.checkRequestIDs(s.modernHandler))
+	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.rateLimitHTTP(s.routeEra(modern, legacy)))), true))
 	s.serveMetadata(mux)
 	s.serveHooks(mux)
 	// The metrics name callers and tools: operators only.

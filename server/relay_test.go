@@ -292,7 +292,7 @@ func TestUpstreamRootsAndLogs(t *testing.T) {
 	if _, err := s.Connect(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := c.Connect(context.Background(), ct, nil)
+	cs, err := c.Connect(context.Background(), ct, sessionEra)
 	if err != nil {
 		t.Fatal(err)
 	}

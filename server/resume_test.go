@@ -96,7 +96,7 @@ func TestResumeAfterDroppedStream(t *testing.T) {
 	})
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: hs.URL + server.PathMCP, HTTPClient: &http.Client{Transport: cut}, MaxRetries: 5,
-	}, nil)
+	}, sessionEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestDroppedClientThatNeverReturnsIsCancelled(t *testing.T) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "leaver", Version: "v0"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: hs.URL + server.PathMCP, HTTPClient: &http.Client{Transport: tr}, MaxRetries: 0,
-	}, nil)
+	}, sessionEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestStandaloneStreamIsNoResumption(t *testing.T) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "abandoner", Version: "v0"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint: hs.URL + server.PathMCP, HTTPClient: &http.Client{Transport: tr}, MaxRetries: 1,
-	}, nil)
+	}, sessionEra)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,12 +127,21 @@
 //     [Options.StdioDrain] (10s by default): a call still running then
 //     is cancelled.
 //
-// The server speaks the session-based MCP protocol versions
-// ([ProtocolVersions], 2025-11-25 and older). 2026-07-28 forbids a server
-// to send elicitation/create while it serves a request (it must return
-// input requests instead), which the approval flow above relies on; clients
-// of that version (the Go SDK's own, for one) fall back to initialize at
-// 2025-11-25.
+// The server speaks MCP 2026-07-28 and the session-based versions
+// ([StatelessProtocolVersions], [ProtocolVersions]) on one endpoint and
+// over stdio, told apart per request (modern.go): a request carrying
+// 2026-07-28's per-request _meta is served without a session (over HTTP
+// by a stateless handler, nothing of an earlier request held in the
+// process: see docs/protocol.md), with server/discover, its headers
+// checked (-32020), resultType on every result and cacheScope private on
+// lists and reads; an initialize opens a 2025-11-25 (or older) session,
+// served as above. At 2026-07-28 nothing is sent to the client in the
+// middle of a request: a self-approval is answered input_required, with
+// an elicitation request and a signed requestState bound to the exact
+// call (mrtr.go, requeststate.go), whose retry decides the same approval
+// record; ask_user_question has no channel and an upstream's requests are
+// not relayed. Each call's client (clientInfo) and protocol version are
+// recorded in its audit event.
 package server
 
 import (
@@ -287,6 +296,11 @@ type Options struct {
 	// Hooks, when set, serves the coding agents' hook endpoints at
 	// PathHooks (hooks.go). Nil: none.
 	Hooks *HookOptions
+	// RequestStateKey signs the requestState of 2026-07-28 input_required
+	// answers (requeststate.go); every replica behind one balancer needs
+	// the same key (serve.request_state_key). Empty: a random key of this
+	// process, whose states no other process accepts.
+	RequestStateKey []byte
 }
 
 // DefaultStdioDrain is how long the requests a stdio client sent before
@@ -310,10 +324,12 @@ type Server struct {
 	// blocks a start that failed too often (internal/auththrottle).
 	throttle *auththrottle.Throttle
 
-	stdio *mcp.Server // its caller is opts.StdioCaller
-	http  *mcp.Server // its caller comes with each request's token
+	stdio  *mcp.Server // its caller is opts.StdioCaller
+	http   *mcp.Server // its caller comes with each request's token
+	modern *mcp.Server // the same, for 2026-07-28 requests (no sessions)
 
-	httpHandler *mcp.StreamableHTTPHandler
+	httpHandler   *mcp.StreamableHTTPHandler
+	modernHandler *mcp.StreamableHTTPHandler // stateless: 2026-07-28 (modern.go)
 
 	// Shutdown: stopCalls cancels the calls still running once the grace
 	// period is over.
@@ -335,10 +351,11 @@ type Server struct {
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
 	unlistable   sync.Map // tool name -> struct{}: warned once
 
-	live         sync.Map // Mcp-Session-Id -> *sessionLive: its HTTP requests in progress (resume.go)
-	openSessions sync.Map // Mcp-Session-Id -> struct{}: initialized HTTP sessions not ended yet
-	sess         sessions // whose each HTTP session is, for MaxSessionsPerCaller
-	origins      []string // AllowedOrigins, normalised
+	live         sync.Map    // Mcp-Session-Id -> *sessionLive: its HTTP requests in progress (resume.go)
+	openSessions sync.Map    // Mcp-Session-Id -> struct{}: initialized HTTP sessions not ended yet
+	sess         sessions    // whose each HTTP session is, for MaxSessionsPerCaller
+	states       stateSigner // signs 2026-07-28 request states
+	origins      []string    // AllowedOrigins, normalised
 	timeouts     HTTPTimeouts
 }
 
@@ -383,6 +400,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	s.sess = sessions{byID: map[string]*sessionEntry{}, pending: map[string]int{}, converted: map[string]int{}}
 	s.throttle = auththrottle.New(nil)
 	s.origins = normOrigins(o.AllowedOrigins)
+	s.states = newStateSigner(o.RequestStateKey)
 	s.timeouts = o.Timeouts.withDefaults()
 	for tok, caller := range o.Tokens {
 		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
@@ -409,6 +427,12 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	}
 	s.httpHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.http },
 		&mcp.StreamableHTTPOptions{Logger: s.sdkLog, SessionTimeout: idle, EventStore: s.eventStore()})
+	// 2026-07-28 requests: one ephemeral session per request, which ends
+	// with it; a call ends when its HTTP request does (no resumption in
+	// that revision).
+	s.modern = s.newMCPServer(callerFromToken)
+	s.modernHandler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.modern },
+		&mcp.StreamableHTTPOptions{Logger: s.sdkLog, Stateless: true, PropagateRequestCancellation: true})
 	return s
 }
 
@@ -429,7 +453,7 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		// Catalog changes are announced to the sessions they concern
 		// (listchanged.go).
 		Capabilities:              s.capabilities(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}),
-		SupportedProtocolVersions: ProtocolVersions,
+		SupportedProtocolVersions: servedVersions(),
 		PageSize:                  s.opts.PageSize,
 	}
 	// Completions and subscriptions go through the SDK's handlers (which
@@ -510,7 +534,14 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 				if err != nil {
 					return nil, err
 				}
-				return s.serveContent(ctx, method, req, caller)
+				res, err := s.serveContent(ctx, method, req, caller)
+				if isModernRequest(req) {
+					if err != nil {
+						return nil, modernContentError(req, err)
+					}
+					res = completeTyped(res)
+				}
+				return res, err
 			}
 			return next(ctx, method, req)
 		}
@@ -530,7 +561,7 @@ func (s *Server) listTools(caller, cursor string) (mcp.Result, error) {
 	}
 	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
 	// Each caller sees its own list: never to be cached for another.
-	res.CacheScope = "private"
+	res.CacheScope = privateScope
 	// res.Tools' tools, for servedTools.
 	var listed []gateway.Tool
 	for _, t := range s.g.ToolsFor(caller) { // sorted by name
@@ -590,7 +621,8 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	// While the client is away (its request dropped, no resumption yet)
 	// an approval decided meanwhile is held, never consumed (resume.go).
 	var away atomic.Bool
-	if req.Extra != nil {
+	mc, modern := modernOf(req)
+	if req.Extra != nil && !modern {
 		if hctx, ok := s.httpRequestContext(req.Extra.Header); ok {
 			// With resumable streams, a client that comes back within
 			// ResumeGrace (resume.go) keeps its call.
@@ -613,8 +645,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		// is the empty object, not a different value.
 		args = json.RawMessage(`{}`)
 	}
-	session := s.sessionID(req.Session)
-	if req.Session != nil && req.Session.ID() != "" {
+	session := ""
+	if !modern { // a 2026-07-28 request belongs to no session
+		session = s.sessionID(req.Session)
+	}
+	if !modern && req.Session != nil && req.Session.ID() != "" {
 		// A running call keeps its session in use, even while its
 		// request has dropped and the client may resume (sessions.go).
 		s.sessionActive(session, 1)
@@ -631,8 +666,17 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	if key, ok := p.Meta[MetaIdempotencyKey].(string); ok {
 		cr.IdempotencyKey = key
 	}
-	if supportsElicitation(req.Session) {
-		cr.Approver = &elicitApprover{ss: req.Session, args: args, preview: s.previewText}
+	if modern {
+		cr.ClientInfo, cr.ProtocolVersion = clientInfoOf(mc.client), mc.version
+	} else {
+		if ss := req.Session; ss != nil {
+			if ip := ss.InitializeParams(); ip != nil {
+				cr.ClientInfo, cr.ProtocolVersion = clientInfoOf(ip.ClientInfo), ip.ProtocolVersion
+			}
+		}
+		if supportsElicitation(req.Session) {
+			cr.Approver = &elicitApprover{ss: req.Session, args: args, preview: s.previewText}
+		}
 	}
 	if tok := p.GetProgressToken(); tok != nil {
 		cr.Progress = func(approvalID string, waited time.Duration) {
@@ -648,22 +692,46 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		}
 	}
 
+	if modern {
+		// 2026-07-28 forbids requests to the client in the middle of a
+		// request: a self-approval is put to it as input_required
+		// (mrtr.go); ask_user_question has no channel, and an upstream's
+		// requests are not relayed (its progress and logs are not
+		// either: they would need the request's stream).
+		return s.callModern(ctx, req, cr, mc)
+	}
 	// ask_user_question puts its question to this session's client.
 	cr.Asker = newElicitAsker(req.Session)
 	// An upstream's progress, log messages and requests reach this client.
 	cr.Client = newSessionClient(req.Session, p.GetProgressToken())
+	return s.finishCall(ctx, cr)
+}
 
+// finishCall runs cr through the gateway and makes its MCP result.
+func (s *Server) finishCall(ctx context.Context, cr gateway.CallRequest) (*mcp.CallToolResult, error) {
+	res, err := s.runCall(ctx, cr)
+	return toolResult(res, err)
+}
+
+// runCall runs cr through the gateway, counted in the metrics.
+func (s *Server) runCall(ctx context.Context, cr gateway.CallRequest) (*gateway.CallResult, error) {
 	start := time.Now()
 	res, err := s.g.Call(ctx, cr)
 	var ge *gateway.Error
-	notFound := errors.As(err, &ge) && ge.Class == gateway.ClassNotFound
-	label := p.Name
-	if notFound { // an unknown tool, or one hidden from this caller: one label
-		label = unknownTool
+	label := cr.Tool
+	if errors.As(err, &ge) && ge.Class == gateway.ClassNotFound {
+		label = unknownTool // an unknown tool, or one hidden from this caller: one label
 	}
 	s.metrics.observe(label, res, err, time.Since(start))
+	return res, err
+}
+
+// toolResult is the MCP answer of a call's outcome: a tool result, or
+// invalid params for a tool the caller cannot see.
+func toolResult(res *gateway.CallResult, err error) (*mcp.CallToolResult, error) {
 	if err != nil {
-		if notFound {
+		var ge *gateway.Error
+		if errors.As(err, &ge) && ge.Class == gateway.ClassNotFound {
 			data, _ := json.Marshal(ge)
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: ge.Message, Data: data}
 		}
@@ -827,7 +895,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.drain(cctx)
 	}
 	s.stopCalls()
-	for _, srv := range []*mcp.Server{s.stdio, s.http} {
+	for _, srv := range []*mcp.Server{s.stdio, s.http, s.modern} {
 		for ss := range srv.Sessions() {
 			ss.Close()
 		}

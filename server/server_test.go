@@ -304,7 +304,7 @@ func TestServeStdioPipes(t *testing.T) {
 	go func() { served <- s.ServeStdio(serverR, serverW) }()
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "pipe-client", Version: "v0"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: clientR, Writer: clientW}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: clientR, Writer: clientW}, sessionEra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestServeStdioPipes(t *testing.T) {
 	clientR, serverW = io.Pipe()
 	serverR, clientW = io.Pipe()
 	go func() { served <- s.ServeStdio(serverR, serverW) }()
-	cs, err = c.Connect(context.Background(), &mcp.IOTransport{Reader: clientR, Writer: clientW}, nil)
+	cs, err = c.Connect(context.Background(), &mcp.IOTransport{Reader: clientR, Writer: clientW}, sessionEra)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func connectAlice(t *testing.T, p *serveProc, e *elicitCounter) *mcp.ClientSessi
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, tr, nil)
+	cs, err := client.Connect(ctx, tr, sessionEra)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, p.log())
 	}
@@ -247,7 +247,7 @@ func TestServeOrphanNeverConsumes(t *testing.T) {
 				tr := &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp",
 					HTTPClient: &http.Client{Transport: cutTransport{tok: "alice-token", ctx: hctx}}}
 				var err error
-				if cs, err = client.Connect(context.Background(), tr, nil); err != nil {
+				if cs, err = client.Connect(context.Background(), tr, sessionEra); err != nil {
 					t.Fatal(err)
 				}
 			}

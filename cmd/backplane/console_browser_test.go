@@ -151,7 +151,7 @@ func startWrite(t *testing.T, base, path, content string) *waitingCall {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: tokenTransport(aliceToken)},
-	}, nil)
+	}, sessionEra)
 	if err != nil {
 		cancel()
 		t.Fatalf("connect: %v", err)
@@ -446,7 +446,7 @@ func TestConsoleScreenshots(t *testing.T) {
 	defer cancel()
 	connect := func(token string) *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: tokenTransport(token)}}, nil)
+			&mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: tokenTransport(token)}}, sessionEra)
 		if err != nil {
 			t.Fatalf("connect: %v", err)
 		}

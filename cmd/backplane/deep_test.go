@@ -40,7 +40,7 @@ serve:
 		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 			Endpoint:   p.base + "/mcp",
 			HTTPClient: &http.Client{Transport: tokenTransport(token)},
-		}, nil)
+		}, sessionEra)
 		if err != nil {
 			t.Fatalf("connect: %v\n%s", err, p.log())
 		}

@@ -322,7 +322,7 @@ func TestDeployContainerImage(t *testing.T) {
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-image-test", Version: "v0"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerRT{tlsClient(ca, nil), "agent-token-1"}}}, nil)
+		HTTPClient: &http.Client{Transport: bearerRT{tlsClient(ca, nil), "agent-token-1"}}}, sessionEra)
 	if err != nil {
 		t.Fatalf("connect over https: %v\n%s", err, logs())
 	}

@@ -54,7 +54,7 @@ serve:
 		Endpoint:   p.base + "/mcp",
 		HTTPClient: &http.Client{Transport: tokenTransport("alice-token")},
 		MaxRetries: -1,
-	}, nil)
+	}, sessionEra)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, p.log())
 	}

@@ -73,7 +73,7 @@ func connectWith(ctx context.Context, base, token string) (*mcp.ClientSession, e
 	if token != "" {
 		hc = &http.Client{Transport: tokenTransport(token)}
 	}
-	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
+	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, sessionEra)
 }
 
 func toolNames(t *testing.T, ctx context.Context, cs *mcp.ClientSession) []string {

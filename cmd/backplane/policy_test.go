@@ -223,7 +223,7 @@ func TestPolicyReloadThroughServe(t *testing.T) {
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: p.base + "/mcp", HTTPClient: &http.Client{Transport: tokenTransport("alice-token")},
-	}, nil)
+	}, sessionEra)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, p.log())
 	}

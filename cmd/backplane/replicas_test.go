@@ -199,7 +199,7 @@ func (r *replica) connect(ctx context.Context, t *testing.T, token string) *mcp.
 		Endpoint:   r.base + "/mcp",
 		HTTPClient: &http.Client{Transport: tokenTransport(token)},
 	}
-	cs, err := client.Connect(ctx, tr, nil)
+	cs, err := client.Connect(ctx, tr, sessionEra)
 	if err != nil {
 		t.Fatalf("connect to replica %s: %v\n%s", r.name, err, r.log())
 	}

@@ -150,7 +150,7 @@ func connectServe(t *testing.T, p *serveProc) (*mcp.ClientSession, context.Conte
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   p.base + "/mcp",
 		HTTPClient: &http.Client{Transport: tokenTransport("alice-token")},
-	}, nil)
+	}, sessionEra)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, p.log())
 	}

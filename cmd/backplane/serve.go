@@ -207,6 +207,13 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 	if s.rt.Content != nil {
 		opts.Content, opts.ContentPolicy = s.rt.Content, s.rt.Policy
 	}
+	if env := cfg.Serve.RequestStateKeyEnv; env != "" {
+		key := os.Getenv(env)
+		if len(key) < 32 {
+			return &inputError{fmt.Errorf("%s: serve.request_state_key_env: $%s must hold a key of at least 32 bytes (it holds %d)", cfg.Path, env, len(key))}
+		}
+		opts.RequestStateKey = []byte(key)
+	}
 	if err := serveTLS(ctx, cfg, stdio, opts, log); err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ serve:
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp",
-		HTTPClient: &http.Client{Transport: tokenTransport("alice-token")}}, nil)
+		HTTPClient: &http.Client{Transport: tokenTransport("alice-token")}}, sessionEra)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, p.log())
 	}

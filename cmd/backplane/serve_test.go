@@ -356,7 +356,7 @@ func TestServeApprovalFromAnotherProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, tr, nil)
+	cs, err := client.Connect(ctx, tr, sessionEra)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, p.log())
 	}

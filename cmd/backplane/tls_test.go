@@ -174,7 +174,7 @@ func callRead(t *testing.T, p *serveProc, rt http.RoundTripper) (string, error) 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-tls-test", Version: "v0"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp", HTTPClient: &http.Client{Transport: rt}}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp", HTTPClient: &http.Client{Transport: rt}}, sessionEra)
 	if err != nil {
 		return "", err
 	}

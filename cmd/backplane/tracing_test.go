@@ -122,7 +122,7 @@ func TestServeTraces(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp",
-		HTTPClient: &http.Client{Transport: headerTransport{"alice-token", "00-" + headerTrac + "-" + headerSpan + "-01"}}}, nil)
+		HTTPClient: &http.Client{Transport: headerTransport{"alice-token", "00-" + headerTrac + "-" + headerSpan + "-01"}}}, sessionEra)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, p.log())
 	}

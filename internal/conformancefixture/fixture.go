@@ -44,6 +44,20 @@ const step = 50 * time.Millisecond
 // New returns the fixture server. Serve it over any transport (stdio or
 // streamable HTTP); every session shares its subscriptions.
 func New() *mcp.Server {
+	return newServer(slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool {
+		return v >= firstUnsupportedVersion
+	}))
+}
+
+// NewStateless returns the fixture server offering 2026-07-28 as well, for
+// a stateless HTTP handler (the 2026-07-28 suite run against the fixture
+// itself): its tools that put requests to the client in the middle of a
+// call fail there, as that revision has no such requests.
+func NewStateless() *mcp.Server {
+	return newServer(mcp.SupportedProtocolVersions())
+}
+
+func newServer(versions []string) *mcp.Server {
 	f := &fixture{subscribed: map[string]int{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "backplane-conformance-fixture", Version: Version}, &mcp.ServerOptions{
 		// The SDK's default ({"logging":{}}), kept explicit: the
@@ -56,9 +70,7 @@ func New() *mcp.Server {
 		// during a call (sampling, elicitation: multi round-trip instead)
 		// and takes the log level from each request; the fixture does
 		// what the earlier versions define, so it does not offer that one.
-		SupportedProtocolVersions: slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool {
-			return v >= firstUnsupportedVersion
-		}),
+		SupportedProtocolVersions: versions,
 	})
 	addTools(s)
 	addResources(s)

@@ -2,7 +2,9 @@
 // (package conformancefixture) over stdio, or over streamable HTTP at
 // http://ADDR/mcp with -http ADDR (with resumable streams: an in-memory
 // event store). With -http it prints "listening on http://HOST:PORT/mcp"
-// to stderr once it accepts connections, so ADDR may use port 0.
+// to stderr once it accepts connections, so ADDR may use port 0. With
+// -stateless as well, it serves MCP 2026-07-28 (and the earlier versions
+// without sessions) through the SDK's stateless handler.
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 
 func main() {
 	addr := flag.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:0) instead of stdio")
+	stateless := flag.Bool("stateless", false, "with -http: serve 2026-07-28, statelessly")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -32,21 +35,25 @@ func main() {
 	if *addr == "" {
 		err = conformancefixture.New().Run(ctx, &mcp.StdioTransport{})
 	} else {
-		err = serveHTTP(ctx, *addr)
+		err = serveHTTP(ctx, *addr, *stateless)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Fatal(err)
 	}
 }
 
-func serveHTTP(ctx context.Context, addr string) error {
+func serveHTTP(ctx context.Context, addr string, stateless bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	server := conformancefixture.New()
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	opts := &mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}
+	if stateless {
+		server = conformancefixture.NewStateless()
+		opts = &mcp.StreamableHTTPOptions{Stateless: true}
+	}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
