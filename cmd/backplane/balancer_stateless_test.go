@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// statelessClient is the Go SDK's client at 2026-07-28 through the
+// balancer: no session, so each request may reach any replica. It fails
+// the test if the gateway did not answer server/discover (the client then
+// falls back to a 2025-11-25 session, which needs affinity).
+func statelessClient(ctx context.Context, t *testing.T, b *balancer, seen *replicaSeen) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "balancer-test", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   b.base + "/mcp",
+		HTTPClient: &http.Client{Transport: seen.wrap(tokenTransport("alice-token"))},
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connect at 2026-07-28 through the balancer: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the client speaks %q with the gateway, want 2026-07-28 (server/discover answered)", v)
+	}
+	return cs
+}
+
+// TestBalancerStatelessRoundRobin: a 2026-07-28 client behind a plain
+// round-robin balancer (no affinity) lists and calls, is told a call needs
+// approval, an operator approves it from a fourth process, and the retry,
+// answered by whichever replica the balancer picks, runs the call exactly
+// once; a second retry returns the recorded outcome without running it.
+func TestBalancerStatelessRoundRobin(t *testing.T) {
+	db := newPGSchema(t)
+	g := newGWDir(t, fmt.Sprintf(replicasConfig, db.url, "{lease_ttl: 15s}", `  approval_wait: 0s
+policy:
+  - caller: alice
+    allow: [note, danger]
+    approve: [danger]
+approvals:
+  expire: 10m
+tools:
+`+noteTool+`  - name: danger
+    description: Record the call, once someone approved it.
+    input_schema: {type: object, properties: {text: {type: string}}, required: [text]}
+    command: [sh, -c, 'printf "%s\n" "$(cat)" >> "$NOTE_LOG"; echo "{\"done\":true}"']
+    env: [NOTE_LOG]
+    timeout: 10s
+`))
+	reps := startReplicas(t, g, "A", "B", "C")
+	b := startBalancer(t, reps, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	seen := &replicaSeen{by: map[string]int{}}
+	cs := statelessClient(ctx, t, b, seen)
+
+	for i := 0; i < 3; i++ {
+		lt, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatalf("tools/list %d: %v", i, err)
+		}
+		var names []string
+		for _, tl := range lt.Tools {
+			names = append(names, tl.Name)
+		}
+		if !strings.Contains(strings.Join(names, ","), "note") {
+			t.Errorf("tools/list %d: %v, want note", i, names)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "note", Arguments: map[string]any{"n": i + 1}})
+		if err != nil || res.IsError {
+			t.Fatalf("call %d: %v, class %q", i, err, errorClass(res))
+		}
+	}
+
+	args := map[string]any{"text": "through the balancer"}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "danger", Arguments: args})
+	if err != nil {
+		t.Fatalf("danger: %v", err)
+	}
+	if c := errorClass(res); c != "approval_required" {
+		t.Fatalf("danger: class %q, want approval_required", c)
+	}
+	var refusal struct {
+		Details struct {
+			ApprovalID string `json:"approval_id"`
+		} `json:"details"`
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if json.Unmarshal(raw, &refusal) != nil || refusal.Details.ApprovalID == "" {
+		t.Fatalf("approval_required without an approval id: %s", raw)
+	}
+	g.run(t, "", append([]string{"approvals", "approve", refusal.Details.ApprovalID, "--as", "bob"}, g.auditFlag()...)...).wantCode(t, exitOK)
+
+	// The retries: the first runs the call, whichever replica answers; the
+	// ones after it find the approval consumed and are refused or asked
+	// again, never run.
+	ran := 0
+	for i := 0; i < 4; i++ {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "danger", Arguments: args})
+		if err != nil {
+			t.Fatalf("retry %d: %v", i, err)
+		}
+		if errorClass(res) == "" {
+			ran++
+		}
+	}
+	dangerRuns := 0
+	for _, line := range g.notes(t) {
+		if strings.Contains(line, "through the balancer") {
+			dangerRuns++
+		}
+	}
+	if ran != 1 || dangerRuns != 1 {
+		t.Errorf("of four retries %d succeeded and the tool ran %d times; want exactly one of each", ran, dangerRuns)
+	}
+	if n := len(seen.snapshot()); n < 3 {
+		t.Errorf("the client's requests reached %v: want all three replicas", seen.snapshot())
+	}
+	t.Logf("requests answered per replica: %v", seen.snapshot())
+}
+
+// TestBalancerStatelessQuota: 64 concurrent 2026-07-28 calls from 8
+// clients through a round-robin balancer with no affinity spend one quota
+// of 20 across three replicas exactly once.
+func TestBalancerStatelessQuota(t *testing.T) {
+	db := newPGSchema(t)
+	const quota, clients, perClient = 20, 8, 8
+	g := newGWDir(t, fmt.Sprintf(replicasConfig, db.url, "{lease_ttl: 15s, max_conns: 16}", fmt.Sprintf(`policy:
+  - caller: alice
+    allow: [note]
+budgets:
+  - scope: caller
+    quota: %d
+tools:
+%s`, quota, noteTool)))
+	reps := startReplicas(t, g, "A", "B", "C")
+	b := startBalancer(t, reps, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	seen := &replicaSeen{by: map[string]int{}}
+	var css []*mcp.ClientSession
+	for range clients {
+		css = append(css, statelessClient(ctx, t, b, seen))
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	succeeded, refused := 0, 0
+	start := make(chan struct{})
+	for i, cs := range css {
+		for k := range perClient {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				n := i*perClient + k + 1
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "note", Arguments: map[string]any{"n": n}})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					t.Errorf("call n=%d: %v", n, err)
+				case errorClass(res) == "":
+					succeeded++
+				case errorClass(res) == "budget_exceeded":
+					refused++
+				default:
+					t.Errorf("call n=%d: class %s", n, errorClass(res))
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	t.Logf("%d calls: %d succeeded, %d budget_exceeded; per replica: %v", clients*perClient, succeeded, refused, seen.snapshot())
+	if succeeded != quota || refused != clients*perClient-quota {
+		t.Errorf("%d succeeded and %d were refused; want exactly %d and %d", succeeded, refused, quota, clients*perClient-quota)
+	}
+	if got := len(g.recordedNotes(t)); got != quota {
+		t.Errorf("the tool ran %d times, want %d", got, quota)
+	}
+	if n := len(seen.snapshot()); n < 3 {
+		t.Errorf("requests reached %v: want all three replicas", seen.snapshot())
+	}
+}
