@@ -34,6 +34,7 @@ type Refusal struct {
 
 // RefusalFilter selects refusals; zero fields match everything.
 type RefusalFilter struct {
+	CallID string
 	Caller string
 	Tool   string
 	// Since and Until bound At: Since <= At < Until (zero: unbounded).

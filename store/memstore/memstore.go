@@ -327,7 +327,7 @@ func (s *Store) ListRefusals(ctx context.Context, f store.RefusalFilter) ([]stor
 	s.mu.Lock()
 	var out []store.Refusal
 	for _, r := range s.refusals {
-		if (f.Caller != "" && r.Caller != f.Caller) || (f.Tool != "" && r.Tool != f.Tool) ||
+		if (f.CallID != "" && r.CallID != f.CallID) || (f.Caller != "" && r.Caller != f.Caller) || (f.Tool != "" && r.Tool != f.Tool) ||
 			(!f.Since.IsZero() && r.At.Before(f.Since)) || (!f.Until.IsZero() && !r.At.Before(f.Until)) {
 			continue
 		}

@@ -49,6 +49,9 @@ func (s *Store) ListRefusals(ctx context.Context, f store.RefusalFilter) ([]stor
 		args = append(args, v)
 		conds = append(conds, strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1))
 	}
+	if f.CallID != "" {
+		add(`call_id = ?`, f.CallID)
+	}
 	if f.Caller != "" {
 		add(`caller = ?`, f.Caller)
 	}

@@ -44,6 +44,9 @@ func (s *Store) ListRefusals(ctx context.Context, f store.RefusalFilter) ([]stor
 	}
 	var conds []string
 	var args []any
+	if f.CallID != "" {
+		conds, args = append(conds, `call_id = ?`), append(args, f.CallID)
+	}
 	if f.Caller != "" {
 		conds, args = append(conds, `caller = ?`), append(args, f.Caller)
 	}

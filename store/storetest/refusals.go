@@ -81,6 +81,8 @@ func testRefusals(f *fixture) {
 		{store.RefusalFilter{Until: f.base.Add(time.Minute)}, []store.Refusal{a1}},
 		{store.RefusalFilter{Since: f.base, Until: f.base.Add(2 * time.Minute)}, []store.Refusal{a2, a1}},
 		{store.RefusalFilter{Limit: 1}, []store.Refusal{b1}},
+		{store.RefusalFilter{CallID: a2.CallID}, []store.Refusal{a2}},
+		{store.RefusalFilter{CallID: "call_none"}, nil},
 	} {
 		if got, want := refusalIDs(f.listRefusals(c.f)), refusalIDs(c.want); got != want {
 			t.Errorf("ListRefusals(%+v) = %s, want %s", c.f, got, want)
