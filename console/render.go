@@ -78,10 +78,10 @@ var funcs = template.FuncMap{
 		}
 		return roundDuration(d).String()
 	},
-	"join": strings.Join,
-	"item": func(a Approval, open bool) pendingItem { return pendingItem{A: &a, Open: open} },
+	"join":    strings.Join,
+	"item":    func(a Approval, open bool) pendingItem { return pendingItem{A: &a, Open: open} },
 	"subject": subject,
-	"add":  func(a, b int) int { return a + b },
+	"add":     func(a, b int) int { return a + b },
 }
 
 // pendingItem is one line of the pending list, open or not.
