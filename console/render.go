@@ -79,9 +79,29 @@ var funcs = template.FuncMap{
 		return roundDuration(d).String()
 	},
 	"join":    strings.Join,
+	"brief":   brief,
 	"item":    func(a Approval, open bool) pendingItem { return pendingItem{A: &a, Open: open} },
 	"subject": subject,
 	"add":     func(a, b int) int { return a + b },
+}
+
+// maxBrief bounds an error message in a list (its page has it whole).
+const maxBrief = 160
+
+// brief is the start of msg, for a list: up to its first parenthesis (the
+// approval message's list of ways to decide), at most maxBrief bytes.
+func brief(msg string) string {
+	if i := strings.Index(msg, " ("); i > 0 {
+		msg = msg[:i] + " …"
+	}
+	if len(msg) > maxBrief {
+		i := maxBrief
+		for i > 0 && msg[i]&0xC0 == 0x80 {
+			i--
+		}
+		msg = msg[:i] + "…"
+	}
+	return msg
 }
 
 // pendingItem is one line of the pending list, open or not.
