@@ -14,9 +14,12 @@
 //     http.CrossOriginProtection; requests whose Host is not an allowed host
 //     are refused (DNS rebinding).
 //   - Pages are server-rendered html/template documents that work without
-//     JavaScript; one small embedded script adds live updates of pending
-//     approvals through server-sent events (/ui/events). No build step, no
-//     CDN: every asset is embedded with go:embed and served from /ui/static/.
+//     JavaScript (the overview's charts are SVG drawn on the server); one
+//     small embedded script adds live updates of pending approvals through
+//     server-sent events (/ui/events) and re-reads the journal (with
+//     auto-refresh on) and the upstreams page every few seconds. No build
+//     step, no CDN: every asset is embedded with go:embed and served from
+//     /ui/static/.
 //
 // The console reads and acts only through a Backend, which the gateway
 // implements (see GatewayBackend); it keeps no state of its own besides
