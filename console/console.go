@@ -9,8 +9,8 @@
 //     it as an HttpOnly, SameSite=Strict cookie (the token itself is never
 //     stored in the browser). A caller's token is refused with 403; any
 //     other token, or none, with 401 (pages redirect to the login form).
-//   - State-changing requests (decide an approval, accept a definition,
-//     log in or out) are POSTs protected against cross-site requests by
+//   - State-changing requests (decide an approval, resolve an uncertain
+//     call, accept a definition, log in or out) are POSTs protected against cross-site requests by
 //     http.CrossOriginProtection; requests whose Host is not an allowed host
 //     are refused (DNS rebinding).
 //   - Pages are server-rendered html/template documents that work without
