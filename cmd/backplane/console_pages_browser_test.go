@@ -232,6 +232,14 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	t.Run("a killed upstream is down, then up", func(t *testing.T) {
 		uiDo(t, ctx, "open the upstreams", chromedp.Navigate(base+"/ui/upstreams"))
 		uiWaitFor(t, ctx, "up is up", `document.querySelector('#upstream-up') && document.querySelector('#upstream-up').dataset.state === 'up'`)
+		// The test server declares tools the subset refuses (issue 25): the
+		// page names them, their keywords and the line that accepts them.
+		refused := uiText(t, ctx, "#upstream-up .refused")
+		for _, want := range []string{"refused by validator subset", "up.remote_ref", "$ref", "backplane.yaml:", "validator: draft2020-12"} {
+			if !strings.Contains(refused, want) {
+				t.Errorf("the upstreams page's refused report lacks %q:\n%s", want, refused)
+			}
+		}
 		if err := os.Remove(flag); err != nil {
 			t.Fatal(err)
 		}
