@@ -9,14 +9,17 @@
 //     it as an HttpOnly, SameSite=Strict cookie (the token itself is never
 //     stored in the browser). A caller's token is refused with 403; any
 //     other token, or none, with 401 (pages redirect to the login form).
-//   - State-changing requests (decide an approval, accept a definition,
-//     log in or out) are POSTs protected against cross-site requests by
+//   - State-changing requests (decide an approval, resolve an uncertain
+//     call, accept a definition, log in or out) are POSTs protected against cross-site requests by
 //     http.CrossOriginProtection; requests whose Host is not an allowed host
 //     are refused (DNS rebinding).
 //   - Pages are server-rendered html/template documents that work without
-//     JavaScript; one small embedded script adds live updates of pending
-//     approvals through server-sent events (/ui/events). No build step, no
-//     CDN: every asset is embedded with go:embed and served from /ui/static/.
+//     JavaScript (the overview's charts are SVG drawn on the server); one
+//     small embedded script adds live updates of pending approvals through
+//     server-sent events (/ui/events) and re-reads the journal (with
+//     auto-refresh on) and the upstreams page every few seconds. No build
+//     step, no CDN: every asset is embedded with go:embed and served from
+//     /ui/static/.
 //
 // The console reads and acts only through a Backend, which the gateway
 // implements (see GatewayBackend); it keeps no state of its own besides
@@ -64,6 +67,14 @@ type Backend interface {
 	AcceptDefinition(ctx context.Context, tool, hash, operator string) error
 
 	Health(ctx context.Context) Health
+
+	// ResolveCall records an operator's verdict on an uncertain call
+	// (executed or not), with a reason.
+	ResolveCall(ctx context.Context, id string, executed bool, operator, reason string) error
+	// Overview counts the calls from since to until (see Overview).
+	Overview(ctx context.Context, since, until time.Time) (*Overview, error)
+	// Upstreams lists the upstream MCP servers and their state.
+	Upstreams(ctx context.Context) []Upstream
 }
 
 // Notifier is implemented by Backends that can tell when approval
@@ -104,6 +115,47 @@ type Approval struct {
 	Waiting bool `json:"waiting"`
 	// HowToDecide lists the other ways to decide (the CLI commands).
 	HowToDecide []string `json:"how_to_decide,omitempty"`
+	// Why says why the request asks and what deciding it lets run (nil
+	// when the backend cannot tell).
+	Why *Why `json:"why,omitempty"`
+}
+
+// Why is why an approval request asks, for its card.
+type Why struct {
+	// Effect, Rule (file:line) and Reason are the policy's decision on
+	// the call now.
+	Effect string `json:"effect"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// ToolAsks: the tool itself requires approval (not read-only).
+	ToolAsks bool `json:"tool_asks,omitempty"`
+	// Parts are a shell command's simple commands with their decisions.
+	Parts []Part `json:"parts,omitempty"`
+	// Sandbox is where the call runs, when its backend says.
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	// Source is the upstream server of the tool, if any.
+	Source string `json:"source,omitempty"`
+	// Deciders may decide; AnyOperator when the rule names no approvers;
+	// SelfApprove lets the caller's person decide too.
+	Deciders    []string `json:"deciders,omitempty"`
+	AnyOperator bool     `json:"any_operator,omitempty"`
+	SelfApprove bool     `json:"self_approve,omitempty"`
+}
+
+// Part is one simple command of a shell command, with its decision.
+type Part struct {
+	Text     string `json:"text"`
+	Decision string `json:"decision"`
+	Rule     string `json:"rule,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Sandbox is the sandbox a call's process runs in.
+type Sandbox struct {
+	Sandboxed bool     `json:"sandboxed"`
+	Network   string   `json:"network,omitempty"`
+	Write     []string `json:"write,omitempty"`
+	Read      []string `json:"read,omitempty"`
 }
 
 // CallQuery selects journal entries; zero fields match everything.
@@ -113,8 +165,13 @@ type CallQuery struct {
 	// Status is a journal status, or "tool_error" for calls whose tool ran
 	// and reported an error.
 	Status string
-	Offset int
-	Limit  int
+	// Caller and Tool are names or globs ("fs.*"); Class an error class;
+	// Text is searched in ids and errors; Since and Until bound the time.
+	Class        string
+	Text         string
+	Since, Until time.Time
+	Offset       int
+	Limit        int
 }
 
 // Call is one journal entry.
@@ -135,6 +192,74 @@ type Call struct {
 	ResolvedBy     string          `json:"resolved_by,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
 	SettledAt      time.Time       `json:"settled_at,omitzero"`
+	// Refused: the call was refused before it was journaled (Status
+	// "refused", ErrorClass why, Step where); it has no arguments kept
+	// but their digest.
+	Refused    bool   `json:"refused,omitempty"`
+	Step       string `json:"step,omitempty"`
+	ArgsDigest string `json:"args_digest,omitempty"`
+}
+
+// Overview is the gateway's activity over a range, for the overview page.
+type Overview struct {
+	Since  time.Time     `json:"since"`
+	Until  time.Time     `json:"until"`
+	Bucket time.Duration `json:"bucket_ns"`
+	// Buckets count calls by outcome (succeeded, tool_error, failed,
+	// uncertain, started, resolved, refused:CLASS), oldest first.
+	Buckets []Bucket       `json:"buckets"`
+	Totals  map[string]int `json:"totals"`
+	// P50 and P95 are the latencies of Settled calls.
+	P50     time.Duration `json:"p50_ns"`
+	P95     time.Duration `json:"p95_ns"`
+	Settled int           `json:"settled"`
+	// Pending approvals now; Decided in the range.
+	Pending   int        `json:"pending"`
+	Decided   int        `json:"decided"`
+	Budgets   []Budget   `json:"budgets,omitempty"`
+	Upstreams []Upstream `json:"upstreams,omitempty"`
+	// Truncated: the range held more rows than one overview reads.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Bucket is one interval of an Overview.
+type Bucket struct {
+	Start  time.Time      `json:"start"`
+	Counts map[string]int `json:"counts"`
+}
+
+// Upstream is one upstream MCP server.
+type Upstream struct {
+	Name     string `json:"name"`
+	Required bool   `json:"required"`
+	Up       bool   `json:"up"`
+	Restarts int    `json:"restarts"`
+	Error    string `json:"error,omitempty"`
+	// Tools counts its tools in the catalog.
+	Tools int `json:"tools"`
+	// Refused, when its validator refuses some of its tools: which, the
+	// keywords at fault, and the line that accepts them.
+	Refused *RefusedServer `json:"refused,omitempty"`
+}
+
+// RefusedServer is a server whose validator refuses some of its tools
+// (as serve's summary and tools list report it).
+type RefusedServer struct {
+	Server     string        `json:"server"`
+	Line       string        `json:"line"` // FILE:LINE of the server's entry
+	Validator  string        `json:"validator"`
+	Tools      int           `json:"tools"`
+	Refused    []RefusedTool `json:"refused"`
+	Fix        string        `json:"fix"` // the line to set: "validator: draft2020-12"
+	FixAccepts int           `json:"fix_accepts"`
+}
+
+// RefusedTool is a tool every call of which its server's validator
+// refuses, with every keyword at fault.
+type RefusedTool struct {
+	Name         string   `json:"name"`
+	Keywords     []string `json:"keywords"`
+	OtherAccepts bool     `json:"other_accepts"`
 }
 
 // Budget is the use of one budget scope and key.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,10 @@ type fakeBackend struct {
 	calls     []Call
 	decisions []string // "id approve|deny operator reason"
 	accepted  []string
+	// resolutions are "id executed operator reason".
+	resolutions []string
+	overview    *Overview
+	upstreams   []Upstream
 }
 
 func (f *fakeBackend) ListApprovals(_ context.Context, status string, limit int) ([]Approval, error) {
@@ -124,6 +129,43 @@ func (f *fakeBackend) AcceptDefinition(_ context.Context, tool, hash, operator s
 
 func (f *fakeBackend) Health(context.Context) Health {
 	return Health{OK: true, State: "ok", Checks: []HealthCheck{{Name: "store", OK: true, State: "ok"}}}
+}
+
+func (f *fakeBackend) ResolveCall(_ context.Context, id string, executed bool, operator, reason string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.calls {
+		c := &f.calls[i]
+		if c.ID != id {
+			continue
+		}
+		if c.Status != "uncertain" {
+			return fmt.Errorf("call %s is %s: %w", id, c.Status, ErrConflict)
+		}
+		c.Status, c.ResolvedBy = "not_executed", operator
+		if executed {
+			c.Status = "executed"
+		}
+		f.resolutions = append(f.resolutions, fmt.Sprintf("%s %v %s %s", id, executed, operator, reason))
+		return nil
+	}
+	return fmt.Errorf("call %s: %w", id, ErrNotFound)
+}
+
+func (f *fakeBackend) Overview(_ context.Context, since, until time.Time) (*Overview, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.overview != nil {
+		o := *f.overview
+		return &o, nil
+	}
+	return &Overview{Since: since, Until: until, Bucket: time.Minute, Totals: map[string]int{}}, nil
+}
+
+func (f *fakeBackend) Upstreams(context.Context) []Upstream {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.upstreams)
 }
 
 func (f *fakeBackend) addPending(id, tool string) {
@@ -708,5 +750,30 @@ func TestSessionsPage(t *testing.T) {
 	_, _, plain := newTestConsole(t)
 	if _, body := do(t, noRedirect(), "GET", plain.URL+"/ui/sessions", opToken, nil, nil); !strings.Contains(body, "not tracked") {
 		t.Errorf("without a source the page does not say sessions are not tracked:\n%s", body)
+	}
+}
+
+// The upstreams page says which server is down, and the tools and
+// upstreams pages name, per server, the tools its validator refuses, the
+// keywords and the line that accepts them (issue 25).
+func TestUpstreamsAndRefusedTools(t *testing.T) {
+	fb, _, srv := newTestConsole(t)
+	rs := &RefusedServer{Server: "fs", Line: "backplane.yaml:12", Validator: "subset", Tools: 3,
+		Refused: []RefusedTool{{Name: "fs.read_file", Keywords: []string{"$schema", "format"}, OtherAccepts: true}},
+		Fix:     "validator: draft2020-12", FixAccepts: 1}
+	fb.upstreams = []Upstream{{Name: "fs", Up: false, Error: "exit status 1", Tools: 3, Refused: rs}, {Name: "mem", Up: true, Required: true}}
+	_, body := do(t, http.DefaultClient, "GET", srv.URL+"/ui/upstreams", opToken, nil, nil)
+	for _, want := range []string{`id="upstream-fs" data-state="down"`, "exit status 1", `id="upstream-mem" data-state="up"`, "required",
+		"fs.read_file", "$schema, format", "backplane.yaml:12", "validator: draft2020-12"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the upstreams page lacks %q", want)
+		}
+	}
+	fb.calls = nil
+	_, body = do(t, http.DefaultClient, "GET", srv.URL+"/ui/tools", opToken, nil, nil)
+	for _, want := range []string{`id="refused-fs"`, "1 of 3 tools refused by validator <code>subset</code>", "$schema, format", "validator: draft2020-12"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the tools page lacks %q", want)
+		}
 	}
 }

@@ -85,7 +85,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 // sendChanges writes the events that bring a page which has seen the
 // requests in seen up to date, and updates seen.
 func (c *Console) sendChanges(w http.ResponseWriter, r *http.Request, seen map[string]bool, first bool) error {
-	pending, err := c.b.ListApprovals(r.Context(), "pending", maxPendingShown)
+	pending, err := c.b.ListApprovals(r.Context(), "pending", pendingPage)
 	if err != nil {
 		// A store that fails for a moment must not end the stream; the
 		// next poll tries again.
@@ -111,7 +111,7 @@ func (c *Console) sendChanges(w http.ResponseWriter, r *http.Request, seen map[s
 		if full, err := c.b.GetApproval(r.Context(), a.ID); err == nil {
 			a = full
 		}
-		html, err := c.renderFragment("approval_card", a)
+		html, err := c.renderFragment("pending_item", pendingItem{A: a, Open: true})
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,9 @@ type GatewayOptions struct {
 	Facts []Fact
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Refused reports the servers whose validator refuses some of their
+	// tools (serve's report); nil: none is shown.
+	Refused func() []RefusedServer
 }
 
 // gatewayBackend is the Backend of a running gateway.
@@ -38,6 +41,7 @@ type gatewayBackend struct {
 	facts   []Fact
 	now     func() time.Time
 	started time.Time
+	refused func() []RefusedServer
 }
 
 // GatewayBackend returns the console's Backend over g: reads come from the
@@ -50,7 +54,7 @@ func GatewayBackend(g *gateway.Gateway, opts *GatewayOptions) Backend {
 	if opts == nil {
 		opts = &GatewayOptions{}
 	}
-	b := &gatewayBackend{g: g, st: g.Store(), quotas: opts.Budgets, source: opts.Source, facts: opts.Facts, now: opts.Now}
+	b := &gatewayBackend{g: g, st: g.Store(), quotas: opts.Budgets, source: opts.Source, facts: opts.Facts, now: opts.Now, refused: opts.Refused}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -131,7 +135,24 @@ func (b *gatewayBackend) GetApproval(ctx context.Context, id string) (*Approval,
 	out.Approvers = v.Approvers
 	out.Waiting = v.Waiting
 	out.HowToDecide = v.HowToDecide
+	out.Why = why(b.g.WhyApproval(&v.Approval))
 	return &out, nil
+}
+
+// why is the gateway's explanation as the console shows it.
+func why(w *gateway.ApprovalWhy) *Why {
+	if w == nil {
+		return nil
+	}
+	out := &Why{Effect: w.Effect, Rule: w.Rule, Reason: w.Reason, ToolAsks: w.ToolAsks, Source: w.Source,
+		Deciders: w.Deciders, AnyOperator: w.AnyOperator, SelfApprove: w.SelfApprove}
+	for _, p := range w.Parts {
+		out.Parts = append(out.Parts, Part{Text: p.Text, Decision: string(p.Effect), Rule: p.Source, Reason: p.Reason})
+	}
+	if sb := w.Sandbox; sb != nil {
+		out.Sandbox = &Sandbox{Sandboxed: sb.Sandboxed, Network: sb.Network, Write: sb.Write, Read: sb.Read}
+	}
+	return out
 }
 
 func (b *gatewayBackend) DecideApproval(ctx context.Context, id string, approve bool, operator, reason string) error {
@@ -169,52 +190,93 @@ func call(in *store.Intent) Call {
 	return c
 }
 
-// maxToolErrorScan bounds how many succeeded calls are read to find the
-// ones whose tool reported an error (the store has no such filter).
-const maxToolErrorScan = 10000
+// refusal is a refused call as the console shows it.
+func refusal(r *store.Refusal) Call {
+	return Call{ID: r.CallID, Caller: r.Caller, Session: r.Session, Tool: r.Tool, Status: gateway.StatusRefused,
+		ErrorClass: r.Class, ErrorMessage: r.Message, ApprovalID: r.ApprovalID, CreatedAt: r.At,
+		Refused: true, Step: r.Step, ArgsDigest: r.ArgsDigest}
+}
 
 func (b *gatewayBackend) ListCalls(ctx context.Context, q CallQuery) ([]Call, bool, error) {
-	if q.Limit <= 0 {
-		q.Limit = PageSize
-	}
-	f := store.IntentFilter{Caller: q.Caller, Tool: q.Tool, Status: store.Status(q.Status)}
-	toolErrors := q.Status == "tool_error"
-	if toolErrors {
-		f.Status, f.Limit = store.StatusSucceeded, maxToolErrorScan
-	} else {
-		// The store pages by limit only: read up to the end of this page
-		// and one more, to know whether another page follows.
-		f.Limit = q.Offset + q.Limit + 1
-	}
-	ins, err := b.g.ListIntents(ctx, f)
+	p, err := b.g.Journal(ctx, gateway.JournalQuery{Caller: q.Caller, Tool: q.Tool, Status: q.Status, Class: q.Class,
+		Text: q.Text, Since: q.Since, Until: q.Until, Offset: q.Offset, Limit: q.Limit})
 	if err != nil {
 		return nil, false, backendErr(err)
 	}
-	var all []Call
-	for i := range ins {
-		c := call(&ins[i])
-		if toolErrors && !c.ToolError {
-			continue
+	out := make([]Call, 0, len(p.Entries))
+	for _, e := range p.Entries {
+		if e.Intent != nil {
+			out = append(out, call(e.Intent))
+		} else {
+			out = append(out, refusal(e.Refusal))
 		}
-		all = append(all, c)
 	}
-	if q.Offset >= len(all) {
-		return nil, false, nil
-	}
-	all = all[q.Offset:]
-	if len(all) > q.Limit {
-		return all[:q.Limit], true, nil
-	}
-	return all, false, nil
+	return out, p.More, nil
 }
 
 func (b *gatewayBackend) GetCall(ctx context.Context, id string) (*Call, error) {
 	in, err := b.g.GetIntent(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// A refused call has no intent: its refusal row, if kept.
+		if r, rerr := b.g.GetRefusal(ctx, id); rerr == nil {
+			c := refusal(r)
+			return &c, nil
+		}
+	}
 	if err != nil {
 		return nil, backendErr(err)
 	}
 	c := call(in)
 	return &c, nil
+}
+
+func (b *gatewayBackend) ResolveCall(ctx context.Context, id string, executed bool, operator, reason string) error {
+	_, err := b.g.ResolveIntent(ctx, id, executed, operator, reason)
+	return backendErr(err)
+}
+
+// maxOverviewBudgets bounds the budget lines an overview shows.
+const maxOverviewBudgets = 20
+
+func (b *gatewayBackend) Overview(ctx context.Context, since, until time.Time) (*Overview, error) {
+	o, err := b.g.Overview(ctx, since, until, time.Minute)
+	if err != nil {
+		return nil, backendErr(err)
+	}
+	out := &Overview{Since: o.Since, Until: o.Until, Bucket: o.Bucket, Totals: o.Totals,
+		P50: o.P50, P95: o.P95, Settled: o.Settled, Pending: o.Pending, Decided: o.Decided, Truncated: o.Truncated}
+	for _, bk := range o.Buckets {
+		out.Buckets = append(out.Buckets, Bucket{Start: bk.Start, Counts: bk.Counts})
+	}
+	if bs, err := b.Budgets(ctx); err == nil {
+		out.Budgets = bs[:min(len(bs), maxOverviewBudgets)]
+	}
+	out.Upstreams = b.Upstreams(ctx)
+	return out, nil
+}
+
+func (b *gatewayBackend) Upstreams(ctx context.Context) []Upstream {
+	refused := map[string]*RefusedServer{}
+	if b.refused != nil {
+		for _, r := range b.refused() {
+			refused[r.Server] = &r
+		}
+	}
+	tools := map[string]int{}
+	for _, t := range b.g.Tools() {
+		if name, ok := strings.CutPrefix(b.source(t.Name), "upstream "); ok {
+			tools[name]++
+		}
+	}
+	var out []Upstream
+	for _, u := range b.g.Upstreams() {
+		cu := Upstream{Name: u.Name, Required: u.Required, Up: u.Up, Restarts: u.Restarts, Tools: tools[u.Name], Refused: refused[u.Name]}
+		if u.Err != nil {
+			cu.Error = u.Err.Error()
+		}
+		out = append(out, cu)
+	}
+	return out
 }
 
 func (b *gatewayBackend) Budgets(ctx context.Context) ([]Budget, error) {

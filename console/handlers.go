@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,10 +128,13 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST "+p+"/logout", c.logout)
 
 	home := op(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, p+"/approvals", http.StatusSeeOther)
+		http.Redirect(w, r, p+"/overview", http.StatusSeeOther)
 	})
 	mux.Handle("GET "+p, home)
 	mux.Handle("GET "+p+"/{$}", home)
+	mux.Handle("GET "+p+"/overview", op(c.overviewPage))
+	mux.Handle("GET "+p+"/upstreams", op(c.upstreamsPage))
+	mux.Handle("POST "+p+"/journal/{id}/resolve", op(c.resolve))
 	mux.Handle("GET "+p+"/approvals", op(c.approvalsPage))
 	mux.Handle("GET "+p+"/approvals/{id}", op(c.approvalPage))
 	mux.Handle("POST "+p+"/approvals/{id}/decide", op(c.decide))
@@ -152,6 +157,9 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("POST "+p+"/api/tools/accept", op(c.accept))
 	mux.Handle("GET "+p+"/api/health", op(c.apiHealth))
 	mux.Handle("GET "+p+"/api/sessions", op(c.apiSessions))
+	mux.Handle("GET "+p+"/api/overview", op(c.apiOverview))
+	mux.Handle("GET "+p+"/api/upstreams", op(c.apiUpstreams))
+	mux.Handle("POST "+p+"/api/journal/{id}/resolve", op(c.resolve))
 
 	// Every other path under the prefix, and every other method, needs an
 	// operator too, so that probing says nothing to anyone else.
@@ -308,49 +316,77 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 const recentDecisions = 20
 
 func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request) {
-	pending, err := c.pendingDetailed(r.Context())
+	page := 0
+	if p := r.URL.Query().Get("page"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > maxPendingListed/pendingPage {
+			c.fail(w, r, http.StatusBadRequest, "page must be a small number")
+			return
+		}
+		page = n
+	}
+	all, err := c.b.ListApprovals(r.Context(), "pending", maxPendingListed)
 	if err != nil {
 		c.backendError(w, r, err)
 		return
 	}
-	all, err := c.b.ListApprovals(r.Context(), "", 100)
+	total := len(all)
+	lo, hi := min(page*pendingPage, total), min((page+1)*pendingPage, total)
+	pending, err := c.detailed(r.Context(), all[lo:hi])
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	decided, err := c.b.ListApprovals(r.Context(), "", 100)
 	if err != nil {
 		c.backendError(w, r, err)
 		return
 	}
 	var recent []Approval
-	for _, a := range all {
+	for _, a := range decided {
 		if a.Status != "pending" && len(recent) < recentDecisions {
 			recent = append(recent, a)
 		}
 	}
-	c.render(w, r, http.StatusOK, "approvals", "Approvals", "approvals", map[string]any{
-		"Pending": pending, "Recent": recent, "Live": true,
-	})
+	data := map[string]any{
+		"Pending": pending, "PendingTotal": total, "Recent": recent, "Live": page == 0,
+		// A few requests are shown whole; more are one line each, opened
+		// on selection.
+		"OpenAll": total <= openPending,
+	}
+	if page > 0 {
+		data["PrevPage"] = fmt.Sprintf("%s/approvals?page=%d", Prefix, page-1)
+	}
+	if hi < total {
+		data["NextPage"] = fmt.Sprintf("%s/approvals?page=%d", Prefix, page+1)
+	}
+	c.render(w, r, http.StatusOK, "approvals", "Approvals", "approvals", data)
 }
 
-// maxPendingShown bounds the pending requests a page shows, each read
-// whole (its preview may read a file).
-const maxPendingShown = 50
+const (
+	// pendingPage is how many pending requests a page lists, each read
+	// whole (its preview may read a file).
+	pendingPage = 20
+	// maxPendingListed bounds the pending requests paged through.
+	maxPendingListed = 1000
+	// openPending: up to this many pending requests are shown open.
+	openPending = 3
+)
 
-// pendingDetailed lists the pending requests with their arguments and
-// previews.
-func (c *Console) pendingDetailed(ctx context.Context) ([]Approval, error) {
-	pending, err := c.b.ListApprovals(ctx, "pending", maxPendingShown)
-	if err != nil {
-		return nil, err
-	}
-	for i := range pending {
-		a, err := c.b.GetApproval(ctx, pending[i].ID)
+// detailed reads each request whole (arguments, preview, why).
+func (c *Console) detailed(ctx context.Context, pending []Approval) ([]Approval, error) {
+	out := slices.Clone(pending)
+	for i := range out {
+		a, err := c.b.GetApproval(ctx, out[i].ID)
 		switch {
 		case err == nil:
-			pending[i] = *a
+			out[i] = *a
 		case errors.Is(err, ErrNotFound):
 		default:
 			return nil, err
 		}
 	}
-	return pending, nil
+	return out, nil
 }
 
 func (c *Console) approvalPage(w http.ResponseWriter, r *http.Request) {
@@ -449,13 +485,26 @@ func decodeJSON(r io.Reader, v any) error {
 // ---- journal
 
 // callQuery reads the journal's filters from the URL.
-func callQuery(r *http.Request) (CallQuery, error) {
+func (c *Console) callQuery(r *http.Request) (CallQuery, error) {
 	q := r.URL.Query()
-	cq := CallQuery{Caller: q.Get("caller"), Tool: q.Get("tool"), Status: q.Get("status"), Limit: PageSize}
-	for _, v := range []string{cq.Caller, cq.Tool, cq.Status} {
+	cq := CallQuery{Caller: q.Get("caller"), Tool: q.Get("tool"), Status: q.Get("status"),
+		Class: q.Get("class"), Text: q.Get("q"), Limit: PageSize}
+	for _, v := range []string{cq.Caller, cq.Tool, cq.Status, cq.Class, cq.Text} {
 		if len(v) > 200 {
 			return cq, errors.New("a filter is longer than 200 bytes")
 		}
+	}
+	for _, p := range []string{cq.Caller, cq.Tool} {
+		if _, err := path.Match(p, ""); err != nil {
+			return cq, fmt.Errorf("the pattern %q is malformed: %v", p, err)
+		}
+	}
+	var err error
+	if cq.Since, err = c.parseWhen(q.Get("since")); err != nil {
+		return cq, fmt.Errorf("since: %w", err)
+	}
+	if cq.Until, err = c.parseWhen(q.Get("until")); err != nil {
+		return cq, fmt.Errorf("until: %w", err)
 	}
 	if s := q.Get("offset"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -467,11 +516,53 @@ func callQuery(r *http.Request) (CallQuery, error) {
 	return cq, nil
 }
 
+// parseWhen reads a time filter: "" (none), a duration before now ("15m",
+// "2h", "7d"), a local date and time as a datetime-local field sends it
+// (taken as UTC), or RFC 3339.
+func (c *Console) parseWhen(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, ok := parseAgo(s); ok {
+		return c.now().Add(-d), nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is neither a duration before now (15m, 2h, 7d) nor a time (2006-01-02T15:04, UTC)", s)
+}
+
+// parseAgo reads "15m", "2h", "7d" (days are 24h), at most 400 days.
+func parseAgo(s string) (time.Duration, bool) {
+	var d time.Duration
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		k, err := strconv.Atoi(n)
+		if err != nil || k < 0 || k > 400 {
+			return 0, false
+		}
+		d = time.Duration(k) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil || d < 0 || d > 400*24*time.Hour {
+			return 0, false
+		}
+	}
+	return d, true
+}
+
 // Statuses the journal filter offers.
-var journalStatuses = []string{"started", "succeeded", "tool_error", "failed", "uncertain", "executed", "not_executed"}
+var journalStatuses = []string{"refused", "started", "succeeded", "tool_error", "failed", "uncertain", "executed", "not_executed"}
+
+// journalRanges are the time ranges the journal filter offers.
+var journalRanges = []struct{ Value, Label string }{
+	{"", "any time"}, {"15m", "last 15 min"}, {"1h", "last hour"}, {"6h", "last 6 hours"}, {"24h", "last 24 hours"}, {"7d", "last 7 days"},
+}
 
 func (c *Console) journalPage(w http.ResponseWriter, r *http.Request) {
-	q, err := callQuery(r)
+	q, err := c.callQuery(r)
 	if err != nil {
 		c.fail(w, r, http.StatusBadRequest, err.Error())
 		return
@@ -483,8 +574,8 @@ func (c *Console) journalPage(w http.ResponseWriter, r *http.Request) {
 	}
 	page := func(offset int) string {
 		v := url.Values{}
-		for k, s := range map[string]string{"caller": q.Caller, "tool": q.Tool, "status": q.Status} {
-			if s != "" {
+		for _, k := range []string{"caller", "tool", "status", "class", "q", "since", "until", "live"} {
+			if s := r.URL.Query().Get(k); s != "" {
 				v.Set(k, s)
 			}
 		}
@@ -496,7 +587,10 @@ func (c *Console) journalPage(w http.ResponseWriter, r *http.Request) {
 		}
 		return Prefix + "/journal?" + v.Encode()
 	}
-	data := map[string]any{"Q": q, "Calls": calls, "Statuses": journalStatuses, "First": q.Offset + 1, "Last": q.Offset + len(calls)}
+	uq := r.URL.Query()
+	data := map[string]any{"Q": q, "Calls": calls, "Statuses": journalStatuses, "Ranges": journalRanges,
+		"Since": uq.Get("since"), "Until": uq.Get("until"), "Live": uq.Get("live") != "",
+		"First": q.Offset + 1, "Last": q.Offset + len(calls), "Now": c.now()}
 	if q.Offset > 0 {
 		data["Prev"] = page(max(0, q.Offset-q.Limit))
 	}
@@ -512,7 +606,138 @@ func (c *Console) callPage(w http.ResponseWriter, r *http.Request) {
 		c.backendError(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "call", "Call "+call.ID, "journal", map[string]any{"C": call})
+	c.render(w, r, http.StatusOK, "call", "Call "+call.ID, "journal", map[string]any{"C": call, "Now": c.now()})
+}
+
+// resolveBody is the JSON form of resolving an uncertain call.
+type resolveBody struct {
+	Executed *bool  `json:"executed"`
+	Reason   string `json:"reason"`
+}
+
+// resolve records an operator's verdict on an uncertain call, from the
+// form (outcome=executed|not_executed, reason) or JSON ({"executed":
+// bool, "reason": "..."}). A reason is required: whoever reads the
+// journal later needs to know how the operator knew.
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var executed bool
+	var reason string
+	isJSON := strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if isJSON {
+		var body resolveBody
+		if err := decodeJSON(r.Body, &body); err != nil {
+			c.fail(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		if body.Executed == nil {
+			c.fail(w, r, http.StatusBadRequest, `"executed" (true or false) is required`)
+			return
+		}
+		executed, reason = *body.Executed, body.Reason
+	} else {
+		if err := r.ParseForm(); err != nil {
+			c.fail(w, r, http.StatusBadRequest, "the form could not be read")
+			return
+		}
+		switch r.PostForm.Get("outcome") {
+		case "executed":
+			executed = true
+		case "not_executed":
+		default:
+			c.fail(w, r, http.StatusBadRequest, `outcome must be "executed" or "not_executed"`)
+			return
+		}
+		reason = r.PostForm.Get("reason")
+	}
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		c.fail(w, r, http.StatusBadRequest, "a reason is required: say how you know whether the call ran")
+		return
+	}
+	if len(reason) > maxReason {
+		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("the reason is longer than %d bytes", maxReason))
+		return
+	}
+	operator := operatorOf(r.Context())
+	if err := c.b.ResolveCall(r.Context(), id, executed, operator, reason); err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	c.log.Info("console: uncertain call resolved", "call_id", id, "executed", executed, "operator", operator)
+	if isJSON || wantsJSON(r) {
+		call, err := c.b.GetCall(r.Context(), id)
+		if err != nil {
+			writeJSON(w, http.StatusOK, map[string]any{"call_id": id, "executed": executed})
+			return
+		}
+		writeJSON(w, http.StatusOK, call)
+		return
+	}
+	http.Redirect(w, r, Prefix+"/journal/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// ---- overview, upstreams
+
+// overviewRanges are the ranges the overview offers.
+var overviewRanges = []struct {
+	Value, Label string
+	D            time.Duration
+}{
+	{"15m", "15 min", 15 * time.Minute}, {"1h", "1 hour", time.Hour}, {"6h", "6 hours", 6 * time.Hour},
+	{"24h", "24 hours", 24 * time.Hour}, {"7d", "7 days", 7 * 24 * time.Hour},
+}
+
+func (c *Console) overview(r *http.Request) (*Overview, string, error) {
+	sel := r.URL.Query().Get("range")
+	d := time.Hour
+	found := false
+	for _, rg := range overviewRanges {
+		if rg.Value == sel {
+			d, found = rg.D, true
+		}
+	}
+	if !found {
+		sel = "1h"
+	}
+	now := c.now()
+	o, err := c.b.Overview(r.Context(), now.Add(-d), now)
+	return o, sel, err
+}
+
+func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
+	o, sel, err := c.overview(r)
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "overview", "Overview", "overview", map[string]any{
+		"O": o, "Range": sel, "Ranges": overviewRanges, "Calls": callsChart(o), "Refused": refusedChart(o), "Now": c.now()})
+}
+
+func (c *Console) apiOverview(w http.ResponseWriter, r *http.Request) {
+	o, _, err := c.overview(r)
+	if err != nil {
+		c.backendError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+func (c *Console) upstreamsPage(w http.ResponseWriter, r *http.Request) {
+	us := c.b.Upstreams(r.Context())
+	down := 0
+	for _, u := range us {
+		if !u.Up {
+			down++
+		}
+	}
+	c.render(w, r, http.StatusOK, "upstreams", "Upstreams", "upstreams", map[string]any{"Upstreams": us, "Down": down, "Live": true})
+}
+
+func (c *Console) apiUpstreams(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"upstreams": nonNil(c.b.Upstreams(r.Context()))})
 }
 
 // ---- sessions, budgets, tools, health
@@ -558,7 +783,21 @@ func (c *Console) toolsPage(w http.ResponseWriter, r *http.Request) {
 			down++
 		}
 	}
-	c.render(w, r, http.StatusOK, "tools", "Tools", "tools", map[string]any{"Tools": ts, "Held": held, "Down": down})
+	// Per server, the tools its validator refuses (issue: a new user's
+	// upstream tools all failing with unsupported_capability, and nothing
+	// saying which line accepts them).
+	var refused []*RefusedServer
+	keywords := map[string]string{}
+	for _, u := range c.b.Upstreams(r.Context()) {
+		if u.Refused != nil {
+			refused = append(refused, u.Refused)
+			for _, t := range u.Refused.Refused {
+				keywords[t.Name] = strings.Join(t.Keywords, ", ")
+			}
+		}
+	}
+	c.render(w, r, http.StatusOK, "tools", "Tools", "tools", map[string]any{"Tools": ts, "Held": held, "Down": down,
+		"Refused": refused, "Keywords": keywords})
 }
 
 // acceptBody is the JSON form of accepting a definition.
@@ -631,7 +870,7 @@ func (c *Console) apiApproval(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) apiJournal(w http.ResponseWriter, r *http.Request) {
-	q, err := callQuery(r)
+	q, err := c.callQuery(r)
 	if err != nil {
 		c.fail(w, r, http.StatusBadRequest, err.Error())
 		return

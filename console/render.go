@@ -21,7 +21,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // pages are the templates rendered as whole documents.
-var pages = []string{"login", "error", "approvals", "approval", "journal", "call", "budgets", "tools", "health", "sessions"}
+var pages = []string{"login", "error", "overview", "approvals", "approval", "journal", "call", "budgets", "tools", "health", "sessions", "upstreams"}
 
 // maxShown bounds a JSON document shown on a page; the JSON endpoints
 // return it whole.
@@ -63,6 +63,119 @@ var funcs = template.FuncMap{
 		return now.Sub(t).Round(time.Second).String() + " ago"
 	},
 	"prefix": func() string { return Prefix },
+	// rel is t relative to now ("3 min ago", "in 4 min") in a <time>
+	// element whose title is the absolute time.
+	"rel": func(t time.Time) template.HTML {
+		if t.IsZero() {
+			return "-"
+		}
+		return template.HTML(fmt.Sprintf(`<time datetime="%s" title="%s">%s</time>`,
+			t.UTC().Format(time.RFC3339), t.UTC().Format("2006-01-02 15:04:05 UTC"), relative(time.Now(), t)))
+	},
+	"dur": func(d time.Duration) string {
+		if d <= 0 {
+			return "-"
+		}
+		return roundDuration(d).String()
+	},
+	"join":    strings.Join,
+	"brief":   brief,
+	"item":    func(a Approval, open bool) pendingItem { return pendingItem{A: &a, Open: open} },
+	"subject": subject,
+	"add":     func(a, b int) int { return a + b },
+}
+
+// maxBrief bounds an error message in a list (its page has it whole).
+const maxBrief = 160
+
+// brief is the start of msg, for a list: up to its first parenthesis (the
+// approval message's list of ways to decide), at most maxBrief bytes.
+func brief(msg string) string {
+	if i := strings.Index(msg, " ("); i > 0 {
+		msg = msg[:i] + " …"
+	}
+	if len(msg) > maxBrief {
+		i := maxBrief
+		for i > 0 && msg[i]&0xC0 == 0x80 {
+			i--
+		}
+		msg = msg[:i] + "…"
+	}
+	return msg
+}
+
+// pendingItem is one line of the pending list, open or not.
+type pendingItem struct {
+	A    *Approval
+	Open bool
+}
+
+// maxSubject bounds the subject shown on a pending request's line.
+const maxSubject = 80
+
+// subject is what a request is about, in a few words: the command, else
+// the path, else the first string argument.
+func subject(a *Approval) string {
+	s := a.Command
+	if s == "" && len(a.Arguments) > 0 {
+		var args map[string]any
+		if json.Unmarshal(a.Arguments, &args) == nil {
+			for _, k := range []string{"command", "path", "url", "file", "name"} {
+				if v, ok := args[k].(string); ok && v != "" {
+					s = v
+					break
+				}
+			}
+		}
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxSubject {
+		i := maxSubject
+		for i > 0 && s[i]&0xC0 == 0x80 {
+			i--
+		}
+		s = s[:i] + "…"
+	}
+	return s
+}
+
+// relative says how far t is from now, in the largest whole unit.
+func relative(now, t time.Time) string {
+	d := now.Sub(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < 10*time.Second:
+		return "just now"
+	case d < time.Minute:
+		s = fmt.Sprintf("%d s", d/time.Second)
+	case d < time.Hour:
+		s = fmt.Sprintf("%d min", d/time.Minute)
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%d h", d/time.Hour)
+	default:
+		s = fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// roundDuration keeps three significant figures or so: 1.23s, 45.6ms.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
 }
 
 var templates = func() map[string]*template.Template {

@@ -189,6 +189,9 @@ type Gateway struct {
 	watchers  []func()                               // OnChange
 	lastWrite atomic.Pointer[writeFailure]           // see StoreWriteError
 	upstreams atomic.Pointer[func() []UpstreamState] // see SetUpstreams
+	// refusals being written, and those not recorded (see refusals.go)
+	refusalSem      chan struct{}
+	refusalsDropped atomic.Int64
 }
 
 // New returns a gateway with no tools. It panics when opts or opts.Store is
@@ -203,6 +206,7 @@ func New(opts *Options) *Gateway {
 		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
 		operators: slices.Clone(o.Operators), tools: map[string]*registered{}, tracer: o.Tracer,
+		refusalSem: make(chan struct{}, refusalWrites),
 	}
 	if g.policy == nil {
 		g.policy = policy.DenyAll{}
@@ -517,6 +521,7 @@ func (c *call) execute(ctx context.Context) (*CallResult, error) {
 			ge.CallID = c.id
 		}
 		c.emitAudit(ctx, nil, ge)
+		c.recordRefusal(ctx, ge)
 		c.endSpan(nil, ge)
 		return nil, ge
 	}

@@ -21,8 +21,10 @@
 //   - An approval is decided once, before it expires, and is consumed by
 //     exactly one call. Who may decide it is the gateway's rule.
 //   - Prune deletes only what has ended (settled intents, expired approvals,
-//     finished incarnations, ended windows) before its cut; a started or
-//     uncertain intent is never pruned.
+//     finished incarnations, ended windows, refusals) before its cut; a
+//     started or uncertain intent is never pruned.
+//   - Refused calls are kept as light rows (Refusal), at most MaxRefusals,
+//     the oldest dropped first.
 package store
 
 import (
@@ -191,6 +193,7 @@ type Store interface {
 	Budgets
 	Pins
 	Retention
+	Refusals
 
 	Close() error
 }

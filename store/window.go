@@ -104,7 +104,8 @@ type Retention interface {
 	// not_executed) before it with their reservations; approvals that
 	// expired before it; closed or dead incarnations that ended before it
 	// and that no remaining intent names; budget windows that ended before
-	// it. A started or uncertain intent is never pruned, however old.
+	// it; refusals made before it. A started or uncertain intent is never
+	// pruned, however old.
 	// Stores may prune in several transactions; what is pruned is gone
 	// (including idempotency keys: a retry of a pruned call's key runs
 	// again).
@@ -124,6 +125,7 @@ type PruneResult struct {
 	Approvals    int64 `json:"approvals"`
 	Incarnations int64 `json:"incarnations"`
 	Windows      int64 `json:"windows"`
+	Refusals     int64 `json:"refusals"`
 }
 
 // Add adds o to r.
@@ -133,6 +135,7 @@ func (r *PruneResult) Add(o PruneResult) {
 	r.Approvals += o.Approvals
 	r.Incarnations += o.Incarnations
 	r.Windows += o.Windows
+	r.Refusals += o.Refusals
 }
 
 // IntentPage is one page of PageIntents. Next is the cursor of the

@@ -595,3 +595,33 @@ func TestStateFilesArePrivate(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalListAll: refused calls are listed with --all (and only them
+// with --status refused), merged by time with the intents; plain journal
+// list still lists intents only.
+func TestJournalListAll(t *testing.T) {
+	g := newGWDir(t, testConfig)
+	g.run(t, "", "call", "--caller", "alice", "note", `{"text":"ok"}`).wantCode(t, exitOK)
+	g.run(t, "", "call", "--caller", "alice", "note", `{"text":5}`).wantCode(t, exitNegative)
+	g.run(t, "", "call", "--caller", "alice", "danger", `{"text":"x"}`).wantCode(t, exitNegative)
+	if list, _ := g.runJSON(t, exitOK, "", "journal", "list")["intents"].([]any); len(list) != 1 {
+		t.Errorf("journal list: %d entries, want the one intent", len(list))
+	}
+	all, _ := g.runJSON(t, exitOK, "", "journal", "list", "--all")["intents"].([]any)
+	if len(all) != 3 {
+		t.Fatalf("journal list --all: %v, want 3 entries", all)
+	}
+	classes := []string{}
+	for _, e := range all {
+		m := e.(map[string]any)
+		classes = append(classes, jsonText(m["status"])+"/"+jsonText(m["error_class"]))
+	}
+	if got := strings.Join(classes, " "); got != `"refused"/"approval_required" "refused"/"validation" "succeeded"/null` {
+		t.Errorf("journal list --all, newest first: %s", got)
+	}
+	r := g.run(t, "", "journal", "list", "--status", "refused", "--tool", "d*")
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "refused (approval_required)") || strings.Contains(r.stdout, "validation") {
+		t.Errorf("journal list --status refused --tool 'd*':\n%s", r.stdout)
+	}
+}

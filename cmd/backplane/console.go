@@ -37,6 +37,7 @@ func newConsole(cfg *config.Config, rt *assemble.Runtime, log *slog.Logger, stdi
 			{Name: "Version", Value: readVersion().Version},
 			{Name: "Configuration", Value: cfg.Path},
 		},
+		Refused: func() []console.RefusedServer { return consoleRefused(rt) },
 	})
 	var hosts []string
 	if cfg.Serve.AllowRemote && !loopbackAddr(addr) {
@@ -114,4 +115,19 @@ func toolSource(cfg *config.Config) func(string) string {
 		}
 		return "builtin"
 	}
+}
+
+// consoleRefused is serve's refused-tools report (refusedServers) as the
+// console shows it on its tools and upstreams pages.
+func consoleRefused(rt *assemble.Runtime) []console.RefusedServer {
+	var out []console.RefusedServer
+	for _, r := range refusedServers(rt) {
+		cr := console.RefusedServer{Server: r.Server, Line: r.Line, Validator: r.Validator, Tools: r.Tools,
+			Fix: r.Fix, FixAccepts: r.FixAccepts}
+		for _, t := range r.Refused {
+			cr.Refused = append(cr.Refused, console.RefusedTool{Name: t.Name, Keywords: t.Keywords, OtherAccepts: t.OtherAccepts})
+		}
+		out = append(out, cr)
+	}
+	return out
 }

@@ -423,7 +423,9 @@ func TestConsoleScreenshots(t *testing.T) {
 	if out == "" {
 		t.Skip("BACKPLANE_SCREENSHOTS is not set: scripts/screenshots sets it to regenerate docs/console")
 	}
-	g := newGWDir(t, screenshotConfig)
+	// With one upstream server, for the upstreams page.
+	server := mcpTestServer(t)
+	g := newGWDir(t, screenshotConfig+"servers:\n  - name: docs\n    command: ["+jsonString(server)+"]\n")
 	files := map[string]string{
 		"notes.txt":     "Backplane notes\n\n- approvals are decided by operators\n- the journal keeps every call\n",
 		"src/main.go":   "package main\n\nfunc main() {\n\tprintln(\"hello\")\n}\n",
@@ -465,6 +467,11 @@ func TestConsoleScreenshots(t *testing.T) {
 	callTool(bob, "ls", map[string]any{"path": "."})
 	callTool(bob, "grep", map[string]any{"pattern": "console", "path": "."})
 	callTool(alice, "read", map[string]any{"path": "missing.txt"}) // the tool reports an error
+	// Refused: bob may not write, nor read past his budget of the session.
+	if _, err := bob.CallTool(ctx, &mcp.CallToolParams{Name: "write", Arguments: map[string]any{"path": "x", "content": "y"}}); err == nil {
+		t.Fatal("bob's write was not refused")
+	}
+	bob.CallTool(ctx, &mcp.CallToolParams{Name: "grep", Arguments: map[string]any{"pattern": 7, "path": "."}}) // invalid arguments: refused either way
 	// A write approved from the console, then retried by the agent.
 	writeArgs := map[string]any{"path": "docs/plan.txt", "content": "1. ship the console\n2. write the docs\n3. take screenshots\n"}
 	callTool(alice, "write", writeArgs)
@@ -521,6 +528,10 @@ func TestConsoleScreenshots(t *testing.T) {
 	uiDo(t, bctx, "open the login form", chromedp.Navigate(base+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	shoot("login")
 	uiLogin(t, bctx, base, opsToken)
+	waitHTTP(t, base+"/healthz", "", 200, `"docs":"up"`)
+	uiDo(t, bctx, "open the overview", chromedp.Navigate(base+"/ui/overview?range=15m"), chromedp.WaitVisible(chromedp.CSS("#chart-calls")))
+	shoot("overview")
+	uiDo(t, bctx, "open the approvals", chromedp.Navigate(base+"/ui/approvals"))
 	uiWaitFor(t, bctx, "the live approvals", `document.getElementById('live-status') && document.getElementById('live-status').textContent === 'live'`)
 	shoot("approvals")
 	for _, pg := range []struct{ name, path, ready string }{
@@ -528,6 +539,8 @@ func TestConsoleScreenshots(t *testing.T) {
 		{"journal", "/ui/journal", "table.journal"},
 		{"call", "/ui/journal/" + readErrID, "pre.result"},
 		{"budgets", "/ui/budgets", "table"},
+		{"sessions", "/ui/sessions", "main"},
+		{"upstreams", "/ui/upstreams", "table.upstreams"},
 		{"tools", "/ui/tools", "table.tools"},
 		{"health", "/ui/health", "table"},
 	} {

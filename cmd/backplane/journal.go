@@ -78,6 +78,7 @@ func newJournalListCmd(f *gatewayFlags) *cobra.Command {
 	var (
 		status, caller, tool string
 		limit                int
+		all                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list [--status S] [--limit N]",
@@ -91,12 +92,25 @@ those. A call whose result broke its tool's output schema is listed as
 answered it). --limit 0 lists the whole journal; it is read and written a page at
 a time, so memory stays small however long the journal is.
 
+With --all the calls refused before they were journaled are listed too,
+merged by time (status "refused (CLASS)": unknown tool, invalid arguments,
+denied, approval required, budget exceeded), from every replica's store;
+--status refused lists only those. --caller and --tool then take globs
+("fs.*"). It reads the newest 20,000 rows of each kind at most.
+
 With --json the answer is {"intents":[{"call_id","tool","caller","status",
 "args_digest","created_at","settled_at","tool_error",...}]}; settled_at is
-null while an intent is started; tool_error is true for a tool-reported
-error.`,
+null while an intent is started (and for a refusal, whose status is
+"refused" and error_class its class); tool_error is true for a
+tool-reported error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if status == gateway.StatusRefused {
+				all = true
+			}
+			if all {
+				return listJournalAll(cmd, f, gateway.JournalQuery{Status: status, Caller: caller, Tool: tool}, limit)
+			}
 			st := store.Status(status)
 			toolErrors := status == "tool_error"
 			if toolErrors {
@@ -150,7 +164,53 @@ error.`,
 	fl.StringVar(&caller, "caller", "", "only this caller's intents")
 	fl.StringVar(&tool, "tool", "", "only this tool's intents")
 	fl.IntVar(&limit, "limit", 100, "at most this many intents (0: all)")
+	fl.BoolVar(&all, "all", false, "list refused calls too, merged by time")
 	return cmd
+}
+
+// listJournalAll is journal list --all: intents and refusals from the gateway's
+// journal view, a page at a time.
+func listJournalAll(cmd *cobra.Command, f *gatewayFlags, q gateway.JournalQuery, limit int) error {
+	if limit < 0 {
+		return fmt.Errorf("--limit %d: must not be negative", limit)
+	}
+	if err := gateway.ValidJournalQuery(q); err != nil {
+		return err
+	}
+	s, err := f.open(cmd.Context(), cmd)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w := newJournalWriter(cmd.OutOrStdout(), f.asJSON)
+	for n := 0; limit == 0 || n < limit; {
+		q.Offset, q.Limit = n, listPage
+		if limit > 0 {
+			q.Limit = min(listPage, limit-n)
+		}
+		p, err := s.rt.Gateway.Journal(cmd.Context(), q)
+		if err != nil {
+			return fmt.Errorf("reading the journal: %w", err)
+		}
+		page := make([]store.Intent, 0, len(p.Entries))
+		for _, e := range p.Entries {
+			if e.Intent != nil {
+				page = append(page, *e.Intent)
+				continue
+			}
+			r := e.Refusal
+			page = append(page, store.Intent{CallID: r.CallID, Tool: r.Tool, Caller: r.Caller, Session: r.Session,
+				Status: gateway.StatusRefused, ArgsDigest: r.ArgsDigest, ErrorClass: r.Class, CreatedAt: r.At})
+		}
+		if err := w.page(page); err != nil {
+			return err
+		}
+		n += len(page)
+		if !p.More || len(page) == 0 {
+			break
+		}
+	}
+	return w.end()
 }
 
 // journalWriter writes journal list's answer as the pages come: JSON
@@ -204,6 +264,9 @@ func (w *journalWriter) page(intents []store.Intent) error {
 			// It ran (its budget stays spent), and its result broke its
 			// output schema: not a success the caller was handed.
 			status += " (invalid_result)"
+		}
+		if e.Status == gateway.StatusRefused {
+			status += " (" + e.ErrorClass + ")"
 		}
 		if e.ErrorClass == gateway.DecisionOnly {
 			status += " (decision only)" // an agent's hook: Backplane did not run it

@@ -826,3 +826,48 @@ func resultText(res *mcp.CallToolResult) string {
 	b, _ := json.Marshal(res.StructuredContent)
 	return fmt.Sprintf("isError %v %s", res.IsError, b)
 }
+
+// TestReplicasOverviewCountsBoth: calls made on two replicas, some
+// refused, are counted by either replica's overview and listed by either
+// one's journal (issue 26: the overview and the refusal rows must work
+// across replicas on PostgreSQL).
+func TestReplicasOverviewCountsBoth(t *testing.T) {
+	db := newPGSchema(t)
+	g := newGWDir(t, fmt.Sprintf(replicasConfig, db.url, "{lease_ttl: 15s, renew_every: 5s, max_conns: 8}",
+		fmt.Sprintf(`operators:
+  - {name: ops, token: ops-token}
+policy:
+  - caller: alice
+    allow: [note]
+tools:
+%s`, noteTool)))
+	reps := startReplicas(t, g, "A", "B")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i, r := range reps {
+		cs := r.connect(ctx, t, "alice-token")
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "note", Arguments: map[string]any{"n": i + 1}}); err != nil || res.IsError {
+			t.Fatalf("%s: note: %v %+v", r.name, err, res)
+		}
+		// Refused: n must be at least 1.
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "note", Arguments: map[string]any{"n": 0}}); err == nil && !res.IsError {
+			t.Fatalf("%s: an invalid note was not refused", r.name)
+		}
+	}
+	for _, r := range reps {
+		code, body := httpGet(t, r.base+"/ui/api/overview?range=15m", "ops-token")
+		var o struct {
+			Totals map[string]int `json:"totals"`
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &o) != nil {
+			t.Fatalf("%s: overview: %d %s", r.name, code, body)
+		}
+		if o.Totals["succeeded"] != 2 || o.Totals["refused:validation"] != 2 {
+			t.Errorf("%s's overview counts %v, want 2 succeeded and 2 refused:validation (one of each per replica)", r.name, o.Totals)
+		}
+		code, body = httpGet(t, r.base+"/ui/api/journal?status=refused", "ops-token")
+		if code != http.StatusOK || strings.Count(body, `"refused": true`) != 2 {
+			t.Errorf("%s's journal of refusals: %d %s, want both replicas' two", r.name, code, body)
+		}
+	}
+}

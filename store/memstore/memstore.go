@@ -31,6 +31,8 @@ type Store struct {
 	used         map[usageKey]*usage
 	approvals    map[string]*store.Approval
 	pins         map[string]*store.Pin
+	refusals     []store.Refusal // in the order recorded
+	refused      map[string]bool // their call ids
 }
 
 var _ store.Store = (*Store)(nil)
@@ -45,6 +47,7 @@ func New() *Store {
 		used:         map[usageKey]*usage{},
 		approvals:    map[string]*store.Approval{},
 		pins:         map[string]*store.Pin{},
+		refused:      map[string]bool{},
 	}
 }
 
@@ -271,7 +274,76 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 			r.Windows++
 		}
 	}
+	kept := s.refusals[:0]
+	for _, rf := range s.refusals {
+		if rf.At.Before(before) {
+			delete(s.refused, rf.CallID)
+			r.Refusals++
+			continue
+		}
+		kept = append(kept, rf)
+	}
+	clear(s.refusals[len(kept):])
+	s.refusals = kept
 	return r, nil
+}
+
+// maxRefusals is store.MaxRefusals; tests lower it.
+var maxRefusals = store.MaxRefusals
+
+// RecordRefusals keeps rs; past maxRefusals the oldest recorded go.
+func (s *Store) RecordRefusals(ctx context.Context, rs []store.Refusal) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range rs {
+		if s.refused[r.CallID] {
+			continue
+		}
+		r.Message = store.TrimMessage(r.Message)
+		s.refused[r.CallID] = true
+		s.refusals = append(s.refusals, r)
+	}
+	if over := len(s.refusals) - maxRefusals; over > 0 {
+		for _, r := range s.refusals[:over] {
+			delete(s.refused, r.CallID)
+		}
+		s.refusals = slices.Clone(s.refusals[over:])
+	}
+	return nil
+}
+
+// ListRefusals lists the refusals f selects, newest first.
+func (s *Store) ListRefusals(ctx context.Context, f store.RefusalFilter) ([]store.Refusal, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	s.mu.Lock()
+	var out []store.Refusal
+	for _, r := range s.refusals {
+		if (f.CallID != "" && r.CallID != f.CallID) || (f.Caller != "" && r.Caller != f.Caller) || (f.Tool != "" && r.Tool != f.Tool) ||
+			(!f.Since.IsZero() && r.At.Before(f.Since)) || (!f.Until.IsZero() && !r.At.Before(f.Until)) {
+			continue
+		}
+		out = append(out, r)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b store.Refusal) int {
+		if c := b.At.Compare(a.At); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.CallID, a.CallID)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 // ResetBudget removes the usage of (scope, key) in every window and takes

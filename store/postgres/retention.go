@@ -74,6 +74,11 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 			return err
 		}
 		r.Windows = tag.RowsAffected()
+		tag, err = tx.Exec(ctx, `DELETE FROM refusals WHERE at < $1`, before)
+		if err != nil {
+			return err
+		}
+		r.Refusals = tag.RowsAffected()
 		total.Add(r)
 		return nil
 	})

@@ -154,6 +154,25 @@ CREATE INDEX reservations_held ON reservations (scope, key) WHERE NOT released;
 ALTER TABLE intents DROP CONSTRAINT IF EXISTS intents_incarnation_fkey;
 ALTER TABLE reservations DROP CONSTRAINT IF EXISTS reservations_call_id_fkey;
 `,
+	// 5: refused calls (store.Refusal): light rows written by every
+	// replica, pruned by their time and capped in number (the oldest by
+	// seq go first).
+	`
+CREATE TABLE refusals (
+	seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	call_id     text NOT NULL UNIQUE,
+	caller      text NOT NULL,
+	session     text NOT NULL DEFAULT '',
+	tool        text NOT NULL,
+	class       text NOT NULL,
+	step        text NOT NULL DEFAULT '',
+	message     text NOT NULL DEFAULT '',
+	args_digest text NOT NULL DEFAULT '',
+	approval_id text NOT NULL DEFAULT '',
+	at          timestamptz NOT NULL
+);
+CREATE INDEX refusals_at ON refusals (at);
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

@@ -105,6 +105,9 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 		if r.Windows, err = w.affected(`DELETE FROM budget_usage WHERE per > 0 AND window_start + per <= ?`, before.Unix()); err != nil {
 			return err
 		}
+		if r.Refusals, err = w.affected(`DELETE FROM refusals WHERE at < ?`, cut); err != nil {
+			return err
+		}
 		total.Add(r)
 		return nil
 	})

@@ -162,6 +162,24 @@ UPDATE intents SET reservations = (
 WHERE call_id IN (SELECT call_id FROM reservations);
 DROP TABLE reservations;
 `,
+	// 6: refused calls (store.Refusal): light rows, pruned by their time
+	// and capped in number (the oldest by seq go first).
+	`
+CREATE TABLE refusals (
+	seq         INTEGER PRIMARY KEY,
+	call_id     TEXT NOT NULL UNIQUE,
+	caller      TEXT NOT NULL,
+	session     TEXT NOT NULL DEFAULT '',
+	tool        TEXT NOT NULL,
+	class       TEXT NOT NULL,
+	step        TEXT NOT NULL DEFAULT '',
+	message     TEXT NOT NULL DEFAULT '',
+	args_digest TEXT NOT NULL DEFAULT '',
+	approval_id TEXT NOT NULL DEFAULT '',
+	at          INTEGER NOT NULL
+);
+CREATE INDEX refusals_at ON refusals (at);
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

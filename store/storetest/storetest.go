@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Budget/Reset", testBudgetReset},
 		{"Retention/Prune", testPrune},
 		{"Retention/PageIntents", testPageIntents},
+		{"Refusals/RecordListPrune", testRefusals},
 		{"Settle/Outcomes", testSettleOutcomes},
 		{"Settle/Once", testSettleOnce},
 		{"Settle/Unknown", testSettleUnknown},
