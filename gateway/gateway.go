@@ -236,9 +236,6 @@ func New(opts *Options) *Gateway {
 	return g
 }
 
-// Store returns the gateway's store, as given in Options.Store.
-func (g *Gateway) Store() Store { return g.store }
-
 // Register adds a tool. A missing name or backend, a name outside
 // [A-Za-z0-9_.-]{1,128} (tool.ErrBadName), or a name already registered,
 // is an error and nothing is registered. A schema outside the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/internal/opauth"
 	"github.com/spf13/cobra"
 )
 
@@ -247,20 +247,16 @@ func (s *gatewaySession) operatorToken() (tok, from string, err error) {
 	return "", "", nil
 }
 
-// operatorOfToken is the operator whose token tok is. Every configured
-// token is compared, in constant time, whatever matches: how long it takes
-// says nothing of which operator, or how much of a token, matched.
+// operatorOfToken is the operator whose token tok is, by the one
+// authenticator of operators' tokens (internal/opauth: the server's and
+// the console's too). An operator without a token cannot act through the
+// CLI.
 func operatorOfToken(ops []config.Operator, tok string) (string, bool) {
-	name, found := "", 0
+	tokens := map[string]string{}
 	for _, o := range ops {
-		if o.Token == "" {
-			continue // an operator without a token cannot act through the CLI
-		}
-		if subtle.ConstantTimeCompare([]byte(o.Token), []byte(tok)) == 1 {
-			name, found = o.Name, 1
-		}
+		tokens[o.Token] = o.Name
 	}
-	return name, found == 1
+	return opauth.New(tokens, nil).Operator(tok)
 }
 
 // osUserAttrs are the audit attributes naming the OS account that runs
