@@ -185,6 +185,8 @@ type Gateway struct {
 	mu    sync.RWMutex
 	tools map[string]*registered
 
+	reloads reloads // ReloadPolicy, one at a time (reload.go)
+
 	watchMu   sync.Mutex
 	watchers  []func()                               // OnChange
 	lastWrite atomic.Pointer[writeFailure]           // see StoreWriteError

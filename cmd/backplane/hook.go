@@ -164,7 +164,7 @@ func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, 
 	}
 	opts := &hook.Options{Caller: caller, Wait: wait, MapOptions: hook.MapOptions{
 		Workspace: cfg.Workspace,
-		MCPTool:   mcpToolOf(cfg),
+		MCPTool:   cfg.MCPToolOf,
 	}}
 	v, err := hook.Evaluate(ctx, agent, data, s.rt.Gateway, opts)
 	if err != nil {
@@ -176,19 +176,6 @@ func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, 
 	}
 	_, err = cmd.OutOrStdout().Write(out)
 	return err
-}
-
-// mcpToolOf names the Backplane tool of an agent's mcp__SERVER__TOOL: the
-// tool of the configured server named SERVER, under its prefix.
-func mcpToolOf(cfg *config.Config) func(server, tool string) (string, bool) {
-	return func(server, tool string) (string, bool) {
-		for _, s := range cfg.Servers {
-			if s.Name == server {
-				return s.ToolPrefix() + tool, true
-			}
-		}
-		return "", false
-	}
 }
 
 // callerFromToken is the owner, in serve.tokens, of the token in
