@@ -30,9 +30,21 @@
 //     log (docs/audit.md).
 //   - A tracing key opens a tracer provider (package tracing) whose tracer
 //     the gateway opens its spans with ([Runtime.Tracing]).
-//   - The policy is live ([Runtime.Policy]): [Runtime.ReloadPolicy] re-reads
-//     the configuration file and puts its policy in force for calls
-//     authorized from then on; an invalid file changes nothing.
+//   - The policy is compiled once (config.Config.CompiledPolicy) and live
+//     ([Runtime.Policy]): [Runtime.ReloadPolicy] re-reads the configuration
+//     file and puts its policy in force for calls authorized from then on,
+//     through the gateway's operator action (gateway.Gateway.ReloadPolicy,
+//     which audits it); an invalid file changes nothing.
+//   - Each tool process's sandbox is decided here ([Runtime.Sandbox]): the
+//     configuration's sandbox sections applied to what the kernel can do,
+//     probed once per process (package config only parses them).
+//   - [OpenServer] is what "backplane serve" runs, as one library call: the
+//     listener (bound before anything else is opened), the runtime, the
+//     OAuth verifier, TLS, the console, the hook endpoints and the MCP
+//     server, background retention, the pending-approval announcer and the
+//     control socket of reloads ([ControlSocket], [RequestReload]); a
+//     [Serving] serves them ([Serving.Run] or [Serving.Handler]) and
+//     [Serving.Close] takes them down, the runtime last.
 //   - [Runtime.Close] closes the upstream connections (their programs are
 //     stopped), the built-in tools' workspace, the tracer provider (what is
 //     queued is exported, for at most 5s), the store, and the audit log
