@@ -10,30 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbackplane/backplane/config"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // OpenServer is what serve runs, in one call: it serves HTTP (health, the
 // console, metrics for operators only), reloads through the control
@@ -54,10 +35,17 @@ func TestOpenServerServesAndReloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var audit, log syncBuffer
+	// The audit log and serve's log are files, read once Close has
+	// written them out.
+	auditPath, logPath := filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "serve.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
 	s, err := OpenServer(context.Background(), cfg, &ServeOptions{
-		Open:   &Options{Logger: slog.New(slog.NewJSONHandler(&audit, nil)), Stderr: io.Discard},
-		Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		Open:   &Options{AuditLog: auditPath, Stderr: io.Discard},
+		Logger: slog.New(slog.NewTextHandler(logFile, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -117,12 +105,6 @@ func TestOpenServerServesAndReloads(t *testing.T) {
 	if !s.Runtime.Gateway.Visible("bob", "read") || s.Runtime.Gateway.Visible("alice", "read") {
 		t.Error("the reloaded policy is not in force")
 	}
-	for _, want := range []string{`"event":"reload","outcome":"refused","via":"backplane reload"`, `"event":"reload","outcome":"ok","via":"backplane reload"`} {
-		if !strings.Contains(audit.String(), want) {
-			t.Errorf("the audit log lacks %s:\n%s", want, audit.String())
-		}
-	}
-
 	cancel()
 	select {
 	case err := <-ran:
@@ -138,8 +120,14 @@ func TestOpenServerServesAndReloads(t *testing.T) {
 	if _, err := os.Stat(ControlSocket(cfg)); !os.IsNotExist(err) {
 		t.Errorf("the control socket is left after Close: %v", err)
 	}
-	if !strings.Contains(log.String(), "policy reloaded") {
-		t.Errorf("serve's log does not say the policy was reloaded:\n%s", log.String())
+	audit, _ := os.ReadFile(auditPath)
+	for _, want := range []string{`"event":"reload","outcome":"refused","via":"backplane reload"`, `"event":"reload","outcome":"ok","via":"backplane reload"`} {
+		if !bytes.Contains(audit, []byte(want)) {
+			t.Errorf("the audit log lacks %s:\n%s", want, audit)
+		}
+	}
+	if log, _ := os.ReadFile(logPath); !bytes.Contains(log, []byte("policy reloaded")) {
+		t.Errorf("serve's log does not say the policy was reloaded:\n%s", log)
 	}
 }
 
