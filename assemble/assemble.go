@@ -30,9 +30,21 @@
 //     log (docs/audit.md).
 //   - A tracing key opens a tracer provider (package tracing) whose tracer
 //     the gateway opens its spans with ([Runtime.Tracing]).
-//   - The policy is live ([Runtime.Policy]): [Runtime.ReloadPolicy] re-reads
-//     the configuration file and puts its policy in force for calls
-//     authorized from then on; an invalid file changes nothing.
+//   - The policy is compiled once (config.Config.CompiledPolicy) and live
+//     ([Runtime.Policy]): [Runtime.ReloadPolicy] re-reads the configuration
+//     file and puts its policy in force for calls authorized from then on,
+//     through the gateway's operator action (gateway.Gateway.ReloadPolicy,
+//     which audits it); an invalid file changes nothing.
+//   - Each tool process's sandbox is decided here ([Runtime.Sandbox]): the
+//     configuration's sandbox sections applied to what the kernel can do,
+//     probed once per process (package config only parses them).
+//   - [OpenServer] is what "backplane serve" runs, as one library call: the
+//     listener (bound before anything else is opened), the runtime, the
+//     OAuth verifier, TLS, the console, the hook endpoints and the MCP
+//     server, background retention, the pending-approval announcer and the
+//     control socket of reloads ([ControlSocket], [RequestReload]); a
+//     [Serving] serves them ([Serving.Run] or [Serving.Handler]) and
+//     [Serving.Close] takes them down, the runtime last.
 //   - [Runtime.Close] closes the upstream connections (their programs are
 //     stopped), the built-in tools' workspace, the tracer provider (what is
 //     queued is exported, for at most 5s), the store, and the audit log
@@ -148,13 +160,14 @@ type Runtime struct {
 	// Sandbox is the sandbox decision of each tool process, by tool name
 	// (a server by its name); SandboxNotes the distinct reasons tools run
 	// unsandboxed, for the start to say once.
-	Sandbox      map[string]config.SandboxDecision
+	Sandbox      map[string]SandboxDecision
 	SandboxNotes []string
 
 	// Tracing, when the configuration has a tracing key, is the tracer
 	// provider the gateway's spans go to; Close flushes and stops it.
 	Tracing *tracing.Provider
 
+	version   string // Options.Version
 	closers   []io.Closer
 	upstreams []*mcp.Upstream // also in closers
 	late      *lateUpstreams  // servers that failed at start, retried (upstreams.go)
@@ -186,7 +199,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	rt := &Runtime{Config: cfg, Log: o.Log}
+	rt := &Runtime{Config: cfg, Log: o.Log, version: o.Version}
 	if rt.Log == nil {
 		rt.Log = slog.New(slog.NewTextHandler(o.Stderr, nil))
 	}
@@ -197,9 +210,9 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		}
 	}()
 
-	// Parse checked all of this; a Config built or changed by hand is
-	// checked again rather than trusted.
-	rules, err := cfg.CompilePolicy()
+	// Parse compiled the policy (once: CompiledPolicy); a Config built by
+	// hand is compiled now, and its budgets are checked rather than trusted.
+	rules, err := cfg.CompiledPolicy()
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +302,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		Tracer:         tracer,
 	})
 	for _, t := range cfg.Tools {
-		sb, err := cfg.SandboxFor(config.KindCommand, t.Sandbox)
+		sb, err := sandboxFor(cfg, kindCommand, t.Sandbox)
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
 		}
@@ -448,10 +461,10 @@ func (rt *Runtime) registerBuiltins(g *gateway.Gateway, asker backend.Asker) err
 	if len(c.Builtin.Enable) == 0 {
 		return nil
 	}
-	var sb config.SandboxDecision
+	var sb SandboxDecision
 	if slices.Contains(c.Builtin.Enable, "bash") {
 		var err error
-		if sb, err = c.SandboxFor(config.KindBash, c.Builtin.BashSandbox); err != nil {
+		if sb, err = sandboxFor(c, kindBash, c.Builtin.BashSandbox); err != nil {
 			return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: "bash: " + err.Error()}
 		}
 		rt.noteSandbox("bash", sb)
@@ -493,10 +506,10 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 	rt.late = newLateUpstreams()
 	rt.closers = append(rt.closers, rt.late) // closed after the upstreams connected at start
 	for _, s := range c.Servers {
-		var sb config.SandboxDecision
+		var sb SandboxDecision
 		if s.URL == "" {
 			var err error
-			if sb, err = c.SandboxFor(config.KindServer, s.Sandbox); err != nil {
+			if sb, err = sandboxFor(c, kindServer, s.Sandbox); err != nil {
 				return &config.Error{File: c.Path, Line: s.Line, Msg: fmt.Sprintf("server %s: %v", s.Name, err)}
 			}
 			rt.noteSandbox(s.Name, sb)
@@ -526,7 +539,7 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 }
 
 // serverOptions is how s is connected, at start and on a retry.
-func (rt *Runtime) serverOptions(s config.ServerConfig, sb config.SandboxDecision, g *gateway.Gateway) (mcp.Server, *mcp.Options) {
+func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *gateway.Gateway) (mcp.Server, *mcp.Options) {
 	c := rt.Config
 	var oauth *mcp.OAuth
 	if s.OAuth != nil {

@@ -39,7 +39,7 @@ func TestReloadPolicy(t *testing.T) {
 	}
 
 	write("policy:\n  - caller: a\n    allow: [\"echo[\"]\n")
-	_, err = rt.ReloadPolicy()
+	err = rt.ReloadPolicy(context.Background(), "test")
 	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Line != 3 || !strings.Contains(err.Error(), "bad pattern") {
 		t.Fatalf("an invalid file: %v, want a *config.Error at line 3", err)
@@ -49,7 +49,7 @@ func TestReloadPolicy(t *testing.T) {
 	}
 
 	write("policy:\n  - caller: b\n    allow: [echo]\n")
-	if _, err := rt.ReloadPolicy(); err != nil {
+	if err := rt.ReloadPolicy(context.Background(), "test"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := call(rt, "a", "echo", `{}`); !errors.Is(err, gateway.ErrNotFound) {

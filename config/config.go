@@ -132,7 +132,9 @@ type Config struct {
 	// Postgres tunes a postgres:// store (see [PostgresConfig]).
 	Postgres PostgresConfig
 	// Policy is the list of rules; empty means nothing may be called.
+	// Parse compiles it once ([Config.CompiledPolicy]).
 	Policy    []policy.Rule
+	compiled  *policy.Rules // by Parse; see CompiledPolicy
 	Approvals Approvals
 	Budgets   []budget.Quota
 	Tools     []ToolConfig

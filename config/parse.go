@@ -188,7 +188,8 @@ func (p *parser) finish(c *Config) error {
 	if c.StoreKind == StoreSQLite {
 		c.Store = resolve(c.Dir, c.Store)
 	}
-	if _, err := c.CompilePolicy(); err != nil {
+	var err error
+	if c.compiled, err = c.CompilePolicy(); err != nil {
 		return err
 	}
 	for i := range c.Tools {

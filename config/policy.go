@@ -167,6 +167,17 @@ func (c *Config) CompilePolicy() (*policy.Rules, error) {
 	return rs, nil
 }
 
+// CompiledPolicy is the policy Parse compiled, so that a load compiles it
+// once; a Config built by hand, not by Parse, is compiled now. A Config
+// whose policy, tools, servers or workspace were changed after Parse must
+// be compiled again with [Config.CompilePolicy].
+func (c *Config) CompiledPolicy() (*policy.Rules, error) {
+	if c.compiled != nil {
+		return c.compiled, nil
+	}
+	return c.CompilePolicy()
+}
+
 func (c *Config) checkKnown(r policy.Rule, tool string, line int) error {
 	if tool == "" || strings.ContainsAny(tool, `*?[\`) || c.KnownTool(tool) {
 		return nil

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"net/url"
 	"os"
 	"slices"
@@ -9,8 +8,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/agentbackplane/backplane/internal/sandbox"
 )
 
 // The sandbox section confines the processes Backplane starts for tools
@@ -33,6 +30,9 @@ import (
 //	  - name: files
 //	    command: [node, server.js]
 //	    sandbox: {enable: true, read: [./server]}   # stdio servers opt in
+//
+// What the sections mean for one process (package assemble decides it,
+// probing the kernel; this package only parses):
 //
 // enable: auto (the default) sandboxes where the kernel can (Landlock ABI
 // 6) and the gateway's state (store folder, audit log, configuration file)
@@ -63,15 +63,27 @@ type SandboxConfig struct {
 	// Read and Write are absolute paths.
 	Read, Write []string
 	// Network, when set, replaces the inherited rule.
-	Network *sandbox.Network
+	Network *SandboxNetwork
 	// Limits: a non-zero field replaces the inherited one.
-	Limits sandbox.Limits
+	Limits SandboxLimits
 	// AllowUnixSockets (top level only) lets `enable: required` start
 	// with a store reachable over a Unix socket on a system where the
 	// sandbox cannot refuse Unix sockets (no seccomp filter: see
 	// sandbox.Status.UnixSockets). Where it can, they stay refused.
 	AllowUnixSockets bool
 	Line             int
+}
+
+// SandboxNetwork is a sandbox section's network rule: all TCP, or only
+// connections to Ports.
+type SandboxNetwork struct {
+	All   bool
+	Ports []uint16
+}
+
+// SandboxLimits are a sandbox section's resource limits; zero is unset.
+type SandboxLimits struct {
+	CPUSeconds, AddressSpace, Processes, FileSize uint64
 }
 
 func (p *parser) sandbox(c *Config, v *yaml.Node) (*SandboxConfig, error) {
@@ -146,16 +158,16 @@ func (p *parser) sandbox(c *Config, v *yaml.Node) (*SandboxConfig, error) {
 	return s, err
 }
 
-func (p *parser) sandboxNetwork(v *yaml.Node) (*sandbox.Network, error) {
+func (p *parser) sandboxNetwork(v *yaml.Node) (*SandboxNetwork, error) {
 	n := deref(v)
 	if n.Kind == yaml.ScalarNode {
 		b, err := p.boolean(v, "sandbox network")
 		if err != nil {
 			return nil, p.errAt(v, "sandbox network must be true, false or a list of TCP ports, not %s", describe(v))
 		}
-		return &sandbox.Network{All: b}, nil
+		return &SandboxNetwork{All: b}, nil
 	}
-	out := &sandbox.Network{Ports: []uint16{}}
+	out := &SandboxNetwork{Ports: []uint16{}}
 	err := p.sequence(v, "sandbox network", func(item *yaml.Node) error {
 		port, err := p.integer(item, "a sandbox network port")
 		if err == nil && (port < 1 || port > 65535) {
@@ -167,113 +179,6 @@ func (p *parser) sandboxNetwork(v *yaml.Node) (*sandbox.Network, error) {
 		return err
 	})
 	return out, err
-}
-
-// ProcessKind is what a sandboxed process is for: the defaults differ.
-type ProcessKind int
-
-// The kinds of tool processes.
-const (
-	KindBash ProcessKind = iota
-	KindCommand
-	KindServer
-)
-
-// SandboxDecision is what the sandbox does for one tool (or server).
-type SandboxDecision struct {
-	// Policy is nil when the process runs unsandboxed.
-	Policy *sandbox.Policy
-	// Note says why it is unsandboxed ("" when sandboxed).
-	Note string
-	// Quiet: the default (a server without a sandbox section), nothing to
-	// warn about.
-	Quiet bool
-}
-
-// String is how tools list shows it.
-func (d SandboxDecision) String() string {
-	if d.Policy == nil {
-		return "unsandboxed (" + d.Note + ")"
-	}
-	r := d.Policy.Rules()
-	return fmt.Sprintf("sandboxed (write %s; network %s)", strings.Join(d.Policy.Write, ","), r["network"])
-}
-
-// SandboxFor decides the sandbox of one process: the top-level section,
-// overridden by o (nil: none). An error is a start refusal.
-func (c *Config) SandboxFor(kind ProcessKind, o *SandboxConfig) (SandboxDecision, error) {
-	return c.sandboxFor(kind, o, sandbox.Probe())
-}
-
-func (c *Config) sandboxFor(kind ProcessKind, o *SandboxConfig, st sandbox.Status) (SandboxDecision, error) {
-	if o != nil && o.AllowUnixSockets {
-		return SandboxDecision{}, fmt.Errorf("line %d: sandbox allow_unix_sockets is a top-level setting, not a tool's", o.Line)
-	}
-	mode := c.Sandbox.Enable
-	if mode == "" {
-		mode = SandboxAuto
-	}
-	if kind == KindServer && o == nil {
-		// Servers opt in with a sandbox section: not worth a warning.
-		return SandboxDecision{Note: "stdio servers opt in with a sandbox section", Quiet: true}, nil
-	}
-	if o != nil && o.Enable != "" {
-		mode = o.Enable
-	}
-	if mode == SandboxOff {
-		return SandboxDecision{Note: "sandbox off in the configuration"}, nil
-	}
-	if !st.Available {
-		if mode == SandboxRequired {
-			return SandboxDecision{}, fmt.Errorf("sandbox required but unavailable: %s", st.Reason)
-		}
-		return SandboxDecision{Note: "the kernel cannot sandbox: " + st.Reason}, nil
-	}
-	p := &sandbox.Policy{Limits: sandbox.DefaultLimits}
-	if kind != KindServer {
-		p.Write = append(p.Write, c.Workspace)
-	} else {
-		p.Network.All = true      // servers keep the network unless told
-		p.Limits.AddressSpace = 0 // runtimes such as node reserve much address space
-	}
-	for _, s := range []*SandboxConfig{&c.Sandbox, o} {
-		if s == nil {
-			continue
-		}
-		p.Read = append(p.Read, s.Read...)
-		p.Write = append(p.Write, s.Write...)
-		if s.Network != nil {
-			p.Network = *s.Network
-		}
-		if s.Limits.CPUSeconds != 0 {
-			p.Limits.CPUSeconds = s.Limits.CPUSeconds
-		}
-		if s.Limits.AddressSpace != 0 {
-			p.Limits.AddressSpace = s.Limits.AddressSpace
-		}
-		if s.Limits.Processes != 0 {
-			p.Limits.Processes = s.Limits.Processes
-		}
-		if s.Limits.FileSize != 0 {
-			p.Limits.FileSize = s.Limits.FileSize
-		}
-	}
-	// Without the seccomp filter a sandboxed tool can connect to any Unix
-	// socket by path (Landlock before ABI 9 does not cover it): with the
-	// store behind one (PostgreSQL's, local trust authentication), it
-	// could decide its own approvals (issue 22, item 4).
-	if mode == SandboxRequired && !st.UnixSockets && !c.Sandbox.AllowUnixSockets {
-		if sock := c.StoreUnixSocket(); sock != "" {
-			return SandboxDecision{}, fmt.Errorf("sandbox required, but this system cannot keep sandboxed tools from Unix sockets (%s), and the store is reachable over one (%s); set sandbox allow_unix_sockets: true to accept that", st.UnixReason, sock)
-		}
-	}
-	if err := sandbox.CheckState(p, c.PrivatePaths()); err != nil {
-		if mode == SandboxAuto {
-			return SandboxDecision{Note: err.Error()}, nil
-		}
-		return SandboxDecision{}, err
-	}
-	return SandboxDecision{Policy: p}, nil
 }
 
 // StoreUnixSocket says how a PostgreSQL store is reached over a Unix

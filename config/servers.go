@@ -289,3 +289,28 @@ var (
 	headerName    = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 	headerValueRe = regexp.MustCompile(`^[^\x00-\x08\x0a-\x1f\x7f]*$`)
 )
+
+// MCPToolOf names the Backplane tool of an agent's mcp__SERVER__TOOL (its
+// hook's name for a tool of an MCP server it was given): the tool of the
+// configured server named server, under its prefix.
+func (c *Config) MCPToolOf(server, tool string) (string, bool) {
+	for _, s := range c.Servers {
+		if s.Name == server {
+			return s.ToolPrefix() + tool, true
+		}
+	}
+	return "", false
+}
+
+// MCPServerOf names the configured server whose URL, or command line (its
+// words joined by single spaces), is the one an agent's hook reports for
+// an MCP tool use: Cursor names a tool's server by how it reaches it.
+func (c *Config) MCPServerOf(url, command string) (string, bool) {
+	command = strings.Join(strings.Fields(command), " ")
+	for _, s := range c.Servers {
+		if (url != "" && s.URL == url) || (command != "" && len(s.Command) > 0 && strings.Join(s.Command, " ") == command) {
+			return s.Name, true
+		}
+	}
+	return "", false
+}

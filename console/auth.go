@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"net"
 	"net/http"
@@ -14,50 +13,30 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/internal/auththrottle"
+	"github.com/agentbackplane/backplane/internal/opauth"
 )
 
 // cookieName is the login session cookie.
 const cookieName = "backplane_console"
 
 // TokenAuth is an Auth over fixed token tables: operators' tokens to their
-// names, and callers' tokens (to refuse them with 403). Tokens are compared
-// in constant time.
-type TokenAuth struct {
-	operators map[[32]byte]string
-	callers   map[[32]byte]bool
-}
+// names, and callers' tokens (to refuse them with 403). It is the
+// authenticator the server's operator endpoints use too (internal/opauth):
+// tokens are looked up by their SHA-256, which keeps the time taken
+// independent of how much of a token matches.
+type TokenAuth struct{ t *opauth.Tokens }
 
 // NewTokenAuth returns an Auth over operators (token to operator name) and
 // callers (token to caller name). A token in both tables is an operator's.
 func NewTokenAuth(operators, callers map[string]string) *TokenAuth {
-	a := &TokenAuth{operators: map[[32]byte]string{}, callers: map[[32]byte]bool{}}
-	for tok, name := range operators {
-		if tok != "" {
-			a.operators[sha256.Sum256([]byte(tok))] = name
-		}
-	}
-	for tok := range callers {
-		if tok != "" {
-			a.callers[sha256.Sum256([]byte(tok))] = true
-		}
-	}
-	return a
+	return &TokenAuth{opauth.New(operators, callers)}
 }
 
-// Operator implements Auth. Looking up the token's SHA-256 keeps the time
-// taken independent of how much of a token matches.
-func (a *TokenAuth) Operator(token string) (string, bool) {
-	if token == "" {
-		return "", false
-	}
-	name, ok := a.operators[sha256.Sum256([]byte(token))]
-	return name, ok
-}
+// Operator implements Auth.
+func (a *TokenAuth) Operator(token string) (string, bool) { return a.t.Operator(token) }
 
 // IsCaller implements Auth.
-func (a *TokenAuth) IsCaller(token string) bool {
-	return token != "" && a.callers[sha256.Sum256([]byte(token))]
-}
+func (a *TokenAuth) IsCaller(token string) bool { return a.t.IsCaller(token) }
 
 // session is one login.
 type session struct {

@@ -35,7 +35,6 @@ type GatewayOptions struct {
 // gatewayBackend is the Backend of a running gateway.
 type gatewayBackend struct {
 	g       *gateway.Gateway
-	st      gateway.Store
 	quotas  []budget.Quota
 	source  func(string) string
 	facts   []Fact
@@ -45,8 +44,8 @@ type gatewayBackend struct {
 }
 
 // GatewayBackend returns the console's Backend over g: reads come from the
-// gateway and its store; actions go through the gateway, as an operator's,
-// on the "console" channel.
+// gateway's views (never its store); actions go through the gateway, as an
+// operator's, on the "console" channel.
 func GatewayBackend(g *gateway.Gateway, opts *GatewayOptions) Backend {
 	if g == nil {
 		panic("console.GatewayBackend: nil gateway")
@@ -54,7 +53,7 @@ func GatewayBackend(g *gateway.Gateway, opts *GatewayOptions) Backend {
 	if opts == nil {
 		opts = &GatewayOptions{}
 	}
-	b := &gatewayBackend{g: g, st: g.Store(), quotas: opts.Budgets, source: opts.Source, facts: opts.Facts, now: opts.Now, refused: opts.Refused}
+	b := &gatewayBackend{g: g, quotas: opts.Budgets, source: opts.Source, facts: opts.Facts, now: opts.Now, refused: opts.Refused}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -71,16 +70,13 @@ func backendErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	var oe *gateway.OperatorError
-	if errors.As(err, &oe) {
-		switch oe.Class {
-		case "not_found":
-			return fmt.Errorf("%w: %w", ErrNotFound, err)
-		case "not_operator", "not_approver", "self_approval":
-			return fmt.Errorf("%w: %w", ErrForbidden, err)
-		default: // expired, already_decided, not_uncertain, not_pinned, changed
-			return fmt.Errorf("%w: %w", ErrConflict, err)
-		}
+	switch {
+	case errors.Is(err, gateway.ErrActionNotFound):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, gateway.ErrActionForbidden):
+		return fmt.Errorf("%w: %w", ErrForbidden, err)
+	case errors.Is(err, gateway.ErrActionConflict), errors.Is(err, gateway.ErrActionInvalid):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
@@ -334,6 +330,7 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 			}
 		}
 	}
+	var pins map[string]gateway.PinView // read once, when a tool is pinned
 	for _, t := range ts {
 		_, hash, _ := b.g.Tool(t.Name)
 		ct := Tool{
@@ -348,12 +345,18 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 			if ct.Source == "" {
 				ct.Source, _, _ = strings.Cut(t.Name, ".")
 			}
-			p, err := b.st.GetPin(ctx, t.Name)
-			switch {
-			case err == nil:
+			if pins == nil {
+				list, err := b.g.ListPins(ctx)
+				if err != nil {
+					return nil, backendErr(err)
+				}
+				pins = make(map[string]gateway.PinView, len(list))
+				for _, p := range list {
+					pins[p.Tool] = p
+				}
+			}
+			if p, ok := pins[t.Name]; ok {
 				ct.Pin = &Pin{AcceptedHash: p.AcceptedHash, SeenHash: p.SeenHash, AcceptedBy: p.AcceptedBy, UpdatedAt: p.UpdatedAt}
-			case !errors.Is(err, store.ErrNotFound):
-				return nil, backendErr(err)
 			}
 		}
 		out = append(out, ct)
@@ -370,11 +373,12 @@ func (b *gatewayBackend) AcceptDefinition(ctx context.Context, tool, hash, opera
 func (b *gatewayBackend) Health(ctx context.Context) Health {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	// The checks of /healthz and /readyz (gateway.CheckHealth): the page
-	// answers 503 exactly when /readyz does, and its header is the worst
-	// of its rows (gateway.State), never "ok" above a failing one.
+	// The checks of /healthz and /readyz (gateway.CheckHealth), and only
+	// those: the page answers 503 exactly when /readyz does, and its
+	// header is their overall state (gateway.State), as /healthz says it,
+	// never "ok" above a failing row.
 	checks := b.g.CheckHealth(ctx)
-	h := Health{OK: gateway.Ready(checks) == nil}
+	h := Health{OK: gateway.Ready(checks) == nil, State: gateway.State(checks)}
 	for _, c := range checks {
 		hc := HealthCheck{Name: c.Name, OK: c.Err == nil, Detail: c.OK, State: gateway.CheckState(c)}
 		if c.Err != nil {
@@ -382,43 +386,18 @@ func (b *gatewayBackend) Health(ctx context.Context) Health {
 		}
 		h.Checks = append(h.Checks, hc)
 	}
-	err := checks[0].Err
-	if err == nil {
-		pending, err := b.st.ListApprovals(ctx, store.ApprovalFilter{Status: store.ApprovalPending, Limit: 1000}, b.now())
+	if checks[0].Err == nil {
+		pending, err := b.g.ListApprovals(ctx, store.ApprovalFilter{Status: store.ApprovalPending, Limit: 1000})
 		if err == nil {
 			h.Facts = append(h.Facts, Fact{"Pending approvals", fmt.Sprint(len(pending))})
 		}
-		unc, err := b.st.ListIntents(ctx, store.IntentFilter{Status: store.StatusUncertain, Limit: 1000})
-		if err == nil {
-			c := HealthCheck{Name: "no uncertain calls", OK: len(unc) == 0, Detail: "none", State: gateway.StateOK}
-			if len(unc) > 0 {
-				// The gateway serves; an operator has something to do.
-				c.State = gateway.StateDegraded
-				c.Detail = fmt.Sprintf("%d call(s) have an unknown outcome: resolve them (journal, status uncertain)", len(unc))
-			}
-			h.Checks = append(h.Checks, c)
-		}
 	}
-	if inc, ok := b.st.(interface{ Incarnation() string }); ok {
-		h.Facts = append(h.Facts, Fact{"Incarnation", inc.Incarnation()})
+	if inc := b.g.Incarnation(); inc != "" {
+		h.Facts = append(h.Facts, Fact{"Incarnation", inc})
 	}
 	h.Facts = append(h.Facts,
 		Fact{"Tools", fmt.Sprint(len(b.g.Tools()))},
 		Fact{"Console started", b.started.UTC().Format(time.RFC3339)})
 	h.Facts = append(h.Facts, b.facts...)
-	h.State = worstState(h.Checks)
 	return h
-}
-
-// worstState is the overall state of a page's rows, the worst first:
-// failing, not_ready, degraded, ok.
-func worstState(checks []HealthCheck) string {
-	rank := map[string]int{gateway.StateOK: 0, gateway.StateDegraded: 1, gateway.StateNotReady: 2, gateway.StateFailing: 3}
-	worst := gateway.StateOK
-	for _, c := range checks {
-		if rank[c.State] > rank[worst] {
-			worst = c.State
-		}
-	}
-	return worst
 }

@@ -185,6 +185,8 @@ type Gateway struct {
 	mu    sync.RWMutex
 	tools map[string]*registered
 
+	reloads reloads // ReloadPolicy, one at a time (reload.go)
+
 	watchMu   sync.Mutex
 	watchers  []func()                               // OnChange
 	lastWrite atomic.Pointer[writeFailure]           // see StoreWriteError
@@ -239,9 +241,6 @@ func New(opts *Options) *Gateway {
 	}
 	return g
 }
-
-// Store returns the gateway's store, as given in Options.Store.
-func (g *Gateway) Store() Store { return g.store }
 
 // Register adds a tool. A missing name or backend, a name outside
 // [A-Za-z0-9_.-]{1,128} (tool.ErrBadName), or a name already registered,

@@ -80,7 +80,15 @@ const (
 	// CheckOptional: a failure means the gateway serves degraded (an
 	// upstream's tools fail, the others work): both answer 200 and say so.
 	CheckOptional
+	// CheckAttention: a failure means an operator has something to do
+	// (calls whose outcome is unknown wait to be resolved): the gateway
+	// serves, and says degraded, as for CheckOptional.
+	CheckAttention
 )
+
+// maxUncertainCount bounds how many uncertain intents a health check
+// reads to count them.
+const maxUncertainCount = 1000
 
 // Health states of a set of checks ([State]), worst last.
 const (
@@ -128,12 +136,14 @@ func (g *Gateway) Upstreams() []UpstreamState {
 // answers a read, the store may serve (a store that says, as PostgreSQL
 // replicas do, whether this process holds the right to), the last store
 // write did not fail ([Gateway.StoreWriteError]), then one check per
-// upstream server ([Gateway.SetUpstreams]): it is up. A store check after
-// a failed read is not run; the upstreams' always are. It is the one
-// definition of health: /healthz answers 503 exactly when a store check
-// fails ([Healthy]), /readyz also while a required upstream is down
-// ([Ready]), and the console's health page shows these checks and
-// their overall [State].
+// upstream server ([Gateway.SetUpstreams]): it is up; and last, when the
+// store answered, that no call's outcome is unknown (CheckAttention: an
+// operator resolves them; a failed read of them is no check). A store
+// check after a failed read is not run; the upstreams' always are. It is
+// the one definition of health: /healthz answers 503 exactly when a store
+// check fails ([Healthy]), /readyz also while a required upstream is down
+// ([Ready]), and both they and the console's health page show the overall
+// [State] of these same checks.
 func (g *Gateway) CheckHealth(ctx context.Context) []HealthCheck {
 	_, err := g.store.BudgetUsage(ctx)
 	out := []HealthCheck{{Name: "store answers", OK: "reads succeed", Err: err}}
@@ -160,7 +170,24 @@ func (g *Gateway) CheckHealth(ctx context.Context) []HealthCheck {
 		}
 		out = append(out, c)
 	}
+	if err == nil {
+		out = append(out, g.checkUncertain(ctx)...)
+	}
 	return out
+}
+
+// checkUncertain is the check that no call's outcome is unknown; none
+// when they cannot be read (the store's own checks say why).
+func (g *Gateway) checkUncertain(ctx context.Context) []HealthCheck {
+	unc, err := g.store.ListIntents(ctx, store.IntentFilter{Status: store.StatusUncertain, Limit: maxUncertainCount})
+	if err != nil {
+		return nil
+	}
+	c := HealthCheck{Name: "no uncertain calls", OK: "none", Kind: CheckAttention}
+	if len(unc) > 0 {
+		c.Err = fmt.Errorf("%d call(s) have an unknown outcome: resolve them (journal, status uncertain)", len(unc))
+	}
+	return []HealthCheck{c}
 }
 
 // Healthy returns the first failed store check's error, nil when they all
@@ -210,7 +237,7 @@ func CheckState(c HealthCheck) string {
 		return StateOK
 	case c.Kind == CheckRequired:
 		return StateNotReady
-	case c.Kind == CheckOptional:
+	case c.Kind == CheckOptional, c.Kind == CheckAttention:
 		return StateDegraded
 	}
 	return StateFailing

@@ -41,15 +41,54 @@ type Decision struct {
 
 // OperatorError is a refused operator action. Class is stable:
 // not_found, not_operator, not_approver, self_approval, expired,
-// already_decided, not_uncertain, not_pinned, changed.
+// already_decided, not_uncertain, not_pinned, changed, bad_reset. Each
+// class is of one kind, which errors.Is matches: [ErrActionNotFound],
+// [ErrActionForbidden], [ErrActionConflict] or [ErrActionInvalid]; the
+// cause (a sentinel of this package or of package store) is matched too.
 type OperatorError struct {
 	Class   string
 	Message string
 	err     error
 }
 
+// The kinds of refused operator actions, what a front end answers with
+// (for HTTP: 404, 403, 409, 400). Every *OperatorError matches exactly
+// one of them with errors.Is.
+var (
+	// ErrActionNotFound: what the action names does not exist (not_found).
+	ErrActionNotFound = errors.New("no such record")
+	// ErrActionForbidden: the person may not take it (not_operator,
+	// not_approver, self_approval).
+	ErrActionForbidden = errors.New("not permitted")
+	// ErrActionConflict: the record's state does not allow it (expired,
+	// already_decided, not_uncertain, not_pinned, changed).
+	ErrActionConflict = errors.New("not in a state that allows it")
+	// ErrActionInvalid: the request itself is malformed (bad_reset).
+	ErrActionInvalid = errors.New("invalid request")
+)
+
+// operatorKinds is the kind of each class.
+var operatorKinds = map[string]error{
+	"not_found":    ErrActionNotFound,
+	"not_operator": ErrActionForbidden, "not_approver": ErrActionForbidden, "self_approval": ErrActionForbidden,
+	"expired": ErrActionConflict, "already_decided": ErrActionConflict, "not_uncertain": ErrActionConflict,
+	"not_pinned": ErrActionConflict, "changed": ErrActionConflict,
+	"bad_reset": ErrActionInvalid,
+}
+
 func (e *OperatorError) Error() string { return e.Message }
-func (e *OperatorError) Unwrap() error { return e.err }
+
+// Unwrap exposes the class's kind and the cause.
+func (e *OperatorError) Unwrap() []error {
+	out := make([]error, 0, 2)
+	if k, ok := operatorKinds[e.Class]; ok {
+		out = append(out, k)
+	}
+	if e.err != nil {
+		out = append(out, e.err)
+	}
+	return out
+}
 
 func opError(class, msg string, err error) *OperatorError {
 	return &OperatorError{Class: class, Message: msg, err: err}

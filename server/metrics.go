@@ -36,7 +36,13 @@ type metrics struct {
 	evicted  *prometheus.CounterVec
 }
 
-func newMetrics(st store.Budgets, extra ...prometheus.Collector) *metrics {
+// budgetUsage is where the budget figures are read: the gateway's view
+// of its store's usage.
+type budgetUsage interface {
+	BudgetUsage(ctx context.Context) ([]store.Usage, error)
+}
+
+func newMetrics(st budgetUsage, extra ...prometheus.Collector) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -111,9 +117,10 @@ func refusedBeforeInvocation(err error) bool {
 	return ge.Step != "invoke" && ge.Step != "settle"
 }
 
-// budgetCollector reads the store's budget usage at each scrape, so the
-// figure is the store's (shared with other processes), not a local count.
-type budgetCollector struct{ st store.Budgets }
+// budgetCollector reads the store's budget usage (through the gateway) at
+// each scrape, so the figure is the store's (shared with other processes),
+// not a local count.
+type budgetCollector struct{ st budgetUsage }
 
 var budgetUsedDesc = prometheus.NewDesc("backplane_budget_used",
 	"Budget units held per scope (caller or session), key and window length (per, \"\" for none) in the current window, as the store reports them.",

@@ -3,25 +3,16 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"net/http"
+
+	"github.com/agentbackplane/backplane/internal/opauth"
 )
 
 // Operators are authenticated by their own bearer tokens
 // ([Options.Operators]), separate from callers': an operator may read
-// /metrics (and the console's pages), a caller may not (403).
-
-// operatorOfToken is the operator a token belongs to, compared in constant
-// time like callers' tokens.
-func (s *Server) operatorOfToken(token string) (string, bool) {
-	name, found := "", 0
-	for _, e := range s.operators {
-		if subtle.ConstantTimeCompare(e.token, []byte(token)) == 1 {
-			name, found = e.caller, 1
-		}
-	}
-	return name, found == 1 && token != ""
-}
+// /metrics (and the console's pages), a caller may not (403). Tokens are
+// told apart by internal/opauth, the console's and the CLI's authenticator
+// too.
 
 // Operator authenticates an operator's request by its bearer token. It
 // returns the operator's name and 200, or 401 (no token, or one nobody
@@ -45,10 +36,10 @@ func (s *Server) Operator(r *http.Request) (string, int) {
 // OperatorOfToken is [Server.Operator] for a token obtained otherwise (a
 // console's login form).
 func (s *Server) OperatorOfToken(token string) (string, int) {
-	if name, ok := s.operatorOfToken(token); ok {
+	switch who, name := s.opAuth.Check(token); who {
+	case opauth.Operator:
 		return name, http.StatusOK
-	}
-	if _, ok := s.callerOfToken(token); ok {
+	case opauth.Caller:
 		return "", http.StatusForbidden
 	}
 	return "", http.StatusUnauthorized
@@ -81,7 +72,7 @@ func (s *Server) RequireOperator(next http.Handler) http.Handler {
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="backplane-operators", error="invalid_token"`)
 		msg := "an operator's bearer token is required"
-		if len(s.operators) == 0 {
+		if s.opAuth.Operators() == 0 {
 			msg = "no operator tokens are configured (operators:): every request is refused"
 		}
 		http.Error(w, msg, http.StatusUnauthorized)

@@ -170,6 +170,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
+	"github.com/agentbackplane/backplane/internal/opauth"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/policy"
 )
@@ -316,10 +317,10 @@ type Server struct {
 	log    *slog.Logger
 	sdkLog *slog.Logger
 	// refusals throttles the log lines of refused requests (logthrottle.go).
-	refusals  *logThrottle
-	tokens    []tokenEntry
-	operators []tokenEntry
-	metrics   *metrics
+	refusals *logThrottle
+	tokens   []tokenEntry
+	opAuth   *opauth.Tokens // operators' tokens told from callers' (operators.go)
+	metrics  *metrics
 	// throttle counts failed bearer tokens by what they start with, and
 	// blocks a start that failed too often (internal/auththrottle).
 	throttle *auththrottle.Throttle
@@ -405,10 +406,8 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	for tok, caller := range o.Tokens {
 		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
 	}
-	for tok, name := range o.Operators {
-		s.operators = append(s.operators, tokenEntry{[]byte(tok), name})
-	}
-	s.metrics = newMetrics(g.Store(), o.Collectors...)
+	s.opAuth = opauth.New(o.Operators, o.Tokens)
+	s.metrics = newMetrics(g, o.Collectors...)
 	s.metrics.reg.MustRegister(sessionCollector{s}, upstreamCollector{g})
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
 	stdioCaller := func(mcp.Request) (string, error) {

@@ -147,7 +147,7 @@ func TestThroughTheGateway(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(string(res.Result), `"content":"     1\thello\n"`) {
 		t.Fatalf("read: %v %+v", err, res)
 	}
-	in, err := g.Store().GetIntent(ctx, res.CallID)
+	in, err := g.GetIntent(ctx, res.CallID)
 	if err != nil || in.Tool != "read" || in.Status != "succeeded" {
 		t.Errorf("journal: %+v %v", in, err)
 	}

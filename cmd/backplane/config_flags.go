@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/internal/opauth"
 	"github.com/spf13/cobra"
 )
 
@@ -34,18 +34,10 @@ type gatewayFlags struct {
 	asJSON     bool
 	// interactive gives ask_user_question the terminal, when there is one.
 	interactive bool
-	// consoleURL, when set (by serve, once it listens), is the console's
-	// base URL, added to the ways to decide an approval.
-	consoleURL func() string
 	// serving marks serve, whose operational log is its stderr; other
 	// verbs write theirs to backplane.log beside the audit log, keeping
 	// their stderr for their own messages.
 	serving bool
-	// beforeOpen, when set, runs once the configuration is read and
-	// before the gateway is built (its store opened, its upstreams
-	// started): serve binds its listener there, so that a busy port
-	// fails before any server is started.
-	beforeOpen func(*config.Config) error
 	// storeOnly marks verbs that work on the store alone (journal,
 	// approvals, budget): they do not start the MCP upstreams.
 	storeOnly bool
@@ -88,23 +80,34 @@ type gatewaySession struct {
 // cannot be loaded, or whose store cannot be opened, is an input error
 // (exit 2, the message naming the file and line, no usage hint).
 func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySession, error) {
+	cfg, opts, closeTTY, err := f.load(cmd)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := assemble.Open(ctx, cfg, opts)
+	if err != nil {
+		closeTTY()
+		return nil, &inputError{fmt.Errorf("opening %s: %w", f.configPath, err)}
+	}
+	return &gatewaySession{rt: rt, audit: rt.Audit, closeTTY: closeTTY, operatorTokenFile: f.operatorTokenFile}, nil
+}
+
+// load finds and loads the configuration and says how to open its runtime
+// (serve opens it through assemble.OpenServer); closeTTY closes the
+// terminal opened for ask_user_question, if one was.
+func (f *gatewayFlags) load(cmd *cobra.Command) (_ *config.Config, _ *assemble.Options, closeTTY func(), _ error) {
 	path, from, err := config.Find(f.configPath)
 	if err != nil {
-		return nil, &inputError{err}
+		return nil, nil, nil, &inputError{err}
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		return nil, &inputError{err}
+		return nil, nil, nil, &inputError{err}
 	}
 	if err := cfg.CheckFound(from); err != nil {
-		return nil, &inputError{err}
+		return nil, nil, nil, &inputError{err}
 	}
 	f.configPath = path
-	if f.beforeOpen != nil {
-		if err := f.beforeOpen(cfg); err != nil {
-			return nil, err
-		}
-	}
 	// The audit log: --audit-log, else the configuration's log.file, else
 	// audit.log in the store folder (stderr for a store that is not a
 	// folder); see package assemble.
@@ -115,25 +118,11 @@ func (f *gatewayFlags) open(ctx context.Context, cmd *cobra.Command) (*gatewaySe
 		// is what the operating system vouches for.
 		opts.AuditWith = osUserAttrs()
 	}
-	closeTTY := func() {}
-	if f.consoleURL != nil {
-		opts.ApprovalHints = func(id string) []string {
-			hints := cfg.ApprovalCommands(id)
-			if base := f.consoleURL(); base != "" {
-				hints = append(hints, base+"/ui/approvals/"+id)
-			}
-			return hints
-		}
-	}
+	closeTTY = func() {}
 	if f.interactive {
 		opts.Asker, closeTTY = openTerminalAsker()
 	}
-	rt, err := assemble.Open(ctx, cfg, opts)
-	if err != nil {
-		closeTTY()
-		return nil, &inputError{fmt.Errorf("opening %s: %w", f.configPath, err)}
-	}
-	return &gatewaySession{rt: rt, audit: rt.Audit, closeTTY: closeTTY, operatorTokenFile: f.operatorTokenFile}, nil
+	return cfg, opts, closeTTY, nil
 }
 
 // Close closes the runtime (the store first, the audit log last), then the
@@ -247,20 +236,16 @@ func (s *gatewaySession) operatorToken() (tok, from string, err error) {
 	return "", "", nil
 }
 
-// operatorOfToken is the operator whose token tok is. Every configured
-// token is compared, in constant time, whatever matches: how long it takes
-// says nothing of which operator, or how much of a token, matched.
+// operatorOfToken is the operator whose token tok is, by the one
+// authenticator of operators' tokens (internal/opauth: the server's and
+// the console's too). An operator without a token cannot act through the
+// CLI.
 func operatorOfToken(ops []config.Operator, tok string) (string, bool) {
-	name, found := "", 0
+	tokens := map[string]string{}
 	for _, o := range ops {
-		if o.Token == "" {
-			continue // an operator without a token cannot act through the CLI
-		}
-		if subtle.ConstantTimeCompare([]byte(o.Token), []byte(tok)) == 1 {
-			name, found = o.Name, 1
-		}
+		tokens[o.Token] = o.Name
 	}
-	return name, found == 1
+	return opauth.New(tokens, nil).Operator(tok)
 }
 
 // osUserAttrs are the audit attributes naming the OS account that runs

@@ -165,8 +165,8 @@ func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, 
 	}
 	opts := &hook.Options{Caller: caller, Wait: wait, MapOptions: hook.MapOptions{
 		Workspace: cfg.Workspace,
-		MCPTool:   mcpToolOf(cfg),
-		MCPServer: mcpServerOf(cfg),
+		MCPTool:   cfg.MCPToolOf,
+		MCPServer: cfg.MCPServerOf,
 	}}
 	v, err := hook.Evaluate(ctx, agent, data, s.rt.Gateway, opts)
 	if err != nil {
@@ -178,34 +178,6 @@ func runHook(cmd *cobra.Command, f *gatewayFlags, agentName, caller, tokenFile, 
 	}
 	_, err = cmd.OutOrStdout().Write(out)
 	return err
-}
-
-// mcpToolOf names the Backplane tool of an agent's mcp__SERVER__TOOL: the
-// tool of the configured server named SERVER, under its prefix.
-func mcpToolOf(cfg *config.Config) func(server, tool string) (string, bool) {
-	return func(server, tool string) (string, bool) {
-		for _, s := range cfg.Servers {
-			if s.Name == server {
-				return s.ToolPrefix() + tool, true
-			}
-		}
-		return "", false
-	}
-}
-
-// mcpServerOf names the configured server whose URL, or command line
-// (its words joined by single spaces), is the one Cursor reports for an
-// MCP tool use: Cursor names a tool's server by how it reaches it.
-func mcpServerOf(cfg *config.Config) func(url, command string) (string, bool) {
-	return func(url, command string) (string, bool) {
-		command = strings.Join(strings.Fields(command), " ")
-		for _, s := range cfg.Servers {
-			if (url != "" && s.URL == url) || (command != "" && len(s.Command) > 0 && strings.Join(s.Command, " ") == command) {
-				return s.Name, true
-			}
-		}
-		return "", false
-	}
 }
 
 // callerFromToken is the owner, in serve.tokens, of the token in

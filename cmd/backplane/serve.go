@@ -1,32 +1,26 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/termtext"
-	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/server"
 )
 
@@ -109,38 +103,33 @@ func newServeCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var console atomic.Pointer[string]
 			f.serving = true
-			f.consoleURL = func() string {
-				if p := console.Load(); p != nil {
-					return *p
-				}
-				return ""
-			}
-			// The listener first: a busy port fails before the store
-			// is opened or any upstream started (issue 26, item 6).
-			var ln net.Listener
-			if !stdio {
-				f.beforeOpen = func(cfg *config.Config) (err error) {
-					ln, err = listenFor(cfg, httpAddr)
-					return err
-				}
-			}
-			s, err := f.open(ctx, cmd)
-			if ln != nil {
-				// Serve takes it over; closing twice is harmless.
-				defer ln.Close()
-			}
+			cfg, opts, closeTTY, err := f.load(cmd)
 			if err != nil {
 				return err
 			}
+			defer closeTTY()
+			if !stdio {
+				if err := checkHTTPFlag(cfg, httpAddr); err != nil {
+					return err
+				}
+			}
+			// Everything serve runs, from the configuration: package
+			// assemble (the listener is bound first: a busy port fails
+			// before the store is opened or any upstream started).
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			so := &assemble.ServeOptions{Open: opts, Stdio: stdio, HTTPAddr: httpAddr, Logger: log,
+				Announce: cmd.ErrOrStderr(), ShutdownGrace: shutdownGrace}
+			if stdio {
+				// stdout is the protocol: the operator's lines go to stderr.
+				so.Stdin, so.Stdout = stdinOf(cmd), nopWriteCloser{cmd.OutOrStdout()}
+			}
+			s, err := assemble.OpenServer(ctx, cfg, so)
+			if err != nil {
+				return &inputError{err}
+			}
 			defer s.Close()
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			wait := watchReload(ctx, s, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
-			defer wait()
-			defer cancel() // stop watching before waiting (defers run last first)
-			return runServe(ctx, cmd, s, stdio, ln, httpAddr, &console)
+			return runServe(ctx, cmd, s, log)
 		},
 	}
 	fl := cmd.Flags()
@@ -152,9 +141,9 @@ func newServeCmd() *cobra.Command {
 	return cmd
 }
 
-func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio bool, ln net.Listener, httpAddr string, console *atomic.Pointer[string]) error {
-	cfg := s.rt.Config
-	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+// runServe is what serve adds to assemble's Serving: Go's settings and
+// profiles, SIGHUP, the start-up summary, and the exit.
+func runServe(ctx context.Context, cmd *cobra.Command, s *assemble.Serving, log *slog.Logger) error {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(serveGCPercent)
 	}
@@ -165,138 +154,63 @@ func runServe(ctx context.Context, cmd *cobra.Command, s *gatewaySession, stdio 
 		}
 		defer stopPprof()
 	}
-	// Over stdio there are no tokens: the issuer's keys are not read.
-	var verifier *oauth.Verifier
-	if !stdio {
-		v, err := newOAuthVerifier(cfg.Serve.OAuth, log)
-		if err != nil {
-			return &inputError{fmt.Errorf("%s: serve.oauth: %w", cfg.Path, err)}
-		}
-		verifier = v
-	}
-	var served atomic.Pointer[server.Server] // for the console's sessions page
-	opts := &server.Options{
-		Operators:    cfg.OperatorTokens(),
-		Tokens:       cfg.Serve.Tokens,
-		StdioCaller:  cfg.Serve.StdioCaller,
-		ApprovalWait: cfg.Serve.ApprovalWait,
-		Logger:       log,
-		Version:      readVersion().Version,
-		Audit:        s.rt.Audit,
-		// Zero: the server's defaults.
-		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
-		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
-		RateLimit:            cfg.Serve.RatePerSecond,
-		RateBurst:            cfg.Serve.RateBurst,
-
-		MaxSubscriptionsPerSession: cfg.Serve.MaxSubscriptionsPerSession,
-		MaxSubscriptionsPerCaller:  cfg.Serve.MaxSubscriptionsPerCaller,
-		ResumeBytes:                cfg.Serve.ResumeBytes,
-		ResumeGrace:                cfg.Serve.ResumeGrace,
-		AllowedOrigins:             publicOrigins(cfg),
-		Console:                    newConsole(cfg, s.rt, log, stdio, httpAddr, consoleSessions(&served)),
-		Collectors:                 runtimeCollectors(s.rt),
-
-		// Besides the static tokens (serve.oauth, serve.anonymous_caller).
-		OAuth:           verifier,
-		AnonymousCaller: cfg.Serve.AnonymousCaller,
-	}
-	// The agents' hook endpoints (backplane hook --url) only decide, never
-	// run a tool, and take the callers' tokens as /mcp does.
-	opts.Hooks = &server.HookOptions{Workspace: cfg.Workspace, MCPTool: mcpToolOf(cfg), MCPServer: mcpServerOf(cfg)}
-	if s.rt.Content != nil {
-		opts.Content, opts.ContentPolicy = s.rt.Content, s.rt.Policy
-	}
-	if env := cfg.Serve.RequestStateKeyEnv; env != "" {
-		key := os.Getenv(env)
-		if len(key) < 32 {
-			return &inputError{fmt.Errorf("%s: serve.request_state_key_env: $%s must hold a key of at least 32 bytes (it holds %d)", cfg.Path, env, len(key))}
-		}
-		opts.RequestStateKey = []byte(key)
-	}
-	if err := serveTLS(ctx, cfg, stdio, opts, log); err != nil {
-		return err
-	}
-	srv := server.New(s.rt.Gateway, opts)
-	served.Store(srv)
-	// Once at startup: why tools run unsandboxed, if some do.
-	for _, note := range s.rt.SandboxNotes {
-		log.Warn("tool processes run unsandboxed", "reason", note)
-	}
-	sandboxAtStart(s.rt, log)
-
-	// Retention: prune in the background for the life of the server
-	// (cfg.Retention; keep 0 is for ever), stopped before the store closes.
-	pctx, stopPruning := context.WithCancel(ctx)
-	pruning := make(chan struct{})
-	go func() {
-		defer close(pruning)
-		s.rt.Gateway.KeepPruning(pctx, cfg.Retention.Keep, cfg.Retention.Every)
-	}()
-	defer func() { stopPruning(); <-pruning }()
-
-	if stdio {
-		// stdout is the protocol: the operator's lines go to stderr.
-		stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
-		defer stopPending()
-		if cfg.Serve.StdioCaller == "" {
-			return &inputError{fmt.Errorf("%s: serve.stdio_caller is not set: --stdio needs the caller its calls are made as", cfg.Path)}
-		}
-		log.Info("serving MCP over stdio", "caller", cfg.Serve.StdioCaller, "config", cfg.Path)
-		return serveUntil(ctx, log, srv, func() error {
-			return srv.ServeStdio(stdinOf(cmd), nopWriteCloser{cmd.OutOrStdout()})
-		})
-	}
-
-	// The listener was bound before the store and the upstreams (listenFor);
-	// serve.tls makes it https.
-	listening := "http://" + ln.Addr().String()
-	if opts.TLS != nil {
-		listening = "https://" + ln.Addr().String()
-	}
-	base := listening
-	if pub := s.rt.Config.Serve.PublicURL; pub != "" {
-		// What serve prints is where clients and browsers reach it: the
-		// proxy in front, not the loopback listener behind it.
-		base = pub
-	}
-	console.Store(&base)
-	printSummary(cmd.ErrOrStderr(), s, base)
-	printTLS(cmd.ErrOrStderr(), cfg, !loopbackAddr(ln.Addr().String()))
-	if base != listening {
-		fmt.Fprintf(cmd.ErrOrStderr(), "  listening on %s, behind serve.public_url\n", listening)
-	}
-	stopPending := announcePending(cmd.ErrOrStderr(), s.rt.Gateway)
-	defer stopPending()
-	return serveUntil(ctx, log, srv, func() error { return srv.ServeHTTP(ln) })
-}
-
-// listenFor binds the HTTP listener the configuration (or --http) names.
-func listenFor(cfg *config.Config, httpAddr string) (net.Listener, error) {
-	addr := cfg.Serve.HTTP
-	if httpAddr != "" {
-		addr = httpAddr
-		if err := config.CheckServeAddr(addr, cfg.Serve.AllowRemote); err != nil {
-			return nil, fmt.Errorf("--http: %w", err)
-		}
-		if cfg.Serve.AnonymousCaller != "" {
-			if err := config.CheckAnonymousAddr(addr); err != nil {
-				return nil, &inputError{fmt.Errorf("--http: serve.anonymous_caller: %w", err)}
+	// SIGHUP re-reads the policy (each reload audited by the gateway) and
+	// serve.tls's files.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	hctx, stopHUP := context.WithCancel(ctx)
+	var hupDone sync.WaitGroup
+	hupDone.Go(func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-hup:
+				_ = s.ReloadTLS()
+				_ = s.ReloadPolicy(hctx, "SIGHUP")
 			}
 		}
+	})
+	defer func() { stopHUP(); hupDone.Wait() }()
+
+	if u := s.URL(); u != "" {
+		w := cmd.ErrOrStderr()
+		printSummary(w, s.Runtime, u)
+		printTLS(w, s.Runtime.Config, s.Remote())
+		if l := s.ListenURL(); u != l {
+			fmt.Fprintf(w, "  listening on %s, behind serve.public_url\n", l)
+		}
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, &inputError{fmt.Errorf("listening on %s: %w", addr, err)}
+	if err := s.Run(ctx); err != nil {
+		// A failure to stop cleanly is no usage error: no usage text.
+		return &inputError{err}
 	}
-	return ln, nil
+	return nil
+}
+
+// checkHTTPFlag checks --http as serve.http is checked when the file is
+// parsed.
+func checkHTTPFlag(cfg *config.Config, httpAddr string) error {
+	if httpAddr == "" {
+		return nil
+	}
+	if err := config.CheckServeAddr(httpAddr, cfg.Serve.AllowRemote); err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	if cfg.Serve.AnonymousCaller != "" {
+		if err := config.CheckAnonymousAddr(httpAddr); err != nil {
+			return &inputError{fmt.Errorf("--http: serve.anonymous_caller: %w", err)}
+		}
+	}
+	return nil
 }
 
 // printSummary tells the person who started serve where things are: the
 // MCP URL, where the callers' and operators' tokens are configured, the
 // console, and the tools by source.
-func printSummary(w io.Writer, s *gatewaySession, base string) {
-	cfg := s.rt.Config
+func printSummary(w io.Writer, rt *assemble.Runtime, base string) {
+	cfg := rt.Config
 	cfgPath, _ := filepath.Abs(cfg.Path)
 	fmt.Fprintf(w, "backplane serve: MCP at %s%s (configuration %s)\n", base, server.PathMCP, cfgPath)
 	fmt.Fprintf(w, "  caller tokens: serve.tokens in %s (%d)\n", cfgPath, len(cfg.Serve.Tokens))
@@ -314,7 +228,7 @@ func printSummary(w io.Writer, s *gatewaySession, base string) {
 	}
 	fmt.Fprintf(w, "  console: %s/ui  metrics: %s%s (operators only)\n", base, base, server.PathMetrics)
 	bySource := map[string][]string{}
-	for _, t := range s.rt.Gateway.Tools() {
+	for _, t := range rt.Gateway.Tools() {
 		src := "configured"
 		switch {
 		case t.Pinned:
@@ -333,80 +247,11 @@ func printSummary(w io.Writer, s *gatewaySession, base string) {
 			fmt.Fprintf(w, "  tools (%s): %s\n", src, strings.Join(names, ", "))
 		}
 	}
-	printRefused(w, "  ", refusedServers(s.rt))
+	printRefused(w, "  ", refusedServers(rt))
 }
 
 // builtinNames are the built-in tools' names.
 var builtinNames = []string{"read", "write", "edit", "ls", "glob", "grep", "bash", "url_fetch", "ask_user_question"}
-
-// announcePending prints one line per new pending approval request: id,
-// caller, tool, short arguments and how to decide it.
-func announcePending(w io.Writer, g *gateway.Gateway) func() {
-	events, stop := g.SubscribeApprovals()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range events {
-			if ev.Kind != "pending" {
-				continue
-			}
-			args := ""
-			if v, err := g.GetApproval(context.Background(), ev.Approval.ID); err == nil {
-				args = shortArgs(v.Arguments)
-			}
-			how := make([]string, len(ev.HowToDecide))
-			for i, h := range ev.HowToDecide {
-				how[i] = termtext.Line(h)
-			}
-			fmt.Fprintf(w, "approval pending: %s caller=%s tool=%s args=%s\n  decide: %s\n",
-				termtext.Line(ev.Approval.ID), termtext.Line(ev.Approval.Caller), termtext.Line(ev.Approval.Tool), args, strings.Join(how, "\n          "))
-		}
-	}()
-	return func() { stop(); <-done }
-}
-
-// shortArgs is arguments on one line, cut to 120 bytes, with JSON's own
-// escapes for what a terminal would act on (termtext.JSON).
-func shortArgs(b []byte) string {
-	var buf bytes.Buffer
-	if json.Compact(&buf, b) != nil {
-		buf.Reset()
-		buf.Write(b)
-	}
-	s := buf.String()
-	if len(s) > 120 {
-		s = s[:117] + "..."
-	}
-	return string(termtext.JSON([]byte(strings.ReplaceAll(s, "\n", " "))))
-}
-
-// serveUntil runs serve until it returns (the stdio client left) or ctx is
-// done; then it shuts the server down, giving the calls in flight
-// shutdownGrace to finish.
-func serveUntil(ctx context.Context, log *slog.Logger, srv *server.Server, serve func() error) error {
-	served := make(chan error, 1)
-	go func() { served <- serve() }()
-	var err error
-	select {
-	case err = <-served:
-		// Nothing to wait for: close the sessions that may remain.
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-		err = errors.Join(err, srv.Shutdown(sctx))
-		cancel()
-	case <-ctx.Done():
-		log.Info("shutting down: draining the calls in flight", "grace", shutdownGrace)
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-		err = srv.Shutdown(sctx)
-		cancel()
-		err = errors.Join(err, <-served)
-	}
-	log.Info("stopped")
-	if err != nil {
-		// A failure to stop cleanly is no usage error: no usage text.
-		return &inputError{err}
-	}
-	return nil
-}
 
 // stdinOf is the command's input, closable when it is a file (closing it
 // ends the read that a shutdown would otherwise leave blocked).
@@ -424,39 +269,3 @@ func stdinOf(cmd *cobra.Command) io.ReadCloser {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// runtimeCollectors are the runtime's own metrics for /metrics: the trace
-// exporter's counters, when tracing is on.
-func runtimeCollectors(rt *assemble.Runtime) []prometheus.Collector {
-	if rt.Tracing == nil {
-		return nil
-	}
-	return []prometheus.Collector{rt.Tracing.Collector()}
-}
-
-// newOAuthVerifier is the verifier of serve.oauth; nil when it is not set.
-func newOAuthVerifier(o *config.OAuthConfig, log *slog.Logger) (*oauth.Verifier, error) {
-	if o == nil {
-		return nil, nil
-	}
-	return oauth.New(&oauth.Options{
-		Issuer:               o.Issuer,
-		Audience:             o.Audience,
-		KeySetFile:           o.JWKSFile,
-		KeySetURL:            o.JWKSURL,
-		CallerClaim:          o.CallerClaim,
-		AuthorizationServers: o.AuthorizationServers,
-		Logger:               log,
-	})
-}
-
-// publicOrigins are the browser origins served besides the listener's own:
-// serve.allowed_origins and serve.public_url's (browsers behind a proxy
-// send the proxy's origin).
-func publicOrigins(cfg *config.Config) []string {
-	out := slices.Clip(cfg.Serve.AllowedOrigins)
-	if cfg.Serve.PublicURL != "" {
-		out = append(out, cfg.Serve.PublicURL)
-	}
-	return out
-}

@@ -1,55 +1,16 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/agentbackplane/backplane/config"
-	"github.com/agentbackplane/backplane/internal/tlsreload"
-	"github.com/agentbackplane/backplane/server"
 )
 
-// serveTLS sets serve up for serve.tls: it loads the certificate (a pair
-// that does not load fails the start, with its files named), puts the
-// TLS configuration in opts, and re-reads the files on SIGHUP until ctx
-// is done (the policy's reload listens to the same signal: reload.go).
-// Changed files are also picked up on their own (internal/tlsreload).
-// Nothing to do without serve.tls or over stdio.
-func serveTLS(ctx context.Context, cfg *config.Config, stdio bool, opts *server.Options, log *slog.Logger) error {
-	t := cfg.Serve.TLS
-	if t == nil || stdio {
-		return nil
-	}
-	r, err := tlsreload.New(tlsreload.Files{CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile}, log)
-	if err != nil {
-		return &inputError{fmt.Errorf("%s: serve.tls: %w", cfg.Path, err)}
-	}
-	opts.TLS = r.Config()
-	opts.CertCaller = t.CallerFrom
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				if err := r.Reload(); err != nil {
-					log.Warn("SIGHUP: the TLS files do not load: the previous certificate is still served", "error", err)
-				}
-			}
-		}
-	}()
-	return nil
-}
+// serve.tls is opened and re-read by package assemble (Serving.ReloadTLS,
+// on SIGHUP: serve.go); here is what serve prints of it.
 
 // printTLS says, at start, what serve.tls means for who may connect.
 func printTLS(w io.Writer, cfg *config.Config, remote bool) {

@@ -1,4 +1,4 @@
-package main
+package assemble
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func TestControlSocketPeerCheck(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, controlSocketName)
+	path := filepath.Join(dir, ControlSocketName)
 	ln, err := listenControl(path)
 	if err != nil {
 		t.Fatal(err)

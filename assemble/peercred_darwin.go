@@ -1,4 +1,4 @@
-package main
+package assemble
 
 import (
 	"fmt"
@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peerIsServesUser refuses a control-socket peer whose user (SO_PEERCRED,
-// the credentials it connected with) is not the one serve runs as.
+// peerIsServesUser refuses a control-socket peer whose user
+// (LOCAL_PEERCRED) is not the one serve runs as.
 func peerIsServesUser(c net.Conn) error {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
@@ -19,10 +19,10 @@ func peerIsServesUser(c net.Conn) error {
 	if err != nil {
 		return err
 	}
-	var cred *unix.Ucred
+	var cred *unix.Xucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		cred, cerr = unix.GetsockoptXucred(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
 	}); err != nil {
 		return err
 	}
@@ -30,7 +30,7 @@ func peerIsServesUser(c net.Conn) error {
 		return fmt.Errorf("reading the peer's credentials: %w", cerr)
 	}
 	if int(cred.Uid) != os.Geteuid() {
-		return fmt.Errorf("peer uid %d (pid %d) is not serve's user (uid %d)", cred.Uid, cred.Pid, os.Geteuid())
+		return fmt.Errorf("peer uid %d is not serve's user (uid %d)", cred.Uid, os.Geteuid())
 	}
 	return nil
 }
