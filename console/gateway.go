@@ -71,7 +71,7 @@ func backendErr(err error) error {
 	if errors.As(err, &oe) {
 		switch oe.Class {
 		case "not_found":
-			return fmt.Errorf("%w: %w", ErrNotFound, err)
+			return fmt.Errorf("%w: %w", gateway.ErrNotFound, err)
 		case "not_operator", "not_approver", "self_approval":
 			return fmt.Errorf("%w: %w", ErrForbidden, err)
 		default: // expired, already_decided, not_uncertain, not_pinned, changed
@@ -79,7 +79,7 @@ func backendErr(err error) error {
 		}
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
+		return fmt.Errorf("%w: %w", gateway.ErrNotFound, err)
 	}
 	return err
 }

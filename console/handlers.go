@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/internal/termtext"
@@ -212,7 +213,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // status; an unexpected error is logged and not shown.
 func (c *Console) backendError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, gateway.ErrNotFound):
 		c.fail(w, r, http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrConflict):
 		c.fail(w, r, http.StatusConflict, err.Error())
@@ -345,7 +346,7 @@ func (c *Console) pendingDetailed(ctx context.Context) ([]Approval, error) {
 		switch {
 		case err == nil:
 			pending[i] = *a
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, gateway.ErrNotFound):
 		default:
 			return nil, err
 		}
