@@ -135,7 +135,7 @@ func (b *gatewayBackend) GetApproval(ctx context.Context, id string) (*Approval,
 }
 
 func (b *gatewayBackend) DecideApproval(ctx context.Context, id string, approve bool, operator, reason string) error {
-	_, err := b.g.DecideApproval(ctx, id, gateway.Decision{Operator: operator, Approve: approve, Reason: reason, Channel: gateway.ChannelConsole})
+	_, err := b.g.DecideApproval(ctx, id, gateway.ApprovalDecision{Operator: operator, Approve: approve, Reason: reason, Channel: gateway.ChannelConsole})
 	return backendErr(err)
 }
 

@@ -153,7 +153,7 @@ func TestGatewayBackendJournal(t *testing.T) {
 		}
 	}
 	id := pendingNote(t, g, "ops", "mine")
-	if _, err := g.DecideApproval(ctx, id, gateway.Decision{Operator: "carol", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
+	if _, err := g.DecideApproval(ctx, id, gateway.ApprovalDecision{Operator: "carol", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.Call(ctx, gateway.CallRequest{Caller: "ops", Tool: "note", Arguments: json.RawMessage(`{"text":"mine"}`)}); err != nil {

@@ -192,7 +192,7 @@ func (r *recStore) ListApprovals(ctx context.Context, f store.ApprovalFilter, no
 	return r.real.ListApprovals(ctx, f, now)
 }
 
-func (r *recStore) DecideApproval(ctx context.Context, id string, d store.Decision) error {
+func (r *recStore) DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) error {
 	r.rec("DecideApproval", id, d)
 	return r.real.DecideApproval(ctx, id, d)
 }
@@ -609,7 +609,7 @@ func (f *fixture) totalUsed() int64 {
 
 // decide decides through the gateway's operator API, as the CLI does.
 func (f *fixture) decide(id string, approve bool, by string) error {
-	_, err := f.g.DecideApproval(context.Background(), id, gateway.Decision{Operator: by, Approve: approve, Channel: gateway.ChannelCLI})
+	_, err := f.g.DecideApproval(context.Background(), id, gateway.ApprovalDecision{Operator: by, Approve: approve, Channel: gateway.ChannelCLI})
 	return err
 }
 

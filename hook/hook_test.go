@@ -169,7 +169,7 @@ func TestPatchApprovalConsumedOnlyWhenAllPartsPass(t *testing.T) {
 	if n := countIntents(t, e.st); n != 0 {
 		t.Fatalf("%d journal entries before anything was allowed", n)
 	}
-	if _, err := e.g.DecideApproval(context.Background(), v.ApprovalIDs[0], gateway.Decision{Operator: "op", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
+	if _, err := e.g.DecideApproval(context.Background(), v.ApprovalIDs[0], gateway.ApprovalDecision{Operator: "op", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
 		t.Fatal(err)
 	}
 	v, err = hook.Evaluate(context.Background(), hook.Codex, in, e.g, e.opts())
@@ -362,7 +362,7 @@ func TestPatchWaitsOnceForItsApprovals(t *testing.T) {
 		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
 			as, _ := e.st.ListApprovals(context.Background(), store.ApprovalFilter{Status: store.ApprovalPending}, time.Now())
 			if len(as) == 1 {
-				e.g.DecideApproval(context.Background(), as[0].ID, gateway.Decision{Operator: "op", Approve: true, Channel: gateway.ChannelCLI})
+				e.g.DecideApproval(context.Background(), as[0].ID, gateway.ApprovalDecision{Operator: "op", Approve: true, Channel: gateway.ChannelCLI})
 				return
 			}
 		}
