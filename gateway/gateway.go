@@ -245,8 +245,9 @@ func (g *Gateway) Store() Store { return g.store }
 // subset is registered unchanged (D20) and also returned as an error: hosts
 // that author their schemas should treat it as fatal; adapters of MCP
 // servers may log it, and every call of that tool then fails with it before
-// its backend is invoked.
-func (g *Gateway) Register(t Tool) error {
+// its backend is invoked. ctx bounds the store writes of a pinned tool
+// (its definition recorded, or held at first sight).
+func (g *Gateway) Register(ctx context.Context, t Tool) error {
 	if t.Name == "" {
 		return errors.New("gateway: tool name is required")
 	}
@@ -268,11 +269,11 @@ func (g *Gateway) Register(t Tool) error {
 	r.defHash = tool.HashOf(t) // the descriptor counts: outputSchema, every hint
 	if t.Pinned {
 		if t.HoldUnseen {
-			if err := g.holdUnseen(t.Name); err != nil {
+			if err := g.holdUnseen(ctx, t.Name); err != nil {
 				return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
 			}
 		}
-		p, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now())
+		p, err := g.store.SeePin(ctx, t.Name, r.defHash, g.now())
 		if err != nil {
 			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
 		}
@@ -305,12 +306,12 @@ const NoAcceptedDefinition = "none"
 // held pin; between the read and the write another process seeing the
 // tool at its own start would pin it accepted (that process's start
 // trusts its catalog).
-func (g *Gateway) holdUnseen(name string) error {
-	_, err := g.store.GetPin(context.Background(), name)
+func (g *Gateway) holdUnseen(ctx context.Context, name string) error {
+	_, err := g.store.GetPin(ctx, name)
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	_, err = g.store.SeePin(context.Background(), name, NoAcceptedDefinition, g.now())
+	_, err = g.store.SeePin(ctx, name, NoAcceptedDefinition, g.now())
 	return err
 }
 

@@ -522,7 +522,7 @@ func (f *fixture) tool(name string, fn backend.Func, mod ...func(*gateway.Tool))
 	for _, m := range mod {
 		m(&tl)
 	}
-	if err := f.g.Register(tl); err != nil {
+	if err := f.g.Register(context.Background(), tl); err != nil {
 		f.t.Fatalf("Register(%s): %v", name, err)
 	}
 	f.be[name] = b

@@ -74,7 +74,7 @@ func newFixture(t testing.TB) *fixture {
 	})
 	register := func(name, desc, schema string, safety gateway.Safety, fn backend.Func) {
 		t.Helper()
-		err := f.g.Register(gateway.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Safety: safety, Backend: fn})
+		err := f.g.Register(context.Background(), gateway.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Safety: safety, Backend: fn})
 		if err != nil && name != "dollar" { // dollar's schema is outside the subset on purpose
 			t.Fatalf("register %s: %v", name, err)
 		}

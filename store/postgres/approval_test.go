@@ -75,7 +75,7 @@ func TestGatewayApprovalReleasedByOtherReplica(t *testing.T) {
 	must(t, err)
 	g := gateway.New(&gateway.Options{Store: a, Policy: pol})
 	var ran atomic.Int32
-	must(t, g.Register(gateway.Tool{
+	must(t, g.Register(context.Background(), gateway.Tool{
 		Name: "danger", Description: "Needs an approval.",
 		InputSchema: json.RawMessage(`{"type":"object"}`),
 		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
