@@ -44,10 +44,10 @@ func newGateway(t *testing.T) *gateway.Gateway {
 	})
 	schema := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)
 	for _, tool := range []gateway.Tool{
-		{Name: "note", Description: "Keep a note.", InputSchema: schema, Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		{Name: "note", Description: "Keep a note.", InputSchema: schema, Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		})},
-		{Name: "fail", Description: "Report an error.", InputSchema: schema, Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		{Name: "fail", Description: "Report an error.", InputSchema: schema, Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: json.RawMessage(`{"error":"no"}`), IsError: true}, nil
 		})},
 	} {
@@ -212,7 +212,7 @@ func TestGatewayBackendAcceptsAChangedDefinition(t *testing.T) {
 	tool := func(description string) gateway.Tool {
 		return gateway.Tool{Name: "up.echo", Description: description, Pinned: true,
 			InputSchema: json.RawMessage(`{"type":"object"}`),
-			Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 				return &backend.Result{Content: c.Arguments}, nil
 			})}
 	}
@@ -281,7 +281,7 @@ func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules,
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 7, Per: time.Hour}}})
 	if err := g.Register(context.Background(), gateway.Tool{Name: "fail", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
 		})}); err != nil {
 		t.Fatal(err)
@@ -310,7 +310,7 @@ func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
 func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	g := newGateway(t)
 	schema := json.RawMessage(`{"type":"object"}`)
-	if err := g.Register(context.Background(), gateway.Tool{Name: "fs.read", InputSchema: schema, Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "fs.read", InputSchema: schema, Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		return nil, backend.ErrNotStarted
 	})}); err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ func Example() {
 		Name:        "echo",
 		Description: "Echo the text back.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: c.Arguments}, nil
 		}),
 	})

@@ -287,11 +287,11 @@ type recBackend struct {
 	n   atomic.Int64
 	mu  sync.Mutex
 	got []*backend.Call
-	fn  backend.Func
+	fn  backend.BackendFunc
 }
 
 func (b *recBackend) Backend() backend.Backend {
-	return backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	return backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		b.n.Add(1)
 		cp := *c
 		cp.Arguments = bytes.Clone(c.Arguments)
@@ -515,7 +515,7 @@ func newFixture(t *testing.T, mk func(t *testing.T) store.Store, cfg config) *fi
 
 // tool registers name with noteSchema (or schema) and a recording backend
 // running fn, and returns the backend.
-func (f *fixture) tool(name string, fn backend.Func, mod ...func(*gateway.Tool)) *recBackend {
+func (f *fixture) tool(name string, fn backend.BackendFunc, mod ...func(*gateway.Tool)) *recBackend {
 	f.t.Helper()
 	b := &recBackend{fn: fn}
 	tl := gateway.Tool{Name: name, Description: "test tool " + name, InputSchema: json.RawMessage(noteSchema), Backend: b.Backend()}

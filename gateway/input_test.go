@@ -99,7 +99,7 @@ func TestRaisedLimitsAreHonoured(t *testing.T) {
 }
 
 func TestRegisterRefusals(t *testing.T) {
-	ok := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	ok := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		return &backend.Result{Content: json.RawMessage(`1`)}, nil
 	})
 	g := gateway.New(&gateway.Options{Store: memstore.New()})

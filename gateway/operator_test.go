@@ -29,7 +29,7 @@ func opGateway(t *testing.T, st store.Store, opts approval.Options) *gateway.Gat
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Approvals: opts, Operators: []string{"ops", "sec-anna", "dev", "alice"}})
 	for _, name := range []string{"danger", "self"} {
 		err := g.Register(context.Background(), gateway.Tool{Name: name, Description: "the " + name + " tool", InputSchema: json.RawMessage(`{"type":"object"}`),
-			Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 				return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 			})})
 		if err != nil {

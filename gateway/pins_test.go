@@ -26,7 +26,7 @@ func TestPinnedDefinitionChangeIsHeld(t *testing.T) {
 		return gateway.Tool{
 			Name: "up.echo", Description: description, Pinned: true,
 			InputSchema: json.RawMessage(`{"type":"object"}`),
-			Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 				invoked++
 				return &backend.Result{Content: json.RawMessage(`{}`)}, nil
 			}),
@@ -91,7 +91,7 @@ func TestSettleFailureIsUnknownOutcome(t *testing.T) {
 	g := gateway.New(&gateway.Options{Store: settleFailingStore{memstore.New()}, Policy: rules})
 	ran := 0
 	g.Register(context.Background(), gateway.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			ran++
 			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
 		})})
@@ -111,7 +111,7 @@ func TestPinnedSafetyChangeIsHeld(t *testing.T) {
 	ran := 0
 	tool := gateway.Tool{Name: "up.rm", Description: "Remove.", Pinned: true, InputSchema: json.RawMessage(`{"type":"object"}`),
 		Safety: gateway.Safety{RequiresApproval: true},
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			ran++
 			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
 		})}
@@ -154,7 +154,7 @@ func TestPinCheckFromMemory(t *testing.T) {
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules})
 	tool := func(description string) gateway.Tool {
 		return gateway.Tool{Name: "up.echo", Description: description, Pinned: true, InputSchema: json.RawMessage(`{"type":"object"}`),
-			Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 				return &backend.Result{Content: json.RawMessage(`{}`)}, nil
 			})}
 	}

@@ -30,7 +30,7 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 	running, release := make(chan struct{}), make(chan struct{})
 	err = g.Register(context.Background(), gateway.Tool{
 		Name: "bash", InputSchema: json.RawMessage(shSchema),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			close(running)
 			<-release
 			return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil

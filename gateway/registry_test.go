@@ -18,7 +18,7 @@ import (
 // registered (a schema outside the subset) or not (a taken name).
 func TestRegistryErrorsTellRegisteredFromRefused(t *testing.T) {
 	var reg tool.Registry = gateway.New(&gateway.Options{Store: memstore.New()})
-	b := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	b := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		return &backend.Result{Content: json.RawMessage(`{}`)}, nil
 	})
 	if err := reg.Register(context.Background(), tool.Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b}); err != nil {
@@ -59,7 +59,7 @@ func TestCallHandsItsAskerToTheBackend(t *testing.T) {
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	err = g.Register(context.Background(), gateway.Tool{
 		Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`), Safety: gateway.Safety{ReadOnly: true},
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			if c.Asker == nil {
 				return &backend.Result{Content: json.RawMessage(`"none"`)}, nil
 			}

@@ -56,7 +56,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{ws: ws, st: memstore.New()}
 	e.g = gateway.New(&gateway.Options{Store: e.st, Policy: rules})
-	never := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	never := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		e.invoked.Add(1)
 		return nil, errors.New("a hook decision invoked a backend")
 	})

@@ -227,7 +227,7 @@ func TestHTTPTimeouts(t *testing.T) {
 	f := newFixture(t)
 	var slow atomic.Int64
 	err := f.g.Register(context.Background(), gateway.Tool{Name: "slow", InputSchema: []byte(emptyObject),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			slow.Add(1)
 			select {
 			case <-time.After(1500 * time.Millisecond): // longer than every timeout below
@@ -314,7 +314,7 @@ func TestHealthzWhenCommitsFail(t *testing.T) {
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"echo"}}})
 	g := gateway.New(&gateway.Options{Store: fs, Policy: rules})
 	if err := g.Register(context.Background(), gateway.Tool{Name: "echo", InputSchema: []byte(emptyObject),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: []byte(`{"ok":true}`)}, nil
 		})}); err != nil {
 		t.Fatal(err)

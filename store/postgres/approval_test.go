@@ -78,7 +78,7 @@ func TestGatewayApprovalReleasedByOtherReplica(t *testing.T) {
 	must(t, g.Register(context.Background(), gateway.Tool{
 		Name: "danger", Description: "Needs an approval.",
 		InputSchema: json.RawMessage(`{"type":"object"}`),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			ran.Add(1)
 			return &backend.Result{Content: json.RawMessage(`{"done":true}`)}, nil
 		}),

@@ -33,7 +33,7 @@ func TestThroughTheGateway(t *testing.T) {
 	}
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	var reached atomic.Int32
-	be := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	be := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		reached.Add(1)
 		return &backend.Result{Content: c.Arguments}, nil
 	})
