@@ -311,7 +311,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
 		}
-		err = g.Register(gateway.Tool{
+		err = g.Register(ctx, gateway.Tool{
 			Name:        t.Name,
 			Description: t.Description,
 			InputSchema: t.InputSchemaJSON,
@@ -323,7 +323,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: err.Error()}
 		}
 	}
-	if err := rt.registerBuiltins(g, o.Asker); err != nil {
+	if err := rt.registerBuiltins(ctx, g, o.Asker); err != nil {
 		return nil, err
 	}
 	// Last: a server's tools collide with any tool registered before.
@@ -456,7 +456,7 @@ func postgresOptions(pc config.PostgresConfig, logger *slog.Logger) *postgres.Op
 }
 
 // registerBuiltins opens the workspace and registers the enabled tools.
-func (rt *Runtime) registerBuiltins(g *gateway.Gateway, asker backend.Asker) error {
+func (rt *Runtime) registerBuiltins(ctx context.Context, g *gateway.Gateway, asker backend.Asker) error {
 	c := rt.Config
 	if len(c.Builtin.Enable) == 0 {
 		return nil
@@ -486,7 +486,7 @@ func (rt *Runtime) registerBuiltins(g *gateway.Gateway, asker backend.Asker) err
 			return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: "unknown built-in tool " + name}
 		}
 		t.Safety = tool.Safety(c.Builtin.Safety[name].Apply(config.Safety(t.Safety)))
-		if err := g.Register(t); err != nil {
+		if err := g.Register(ctx, t); err != nil {
 			return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: err.Error()}
 		}
 	}

@@ -166,10 +166,10 @@ var (
 	ErrPathRefused = errors.New("backend: the path leads out of the workspace")
 )
 
-// Func adapts a function to a Backend.
-type Func func(ctx context.Context, call *Call) (*Result, error)
+// BackendFunc adapts a function to a Backend.
+type BackendFunc func(ctx context.Context, call *Call) (*Result, error)
 
-func (f Func) Invoke(ctx context.Context, call *Call) (*Result, error) { return f(ctx, call) }
+func (f BackendFunc) Invoke(ctx context.Context, call *Call) (*Result, error) { return f(ctx, call) }
 
 // Checker is implemented by a backend that checks a call's arguments itself,
 // beyond what the input schema can say (an integer the tool cannot hold, a

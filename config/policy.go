@@ -188,3 +188,108 @@ func (c *Config) checkKnown(r policy.Rule, tool string, line int) error {
 	}
 	return &Error{File: file, Line: line, Msg: "policy: no tool is named " + tool + ", so this rule can never match"}
 }
+
+func (p *parser) policy(c *Config, v *yaml.Node) error {
+	return p.sequence(v, "policy", func(item *yaml.Node) error {
+		r := policy.Rule{Pos: policy.Pos{File: p.file, Line: item.Line}}
+		var callerNode *yaml.Node
+		err := p.mapping(item, "a policy rule", func(key string, k, v *yaml.Node) error {
+			var err error
+			switch key {
+			case "caller":
+				callerNode = v
+				r.Caller, err = p.str(v, "caller")
+			case "allow":
+				r.Allow, r.Pos.Allow, err = p.patterns(v, "allow")
+			case "approve":
+				r.Approve, r.Pos.Approve, err = p.patterns(v, "approve")
+			case "deny":
+				r.Deny, r.Pos.Deny, err = p.patterns(v, "deny")
+			case "rules":
+				r.Conditions, err = p.conditions(v)
+			case "resources":
+				r.Resources, r.Pos.Resources, err = p.patterns(v, "resources")
+			case "prompts":
+				r.Prompts, r.Pos.Prompts, err = p.patterns(v, "prompts")
+			case "approvers":
+				r.Approvers, _, err = p.patterns(v, "approvers")
+			case "self_approve":
+				r.SelfApprove, err = p.boolean(v, "self_approve")
+			}
+			return err
+		}, "caller", "allow", "approve", "deny", "rules", "resources", "prompts", "approvers", "self_approve")
+		if err != nil {
+			return err
+		}
+		if r.Caller == "" {
+			at := item
+			if callerNode != nil {
+				at = callerNode
+			}
+			return p.errAt(at, "a policy rule needs a caller")
+		}
+		c.Policy = append(c.Policy, r)
+		return nil
+	})
+}
+
+// patterns reads a list of entries (tool names, path.Match globs or
+// TOOL(PATTERN)) and their lines; [Config.CompilePolicy] checks them once
+// every section is read.
+func (p *parser) patterns(v *yaml.Node, what string) ([]string, []int, error) {
+	var out []string
+	var lines []int
+	err := p.sequence(v, what, func(item *yaml.Node) error {
+		s, err := p.str(item, what+" entry")
+		if err != nil {
+			return err
+		}
+		if s == "" {
+			return p.errAt(item, "%s: an empty tool pattern", what)
+		}
+		out = append(out, s)
+		lines = append(lines, item.Line)
+		return nil
+	})
+	return out, lines, err
+}
+
+// conditions reads CEL rules: "- allow|approve|deny: TOOL" with "if: EXPR".
+func (p *parser) conditions(v *yaml.Node) ([]policy.Condition, error) {
+	var out []policy.Condition
+	err := p.sequence(v, "rules", func(item *yaml.Node) error {
+		cond := policy.Condition{Line: item.Line}
+		var ifNode *yaml.Node
+		err := p.mapping(item, "a CEL rule", func(key string, k, v *yaml.Node) error {
+			var err error
+			switch key {
+			case "allow", "approve", "deny":
+				if cond.Effect != "" {
+					return p.errAt(k, "a CEL rule has one of allow, approve and deny, not both %s and %s", cond.Effect, key)
+				}
+				cond.Effect = policy.Effect(key)
+				cond.Tool, err = p.str(v, key)
+				if err == nil && cond.Tool == "" {
+					err = p.errAt(v, "%s: name a tool", key)
+				}
+			case "if":
+				ifNode = v
+				cond.If, err = p.str(v, "if")
+			}
+			return err
+		}, "allow", "approve", "deny", "if")
+		if err != nil {
+			return err
+		}
+		if cond.Effect == "" {
+			return p.errAt(item, "a CEL rule needs allow, approve or deny: TOOL")
+		}
+		if ifNode == nil || cond.If == "" {
+			return p.errAt(item, "a CEL rule needs if: EXPRESSION")
+		}
+		cond.Line = ifNode.Line
+		out = append(out, cond)
+		return nil
+	})
+	return out, err
+}

@@ -2,6 +2,8 @@ package config
 
 import (
 	"math"
+	"regexp"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -117,5 +119,23 @@ func (p *parser) finishPostgres(c *Config) error {
 	if c.Postgres.RenewEvery == 0 {
 		c.Postgres.RenewEvery = c.Postgres.LeaseTTL / 3
 	}
+	return nil
+}
+
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
+
+func (p *parser) store(c *Config, v *yaml.Node) error {
+	s, err := p.str(v, "store")
+	if err != nil {
+		return err
+	}
+	switch {
+	case s == "":
+		return p.errAt(v, "store must name a folder or a postgres:// URL")
+	case StoreKindOf(s) == StorePostgres:
+	case urlScheme.MatchString(s):
+		return p.errAt(v, "store %q: only folders and postgres:// URLs are supported", strings.SplitN(s, "://", 2)[0]+"://...")
+	}
+	c.Store = s
 	return nil
 }

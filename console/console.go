@@ -35,9 +35,9 @@ import (
 )
 
 // Errors a Backend wraps (with %w) so that the console answers with the
-// right status.
+// right status; an unknown id wraps [gateway.ErrNotFound], the one
+// not-found sentinel (the store's).
 var (
-	ErrNotFound  = errors.New("not found")
 	ErrConflict  = errors.New("conflict")  // e.g. already decided, expired, definition changed again
 	ErrForbidden = errors.New("forbidden") // e.g. this operator may not decide this request
 )

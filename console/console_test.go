@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
 )
 
@@ -52,7 +53,7 @@ func (f *fakeBackend) GetApproval(_ context.Context, id string) (*Approval, erro
 			return &a, nil
 		}
 	}
-	return nil, fmt.Errorf("approval %s: %w", id, ErrNotFound)
+	return nil, fmt.Errorf("approval %s: %w", id, gateway.ErrNotFound)
 }
 
 func (f *fakeBackend) DecideApproval(_ context.Context, id string, approve bool, operator, reason string) error {
@@ -75,7 +76,7 @@ func (f *fakeBackend) DecideApproval(_ context.Context, id string, approve bool,
 		f.decisions = append(f.decisions, strings.Join([]string{id, verdict, operator, reason}, " "))
 		return nil
 	}
-	return fmt.Errorf("approval %s: %w", id, ErrNotFound)
+	return fmt.Errorf("approval %s: %w", id, gateway.ErrNotFound)
 }
 
 func (f *fakeBackend) ListCalls(_ context.Context, q CallQuery) ([]Call, bool, error) {
@@ -106,7 +107,7 @@ func (f *fakeBackend) GetCall(_ context.Context, id string) (*Call, error) {
 			return &c, nil
 		}
 	}
-	return nil, fmt.Errorf("call %s: %w", id, ErrNotFound)
+	return nil, fmt.Errorf("call %s: %w", id, gateway.ErrNotFound)
 }
 
 func (f *fakeBackend) Budgets(context.Context) ([]Budget, error) {
@@ -149,7 +150,7 @@ func (f *fakeBackend) ResolveCall(_ context.Context, id string, executed bool, o
 		f.resolutions = append(f.resolutions, fmt.Sprintf("%s %v %s %s", id, executed, operator, reason))
 		return nil
 	}
-	return fmt.Errorf("call %s: %w", id, ErrNotFound)
+	return fmt.Errorf("call %s: %w", id, gateway.ErrNotFound)
 }
 
 func (f *fakeBackend) Overview(_ context.Context, since, until time.Time) (*Overview, error) {

@@ -72,14 +72,14 @@ func backendErr(err error) error {
 	}
 	switch {
 	case errors.Is(err, gateway.ErrActionNotFound):
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
+		return fmt.Errorf("%w: %w", gateway.ErrNotFound, err)
 	case errors.Is(err, gateway.ErrActionForbidden):
 		return fmt.Errorf("%w: %w", ErrForbidden, err)
 	case errors.Is(err, gateway.ErrActionConflict), errors.Is(err, gateway.ErrActionInvalid):
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
+		return fmt.Errorf("%w: %w", gateway.ErrNotFound, err)
 	}
 	return err
 }
@@ -152,7 +152,7 @@ func why(w *gateway.ApprovalWhy) *Why {
 }
 
 func (b *gatewayBackend) DecideApproval(ctx context.Context, id string, approve bool, operator, reason string) error {
-	_, err := b.g.DecideApproval(ctx, id, gateway.Decision{Operator: operator, Approve: approve, Reason: reason, Channel: gateway.ChannelConsole})
+	_, err := b.g.DecideApproval(ctx, id, gateway.ApprovalDecision{Operator: operator, Approve: approve, Reason: reason, Channel: gateway.ChannelConsole})
 	return backendErr(err)
 }
 

@@ -97,7 +97,7 @@ func TestResolveUncertainFromConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Operators: []string{"ops"}})
-	if err := g.Register(gateway.Tool{Name: "lost", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: backend.Func(
+	if err := g.Register(context.Background(), gateway.Tool{Name: "lost", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: backend.BackendFunc(
 		func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return nil, errors.New("the connection broke")
 		})}); err != nil {

@@ -200,7 +200,7 @@ func TestApprovalForOtherCallerOrDefinitionDoesNotCount(t *testing.T) {
 		pr, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"danger"}, Approve: []string{"danger"}}})
 		g2 := gateway.New(&gateway.Options{Store: f.raw, Policy: pr})
 		b2 := &recBackend{}
-		if err := g2.Register(gateway.Tool{Name: "danger", Description: "changed", InputSchema: json.RawMessage(noteSchema), Backend: b2.Backend()}); err != nil {
+		if err := g2.Register(context.Background(), gateway.Tool{Name: "danger", Description: "changed", InputSchema: json.RawMessage(noteSchema), Backend: b2.Backend()}); err != nil {
 			t.Fatal(err)
 		}
 		_, err := g2.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(args)})

@@ -5,7 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -30,10 +32,14 @@ const (
 )
 
 // Sentinels, one per class: errors.Is(err, gateway.ErrForbidden).
+// ErrNotFound and ErrMalformedResult are the store's and the backends'
+// own sentinels, not copies: an unknown tool, approval request, intent or
+// pin matches ErrNotFound alike, and a backend's unreadable answer matches
+// ErrMalformedResult before and after the gateway classifies it.
 var (
 	ErrValidation       = errors.New(string(ClassValidation))
 	ErrUnsupported      = errors.New(string(ClassUnsupported))
-	ErrNotFound         = errors.New(string(ClassNotFound))
+	ErrNotFound         = store.ErrNotFound
 	ErrForbidden        = errors.New(string(ClassForbidden))
 	ErrApprovalRequired = errors.New(string(ClassApprovalRequired))
 	ErrBudgetExceeded   = errors.New(string(ClassBudgetExceeded))
@@ -42,7 +48,7 @@ var (
 	ErrCancelled        = errors.New(string(ClassCancelled))
 	ErrExecutionFailure = errors.New(string(ClassExecutionFailure))
 	ErrUnknownOutcome   = errors.New(string(ClassUnknownOutcome))
-	ErrMalformedResult  = errors.New(string(ClassMalformedResult))
+	ErrMalformedResult  = backend.ErrMalformedResult
 	ErrInvalidResult    = errors.New(string(ClassInvalidResult))
 )
 

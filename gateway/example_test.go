@@ -18,11 +18,11 @@ import (
 func Example() {
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"echo"}}})
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
-	err := g.Register(gateway.Tool{
+	err := g.Register(context.Background(), gateway.Tool{
 		Name:        "echo",
 		Description: "Echo the text back.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: c.Arguments}, nil
 		}),
 	})

@@ -248,8 +248,9 @@ func New(opts *Options) *Gateway {
 // subset is registered unchanged (D20) and also returned as an error: hosts
 // that author their schemas should treat it as fatal; adapters of MCP
 // servers may log it, and every call of that tool then fails with it before
-// its backend is invoked.
-func (g *Gateway) Register(t Tool) error {
+// its backend is invoked. ctx bounds the store writes of a pinned tool
+// (its definition recorded, or held at first sight).
+func (g *Gateway) Register(ctx context.Context, t Tool) error {
 	if t.Name == "" {
 		return errors.New("gateway: tool name is required")
 	}
@@ -271,11 +272,11 @@ func (g *Gateway) Register(t Tool) error {
 	r.defHash = tool.HashOf(t) // the descriptor counts: outputSchema, every hint
 	if t.Pinned {
 		if t.HoldUnseen {
-			if err := g.holdUnseen(t.Name); err != nil {
+			if err := g.holdUnseen(ctx, t.Name); err != nil {
 				return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
 			}
 		}
-		p, err := g.store.SeePin(context.Background(), t.Name, r.defHash, g.now())
+		p, err := g.store.SeePin(ctx, t.Name, r.defHash, g.now())
 		if err != nil {
 			return fmt.Errorf("gateway: tool %s: record its definition: %w", t.Name, err)
 		}
@@ -308,12 +309,12 @@ const NoAcceptedDefinition = "none"
 // held pin; between the read and the write another process seeing the
 // tool at its own start would pin it accepted (that process's start
 // trusts its catalog).
-func (g *Gateway) holdUnseen(name string) error {
-	_, err := g.store.GetPin(context.Background(), name)
+func (g *Gateway) holdUnseen(ctx context.Context, name string) error {
+	_, err := g.store.GetPin(ctx, name)
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	_, err = g.store.SeePin(context.Background(), name, NoAcceptedDefinition, g.now())
+	_, err = g.store.SeePin(ctx, name, NoAcceptedDefinition, g.now())
 	return err
 }
 
@@ -567,23 +568,87 @@ type call struct {
 	invoked time.Duration // how long the backend ran, if it was invoked
 }
 
+// run is the pipeline of the package doc, one method per step in its
+// order; each step that refuses returns its error and leaves no trace of
+// any later step.
 func (c *call) run(ctx context.Context) (*CallResult, error) {
+	if err := c.lookup(); err != nil {
+		return nil, err
+	}
+	args, err := c.validate()
+	if err != nil {
+		return nil, err
+	}
+	needsApproval, err := c.authorize(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	// A repeated idempotency key returns what is recorded, before any
+	// approval or budget is asked for again.
+	if prev, err := c.recorded(ctx); err != nil {
+		return nil, err
+	} else if prev != nil {
+		return c.replay(prev)
+	}
+
+	// 4 to 6. Approval, then the budget reservation and the durable intent
+	// in one transaction. An approval is consumed by one call only: an
+	// identical call that found the same approved request and lost the race
+	// to commit goes through the approval step once more, so it gets its
+	// own request (approval_required, or a wait) rather than a forbidden
+	// that reads like a denial.
+	for retried := false; ; retried = true {
+		approvalID, err := c.approveIfNeeded(ctx, needsApproval)
+		if err != nil {
+			return nil, err
+		}
+		if c.preview {
+			c.audit("commit", "preview", "approval_id", approvalID)
+			c.approvalID = approvalID
+			return &CallResult{}, nil // nothing reserved, recorded or consumed
+		}
+		existing, again, err := c.commit(ctx, approvalID, retried)
+		if again {
+			continue
+		}
+		if existing != nil {
+			return c.replay(existing)
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
+	}
+	if c.decideOnly {
+		return c.settleDecision(ctx)
+	}
+
+	// 7. Invocation, then settlement.
+	return c.invoke(ctx)
+}
+
+// lookup is step 1: the tool by exact name. A tool the caller's policy
+// never allows nor puts to an approval looks exactly like an unknown one:
+// no forbidden, no schema, no validation errors tell the caller it exists.
+func (c *call) lookup() error {
 	g := c.g
-	// 1. Lookup.
 	g.mu.RLock()
 	t, ok := g.tools[c.req.Tool]
 	g.mu.RUnlock()
-	// A tool the caller's policy never allows nor puts to an approval looks
-	// exactly like an unknown one: no forbidden, no schema, no validation
-	// errors tell the caller it exists.
 	if !ok || !policy.Visible(g.policy, c.req.Caller, t.Name) {
 		c.audit("lookup", "not_found")
-		return nil, notFound(c.req.Tool)
+		return notFound(c.req.Tool)
 	}
 	c.tool = t
+	return nil
+}
 
-	// 2. Validation: the schema first (D4-D11), then every violation of the
-	// arguments.
+// validate is step 2: the schema first (D4-D11), then every violation of
+// the arguments, their digest, and the backend's own check of them, still
+// before anything is approved, reserved or recorded. It returns the
+// decoded arguments, which the policy decides on.
+func (c *call) validate() (any, error) {
+	g, t := c.g, c.tool
 	if t.schemaErr != nil {
 		c.audit("validate", "unsupported_schema")
 		return nil, schemaError("validate", t.schemaErr)
@@ -604,8 +669,6 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		return nil, newError(ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
 	}
 	c.digest = digest
-	// The backend's own check of its arguments, still before anything is
-	// approved, reserved or recorded.
 	if ck, ok := t.Backend.(backend.Checker); ok {
 		if err := ck.Check(c.req.Arguments); err != nil {
 			c.audit("validate", "invalid")
@@ -613,12 +676,17 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		}
 	}
 	c.audit("validate", "ok")
+	return v, nil
+}
 
-	// 3. Authorization, default deny, on the validated arguments; the
-	// policy in force now decides (a reload later does not change it). A
-	// path argument is decided on the file it leads to as well as on its
-	// text (backend.PathResolver): the backend later uses that file or
-	// fails.
+// authorize is step 3: default deny, on the validated arguments args; the
+// policy in force now decides (a reload later does not change it). A path
+// argument is decided on the file it leads to as well as on its text
+// (backend.PathResolver): the backend later uses that file or fails. A
+// pinned tool's definition must be the accepted one. It reports whether
+// the policy or the tool's safety flags demand an approval.
+func (c *call) authorize(ctx context.Context, args any) (needsApproval bool, _ error) {
+	g, t := c.g, c.tool
 	var realPath string
 	if pr, ok := t.Backend.(backend.PathResolver); ok {
 		rp, err := pr.ResolvePath(c.req.Arguments)
@@ -628,106 +696,106 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			rp = &backend.ResolvedPath{Field: "path", Err: err}
 		}
 		c.path, realPath = rp, rp.Real
-		pol, args := g.policy, v
+		pol := g.policy
 		c.pathDenied = func(real string) bool {
 			return deniesPath(pol, c.req.Caller, c.req.Session, t.Name, args, rp.Field, real)
 		}
 	}
-	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: v, RealPath: realPath})
+	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: args, RealPath: realPath})
 	if d.Err != nil {
 		c.audit("authorize", "invalid", "reason", d.Reason)
-		return nil, newError(ClassValidation, "authorize", d.Err.Error(), nil)
+		return false, newError(ClassValidation, "authorize", d.Err.Error(), nil)
 	}
 	if !d.Allow {
 		c.audit("authorize", "deny", "reason", d.Reason, "rule", d.Source)
-		return nil, newError(ClassForbidden, "authorize", d.Reason, policyDetails(d))
+		return false, newError(ClassForbidden, "authorize", d.Reason, policyDetails(d))
 	}
 	if t.Pinned {
 		if err := c.checkPin(ctx); err != nil {
-			return nil, err
+			return false, err
 		}
 	}
 	c.rule = d.Source
 	c.audit("authorize", "allow", "reason", d.Reason, "rule", d.Source)
+	return d.RequireApproval || t.Safety.RequiresApproval, nil
+}
 
-	// A repeated idempotency key returns what is recorded, before any
-	// approval or budget is asked for again.
-	if c.req.IdempotencyKey != "" {
-		if prev, err := g.store.GetIntentByKey(ctx, c.req.Caller, c.req.IdempotencyKey); err == nil {
-			return c.replay(prev)
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, c.storeFailure(ctx, "authorize", err)
-		}
+// recorded returns the journal's entry for the call's idempotency key,
+// nil when there is no key or nothing is recorded under it.
+func (c *call) recorded(ctx context.Context) (*store.Intent, error) {
+	if c.req.IdempotencyKey == "" {
+		return nil, nil
 	}
+	prev, err := c.g.store.GetIntentByKey(ctx, c.req.Caller, c.req.IdempotencyKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.storeFailure(ctx, "authorize", err)
+	}
+	return prev, nil
+}
 
-	// 4 to 6. Approval, then the budget reservation and the durable intent
-	// in one transaction. An approval is consumed by one call only: an
-	// identical call that found the same approved request and lost the race
-	// to commit goes through the approval step once more, so it gets its
-	// own request (approval_required, or a wait) rather than a forbidden
-	// that reads like a denial.
-	needsApproval := d.RequireApproval || t.Safety.RequiresApproval
-	var (
-		req      *store.CommitRequest
-		existing *store.Intent
-	)
-	for retried := false; ; retried = true {
-		approvalID := ""
-		if needsApproval {
-			if approvalID, err = c.approve(ctx); err != nil {
-				return nil, err
-			}
-		} else {
-			c.audit("approve", "not_required")
-		}
+// approveIfNeeded is step 4: the approval, where needed, and the id of the
+// approved request ("" when none was needed). An approval is consumed only
+// by a call whose client is still there: a call whose client went away
+// leaves it for the retry.
+func (c *call) approveIfNeeded(ctx context.Context, needed bool) (string, error) {
+	if !needed {
+		c.audit("approve", "not_required")
+		return "", nil
+	}
+	approvalID, err := c.approve(ctx)
+	if err != nil {
+		return "", err
+	}
+	if approvalID != "" && ctx.Err() != nil {
+		c.audit("approve", "withdrawn", "approval_id", approvalID)
+		return "", newError(ClassCancelled, "approve",
+			"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
+	}
+	return approvalID, nil
+}
 
-		// An approval is consumed only by a call whose client is still there:
-		// a call whose client went away leaves it for the retry.
-		if approvalID != "" && ctx.Err() != nil {
-			c.audit("approve", "withdrawn", "approval_id", approvalID)
-			return nil, newError(ClassCancelled, "approve",
-				"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
-		}
-
-		if c.preview {
-			c.audit("commit", "preview", "approval_id", approvalID)
-			c.approvalID = approvalID
-			return &CallResult{}, nil // nothing reserved, recorded or consumed
-		}
-
-		now := g.now()
-		req = &store.CommitRequest{
-			Intent: store.Intent{
-				CallID: c.id, Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name,
-				DefinitionHash: t.defHash, Arguments: c.req.Arguments, ArgsDigest: digest,
-				IdempotencyKey: c.req.IdempotencyKey, CreatedAt: now,
-			},
-			Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
-			ApprovalID:   approvalID,
-		}
-		existing, err = g.store.CommitIntent(ctx, req)
-		if err == nil {
-			break
-		}
+// commit is steps 5 and 6: the budget reservation, the approval consumed
+// and the intent recorded as started, in one synced transaction of the
+// store. It returns the intent already recorded under the call's
+// idempotency key (to replay), or again when another identical call
+// consumed the approval first and this one has not yet retried (the
+// approval step runs once more).
+func (c *call) commit(ctx context.Context, approvalID string, retried bool) (existing *store.Intent, again bool, _ error) {
+	g, t := c.g, c.tool
+	now := g.now()
+	req := &store.CommitRequest{
+		Intent: store.Intent{
+			CallID: c.id, Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name,
+			DefinitionHash: t.defHash, Arguments: c.req.Arguments, ArgsDigest: c.digest,
+			IdempotencyKey: c.req.IdempotencyKey, CreatedAt: now,
+		},
+		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
+		ApprovalID:   approvalID,
+	}
+	existing, err := g.store.CommitIntent(ctx, req)
+	if err != nil {
 		var be *store.BudgetError
 		switch {
 		case errors.As(err, &be):
 			c.audit("reserve", "budget_exceeded", "scope", be.Scope, "key", be.Key)
-			return nil, newError(ClassBudgetExceeded, "reserve", be.Error(), budgetDetails(be))
+			return nil, false, newError(ClassBudgetExceeded, "reserve", be.Error(), budgetDetails(be))
 		case errors.Is(err, store.ErrDuplicateKey) && existing != nil:
-			return c.replay(existing)
+			return existing, false, nil
 		case errors.Is(err, store.ErrApprovalUnavailable):
 			if by := c.consumedByAnother(ctx, approvalID); by != "" && !retried {
 				c.audit("commit", "approval_used_by_another", "approval_id", approvalID, "consumed_by", by)
-				continue
+				return nil, true, nil
 			}
 			c.audit("commit", "approval_unavailable")
-			return nil, newError(ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
+			return nil, false, newError(ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
 		}
 		if ctx.Err() == nil {
 			g.noteStoreWrite(err)
 		}
-		return nil, c.storeFailure(ctx, "commit", err)
+		return nil, false, c.storeFailure(ctx, "commit", err)
 	}
 	g.noteStoreWrite(nil)
 	c.committed = true
@@ -736,14 +804,8 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 		g.events.publish(ApprovalEvent{Kind: "consumed", Approval: store.Approval{
 			ID: req.ApprovalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
 	}
-
 	c.approvalID = req.ApprovalID
-	if c.decideOnly {
-		return c.settleDecision(ctx)
-	}
-
-	// 7. Invocation, then settlement.
-	return c.invoke(ctx)
+	return nil, false, nil
 }
 
 // consumedByAnother returns the id of the call that used approval id, when

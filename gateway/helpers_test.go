@@ -197,7 +197,7 @@ func (r *recStore) ListApprovals(ctx context.Context, f store.ApprovalFilter, no
 	return r.real.ListApprovals(ctx, f, now)
 }
 
-func (r *recStore) DecideApproval(ctx context.Context, id string, d store.Decision) error {
+func (r *recStore) DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) error {
 	r.rec("DecideApproval", id, d)
 	return r.real.DecideApproval(ctx, id, d)
 }
@@ -292,11 +292,11 @@ type recBackend struct {
 	n   atomic.Int64
 	mu  sync.Mutex
 	got []*backend.Call
-	fn  backend.Func
+	fn  backend.BackendFunc
 }
 
 func (b *recBackend) Backend() backend.Backend {
-	return backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	return backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		b.n.Add(1)
 		cp := *c
 		cp.Arguments = bytes.Clone(c.Arguments)
@@ -520,14 +520,14 @@ func newFixture(t *testing.T, mk func(t *testing.T) store.Store, cfg config) *fi
 
 // tool registers name with noteSchema (or schema) and a recording backend
 // running fn, and returns the backend.
-func (f *fixture) tool(name string, fn backend.Func, mod ...func(*gateway.Tool)) *recBackend {
+func (f *fixture) tool(name string, fn backend.BackendFunc, mod ...func(*gateway.Tool)) *recBackend {
 	f.t.Helper()
 	b := &recBackend{fn: fn}
 	tl := gateway.Tool{Name: name, Description: "test tool " + name, InputSchema: json.RawMessage(noteSchema), Backend: b.Backend()}
 	for _, m := range mod {
 		m(&tl)
 	}
-	if err := f.g.Register(tl); err != nil {
+	if err := f.g.Register(context.Background(), tl); err != nil {
 		f.t.Fatalf("Register(%s): %v", name, err)
 	}
 	f.be[name] = b
@@ -614,7 +614,7 @@ func (f *fixture) totalUsed() int64 {
 
 // decide decides through the gateway's operator API, as the CLI does.
 func (f *fixture) decide(id string, approve bool, by string) error {
-	_, err := f.g.DecideApproval(context.Background(), id, gateway.Decision{Operator: by, Approve: approve, Channel: gateway.ChannelCLI})
+	_, err := f.g.DecideApproval(context.Background(), id, gateway.ApprovalDecision{Operator: by, Approve: approve, Channel: gateway.ChannelCLI})
 	return err
 }
 

@@ -75,7 +75,7 @@ func TestRaisedLimitsAreHonoured(t *testing.T) {
 			const depth = 150 // over the default 128, under the configured 200
 			f := newFixture(t, mk, config{Limits: inputschema.Limits{MaxDepth: 200}})
 			b := &recBackend{}
-			if err := f.g.Register(gateway.Tool{Name: "note", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b.Backend()}); err != nil {
+			if err := f.g.Register(context.Background(), gateway.Tool{Name: "note", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b.Backend()}); err != nil {
 				t.Fatal(err)
 			}
 			args := strings.Repeat(`{"a":`, depth-1) + `{}` + strings.Repeat(`}`, depth-1)
@@ -99,24 +99,24 @@ func TestRaisedLimitsAreHonoured(t *testing.T) {
 }
 
 func TestRegisterRefusals(t *testing.T) {
-	ok := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	ok := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		return &backend.Result{Content: json.RawMessage(`1`)}, nil
 	})
 	g := gateway.New(&gateway.Options{Store: memstore.New()})
-	if err := g.Register(gateway.Tool{Name: "", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err == nil {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err == nil {
 		t.Error("a tool without a name was registered")
 	}
-	if err := g.Register(gateway.Tool{Name: "nobackend", InputSchema: json.RawMessage(noteSchema)}); err == nil {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "nobackend", InputSchema: json.RawMessage(noteSchema)}); err == nil {
 		t.Error("a tool without a backend was registered")
 	}
 	if _, _, found := g.Tool("nobackend"); found {
 		t.Error("the refused tool is listed")
 	}
-	if err := g.Register(gateway.Tool{Name: "note", Description: "first", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err != nil {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "note", Description: "first", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err != nil {
 		t.Fatal(err)
 	}
 	_, hash1, _ := g.Tool("note")
-	if err := g.Register(gateway.Tool{Name: "note", Description: "second", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: ok}); err == nil {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "note", Description: "second", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: ok}); err == nil {
 		t.Error("a duplicate name was registered")
 	}
 	tl, hash2, _ := g.Tool("note")

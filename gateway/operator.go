@@ -29,8 +29,8 @@ const (
 	ChannelElicitation Channel = "elicitation" // the person at the caller's own client
 )
 
-// Decision is a person's verdict on an approval request.
-type Decision struct {
+// ApprovalDecision is a person's verdict on an approval request.
+type ApprovalDecision struct {
 	// Operator is who decides: an operator's name, or for
 	// ChannelElicitation the caller whose client was asked.
 	Operator string
@@ -134,7 +134,7 @@ func (g *Gateway) approverRule(caller, tool string) policy.ApproverRule {
 //   - the request is still pending and not expired.
 //
 // The decision records who decided, the channel and the reason.
-func (g *Gateway) DecideApproval(ctx context.Context, id string, d Decision) (*store.Approval, error) {
+func (g *Gateway) DecideApproval(ctx context.Context, id string, d ApprovalDecision) (*store.Approval, error) {
 	verb := map[bool]string{true: "approve", false: "deny"}[d.Approve]
 	refuse := func(e *OperatorError) (*store.Approval, error) {
 		g.log.Warn("approval", "approval_id", id, "step", "decide", "outcome", "refused", "decision", verb,
@@ -172,7 +172,7 @@ func (g *Gateway) DecideApproval(ctx context.Context, id string, d Decision) (*s
 		return nil, fmt.Errorf("gateway: DecideApproval: unknown channel %q", d.Channel)
 	}
 	now := g.now()
-	err = g.store.DecideApproval(ctx, id, store.Decision{Approve: d.Approve, By: d.Operator, At: now, Channel: string(d.Channel), Reason: d.Reason})
+	err = g.store.DecideApproval(ctx, id, store.ApprovalDecision{Approve: d.Approve, By: d.Operator, At: now, Channel: string(d.Channel), Reason: d.Reason})
 	switch {
 	case errors.Is(err, store.ErrApprovalExpired):
 		return refuse(opError("expired", fmt.Sprintf("approval request %s has expired; the caller must call again for a new one", id), err))

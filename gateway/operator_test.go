@@ -28,8 +28,8 @@ func opGateway(t *testing.T, st store.Store, opts approval.Options) *gateway.Gat
 	}
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Approvals: opts, Operators: []string{"ops", "sec-anna", "dev", "alice"}})
 	for _, name := range []string{"danger", "self"} {
-		err := g.Register(gateway.Tool{Name: name, Description: "the " + name + " tool", InputSchema: json.RawMessage(`{"type":"object"}`),
-			Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		err := g.Register(context.Background(), gateway.Tool{Name: name, Description: "the " + name + " tool", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 				return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 			})})
 		if err != nil {
@@ -63,21 +63,21 @@ func TestDecideApprovalRules(t *testing.T) {
 		g := opGateway(t, mk(t), approval.Options{})
 		id := requestID(t, g, "danger", `{"x":1}`)
 		for _, c := range []struct {
-			d     gateway.Decision
+			d     gateway.ApprovalDecision
 			class string
 		}{
-			{gateway.Decision{Operator: "carol", Approve: true, Channel: gateway.ChannelCLI}, "not_operator"},
-			{gateway.Decision{Operator: "dev", Approve: true, Channel: gateway.ChannelConsole}, "not_approver"},
-			{gateway.Decision{Operator: "alice", Approve: true, Channel: gateway.ChannelElicitation}, "self_approval"},
+			{gateway.ApprovalDecision{Operator: "carol", Approve: true, Channel: gateway.ChannelCLI}, "not_operator"},
+			{gateway.ApprovalDecision{Operator: "dev", Approve: true, Channel: gateway.ChannelConsole}, "not_approver"},
+			{gateway.ApprovalDecision{Operator: "alice", Approve: true, Channel: gateway.ChannelElicitation}, "self_approval"},
 			// An operator who is also the caller does not decide their own call.
-			{gateway.Decision{Operator: "alice", Approve: true, Channel: gateway.ChannelCLI}, "self_approval"},
-			{gateway.Decision{Operator: "bob", Approve: true, Channel: gateway.ChannelElicitation}, "not_approver"},
-			{gateway.Decision{Operator: "", Approve: true, Channel: gateway.ChannelCLI}, "not_operator"},
+			{gateway.ApprovalDecision{Operator: "alice", Approve: true, Channel: gateway.ChannelCLI}, "self_approval"},
+			{gateway.ApprovalDecision{Operator: "bob", Approve: true, Channel: gateway.ChannelElicitation}, "not_approver"},
+			{gateway.ApprovalDecision{Operator: "", Approve: true, Channel: gateway.ChannelCLI}, "not_operator"},
 		} {
 			_, err := g.DecideApproval(ctx, id, c.d)
 			wantRefusal(t, err, c.class)
 		}
-		if _, err := g.DecideApproval(ctx, "apr_nope", gateway.Decision{Operator: "ops", Channel: gateway.ChannelCLI}); err == nil {
+		if _, err := g.DecideApproval(ctx, "apr_nope", gateway.ApprovalDecision{Operator: "ops", Channel: gateway.ChannelCLI}); err == nil {
 			t.Fatal("decided an unknown request")
 		} else {
 			wantRefusal(t, err, "not_found")
@@ -87,18 +87,18 @@ func TestDecideApprovalRules(t *testing.T) {
 			!strings.Contains(string(v.Arguments), `"x": 1`) || len(v.HowToDecide) == 0 {
 			t.Fatalf("view after refusals: %+v %v", v, err)
 		}
-		a, err := g.DecideApproval(ctx, id, gateway.Decision{Operator: "sec-anna", Approve: true, Reason: "fine", Channel: gateway.ChannelConsole})
+		a, err := g.DecideApproval(ctx, id, gateway.ApprovalDecision{Operator: "sec-anna", Approve: true, Reason: "fine", Channel: gateway.ChannelConsole})
 		if err != nil || a.Status != store.ApprovalApproved || a.DecidedBy != "sec-anna" || a.Channel != "console" || a.Reason != "fine" {
 			t.Fatalf("decision by an approver: %+v %v", a, err)
 		}
-		_, err = g.DecideApproval(ctx, id, gateway.Decision{Operator: "ops", Channel: gateway.ChannelCLI})
+		_, err = g.DecideApproval(ctx, id, gateway.ApprovalDecision{Operator: "ops", Channel: gateway.ChannelCLI})
 		wantRefusal(t, err, "already_decided")
 
 		// self: alice's own person may decide, through elicitation only.
 		sid := requestID(t, g, "self", `{}`)
-		_, err = g.DecideApproval(ctx, sid, gateway.Decision{Operator: "alice", Approve: true, Channel: gateway.ChannelCLI})
+		_, err = g.DecideApproval(ctx, sid, gateway.ApprovalDecision{Operator: "alice", Approve: true, Channel: gateway.ChannelCLI})
 		wantRefusal(t, err, "self_approval") // self_approve is for the elicitation channel only
-		if a, err := g.DecideApproval(ctx, sid, gateway.Decision{Operator: "alice", Approve: true, Channel: gateway.ChannelElicitation}); err != nil || a.DecidedBy != "alice" {
+		if a, err := g.DecideApproval(ctx, sid, gateway.ApprovalDecision{Operator: "alice", Approve: true, Channel: gateway.ChannelElicitation}); err != nil || a.DecidedBy != "alice" {
 			t.Fatalf("self-approval where the rule opts in: %+v %v", a, err)
 		}
 	})

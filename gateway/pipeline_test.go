@@ -118,7 +118,7 @@ func TestSchemaOutsideSubsetIsRegisteredButRefusedBeforePolicy(t *testing.T) {
 		b := &recBackend{}
 		// pattern is valid JSON Schema but outside the subset.
 		schema := `{"type":"object","properties":{"text":{"type":"string","pattern":"^a"}}}`
-		err := f.g.Register(gateway.Tool{Name: "note", InputSchema: json.RawMessage(schema), Backend: b.Backend()})
+		err := f.g.Register(context.Background(), gateway.Tool{Name: "note", InputSchema: json.RawMessage(schema), Backend: b.Backend()})
 		if err == nil {
 			t.Fatal("Register accepted a schema outside the subset without an error")
 		}
@@ -251,7 +251,7 @@ func TestBackendCheckRefusesBeforeApproval(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 10}}})
 		b := &recBackend{}
-		err := f.g.Register(gateway.Tool{Name: "danger", InputSchema: json.RawMessage(noteSchema), Backend: checked{
+		err := f.g.Register(context.Background(), gateway.Tool{Name: "danger", InputSchema: json.RawMessage(noteSchema), Backend: checked{
 			Backend: b.Backend(),
 			check: func(raw json.RawMessage) error {
 				var a struct{ N *int }

@@ -28,9 +28,9 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 	live := policy.NewLive(allow)
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: live})
 	running, release := make(chan struct{}), make(chan struct{})
-	err = g.Register(gateway.Tool{
+	err = g.Register(context.Background(), gateway.Tool{
 		Name: "bash", InputSchema: json.RawMessage(shSchema),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			close(running)
 			<-release
 			return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
@@ -110,7 +110,7 @@ func TestPathsAreDecidedOnTheirRealPath(t *testing.T) {
 	}
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	b := &resolvingBackend{links: map[string]string{"src/envlink": ".env", "src/ok": "src/real.txt"}, got: make(chan *backend.Call, 4)}
-	if err := g.Register(gateway.Tool{Name: "read", Backend: b, Safety: tool.Safety{ReadOnly: true},
+	if err := g.Register(context.Background(), gateway.Tool{Name: "read", Backend: b, Safety: tool.Safety{ReadOnly: true},
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,19 +18,19 @@ import (
 // registered (a schema outside the subset) or not (a taken name).
 func TestRegistryErrorsTellRegisteredFromRefused(t *testing.T) {
 	var reg tool.Registry = gateway.New(&gateway.Options{Store: memstore.New()})
-	b := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	b := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		return &backend.Result{Content: json.RawMessage(`{}`)}, nil
 	})
-	if err := reg.Register(tool.Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b}); err != nil {
+	if err := reg.Register(context.Background(), tool.Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b}); err != nil {
 		t.Fatal(err)
 	}
-	err := reg.Register(tool.Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b})
+	err := reg.Register(context.Background(), tool.Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b})
 	var se *tool.SchemaError
 	if !errors.Is(err, tool.ErrAlreadyRegistered) || errors.As(err, &se) {
 		t.Errorf("second registration of a: %v, want ErrAlreadyRegistered and no SchemaError", err)
 	}
 	// $dynamicRef is outside the subset: registered, and reported.
-	err = reg.Register(tool.Tool{Name: "odd", InputSchema: json.RawMessage(`{"$dynamicRef":"#x"}`), Backend: b})
+	err = reg.Register(context.Background(), tool.Tool{Name: "odd", InputSchema: json.RawMessage(`{"$dynamicRef":"#x"}`), Backend: b})
 	if !errors.As(err, &se) || se.Tool != "odd" || errors.Is(err, tool.ErrAlreadyRegistered) {
 		t.Fatalf("odd schema: %v, want a *tool.SchemaError", err)
 	}
@@ -57,9 +57,9 @@ func TestCallHandsItsAskerToTheBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
-	err = g.Register(gateway.Tool{
+	err = g.Register(context.Background(), gateway.Tool{
 		Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`), Safety: gateway.Safety{ReadOnly: true},
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			if c.Asker == nil {
 				return &backend.Result{Content: json.RawMessage(`"none"`)}, nil
 			}

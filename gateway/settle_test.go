@@ -21,7 +21,7 @@ import (
 func TestSettlementClasses(t *testing.T) {
 	cases := []struct {
 		name       string
-		fn         backend.Func
+		fn         backend.BackendFunc
 		timeout    time.Duration
 		maxResult  int
 		class      gateway.Class

@@ -71,8 +71,8 @@ func TestSoakRetention(t *testing.T) {
 		Store: st, Policy: rules, Now: now,
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1 << 40, Per: time.Minute}},
 	})
-	if err := g.Register(gateway.Tool{Name: "note", Description: "soak", InputSchema: json.RawMessage(noteSchema),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "note", Description: "soak", InputSchema: json.RawMessage(noteSchema),
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		})}); err != nil {
 		t.Fatal(err)

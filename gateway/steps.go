@@ -219,7 +219,7 @@ func (c *call) askApprover(ctx context.Context, a *store.Approval, approver appr
 		c.audit("approve", "approver_error", "approval_id", a.ID, "error", err.Error())
 		return // the request stays pending; the wait goes on
 	}
-	d := Decision{Operator: ans.By, Approve: ans.Approve, Reason: ans.Reason, Channel: Channel(ans.Channel)}
+	d := ApprovalDecision{Operator: ans.By, Approve: ans.Approve, Reason: ans.Reason, Channel: Channel(ans.Channel)}
 	if self {
 		d.Operator, d.Channel = c.req.Caller, ChannelElicitation
 	}

@@ -41,7 +41,7 @@ func tracedGateway(t *testing.T, tp trace.TracerProvider) (*gateway.Gateway, *tr
 	g := gateway.New(o)
 	b := &traceBackend{}
 	for _, name := range []string{"echo", "held"} {
-		if err := g.Register(gateway.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b}); err != nil {
+		if err := g.Register(context.Background(), gateway.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b}); err != nil {
 			t.Fatal(err)
 		}
 	}

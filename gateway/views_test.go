@@ -28,8 +28,8 @@ func liveGateway(t *testing.T, audit *bytes.Buffer) (*gateway.Gateway, *policy.L
 	live := policy.NewLive(rules)
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: live, Operators: []string{"ops"},
 		Logger: slog.New(slog.NewJSONHandler(audit, nil))})
-	err = g.Register(gateway.Tool{Name: "flaky", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	err = g.Register(context.Background(), gateway.Tool{Name: "flaky", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return nil, errors.New("broken pipe")
 		})})
 	if err != nil {
@@ -82,7 +82,7 @@ func TestOperatorErrorKinds(t *testing.T) {
 	var audit bytes.Buffer
 	g, _ := liveGateway(t, &audit)
 	ctx := context.Background()
-	_, err := g.DecideApproval(ctx, "nope", gateway.Decision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI})
+	_, err := g.DecideApproval(ctx, "nope", gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI})
 	if !errors.Is(err, gateway.ErrActionNotFound) || !errors.Is(err, store.ErrNotFound) || errors.Is(err, gateway.ErrActionForbidden) {
 		t.Errorf("an unknown request: %v", err)
 	}

@@ -56,17 +56,17 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{ws: ws, st: memstore.New()}
 	e.g = gateway.New(&gateway.Options{Store: e.st, Policy: rules})
-	never := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	never := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		e.invoked.Add(1)
 		return nil, errors.New("a hook decision invoked a backend")
 	})
 	for _, s := range schemas.All() {
-		if err := e.g.Register(gateway.Tool{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema, Backend: never}); err != nil {
+		if err := e.g.Register(context.Background(), gateway.Tool{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema, Backend: never}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	note := `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`
-	if err := e.g.Register(gateway.Tool{Name: "demo.note", InputSchema: json.RawMessage(note), Backend: never}); err != nil {
+	if err := e.g.Register(context.Background(), gateway.Tool{Name: "demo.note", InputSchema: json.RawMessage(note), Backend: never}); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -186,7 +186,7 @@ func TestPatchApprovalConsumedOnlyWhenAllPartsPass(t *testing.T) {
 	if n := countIntents(t, e.st); n != 0 {
 		t.Fatalf("%d journal entries before anything was allowed", n)
 	}
-	if _, err := e.g.DecideApproval(context.Background(), v.ApprovalIDs[0], gateway.Decision{Operator: "op", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
+	if _, err := e.g.DecideApproval(context.Background(), v.ApprovalIDs[0], gateway.ApprovalDecision{Operator: "op", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
 		t.Fatal(err)
 	}
 	v, err = hook.Evaluate(context.Background(), hook.Codex, in, e.g, e.opts())
@@ -395,7 +395,7 @@ func TestPatchWaitsOnceForItsApprovals(t *testing.T) {
 		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
 			as, _ := e.st.ListApprovals(context.Background(), store.ApprovalFilter{Status: store.ApprovalPending}, time.Now())
 			if len(as) == 1 {
-				e.g.DecideApproval(context.Background(), as[0].ID, gateway.Decision{Operator: "op", Approve: true, Channel: gateway.ChannelCLI})
+				e.g.DecideApproval(context.Background(), as[0].ID, gateway.ApprovalDecision{Operator: "op", Approve: true, Channel: gateway.ChannelCLI})
 				return
 			}
 		}

@@ -144,7 +144,7 @@ func TestWaitForOperatorWithProgress(t *testing.T) {
 			decided <- errors.New("no pending approval request")
 			return
 		}
-		decided <- f.st.DecideApproval(context.Background(), aprs[0].ID, store.Decision{Approve: true, By: "carol", At: time.Now()})
+		decided <- f.st.DecideApproval(context.Background(), aprs[0].ID, store.ApprovalDecision{Approve: true, By: "carol", At: time.Now()})
 	}()
 
 	params := &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"target": "prod-db"}}

@@ -47,7 +47,7 @@ func askGateway(t *testing.T) (*server.Server, store.Store) {
 	if !ok {
 		t.Fatal("no built-in ask_user_question")
 	}
-	if err := g.Register(tool); err != nil {
+	if err := g.Register(context.Background(), tool); err != nil {
 		t.Fatal(err)
 	}
 	return server.New(g, &server.Options{StdioCaller: "alice"}), st

@@ -29,8 +29,8 @@ func Example() {
 		return "Hello, " + in.Name + "!", nil
 	}, nil)
 	hidden, _ := tool.Func("shutdown", "Not for alice.", func(context.Context, struct{}) (string, error) { return "", nil }, nil)
-	g.Register(greet)
-	g.Register(hidden)
+	g.Register(context.Background(), greet)
+	g.Register(context.Background(), hidden)
 
 	srv := server.New(g, &server.Options{StdioCaller: "alice"})
 	ct, st := mcp.NewInMemoryTransports()

@@ -72,9 +72,9 @@ func newFixture(t testing.TB) *fixture {
 		Policy:  rules,
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1, Cost: map[string]int64{"costly": 1}, Default: new(int64)}},
 	})
-	register := func(name, desc, schema string, safety gateway.Safety, fn backend.Func) {
+	register := func(name, desc, schema string, safety gateway.Safety, fn backend.BackendFunc) {
 		t.Helper()
-		err := f.g.Register(gateway.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Safety: safety, Backend: fn})
+		err := f.g.Register(context.Background(), gateway.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Safety: safety, Backend: fn})
 		if err != nil && name != "dollar" { // dollar's schema is outside the subset on purpose
 			t.Fatalf("register %s: %v", name, err)
 		}

@@ -226,8 +226,8 @@ func closedByServer(t *testing.T, c net.Conn) bool {
 func TestHTTPTimeouts(t *testing.T) {
 	f := newFixture(t)
 	var slow atomic.Int64
-	err := f.g.Register(gateway.Tool{Name: "slow", InputSchema: []byte(emptyObject),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	err := f.g.Register(context.Background(), gateway.Tool{Name: "slow", InputSchema: []byte(emptyObject),
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			slow.Add(1)
 			select {
 			case <-time.After(1500 * time.Millisecond): // longer than every timeout below
@@ -313,8 +313,8 @@ func TestHealthzWhenCommitsFail(t *testing.T) {
 	fs := &failingStore{Store: st}
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"echo"}}})
 	g := gateway.New(&gateway.Options{Store: fs, Policy: rules})
-	if err := g.Register(gateway.Tool{Name: "echo", InputSchema: []byte(emptyObject),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "echo", InputSchema: []byte(emptyObject),
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: []byte(`{"ok":true}`)}, nil
 		})}); err != nil {
 		t.Fatal(err)

@@ -396,8 +396,8 @@ func TestModernClientRecordedInAudit(t *testing.T) {
 	var mu sync.Mutex
 	var audit bytes.Buffer
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &audit}, nil))})
-	if err := g.Register(gateway.Tool{Name: "echo", InputSchema: json.RawMessage(emptyObject), Safety: gateway.Safety{ReadOnly: true},
-		Backend: backend.Func(func(context.Context, *backend.Call) (*backend.Result, error) {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "echo", InputSchema: json.RawMessage(emptyObject), Safety: gateway.Safety{ReadOnly: true},
+		Backend: backend.BackendFunc(func(context.Context, *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
 		})}); err != nil {
 		t.Fatal(err)

@@ -149,7 +149,7 @@ func (s *Server) answerApproval(ctx context.Context, cr gateway.CallRequest, p *
 	if er.Action == "accept" {
 		approve, _ = er.Content["approve"].(bool)
 	}
-	_, err = s.g.DecideApproval(ctx, a.ID, gateway.Decision{
+	_, err = s.g.DecideApproval(ctx, a.ID, gateway.ApprovalDecision{
 		Operator: cr.Caller, Approve: approve, Channel: gateway.ChannelElicitation,
 		Reason: "answered through the client (" + string(er.Action) + ")",
 	})

@@ -120,7 +120,7 @@ func TestResumeAfterDroppedStream(t *testing.T) {
 	if len(aprs) != 1 || aprs[0].Status != store.ApprovalPending {
 		t.Fatalf("approvals %+v", aprs)
 	}
-	if err := f.st.DecideApproval(context.Background(), aprs[0].ID, store.Decision{Approve: true, By: "carol", At: time.Now()}); err != nil {
+	if err := f.st.DecideApproval(context.Background(), aprs[0].ID, store.ApprovalDecision{Approve: true, By: "carol", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	var o outcome
@@ -191,7 +191,7 @@ func TestDroppedClientThatNeverReturnsIsCancelled(t *testing.T) {
 	// counts no call in flight any more.
 	waitFor(t, "the call to be cancelled", func() bool { return len(approvalsOf(t, f.st, "danger")) == 1 && server.ActiveCalls(s) == 0 })
 	aprs := approvalsOf(t, f.st, "danger")
-	if err := f.st.DecideApproval(context.Background(), aprs[0].ID, store.Decision{Approve: true, By: "carol", At: time.Now()}); err != nil {
+	if err := f.st.DecideApproval(context.Background(), aprs[0].ID, store.ApprovalDecision{Approve: true, By: "carol", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if f.dangers.Load() != 0 {
@@ -342,7 +342,7 @@ func TestStandaloneStreamIsNoResumption(t *testing.T) {
 	if len(aprs) != 1 || aprs[0].Status != store.ApprovalPending {
 		t.Fatalf("approvals %+v", aprs)
 	}
-	if err := f.st.DecideApproval(context.Background(), aprs[0].ID, store.Decision{Approve: true, By: "carol", At: time.Now()}); err != nil {
+	if err := f.st.DecideApproval(context.Background(), aprs[0].ID, store.ApprovalDecision{Approve: true, By: "carol", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the call to withdraw", func() bool { return server.ActiveCalls(s) == 0 })

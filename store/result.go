@@ -18,9 +18,11 @@ type Result struct {
 	Content json.RawMessage
 }
 
-// ErrMalformedResult is returned by DecodeResult for bytes that are not a
-// recorded result.
-var ErrMalformedResult = errors.New("not a recorded result")
+// ErrUnreadableResult is returned by DecodeResult for bytes that are not a
+// recorded result (a damaged journal row). It is not a call's
+// malformed_result, which is a backend's unreadable answer
+// ([gateway.ErrMalformedResult]).
+var ErrUnreadableResult = errors.New("not a recorded result")
 
 // EncodeResult returns the journal's encoding of r: {"is_error":B,"content":C}.
 // It is built by hand, not with json.Marshal, which would compact Content
@@ -31,17 +33,17 @@ func EncodeResult(r Result) []byte {
 }
 
 // DecodeResult reads what EncodeResult wrote, returning Content as the exact
-// bytes recorded. It fails with ErrMalformedResult for anything else.
+// bytes recorded. It fails with ErrUnreadableResult for anything else.
 func DecodeResult(b []byte) (Result, error) {
 	var r struct {
 		IsError *bool           `json:"is_error"`
 		Content json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return Result{}, fmt.Errorf("%w: %v", ErrMalformedResult, err)
+		return Result{}, fmt.Errorf("%w: %v", ErrUnreadableResult, err)
 	}
 	if r.IsError == nil || r.Content == nil {
-		return Result{}, fmt.Errorf("%w: is_error or content is missing", ErrMalformedResult)
+		return Result{}, fmt.Errorf("%w: is_error or content is missing", ErrUnreadableResult)
 	}
 	return Result{IsError: *r.IsError, Content: r.Content}, nil
 }

@@ -27,8 +27,8 @@ func TestResultRoundTripKeepsBytes(t *testing.T) {
 
 func TestDecodeResultRefusesOtherBytes(t *testing.T) {
 	for _, b := range []string{``, `{`, `[]`, `{"content":1}`, `{"is_error":false}`, `"x"`, `{"is_error":"no","content":1}`} {
-		if _, err := DecodeResult([]byte(b)); !errors.Is(err, ErrMalformedResult) {
-			t.Errorf("DecodeResult(%q) = %v, want ErrMalformedResult", b, err)
+		if _, err := DecodeResult([]byte(b)); !errors.Is(err, ErrUnreadableResult) {
+			t.Errorf("DecodeResult(%q) = %v, want ErrUnreadableResult", b, err)
 		}
 	}
 }

@@ -149,9 +149,9 @@ type ApprovalKey struct {
 	Caller, Tool, DefinitionHash, ArgsDigest string
 }
 
-// Decision is a resolver's verdict on an approval request. Who may decide
+// ApprovalDecision is a resolver's verdict on an approval request. Who may decide
 // is the gateway's rule (gateway.DecideApproval); the store records it.
-type Decision struct {
+type ApprovalDecision struct {
 	Approve bool
 	By      string
 	At      time.Time
@@ -235,7 +235,7 @@ type Approvals interface {
 	ListApprovals(ctx context.Context, f ApprovalFilter, now time.Time) ([]Approval, error)
 	// DecideApproval decides a pending request. Errors: ErrNotFound,
 	// ErrApprovalExpired, ErrAlreadyDecided.
-	DecideApproval(ctx context.Context, id string, d Decision) error
+	DecideApproval(ctx context.Context, id string, d ApprovalDecision) error
 }
 
 // Budgets reports the budget held and lets an operator reset it.
@@ -337,7 +337,7 @@ func EffectiveApprovalStatus(a *Approval, now time.Time) ApprovalStatus {
 // self-approval) is decided before, by the gateway (gateway.DecideApproval).
 // It returns the status to record, or the contract's error; stores only
 // persist the result.
-func Decide(a *Approval, d Decision) (ApprovalStatus, error) {
+func Decide(a *Approval, d ApprovalDecision) (ApprovalStatus, error) {
 	if d.By == "" {
 		return "", fmt.Errorf("approval %s: a decision must name who decides", a.ID)
 	}

@@ -40,7 +40,7 @@ func ExampleFunc() {
 
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"words"}}})
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
-	if err := g.Register(words); err != nil {
+	if err := g.Register(context.Background(), words); err != nil {
 		panic(err)
 	}
 	res, err := g.Call(context.Background(), gateway.CallRequest{

@@ -34,7 +34,7 @@ func gatewayOf(tb testing.TB, t tool.Tool, err error) *gateway.Gateway {
 	}
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "c", Allow: []string{t.Name}}})
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
-	if err := g.Register(t); err != nil {
+	if err := g.Register(context.Background(), t); err != nil {
 		tb.Fatal(err)
 	}
 	return g

@@ -16,6 +16,7 @@
 package tool
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -108,7 +109,7 @@ const (
 // Unregister removes the named tool and reports whether it was registered.
 // A source unregisters only the names it registered itself.
 type Registry interface {
-	Register(t Tool) error
+	Register(ctx context.Context, t Tool) error
 	Unregister(name string) bool
 }
 

@@ -134,7 +134,7 @@ func TestThroughTheGateway(t *testing.T) {
 	}
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	for _, tool := range f.set.Tools() {
-		if err := g.Register(tool); err != nil {
+		if err := g.Register(context.Background(), tool); err != nil {
 			t.Fatalf("Register(%s): %v", tool.Name, err)
 		}
 	}

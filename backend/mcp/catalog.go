@@ -323,7 +323,7 @@ func (r refusal) Refusal() error { return r.ValidateJSONAll(nil) }
 // sync brings the gateway's registrations up to date with a listing. At
 // start (atStart) a collision or a failed registration is an error;
 // later, the tool concerned is left out and logged.
-func (u *Upstream) sync(tools []rawTool, atStart bool) error {
+func (u *Upstream) sync(ctx context.Context, tools []rawTool, atStart bool) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
@@ -377,7 +377,7 @@ func (u *Upstream) sync(tools []rawTool, atStart bool) error {
 		// never pinned before (gateway: HoldUnseen), unless the operator
 		// trusts the server's additions.
 		holdUnseen := !atStart && !had && !u.srv.AcceptAddedTools
-		err := u.reg.Register(tool.Tool{
+		err := u.reg.Register(ctx, tool.Tool{
 			Name:        full,
 			Description: t.Description,
 			InputSchema: t.InputSchema,

@@ -404,7 +404,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	}
 	tools, err := u.listTools(cctx, l)
 	if err == nil {
-		err = u.sync(tools, true)
+		err = u.sync(cctx, tools, true)
 	}
 	if err != nil {
 		u.unregisterAll()
@@ -556,7 +556,7 @@ func (u *Upstream) reconnect() (*link, error) {
 		l.close()
 		return nil, err
 	}
-	u.sync(tools, false) // refuses, when closed meanwhile
+	u.sync(ctx, tools, false) // refuses, when closed meanwhile
 	u.mu.Lock()
 	if u.closed {
 		// Close ran meanwhile and saw no link: this one is ours to stop.
@@ -582,7 +582,7 @@ func (u *Upstream) relistOn(l *link) {
 		u.log.Warn("upstream re-list failed", "error", err.Error())
 		return
 	}
-	u.sync(tools, false)
+	u.sync(ctx, tools, false)
 }
 
 // opContext bounds one background operation by the connect timeout and by

@@ -148,7 +148,7 @@ decided again. Exit 1, with the reason, when the decision is refused.`, verb),
 				return err
 			}
 			id := args[0]
-			_, err = s.rt.Gateway.DecideApproval(cmd.Context(), id, gateway.Decision{
+			_, err = s.rt.Gateway.DecideApproval(cmd.Context(), id, gateway.ApprovalDecision{
 				Operator: who, Approve: approve, Reason: reason, Channel: gateway.ChannelCLI})
 			var oe *gateway.OperatorError
 			if errors.As(err, &oe) {

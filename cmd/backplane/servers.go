@@ -122,7 +122,7 @@ type probeRegistry struct {
 	tools map[string]tool.Tool
 }
 
-func (r *probeRegistry) Register(t tool.Tool) error {
+func (r *probeRegistry) Register(_ context.Context, t tool.Tool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.tools[t.Name]; ok {

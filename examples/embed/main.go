@@ -37,7 +37,7 @@ func main() {
 	defer st.Close()
 	rules := must(policy.NewRules([]policy.Rule{{Caller: "local", Allow: []string{"greet"}}}))
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules})
-	must(0, g.Register(must(tool.Func("greet", "Greets someone by name.", greet, nil))))
+	must(0, g.Register(context.Background(), must(tool.Func("greet", "Greets someone by name.", greet, nil))))
 	// Served until the client closes stdin.
 	must(0, server.New(g, &server.Options{StdioCaller: "local"}).ServeStdio(os.Stdin, os.Stdout))
 }

@@ -203,7 +203,7 @@ type registry struct {
 	tools map[string]tool.Tool
 }
 
-func (r *registry) Register(t tool.Tool) error {
+func (r *registry) Register(_ context.Context, t tool.Tool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.tools[t.Name]; ok {

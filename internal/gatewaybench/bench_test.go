@@ -167,11 +167,11 @@ func newGateway(b *testing.B, st store.Store, opts ...func(*gateway.Options)) *g
 		f(o)
 	}
 	g := gateway.New(o)
-	err = g.Register(gateway.Tool{
+	err = g.Register(context.Background(), gateway.Tool{
 		Name:        "noop",
 		Description: "Does nothing.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"integer","minimum":1}},"required":["text"],"additionalProperties":false}`),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
 		}),
 	})

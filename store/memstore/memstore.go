@@ -467,7 +467,7 @@ func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now t
 	return out, nil
 }
 
-func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision) error {
+func (s *Store) DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, ok := s.approvals[id]

@@ -33,8 +33,8 @@ func TestApprovalAcrossReplicas(t *testing.T) {
 	if got.Status != store.ApprovalPending {
 		t.Fatalf("B sees %s, want pending", got.Status)
 	}
-	must(t, b.DecideApproval(ctx, "apr-1", store.Decision{Approve: true, By: "bob", At: now.Add(time.Second)}))
-	if err := a.DecideApproval(ctx, "apr-1", store.Decision{Approve: false, By: "carol", At: now.Add(time.Second)}); !errors.Is(err, store.ErrAlreadyDecided) {
+	must(t, b.DecideApproval(ctx, "apr-1", store.ApprovalDecision{Approve: true, By: "bob", At: now.Add(time.Second)}))
+	if err := a.DecideApproval(ctx, "apr-1", store.ApprovalDecision{Approve: false, By: "carol", At: now.Add(time.Second)}); !errors.Is(err, store.ErrAlreadyDecided) {
 		t.Errorf("deciding again through A: %v, want ErrAlreadyDecided", err)
 	}
 	got, err = a.GetApproval(ctx, "apr-1")
@@ -75,10 +75,10 @@ func TestGatewayApprovalReleasedByOtherReplica(t *testing.T) {
 	must(t, err)
 	g := gateway.New(&gateway.Options{Store: a, Policy: pol})
 	var ran atomic.Int32
-	must(t, g.Register(gateway.Tool{
+	must(t, g.Register(context.Background(), gateway.Tool{
 		Name: "danger", Description: "Needs an approval.",
 		InputSchema: json.RawMessage(`{"type":"object"}`),
-		Backend: backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 			ran.Add(1)
 			return &backend.Result{Content: json.RawMessage(`{"done":true}`)}, nil
 		}),
@@ -116,7 +116,7 @@ func TestGatewayApprovalReleasedByOtherReplica(t *testing.T) {
 		t.Fatal("the backend ran before the decision")
 	}
 	decided := time.Now()
-	must(t, b.DecideApproval(ctx, pending[0].ID, store.Decision{Approve: true, By: "bob", At: decided}))
+	must(t, b.DecideApproval(ctx, pending[0].ID, store.ApprovalDecision{Approve: true, By: "bob", At: decided}))
 
 	var o outcome
 	select {

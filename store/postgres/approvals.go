@@ -129,7 +129,7 @@ func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now t
 // DecideApproval decides a pending request. The row is locked while it is
 // read and updated, so two resolvers (through any replicas) cannot both
 // decide it.
-func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision) error {
+func (s *Store) DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) error {
 	return s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		a, err := scanApproval(tx.QueryRow(ctx, `SELECT `+approvalCols+` FROM approvals WHERE id = $1 FOR UPDATE`, id))
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -130,7 +130,7 @@ func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now t
 // DecideApproval decides a pending request. The read and the update run in
 // one write transaction, so two resolvers (in any processes) cannot both
 // decide it.
-func (s *Store) DecideApproval(ctx context.Context, id string, d store.Decision) error {
+func (s *Store) DecideApproval(ctx context.Context, id string, d store.ApprovalDecision) error {
 	// Reads, then at most one UPDATE.
 	return s.write1(ctx, func(w *wtx) error {
 		a, err := scanApproval(w.queryRow(`SELECT `+approvalCols+` FROM approvals WHERE id = ?`, id))

@@ -34,7 +34,7 @@ func Example() {
 	}) (string, error) {
 		return "Hello, " + in.Name + "!", nil
 	}, nil)
-	if err := g.Register(greet); err != nil {
+	if err := g.Register(context.Background(), greet); err != nil {
 		panic(err)
 	}
 	if _, err := g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "greet", Arguments: json.RawMessage(`{"name":"Ada"}`)}); err != nil {

@@ -74,7 +74,7 @@ func TestPersistence(t *testing.T) {
 	granted := &store.Approval{ID: "apr-granted", Caller: "alice", Tool: "note", DefinitionHash: i1.DefinitionHash, ArgsDigest: i1.ArgsDigest,
 		Status: store.ApprovalPending, CreatedAt: base, ExpiresAt: base.Add(time.Hour)}
 	must(t, s1.CreateApproval(ctx, granted))
-	must(t, s1.DecideApproval(ctx, granted.ID, store.Decision{Approve: true, By: "bob", At: base.Add(time.Millisecond)}))
+	must(t, s1.DecideApproval(ctx, granted.ID, store.ApprovalDecision{Approve: true, By: "bob", At: base.Add(time.Millisecond)}))
 	_, err := s1.CommitIntent(ctx, &store.CommitRequest{Intent: i1, Reservations: rs(), ApprovalID: granted.ID})
 	must(t, err)
 	result := []byte(`{"content":{"ok":true},"is_error":false}`)

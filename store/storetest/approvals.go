@@ -78,7 +78,7 @@ func testApprovalRoundTrip(f *fixture) {
 	wantApproval(t, f.getApproval("apr-round"), want)
 
 	at := f.base.Add(2 * time.Minute).Add(789 * ms)
-	if err := f.s.DecideApproval(f.ctx, "apr-round", store.Decision{Approve: true, By: "bob", At: at.In(zone), Channel: "console", Reason: "looks right"}); err != nil {
+	if err := f.s.DecideApproval(f.ctx, "apr-round", store.ApprovalDecision{Approve: true, By: "bob", At: at.In(zone), Channel: "console", Reason: "looks right"}); err != nil {
 		t.Fatal(err)
 	}
 	want.Status, want.DecidedBy, want.DecidedAt, want.Channel, want.Reason = store.ApprovalApproved, "bob", at, "console", "looks right"
@@ -88,7 +88,7 @@ func testApprovalRoundTrip(f *fixture) {
 func testApprovalNotFound(f *fixture) {
 	_, err := f.s.GetApproval(f.ctx, "no-such-approval")
 	wantErr(f.t, "GetApproval(unknown)", err, store.ErrNotFound)
-	err = f.s.DecideApproval(f.ctx, "no-such-approval", store.Decision{Approve: true, By: "bob", At: f.base})
+	err = f.s.DecideApproval(f.ctx, "no-such-approval", store.ApprovalDecision{Approve: true, By: "bob", At: f.base})
 	wantErr(f.t, "DecideApproval(unknown)", err, store.ErrNotFound)
 	_, err = f.s.GetApproval(f.ctx, "no-such-approval")
 	wantErr(f.t, "GetApproval after deciding an unknown id", err, store.ErrNotFound)
@@ -117,7 +117,7 @@ func testApprovalDecide(f *fixture) {
 		in := f.intent("alice", "danger")
 		a := f.approval(in)
 		at := f.base.Add(30 * time.Second)
-		if err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: approve, By: "bob", At: at}); err != nil {
+		if err := f.s.DecideApproval(f.ctx, a.ID, store.ApprovalDecision{Approve: approve, By: "bob", At: at}); err != nil {
 			t.Fatalf("DecideApproval(%v): %v", approve, err)
 		}
 		want := *a
@@ -133,7 +133,7 @@ func testApprovalDecideRefusals(f *fixture) {
 	t := f.t
 	in := f.intent("alice", "danger")
 	a := f.approval(in)
-	if err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: true, By: "", At: f.base}); err == nil {
+	if err := f.s.DecideApproval(f.ctx, a.ID, store.ApprovalDecision{Approve: true, By: "", At: f.base}); err == nil {
 		t.Error("a decision by nobody (empty By) was accepted")
 	}
 	wantApproval(t, f.getApproval(a.ID), *a) // still pending, undecided
@@ -152,7 +152,7 @@ func testApprovalExpiry(f *fixture) {
 	a := f.approvalAt(in, f.base.Add(-2*hour), expires)
 	for _, at := range []time.Time{f.base, expires, expires.Add(ms)} {
 		for _, approve := range []bool{true, false} {
-			err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: approve, By: "bob", At: at})
+			err := f.s.DecideApproval(f.ctx, a.ID, store.ApprovalDecision{Approve: approve, By: "bob", At: at})
 			wantErr(t, fmt.Sprintf("decision at %v of a request expiring at %v", at, expires), err, store.ErrApprovalExpired)
 		}
 	}
@@ -163,7 +163,7 @@ func testApprovalExpiry(f *fixture) {
 	// judges the times it is given.
 	for _, at := range []time.Time{f.base.Add(hour - ms), f.base.Add(-2*hour + ms)} {
 		b := f.approvalAt(in, at.Add(-time.Minute), at.Add(ms))
-		if err := f.s.DecideApproval(f.ctx, b.ID, store.Decision{Approve: true, By: "bob", At: at}); err != nil {
+		if err := f.s.DecideApproval(f.ctx, b.ID, store.ApprovalDecision{Approve: true, By: "bob", At: at}); err != nil {
 			t.Errorf("decision 1ms before expiry: %v", err)
 		}
 		if got := f.getApproval(b.ID); got.Status != store.ApprovalApproved {
@@ -180,7 +180,7 @@ func testApprovalDecidedOnce(f *fixture) {
 		f.decide(a.ID, first)
 		before := f.getApproval(a.ID)
 		for _, second := range []bool{true, false} {
-			err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: second, By: "carol", At: f.base.Add(time.Minute)})
+			err := f.s.DecideApproval(f.ctx, a.ID, store.ApprovalDecision{Approve: second, By: "carol", At: f.base.Add(time.Minute)})
 			wantErr(t, fmt.Sprintf("second decision (%v after %v)", second, first), err, store.ErrAlreadyDecided)
 		}
 		wantApproval(t, f.getApproval(a.ID), *before)
@@ -188,7 +188,7 @@ func testApprovalDecidedOnce(f *fixture) {
 	// A consumed approval is decided too.
 	a := f.approved(in)
 	f.commit(&store.CommitRequest{Intent: in, ApprovalID: a.ID})
-	err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: false, By: "carol", At: f.base.Add(time.Minute)})
+	err := f.s.DecideApproval(f.ctx, a.ID, store.ApprovalDecision{Approve: false, By: "carol", At: f.base.Add(time.Minute)})
 	wantErr(t, "decision on a consumed approval", err, store.ErrAlreadyDecided)
 	if got := f.getApproval(a.ID); got.Status != store.ApprovalApproved || got.ConsumedBy != in.CallID {
 		t.Errorf("consumed approval after a refused decision: %+v", got)
@@ -443,14 +443,14 @@ func testConsumeRefused(f *fixture) {
 		}, false},
 		{"expired before the call", func(in store.Intent) (string, store.Intent) {
 			a := f.approvalAt(in, in.CreatedAt.Add(-2*hour), in.CreatedAt.Add(-hour))
-			if err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: true, By: "bob", At: in.CreatedAt.Add(-90 * time.Minute)}); err != nil {
+			if err := f.s.DecideApproval(f.ctx, a.ID, store.ApprovalDecision{Approve: true, By: "bob", At: in.CreatedAt.Add(-90 * time.Minute)}); err != nil {
 				t.Fatal(err)
 			}
 			return a.ID, in
 		}, false},
 		{"expiring as the call is made", func(in store.Intent) (string, store.Intent) {
 			a := f.approvalAt(in, in.CreatedAt.Add(-time.Minute), in.CreatedAt)
-			if err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: true, By: "bob", At: in.CreatedAt.Add(-time.Second)}); err != nil {
+			if err := f.s.DecideApproval(f.ctx, a.ID, store.ApprovalDecision{Approve: true, By: "bob", At: in.CreatedAt.Add(-time.Second)}); err != nil {
 				t.Fatal(err)
 			}
 			return a.ID, in
@@ -498,7 +498,7 @@ func testConsumeRefused(f *fixture) {
 	// The approval one millisecond before expiry is in time.
 	in := f.intent("alice", "danger")
 	a := f.approvalAt(in, in.CreatedAt.Add(-time.Minute), in.CreatedAt.Add(ms))
-	if err := f.s.DecideApproval(f.ctx, a.ID, store.Decision{Approve: true, By: "bob", At: in.CreatedAt.Add(-time.Second)}); err != nil {
+	if err := f.s.DecideApproval(f.ctx, a.ID, store.ApprovalDecision{Approve: true, By: "bob", At: in.CreatedAt.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	f.commit(&store.CommitRequest{Intent: in, ApprovalID: a.ID})

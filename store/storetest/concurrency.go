@@ -204,9 +204,9 @@ func testConcDecideOnce(f *fixture) {
 	t := f.t
 	const n = 16
 	a := f.approval(f.intent("alice", "danger"))
-	decisions := make([]store.Decision, n)
+	decisions := make([]store.ApprovalDecision, n)
 	for i := range decisions {
-		decisions[i] = store.Decision{Approve: i%2 == 0, By: fmt.Sprintf("reviewer-%02d", i), At: f.base.Add(ms)}
+		decisions[i] = store.ApprovalDecision{Approve: i%2 == 0, By: fmt.Sprintf("reviewer-%02d", i), At: f.base.Add(ms)}
 	}
 	errs := parallel(n, func(i int) error { return f.s.DecideApproval(f.ctx, a.ID, decisions[i]) })
 	won := winners(errs)

@@ -322,7 +322,7 @@ func (f *fixture) approval(in store.Intent) *store.Approval {
 // decide decides approval id by a reviewer, now.
 func (f *fixture) decide(id string, approve bool) {
 	f.t.Helper()
-	if err := f.s.DecideApproval(f.ctx, id, store.Decision{Approve: approve, By: "reviewer", At: f.base.Add(ms)}); err != nil {
+	if err := f.s.DecideApproval(f.ctx, id, store.ApprovalDecision{Approve: approve, By: "reviewer", At: f.base.Add(ms)}); err != nil {
 		f.t.Fatalf("DecideApproval(%s, %v): %v", id, approve, err)
 	}
 }

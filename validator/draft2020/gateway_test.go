@@ -33,16 +33,16 @@ func TestThroughTheGateway(t *testing.T) {
 	}
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	var reached atomic.Int32
-	be := backend.Func(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	be := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
 		reached.Add(1)
 		return &backend.Result{Content: c.Arguments}, nil
 	})
-	if err := g.Register(gateway.Tool{Name: "full", InputSchema: schema, Backend: be, Validator: v}); err != nil {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "full", InputSchema: schema, Backend: be, Validator: v}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	// Under the default boundary the descriptor is registered unchanged
 	// and the refusal reported (D20).
-	if err := g.Register(gateway.Tool{Name: "subset", InputSchema: schema, Backend: be}); err == nil {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "subset", InputSchema: schema, Backend: be}); err == nil {
 		t.Fatal("Register under the subset: no error reported")
 	}
 	call := func(tool, args string) (*gateway.CallResult, error) {
