@@ -8,8 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // answerProperty is the one property of the form an ask_user_question
@@ -80,11 +80,11 @@ func (a *elicitAsker) Ask(ctx context.Context, q builtin.Question) (builtin.Answ
 	case "cancel":
 		return builtin.Answer{}, fmt.Errorf("the person dismissed the elicitation: %w", builtin.ErrDeclined)
 	default:
-		return builtin.Answer{}, fmt.Errorf("%w: elicitation: unknown action %q", backend.ErrMalformedResult, res.Action)
+		return builtin.Answer{}, fmt.Errorf("%w: elicitation: unknown action %q", tool.ErrMalformedResult, res.Action)
 	}
 	v, ok := res.Content[answerProperty].(string)
 	if !ok {
-		return builtin.Answer{}, fmt.Errorf("%w: elicitation accepted without a string %q: %v", backend.ErrMalformedResult, answerProperty, res.Content)
+		return builtin.Answer{}, fmt.Errorf("%w: elicitation accepted without a string %q: %v", tool.ErrMalformedResult, answerProperty, res.Content)
 	}
 	return answerOf(q, v), nil
 }

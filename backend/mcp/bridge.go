@@ -16,8 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Bridge says which requests a server may make of the client behind a
@@ -53,7 +53,7 @@ type inflight struct {
 	ctx     context.Context // the call's: a relayed request ends with it
 	callID  string
 	session string
-	client  backend.Client
+	client  tool.Client
 	token   string
 	// unrelayed counts the progress notifications read and not yet
 	// relayed: the SDK hands notifications to their handler on another
@@ -84,7 +84,7 @@ type pendingLog struct {
 	owner         *inflight
 }
 
-func (c *calls) begin(ctx context.Context, call *backend.Call) *inflight {
+func (c *calls) begin(ctx context.Context, call *tool.Call) *inflight {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.all == nil {
@@ -277,7 +277,7 @@ func (u *Upstream) onProgress(ctx context.Context, req *sdk.ProgressNotification
 		return // a late one, after its call ended, or not ours
 	}
 	defer in.unrelayed.Add(-1)
-	if err := in.client.Progress(in.relayContext(ctx), backend.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}); err != nil {
+	if err := in.client.Progress(in.relayContext(ctx), tool.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}); err != nil {
 		u.log.Debug("upstream progress not relayed", "call_id", in.callID, "error", err.Error())
 	}
 }
@@ -300,7 +300,7 @@ func (u *Upstream) onLog(ctx context.Context, req *sdk.LoggingMessageRequest) {
 	if counted {
 		defer in.unrelayed.Add(-1)
 	}
-	if err := in.client.Log(in.relayContext(ctx), backend.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data}); err != nil {
+	if err := in.client.Log(in.relayContext(ctx), tool.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data}); err != nil {
 		u.log.Debug("upstream log message not relayed", "call_id", in.callID, "error", err.Error())
 	}
 }
@@ -311,11 +311,11 @@ func (u *Upstream) bridgeMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		var allowed bool
 		switch method {
-		case backend.RequestSampling:
+		case tool.RequestSampling:
 			allowed = u.bridge.Sampling
-		case backend.RequestElicitation:
+		case tool.RequestElicitation:
 			allowed = u.bridge.Elicitation
-		case backend.RequestRoots:
+		case tool.RequestRoots:
 			allowed = u.bridge.Roots
 		default:
 			return next(ctx, method, req)
@@ -369,7 +369,7 @@ func (u *Upstream) relay(ctx context.Context, method string, req sdk.Request, al
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	raw, err := in.client.Request(rctx, method, params)
-	if errors.Is(err, backend.ErrNoChannel) {
+	if errors.Is(err, tool.ErrNoChannel) {
 		return nil, ids, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the client of this call does not support %s", method)}
 	}
 	if err != nil {
@@ -381,9 +381,9 @@ func (u *Upstream) relay(ctx context.Context, method string, req sdk.Request, al
 	}
 	var res sdk.Result
 	switch method {
-	case backend.RequestSampling:
+	case tool.RequestSampling:
 		res = new(sdk.CreateMessageWithToolsResult)
-	case backend.RequestElicitation:
+	case tool.RequestElicitation:
 		res = new(sdk.ElicitResult)
 	default:
 		res = new(sdk.ListRootsResult)

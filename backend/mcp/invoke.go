@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/tool"
@@ -42,14 +41,14 @@ type toolBackend struct {
 
 // Invoke sends tools/call with the validated arguments; see the package
 // documentation for the outcomes.
-func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result, error) {
 	u := b.u
 	l, err := u.current()
 	if err != nil {
-		return nil, fmt.Errorf("%w: upstream %s: %v", backend.ErrNotStarted, u.srv.Name, err)
+		return nil, fmt.Errorf("%w: upstream %s: %v", tool.ErrNotStarted, u.srv.Name, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: upstream %s: %w", backend.ErrNotStarted, u.srv.Name, err)
+		return nil, fmt.Errorf("%w: upstream %s: %w", tool.ErrNotStarted, u.srv.Name, err)
 	}
 	in := u.calls.begin(ctx, call)
 	defer u.calls.end(in)
@@ -77,11 +76,11 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	case done && errors.Is(rpcErr, mcpstream.ErrMalformedResponse):
 		// The server answered this call, in a line the gateway cannot
 		// read (too deep, too large): the tool ran, its result is lost.
-		return nil, fmt.Errorf("%w: upstream %s: %v", backend.ErrMalformedResult, u.srv.Name, rpcErr)
+		return nil, fmt.Errorf("%w: upstream %s: %v", tool.ErrMalformedResult, u.srv.Name, rpcErr)
 	case done && rpcErr != nil:
 		var we *jsonrpc.Error
 		if errors.As(rpcErr, &we) && notDispatched[we.Code] {
-			return nil, fmt.Errorf("%w: upstream %s refused the call before running it: %v", backend.ErrNotStarted, u.srv.Name, rpcErr)
+			return nil, fmt.Errorf("%w: upstream %s refused the call before running it: %v", tool.ErrNotStarted, u.srv.Name, rpcErr)
 		}
 		return nil, fmt.Errorf("upstream %s answered with an error: %v", u.srv.Name, rpcErr)
 	case done:
@@ -93,7 +92,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		if callErr == nil {
 			callErr = errors.New("no answer")
 		}
-		return nil, fmt.Errorf("%w: upstream %s: the request was not sent: %w", backend.ErrNotStarted, u.srv.Name, callErr)
+		return nil, fmt.Errorf("%w: upstream %s: the request was not sent: %w", tool.ErrNotStarted, u.srv.Name, callErr)
 	case callErr != nil:
 		return nil, fmt.Errorf("upstream %s: the request was sent and then: %w", u.srv.Name, callErr)
 	}
@@ -101,7 +100,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	// passes the watch): fall back to the SDK's reading of it.
 	data, err := json.Marshal(res)
 	if err != nil {
-		return nil, fmt.Errorf("%w: upstream %s: %v", backend.ErrMalformedResult, u.srv.Name, err)
+		return nil, fmt.Errorf("%w: upstream %s: %v", tool.ErrMalformedResult, u.srv.Name, err)
 	}
 	return b.checked(resultOf(data))
 }
@@ -109,23 +108,23 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 // checked validates a result's structuredContent against the tool's
 // output schema: a result that is not an error and breaks it (or has no
 // structuredContent, which a tool with an output schema must give) comes
-// back as a *backend.InvalidResultError with every violation, pointers
+// back as a *tool.InvalidResultError with every violation, pointers
 // into the structured content. A tool error (isError) is not checked: the
 // schema describes what the tool returns when it succeeds.
-func (b *toolBackend) checked(res *backend.Result, err error) (*backend.Result, error) {
+func (b *toolBackend) checked(res *tool.Result, err error) (*tool.Result, error) {
 	if err != nil || !b.hasOutput || res.IsError {
 		return res, err
 	}
 	if b.output == nil { // cannot happen: its calls are refused before
-		return nil, fmt.Errorf("%w: upstream %s: the output schema of %s cannot be checked", backend.ErrNotStarted, b.u.srv.Name, b.name)
+		return nil, fmt.Errorf("%w: upstream %s: the output schema of %s cannot be checked", tool.ErrNotStarted, b.u.srv.Name, b.name)
 	}
 	m, merr := members(res.Content)
 	if merr != nil {
-		return nil, fmt.Errorf("%w: the tools/call result: %v", backend.ErrMalformedResult, merr)
+		return nil, fmt.Errorf("%w: the tools/call result: %v", tool.ErrMalformedResult, merr)
 	}
 	sc, ok := m["structuredContent"]
 	if !ok || string(sc) == "null" {
-		return nil, &backend.InvalidResultError{Result: res.Content, Err: &inputschema.Error{
+		return nil, &tool.InvalidResultError{Result: res.Content, Err: &inputschema.Error{
 			Class: inputschema.ClassValidation, Stage: stageResult, Path: "$structuredContent", Pointer: "",
 			Message: "the result has no structuredContent, which a tool with an outputSchema must return",
 		}}
@@ -134,7 +133,7 @@ func (b *toolBackend) checked(res *backend.Result, err error) (*backend.Result, 
 	if verr == nil {
 		return res, nil
 	}
-	return nil, &backend.InvalidResultError{Result: res.Content, Err: inResult(verr)}
+	return nil, &tool.InvalidResultError{Result: res.Content, Err: inResult(verr)}
 }
 
 // stageResult is the stage of a result's violations.
@@ -171,15 +170,15 @@ func inResult(err error) error {
 // resultOf turns a raw tools/call result into the backend's result:
 // {content, structuredContent, isError}, each member as the server sent it
 // and only those it sent, isError always (false when absent).
-func resultOf(raw []byte) (*backend.Result, error) {
+func resultOf(raw []byte) (*tool.Result, error) {
 	m, err := members(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the tools/call result: %v", backend.ErrMalformedResult, err)
+		return nil, fmt.Errorf("%w: the tools/call result: %v", tool.ErrMalformedResult, err)
 	}
 	isError := false
 	if v, ok := m["isError"]; ok && string(v) != "null" {
 		if err := json.Unmarshal(v, &isError); err != nil {
-			return nil, fmt.Errorf("%w: the tools/call result: isError is not a boolean", backend.ErrMalformedResult)
+			return nil, fmt.Errorf("%w: the tools/call result: isError is not a boolean", tool.ErrMalformedResult)
 		}
 	}
 	// At most the members of raw plus their names: one allocation.
@@ -198,5 +197,5 @@ func resultOf(raw []byte) (*backend.Result, error) {
 	b = append(b, `"isError":`...)
 	b = strconv.AppendBool(b, isError)
 	b = append(b, '}')
-	return &backend.Result{Content: b, IsError: isError}, nil
+	return &tool.Result{Content: b, IsError: isError}, nil
 }

@@ -12,10 +12,10 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestClientCancelReachesUpstream: a client cancels its tools/call
@@ -144,22 +144,22 @@ func TestListChangedReachesConcernedSessions(t *testing.T) {
 // TestOwnerNeverGuesses: a message that names no call goes to the calling
 // session only when every call in flight is of that one session.
 func TestOwnerNeverGuesses(t *testing.T) {
-	cl := backend.Client(nil)
+	cl := tool.Client(nil)
 	var c calls
 	if _, _, err := c.owner(); !errors.Is(err, errNoCall) {
 		t.Errorf("no call: %v", err)
 	}
-	a1 := c.begin(context.Background(), &backend.Call{CallID: "a1", Session: "sa", Client: nopClient{}})
-	a2 := c.begin(context.Background(), &backend.Call{CallID: "a2", Session: "sa", Client: nopClient{}})
+	a1 := c.begin(context.Background(), &tool.Call{CallID: "a1", Session: "sa", Client: nopClient{}})
+	a2 := c.begin(context.Background(), &tool.Call{CallID: "a2", Session: "sa", Client: nopClient{}})
 	if in, ids, err := c.owner(); err != nil || in.session != "sa" || len(ids) != 2 {
 		t.Errorf("one session: %v %v %v", in, ids, err)
 	}
-	b := c.begin(context.Background(), &backend.Call{CallID: "b", Session: "sb", Client: nopClient{}})
+	b := c.begin(context.Background(), &tool.Call{CallID: "b", Session: "sb", Client: nopClient{}})
 	if _, _, err := c.owner(); !errors.Is(err, errAmbiguous) {
 		t.Errorf("two sessions: %v", err)
 	}
 	c.end(b)
-	n := c.begin(context.Background(), &backend.Call{CallID: "n", Session: "sa", Client: cl})
+	n := c.begin(context.Background(), &tool.Call{CallID: "n", Session: "sa", Client: cl})
 	if _, _, err := c.owner(); !errors.Is(err, errAmbiguous) {
 		t.Errorf("a call without a client beside: %v", err)
 	}
@@ -173,10 +173,10 @@ func TestOwnerNeverGuesses(t *testing.T) {
 
 type nopClient struct{}
 
-func (nopClient) Progress(context.Context, backend.Progress) error { return nil }
-func (nopClient) Log(context.Context, backend.LogMessage) error    { return nil }
+func (nopClient) Progress(context.Context, tool.Progress) error { return nil }
+func (nopClient) Log(context.Context, tool.LogMessage) error    { return nil }
 func (nopClient) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
-	return nil, backend.ErrNoChannel
+	return nil, tool.ErrNoChannel
 }
 
 // recordingClient answers every request with answer and keeps what it was
@@ -191,8 +191,8 @@ type recordingClient struct {
 func (c *recordingClient) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if method != backend.RequestElicitation {
-		return nil, backend.ErrNoChannel
+	if method != tool.RequestElicitation {
+		return nil, tool.ErrNoChannel
 	}
 	c.asked = append(c.asked, params)
 	return json.RawMessage(c.answer), nil
