@@ -65,7 +65,6 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/backend/command"
 	"github.com/agentbackplane/backplane/backend/mcp"
@@ -124,7 +123,7 @@ type Options struct {
 	Approver approval.Approver
 	// Asker is the interaction channel of ask_user_question (a terminal
 	// prompt); nil means none. A call may carry its own.
-	Asker backend.Asker
+	Asker tool.Asker
 	// ApprovalHints, when set, lists the ways to decide an approval request
 	// (serve adds its console URL). Default: the CLI commands, with
 	// --config naming this configuration by its absolute path.
@@ -456,7 +455,7 @@ func postgresOptions(pc config.PostgresConfig, logger *slog.Logger) *postgres.Op
 }
 
 // registerBuiltins opens the workspace and registers the enabled tools.
-func (rt *Runtime) registerBuiltins(ctx context.Context, g *gateway.Gateway, asker backend.Asker) error {
+func (rt *Runtime) registerBuiltins(ctx context.Context, g *gateway.Gateway, asker tool.Asker) error {
 	c := rt.Config
 	if len(c.Builtin.Enable) == 0 {
 		return nil

@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // newGateway is a real gateway over a SQLite store: alice may call note
@@ -52,11 +52,11 @@ func newGatewayStore(t *testing.T) (*gateway.Gateway, store.Store) {
 	})
 	schema := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)
 	for _, tool := range []gateway.Tool{
-		{Name: "note", Description: "Keep a note.", InputSchema: schema, Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
+		{Name: "note", Description: "Keep a note.", InputSchema: schema, Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		})},
-		{Name: "fail", Description: "Report an error.", InputSchema: schema, Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`{"error":"no"}`), IsError: true}, nil
+		{Name: "fail", Description: "Report an error.", InputSchema: schema, Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{"error":"no"}`), IsError: true}, nil
 		})},
 	} {
 		if err := g.Register(context.Background(), tool); err != nil {
@@ -220,8 +220,8 @@ func TestGatewayBackendAcceptsAChangedDefinition(t *testing.T) {
 	tool := func(description string) gateway.Tool {
 		return gateway.Tool{Name: "up.echo", Description: description, Pinned: true,
 			InputSchema: json.RawMessage(`{"type":"object"}`),
-			Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-				return &backend.Result{Content: c.Arguments}, nil
+			Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+				return &tool.Result{Content: c.Arguments}, nil
 			})}
 	}
 	if err := g.Register(context.Background(), tool("Echo.")); err != nil {
@@ -289,8 +289,8 @@ func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules,
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 7, Per: time.Hour}}})
 	if err := g.Register(context.Background(), gateway.Tool{Name: "fail", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 		})}); err != nil {
 		t.Fatal(err)
 	}
@@ -318,8 +318,8 @@ func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
 func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	g := newGateway(t)
 	schema := json.RawMessage(`{"type":"object"}`)
-	if err := g.Register(context.Background(), gateway.Tool{Name: "fs.read", InputSchema: schema, Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-		return nil, backend.ErrNotStarted
+	if err := g.Register(context.Background(), gateway.Tool{Name: "fs.read", InputSchema: schema, Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+		return nil, tool.ErrNotStarted
 	})}); err != nil {
 		t.Fatal(err)
 	}

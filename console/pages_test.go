@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // A refused call is in the journal (page and JSON), with a link to its
@@ -97,8 +97,8 @@ func TestResolveUncertainFromConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Operators: []string{"ops"}})
-	if err := g.Register(context.Background(), gateway.Tool{Name: "lost", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: backend.BackendFunc(
-		func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	if err := g.Register(context.Background(), gateway.Tool{Name: "lost", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: tool.BackendFunc(
+		func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			return nil, errors.New("the connection broke")
 		})}); err != nil {
 		t.Fatal(err)

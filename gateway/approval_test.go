@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // pendingID makes a call that must be held for approval and returns the
@@ -637,9 +637,9 @@ func newCommitRace(t *testing.T, f *fixture) *commitRace {
 	t.Helper()
 	r := &commitRace{f: f, args: `{"text":"x"}`, ran: make(chan struct{})}
 	var once sync.Once
-	r.danger = f.tool("danger", func(context.Context, *backend.Call) (*backend.Result, error) {
+	r.danger = f.tool("danger", func(context.Context, *tool.Call) (*tool.Result, error) {
 		once.Do(func() { close(r.ran) })
-		return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
+		return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 	})
 	r.id = pendingID(t, f, "alice", "danger", r.args)
 	if err := f.decide(r.id, true, "bob"); err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/tool"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -33,7 +33,7 @@ func (c *call) audit(step, outcome string, attrs ...any) {
 	if c.auditOn {
 		if step == "settle" && c.tool != nil {
 			// What the backend says about how it ran (its sandbox, say).
-			if a, ok := c.tool.Backend.(backend.Auditor); ok {
+			if a, ok := c.tool.Backend.(tool.Auditor); ok {
 				attrs = append(attrs, a.AuditAttrs()...)
 			}
 		}

@@ -9,10 +9,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // callEvents are the call events among events.
@@ -40,8 +40,8 @@ func TestAuditOneEventPerCall(t *testing.T) {
 		f := newFixture(t, mk, config{})
 		f.tool("note", nil)
 		f.tool("danger", nil)
-		f.tool("fs.fail", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`{"text":"no"}`), IsError: true}, nil
+		f.tool("fs.fail", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{"text":"no"}`), IsError: true}, nil
 		})
 		one := func(t *testing.T, mark int) map[string]any {
 			t.Helper()

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
@@ -48,7 +47,7 @@ var (
 	ErrCancelled        = errors.New(string(ClassCancelled))
 	ErrExecutionFailure = errors.New(string(ClassExecutionFailure))
 	ErrUnknownOutcome   = errors.New(string(ClassUnknownOutcome))
-	ErrMalformedResult  = backend.ErrMalformedResult
+	ErrMalformedResult  = tool.ErrMalformedResult
 	ErrInvalidResult    = errors.New(string(ClassInvalidResult))
 )
 

@@ -6,34 +6,34 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // prices is a custom backend: any type with Invoke. What it returns tells
 // the gateway what is known of the outcome, and the journal records it.
 type prices struct{ up bool }
 
-func (p *prices) Invoke(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+func (p *prices) Invoke(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 	if !p.up {
 		// Provably not run: the call settles failed and its budget is
 		// given back. Any other error leaves the outcome unknown.
-		return nil, fmt.Errorf("price service unreachable: %w", backend.ErrNotStarted)
+		return nil, fmt.Errorf("price service unreachable: %w", tool.ErrNotStarted)
 	}
 	var in struct {
 		Item string `json:"item"`
 	}
 	if err := json.Unmarshal(c.Arguments, &in); err != nil {
-		return nil, fmt.Errorf("%w: %w", backend.ErrNotStarted, err)
+		return nil, fmt.Errorf("%w: %w", tool.ErrNotStarted, err)
 	}
 	if in.Item != "tea" {
 		// The tool ran and reports a failure of its own: a result.
-		return &backend.Result{Content: json.RawMessage(`{"error":"unknown item"}`), IsError: true}, nil
+		return &tool.Result{Content: json.RawMessage(`{"error":"unknown item"}`), IsError: true}, nil
 	}
-	return &backend.Result{Content: json.RawMessage(`{"item":"tea","price":3}`)}, nil
+	return &tool.Result{Content: json.RawMessage(`{"item":"tea","price":3}`)}, nil
 }
 
 func Example_customBackend() {

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // A tool, a policy, a call: the whole pipeline in a few lines. The example
@@ -22,8 +22,8 @@ func Example() {
 		Name:        "echo",
 		Description: "Echo the text back.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: c.Arguments}, nil
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: c.Arguments}, nil
 		}),
 	})
 	if err != nil {

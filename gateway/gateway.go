@@ -7,9 +7,9 @@
 //     violation reported (validation, unsupported_capability);
 //  3. authorization by the policy in force, on the validated arguments,
 //     default deny (forbidden; a shell command that does not parse is
-//     validation); a backend.PathResolver's path argument is decided on
+//     validation); a tool.PathResolver's path argument is decided on
 //     the real path it resolves to as well as on its text, and the backend
-//     is handed that resolution to use (backend.Call.Path);
+//     is handed that resolution to use (tool.Call.Path);
 //  4. approval, where the policy or the tool's safety flags demand it: a
 //     persisted request bound to the caller, the tool, its definition hash
 //     and the digest of the canonical arguments (approval_required while
@@ -42,7 +42,7 @@
 // (docs/audit.md shows one). With Options.Tracer, a call is also
 // an OpenTelemetry span, a child of the trace in the call's context, with
 // the same steps as events and the backend as a child span whose context
-// the backend receives (backend.Call.Trace); it too carries no values.
+// the backend receives (tool.Call.Trace); it too carries no values.
 package gateway
 
 import (
@@ -60,7 +60,6 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/canonjson"
@@ -469,13 +468,13 @@ type CallRequest struct {
 	// waits for an approval decision.
 	Progress func(approvalID string, waited time.Duration)
 	// Asker, when set, is handed to the backend with the call
-	// (backend.Call.Asker): the person behind this call's connection, whom
+	// (tool.Call.Asker): the person behind this call's connection, whom
 	// ask_user_question asks.
-	Asker backend.Asker
+	Asker tool.Asker
 	// Client, when set, is handed to the backend with the call
-	// (backend.Call.Client): the client behind this call's connection, to
+	// (tool.Call.Client): the client behind this call's connection, to
 	// which an upstream's progress, log messages and requests are relayed.
-	Client backend.Client
+	Client tool.Client
 	// ClientInfo names the MCP client that made the call ("name/version",
 	// from its initialize or, in 2026-07-28, the request's _meta), and
 	// ProtocolVersion the MCP revision it spoke: both recorded in the
@@ -548,8 +547,8 @@ type call struct {
 	committed bool
 	span      trace.Span // nil: not traced
 	// What the backend resolved the path argument to, and the policy's
-	// deny check on other paths for walks (backend.Call.Path, PathDenied).
-	path       *backend.ResolvedPath
+	// deny check on other paths for walks (tool.Call.Path, PathDenied).
+	path       *tool.ResolvedPath
 	pathDenied func(real string) bool
 	// decideOnly stops the call after its commit (Gateway.Decide): the
 	// intent is settled as DecisionOnly and no backend is invoked.
@@ -669,7 +668,7 @@ func (c *call) validate() (any, error) {
 		return nil, newError(ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
 	}
 	c.digest = digest
-	if ck, ok := t.Backend.(backend.Checker); ok {
+	if ck, ok := t.Backend.(tool.Checker); ok {
 		if err := ck.Check(c.req.Arguments); err != nil {
 			c.audit("validate", "invalid")
 			return nil, checkError(err)
@@ -682,18 +681,18 @@ func (c *call) validate() (any, error) {
 // authorize is step 3: default deny, on the validated arguments args; the
 // policy in force now decides (a reload later does not change it). A path
 // argument is decided on the file it leads to as well as on its text
-// (backend.PathResolver): the backend later uses that file or fails. A
+// (tool.PathResolver): the backend later uses that file or fails. A
 // pinned tool's definition must be the accepted one. It reports whether
 // the policy or the tool's safety flags demand an approval.
 func (c *call) authorize(ctx context.Context, args any) (needsApproval bool, _ error) {
 	g, t := c.g, c.tool
 	var realPath string
-	if pr, ok := t.Backend.(backend.PathResolver); ok {
+	if pr, ok := t.Backend.(tool.PathResolver); ok {
 		rp, err := pr.ResolvePath(c.req.Arguments)
 		if err != nil {
 			// An escape or a loop: the text alone is decided, and the
 			// backend, told why, refuses the call in its own words.
-			rp = &backend.ResolvedPath{Field: "path", Err: err}
+			rp = &tool.ResolvedPath{Field: "path", Err: err}
 		}
 		c.path, realPath = rp, rp.Real
 		pol := g.policy

@@ -22,13 +22,13 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // storeFactories are the store implementations every table runs against.
@@ -291,12 +291,12 @@ func (p *recPolicy) Decisions() []decisionRec {
 type recBackend struct {
 	n   atomic.Int64
 	mu  sync.Mutex
-	got []*backend.Call
-	fn  backend.BackendFunc
+	got []*tool.Call
+	fn  tool.BackendFunc
 }
 
-func (b *recBackend) Backend() backend.Backend {
-	return backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+func (b *recBackend) Backend() tool.Backend {
+	return tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 		b.n.Add(1)
 		cp := *c
 		cp.Arguments = bytes.Clone(c.Arguments)
@@ -304,7 +304,7 @@ func (b *recBackend) Backend() backend.Backend {
 		b.got = append(b.got, &cp)
 		b.mu.Unlock()
 		if b.fn == nil {
-			return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
+			return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		}
 		return b.fn(ctx, c)
 	})
@@ -312,7 +312,7 @@ func (b *recBackend) Backend() backend.Backend {
 
 func (b *recBackend) Count() int { return int(b.n.Load()) }
 
-func (b *recBackend) Calls() []*backend.Call {
+func (b *recBackend) Calls() []*tool.Call {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.got)
@@ -520,7 +520,7 @@ func newFixture(t *testing.T, mk func(t *testing.T) store.Store, cfg config) *fi
 
 // tool registers name with noteSchema (or schema) and a recording backend
 // running fn, and returns the backend.
-func (f *fixture) tool(name string, fn backend.BackendFunc, mod ...func(*gateway.Tool)) *recBackend {
+func (f *fixture) tool(name string, fn tool.BackendFunc, mod ...func(*gateway.Tool)) *recBackend {
 	f.t.Helper()
 	b := &recBackend{fn: fn}
 	tl := gateway.Tool{Name: name, Description: "test tool " + name, InputSchema: json.RawMessage(noteSchema), Backend: b.Backend()}

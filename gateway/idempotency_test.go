@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // jsonEqual reports whether a and b are the same JSON value.
@@ -42,8 +42,8 @@ func TestIdempotentReplay(t *testing.T) {
 		// A quota of 1: the replay must not take budget again.
 		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1}}})
 		result := `{"id": 42,  "note":"kept"}`
-		note := f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(result), IsError: true}, nil
+		note := f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(result), IsError: true}, nil
 		})
 		first, err := f.do(keyed("alice", "k1", `{"text":"x","n":2}`))
 		if err != nil {
@@ -79,8 +79,8 @@ func TestIdempotentReplayIsByteExact(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{})
 		result := `{"html": "<b>&amp;</b>",  "n": [1, 2]}`
-		f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(result)}, nil
+		f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(result)}, nil
 		})
 		first, err := f.do(keyed("alice", "k1", `{"text":"x"}`))
 		if err != nil {
@@ -151,10 +151,10 @@ func TestIdempotencyKeyWhileRunning(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{})
 		started, release := make(chan struct{}), make(chan struct{})
-		note := f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		note := f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			close(started)
 			<-release
-			return &backend.Result{Content: json.RawMessage(`"done"`)}, nil
+			return &tool.Result{Content: json.RawMessage(`"done"`)}, nil
 		})
 		type out struct {
 			res *gateway.CallResult
@@ -196,9 +196,9 @@ func TestIdempotencyKeyWhileRunning(t *testing.T) {
 func TestIdempotencyKeyUnderConcurrency(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{})
-		note := f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		note := f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			time.Sleep(20 * time.Millisecond)
-			return &backend.Result{Content: json.RawMessage(`"once"`)}, nil
+			return &tool.Result{Content: json.RawMessage(`"once"`)}, nil
 		})
 		const n = 16
 		type out struct {
@@ -239,7 +239,7 @@ func TestIdempotencyKeyUnderConcurrency(t *testing.T) {
 func TestIdempotencyKeyAfterUncertainOutcome(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{})
-		note := f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		note := f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			return nil, errors.New("connection reset after the request was sent")
 		})
 		_, err := f.do(keyed("alice", "k1", `{"text":"x"}`))
@@ -265,8 +265,8 @@ func TestIdempotencyKeyAfterUncertainOutcome(t *testing.T) {
 func TestIdempotencyKeyAfterFailure(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{})
-		note := f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return nil, backend.ErrNotStarted
+		note := f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return nil, tool.ErrNotStarted
 		})
 		_, err := f.do(keyed("alice", "k1", `{"text":"x"}`))
 		gwErr(t, err, gateway.ClassExecutionFailure)

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func TestBadArgumentsAreValidationErrors(t *testing.T) {
@@ -99,8 +99,8 @@ func TestRaisedLimitsAreHonoured(t *testing.T) {
 }
 
 func TestRegisterRefusals(t *testing.T) {
-	ok := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-		return &backend.Result{Content: json.RawMessage(`1`)}, nil
+	ok := tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+		return &tool.Result{Content: json.RawMessage(`1`)}, nil
 	})
 	g := gateway.New(&gateway.Options{Store: memstore.New()})
 	if err := g.Register(context.Background(), gateway.Tool{Name: "", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err == nil {

@@ -3,8 +3,8 @@ package gateway
 import (
 	"context"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // settleInvalidResult settles a call whose tool ran and answered a result
@@ -15,7 +15,7 @@ import (
 // (`backplane journal show`). The caller gets the one error shape with
 // every violation and its pointer into the structured content, never the
 // result: a result the tool's own contract refuses is not a success.
-func (c *call) settleInvalidResult(ctx context.Context, ir *backend.InvalidResultError) error {
+func (c *call) settleInvalidResult(ctx context.Context, ir *tool.InvalidResultError) error {
 	e := schemaError("invoke", ir.Err)
 	e.Class = ClassInvalidResult
 	e.Message = "the tool's structured result does not match its output schema: " + e.Message

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestInvalidResult: a backend's InvalidResultError settles the call
@@ -21,9 +21,9 @@ func TestInvalidResult(t *testing.T) {
 		f := newFixture(t, mk, config{})
 		raw := json.RawMessage(`{"structuredContent":{"n":"one"},"isError":false}`)
 		invoked := 0
-		f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			invoked++
-			return nil, &backend.InvalidResultError{Result: raw, Err: &inputschema.ErrorList{Errors: []*inputschema.Error{
+			return nil, &tool.InvalidResultError{Result: raw, Err: &inputschema.ErrorList{Errors: []*inputschema.Error{
 				{Class: inputschema.ClassValidation, Stage: "result", Message: "must be an integer", Path: "$structuredContent.n", Pointer: "/n", Keyword: "type"},
 				{Class: inputschema.ClassValidation, Stage: "result", Message: "required", Path: "$structuredContent", Pointer: "", Keyword: "required"},
 			}}}

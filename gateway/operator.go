@@ -15,9 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Channel is how an operator action reached the gateway.
@@ -282,7 +282,7 @@ type ApprovalView struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// Preview is what the call would do (a diff, a command), when its
 	// backend can tell.
-	Preview *backend.Preview `json:"preview,omitempty"`
+	Preview *tool.Preview `json:"preview,omitempty"`
 	// PreviewError says why there is no preview, when asking failed.
 	PreviewError string `json:"preview_error,omitempty"`
 	// Approvers may decide (empty: any operator); SelfApprove lets the
@@ -327,9 +327,9 @@ func (g *Gateway) GetApproval(ctx context.Context, id string) (*ApprovalView, er
 	}
 	if t, _, ok := g.Tool(a.Tool); ok {
 		v.Description = t.Description
-		if p, ok := t.Backend.(backend.Previewer); ok && len(a.Arguments) > 0 {
+		if p, ok := t.Backend.(tool.Previewer); ok && len(a.Arguments) > 0 {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			pv, err := p.Preview(pctx, &backend.Call{Tool: a.Tool, Caller: a.Caller, Session: a.Session, Arguments: a.Arguments})
+			pv, err := p.Preview(pctx, &tool.Call{Tool: a.Tool, Caller: a.Caller, Session: a.Session, Arguments: a.Arguments})
 			cancel()
 			if err != nil {
 				v.PreviewError = err.Error()

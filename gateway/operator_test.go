@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // opGateway: alice's danger needs an approval that ops or sec-* decide;
@@ -29,8 +29,8 @@ func opGateway(t *testing.T, st store.Store, opts approval.Options) *gateway.Gat
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Approvals: opts, Operators: []string{"ops", "sec-anna", "dev", "alice"}})
 	for _, name := range []string{"danger", "self"} {
 		err := g.Register(context.Background(), gateway.Tool{Name: name, Description: "the " + name + " tool", InputSchema: json.RawMessage(`{"type":"object"}`),
-			Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-				return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
+			Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+				return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 			})})
 		if err != nil {
 			t.Fatal(err)

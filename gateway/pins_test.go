@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // A pinned tool whose definition changes is held back until accepted, and
@@ -26,9 +26,9 @@ func TestPinnedDefinitionChangeIsHeld(t *testing.T) {
 		return gateway.Tool{
 			Name: "up.echo", Description: description, Pinned: true,
 			InputSchema: json.RawMessage(`{"type":"object"}`),
-			Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				invoked++
-				return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+				return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 			}),
 		}
 	}
@@ -91,9 +91,9 @@ func TestSettleFailureIsUnknownOutcome(t *testing.T) {
 	g := gateway.New(&gateway.Options{Store: settleFailingStore{memstore.New()}, Policy: rules})
 	ran := 0
 	g.Register(context.Background(), gateway.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			ran++
-			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+			return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 		})})
 	_, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "t", Arguments: json.RawMessage(`{}`)})
 	var ge *gateway.Error
@@ -111,9 +111,9 @@ func TestPinnedSafetyChangeIsHeld(t *testing.T) {
 	ran := 0
 	tool := gateway.Tool{Name: "up.rm", Description: "Remove.", Pinned: true, InputSchema: json.RawMessage(`{"type":"object"}`),
 		Safety: gateway.Safety{RequiresApproval: true},
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			ran++
-			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+			return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 		})}
 	if err := g.Register(context.Background(), tool); err != nil {
 		t.Fatal(err)
@@ -154,8 +154,8 @@ func TestPinCheckFromMemory(t *testing.T) {
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules})
 	tool := func(description string) gateway.Tool {
 		return gateway.Tool{Name: "up.echo", Description: description, Pinned: true, InputSchema: json.RawMessage(`{"type":"object"}`),
-			Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-				return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+			Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+				return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 			})}
 	}
 	call := func() error {

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // secret is put in arguments to prove the audit log never carries their
@@ -245,7 +245,7 @@ func TestInvisibleToolLooksUnknown(t *testing.T) {
 }
 
 // TestBackendCheckRefusesBeforeApproval: a backend's own argument check
-// (backend.Checker) refuses arguments the schema accepts before anything
+// (tool.Checker) refuses arguments the schema accepts before anything
 // is approved, reserved or recorded (issue 12, finding 12).
 func TestBackendCheckRefusesBeforeApproval(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
@@ -285,7 +285,7 @@ func TestBackendCheckRefusesBeforeApproval(t *testing.T) {
 
 // checked is a backend with an argument check.
 type checked struct {
-	backend.Backend
+	tool.Backend
 	check func(json.RawMessage) error
 }
 
@@ -371,8 +371,8 @@ func TestSuccessRunsEachStepOnceInOrder(t *testing.T) {
 		// The result is returned byte for byte, whitespace and member order
 		// included.
 		result := `{ "z": [1, 2.50, "x"],  "a": {"b" : null} }`
-		note := f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(result)}, nil
+		note := f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(result)}, nil
 		})
 		args := `{"text": "` + secret + `", "n": 3}`
 		res, err := f.do(gateway.CallRequest{Caller: "alice", Session: "s1", Tool: "note", Arguments: json.RawMessage(args)})

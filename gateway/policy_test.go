@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store/memstore"
@@ -30,10 +29,10 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 	running, release := make(chan struct{}), make(chan struct{})
 	err = g.Register(context.Background(), gateway.Tool{
 		Name: "bash", InputSchema: json.RawMessage(shSchema),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			close(running)
 			<-release
-			return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
+			return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		}),
 	})
 	if err != nil {
@@ -73,13 +72,13 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 }
 
 // resolvingBackend is a backend whose path argument resolves through a
-// fixed table of links (backend.PathResolver).
+// fixed table of links (tool.PathResolver).
 type resolvingBackend struct {
 	links map[string]string
-	got   chan *backend.Call
+	got   chan *tool.Call
 }
 
-func (b *resolvingBackend) ResolvePath(args json.RawMessage) (*backend.ResolvedPath, error) {
+func (b *resolvingBackend) ResolvePath(args json.RawMessage) (*tool.ResolvedPath, error) {
 	var a struct{ Path string }
 	if err := json.Unmarshal(args, &a); err != nil {
 		return nil, err
@@ -91,12 +90,12 @@ func (b *resolvingBackend) ResolvePath(args json.RawMessage) (*backend.ResolvedP
 	if r, ok := b.links[a.Path]; ok {
 		real = r
 	}
-	return &backend.ResolvedPath{Field: "path", Real: real, ID: "id-of-" + real}, nil
+	return &tool.ResolvedPath{Field: "path", Real: real, ID: "id-of-" + real}, nil
 }
 
-func (b *resolvingBackend) Invoke(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+func (b *resolvingBackend) Invoke(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 	b.got <- c
-	return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+	return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 }
 
 // The gateway decides a path on the real path its backend resolves as well
@@ -109,7 +108,7 @@ func TestPathsAreDecidedOnTheirRealPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
-	b := &resolvingBackend{links: map[string]string{"src/envlink": ".env", "src/ok": "src/real.txt"}, got: make(chan *backend.Call, 4)}
+	b := &resolvingBackend{links: map[string]string{"src/envlink": ".env", "src/ok": "src/real.txt"}, got: make(chan *tool.Call, 4)}
 	if err := g.Register(context.Background(), gateway.Tool{Name: "read", Backend: b, Safety: tool.Safety{ReadOnly: true},
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store/memstore"
@@ -18,8 +17,8 @@ import (
 // registered (a schema outside the subset) or not (a taken name).
 func TestRegistryErrorsTellRegisteredFromRefused(t *testing.T) {
 	var reg tool.Registry = gateway.New(&gateway.Options{Store: memstore.New()})
-	b := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-		return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+	b := tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+		return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 	})
 	if err := reg.Register(context.Background(), tool.Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b}); err != nil {
 		t.Fatal(err)
@@ -45,12 +44,12 @@ func TestRegistryErrorsTellRegisteredFromRefused(t *testing.T) {
 // namedAsker answers every question with its own name.
 type namedAsker string
 
-func (n namedAsker) Ask(ctx context.Context, q backend.Question) (backend.Answer, error) {
-	return backend.Answer{Value: string(n)}, nil
+func (n namedAsker) Ask(ctx context.Context, q tool.Question) (tool.Answer, error) {
+	return tool.Answer{Value: string(n)}, nil
 }
 
 // TestCallHandsItsAskerToTheBackend: the interaction channel travels in the
-// call, from CallRequest to backend.Call, not in the context.
+// call, from CallRequest to tool.Call, not in the context.
 func TestCallHandsItsAskerToTheBackend(t *testing.T) {
 	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"ask"}}})
 	if err != nil {
@@ -59,23 +58,23 @@ func TestCallHandsItsAskerToTheBackend(t *testing.T) {
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	err = g.Register(context.Background(), gateway.Tool{
 		Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`), Safety: gateway.Safety{ReadOnly: true},
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			if c.Asker == nil {
-				return &backend.Result{Content: json.RawMessage(`"none"`)}, nil
+				return &tool.Result{Content: json.RawMessage(`"none"`)}, nil
 			}
-			a, err := c.Asker.Ask(ctx, backend.Question{Question: "who?"})
+			a, err := c.Asker.Ask(ctx, tool.Question{Question: "who?"})
 			if err != nil {
 				return nil, err
 			}
 			out, _ := json.Marshal(a.Value)
-			return &backend.Result{Content: out}, nil
+			return &tool.Result{Content: out}, nil
 		}),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		asker backend.Asker
+		asker tool.Asker
 		want  string
 	}{{namedAsker("first"), `"first"`}, {namedAsker("second"), `"second"`}, {nil, `"none"`}} {
 		res, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "ask", Arguments: json.RawMessage(`{}`), Asker: tc.asker})

@@ -12,16 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func TestSettlementClasses(t *testing.T) {
 	cases := []struct {
 		name       string
-		fn         backend.BackendFunc
+		fn         tool.BackendFunc
 		timeout    time.Duration
 		maxResult  int
 		class      gateway.Class
@@ -30,21 +30,21 @@ func TestSettlementClasses(t *testing.T) {
 	}{
 		{
 			name: "not started",
-			fn: func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-				return nil, fmt.Errorf("exec: no such program: %w", backend.ErrNotStarted)
+			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+				return nil, fmt.Errorf("exec: no such program: %w", tool.ErrNotStarted)
 			},
 			class: gateway.ClassExecutionFailure, status: store.StatusFailed, budgetHeld: 0,
 		},
 		{
 			name: "plain error",
-			fn: func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return nil, errors.New("broken pipe")
 			},
 			class: gateway.ClassUnknownOutcome, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "timeout",
-			fn: func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				<-ctx.Done()
 				return nil, ctx.Err()
 			},
@@ -53,43 +53,43 @@ func TestSettlementClasses(t *testing.T) {
 		},
 		{
 			name: "result not JSON",
-			fn: func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-				return &backend.Result{Content: json.RawMessage(`{"ok":tru`)}, nil
+			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+				return &tool.Result{Content: json.RawMessage(`{"ok":tru`)}, nil
 			},
 			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "two JSON values",
-			fn: func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-				return &backend.Result{Content: json.RawMessage(`{} {}`)}, nil
+			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+				return &tool.Result{Content: json.RawMessage(`{} {}`)}, nil
 			},
 			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "empty result",
-			fn: func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-				return &backend.Result{}, nil
+			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+				return &tool.Result{}, nil
 			},
 			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "nil result",
-			fn: func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return nil, nil
 			},
 			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "backend reports malformed",
-			fn: func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-				return nil, fmt.Errorf("stdout: %w", backend.ErrMalformedResult)
+			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+				return nil, fmt.Errorf("stdout: %w", tool.ErrMalformedResult)
 			},
 			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "result over the limit",
-			fn: func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-				return &backend.Result{Content: json.RawMessage(`"` + strings.Repeat("a", 200) + `"`)}, nil
+			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+				return &tool.Result{Content: json.RawMessage(`"` + strings.Repeat("a", 200) + `"`)}, nil
 			},
 			maxResult: 100,
 			// It ran: the journal says succeeded with the refusal recorded
@@ -142,7 +142,7 @@ func TestCallerCancelsDuringInvocation(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 5}}})
 		started := make(chan struct{})
-		note := f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		note := f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			close(started)
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -193,8 +193,8 @@ func TestToolLevelErrorIsAResult(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 5}}})
 		content := `{"error":"file not found"}`
-		f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(content), IsError: true}, nil
+		f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(content), IsError: true}, nil
 		})
 		res, err := f.call("alice", "note", `{"text":"x"}`)
 		if err != nil {
@@ -249,13 +249,13 @@ func TestIntentCommittedBeforeInvocation(t *testing.T) {
 		var f *fixture
 		seen := make(chan *store.Intent, 1)
 		f = newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 5}}})
-		f.tool("note", func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		f.tool("note", func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			in, err := f.raw.GetIntent(ctx, c.CallID)
 			if err != nil {
 				return nil, err
 			}
 			seen <- in
-			return &backend.Result{Content: json.RawMessage(`true`)}, nil
+			return &tool.Result{Content: json.RawMessage(`true`)}, nil
 		})
 		res, err := f.call("alice", "note", `{"text":"x"}`)
 		if err != nil {

@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestSoakRetention (BACKPLANE_SOAK=1) runs a million calls (or
@@ -72,8 +72,8 @@ func TestSoakRetention(t *testing.T) {
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1 << 40, Per: time.Minute}},
 	})
 	if err := g.Register(context.Background(), gateway.Tool{Name: "note", Description: "soak", InputSchema: json.RawMessage(noteSchema),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		})}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // approve finds or creates the approval request bound to this exact call
@@ -313,7 +313,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	}
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	bc := &backend.Call{
+	bc := &tool.Call{
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
 		Asker:  c.req.Asker,
 		Client: c.req.Client,
@@ -329,16 +329,16 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	c.mu.Unlock()
 	sctx := context.WithoutCancel(ctx)
 
-	var invalid *backend.InvalidResultError
+	var invalid *tool.InvalidResultError
 	if errors.As(err, &invalid) {
 		return nil, c.settleInvalidResult(sctx, invalid) // invalidresult.go
 	}
 	if err != nil {
 		status, class := store.StatusUncertain, ClassUnknownOutcome
 		switch {
-		case errors.Is(err, backend.ErrNotStarted):
+		case errors.Is(err, tool.ErrNotStarted):
 			status, class = store.StatusFailed, ClassExecutionFailure
-		case errors.Is(err, backend.ErrMalformedResult):
+		case errors.Is(err, tool.ErrMalformedResult):
 			class = ClassMalformedResult
 		case errors.Is(ictx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
 			class = ClassTimeout

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Span attributes of a call. Like the audit log, a span carries the
@@ -85,7 +85,7 @@ func (c *call) endSpan(res *CallResult, ge *Error) {
 // startBackend opens the child span of the backend's invocation and puts
 // its trace context in the backend's call, for the backend to pass on
 // (an MCP upstream's _meta, a program's TRACEPARENT).
-func (c *call) startBackend(ctx context.Context, bc *backend.Call) (context.Context, trace.Span) {
+func (c *call) startBackend(ctx context.Context, bc *tool.Call) (context.Context, trace.Span) {
 	if c.span == nil {
 		return ctx, nil
 	}
@@ -93,12 +93,12 @@ func (c *call) startBackend(ctx context.Context, bc *backend.Call) (context.Cont
 		trace.WithAttributes(attribute.String(AttrTool, c.tool.Name), attribute.String(AttrCallID, c.id)))
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
-	bc.Trace = backend.TraceContext{Parent: carrier["traceparent"], State: carrier["tracestate"]}
+	bc.Trace = tool.TraceContext{Parent: carrier["traceparent"], State: carrier["tracestate"]}
 	return ctx, span
 }
 
 // endBackend closes the backend's span; err is the backend's own error.
-func (c *call) endBackend(span trace.Span, res *backend.Result, err error) {
+func (c *call) endBackend(span trace.Span, res *tool.Result, err error) {
 	if span == nil {
 		return
 	}

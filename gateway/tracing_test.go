@@ -13,19 +13,19 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // traceBackend keeps the trace context each call carried and answers with
 // the secret, which no span may carry.
-type traceBackend struct{ got []backend.TraceContext }
+type traceBackend struct{ got []tool.TraceContext }
 
-func (b *traceBackend) Invoke(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+func (b *traceBackend) Invoke(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 	b.got = append(b.got, c.Trace)
-	return &backend.Result{Content: json.RawMessage(`{"echo":"` + secret + `"}`)}, nil
+	return &tool.Result{Content: json.RawMessage(`{"echo":"` + secret + `"}`)}, nil
 }
 
 func tracedGateway(t *testing.T, tp trace.TracerProvider) (*gateway.Gateway, *traceBackend) {
@@ -162,7 +162,7 @@ func TestUntracedCall(t *testing.T) {
 		gateway.CallRequest{Caller: "alice", Tool: "echo", Arguments: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if b.got[0] != (backend.TraceContext{}) {
+	if b.got[0] != (tool.TraceContext{}) {
 		t.Errorf("trace context %+v without a tracer", b.got[0])
 	}
 }

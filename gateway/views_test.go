@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // liveGateway is a gateway over memstore with a live policy letting alice
@@ -29,7 +29,7 @@ func liveGateway(t *testing.T, audit *bytes.Buffer) (*gateway.Gateway, *policy.L
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: live, Operators: []string{"ops"},
 		Logger: slog.New(slog.NewJSONHandler(audit, nil))})
 	err = g.Register(context.Background(), gateway.Tool{Name: "flaky", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			return nil, errors.New("broken pipe")
 		})})
 	if err != nil {

@@ -10,10 +10,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // ApprovalWhy says why a request asks for a decision, and what deciding
@@ -69,12 +69,12 @@ func (g *Gateway) WhyApproval(a *store.Approval) *ApprovalWhy {
 		if t.Pinned {
 			w.Source, _, _ = strings.Cut(t.Name, ".")
 		}
-		if pr, ok := t.Backend.(backend.PathResolver); ok && len(a.Arguments) > 0 {
+		if pr, ok := t.Backend.(tool.PathResolver); ok && len(a.Arguments) > 0 {
 			if rp, err := pr.ResolvePath(a.Arguments); err == nil && rp != nil {
 				req.RealPath = rp.Real
 			}
 		}
-		if au, ok := t.Backend.(backend.Auditor); ok {
+		if au, ok := t.Backend.(tool.Auditor); ok {
 			w.Sandbox = sandboxView(au.AuditAttrs())
 		}
 	}

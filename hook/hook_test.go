@@ -16,13 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/hook"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 type env struct {
@@ -56,7 +56,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{ws: ws, st: memstore.New()}
 	e.g = gateway.New(&gateway.Options{Store: e.st, Policy: rules})
-	never := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	never := tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 		e.invoked.Add(1)
 		return nil, errors.New("a hook decision invoked a backend")
 	})

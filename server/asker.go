@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // answerProperty is the one property of the form an ask_user_question
@@ -20,7 +20,7 @@ const answerProperty = "answer"
 // title enum values with enumNames, which 2025-11-25 keeps as legacy.
 const titledEnumVersion = "2025-11-25"
 
-// elicitAsker is the backend.Asker of one tools/call: it puts the
+// elicitAsker is the tool.Asker of one tools/call: it puts the
 // ask_user_question question to the person at the client's end of the
 // session the call came in on, through elicitation/create (form mode).
 //
@@ -28,7 +28,7 @@ const titledEnumVersion = "2025-11-25"
 // answer, a single-select enum of the options' values titled with their
 // labels; otherwise a free string (the options, if any, are listed in the
 // message), described by the placeholder. Accept gives the answer; decline
-// and cancel are [backend.ErrDeclined]. The question's own deadline (ctx)
+// and cancel are [tool.ErrDeclined]. The question's own deadline (ctx)
 // bounds the elicitation.
 type elicitAsker struct {
 	ss *mcp.ServerSession
@@ -40,7 +40,7 @@ type elicitAsker struct {
 // newElicitAsker returns the Asker of a call on ss, or nil when the client
 // did not declare the elicitation capability (form mode): the tool then
 // says it has no channel, as it does without one.
-func newElicitAsker(ss *mcp.ServerSession) backend.Asker {
+func newElicitAsker(ss *mcp.ServerSession) tool.Asker {
 	if !supportsElicitation(ss) {
 		return nil
 	}
@@ -57,8 +57,8 @@ func negotiatedVersion(ss *mcp.ServerSession) string {
 	return ProtocolVersions[0]
 }
 
-// Ask implements backend.Asker.
-func (a *elicitAsker) Ask(ctx context.Context, q backend.Question) (backend.Answer, error) {
+// Ask implements tool.Asker.
+func (a *elicitAsker) Ask(ctx context.Context, q tool.Question) (tool.Answer, error) {
 	res, err := a.ss.Elicit(ctx, &mcp.ElicitParams{
 		Mode:            "form",
 		Message:         questionMessage(q),
@@ -68,22 +68,22 @@ func (a *elicitAsker) Ask(ctx context.Context, q backend.Question) (backend.Answ
 		if ctx.Err() != nil {
 			// The question's deadline or the call's end: the tool tells
 			// them apart by ctx.
-			return backend.Answer{}, fmt.Errorf("elicitation: %w", ctx.Err())
+			return tool.Answer{}, fmt.Errorf("elicitation: %w", ctx.Err())
 		}
-		return backend.Answer{}, fmt.Errorf("elicitation: %w", err)
+		return tool.Answer{}, fmt.Errorf("elicitation: %w", err)
 	}
 	switch res.Action {
 	case "accept":
 	case "decline":
-		return backend.Answer{}, fmt.Errorf("the person declined the elicitation: %w", backend.ErrDeclined)
+		return tool.Answer{}, fmt.Errorf("the person declined the elicitation: %w", tool.ErrDeclined)
 	case "cancel":
-		return backend.Answer{}, fmt.Errorf("the person dismissed the elicitation: %w", backend.ErrDeclined)
+		return tool.Answer{}, fmt.Errorf("the person dismissed the elicitation: %w", tool.ErrDeclined)
 	default:
-		return backend.Answer{}, fmt.Errorf("%w: elicitation: unknown action %q", backend.ErrMalformedResult, res.Action)
+		return tool.Answer{}, fmt.Errorf("%w: elicitation: unknown action %q", tool.ErrMalformedResult, res.Action)
 	}
 	v, ok := res.Content[answerProperty].(string)
 	if !ok {
-		return backend.Answer{}, fmt.Errorf("%w: elicitation accepted without a string %q: %v", backend.ErrMalformedResult, answerProperty, res.Content)
+		return tool.Answer{}, fmt.Errorf("%w: elicitation accepted without a string %q: %v", tool.ErrMalformedResult, answerProperty, res.Content)
 	}
 	return answerOf(q, v), nil
 }
@@ -93,28 +93,28 @@ func (a *elicitAsker) Ask(ctx context.Context, q backend.Question) (backend.Answ
 // too (the person read the labels), and anything else is their own answer.
 // A value that is neither (the client broke the enum) is returned as a
 // non-free-form answer, which the tool reports as malformed.
-func answerOf(q backend.Question, v string) backend.Answer {
+func answerOf(q tool.Question, v string) tool.Answer {
 	for _, o := range q.Options {
 		if o.Value == v {
-			return backend.Answer{Value: o.Value, Label: o.Label}
+			return tool.Answer{Value: o.Value, Label: o.Label}
 		}
 	}
 	if q.AllowFreeform {
 		for _, o := range q.Options {
 			if o.Label == v {
-				return backend.Answer{Value: o.Value, Label: o.Label}
+				return tool.Answer{Value: o.Value, Label: o.Label}
 			}
 		}
-		return backend.Answer{Value: v, Freeform: true}
+		return tool.Answer{Value: v, Freeform: true}
 	}
-	return backend.Answer{Value: v}
+	return tool.Answer{Value: v}
 }
 
 // questionMessage is the text shown: the question, then the options when
 // the form cannot show all of them (a free-form field shows none, and an
 // enum's entries carry no description).
-func questionMessage(q backend.Question) string {
-	described := slices.ContainsFunc(q.Options, func(o backend.Option) bool { return o.Description != "" })
+func questionMessage(q tool.Question) string {
+	described := slices.ContainsFunc(q.Options, func(o tool.Option) bool { return o.Description != "" })
 	if len(q.Options) == 0 || !q.AllowFreeform && !described {
 		return q.Question
 	}
@@ -137,23 +137,23 @@ func questionMessage(q backend.Question) string {
 
 // questionSchema is the requested schema: a flat object with one primitive
 // property, as elicitation allows.
-func questionSchema(q backend.Question, version string) map[string]any {
+func questionSchema(q tool.Question, version string) map[string]any {
 	prop := map[string]any{"type": "string", "title": "Answer"}
 	if q.Placeholder != "" {
 		prop["description"] = q.Placeholder
 	}
 	if !q.AllowFreeform && len(q.Options) > 0 {
 		// One entry per value: the tool maps a value to its first option.
-		var opts []backend.Option
+		var opts []tool.Option
 		for _, o := range q.Options {
-			if !slices.ContainsFunc(opts, func(p backend.Option) bool { return p.Value == o.Value }) {
+			if !slices.ContainsFunc(opts, func(p tool.Option) bool { return p.Value == o.Value }) {
 				opts = append(opts, o)
 			}
 		}
 		// A titled enum's const and title must not be empty (2025-11-25,
 		// and the Go SDK's client checks it); enum and enumNames take any
 		// string and are still valid in 2025-11-25.
-		titled := version >= titledEnumVersion && !slices.ContainsFunc(opts, func(o backend.Option) bool {
+		titled := version >= titledEnumVersion && !slices.ContainsFunc(opts, func(o tool.Option) bool {
 			return o.Value == "" || o.Label == ""
 		})
 		if titled {

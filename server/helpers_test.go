@@ -15,13 +15,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Schemas of the test catalog, as registered: the listing must carry these
@@ -72,7 +72,7 @@ func newFixture(t testing.TB) *fixture {
 		Policy:  rules,
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1, Cost: map[string]int64{"costly": 1}, Default: new(int64)}},
 	})
-	register := func(name, desc, schema string, safety gateway.Safety, fn backend.BackendFunc) {
+	register := func(name, desc, schema string, safety gateway.Safety, fn tool.BackendFunc) {
 		t.Helper()
 		err := f.g.Register(context.Background(), gateway.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Safety: safety, Backend: fn})
 		if err != nil && name != "dollar" { // dollar's schema is outside the subset on purpose
@@ -80,34 +80,34 @@ func newFixture(t testing.TB) *fixture {
 		}
 	}
 	register("echo", "Echo the arguments.", echoSchema, gateway.Safety{ReadOnly: true, Idempotent: true},
-		func(_ context.Context, c *backend.Call) (*backend.Result, error) {
+		func(_ context.Context, c *tool.Call) (*tool.Result, error) {
 			f.echoes.Add(1)
-			return &backend.Result{Content: json.RawMessage(`{"echo":` + string(c.Arguments) + `}`)}, nil
+			return &tool.Result{Content: json.RawMessage(`{"echo":` + string(c.Arguments) + `}`)}, nil
 		})
 	register("upstream", "Answers as an MCP server does.", emptyObject, gateway.Safety{},
-		func(context.Context, *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`{"content":[{"type":"text","text":"from upstream"}],"structuredContent":{"n":12345678901234567890},"isError":false}`)}, nil
+		func(context.Context, *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{"content":[{"type":"text","text":"from upstream"}],"structuredContent":{"n":12345678901234567890},"isError":false}`)}, nil
 		})
 	register("danger", "Needs an approval.", `{"type":"object","properties":{"target":{"type":"string"}},"required":["target"]}`, gateway.Safety{},
-		func(_ context.Context, c *backend.Call) (*backend.Result, error) {
+		func(_ context.Context, c *tool.Call) (*tool.Result, error) {
 			f.dangers.Add(1)
-			return &backend.Result{Content: json.RawMessage(`{"done":true}`)}, nil
+			return &tool.Result{Content: json.RawMessage(`{"done":true}`)}, nil
 		})
 	register("costly", "Costs budget.", emptyObject, gateway.Safety{},
-		func(context.Context, *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`"spent"`)}, nil
+		func(context.Context, *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`"spent"`)}, nil
 		})
 	register("dollar", "Declares $schema.", dollarSchema, gateway.Safety{},
-		func(context.Context, *backend.Call) (*backend.Result, error) {
+		func(context.Context, *tool.Call) (*tool.Result, error) {
 			t.Error("the dollar tool must never be invoked")
-			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+			return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 		})
 	register("untyped", "No root type.", untypedRoot, gateway.Safety{},
-		func(context.Context, *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
+		func(context.Context, *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		})
 	register("broken", "Fails after starting.", emptyObject, gateway.Safety{},
-		func(context.Context, *backend.Call) (*backend.Result, error) {
+		func(context.Context, *tool.Call) (*tool.Result, error) {
 			return nil, io.ErrUnexpectedEOF
 		})
 	return f

@@ -17,7 +17,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
@@ -25,6 +24,7 @@ import (
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 const initializeMsg = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
@@ -227,14 +227,14 @@ func TestHTTPTimeouts(t *testing.T) {
 	f := newFixture(t)
 	var slow atomic.Int64
 	err := f.g.Register(context.Background(), gateway.Tool{Name: "slow", InputSchema: []byte(emptyObject),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			slow.Add(1)
 			select {
 			case <-time.After(1500 * time.Millisecond): // longer than every timeout below
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			return &backend.Result{Content: []byte(`{"ok":true}`)}, nil
+			return &tool.Result{Content: []byte(`{"ok":true}`)}, nil
 		})})
 	if err != nil {
 		t.Fatal(err)
@@ -314,8 +314,8 @@ func TestHealthzWhenCommitsFail(t *testing.T) {
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"echo"}}})
 	g := gateway.New(&gateway.Options{Store: fs, Policy: rules})
 	if err := g.Register(context.Background(), gateway.Tool{Name: "echo", InputSchema: []byte(emptyObject),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: []byte(`{"ok":true}`)}, nil
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: []byte(`{"ok":true}`)}, nil
 		})}); err != nil {
 		t.Fatal(err)
 	}

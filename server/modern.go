@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Both eras of MCP on one endpoint (the 2026-07-28 revision's
@@ -231,11 +231,11 @@ func isModernRequest(req mcp.Request) bool {
 // stream; its requests (sampling, elicitation, roots) are not relayed,
 // since that revision has no server-to-client request in the middle of a
 // request (relaying them as input_required is the upstream connector's
-// side: see backend.Client).
+// side: see tool.Client).
 type modernClient struct{ *sessionClient }
 
 func (modernClient) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
-	return nil, fmt.Errorf("%w: a 2026-07-28 request takes no server-to-client request in its middle", backend.ErrNoChannel)
+	return nil, fmt.Errorf("%w: a 2026-07-28 request takes no server-to-client request in its middle", tool.ErrNoChannel)
 }
 
 // modernContentError is err as 2026-07-28 answers it: a resource not

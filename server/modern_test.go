@@ -16,11 +16,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // These tests speak 2026-07-28 (no session, per-request _meta) to the
@@ -397,8 +397,8 @@ func TestModernClientRecordedInAudit(t *testing.T) {
 	var audit bytes.Buffer
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &audit}, nil))})
 	if err := g.Register(context.Background(), gateway.Tool{Name: "echo", InputSchema: json.RawMessage(emptyObject), Safety: gateway.Safety{ReadOnly: true},
-		Backend: backend.BackendFunc(func(context.Context, *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+		Backend: tool.BackendFunc(func(context.Context, *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 		})}); err != nil {
 		t.Fatal(err)
 	}

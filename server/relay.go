@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // capabilities adds to caps what relaying needs: logging, since upstream
@@ -31,7 +31,7 @@ func (s *Server) capabilities(caps *mcp.ServerCapabilities) *mcp.ServerCapabilit
 }
 
 // sessionClient is the client behind one tools/call, as its backend sees
-// it (backend.Client): an upstream's progress goes out under the token of
+// it (tool.Client): an upstream's progress goes out under the token of
 // this call's request, log messages to this session (filtered by its
 // logging/setLevel, which the SDK keeps), and an upstream's requests go to
 // this session when its client declared the capability.
@@ -40,14 +40,14 @@ type sessionClient struct {
 	token any // the request's progress token; nil: it asked for none
 }
 
-func newSessionClient(ss *mcp.ServerSession, token any) backend.Client {
+func newSessionClient(ss *mcp.ServerSession, token any) tool.Client {
 	if ss == nil {
 		return nil
 	}
 	return &sessionClient{ss: ss, token: token}
 }
 
-func (c *sessionClient) Progress(ctx context.Context, p backend.Progress) error {
+func (c *sessionClient) Progress(ctx context.Context, p tool.Progress) error {
 	if c.token == nil {
 		return nil
 	}
@@ -56,7 +56,7 @@ func (c *sessionClient) Progress(ctx context.Context, p backend.Progress) error 
 	})
 }
 
-func (c *sessionClient) Log(ctx context.Context, m backend.LogMessage) error {
+func (c *sessionClient) Log(ctx context.Context, m tool.LogMessage) error {
 	var data any = json.RawMessage(m.Data)
 	if len(m.Data) == 0 {
 		data = nil
@@ -75,25 +75,25 @@ func (c *sessionClient) Request(ctx context.Context, method string, params json.
 	var res any
 	var err error
 	switch method {
-	case backend.RequestSampling:
+	case tool.RequestSampling:
 		if caps.Sampling == nil {
-			return nil, fmt.Errorf("%w: the client did not declare sampling", backend.ErrNoChannel)
+			return nil, fmt.Errorf("%w: the client did not declare sampling", tool.ErrNoChannel)
 		}
 		var p mcp.CreateMessageWithToolsParams
 		if err := decodeParams(params, &p); err != nil {
 			return nil, err
 		}
 		res, err = c.ss.CreateMessageWithTools(ctx, &p)
-	case backend.RequestElicitation:
+	case tool.RequestElicitation:
 		if caps.Elicitation == nil {
-			return nil, fmt.Errorf("%w: the client did not declare elicitation", backend.ErrNoChannel)
+			return nil, fmt.Errorf("%w: the client did not declare elicitation", tool.ErrNoChannel)
 		}
 		var p mcp.ElicitParams
 		if err := decodeParams(params, &p); err != nil {
 			return nil, err
 		}
 		res, err = c.ss.Elicit(ctx, &p)
-	case backend.RequestRoots:
+	case tool.RequestRoots:
 		// The SDK cannot tell "roots": {} from no roots at all, so the
 		// client is asked; one without roots answers method not found,
 		// which is passed on.
@@ -103,7 +103,7 @@ func (c *sessionClient) Request(ctx context.Context, method string, params json.
 		}
 		res, err = c.ss.ListRoots(ctx, &p)
 	default:
-		return nil, fmt.Errorf("%w: %s is not a request a server may make of a client", backend.ErrNoChannel, method)
+		return nil, fmt.Errorf("%w: %s is not a request a server may make of a client", tool.ErrNoChannel, method)
 	}
 	if err != nil {
 		return nil, err

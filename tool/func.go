@@ -9,12 +9,10 @@ import (
 	"reflect"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/google/jsonschema-go/jsonschema"
-
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // FuncOptions are the choices of [Func]; nil means the defaults.
@@ -60,7 +58,7 @@ var ErrFuncSchema = errors.New("the type has no schema in the subset; give FuncO
 //     value In cannot hold (1.0 or 1e2 for an int, which are integers to
 //     the schema: D12) is refused as a validation error before the call
 //     is approved, reserved or recorded (the backend is a
-//     backend.Checker).
+//     Checker).
 //   - fn runs once per call. What it returns is the call's result, an MCP
 //     tool result ({content, structuredContent}) that the server hands on
 //     as it is: when Out is a string (or a pointer to one), the string is
@@ -74,7 +72,7 @@ var ErrFuncSchema = errors.New("the type has no schema in the subset; give FuncO
 //     pointer is Out's zero value, a nil map an empty object.
 //   - An error fn returns is the tool's own failure (a result with isError
 //     and the error's text as its text block: the call ran), except an
-//     error wrapping backend.ErrNotStarted (the call provably did not run:
+//     error wrapping ErrNotStarted (the call provably did not run:
 //     settled failed, its budget released) and any error once ctx is done
 //     (the outcome is unknown, as for every backend), which are returned to
 //     the gateway as they are. A panic in fn is recovered and returned to
@@ -242,22 +240,22 @@ func (b *funcBackend[In, Out]) decode(args json.RawMessage) (In, error) {
 	return in, nil
 }
 
-// Check implements backend.Checker.
+// Check implements Checker.
 func (b *funcBackend[In, Out]) Check(args json.RawMessage) error {
 	_, err := b.decode(args)
 	return err
 }
 
-// Invoke implements backend.Backend.
-func (b *funcBackend[In, Out]) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+// Invoke implements Backend.
+func (b *funcBackend[In, Out]) Invoke(ctx context.Context, call *Call) (*Result, error) {
 	in, err := b.decode(call.Arguments)
 	if err != nil {
 		// Check passed these very bytes: not reached through the gateway.
-		return nil, fmt.Errorf("%w: %w", backend.ErrNotStarted, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
 	out, err := b.run(ctx, in)
 	if err != nil {
-		if errors.Is(err, backend.ErrNotStarted) || errors.Is(err, ErrFuncPanic) || ctx.Err() != nil {
+		if errors.Is(err, ErrNotStarted) || errors.Is(err, ErrFuncPanic) || ctx.Err() != nil {
 			return nil, err
 		}
 		return toolResult(callResult{Content: []textBlock{{"text", err.Error()}}, IsError: true})
@@ -276,7 +274,7 @@ func (b *funcBackend[In, Out]) Invoke(ctx context.Context, call *backend.Call) (
 	j, err := marshal(v.Interface())
 	if err != nil {
 		// fn ran: its result cannot be written.
-		return nil, fmt.Errorf("%w: %w", backend.ErrMalformedResult, err)
+		return nil, fmt.Errorf("%w: %w", ErrMalformedResult, err)
 	}
 	r := callResult{Content: []textBlock{{"text", string(j)}}}
 	if b.kind == outStructured {
@@ -316,12 +314,12 @@ type textBlock struct {
 	Text string `json:"text"`
 }
 
-func toolResult(r callResult) (*backend.Result, error) {
+func toolResult(r callResult) (*Result, error) {
 	b, err := marshal(r)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", backend.ErrMalformedResult, err)
+		return nil, fmt.Errorf("%w: %w", ErrMalformedResult, err)
 	}
-	return &backend.Result{Content: b, IsError: r.IsError}, nil
+	return &Result{Content: b, IsError: r.IsError}, nil
 }
 
 // marshal is json.Marshal without HTML escaping (a text block keeps its

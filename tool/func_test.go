@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
@@ -40,12 +38,12 @@ func gatewayOf(tb testing.TB, t tool.Tool, err error) *gateway.Gateway {
 	return g
 }
 
-func invoke(t *testing.T, tl tool.Tool, args string) (*backend.Result, error) {
+func invoke(t *testing.T, tl tool.Tool, args string) (*tool.Result, error) {
 	t.Helper()
-	if err := tl.Backend.(backend.Checker).Check(json.RawMessage(args)); err != nil {
+	if err := tl.Backend.(tool.Checker).Check(json.RawMessage(args)); err != nil {
 		return nil, err
 	}
-	return tl.Backend.Invoke(context.Background(), &backend.Call{Tool: tl.Name, Arguments: json.RawMessage(args)})
+	return tl.Backend.Invoke(context.Background(), &tool.Call{Tool: tl.Name, Arguments: json.RawMessage(args)})
 }
 
 func TestFuncInfersTheSchemaWithinTheSubset(t *testing.T) {
@@ -202,8 +200,8 @@ func TestFuncErrors(t *testing.T) {
 	if err != nil || !res.IsError || string(res.Content) != `{"content":[{"type":"text","text":"no such person"}],"isError":true}` {
 		t.Fatalf("a tool's error: %v %+v", err, res)
 	}
-	ret = fmt.Errorf("the database is down: %w", backend.ErrNotStarted)
-	if _, err := invoke(t, tl, `{"name":"x"}`); !errors.Is(err, backend.ErrNotStarted) {
+	ret = fmt.Errorf("the database is down: %w", tool.ErrNotStarted)
+	if _, err := invoke(t, tl, `{"name":"x"}`); !errors.Is(err, tool.ErrNotStarted) {
 		t.Fatalf("not started: %v", err)
 	}
 	p, _ := tool.Func("p", "", func(ctx context.Context, in greetIn) (string, error) { panic("bug") }, nil)
@@ -213,7 +211,7 @@ func TestFuncErrors(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ret = boom
-	if _, err := tl.Backend.Invoke(ctx, &backend.Call{Arguments: json.RawMessage(`{"name":"x"}`)}); !errors.Is(err, boom) {
+	if _, err := tl.Backend.Invoke(ctx, &tool.Call{Arguments: json.RawMessage(`{"name":"x"}`)}); !errors.Is(err, boom) {
 		t.Fatalf("once ctx is done the error is the gateway's to read: %v", err)
 	}
 }

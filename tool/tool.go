@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 )
@@ -50,7 +49,7 @@ type Tool struct {
 	Safety      Safety
 	// Timeout bounds one call; 0 means the gateway's default.
 	Timeout time.Duration
-	Backend backend.Backend
+	Backend Backend
 	// Validator, when set, replaces the subset validator for this tool: an
 	// explicit choice of another boundary (D21), never a fallback.
 	Validator Validator

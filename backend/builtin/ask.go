@@ -8,29 +8,28 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
 // The interaction channel is package backend's; these names are kept here
 // for the hosts that wrote builtin.Asker.
 type (
-	Asker     = backend.Asker
-	AskerFunc = backend.AskerFunc
-	Question  = backend.Question
-	Option    = backend.Option
-	Answer    = backend.Answer
+	Asker     = tool.Asker
+	AskerFunc = tool.AskerFunc
+	Question  = tool.Question
+	Option    = tool.Option
+	Answer    = tool.Answer
 )
 
 // Errors an Asker returns.
 var (
-	ErrDeclined  = backend.ErrDeclined
-	ErrNoChannel = backend.ErrNoChannel
+	ErrDeclined  = tool.ErrDeclined
+	ErrNoChannel = tool.ErrNoChannel
 )
 
-// askerOf returns the Asker of a call: the call's own ([backend.Call.Asker],
+// askerOf returns the Asker of a call: the call's own ([tool.Call.Asker],
 // the MCP session's elicitation), else the Set's ([Options.Asker]).
-func (s *Set) askerOf(call *backend.Call) Asker {
+func (s *Set) askerOf(call *tool.Call) Asker {
 	if call != nil && call.Asker != nil {
 		return call.Asker
 	}
@@ -51,7 +50,7 @@ type askResult struct {
 	Freeform bool   `json:"freeform"`
 }
 
-func (s *Set) ask(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+func (s *Set) ask(ctx context.Context, call *tool.Call) (*tool.Result, error) {
 	var a askArgs
 	if err := decode(call.Arguments, &a); err != nil {
 		return nil, err
@@ -110,10 +109,10 @@ func (s *Set) ask(ctx context.Context, call *backend.Call) (*backend.Result, err
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("%w: ask_user_question: the answer %q is none of the options and is not marked free-form", backend.ErrMalformedResult, ans.Value)
+			return nil, fmt.Errorf("%w: ask_user_question: the answer %q is none of the options and is not marked free-form", tool.ErrMalformedResult, ans.Value)
 		}
 	} else if !q.AllowFreeform {
-		return nil, fmt.Errorf("%w: ask_user_question: a free-form answer came back to a question that allows none", backend.ErrMalformedResult)
+		return nil, fmt.Errorf("%w: ask_user_question: a free-form answer came back to a question that allows none", tool.ErrMalformedResult)
 	}
 	return ok(askResult{Answer: ans.Value, Label: ans.Label, Freeform: ans.Freeform})
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -102,26 +101,26 @@ func TestAskOutcomes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := invoke(ctx, f.set, "ask_user_question", args("question", "Go on?"))
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, backend.ErrNotStarted) {
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, tool.ErrNotStarted) {
 		t.Errorf("cancelled while open: %v", err)
 	}
 
 	// An answer that is none of the options, not marked free-form.
 	answer = func(context.Context, Question) (Answer, error) { return Answer{Value: "maybe"}, nil }
 	_, err = call(t, f.set, "ask_user_question", q)
-	if !errors.Is(err, backend.ErrMalformedResult) {
+	if !errors.Is(err, tool.ErrMalformedResult) {
 		t.Errorf("an answer outside the options: %v", err)
 	}
 	answer = func(context.Context, Question) (Answer, error) { return Answer{Value: "maybe", Freeform: true}, nil }
 	_, err = call(t, f.set, "ask_user_question", q)
-	if !errors.Is(err, backend.ErrMalformedResult) {
+	if !errors.Is(err, tool.ErrMalformedResult) {
 		t.Errorf("a free-form answer where none is allowed: %v", err)
 	}
 
 	// Any other failure of the channel: unknown whether it was seen.
 	answer = func(context.Context, Question) (Answer, error) { return Answer{}, errors.New("connection reset") }
 	_, err = call(t, f.set, "ask_user_question", q)
-	if err == nil || errors.Is(err, backend.ErrNotStarted) {
+	if err == nil || errors.Is(err, tool.ErrNotStarted) {
 		t.Errorf("a channel failure: %v", err)
 	}
 }
@@ -148,13 +147,13 @@ func (a *answering) count() int {
 }
 
 // invokeAsking runs a call that carries a as its interaction channel
-// (backend.Call.Asker), as the gateway hands it on.
-func invokeAsking(s *Set, a Asker, q json.RawMessage) (*backend.Result, error) {
+// (tool.Call.Asker), as the gateway hands it on.
+func invokeAsking(s *Set, a Asker, q json.RawMessage) (*tool.Result, error) {
 	t, ok := s.Tool("ask_user_question")
 	if !ok {
 		return nil, errors.New("no ask_user_question")
 	}
-	return t.Backend.Invoke(context.Background(), &backend.Call{
+	return t.Backend.Invoke(context.Background(), &tool.Call{
 		CallID: "call_test", Tool: "ask_user_question", Caller: "tester", Arguments: q, Asker: a})
 }
 
@@ -217,7 +216,7 @@ func TestCallCarriesItsAsker(t *testing.T) {
 	}
 }
 
-func resultText(r *backend.Result) string {
+func resultText(r *tool.Result) string {
 	if r == nil {
 		return "<nil result>"
 	}

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/procsup"
 	"github.com/agentbackplane/backplane/sandbox"
 	"github.com/agentbackplane/backplane/tool"
@@ -36,7 +35,7 @@ type bashResult struct {
 	Error     *errorBody `json:"error,omitempty"`
 }
 
-func (s *Set) runBash(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+func (s *Set) runBash(ctx context.Context, call *tool.Call) (*tool.Result, error) {
 	var a bashArgs
 	if err := decode(call.Arguments, &a); err != nil {
 		return nil, err
@@ -67,7 +66,7 @@ func (s *Set) runBash(ctx context.Context, call *backend.Call) (*backend.Result,
 		Sandbox: s.bash.Sandbox,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: bash could not be started: %w", backend.ErrNotStarted, err)
+		return nil, fmt.Errorf("%w: bash could not be started: %w", tool.ErrNotStarted, err)
 	}
 	waitErr, timedOut := o.Wait, o.TimedOut
 	if o.Ctx != nil {
@@ -122,7 +121,7 @@ func (s *Set) runBash(ctx context.Context, call *backend.Call) (*backend.Result,
 			res.Error.Message += "; " + note
 		}
 	}
-	return &backend.Result{Content: marshal(res), IsError: res.Error != nil}, nil
+	return &tool.Result{Content: marshal(res), IsError: res.Error != nil}, nil
 }
 
 // gitPins are set in every shell's environment, over the allowlist. git
@@ -216,7 +215,7 @@ func (h *headTail) String() string {
 
 func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
-// AuditAttrs implements backend.Auditor: the audit event that settles a
+// AuditAttrs implements tool.Auditor: the audit event that settles a
 // bash call says whether the shell was sandboxed, and how.
 func (b *toolBackend) AuditAttrs() []any {
 	if b.name != "bash" {

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
-func bashResultOf(t *testing.T, res *backend.Result, err error) bashResult {
+func bashResultOf(t *testing.T, res *tool.Result, err error) bashResult {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("bash: Go error %v", err)
@@ -215,7 +215,7 @@ func TestBashCancellationKillsTheGroup(t *testing.T) {
 		cancel()
 	}()
 	_, err := invoke(ctx, f.set, "bash", args("command", `echo $$ > leader.pid; sleep 100 & echo $! > pidfile; wait`))
-	if !errors.Is(err, context.Canceled) || errors.Is(err, backend.ErrNotStarted) {
+	if !errors.Is(err, context.Canceled) || errors.Is(err, tool.ErrNotStarted) {
 		t.Fatalf("error %v: want one wrapping context.Canceled and not ErrNotStarted", err)
 	}
 	leader, child := readPID(t, f.path("leader.pid")), readPID(t, f.path("pidfile"))
@@ -267,14 +267,14 @@ func TestBashNotStarted(t *testing.T) {
 	f := newFixture(t, nil)
 	t.Setenv("PATH", t.TempDir()) // no bash to be found
 	_, err := call(t, f.set, "bash", args("command", "true"))
-	if !errors.Is(err, backend.ErrNotStarted) {
+	if !errors.Is(err, tool.ErrNotStarted) {
 		t.Errorf("error %v does not wrap ErrNotStarted", err)
 	}
 	// A done context: nothing runs.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err = invoke(ctx, f.set, "bash", args("command", "touch ran"))
-	if !errors.Is(err, backend.ErrNotStarted) {
+	if !errors.Is(err, tool.ErrNotStarted) {
 		t.Errorf("error %v does not wrap ErrNotStarted", err)
 	}
 	if _, err := os.Stat(f.path("ran")); !os.IsNotExist(err) {

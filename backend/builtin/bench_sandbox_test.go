@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/sandbox"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // benchBash calls the bash tool with a trivial command b.N times: what a
@@ -25,12 +25,12 @@ func benchBash(b *testing.B, policy func(ws string) *sandbox.Policy) {
 		b.Fatal(err)
 	}
 	defer set.Close()
-	tool, _ := set.Tool("bash")
-	call := &backend.Call{Tool: "bash", Arguments: []byte(`{"command":"echo ok"}`)}
+	bt, _ := set.Tool("bash")
+	call := &tool.Call{Tool: "bash", Arguments: []byte(`{"command":"echo ok"}`)}
 	ctx := context.Background()
 	b.ResetTimer()
 	for b.Loop() {
-		res, err := tool.Backend.Invoke(ctx, call)
+		res, err := bt.Backend.Invoke(ctx, call)
 		if err != nil || res.IsError || !strings.Contains(string(res.Content), `"stdout":"ok\n"`) {
 			b.Fatalf("%v %s", err, res.Content)
 		}

@@ -19,16 +19,16 @@
 //
 // # Paths the policy decided
 //
-// The path-taking tools are [backend.PathResolver]s: before the gateway's
+// The path-taking tools are [tool.PathResolver]s: before the gateway's
 // policy decides, the path is resolved inside the root to its real
 // workspace-relative path (links inside followed, escapes refused), so that
 // a rule about ".env" sees "src/envlink". A call carrying that resolution
-// (backend.Call.Path) uses only what it resolved: the file or folder
+// (tool.Call.Path) uses only what it resolved: the file or folder
 // opened (for write and edit, the folder renamed into) must have the
 // (device, inode) recorded then, or, when nothing existed, must resolve to
 // the same real path now; otherwise the call is refused as forbidden and
 // nothing is read or changed. glob and grep leave out what
-// backend.Call.PathDenied says a deny names, by real path.
+// tool.Call.PathDenied says a deny names, by real path.
 //
 // # Hidden paths
 //
@@ -71,7 +71,7 @@
 //   - A tool-level failure (refused path, missing file, not a regular file,
 //     edit text found 0 or several times, a refused URL, an HTTP error
 //     status, a non-zero exit status, bash's own timeout) is a
-//     [backend.Result] with IsError set whose Content holds
+//     [tool.Result] with IsError set whose Content holds
 //     {"error": {"class": C, "message": M, "details": {...}}}, C one of the
 //     gateway's classes (forbidden for confinement and address refusals,
 //     not_found, validation, timeout, execution_failure,
@@ -79,9 +79,9 @@
 //     nothing was changed by a refused or failed write, edit or fetch.
 //     Results that carry other data (bash's exit status and output,
 //     url_fetch's status and body) keep it beside "error".
-//   - An error wrapping [backend.ErrNotStarted]: nothing ran (ctx was done
+//   - An error wrapping [tool.ErrNotStarted]: nothing ran (ctx was done
 //     before the tool started; bash could not be started).
-//   - An error wrapping [backend.ErrMalformedResult]: the Asker returned an
+//   - An error wrapping [tool.ErrMalformedResult]: the Asker returned an
 //     answer that is none of the options.
 //   - Any other Go error: the outcome is unknown (ctx was done while bash
 //     ran, while a request was in flight, while a question was shown, or
@@ -106,7 +106,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
 	"github.com/agentbackplane/backplane/sandbox"
 	"github.com/agentbackplane/backplane/tool"
@@ -145,7 +144,7 @@ type Options struct {
 	URLFetch  URLFetchOptions
 	Read      ReadOptions
 	// Asker is the interaction channel of ask_user_question. A call may
-	// carry its own (backend.Call.Asker: the MCP session's elicitation),
+	// carry its own (tool.Call.Asker: the MCP session's elicitation),
 	// which is asked instead; with neither, the tool fails with
 	// unsupported_capability.
 	Asker Asker
@@ -320,11 +319,11 @@ func (s *Set) Tool(name string) (tool.Tool, bool) {
 }
 
 // toolFunc runs one call of a built-in tool.
-type toolFunc func(ctx context.Context, call *backend.Call) (*backend.Result, error)
+type toolFunc func(ctx context.Context, call *tool.Call) (*tool.Result, error)
 
 // argsOnly adapts a tool that needs only the call's arguments.
-func argsOnly(fn func(ctx context.Context, args json.RawMessage) (*backend.Result, error)) toolFunc {
-	return func(ctx context.Context, call *backend.Call) (*backend.Result, error) { return fn(ctx, call.Arguments) }
+func argsOnly(fn func(ctx context.Context, args json.RawMessage) (*tool.Result, error)) toolFunc {
+	return func(ctx context.Context, call *tool.Call) (*tool.Result, error) { return fn(ctx, call.Arguments) }
 }
 
 func (s *Set) describe() []tool.Tool {
@@ -372,8 +371,8 @@ func checker(name string) func(json.RawMessage) error {
 }
 
 // toolBackend runs one built-in tool. It checks its arguments before the
-// intent (backend.Checker) and previews write, edit and bash calls for
-// whoever decides their approval (backend.Previewer).
+// intent (tool.Checker) and previews write, edit and bash calls for
+// whoever decides their approval (tool.Previewer).
 type toolBackend struct {
 	s     *Set
 	name  string
@@ -381,9 +380,9 @@ type toolBackend struct {
 	check func(json.RawMessage) error
 }
 
-func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", backend.ErrNotStarted, b.name, err)
+		return nil, fmt.Errorf("%w: %s: %w", tool.ErrNotStarted, b.name, err)
 	}
 	// What the gateway resolved and decided travels with ctx to where
 	// each tool opens its path (verify) or walks (walkDenied).
@@ -395,7 +394,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	return res, err
 }
 
-func (b *toolBackend) Preview(ctx context.Context, call *backend.Call) (*backend.Preview, error) {
+func (b *toolBackend) Preview(ctx context.Context, call *tool.Call) (*tool.Preview, error) {
 	return b.s.preview(ctx, b.name, call.Arguments)
 }
 
@@ -438,15 +437,15 @@ func (e *toolError) body() *errorBody {
 	return &errorBody{Class: e.class, Message: e.msg, Step: "invoke", Details: d}
 }
 
-func (e *toolError) result() *backend.Result {
-	return &backend.Result{Content: marshal(struct {
+func (e *toolError) result() *tool.Result {
+	return &tool.Result{Content: marshal(struct {
 		Error *errorBody `json:"error"`
 	}{e.body()}), IsError: true}
 }
 
 // ok wraps a result value.
-func ok(v any) (*backend.Result, error) {
-	return &backend.Result{Content: marshal(v)}, nil
+func ok(v any) (*tool.Result, error) {
+	return &tool.Result{Content: marshal(v)}, nil
 }
 
 // marshal encodes v without HTML escaping (results are read by programs and

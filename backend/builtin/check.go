@@ -8,7 +8,7 @@ import (
 )
 
 // Each tool checks its arguments twice: before the call is recorded
-// (backend.Checker, called by the gateway after the schema validation) and
+// (tool.Checker, called by the gateway after the schema validation) and
 // again when it runs. The schema says "integer" and "minimum", but not what
 // the tool can hold: 1e400 and 99999999999999999999 are integers the
 // schema accepts and an int cannot; such a call must be refused before it
@@ -90,7 +90,7 @@ var checkers = map[string]func(raw json.RawMessage) error{
 	},
 }
 
-// Check implements backend.Checker: the error's message is the tool's own
+// Check implements tool.Checker: the error's message is the tool's own
 // words (the gateway makes it a validation error).
 func (b *toolBackend) Check(raw json.RawMessage) error {
 	if err := b.check(raw); err != nil {

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
 	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestToolsCheckTheirArguments: every built-in tool's backend checks its
-// arguments (backend.Checker) and refuses the integers it cannot hold and
+// arguments (tool.Checker) and refuses the integers it cannot hold and
 // the bounds it enforces, arguments its own schema accepts; well-formed
 // arguments pass (issue 12, finding 12).
 func TestToolsCheckTheirArguments(t *testing.T) {
@@ -36,7 +36,7 @@ func TestToolsCheckTheirArguments(t *testing.T) {
 		if !ok {
 			t.Fatalf("no tool %s", c.tool)
 		}
-		ck, ok := tl.Backend.(backend.Checker)
+		ck, ok := tl.Backend.(tool.Checker)
 		if !ok {
 			t.Fatalf("%s: the backend has no argument check", c.tool)
 		}

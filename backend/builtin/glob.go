@@ -14,7 +14,6 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -33,7 +32,7 @@ type globResult struct {
 	Truncated bool     `json:"truncated"`
 }
 
-func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+func (s *Set) glob(ctx context.Context, raw json.RawMessage) (*tool.Result, error) {
 	var a globArgs
 	if err := decode(raw, &a); err != nil {
 		return nil, err

@@ -15,7 +15,6 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -74,7 +73,7 @@ type grepper struct {
 	done    bool
 }
 
-func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+func (s *Set) grep(ctx context.Context, raw json.RawMessage) (*tool.Result, error) {
 	var a grepArgs
 	if err := decode(raw, &a); err != nil {
 		return nil, err

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // subreaper is set when this test process adopts the orphans of its
@@ -131,19 +131,19 @@ func args(kv ...any) json.RawMessage {
 	return b
 }
 
-func invoke(ctx context.Context, s *Set, tool string, a json.RawMessage) (*backend.Result, error) {
-	t, ok := s.Tool(tool)
+func invoke(ctx context.Context, s *Set, name string, a json.RawMessage) (*tool.Result, error) {
+	t, ok := s.Tool(name)
 	if !ok {
-		return nil, fmt.Errorf("no tool %s", tool)
+		return nil, fmt.Errorf("no tool %s", name)
 	}
-	return t.Backend.Invoke(ctx, &backend.Call{CallID: "call_test", Tool: tool, Caller: "tester", Arguments: a})
+	return t.Backend.Invoke(ctx, &tool.Call{CallID: "call_test", Tool: name, Caller: "tester", Arguments: a})
 }
 
-func call(t *testing.T, s *Set, tool string, a json.RawMessage) (*backend.Result, error) {
+func call(t *testing.T, s *Set, name string, a json.RawMessage) (*tool.Result, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return invoke(ctx, s, tool, a)
+	return invoke(ctx, s, name, a)
 }
 
 // mustOK calls a tool that must succeed and decodes its result into v.
@@ -175,7 +175,7 @@ type errBody struct {
 }
 
 // errorOf returns the error body of an IsError result.
-func errorOf(t *testing.T, tool string, a json.RawMessage, res *backend.Result, err error) errBody {
+func errorOf(t *testing.T, tool string, a json.RawMessage, res *tool.Result, err error) errBody {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s %s: Go error %v, want an error result", tool, a, err)

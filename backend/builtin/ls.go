@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -32,7 +31,7 @@ type lsResult struct {
 	Truncated bool      `json:"truncated"`
 }
 
-func (s *Set) ls(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+func (s *Set) ls(ctx context.Context, raw json.RawMessage) (*tool.Result, error) {
 	var a lsArgs
 	if err := decode(raw, &a); err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // maxPreviewBytes caps the file a preview reads to diff against.
@@ -19,14 +19,14 @@ const maxPreviewBytes = 1 << 20
 // for bash the command. Other tools have no preview (nil). The file is read
 // as read reads it (hidden state refused), so a preview shows nothing a
 // read would not.
-func (s *Set) preview(ctx context.Context, tool string, raw json.RawMessage) (*backend.Preview, error) {
-	switch tool {
+func (s *Set) preview(ctx context.Context, name string, raw json.RawMessage) (*tool.Preview, error) {
+	switch name {
 	case "bash":
 		var a bashArgs
 		if err := decode(raw, &a); err != nil {
 			return nil, err
 		}
-		return &backend.Preview{Command: a.Command}, nil
+		return &tool.Preview{Command: a.Command}, nil
 	case "write":
 		var a writeArgs
 		if err := decode(raw, &a); err != nil {
@@ -36,7 +36,7 @@ func (s *Set) preview(ctx context.Context, tool string, raw json.RawMessage) (*b
 		if err != nil {
 			return nil, err
 		}
-		return &backend.Preview{Diff: unifiedDiff(path, old, a.Content)}, nil
+		return &tool.Preview{Diff: unifiedDiff(path, old, a.Content)}, nil
 	case "edit":
 		var a editArgs
 		if err := decode(raw, &a); err != nil {
@@ -53,7 +53,7 @@ func (s *Set) preview(ctx context.Context, tool string, raw json.RawMessage) (*b
 			}
 			updated = strings.Replace(old, *a.OldContent, a.Content, 1)
 		}
-		return &backend.Preview{Diff: unifiedDiff(path, old, updated)}, nil
+		return &tool.Preview{Diff: unifiedDiff(path, old, updated)}, nil
 	}
 	return nil, nil
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -69,7 +68,7 @@ type binaryResult struct {
 	Note   string `json:"note"`
 }
 
-func (s *Set) read(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+func (s *Set) read(ctx context.Context, raw json.RawMessage) (*tool.Result, error) {
 	var a readArgs
 	if err := decode(raw, &a); err != nil {
 		return nil, err

@@ -11,11 +11,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
-// Resolution for the policy (backend.PathResolver). A path rule is about a
+// Resolution for the policy (tool.PathResolver). A path rule is about a
 // file, not about the text that names it: "src/envlink", a link to ".env",
 // is ".env" to a deny "read(**/.env)". So before the gateway decides, the
 // path argument is resolved inside the root, link by link, to its real
@@ -33,7 +32,7 @@ import (
 // bound is 40).
 const maxLinks = 40
 
-// resolved is the backend's record in a backend.ResolvedPath.
+// resolved is the backend's record in a tool.ResolvedPath.
 type resolved struct {
 	real   string // relative to the workspace, OS separators, "." itself
 	key    fileKey
@@ -44,8 +43,8 @@ type resolved struct {
 	err error
 }
 
-// ResolvePath implements backend.PathResolver for the path-taking tools.
-func (b *toolBackend) ResolvePath(raw json.RawMessage) (*backend.ResolvedPath, error) {
+// ResolvePath implements tool.PathResolver for the path-taking tools.
+func (b *toolBackend) ResolvePath(raw json.RawMessage) (*tool.ResolvedPath, error) {
 	var a struct {
 		Path string `json:"path"`
 	}
@@ -73,16 +72,16 @@ func (b *toolBackend) ResolvePath(raw json.RawMessage) (*backend.ResolvedPath, e
 	if fi != nil {
 		r.key, _, r.has = fileID(fi)
 	}
-	return &backend.ResolvedPath{Field: "path", Real: filepath.ToSlash(real), ID: r}, nil
+	return &tool.ResolvedPath{Field: "path", Real: filepath.ToSlash(real), ID: r}, nil
 }
 
 // resolveError makes a tool-level refusal an error for the gateway: a
-// forbidden one wraps backend.ErrPathRefused.
+// forbidden one wraps tool.ErrPathRefused.
 func resolveError(err error) error {
 	var te *toolError
 	if errors.As(err, &te) {
 		if te.class == tool.ClassForbidden {
-			return fmt.Errorf("%w: %s", backend.ErrPathRefused, te.msg)
+			return fmt.Errorf("%w: %s", tool.ErrPathRefused, te.msg)
 		}
 		return errors.New(te.msg)
 	}
@@ -202,7 +201,7 @@ type callPaths struct {
 }
 
 // withPaths puts what the gateway resolved and decided into ctx.
-func withPaths(ctx context.Context, call *backend.Call) context.Context {
+func withPaths(ctx context.Context, call *tool.Call) context.Context {
 	if call == nil || call.Path == nil {
 		return ctx
 	}
@@ -240,7 +239,7 @@ func (s *Set) verify(ctx context.Context, p, rel string, fi fs.FileInfo, parent 
 	}
 	if r.err != nil {
 		return fail(tool.ClassForbidden, "%s could not be resolved when the policy decided (%s); it was not used",
-			orDot(p), strings.TrimPrefix(r.err.Error(), backend.ErrPathRefused.Error()+": ")).with("path", p)
+			orDot(p), strings.TrimPrefix(r.err.Error(), tool.ErrPathRefused.Error()+": ")).with("path", p)
 	}
 	if r.parent != parent {
 		return changed()

@@ -7,27 +7,27 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // resolvePath resolves a tool's path argument as the gateway does.
-func resolvePath(t *testing.T, s *Set, tool string, a []byte) (*backend.ResolvedPath, error) {
+func resolvePath(t *testing.T, s *Set, name string, a []byte) (*tool.ResolvedPath, error) {
 	t.Helper()
-	tl, ok := s.Tool(tool)
+	tl, ok := s.Tool(name)
 	if !ok {
-		t.Fatalf("no tool %s", tool)
+		t.Fatalf("no tool %s", name)
 	}
-	pr, ok := tl.Backend.(backend.PathResolver)
+	pr, ok := tl.Backend.(tool.PathResolver)
 	if !ok {
-		t.Fatalf("%s is not a backend.PathResolver", tool)
+		t.Fatalf("%s is not a tool.PathResolver", name)
 	}
 	return pr.ResolvePath(a)
 }
 
 // ResolvePath returns the real workspace-relative path: links inside the
 // workspace followed, "." and "//" and absolute forms taken apart, a
-// missing rest by name; escapes wrap backend.ErrPathRefused (issue 22,
+// missing rest by name; escapes wrap tool.ErrPathRefused (issue 22,
 // finding 6).
 func TestResolvePath(t *testing.T) {
 	f := newFixture(t, nil)
@@ -61,11 +61,11 @@ func TestResolvePath(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"src/out", "../x", "src/up/..", f.secret} {
-		if _, err := resolvePath(t, f.set, "read", args("path", p)); !errors.Is(err, backend.ErrPathRefused) {
+		if _, err := resolvePath(t, f.set, "read", args("path", p)); !errors.Is(err, tool.ErrPathRefused) {
 			t.Errorf("%q: %v, want an escape", p, err)
 		}
 	}
-	if _, err := resolvePath(t, f.set, "read", args("path", "loop1")); err == nil || errors.Is(err, backend.ErrPathRefused) {
+	if _, err := resolvePath(t, f.set, "read", args("path", "loop1")); err == nil || errors.Is(err, tool.ErrPathRefused) {
 		t.Errorf("a loop: %v, want an error that is not an escape", err)
 	}
 }
@@ -102,14 +102,14 @@ func TestResolvedPathSwappedBeforeUse(t *testing.T) {
 		}
 		// Used as resolved: fine.
 		tl, _ := f.set.Tool(c.tool)
-		res, err := tl.Backend.Invoke(ctx, &backend.Call{Tool: c.tool, Arguments: c.args, Path: rp})
+		res, err := tl.Backend.Invoke(ctx, &tool.Call{Tool: c.tool, Arguments: c.args, Path: rp})
 		if err != nil || res.IsError {
 			t.Errorf("%s as resolved: %v %s", c.tool, err, res.Content)
 		}
 		// Swapped to b since: refused.
 		os.Remove(f.path("link"))
 		symlink(t, "b", f.path("link"))
-		res, err = tl.Backend.Invoke(ctx, &backend.Call{Tool: c.tool, Arguments: c.args, Path: rp})
+		res, err = tl.Backend.Invoke(ctx, &tool.Call{Tool: c.tool, Arguments: c.args, Path: rp})
 		e := errorOf(t, c.tool, c.args, res, err)
 		if e.Class != string(gateway.ClassForbidden) || !strings.Contains(e.Message, "changed between the policy's decision and its use") {
 			t.Errorf("%s after the swap: %+v", c.tool, e)
@@ -130,19 +130,19 @@ func TestResolvedPathSwappedBeforeUse(t *testing.T) {
 	}
 	symlink(t, "b/file.txt", f.path("late.txt"))
 	tl, _ := f.set.Tool("read")
-	res, err := tl.Backend.Invoke(ctx, &backend.Call{Tool: "read", Arguments: args("path", "late.txt"), Path: rp})
+	res, err := tl.Backend.Invoke(ctx, &tool.Call{Tool: "read", Arguments: args("path", "late.txt"), Path: rp})
 	if e := errorOf(t, "read", nil, res, err); e.Class != string(gateway.ClassForbidden) {
 		t.Errorf("late.txt created as a link: %+v", e)
 	}
 	os.Remove(f.path("late.txt"))
 	writeFile(t, f.path("late.txt"), "late\n")
-	if res, err := tl.Backend.Invoke(ctx, &backend.Call{Tool: "read", Arguments: args("path", "late.txt"), Path: rp}); err != nil || res.IsError {
+	if res, err := tl.Backend.Invoke(ctx, &tool.Call{Tool: "read", Arguments: args("path", "late.txt"), Path: rp}); err != nil || res.IsError {
 		t.Errorf("late.txt created where decided: %v %s", err, res.Content)
 	}
 
 	// Not resolved when decided: refused, whatever is there now.
-	res, err = tl.Backend.Invoke(ctx, &backend.Call{Tool: "read", Arguments: args("path", "a/file.txt"),
-		Path: &backend.ResolvedPath{Field: "path", Err: errors.New("a loop")}})
+	res, err = tl.Backend.Invoke(ctx, &tool.Call{Tool: "read", Arguments: args("path", "a/file.txt"),
+		Path: &tool.ResolvedPath{Field: "path", Err: errors.New("a loop")}})
 	if e := errorOf(t, "read", nil, res, err); e.Class != string(gateway.ClassForbidden) {
 		t.Errorf("unresolved: %+v", e)
 	}
@@ -159,22 +159,22 @@ func TestWalksHonourPathDenied(t *testing.T) {
 	symlink(t, "../.env", f.path("src/envlink"))
 	denied := func(real string) bool { return real == ".env" || strings.HasSuffix(real, "/.env") }
 	ctx := context.Background()
-	for tool, a := range map[string][]byte{
+	for name, a := range map[string][]byte{
 		"glob": args("path", "src", "pattern", "*"),
 		"grep": args("path", "src", "pattern", "TOKEN"),
 	} {
-		rp, err := resolvePath(t, f.set, tool, a)
+		rp, err := resolvePath(t, f.set, name, a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tl, _ := f.set.Tool(tool)
-		res, err := tl.Backend.Invoke(ctx, &backend.Call{Tool: tool, Arguments: a, Path: rp, PathDenied: denied})
+		tl, _ := f.set.Tool(name)
+		res, err := tl.Backend.Invoke(ctx, &tool.Call{Tool: name, Arguments: a, Path: rp, PathDenied: denied})
 		if err != nil || res.IsError {
-			t.Fatalf("%s: %v %s", tool, err, res.Content)
+			t.Fatalf("%s: %v %s", name, err, res.Content)
 		}
 		got := string(res.Content)
 		if strings.Contains(got, ".env") || strings.Contains(got, "envlink") || strings.Contains(got, "TOKEN=z") || !strings.Contains(got, "src/main.go") {
-			t.Errorf("%s: %s, want src/main.go alone", tool, got)
+			t.Errorf("%s: %s, want src/main.go alone", name, got)
 		}
 	}
 }

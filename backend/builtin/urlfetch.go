@@ -19,7 +19,6 @@ import (
 
 	"code.dny.dev/ssrf"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -276,7 +275,7 @@ type fetchResult struct {
 	Error  *errorBody `json:"error,omitempty"`
 }
 
-func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*tool.Result, error) {
 	var a fetchArgs
 	if err := decode(raw, &a); err != nil {
 		return nil, err
@@ -339,7 +338,7 @@ func (s *Set) urlFetch(ctx context.Context, raw json.RawMessage) (*backend.Resul
 		}
 		res.Error = &errorBody{Class: class, Message: "HTTP " + resp.Status, Step: "invoke", Details: map[string]any{}}
 	}
-	return &backend.Result{Content: marshal(res), IsError: res.Error != nil}, nil
+	return &tool.Result{Content: marshal(res), IsError: res.Error != nil}, nil
 }
 
 // fetchError classifies a failed request. A refusal of ours (scheme,

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // server is a local test server that counts the requests it receives.
@@ -41,7 +41,7 @@ func newServer(t *testing.T, h http.HandlerFunc) *server {
 // hostPort is the server's 127.0.0.1:port.
 func (s *server) hostPort() string { return strings.TrimPrefix(s.URL, "http://") }
 
-func fetchResultOf(t *testing.T, res *backend.Result, err error) fetchResult {
+func fetchResultOf(t *testing.T, res *tool.Result, err error) fetchResult {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("url_fetch: Go error %v", err)
@@ -355,7 +355,7 @@ func TestURLFetchCancellation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-arrived; cancel() }()
 	_, err := invoke(ctx, f.set, "url_fetch", args("url", srv.URL))
-	if !errors.Is(err, context.Canceled) || errors.Is(err, backend.ErrNotStarted) {
+	if !errors.Is(err, context.Canceled) || errors.Is(err, tool.ErrNotStarted) {
 		t.Errorf("error %v: want context.Canceled, not ErrNotStarted", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -32,7 +31,7 @@ type writeResult struct {
 	Created bool   `json:"created"`
 }
 
-func (s *Set) write(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+func (s *Set) write(ctx context.Context, raw json.RawMessage) (*tool.Result, error) {
 	var a writeArgs
 	if err := decode(raw, &a); err != nil {
 		return nil, err
@@ -71,7 +70,7 @@ type editResult struct {
 	Bytes       int  `json:"bytes"` // the file's new size
 }
 
-func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*backend.Result, error) {
+func (s *Set) edit(ctx context.Context, raw json.RawMessage) (*tool.Result, error) {
 	var a editArgs
 	if err := decode(raw, &a); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-// Package command is a [backend.Backend] that runs a configured program for
+// Package command is a [tool.Backend] that runs a configured program for
 // each call, without a shell.
 //
 // What one call does, and what the gateway learns from it:
@@ -23,14 +23,14 @@
 //
 //   - The program cannot be started (not found, not executable, bad Dir), or
 //     ctx was done before it started: an error wrapping
-//     [backend.ErrNotStarted]. Nothing ran.
+//     [tool.ErrNotStarted]. Nothing ran.
 //   - Exit status 0 and stdout is one JSON value (surrounding whitespace
-//     allowed): a [backend.Result] whose Content is that value, trimmed.
+//     allowed): a [tool.Result] whose Content is that value, trimmed.
 //   - Exit status 0 and stdout is not one JSON value (empty included): an
-//     error wrapping [backend.ErrMalformedResult] quoting the start of the
+//     error wrapping [tool.ErrMalformedResult] quoting the start of the
 //     output. It ran; its answer cannot be read.
 //   - More than Spec.MaxOutputBytes on stdout: the process group is killed at
-//     once and the error wraps [backend.ErrMalformedResult], naming the
+//     once and the error wraps [tool.ErrMalformedResult], naming the
 //     limit.
 //   - A non-zero exit status: the tool ran and reports a failure, so this is
 //     a tool-level error result, not a Go error: IsError set and Content
@@ -56,10 +56,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/internal/procsup"
 	"github.com/agentbackplane/backplane/sandbox"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // DefaultMaxOutputBytes caps a call's stdout when Spec.MaxOutputBytes is 0.
@@ -130,7 +130,7 @@ func (b *Backend) environ() []string {
 
 // Invoke runs the program once; see the package documentation for the
 // outcomes.
-func (b *Backend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+func (b *Backend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result, error) {
 	name := b.spec.Argv[0]
 	stdin := []byte(call.Arguments)
 	if stdin == nil {
@@ -149,7 +149,7 @@ func (b *Backend) Invoke(ctx context.Context, call *backend.Call) (*backend.Resu
 		Sandbox: b.spec.Sandbox,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: command %s: %w", backend.ErrNotStarted, name, err)
+		return nil, fmt.Errorf("%w: command %s: %w", tool.ErrNotStarted, name, err)
 	}
 
 	stderr := tail.String()
@@ -158,12 +158,12 @@ func (b *Backend) Invoke(ctx context.Context, call *backend.Call) (*backend.Resu
 		return nil, fmt.Errorf("command %s: the process group was killed: %w", name, o.Ctx)
 	case o.Overflow || out.overflowed():
 		return nil, fmt.Errorf("%w: command %s: its output exceeds the limit of %d bytes (the process group was killed)%s",
-			backend.ErrMalformedResult, name, b.spec.MaxOutputBytes, stderrNote(stderr))
+			tool.ErrMalformedResult, name, b.spec.MaxOutputBytes, stderrNote(stderr))
 	case !o.Reaped:
 		return nil, fmt.Errorf("command %s: the process did not end within %v of SIGKILL", name, procsup.ReapTimeout)
 	case !o.Drained:
 		return nil, fmt.Errorf("%w: command %s: its stdout or stderr was still open %v after it exited (held by a process outside its process group)",
-			backend.ErrMalformedResult, name, procsup.DrainTimeout)
+			tool.ErrMalformedResult, name, procsup.DrainTimeout)
 	}
 
 	stdout := out.buf
@@ -173,14 +173,14 @@ func (b *Backend) Invoke(ctx context.Context, call *backend.Call) (*backend.Resu
 		content := trimJSONSpace(stdout)
 		if err := validJSON(content, b.spec.MaxOutputBytes); err != nil {
 			return nil, fmt.Errorf("%w: command %s exited 0 but its output is not one JSON value (%v): %s%s",
-				backend.ErrMalformedResult, name, err, quotePrefix(stdout), stderrNote(stderr))
+				tool.ErrMalformedResult, name, err, quotePrefix(stdout), stderrNote(stderr))
 		}
-		return &backend.Result{Content: bytes.Clone(content)}, nil
+		return &tool.Result{Content: bytes.Clone(content)}, nil
 	case errors.As(o.Wait, &exitErr):
 		if sig, ok := o.Signaled(); ok {
 			return nil, fmt.Errorf("command %s was killed by signal %v%s", name, sig, stderrNote(stderr))
 		}
-		return &backend.Result{Content: exitResult(exitErr.ExitCode(), stderr, stdout, b.spec.MaxOutputBytes), IsError: true}, nil
+		return &tool.Result{Content: exitResult(exitErr.ExitCode(), stderr, stdout, b.spec.MaxOutputBytes), IsError: true}, nil
 	default:
 		return nil, fmt.Errorf("command %s: %w", name, o.Wait)
 	}
@@ -301,6 +301,6 @@ func (t *tailBuffer) String() string {
 	return string(b)
 }
 
-// AuditAttrs implements backend.Auditor: the audit event that settles a
+// AuditAttrs implements tool.Auditor: the audit event that settles a
 // call says whether the program was sandboxed, and how.
 func (b *Backend) AuditAttrs() []any { return sandbox.AuditAttrs(b.spec.Sandbox) }

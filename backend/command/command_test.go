@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // helperArg makes the test binary act as a backend program (see TestMain).
@@ -50,11 +50,11 @@ func mustNew(t *testing.T, spec Spec) *Backend {
 
 func sh(script string) []string { return []string{"sh", "-c", script} }
 
-func invoke(ctx context.Context, b *Backend, args string) (*backend.Result, error) {
-	return b.Invoke(ctx, &backend.Call{CallID: "call_test", Tool: "t", Caller: "alice", Arguments: json.RawMessage(args)})
+func invoke(ctx context.Context, b *Backend, args string) (*tool.Result, error) {
+	return b.Invoke(ctx, &tool.Call{CallID: "call_test", Tool: "t", Caller: "alice", Arguments: json.RawMessage(args)})
 }
 
-func invokeWithin(t *testing.T, b *Backend, d time.Duration, args string) (*backend.Result, error) {
+func invokeWithin(t *testing.T, b *Backend, d time.Duration, args string) (*tool.Result, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -241,7 +241,7 @@ func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
 	}
-	if errors.Is(err, backend.ErrNotStarted) || errors.Is(err, backend.ErrMalformedResult) {
+	if errors.Is(err, tool.ErrNotStarted) || errors.Is(err, tool.ErrMalformedResult) {
 		t.Errorf("error %v claims to know the outcome", err)
 	}
 	if elapsed > 5*time.Second {
@@ -265,7 +265,7 @@ func TestCancellationKillsTheProcessGroup(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v does not wrap context.Canceled", err)
 	}
-	if errors.Is(err, backend.ErrNotStarted) {
+	if errors.Is(err, tool.ErrNotStarted) {
 		t.Errorf("error %v claims nothing ran", err)
 	}
 	if elapsed := time.Since(start); elapsed > 12*time.Second {
@@ -322,7 +322,7 @@ func TestGarbageOutputIsMalformed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := mustNew(t, Spec{Argv: sh(tc.script)})
 			res, err := invokeWithin(t, b, 10*time.Second, `{}`)
-			if !errors.Is(err, backend.ErrMalformedResult) {
+			if !errors.Is(err, tool.ErrMalformedResult) {
 				t.Fatalf("got %v, %v; want ErrMalformedResult", res, err)
 			}
 			if !strings.Contains(err.Error(), tc.quote) {
@@ -347,7 +347,7 @@ func TestOutputCap(t *testing.T) {
 	// One byte over.
 	b = mustNew(t, Spec{Argv: sh(`printf '"'; head -c 999 /dev/zero | tr '\0' a; printf '"'`), MaxOutputBytes: limit})
 	_, err = invokeWithin(t, b, 10*time.Second, `{}`)
-	if !errors.Is(err, backend.ErrMalformedResult) {
+	if !errors.Is(err, tool.ErrMalformedResult) {
 		t.Fatalf("error %v does not wrap ErrMalformedResult", err)
 	}
 	if !strings.Contains(err.Error(), "1000 bytes") {
@@ -358,7 +358,7 @@ func TestOutputCap(t *testing.T) {
 	b = mustNew(t, Spec{Argv: []string{"yes"}, MaxOutputBytes: limit})
 	start := time.Now()
 	_, err = invokeWithin(t, b, 30*time.Second, `{}`)
-	if !errors.Is(err, backend.ErrMalformedResult) || errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, tool.ErrMalformedResult) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v: want ErrMalformedResult, not a timeout", err)
 	}
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
@@ -367,7 +367,7 @@ func TestOutputCap(t *testing.T) {
 
 	// The default cap is 1 MiB.
 	b = mustNew(t, Spec{Argv: sh(`printf '"'; head -c 1048576 /dev/zero | tr '\0' a; printf '"'`)})
-	if _, err = invokeWithin(t, b, 20*time.Second, `{}`); !errors.Is(err, backend.ErrMalformedResult) {
+	if _, err = invokeWithin(t, b, 20*time.Second, `{}`); !errors.Is(err, tool.ErrMalformedResult) {
 		t.Fatalf("1 MiB + 2 bytes under the default cap: error %v, want ErrMalformedResult", err)
 	}
 }
@@ -426,7 +426,7 @@ func TestKilledBySignalIsUncertain(t *testing.T) {
 	if err == nil {
 		t.Fatalf("got result %s; a crash must not look like an answer", res.Content)
 	}
-	if errors.Is(err, backend.ErrNotStarted) || errors.Is(err, backend.ErrMalformedResult) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, tool.ErrNotStarted) || errors.Is(err, tool.ErrMalformedResult) || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v: a crash is an unknown outcome", err)
 	}
 	if !strings.Contains(err.Error(), "killed") {
@@ -451,7 +451,7 @@ func TestNotStarted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := invokeWithin(t, mustNew(t, tc.spec), 10*time.Second, `{}`)
-			if !errors.Is(err, backend.ErrNotStarted) {
+			if !errors.Is(err, tool.ErrNotStarted) {
 				t.Fatalf("error %v does not wrap ErrNotStarted", err)
 			}
 		})
@@ -461,7 +461,7 @@ func TestNotStarted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	b := mustNew(t, Spec{Argv: sh(`touch ran; echo '{}'`), Dir: dir})
-	if _, err := invoke(ctx, b, `{}`); !errors.Is(err, backend.ErrNotStarted) || !errors.Is(err, context.Canceled) {
+	if _, err := invoke(ctx, b, `{}`); !errors.Is(err, tool.ErrNotStarted) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v: want ErrNotStarted wrapping context.Canceled", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran")); !os.IsNotExist(err) {
@@ -563,7 +563,7 @@ func TestTraceContextEnvironment(t *testing.T) {
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := b.Invoke(ctx, &backend.Call{Arguments: json.RawMessage(`{}`), Trace: backend.TraceContext{Parent: tp, State: "v=x"}})
+	res, err := b.Invoke(ctx, &tool.Call{Arguments: json.RawMessage(`{}`), Trace: tool.TraceContext{Parent: tp, State: "v=x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +571,7 @@ func TestTraceContextEnvironment(t *testing.T) {
 		t.Errorf("environment = %s, want %s", res.Content, want)
 	}
 	// Untraced: none.
-	res, err = b.Invoke(ctx, &backend.Call{Arguments: json.RawMessage(`{}`)})
+	res, err = b.Invoke(ctx, &tool.Call{Arguments: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Bridge says which requests a server may make of the client behind a
@@ -57,7 +57,7 @@ type inflight struct {
 	ctx     context.Context // the call's: a relayed request ends with it
 	callID  string
 	session string
-	client  backend.Client
+	client  tool.Client
 	token   string
 	// unrelayed counts the progress notifications read and not yet
 	// relayed: the SDK hands notifications to their handler on another
@@ -88,7 +88,7 @@ type pendingLog struct {
 	owner         *inflight
 }
 
-func (c *calls) begin(ctx context.Context, call *backend.Call) *inflight {
+func (c *calls) begin(ctx context.Context, call *tool.Call) *inflight {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.all == nil {
@@ -282,7 +282,7 @@ func (u *Upstream) onProgress(ctx context.Context, req *sdk.ProgressNotification
 		return // a late one, after its call ended, or not ours
 	}
 	defer in.unrelayed.Add(-1)
-	if err := in.client.Progress(in.relayContext(ctx), backend.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}); err != nil {
+	if err := in.client.Progress(in.relayContext(ctx), tool.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message}); err != nil {
 		u.log.Debug("upstream progress not relayed", "call_id", in.callID, "error", err.Error())
 	}
 }
@@ -305,7 +305,7 @@ func (u *Upstream) onLog(ctx context.Context, req *sdk.LoggingMessageRequest) {
 	if counted {
 		defer in.unrelayed.Add(-1)
 	}
-	if err := in.client.Log(in.relayContext(ctx), backend.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data}); err != nil {
+	if err := in.client.Log(in.relayContext(ctx), tool.LogMessage{Level: string(p.Level), Logger: p.Logger, Data: data}); err != nil {
 		u.log.Debug("upstream log message not relayed", "call_id", in.callID, "error", err.Error())
 	}
 }
@@ -316,11 +316,11 @@ func (u *Upstream) bridgeMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		var allowed bool
 		switch method {
-		case backend.RequestSampling:
+		case tool.RequestSampling:
 			allowed = u.bridge.Sampling
-		case backend.RequestElicitation:
+		case tool.RequestElicitation:
 			allowed = u.bridge.Elicitation
-		case backend.RequestRoots:
+		case tool.RequestRoots:
 			allowed = u.bridge.Roots
 		default:
 			return next(ctx, method, req)
@@ -399,9 +399,9 @@ type relayResult interface {
 // newRelayResult is the SDK's result type of a relayed request.
 func newRelayResult(method string) relayResult {
 	switch method {
-	case backend.RequestSampling:
+	case tool.RequestSampling:
 		return new(sdk.CreateMessageWithToolsResult)
-	case backend.RequestElicitation:
+	case tool.RequestElicitation:
 		return new(sdk.ElicitResult)
 	default:
 		return new(sdk.ListRootsResult)
@@ -426,7 +426,7 @@ func (u *Upstream) ask(ctx context.Context, in *inflight, method string, p any) 
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	raw, err := in.client.Request(rctx, method, params)
-	if errors.Is(err, backend.ErrNoChannel) {
+	if errors.Is(err, tool.ErrNoChannel) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the client of this call does not support %s", method)}
 	}
 	if err != nil {
@@ -442,7 +442,7 @@ func (u *Upstream) ask(ctx context.Context, in *inflight, method string, p any) 
 // prepare is the params of a request relayed to the client: p (an SDK
 // params value or raw JSON; nil for none) marked with the server's name.
 func (u *Upstream) prepare(method string, p any) (json.RawMessage, error) {
-	if raw, ok := p.(json.RawMessage); ok && method == backend.RequestElicitation {
+	if raw, ok := p.(json.RawMessage); ok && method == tool.RequestElicitation {
 		ep := new(sdk.ElicitParams)
 		if err := json.Unmarshal(raw, ep); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": " + err.Error()}

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 const (
@@ -164,8 +164,8 @@ func TestHTTPReconnect(t *testing.T) {
 	// Once it is seen, calls fail at once, not started.
 	eventually(t, 20*time.Second, "the loss seen", func() bool { return !u.Connected() })
 	b := &toolBackend{u: u, name: "greet"}
-	_, err := b.Invoke(context.Background(), &backend.Call{Arguments: json.RawMessage(`{"name":"b"}`)})
-	if !errors.Is(err, backend.ErrNotStarted) {
+	_, err := b.Invoke(context.Background(), &tool.Call{Arguments: json.RawMessage(`{"name":"b"}`)})
+	if !errors.Is(err, tool.ErrNotStarted) {
 		t.Errorf("call while the server is gone: %v, want ErrNotStarted", err)
 	}
 	h.start(t) // same address, a new server that knows no session

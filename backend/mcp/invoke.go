@@ -8,13 +8,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/tool"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // notDispatched are the JSON-RPC error codes that prove the server did not
@@ -42,14 +40,14 @@ type toolBackend struct {
 
 // Invoke sends tools/call with the validated arguments; see the package
 // documentation for the outcomes.
-func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.Result, error) {
+func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result, error) {
 	u := b.u
 	l, err := u.current()
 	if err != nil {
-		return nil, fmt.Errorf("%w: upstream %s: %v", backend.ErrNotStarted, u.srv.Name, err)
+		return nil, fmt.Errorf("%w: upstream %s: %v", tool.ErrNotStarted, u.srv.Name, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: upstream %s: %w", backend.ErrNotStarted, u.srv.Name, err)
+		return nil, fmt.Errorf("%w: upstream %s: %w", tool.ErrNotStarted, u.srv.Name, err)
 	}
 	in := u.calls.begin(ctx, call)
 	defer u.calls.end(in)
@@ -77,7 +75,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 	}
 	var asked bool // a round answered input_required
 	if call.Input != nil {
-		// The retry of a call answered *backend.InputRequiredError.
+		// The retry of a call answered *tool.InputRequiredError.
 		responses, err := answers(call.Input)
 		if err != nil {
 			return nil, err
@@ -86,7 +84,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 		asked = true
 	}
 	defers := false
-	if d, ok := call.Client.(backend.InputDeferrer); ok {
+	if d, ok := call.Client.(tool.InputDeferrer); ok {
 		defers = d.DefersInput()
 	}
 	shed := 0
@@ -126,7 +124,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *backend.Call) (*backend.
 // roundResult is what one tools/call round came to: the call's result, or
 // the input the server asks for before it answers.
 type roundResult struct {
-	result *backend.Result
+	result *tool.Result
 	input  *inputRound
 }
 
@@ -134,7 +132,7 @@ type roundResult struct {
 // outcomes. after says an earlier round of the call was answered
 // input_required: the server has had the call, so a failure is no longer
 // proof that nothing ran.
-func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *backend.Call, params *sdk.CallToolParams, after bool) (*roundResult, error) {
+func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *tool.Call, params *sdk.CallToolParams, after bool) (*roundResult, error) {
 	u := b.u
 	e := &exchange{method: "tools/call"}
 	nudge := l.nudgeWhileWaiting() // a stalled Go server: see nudge.go
@@ -151,7 +149,7 @@ func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *ba
 		}
 	}
 	in.drain(ctx)
-	notStarted := backend.ErrNotStarted
+	notStarted := tool.ErrNotStarted
 	if after {
 		notStarted = errAfterInput
 	}
@@ -159,7 +157,7 @@ func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *ba
 	case done && errors.Is(rpcErr, mcpstream.ErrMalformedResponse):
 		// The server answered this call, in a line the gateway cannot
 		// read (too deep, too large): the tool ran, its result is lost.
-		return nil, fmt.Errorf("%w: upstream %s: %v", backend.ErrMalformedResult, u.srv.Name, rpcErr)
+		return nil, fmt.Errorf("%w: upstream %s: %v", tool.ErrMalformedResult, u.srv.Name, rpcErr)
 	case done && rpcErr != nil:
 		var we *jsonrpc.Error
 		if errors.As(rpcErr, &we) && notDispatched[we.Code] {
@@ -184,19 +182,19 @@ func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *ba
 	// passes the watch): fall back to the SDK's reading of it.
 	data, err := json.Marshal(res)
 	if err != nil {
-		return nil, fmt.Errorf("%w: upstream %s: %v", backend.ErrMalformedResult, u.srv.Name, err)
+		return nil, fmt.Errorf("%w: upstream %s: %v", tool.ErrMalformedResult, u.srv.Name, err)
 	}
 	return wrapRound(b.checked(resultOf(data)))
 }
 
-func wrapRound(r *backend.Result, err error) (*roundResult, error) {
+func wrapRound(r *tool.Result, err error) (*roundResult, error) {
 	if err != nil {
 		return nil, err
 	}
 	return &roundResult{result: r}, nil
 }
 
-// errAfterInput stands in for backend.ErrNotStarted in a round after the
+// errAfterInput stands in for tool.ErrNotStarted in a round after the
 // server answered input_required: the server had the call (and may have
 // acted before it asked), so what would prove nothing ran does not.
 var errAfterInput = errors.New("after the server asked for input")
@@ -204,23 +202,23 @@ var errAfterInput = errors.New("after the server asked for input")
 // checked validates a result's structuredContent against the tool's
 // output schema: a result that is not an error and breaks it (or has no
 // structuredContent, which a tool with an output schema must give) comes
-// back as a *backend.InvalidResultError with every violation, pointers
+// back as a *tool.InvalidResultError with every violation, pointers
 // into the structured content. A tool error (isError) is not checked: the
 // schema describes what the tool returns when it succeeds.
-func (b *toolBackend) checked(res *backend.Result, err error) (*backend.Result, error) {
+func (b *toolBackend) checked(res *tool.Result, err error) (*tool.Result, error) {
 	if err != nil || !b.hasOutput || res.IsError {
 		return res, err
 	}
 	if b.output == nil { // cannot happen: its calls are refused before
-		return nil, fmt.Errorf("%w: upstream %s: the output schema of %s cannot be checked", backend.ErrNotStarted, b.u.srv.Name, b.name)
+		return nil, fmt.Errorf("%w: upstream %s: the output schema of %s cannot be checked", tool.ErrNotStarted, b.u.srv.Name, b.name)
 	}
 	m, merr := members(res.Content)
 	if merr != nil {
-		return nil, fmt.Errorf("%w: the tools/call result: %v", backend.ErrMalformedResult, merr)
+		return nil, fmt.Errorf("%w: the tools/call result: %v", tool.ErrMalformedResult, merr)
 	}
 	sc, ok := m["structuredContent"]
 	if !ok || string(sc) == "null" {
-		return nil, &backend.InvalidResultError{Result: res.Content, Err: &inputschema.Error{
+		return nil, &tool.InvalidResultError{Result: res.Content, Err: &inputschema.Error{
 			Class: inputschema.ClassValidation, Stage: stageResult, Path: "$structuredContent", Pointer: "",
 			Message: "the result has no structuredContent, which a tool with an outputSchema must return",
 		}}
@@ -229,7 +227,7 @@ func (b *toolBackend) checked(res *backend.Result, err error) (*backend.Result, 
 	if verr == nil {
 		return res, nil
 	}
-	return nil, &backend.InvalidResultError{Result: res.Content, Err: inResult(verr)}
+	return nil, &tool.InvalidResultError{Result: res.Content, Err: inResult(verr)}
 }
 
 // stageResult is the stage of a result's violations.
@@ -266,15 +264,15 @@ func inResult(err error) error {
 // resultOf turns a raw tools/call result into the backend's result:
 // {content, structuredContent, isError}, each member as the server sent it
 // and only those it sent, isError always (false when absent).
-func resultOf(raw []byte) (*backend.Result, error) {
+func resultOf(raw []byte) (*tool.Result, error) {
 	m, err := members(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the tools/call result: %v", backend.ErrMalformedResult, err)
+		return nil, fmt.Errorf("%w: the tools/call result: %v", tool.ErrMalformedResult, err)
 	}
 	isError := false
 	if v, ok := m["isError"]; ok && string(v) != "null" {
 		if err := json.Unmarshal(v, &isError); err != nil {
-			return nil, fmt.Errorf("%w: the tools/call result: isError is not a boolean", backend.ErrMalformedResult)
+			return nil, fmt.Errorf("%w: the tools/call result: isError is not a boolean", tool.ErrMalformedResult)
 		}
 	}
 	// At most the members of raw plus their names: one allocation.
@@ -293,5 +291,5 @@ func resultOf(raw []byte) (*backend.Result, error) {
 	b = append(b, `"isError":`...)
 	b = strconv.AppendBool(b, isError)
 	b = append(b, '}')
-	return &backend.Result{Content: b, IsError: isError}, nil
+	return &tool.Result{Content: b, IsError: isError}, nil
 }

@@ -59,7 +59,7 @@
 //     makes every call of the tool fail with unsupported_capability before
 //     the server is reached. A result that is not a tool error and whose
 //     structuredContent is missing or breaks the output schema comes back
-//     as a *backend.InvalidResultError carrying the result and every
+//     as a *tool.InvalidResultError carrying the result and every
 //     violation (paths from $structuredContent, pointers into it): the
 //     gateway settles it succeeded (invalid_result), never a success.
 //   - Collisions. A tool name already registered (another server's, a
@@ -73,7 +73,7 @@
 //     reconnected, with exponential backoff (Options.MinBackoff doubling up
 //     to Options.MaxBackoff, 100ms and 30s by default; the delay starts over
 //     after a connection that lived 10s). Calls made once the loss is seen
-//     fail at once with an error wrapping [backend.ErrNotStarted]: nothing
+//     fail at once with an error wrapping [tool.ErrNotStarted]: nothing
 //     was sent. The tools stay registered meanwhile; a reconnection lists
 //     them again (a server restarted with changed tools gets them held).
 //   - Calls. tools/call with the validated argument bytes. The result is
@@ -83,12 +83,12 @@
 //     written, or that the server answered with a JSON-RPC error which
 //     proves it never dispatched the call (-32602 invalid params, which
 //     covers unknown tools, -32601, -32600, -32700), wraps
-//     [backend.ErrNotStarted]; a request written and then left unanswered
+//     [tool.ErrNotStarted]; a request written and then left unanswered
 //     (the connection broke, the deadline passed) or answered with another
 //     error is a plain error: the gateway settles it uncertain. An answer
 //     that cannot be read (over stdio: too deep, too large, not a valid
 //     message, yet carrying the request's id) wraps
-//     [backend.ErrMalformedResult] and fails that call alone: the
+//     [tool.ErrMalformedResult] and fails that call alone: the
 //     connection and the other calls on it go on; a line of the server's
 //     that carries no usable id is logged (at most once a second, with a
 //     count) and dropped. Only a torn line (an object that does not end

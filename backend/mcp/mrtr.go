@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Multi round-trip requests (2026-07-28, SEP-2322).
@@ -21,7 +21,7 @@ import (
 // requests it needs answered (elicitation, sampling, roots) and an opaque
 // requestState, and the client calls again with the answers
 // (inputResponses) and the state. The gateway relays each request to the
-// client behind that very call (its backend.Client, which speaks the
+// client behind that very call (its tool.Client, which speaks the
 // caller's revision), so the requests of any number of calls in flight on
 // one server each reach their own client: nothing has to be guessed, unlike
 // a 2025-11-25 server's requests, which name no call (bridge.go).
@@ -64,12 +64,12 @@ func inputRequired(raw []byte) (r *inputRound, ok bool, err error) {
 	r = &inputRound{}
 	if v, has := m["inputRequests"]; has && string(v) != "null" {
 		if err := json.Unmarshal(v, &r.requests); err != nil {
-			return nil, true, fmt.Errorf("%w: the input_required result: inputRequests: %v", backend.ErrMalformedResult, err)
+			return nil, true, fmt.Errorf("%w: the input_required result: inputRequests: %v", tool.ErrMalformedResult, err)
 		}
 	}
 	if v, has := m["requestState"]; has && string(v) != "null" {
 		if err := json.Unmarshal(v, &r.state); err != nil {
-			return nil, true, fmt.Errorf("%w: the input_required result: requestState is not a string", backend.ErrMalformedResult)
+			return nil, true, fmt.Errorf("%w: the input_required result: requestState is not a string", tool.ErrMalformedResult)
 		}
 	}
 	return r, true, nil
@@ -104,11 +104,11 @@ func (u *Upstream) fulfil(ctx context.Context, in *inflight, r *inputRound) (sdk
 	return out, nil
 }
 
-// deferred is the *backend.InputRequiredError of r, for a client that
-// answers by calling again (backend.InputDeferrer): the requests marked as
+// deferred is the *tool.InputRequiredError of r, for a client that
+// answers by calling again (tool.InputDeferrer): the requests marked as
 // relayed ones are, and the server's request state as the error's state.
 func (u *Upstream) deferred(in *inflight, r *inputRound) error {
-	e := &backend.InputRequiredError{Server: u.srv.Name, Requests: make(map[string]backend.InputRequest, len(r.requests)), State: r.state}
+	e := &tool.InputRequiredError{Server: u.srv.Name, Requests: make(map[string]tool.InputRequest, len(r.requests)), State: r.state}
 	for _, id := range slices.Sorted(maps.Keys(r.requests)) {
 		req := r.requests[id]
 		params, err := u.prepareInput(req)
@@ -122,7 +122,7 @@ func (u *Upstream) deferred(in *inflight, r *inputRound) error {
 		if err != nil {
 			return fmt.Errorf("upstream %s asked the client for %s (input request %q): %w", u.srv.Name, req.Method, id, err)
 		}
-		e.Requests[id] = backend.InputRequest{Method: req.Method, Params: params}
+		e.Requests[id] = tool.InputRequest{Method: req.Method, Params: params}
 	}
 	return e
 }
@@ -145,7 +145,7 @@ func (u *Upstream) prepareInput(req inputRequest) (json.RawMessage, error) {
 }
 
 // answers are the retry's inputResponses from the client's answers.
-func answers(a *backend.InputAnswers) (sdk.InputResponseMap, error) {
+func answers(a *tool.InputAnswers) (sdk.InputResponseMap, error) {
 	if len(a.Responses) == 0 {
 		return nil, nil
 	}
@@ -155,7 +155,7 @@ func answers(a *backend.InputAnswers) (sdk.InputResponseMap, error) {
 	}
 	var m sdk.InputResponseMap
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%w: the client's input responses: %v", backend.ErrNotStarted, err)
+		return nil, fmt.Errorf("%w: the client's input responses: %v", tool.ErrNotStarted, err)
 	}
 	return m, nil
 }
@@ -164,11 +164,11 @@ func answers(a *backend.InputAnswers) (sdk.InputResponseMap, error) {
 func (u *Upstream) bridged(method string) error {
 	var allowed bool
 	switch method {
-	case backend.RequestSampling:
+	case tool.RequestSampling:
 		allowed = u.bridge.Sampling
-	case backend.RequestElicitation:
+	case tool.RequestElicitation:
 		allowed = u.bridge.Elicitation
-	case backend.RequestRoots:
+	case tool.RequestRoots:
 		allowed = u.bridge.Roots
 	default:
 		return fmt.Errorf("%q is not a request a server may make of its client", method)

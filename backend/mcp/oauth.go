@@ -321,7 +321,7 @@ func (u *Upstream) httpBase() http.RoundTripper {
 	return u.httpRT
 }
 
-// AuditAttrs implements backend.Auditor: the audit event that settles a
+// AuditAttrs implements tool.Auditor: the audit event that settles a
 // call to a server with OAuth says which credential it used (its mode and
 // server, never the token).
 func (b *toolBackend) AuditAttrs() []any {

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestPinningHoldsChangedDefinition: the server is killed and comes back
@@ -97,7 +97,7 @@ func TestRestartBackoffAndFastFailure(t *testing.T) {
 	b := &toolBackend{u: u, name: "greet"}
 	invoked := make(chan error, 1)
 	go func() {
-		_, err := b.Invoke(context.Background(), &backend.Call{CallID: "c", Tool: "go.greet", Arguments: json.RawMessage(`{"name":"x"}`)})
+		_, err := b.Invoke(context.Background(), &tool.Call{CallID: "c", Tool: "go.greet", Arguments: json.RawMessage(`{"name":"x"}`)})
 		invoked <- err
 	}()
 	var err error
@@ -109,7 +109,7 @@ func TestRestartBackoffAndFastFailure(t *testing.T) {
 	if u.Connected() {
 		t.Fatal("the upstream came back although every start fails")
 	}
-	if !errors.Is(err, backend.ErrNotStarted) || !strings.Contains(err.Error(), "upstream go") {
+	if !errors.Is(err, tool.ErrNotStarted) || !strings.Contains(err.Error(), "upstream go") {
 		t.Errorf("call during the outage: %v, want ErrNotStarted naming the upstream", err)
 	}
 	_, ge := e.call(t, "go.greet", `{"name":"y"}`)
@@ -207,7 +207,7 @@ func TestCloseKillsTheProcessGroup(t *testing.T) {
 		t.Errorf("process group %d still alive after Close", pid)
 	}
 	b := &toolBackend{u: u, name: "greet"}
-	if _, err := b.Invoke(context.Background(), &backend.Call{Arguments: json.RawMessage(`{}`)}); !errors.Is(err, backend.ErrNotStarted) {
+	if _, err := b.Invoke(context.Background(), &tool.Call{Arguments: json.RawMessage(`{}`)}); !errors.Is(err, tool.ErrNotStarted) {
 		t.Errorf("call after Close: %v, want ErrNotStarted", err)
 	}
 }

@@ -12,10 +12,10 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestClientCancelReachesUpstream: a client cancels its tools/call
@@ -144,22 +144,22 @@ func TestListChangedReachesConcernedSessions(t *testing.T) {
 // TestOwnerNeverGuesses: a message that names no call goes to the calling
 // session only when every call in flight is of that one session.
 func TestOwnerNeverGuesses(t *testing.T) {
-	cl := backend.Client(nil)
+	cl := tool.Client(nil)
 	var c calls
 	if _, _, err := c.owner(); !errors.Is(err, errNoCall) {
 		t.Errorf("no call: %v", err)
 	}
-	a1 := c.begin(context.Background(), &backend.Call{CallID: "a1", Session: "sa", Client: nopClient{}})
-	a2 := c.begin(context.Background(), &backend.Call{CallID: "a2", Session: "sa", Client: nopClient{}})
+	a1 := c.begin(context.Background(), &tool.Call{CallID: "a1", Session: "sa", Client: nopClient{}})
+	a2 := c.begin(context.Background(), &tool.Call{CallID: "a2", Session: "sa", Client: nopClient{}})
 	if in, ids, err := c.owner(); err != nil || in.session != "sa" || len(ids) != 2 {
 		t.Errorf("one session: %v %v %v", in, ids, err)
 	}
-	b := c.begin(context.Background(), &backend.Call{CallID: "b", Session: "sb", Client: nopClient{}})
+	b := c.begin(context.Background(), &tool.Call{CallID: "b", Session: "sb", Client: nopClient{}})
 	if _, _, err := c.owner(); !errors.Is(err, errAmbiguous) {
 		t.Errorf("two sessions: %v", err)
 	}
 	c.end(b)
-	n := c.begin(context.Background(), &backend.Call{CallID: "n", Session: "sa", Client: cl})
+	n := c.begin(context.Background(), &tool.Call{CallID: "n", Session: "sa", Client: cl})
 	if _, _, err := c.owner(); !errors.Is(err, errAmbiguous) {
 		t.Errorf("a call without a client beside: %v", err)
 	}
@@ -173,10 +173,10 @@ func TestOwnerNeverGuesses(t *testing.T) {
 
 type nopClient struct{}
 
-func (nopClient) Progress(context.Context, backend.Progress) error { return nil }
-func (nopClient) Log(context.Context, backend.LogMessage) error    { return nil }
+func (nopClient) Progress(context.Context, tool.Progress) error { return nil }
+func (nopClient) Log(context.Context, tool.LogMessage) error    { return nil }
 func (nopClient) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
-	return nil, backend.ErrNoChannel
+	return nil, tool.ErrNoChannel
 }
 
 // recordingClient answers every request with answer and keeps what it was
@@ -191,8 +191,8 @@ type recordingClient struct {
 func (c *recordingClient) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if method != backend.RequestElicitation {
-		return nil, backend.ErrNoChannel
+	if method != tool.RequestElicitation {
+		return nil, tool.ErrNoChannel
 	}
 	c.asked = append(c.asked, params)
 	return json.RawMessage(c.answer), nil
@@ -276,8 +276,8 @@ type gatedClient struct {
 }
 
 func (c *gatedClient) Request(ctx context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
-	if method != backend.RequestElicitation {
-		return nil, backend.ErrNoChannel
+	if method != tool.RequestElicitation {
+		return nil, tool.ErrNoChannel
 	}
 	c.asked <- c.name
 	select {
@@ -356,10 +356,10 @@ func TestInputRequestsOfManyCallsInFlight(t *testing.T) {
 type logClient struct {
 	nopClient
 	mu   sync.Mutex
-	logs []backend.LogMessage
+	logs []tool.LogMessage
 }
 
-func (c *logClient) Log(_ context.Context, m backend.LogMessage) error {
+func (c *logClient) Log(_ context.Context, m tool.LogMessage) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.logs = append(c.logs, m)
@@ -490,13 +490,13 @@ func TestInputRequestsThroughServeToTwoSessions(t *testing.T) {
 }
 
 // deferClient answers a server's requests by calling again
-// (backend.InputDeferrer), as a 2026-07-28 caller does.
+// (tool.InputDeferrer), as a 2026-07-28 caller does.
 type deferClient struct{ nopClient }
 
 func (deferClient) DefersInput() bool { return true }
 
 // TestInputRequiredDeferredToTheCaller: a client that answers by calling
-// again gets the upstream's input requests as a *backend.InputRequiredError
+// again gets the upstream's input requests as a *tool.InputRequiredError
 // (marked with the server's name, the server's state with them), and its
 // retry carrying the answers and that state completes the call.
 func TestInputRequiredDeferredToTheCaller(t *testing.T) {
@@ -510,14 +510,14 @@ func TestInputRequiredDeferredToTheCaller(t *testing.T) {
 	u.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	call := &backend.Call{CallID: "c1", Tool: "go.elicit", Caller: "alice", Arguments: json.RawMessage(`{}`), Client: deferClient{}}
+	call := &tool.Call{CallID: "c1", Tool: "go.elicit", Caller: "alice", Arguments: json.RawMessage(`{}`), Client: deferClient{}}
 	_, err := b.Invoke(ctx, call)
-	var ir *backend.InputRequiredError
+	var ir *tool.InputRequiredError
 	if !errors.As(err, &ir) {
-		t.Fatalf("Invoke: %v, want *backend.InputRequiredError", err)
+		t.Fatalf("Invoke: %v, want *tool.InputRequiredError", err)
 	}
 	req, ok := ir.Requests["token"]
-	if ir.Server != "go" || ir.State != "elicit-state-1" || !ok || req.Method != backend.RequestElicitation {
+	if ir.Server != "go" || ir.State != "elicit-state-1" || !ok || req.Method != tool.RequestElicitation {
 		t.Fatalf("input required %+v", ir)
 	}
 	var p struct {
@@ -528,7 +528,7 @@ func TestInputRequiredDeferredToTheCaller(t *testing.T) {
 		t.Errorf("the request is not marked with its server: %s (%v)", req.Params, err)
 	}
 	retry := *call
-	retry.Input = &backend.InputAnswers{
+	retry.Input = &tool.InputAnswers{
 		Responses: map[string]json.RawMessage{"token": json.RawMessage(`{"action":"accept","content":{"token":"t-42"}}`)},
 		State:     ir.State,
 	}

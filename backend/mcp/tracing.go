@@ -4,14 +4,14 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/agentbackplane/backplane/backend"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 type traceKey struct{}
 
 // withTrace carries a call's trace context to the HTTP requests that make
 // it (an HTTP upstream gets it in headers as well as in _meta).
-func withTrace(ctx context.Context, tc backend.TraceContext) context.Context {
+func withTrace(ctx context.Context, tc tool.TraceContext) context.Context {
 	if tc.Parent == "" {
 		return ctx
 	}
@@ -21,7 +21,7 @@ func withTrace(ctx context.Context, tc backend.TraceContext) context.Context {
 // setTraceHeaders sets traceparent and tracestate on a request of a traced
 // call.
 func setTraceHeaders(req *http.Request) {
-	tc, ok := req.Context().Value(traceKey{}).(backend.TraceContext)
+	tc, ok := req.Context().Value(traceKey{}).(tool.TraceContext)
 	if !ok {
 		return
 	}

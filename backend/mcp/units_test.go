@@ -10,9 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestSSEParser feeds a stream one byte at a time and whole: events end at
@@ -84,7 +84,7 @@ func TestResultOf(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`[]`, `{"isError":"yes"}`, `{"content":[],"content":[]}`} {
-		if _, err := resultOf([]byte(bad)); !errors.Is(err, backend.ErrMalformedResult) {
+		if _, err := resultOf([]byte(bad)); !errors.Is(err, tool.ErrMalformedResult) {
 			t.Errorf("resultOf(%s): %v, want ErrMalformedResult", bad, err)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
@@ -122,21 +121,21 @@ func TestCallResults(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	invoke := func(tool string) error {
-		b := &toolBackend{u: u, name: tool}
-		_, err := b.Invoke(ctx, &backend.Call{CallID: "c", Tool: "go." + tool, Arguments: json.RawMessage(`{}`)})
+	invoke := func(name string) error {
+		b := &toolBackend{u: u, name: name}
+		_, err := b.Invoke(ctx, &tool.Call{CallID: "c", Tool: "go." + name, Arguments: json.RawMessage(`{}`)})
 		return err
 	}
 	// -32602 proves nothing ran: not started.
-	if err := invoke("refuse"); !errors.Is(err, backend.ErrNotStarted) {
+	if err := invoke("refuse"); !errors.Is(err, tool.ErrNotStarted) {
 		t.Errorf("refuse: %v, want ErrNotStarted", err)
 	}
 	// So does an unknown tool (the SDK server answers -32602).
-	if err := invoke("no_such_tool"); !errors.Is(err, backend.ErrNotStarted) || !strings.Contains(err.Error(), "no_such_tool") {
+	if err := invoke("no_such_tool"); !errors.Is(err, tool.ErrNotStarted) || !strings.Contains(err.Error(), "no_such_tool") {
 		t.Errorf("unknown tool: %v, want ErrNotStarted naming it", err)
 	}
 	// -32603 proves nothing: a plain error, the outcome unknown.
-	if err := invoke("boom"); err == nil || errors.Is(err, backend.ErrNotStarted) || errors.Is(err, backend.ErrMalformedResult) {
+	if err := invoke("boom"); err == nil || errors.Is(err, tool.ErrNotStarted) || errors.Is(err, tool.ErrMalformedResult) {
 		t.Errorf("boom: %v, want a plain error", err)
 	}
 

@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func newPolicyCmd() *cobra.Command {
@@ -238,8 +238,8 @@ func canDecide(rules *policy.Rules, operators []string) func(caller, tool string
 // says what a call would get; "" (the text alone) when the tool is not a
 // path-taking built-in or the path cannot be resolved (the tool would
 // refuse it).
-func explainRealPath(cfg *config.Config, tool string, args []byte) string {
-	if ma, ok := policy.BuiltinMainArgs[tool]; !ok || ma.Kind != policy.KindPath || !slices.Contains(cfg.Builtin.Enable, tool) {
+func explainRealPath(cfg *config.Config, name string, args []byte) string {
+	if ma, ok := policy.BuiltinMainArgs[name]; !ok || ma.Kind != policy.KindPath || !slices.Contains(cfg.Builtin.Enable, name) {
 		return ""
 	}
 	set, err := builtin.New(&builtin.Options{Workspace: cfg.Workspace, Hide: cfg.PrivatePaths()})
@@ -247,11 +247,11 @@ func explainRealPath(cfg *config.Config, tool string, args []byte) string {
 		return ""
 	}
 	defer set.Close()
-	t, ok := set.Tool(tool)
+	t, ok := set.Tool(name)
 	if !ok {
 		return ""
 	}
-	pr, ok := t.Backend.(backend.PathResolver)
+	pr, ok := t.Backend.(tool.PathResolver)
 	if !ok {
 		return ""
 	}

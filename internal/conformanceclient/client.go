@@ -21,14 +21,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/tool"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/agentbackplane/backplane/backend"
-	"github.com/agentbackplane/backplane/backend/mcp"
-	"github.com/agentbackplane/backplane/tool"
 )
 
 // Scenarios are the client scenarios Run knows, in the suite's order.
@@ -125,7 +123,7 @@ func Run(ctx context.Context, url, scenario string, raw []byte) error {
 // driver makes calls and keeps the first failure.
 type driver struct {
 	reg    *registry
-	client backend.Client
+	client tool.Client
 	n      int
 	err    error
 }
@@ -144,7 +142,7 @@ func (d *driver) call(ctx context.Context, name string, args json.RawMessage) {
 		return
 	}
 	d.n++
-	_, err := t.Backend.Invoke(ctx, &backend.Call{
+	_, err := t.Backend.Invoke(ctx, &tool.Call{
 		CallID: "conformance-" + strconv.Itoa(d.n), Tool: name, Caller: "conformance", Session: "conformance",
 		Arguments: args, Client: d.client,
 	})
@@ -185,16 +183,16 @@ func (d *driver) content(ctx context.Context, up *mcp.Upstream) {
 // for), answers roots with none and declines sampling.
 type answerer struct{}
 
-func (answerer) Progress(context.Context, backend.Progress) error { return nil }
-func (answerer) Log(context.Context, backend.LogMessage) error    { return nil }
+func (answerer) Progress(context.Context, tool.Progress) error { return nil }
+func (answerer) Log(context.Context, tool.LogMessage) error    { return nil }
 func (answerer) Request(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
 	switch method {
-	case backend.RequestElicitation:
+	case tool.RequestElicitation:
 		return json.RawMessage(`{"action":"accept","content":{"confirmed":true}}`), nil
-	case backend.RequestRoots:
+	case tool.RequestRoots:
 		return json.RawMessage(`{"roots":[]}`), nil
 	}
-	return nil, fmt.Errorf("%w: %s", backend.ErrNoChannel, method)
+	return nil, fmt.Errorf("%w: %s", tool.ErrNoChannel, method)
 }
 
 // registry keeps the tools the connector registers.

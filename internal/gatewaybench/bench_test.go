@@ -21,13 +21,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -171,8 +171,8 @@ func newGateway(b *testing.B, st store.Store, opts ...func(*gateway.Options)) *g
 		Name:        "noop",
 		Description: "Does nothing.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"integer","minimum":1}},"required":["text"],"additionalProperties":false}`),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
-			return &backend.Result{Content: json.RawMessage(`{}`)}, nil
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 		}),
 	})
 	if err != nil {

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // An approval requested through replica A is decided through replica B;
@@ -78,9 +78,9 @@ func TestGatewayApprovalReleasedByOtherReplica(t *testing.T) {
 	must(t, g.Register(context.Background(), gateway.Tool{
 		Name: "danger", Description: "Needs an approval.",
 		InputSchema: json.RawMessage(`{"type":"object"}`),
-		Backend: backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			ran.Add(1)
-			return &backend.Result{Content: json.RawMessage(`{"done":true}`)}, nil
+			return &tool.Result{Content: json.RawMessage(`{"done":true}`)}, nil
 		}),
 	}))
 

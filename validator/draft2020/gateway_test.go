@@ -7,10 +7,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
 
@@ -33,9 +33,9 @@ func TestThroughTheGateway(t *testing.T) {
 	}
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	var reached atomic.Int32
-	be := backend.BackendFunc(func(ctx context.Context, c *backend.Call) (*backend.Result, error) {
+	be := tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 		reached.Add(1)
-		return &backend.Result{Content: c.Arguments}, nil
+		return &tool.Result{Content: c.Arguments}, nil
 	})
 	if err := g.Register(context.Background(), gateway.Tool{Name: "full", InputSchema: schema, Backend: be, Validator: v}); err != nil {
 		t.Fatalf("Register: %v", err)

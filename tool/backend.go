@@ -1,7 +1,4 @@
-// Package backend defines what runs a tool call once the gateway has
-// admitted it: the command backend (backend/command), the built-in tools and
-// MCP upstreams implement [Backend].
-package backend
+package tool
 
 import (
 	"context"
