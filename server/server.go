@@ -163,6 +163,7 @@ import (
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Defaults.
@@ -532,7 +533,7 @@ func (s *Server) listTools(caller, cursor string) (mcp.Result, error) {
 	// Each caller sees its own list: never to be cached for another.
 	res.CacheScope = "private"
 	// res.Tools' tools, for servedTools.
-	var listed []gateway.Tool
+	var listed []tool.Tool
 	for _, t := range s.g.ToolsFor(caller) { // sorted by name
 		if cursor != "" && t.Name <= after {
 			continue
@@ -556,7 +557,7 @@ func (s *Server) listTools(caller, cursor string) (mcp.Result, error) {
 
 // toolOf describes a gateway tool in MCP: its name, description and schema
 // bytes as registered, and its safety flags as hints.
-func toolOf(t gateway.Tool) *mcp.Tool {
+func toolOf(t tool.Tool) *mcp.Tool {
 	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
 	if t.Safety.ReadOnly || t.Safety.Idempotent {
 		mt.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: t.Safety.ReadOnly, IdempotentHint: t.Safety.Idempotent}
@@ -656,7 +657,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	start := time.Now()
 	res, err := s.g.Call(ctx, cr)
 	var ge *gateway.Error
-	notFound := errors.As(err, &ge) && ge.Class == gateway.ClassNotFound
+	notFound := errors.As(err, &ge) && ge.Class == tool.ClassNotFound
 	label := p.Name
 	if notFound { // an unknown tool, or one hidden from this caller: one label
 		label = unknownTool
