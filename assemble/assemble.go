@@ -310,7 +310,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: fmt.Sprintf("tool %s: %v", t.Name, err)}
 		}
-		err = g.Register(ctx, gateway.Tool{
+		err = g.Register(ctx, tool.Tool{
 			Name:        t.Name,
 			Description: t.Description,
 			InputSchema: t.InputSchemaJSON,

@@ -51,7 +51,7 @@ func newGatewayStore(t *testing.T) (*gateway.Gateway, store.Store) {
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 10}},
 	})
 	schema := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)
-	for _, tool := range []gateway.Tool{
+	for _, tool := range []tool.Tool{
 		{Name: "note", Description: "Keep a note.", InputSchema: schema, Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		})},
@@ -97,7 +97,7 @@ func pendingNote(t *testing.T, g *gateway.Gateway, caller, text string) string {
 	t.Helper()
 	_, err := g.Call(context.Background(), gateway.CallRequest{Caller: caller, Tool: "note", Arguments: json.RawMessage(`{"text":"` + text + `"}`)})
 	var ge *gateway.Error
-	if !errors.As(err, &ge) || ge.Class != gateway.ClassApprovalRequired {
+	if !errors.As(err, &ge) || ge.Class != tool.ClassApprovalRequired {
 		t.Fatalf("the note call: %v, want approval_required", err)
 	}
 	as, err := g.ListApprovals(context.Background(), storeFilterPending())
@@ -217,8 +217,8 @@ func TestGatewayBackendAcceptsAChangedDefinition(t *testing.T) {
 	g, st := newGatewayStore(t)
 	base := serveConsole(t, g)
 	ctx := context.Background()
-	tool := func(description string) gateway.Tool {
-		return gateway.Tool{Name: "up.echo", Description: description, Pinned: true,
+	tool := func(description string) tool.Tool {
+		return tool.Tool{Name: "up.echo", Description: description, Pinned: true,
 			InputSchema: json.RawMessage(`{"type":"object"}`),
 			Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return &tool.Result{Content: c.Arguments}, nil
@@ -288,7 +288,7 @@ func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"fail"}}})
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules,
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 7, Per: time.Hour}}})
-	if err := g.Register(context.Background(), gateway.Tool{Name: "fail", InputSchema: json.RawMessage(`{"type":"object"}`),
+	if err := g.Register(context.Background(), tool.Tool{Name: "fail", InputSchema: json.RawMessage(`{"type":"object"}`),
 		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 		})}); err != nil {
@@ -318,7 +318,7 @@ func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
 func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	g := newGateway(t)
 	schema := json.RawMessage(`{"type":"object"}`)
-	if err := g.Register(context.Background(), gateway.Tool{Name: "fs.read", InputSchema: schema, Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+	if err := g.Register(context.Background(), tool.Tool{Name: "fs.read", InputSchema: schema, Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 		return nil, tool.ErrNotStarted
 	})}); err != nil {
 		t.Fatal(err)

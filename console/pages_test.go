@@ -97,7 +97,7 @@ func TestResolveUncertainFromConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Operators: []string{"ops"}})
-	if err := g.Register(context.Background(), gateway.Tool{Name: "lost", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: tool.BackendFunc(
+	if err := g.Register(context.Background(), tool.Tool{Name: "lost", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: tool.BackendFunc(
 		func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			return nil, errors.New("the connection broke")
 		})}); err != nil {

@@ -23,10 +23,10 @@ import (
 
 // pendingID makes a call that must be held for approval and returns the
 // request id.
-func pendingID(t *testing.T, f *fixture, caller, tool, args string) string {
+func pendingID(t *testing.T, f *fixture, caller, name, args string) string {
 	t.Helper()
-	_, err := f.call(caller, tool, args)
-	ge := gwErr(t, err, gateway.ClassApprovalRequired)
+	_, err := f.call(caller, name, args)
+	ge := gwErr(t, err, tool.ClassApprovalRequired)
 	id, _ := ge.Details["approval_id"].(string)
 	if id == "" {
 		t.Fatalf("no approval_id in %v", ge.Details)
@@ -106,7 +106,7 @@ func TestApprovalDenialStandsUntilExpiry(t *testing.T) {
 		for i := range 2 {
 			clock.Advance(time.Minute)
 			_, err := f.call("alice", "danger", args)
-			ge := gwErr(t, err, gateway.ClassForbidden)
+			ge := gwErr(t, err, tool.ClassForbidden)
 			if ge.Step != "approve" || ge.Details["approval_id"] != id || ge.Details["decided_by"] != "bob" {
 				t.Errorf("retry %d: %+v", i, ge)
 			}
@@ -200,11 +200,11 @@ func TestApprovalForOtherCallerOrDefinitionDoesNotCount(t *testing.T) {
 		pr, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"danger"}, Approve: []string{"danger"}}})
 		g2 := gateway.New(&gateway.Options{Store: f.raw, Policy: pr})
 		b2 := &recBackend{}
-		if err := g2.Register(context.Background(), gateway.Tool{Name: "danger", Description: "changed", InputSchema: json.RawMessage(noteSchema), Backend: b2.Backend()}); err != nil {
+		if err := g2.Register(context.Background(), tool.Tool{Name: "danger", Description: "changed", InputSchema: json.RawMessage(noteSchema), Backend: b2.Backend()}); err != nil {
 			t.Fatal(err)
 		}
 		_, err := g2.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(args)})
-		ge := gwErr(t, err, gateway.ClassApprovalRequired)
+		ge := gwErr(t, err, tool.ClassApprovalRequired)
 		if ge.Details["approval_id"] == id || b2.Count() != 0 {
 			t.Error("an approval for another tool definition was used")
 		}
@@ -281,7 +281,7 @@ func TestApprovalExpiry(t *testing.T) {
 				clock.Advance(11 * time.Minute)
 			}()
 			_, err := f.do(gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(`{"text":"x"}`), ApprovalWait: &wait})
-			ge := gwErr(t, err, gateway.ClassForbidden)
+			ge := gwErr(t, err, tool.ClassForbidden)
 			if ge.Step != "approve" || ge.Details["approval_id"] == nil {
 				t.Errorf("%+v", ge)
 			}
@@ -334,7 +334,7 @@ func TestApprovalWait(t *testing.T) {
 			start := time.Now()
 			_, err := f.do(gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(`{"text":"x"}`), ApprovalWait: &wait})
 			el := time.Since(start)
-			ge := gwErr(t, err, gateway.ClassApprovalRequired)
+			ge := gwErr(t, err, tool.ClassApprovalRequired)
 			if ge.Details["approval_id"] == nil {
 				t.Error("no approval_id")
 			}
@@ -363,7 +363,7 @@ func TestApprovalWait(t *testing.T) {
 				}
 			}
 			_, err := f.g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(`{"text":"x"}`)})
-			gwErr(t, err, gateway.ClassCancelled)
+			gwErr(t, err, tool.ClassCancelled)
 			if danger.Count() != 0 || len(f.intents()) != 0 {
 				t.Error("the call ran")
 			}
@@ -375,7 +375,7 @@ func TestApprovalRequiredByToolSafety(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		// bob's rule allows note and lists nothing under approve.
 		f := newFixture(t, mk, config{})
-		note := f.tool("note", nil, func(tl *gateway.Tool) { tl.Safety.RequiresApproval = true })
+		note := f.tool("note", nil, func(tl *tool.Tool) { tl.Safety.RequiresApproval = true })
 		if d := f.pol.rules.Decide(policy.Request{Caller: "bob", Tool: "note"}); !d.Allow || d.RequireApproval {
 			t.Fatalf("precondition: the policy must allow without approval, got %+v", d)
 		}
@@ -426,7 +426,7 @@ func TestApprover(t *testing.T) {
 			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
 			danger := f.tool("danger", nil)
 			_, err := f.call("alice", "danger", `{"text":"x"}`)
-			gwErr(t, err, gateway.ClassForbidden)
+			gwErr(t, err, tool.ClassForbidden)
 			if danger.Count() != 0 || len(f.intents()) != 0 {
 				t.Error("the denied call ran")
 			}
@@ -450,7 +450,7 @@ func TestApprover(t *testing.T) {
 			danger := f.tool("danger", nil)
 			// The answer is refused; the request stays for an operator.
 			_, err := f.call("alice", "danger", `{"text":"x"}`)
-			ge := gwErr(t, err, gateway.ClassApprovalRequired)
+			ge := gwErr(t, err, tool.ClassApprovalRequired)
 			id, _ := ge.Details["approval_id"].(string)
 			if id == "" || f.approval(id).Status != store.ApprovalPending {
 				t.Errorf("the self-approval was recorded: %+v", ge.Details)
@@ -473,7 +473,7 @@ func TestApprovalNotConsumedWhenBudgetRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := f.call("alice", "danger", `{"text":"x"}`)
-		gwErr(t, err, gateway.ClassBudgetExceeded)
+		gwErr(t, err, tool.ClassBudgetExceeded)
 		if a := f.approval(id); a.ConsumedBy != "" || a.Status != store.ApprovalApproved {
 			t.Errorf("approval %+v was consumed by a call that did not commit", a)
 		}
@@ -512,7 +512,7 @@ func TestApprovalConsumedOnceUnderConcurrency(t *testing.T) {
 				continue
 			}
 			var ge *gateway.Error
-			if !errors.As(err, &ge) || ge.Class != gateway.ClassApprovalRequired {
+			if !errors.As(err, &ge) || ge.Class != tool.ClassApprovalRequired {
 				t.Errorf("a losing call failed with %v, want approval_required", err)
 			}
 		}
@@ -535,7 +535,7 @@ func TestApprovalLoserOfCommitRaceGetsItsOwnRequest(t *testing.T) {
 			f := newFixture(t, mk, config{})
 			r := newCommitRace(t, f)
 			loser := r.run(gateway.CallRequest{}, nil)
-			ge := gwErr(t, loser, gateway.ClassApprovalRequired)
+			ge := gwErr(t, loser, tool.ClassApprovalRequired)
 			again, _ := ge.Details["approval_id"].(string)
 			if again == "" || again == r.id {
 				t.Fatalf("the losing call's request is %q, want a new one, not %s", again, r.id)
@@ -610,7 +610,7 @@ func TestApprovalExpiredAtCommitStaysForbidden(t *testing.T) {
 		}
 		_, err := f.call("alice", "danger", args)
 		f.st.before = nil
-		ge := gwErr(t, err, gateway.ClassForbidden)
+		ge := gwErr(t, err, tool.ClassForbidden)
 		if ge.Step != "commit" || ge.Details["approval_id"] != id {
 			t.Errorf("%+v, want the commit step refusing %s", ge, id)
 		}

@@ -110,7 +110,7 @@ func TestAuditOneEventPerCall(t *testing.T) {
 		t.Run("refused", func(t *testing.T) {
 			mark := f.log.Mark(t)
 			_, err := f.call("bob", "note", `{"text":7}`)
-			gwErr(t, err, gateway.ClassValidation)
+			gwErr(t, err, tool.ClassValidation)
 			e := one(t, mark)
 			if e["outcome"] != "validation" || e["error_class"] != "validation" || e["step"] != "validate" || e["level"] != "WARN" {
 				t.Errorf("event %v", e)
@@ -125,7 +125,7 @@ func TestAuditOneEventPerCall(t *testing.T) {
 			// then; its retry, once approved, writes its own.
 			mark := f.log.Mark(t)
 			_, err := f.call("alice", "danger", `{"text":"please"}`)
-			id := gwErr(t, err, gateway.ClassApprovalRequired).Details["approval_id"].(string)
+			id := gwErr(t, err, tool.ClassApprovalRequired).Details["approval_id"].(string)
 			e := one(t, mark)
 			if e["outcome"] != "approval_required" || e["step"] != "approve" {
 				t.Errorf("event %v", e)

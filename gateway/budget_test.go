@@ -14,6 +14,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func TestBudgetPerCaller(t *testing.T) {
@@ -26,7 +27,7 @@ func TestBudgetPerCaller(t *testing.T) {
 			}
 		}
 		_, err := f.call("alice", "note", `{"text":"4th"}`)
-		ge := gwErr(t, err, gateway.ClassBudgetExceeded)
+		ge := gwErr(t, err, tool.ClassBudgetExceeded)
 		if num(t, ge.Details["used"]) != 3 || num(t, ge.Details["requested"]) != 1 || num(t, ge.Details["quota"]) != 3 || ge.Details["key"] != "alice" {
 			t.Errorf("details %v, want alice used 3 requested 1 quota 3", ge.Details)
 		}
@@ -58,7 +59,7 @@ func TestBudgetPerSession(t *testing.T) {
 		if err := call("bob", "s1"); err != nil {
 			t.Fatal(err)
 		}
-		ge := gwErr(t, call("alice", "s1"), gateway.ClassBudgetExceeded)
+		ge := gwErr(t, call("alice", "s1"), tool.ClassBudgetExceeded)
 		if ge.Details["scope"] != "session" || ge.Details["key"] != "s1" || num(t, ge.Details["used"]) != 2 || num(t, ge.Details["quota"]) != 2 {
 			t.Errorf("details %v", ge.Details)
 		}
@@ -86,7 +87,7 @@ func TestBudgetCostPerTool(t *testing.T) {
 			t.Fatalf("danger took %d, want 2", f.used("caller", "alice"))
 		}
 		_, err := f.call("alice", "danger", `{"text":"y"}`)
-		ge := gwErr(t, err, gateway.ClassBudgetExceeded)
+		ge := gwErr(t, err, tool.ClassBudgetExceeded)
 		if num(t, ge.Details["used"]) != 2 || num(t, ge.Details["requested"]) != 2 || num(t, ge.Details["quota"]) != 3 {
 			t.Errorf("details %v, want used 2 requested 2 quota 3", ge.Details)
 		}
@@ -113,7 +114,7 @@ func TestBudgetCallerAndSessionTogether(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := f.do(req)
-		ge := gwErr(t, err, gateway.ClassBudgetExceeded)
+		ge := gwErr(t, err, tool.ClassBudgetExceeded)
 		if ge.Details["scope"] != "session" {
 			t.Errorf("details %v, want the session scope", ge.Details)
 		}
@@ -162,7 +163,7 @@ func TestBudgetConcurrentCallersNeverOverSpend(t *testing.T) {
 					case err == nil:
 						ok++
 					default:
-						gwErr(t, err, gateway.ClassBudgetExceeded)
+						gwErr(t, err, tool.ClassBudgetExceeded)
 						exceeded++
 						_ = i
 					}

@@ -9,6 +9,7 @@ import (
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // A windowed quota refuses within its window, says which window and when
@@ -24,13 +25,13 @@ func TestBudgetWindowResets(t *testing.T) {
 			}
 		}
 		_, err := f.call("alice", "note", `{"text":"x"}`)
-		ge := gwErr(t, err, gateway.ClassBudgetExceeded)
+		ge := gwErr(t, err, tool.ClassBudgetExceeded)
 		if ge.Details["per"] != "1h0m0s" || ge.Details["window_start"] != "2030-01-02T03:00:00Z" || ge.Details["resets_at"] != "2030-01-02T04:00:00Z" {
 			t.Errorf("details %v, want the 03:00 window of 1h resetting at 04:00", ge.Details)
 		}
 		// The last second of the window is still in it.
 		clock.Advance(55*time.Minute + 54*time.Second) // 03:59:59
-		gwErr(t, errOf(f.call("alice", "note", `{"text":"x"}`)), gateway.ClassBudgetExceeded)
+		gwErr(t, errOf(f.call("alice", "note", `{"text":"x"}`)), tool.ClassBudgetExceeded)
 		clock.Advance(time.Second) // 04:00:00: a new window
 		for range 2 {
 			if _, err := f.call("alice", "note", `{"text":"x"}`); err != nil {
@@ -59,7 +60,7 @@ func TestBudgetReset(t *testing.T) {
 		if _, err := f.call("alice", "note", `{"text":"x"}`); err != nil {
 			t.Fatal(err)
 		}
-		gwErr(t, errOf(f.call("alice", "note", `{"text":"x"}`)), gateway.ClassBudgetExceeded)
+		gwErr(t, errOf(f.call("alice", "note", `{"text":"x"}`)), tool.ClassBudgetExceeded)
 		if _, err := f.g.ResetBudget(context.Background(), "caller", "alice", ""); !errors.Is(err, gateway.ErrBadBudgetReset) {
 			t.Errorf("reset without an operator: %v, want ErrBadBudgetReset", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // DecisionOnly is the error class a decision-only journal entry is settled
@@ -95,7 +96,7 @@ func (c *call) settleDecision(ctx context.Context) (*CallResult, error) {
 	if err := g.store.Settle(context.WithoutCancel(ctx), c.id, st); err != nil {
 		g.noteStoreWrite(err)
 		c.audit("settle", "store_error", "error", err.Error())
-		e := newError(ClassExecutionFailure, "settle", "the decision could not be recorded: "+err.Error(), nil)
+		e := newError(tool.ClassExecutionFailure, "settle", "the decision could not be recorded: "+err.Error(), nil)
 		e.cause = err
 		return nil, e
 	}

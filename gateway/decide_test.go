@@ -14,6 +14,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func (f *fixture) decideCall(caller, tool, args string) (*gateway.DecideResult, error) {
@@ -61,7 +62,7 @@ func TestDecideDenyCarriesTheRulesReason(t *testing.T) {
 		f.tool("note", nil)
 		danger := f.tool("danger", nil)
 		_, err := f.decideCall("bob", "danger", `{"text":"rm -rf x"}`)
-		ge := gwErr(t, err, gateway.ClassForbidden)
+		ge := gwErr(t, err, tool.ClassForbidden)
 		if !strings.Contains(ge.Message, "denied") || ge.Details["rule"] == nil {
 			t.Errorf("message %q (details %v) does not name the deny rule", ge.Message, ge.Details)
 		}
@@ -74,7 +75,7 @@ func TestDecideDenyCarriesTheRulesReason(t *testing.T) {
 		// Default deny for what no rule names: an unknown tool reads as
 		// one the caller may not know of.
 		_, err = f.decideCall("carol", "note", `{"text":"x"}`)
-		gwErr(t, err, gateway.ClassNotFound)
+		gwErr(t, err, tool.ClassNotFound)
 	})
 }
 
@@ -84,7 +85,7 @@ func TestDecideApprovalRequiredThenApprovedOnce(t *testing.T) {
 		danger := f.tool("danger", nil)
 		args := `{"text":"rm -rf"}`
 		_, err := f.decideCall("alice", "danger", args)
-		ge := gwErr(t, err, gateway.ClassApprovalRequired)
+		ge := gwErr(t, err, tool.ClassApprovalRequired)
 		id, _ := ge.Details["approval_id"].(string)
 		if id == "" {
 			t.Fatalf("no approval_id in %v", ge.Details)
@@ -108,7 +109,7 @@ func TestDecideApprovalRequiredThenApprovedOnce(t *testing.T) {
 		}
 		// Used once: the same decision asked again needs a new approval.
 		_, err = f.decideCall("alice", "danger", args)
-		ge = gwErr(t, err, gateway.ClassApprovalRequired)
+		ge = gwErr(t, err, tool.ClassApprovalRequired)
 		if ge.Details["approval_id"] == id {
 			t.Error("the consumed approval was offered again")
 		}
@@ -125,7 +126,7 @@ func TestDecidePreviewConsumesAndRecordsNothing(t *testing.T) {
 		args := json.RawMessage(`{"text":"x"}`)
 		preview := gateway.DecideRequest{Caller: "alice", Tool: "danger", Arguments: args, Preview: true}
 		_, err := f.g.Decide(context.Background(), preview)
-		ge := gwErr(t, err, gateway.ClassApprovalRequired)
+		ge := gwErr(t, err, tool.ClassApprovalRequired)
 		id, _ := ge.Details["approval_id"].(string)
 		if err := f.decide(id, true, "bob"); err != nil {
 			t.Fatal(err)

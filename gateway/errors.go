@@ -10,62 +10,42 @@ import (
 	"github.com/agentbackplane/backplane/tool"
 )
 
-// Class is a stable error class string; callers (and models) match on it.
-// It is [tool.Class], so that backends name classes without the gateway.
-type Class = tool.Class
-
-const (
-	ClassValidation       = tool.ClassValidation
-	ClassUnsupported      = tool.ClassUnsupported
-	ClassNotFound         = tool.ClassNotFound
-	ClassForbidden        = tool.ClassForbidden
-	ClassApprovalRequired = tool.ClassApprovalRequired
-	ClassBudgetExceeded   = tool.ClassBudgetExceeded
-	ClassResourceConflict = tool.ClassResourceConflict
-	ClassTimeout          = tool.ClassTimeout
-	ClassCancelled        = tool.ClassCancelled
-	ClassExecutionFailure = tool.ClassExecutionFailure
-	ClassUnknownOutcome   = tool.ClassUnknownOutcome
-	ClassMalformedResult  = tool.ClassMalformedResult
-	ClassInvalidResult    = tool.ClassInvalidResult
-)
-
 // Sentinels, one per class: errors.Is(err, gateway.ErrForbidden).
 // ErrNotFound and ErrMalformedResult are the store's and the backends'
 // own sentinels, not copies: an unknown tool, approval request, intent or
 // pin matches ErrNotFound alike, and a backend's unreadable answer matches
 // ErrMalformedResult before and after the gateway classifies it.
 var (
-	ErrValidation       = errors.New(string(ClassValidation))
-	ErrUnsupported      = errors.New(string(ClassUnsupported))
+	ErrValidation       = errors.New(string(tool.ClassValidation))
+	ErrUnsupported      = errors.New(string(tool.ClassUnsupported))
 	ErrNotFound         = store.ErrNotFound
-	ErrForbidden        = errors.New(string(ClassForbidden))
-	ErrApprovalRequired = errors.New(string(ClassApprovalRequired))
-	ErrBudgetExceeded   = errors.New(string(ClassBudgetExceeded))
-	ErrResourceConflict = errors.New(string(ClassResourceConflict))
-	ErrTimeout          = errors.New(string(ClassTimeout))
-	ErrCancelled        = errors.New(string(ClassCancelled))
-	ErrExecutionFailure = errors.New(string(ClassExecutionFailure))
-	ErrUnknownOutcome   = errors.New(string(ClassUnknownOutcome))
+	ErrForbidden        = errors.New(string(tool.ClassForbidden))
+	ErrApprovalRequired = errors.New(string(tool.ClassApprovalRequired))
+	ErrBudgetExceeded   = errors.New(string(tool.ClassBudgetExceeded))
+	ErrResourceConflict = errors.New(string(tool.ClassResourceConflict))
+	ErrTimeout          = errors.New(string(tool.ClassTimeout))
+	ErrCancelled        = errors.New(string(tool.ClassCancelled))
+	ErrExecutionFailure = errors.New(string(tool.ClassExecutionFailure))
+	ErrUnknownOutcome   = errors.New(string(tool.ClassUnknownOutcome))
 	ErrMalformedResult  = tool.ErrMalformedResult
-	ErrInvalidResult    = errors.New(string(ClassInvalidResult))
+	ErrInvalidResult    = errors.New(string(tool.ClassInvalidResult))
 )
 
-var sentinels = map[Class]error{
-	ClassValidation: ErrValidation, ClassUnsupported: ErrUnsupported, ClassNotFound: ErrNotFound,
-	ClassForbidden: ErrForbidden, ClassApprovalRequired: ErrApprovalRequired, ClassBudgetExceeded: ErrBudgetExceeded,
-	ClassResourceConflict: ErrResourceConflict, ClassTimeout: ErrTimeout, ClassCancelled: ErrCancelled,
-	ClassExecutionFailure: ErrExecutionFailure, ClassUnknownOutcome: ErrUnknownOutcome, ClassMalformedResult: ErrMalformedResult,
-	ClassInvalidResult: ErrInvalidResult,
+var sentinels = map[tool.Class]error{
+	tool.ClassValidation: ErrValidation, tool.ClassUnsupported: ErrUnsupported, tool.ClassNotFound: ErrNotFound,
+	tool.ClassForbidden: ErrForbidden, tool.ClassApprovalRequired: ErrApprovalRequired, tool.ClassBudgetExceeded: ErrBudgetExceeded,
+	tool.ClassResourceConflict: ErrResourceConflict, tool.ClassTimeout: ErrTimeout, tool.ClassCancelled: ErrCancelled,
+	tool.ClassExecutionFailure: ErrExecutionFailure, tool.ClassUnknownOutcome: ErrUnknownOutcome, tool.ClassMalformedResult: ErrMalformedResult,
+	tool.ClassInvalidResult: ErrInvalidResult,
 }
 
 // Error is what a refused or failed call returns. Its JSON form is the wire
 // form handed back to callers.
 type Error struct {
-	Class   Class  `json:"class"`
-	Message string `json:"message"`
-	CallID  string `json:"call_id,omitempty"` // set once an intent exists
-	Tool    string `json:"tool,omitempty"`
+	Class   tool.Class `json:"class"`
+	Message string     `json:"message"`
+	CallID  string     `json:"call_id,omitempty"` // set once an intent exists
+	Tool    string     `json:"tool,omitempty"`
 	// Step is the pipeline step that refused or failed the call: lookup,
 	// validate, authorize, approve, reserve, commit, invoke.
 	Step    string         `json:"step"`
@@ -104,7 +84,7 @@ func (e *Error) Unwrap() []error {
 	return out
 }
 
-func newError(class Class, step, msg string, details map[string]any) *Error {
+func newError(class tool.Class, step, msg string, details map[string]any) *Error {
 	if details == nil {
 		details = map[string]any{}
 	}
@@ -123,7 +103,7 @@ func schemaError(step string, err error) *Error {
 	case errors.As(err, &one):
 		list = []*inputschema.Error{one}
 	default:
-		e := newError(ClassValidation, step, err.Error(), nil)
+		e := newError(tool.ClassValidation, step, err.Error(), nil)
 		e.cause = err
 		return e
 	}
@@ -133,7 +113,7 @@ func schemaError(step string, err error) *Error {
 	if len(list) > 1 {
 		msg += " (and " + strconv.Itoa(len(list)-1) + " more)"
 	}
-	e := newError(Class(first.Class), step, msg, nil)
+	e := newError(tool.Class(first.Class), step, msg, nil)
 	e.Errors = list
 	e.Stage, e.Path, e.Pointer, e.SchemaPointer, e.Keyword = string(first.Stage), first.Path, first.Pointer, first.SchemaPointer, first.Keyword
 	if el != nil && el.Truncated {

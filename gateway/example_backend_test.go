@@ -42,7 +42,7 @@ func Example_customBackend() {
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"price"}}})
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules})
 	p := &prices{up: true}
-	err := g.Register(context.Background(), gateway.Tool{
+	err := g.Register(context.Background(), tool.Tool{
 		Name:        "price",
 		Description: "The price of an item.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"item":{"type":"string"}},"required":["item"]}`),

@@ -18,7 +18,7 @@ import (
 func Example() {
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"echo"}}})
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
-	err := g.Register(context.Background(), gateway.Tool{
+	err := g.Register(context.Background(), tool.Tool{
 		Name:        "echo",
 		Description: "Echo the text back.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),

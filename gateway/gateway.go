@@ -125,21 +125,13 @@ type Options struct {
 	Tracer trace.Tracer
 }
 
-// The tool descriptor and its parts live in package tool, below the
-// backends; these aliases keep the gateway's names.
-type (
-	Safety    = tool.Safety
-	Validator = tool.Validator
-	Tool      = tool.Tool
-)
-
 // The gateway is a tool.Registry: an upstream registers its tools through it.
 var _ tool.Registry = (*Gateway)(nil)
 
 // registered is a tool with what registration derived from it.
 type registered struct {
-	Tool
-	validator Validator
+	tool.Tool
+	validator tool.Validator
 	schemaErr error  // the schema is outside the subset: every call fails with it
 	defHash   string // digest of name, description and input schema
 	// pinOK is when (pinClock) a pin check last found defHash accepted;
@@ -249,7 +241,7 @@ func New(opts *Options) *Gateway {
 // servers may log it, and every call of that tool then fails with it before
 // its backend is invoked. ctx bounds the store writes of a pinned tool
 // (its definition recorded, or held at first sight).
-func (g *Gateway) Register(ctx context.Context, t Tool) error {
+func (g *Gateway) Register(ctx context.Context, t tool.Tool) error {
 	if t.Name == "" {
 		return errors.New("gateway: tool name is required")
 	}
@@ -350,14 +342,14 @@ func (g *Gateway) changed() {
 }
 
 // ToolsFor lists the tools the policy allows caller to call, by name.
-func (g *Gateway) ToolsFor(caller string) []Tool {
-	var out []Tool
+func (g *Gateway) ToolsFor(caller string) []tool.Tool {
+	var out []tool.Tool
 	for _, t := range g.Tools() {
 		if policy.Visible(g.policy, caller, t.Name) {
 			out = append(out, t)
 		}
 	}
-	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b tool.Tool) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -371,7 +363,7 @@ func (g *Gateway) Visible(caller, name string) bool {
 // notFound is the refusal of an unknown tool, and of one the caller may not
 // know of: the same words for both.
 func notFound(name string) *Error {
-	return newError(ClassNotFound, "lookup", fmt.Sprintf("no tool named %q", name), nil)
+	return newError(tool.ClassNotFound, "lookup", fmt.Sprintf("no tool named %q", name), nil)
 }
 
 // checkError is the refusal of arguments a backend's Check refused: the
@@ -383,16 +375,16 @@ func checkError(err error) *Error {
 		ge.Step = "validate"
 		return ge
 	}
-	e := newError(ClassValidation, "validate", err.Error(), nil)
+	e := newError(tool.ClassValidation, "validate", err.Error(), nil)
 	e.cause = err
 	return e
 }
 
 // Tools lists the registered tools.
-func (g *Gateway) Tools() []Tool {
+func (g *Gateway) Tools() []tool.Tool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	out := make([]Tool, 0, len(g.tools))
+	out := make([]tool.Tool, 0, len(g.tools))
 	for _, r := range g.tools {
 		out = append(out, r.Tool)
 	}
@@ -400,12 +392,12 @@ func (g *Gateway) Tools() []Tool {
 }
 
 // Tool returns the named tool and its definition hash.
-func (g *Gateway) Tool(name string) (Tool, string, bool) {
+func (g *Gateway) Tool(name string) (tool.Tool, string, bool) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	r, ok := g.tools[name]
 	if !ok {
-		return Tool{}, "", false
+		return tool.Tool{}, "", false
 	}
 	return r.Tool, r.defHash, true
 }
@@ -429,12 +421,6 @@ func (g *Gateway) Refusal(name string) error {
 		return rf.Refusal()
 	}
 	return nil
-}
-
-// DefinitionHash is [tool.DefinitionHash]: the digest of a tool's name,
-// description, input schema and safety flags.
-func DefinitionHash(name, description string, schema json.RawMessage, safety Safety) string {
-	return tool.DefinitionHash(name, description, schema, safety)
 }
 
 // CallRequest is one call of a tool.
@@ -510,7 +496,7 @@ func (c *call) execute(ctx context.Context) (*CallResult, error) {
 	if err != nil {
 		var ge *Error
 		if !errors.As(err, &ge) {
-			ge = newError(ClassExecutionFailure, c.step, err.Error(), nil)
+			ge = newError(tool.ClassExecutionFailure, c.step, err.Error(), nil)
 			ge.cause = err
 		}
 		if ge.Tool == "" {
@@ -665,7 +651,7 @@ func (c *call) validate() (any, error) {
 	}
 	if err != nil {
 		c.audit("validate", "invalid")
-		return nil, newError(ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
+		return nil, newError(tool.ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
 	}
 	c.digest = digest
 	if ck, ok := t.Backend.(tool.Checker); ok {
@@ -703,11 +689,11 @@ func (c *call) authorize(ctx context.Context, args any) (needsApproval bool, _ e
 	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: args, RealPath: realPath})
 	if d.Err != nil {
 		c.audit("authorize", "invalid", "reason", d.Reason)
-		return false, newError(ClassValidation, "authorize", d.Err.Error(), nil)
+		return false, newError(tool.ClassValidation, "authorize", d.Err.Error(), nil)
 	}
 	if !d.Allow {
 		c.audit("authorize", "deny", "reason", d.Reason, "rule", d.Source)
-		return false, newError(ClassForbidden, "authorize", d.Reason, policyDetails(d))
+		return false, newError(tool.ClassForbidden, "authorize", d.Reason, policyDetails(d))
 	}
 	if t.Pinned {
 		if err := c.checkPin(ctx); err != nil {
@@ -750,7 +736,7 @@ func (c *call) approveIfNeeded(ctx context.Context, needed bool) (string, error)
 	}
 	if approvalID != "" && ctx.Err() != nil {
 		c.audit("approve", "withdrawn", "approval_id", approvalID)
-		return "", newError(ClassCancelled, "approve",
+		return "", newError(tool.ClassCancelled, "approve",
 			"the call went away before it could use its approval; the approval stays for the same call made again", map[string]any{"approval_id": approvalID})
 	}
 	return approvalID, nil
@@ -780,7 +766,7 @@ func (c *call) commit(ctx context.Context, approvalID string, retried bool) (exi
 		switch {
 		case errors.As(err, &be):
 			c.audit("reserve", "budget_exceeded", "scope", be.Scope, "key", be.Key)
-			return nil, false, newError(ClassBudgetExceeded, "reserve", be.Error(), budgetDetails(be))
+			return nil, false, newError(tool.ClassBudgetExceeded, "reserve", be.Error(), budgetDetails(be))
 		case errors.Is(err, store.ErrDuplicateKey) && existing != nil:
 			return existing, false, nil
 		case errors.Is(err, store.ErrApprovalUnavailable):
@@ -789,7 +775,7 @@ func (c *call) commit(ctx context.Context, approvalID string, retried bool) (exi
 				return nil, true, nil
 			}
 			c.audit("commit", "approval_unavailable")
-			return nil, false, newError(ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
+			return nil, false, newError(tool.ClassForbidden, "commit", "the approval was used or expired before the call committed; call again", map[string]any{"approval_id": approvalID})
 		}
 		if ctx.Err() == nil {
 			g.noteStoreWrite(err)
@@ -838,7 +824,7 @@ func (c *call) checkPin(ctx context.Context) error {
 		return nil
 	}
 	c.audit("authorize", "definition_held", "accepted_hash", p.AcceptedHash, "definition_hash", c.tool.defHash)
-	return newError(ClassForbidden, "authorize", fmt.Sprintf(
+	return newError(tool.ClassForbidden, "authorize", fmt.Sprintf(
 		"the definition of %s changed since it was first seen and is held back until an operator reviews it: backplane tools accept %s",
 		c.tool.Name, c.tool.Name), map[string]any{"accepted_hash": p.AcceptedHash, "definition_hash": c.tool.defHash})
 }
@@ -848,12 +834,12 @@ func (c *call) storeFailure(ctx context.Context, step string, err error) *Error 
 		// The caller went away; the store refused for that reason, not
 		// because it failed.
 		c.audit(step, "cancelled", "error", err.Error())
-		e := newError(ClassCancelled, step, "the call was cancelled: "+err.Error(), nil)
+		e := newError(tool.ClassCancelled, step, "the call was cancelled: "+err.Error(), nil)
 		e.cause = err
 		return e
 	}
 	c.audit(step, "store_error", "error", err.Error())
-	e := newError(ClassExecutionFailure, step, "the gateway's store failed: "+err.Error(), nil)
+	e := newError(tool.ClassExecutionFailure, step, "the gateway's store failed: "+err.Error(), nil)
 	e.cause = err
 	return e
 }
@@ -883,26 +869,26 @@ func (c *call) replay(prev *store.Intent) (*CallResult, error) {
 	details := map[string]any{"call_id": prev.CallID, "status": string(prev.Status)}
 	if prev.Tool != c.req.Tool || !c.sameArguments(prev) {
 		c.audit("replay", "conflict", "previous_call_id", prev.CallID)
-		return nil, newError(ClassResourceConflict, "replay", "the idempotency key was used for a different call", details)
+		return nil, newError(tool.ClassResourceConflict, "replay", "the idempotency key was used for a different call", details)
 	}
 	switch prev.Status {
 	case store.StatusSucceeded:
 		if prev.ErrorClass != "" { // it ran, but its result was refused (too large, invalid_result)
 			c.audit("replay", "ok", "previous_call_id", prev.CallID)
-			return nil, newError(Class(prev.ErrorClass), "replay", prev.ErrorMessage, details)
+			return nil, newError(tool.Class(prev.ErrorClass), "replay", prev.ErrorMessage, details)
 		}
 		c.audit("replay", "ok", "previous_call_id", prev.CallID)
 		r, err := store.DecodeResult(prev.Result)
 		if err != nil {
-			return nil, newError(ClassMalformedResult, "replay", "the recorded result cannot be read: "+err.Error(), details)
+			return nil, newError(tool.ClassMalformedResult, "replay", "the recorded result cannot be read: "+err.Error(), details)
 		}
 		return &CallResult{CallID: prev.CallID, Result: r.Content, IsError: r.IsError, Replayed: true}, nil
 	case store.StatusFailed, store.StatusNotExecuted:
 		c.audit("replay", "ok", "previous_call_id", prev.CallID)
-		return nil, newError(ClassExecutionFailure, "replay", "the earlier call with this idempotency key did not run: "+prev.ErrorMessage, details)
+		return nil, newError(tool.ClassExecutionFailure, "replay", "the earlier call with this idempotency key did not run: "+prev.ErrorMessage, details)
 	}
 	c.audit("replay", "conflict", "previous_call_id", prev.CallID)
-	return nil, newError(ClassResourceConflict, "replay",
+	return nil, newError(tool.ClassResourceConflict, "replay",
 		fmt.Sprintf("the earlier call with this idempotency key is %s; it is never re-run automatically", prev.Status), details)
 }
 

@@ -520,10 +520,10 @@ func newFixture(t *testing.T, mk func(t *testing.T) store.Store, cfg config) *fi
 
 // tool registers name with noteSchema (or schema) and a recording backend
 // running fn, and returns the backend.
-func (f *fixture) tool(name string, fn tool.BackendFunc, mod ...func(*gateway.Tool)) *recBackend {
+func (f *fixture) tool(name string, fn tool.BackendFunc, mod ...func(*tool.Tool)) *recBackend {
 	f.t.Helper()
 	b := &recBackend{fn: fn}
-	tl := gateway.Tool{Name: name, Description: "test tool " + name, InputSchema: json.RawMessage(noteSchema), Backend: b.Backend()}
+	tl := tool.Tool{Name: name, Description: "test tool " + name, InputSchema: json.RawMessage(noteSchema), Backend: b.Backend()}
 	for _, m := range mod {
 		m(&tl)
 	}
@@ -621,7 +621,7 @@ func (f *fixture) decide(id string, approve bool, by string) error {
 // ---- assertions ----
 
 // gwErr asserts err is a *gateway.Error of class want.
-func gwErr(t *testing.T, err error, want gateway.Class) *gateway.Error {
+func gwErr(t *testing.T, err error, want tool.Class) *gateway.Error {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want class %s", want)

@@ -107,7 +107,7 @@ func TestIdempotentReplayNeedsNoNewApproval(t *testing.T) {
 		danger := f.tool("danger", nil)
 		req := gateway.CallRequest{Caller: "alice", Tool: "danger", IdempotencyKey: "k1", Arguments: json.RawMessage(`{"text":"x"}`)}
 		_, err := f.do(req)
-		id := gwErr(t, err, gateway.ClassApprovalRequired).Details["approval_id"].(string)
+		id := gwErr(t, err, tool.ClassApprovalRequired).Details["approval_id"].(string)
 		if err := f.decide(id, true, "bob"); err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestIdempotencyKeyWithOtherArguments(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = f.do(keyed("alice", "k1", `{"text":"y"}`))
-		ge := gwErr(t, err, gateway.ClassResourceConflict)
+		ge := gwErr(t, err, tool.ClassResourceConflict)
 		if ge.Details["call_id"] != first.CallID {
 			t.Errorf("details %v do not name the earlier call %s", ge.Details, first.CallID)
 		}
@@ -171,7 +171,7 @@ func TestIdempotencyKeyWhileRunning(t *testing.T) {
 			t.Fatal("the first call never reached its backend")
 		}
 		_, err := f.do(keyed("alice", "k1", `{"text":"x"}`))
-		ge := gwErr(t, err, gateway.ClassResourceConflict)
+		ge := gwErr(t, err, tool.ClassResourceConflict)
 		if ge.Details["status"] != string(store.StatusStarted) {
 			t.Errorf("details %v, want status started", ge.Details)
 		}
@@ -227,7 +227,7 @@ func TestIdempotencyKeyUnderConcurrency(t *testing.T) {
 					t.Errorf("replayed %s", o.res.Result)
 				}
 			default:
-				gwErr(t, o.err, gateway.ClassResourceConflict)
+				gwErr(t, o.err, tool.ClassResourceConflict)
 			}
 		}
 		if ran != 1 || note.Count() != 1 || len(f.intents()) != 1 {
@@ -243,13 +243,13 @@ func TestIdempotencyKeyAfterUncertainOutcome(t *testing.T) {
 			return nil, errors.New("connection reset after the request was sent")
 		})
 		_, err := f.do(keyed("alice", "k1", `{"text":"x"}`))
-		ge := gwErr(t, err, gateway.ClassUnknownOutcome)
+		ge := gwErr(t, err, tool.ClassUnknownOutcome)
 		if f.intent(ge.CallID).Status != store.StatusUncertain {
 			t.Fatalf("intent %+v, want uncertain", f.intent(ge.CallID))
 		}
 		for range 2 {
 			_, err = f.do(keyed("alice", "k1", `{"text":"x"}`))
-			ge2 := gwErr(t, err, gateway.ClassResourceConflict)
+			ge2 := gwErr(t, err, tool.ClassResourceConflict)
 			if ge2.Details["call_id"] != ge.CallID || ge2.Details["status"] != string(store.StatusUncertain) {
 				t.Errorf("details %v", ge2.Details)
 			}
@@ -269,9 +269,9 @@ func TestIdempotencyKeyAfterFailure(t *testing.T) {
 			return nil, tool.ErrNotStarted
 		})
 		_, err := f.do(keyed("alice", "k1", `{"text":"x"}`))
-		gwErr(t, err, gateway.ClassExecutionFailure)
+		gwErr(t, err, tool.ClassExecutionFailure)
 		_, err = f.do(keyed("alice", "k1", `{"text":"x"}`))
-		gwErr(t, err, gateway.ClassExecutionFailure)
+		gwErr(t, err, tool.ClassExecutionFailure)
 		if note.Count() != 1 {
 			t.Errorf("backend invoked %d times", note.Count())
 		}
@@ -309,7 +309,7 @@ func TestIdempotencyKeyAcrossDigestUpgrade(t *testing.T) {
 		}
 		for _, other := range []string{`{"text":"x","n":2.0}`, `{"text":"y","n":2}`} {
 			_, err = f.do(keyed("alice", "k1", other))
-			gwErr(t, err, gateway.ClassResourceConflict)
+			gwErr(t, err, tool.ClassResourceConflict)
 		}
 		if note.Count() != 1 {
 			t.Errorf("%d invocations, want 1", note.Count())

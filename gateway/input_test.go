@@ -34,7 +34,7 @@ func TestBadArgumentsAreValidationErrors(t *testing.T) {
 				f := newFixture(t, mk, config{})
 				note := f.tool("note", nil)
 				_, err := f.call("alice", "note", args)
-				ge := gwErr(t, err, gateway.ClassValidation)
+				ge := gwErr(t, err, tool.ClassValidation)
 				if ge.Step != "validate" || len(ge.Errors) == 0 {
 					t.Errorf("%+v", ge)
 				}
@@ -56,7 +56,7 @@ func TestOversizedArguments(t *testing.T) {
 		}
 		big := `{"text":"` + strings.Repeat("a", 100) + `"}`
 		_, err := f.call("alice", "note", big)
-		ge := gwErr(t, err, gateway.ClassValidation)
+		ge := gwErr(t, err, tool.ClassValidation)
 		if ge.Details["reason"] != "too_large" && (len(ge.Errors) == 0 || ge.Errors[0].Details["reason"] != "too_large") {
 			t.Errorf("the error does not say too large: %+v %v", ge, ge.Errors)
 		}
@@ -75,7 +75,7 @@ func TestRaisedLimitsAreHonoured(t *testing.T) {
 			const depth = 150 // over the default 128, under the configured 200
 			f := newFixture(t, mk, config{Limits: inputschema.Limits{MaxDepth: 200}})
 			b := &recBackend{}
-			if err := f.g.Register(context.Background(), gateway.Tool{Name: "note", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b.Backend()}); err != nil {
+			if err := f.g.Register(context.Background(), tool.Tool{Name: "note", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b.Backend()}); err != nil {
 				t.Fatal(err)
 			}
 			args := strings.Repeat(`{"a":`, depth-1) + `{}` + strings.Repeat(`}`, depth-1)
@@ -103,20 +103,20 @@ func TestRegisterRefusals(t *testing.T) {
 		return &tool.Result{Content: json.RawMessage(`1`)}, nil
 	})
 	g := gateway.New(&gateway.Options{Store: memstore.New()})
-	if err := g.Register(context.Background(), gateway.Tool{Name: "", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err == nil {
+	if err := g.Register(context.Background(), tool.Tool{Name: "", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err == nil {
 		t.Error("a tool without a name was registered")
 	}
-	if err := g.Register(context.Background(), gateway.Tool{Name: "nobackend", InputSchema: json.RawMessage(noteSchema)}); err == nil {
+	if err := g.Register(context.Background(), tool.Tool{Name: "nobackend", InputSchema: json.RawMessage(noteSchema)}); err == nil {
 		t.Error("a tool without a backend was registered")
 	}
 	if _, _, found := g.Tool("nobackend"); found {
 		t.Error("the refused tool is listed")
 	}
-	if err := g.Register(context.Background(), gateway.Tool{Name: "note", Description: "first", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err != nil {
+	if err := g.Register(context.Background(), tool.Tool{Name: "note", Description: "first", InputSchema: json.RawMessage(noteSchema), Backend: ok}); err != nil {
 		t.Fatal(err)
 	}
 	_, hash1, _ := g.Tool("note")
-	if err := g.Register(context.Background(), gateway.Tool{Name: "note", Description: "second", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: ok}); err == nil {
+	if err := g.Register(context.Background(), tool.Tool{Name: "note", Description: "second", InputSchema: json.RawMessage(`{"type":"object"}`), Backend: ok}); err == nil {
 		t.Error("a duplicate name was registered")
 	}
 	tl, hash2, _ := g.Tool("note")
@@ -132,17 +132,17 @@ func TestRegisterRefusals(t *testing.T) {
 // with its safety flags, and with nothing else (member order and spacing of
 // the schema).
 func TestDefinitionHash(t *testing.T) {
-	base := gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`), gateway.Safety{})
-	if same := gateway.DefinitionHash("note", "d", json.RawMessage(` { "required" : ["a"], "type":"object" } `), gateway.Safety{}); same != base {
+	base := tool.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`), tool.Safety{})
+	if same := tool.DefinitionHash("note", "d", json.RawMessage(` { "required" : ["a"], "type":"object" } `), tool.Safety{}); same != base {
 		t.Error("reformatting the schema changed the hash")
 	}
 	for name, h := range map[string]string{
-		"name":        gateway.DefinitionHash("note2", "d", json.RawMessage(`{"type":"object","required":["a"]}`), gateway.Safety{}),
-		"description": gateway.DefinitionHash("note", "e", json.RawMessage(`{"type":"object","required":["a"]}`), gateway.Safety{}),
-		"schema":      gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["b"]}`), gateway.Safety{}),
-		"read_only":   gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`), gateway.Safety{ReadOnly: true}),
-		"requires_approval": gateway.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`),
-			gateway.Safety{RequiresApproval: true}),
+		"name":        tool.DefinitionHash("note2", "d", json.RawMessage(`{"type":"object","required":["a"]}`), tool.Safety{}),
+		"description": tool.DefinitionHash("note", "e", json.RawMessage(`{"type":"object","required":["a"]}`), tool.Safety{}),
+		"schema":      tool.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["b"]}`), tool.Safety{}),
+		"read_only":   tool.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`), tool.Safety{ReadOnly: true}),
+		"requires_approval": tool.DefinitionHash("note", "d", json.RawMessage(`{"type":"object","required":["a"]}`),
+			tool.Safety{RequiresApproval: true}),
 	} {
 		if h == base {
 			t.Errorf("changing the %s left the hash unchanged", name)

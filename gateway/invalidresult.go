@@ -17,17 +17,17 @@ import (
 // result: a result the tool's own contract refuses is not a success.
 func (c *call) settleInvalidResult(ctx context.Context, ir *tool.InvalidResultError) error {
 	e := schemaError("invoke", ir.Err)
-	e.Class = ClassInvalidResult
+	e.Class = tool.ClassInvalidResult
 	e.Message = "the tool's structured result does not match its output schema: " + e.Message
 	e.Details["status"] = string(store.StatusSucceeded)
 	st := store.Settlement{
-		Status: store.StatusSucceeded, ErrorClass: string(ClassInvalidResult), ErrorMessage: e.Message,
+		Status: store.StatusSucceeded, ErrorClass: string(tool.ClassInvalidResult), ErrorMessage: e.Message,
 		Result: store.EncodeResult(store.Result{Content: ir.Result}), At: c.g.now(),
 	}
 	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
 		return c.settleFailure(err)
 	}
 	c.g.noteStoreWrite(nil)
-	c.audit("settle", string(ClassInvalidResult), "status", string(store.StatusSucceeded))
+	c.audit("settle", string(tool.ClassInvalidResult), "status", string(store.StatusSucceeded))
 	return e
 }

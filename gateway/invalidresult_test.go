@@ -30,7 +30,7 @@ func TestInvalidResult(t *testing.T) {
 		})
 		_, err := f.do(keyed("alice", "k1", `{"text":"x"}`))
 		var ge *gateway.Error
-		if !errors.As(err, &ge) || ge.Class != gateway.ClassInvalidResult || ge.Step != "invoke" || ge.Pointer != "/n" || len(ge.Errors) != 2 {
+		if !errors.As(err, &ge) || ge.Class != tool.ClassInvalidResult || ge.Step != "invoke" || ge.Pointer != "/n" || len(ge.Errors) != 2 {
 			t.Fatalf("%v, want invalid_result at invoke with both violations", err)
 		}
 		if !errors.Is(err, gateway.ErrInvalidResult) {
@@ -45,7 +45,7 @@ func TestInvalidResult(t *testing.T) {
 			t.Errorf("journal: %s (%s), result %s (%v); want succeeded (invalid_result) with the raw result", in.Status, in.ErrorClass, in.Result, derr)
 		}
 		_, err = f.do(keyed("alice", "k1", `{"text":"x"}`))
-		if !errors.As(err, &ge) || ge.Class != gateway.ClassInvalidResult || ge.Step != "replay" || invoked != 1 {
+		if !errors.As(err, &ge) || ge.Class != tool.ClassInvalidResult || ge.Step != "replay" || invoked != 1 {
 			t.Errorf("replay: %v (invoked %d), want invalid_result without a second run", err, invoked)
 		}
 	})

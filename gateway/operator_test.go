@@ -28,7 +28,7 @@ func opGateway(t *testing.T, st store.Store, opts approval.Options) *gateway.Gat
 	}
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Approvals: opts, Operators: []string{"ops", "sec-anna", "dev", "alice"}})
 	for _, name := range []string{"danger", "self"} {
-		err := g.Register(context.Background(), gateway.Tool{Name: name, Description: "the " + name + " tool", InputSchema: json.RawMessage(`{"type":"object"}`),
+		err := g.Register(context.Background(), tool.Tool{Name: name, Description: "the " + name + " tool", InputSchema: json.RawMessage(`{"type":"object"}`),
 			Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 			})})
@@ -39,11 +39,11 @@ func opGateway(t *testing.T, st store.Store, opts approval.Options) *gateway.Gat
 	return g
 }
 
-func requestID(t *testing.T, g *gateway.Gateway, tool, args string) string {
+func requestID(t *testing.T, g *gateway.Gateway, name, args string) string {
 	t.Helper()
-	_, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: tool, Arguments: json.RawMessage(args)})
+	_, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: name, Arguments: json.RawMessage(args)})
 	var ge *gateway.Error
-	if !errors.As(err, &ge) || ge.Class != gateway.ClassApprovalRequired {
+	if !errors.As(err, &ge) || ge.Class != tool.ClassApprovalRequired {
 		t.Fatalf("call: %v, want approval_required", err)
 	}
 	return ge.Details["approval_id"].(string)
@@ -113,7 +113,7 @@ func TestPendingCapCreatesNothing(t *testing.T) {
 		requestID(t, g, "danger", `{"n":2}`) // the same call: the same request, no new one
 		_, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(`{"n":3}`)})
 		var ge *gateway.Error
-		if !errors.As(err, &ge) || ge.Class != gateway.ClassForbidden || ge.Details["max_pending"] != 2 {
+		if !errors.As(err, &ge) || ge.Class != tool.ClassForbidden || ge.Details["max_pending"] != 2 {
 			t.Fatalf("third request: %v", err)
 		}
 		list, _ := st.ListApprovals(context.Background(), store.ApprovalFilter{}, time.Now())

@@ -31,7 +31,7 @@ func TestUnknownToolTouchesNothing(t *testing.T) {
 		f := newFixture(t, mk, config{})
 		note := f.tool("note", nil)
 		_, err := f.call("alice", "nope", `{"text":"`+secret+`"}`)
-		ge := gwErr(t, err, gateway.ClassNotFound)
+		ge := gwErr(t, err, tool.ClassNotFound)
 		if !errors.Is(err, gateway.ErrNotFound) {
 			t.Error("errors.Is(err, ErrNotFound) is false")
 		}
@@ -68,7 +68,7 @@ func TestInvalidArgumentsReportEveryViolationAndStop(t *testing.T) {
 		// is not allowed.
 		args := `{"n":0,"extra":"` + secret + `"}`
 		_, err := f.call("alice", "note", args)
-		ge := gwErr(t, err, gateway.ClassValidation)
+		ge := gwErr(t, err, tool.ClassValidation)
 		if ge.Step != "validate" {
 			t.Errorf("step %q, want validate", ge.Step)
 		}
@@ -118,7 +118,7 @@ func TestSchemaOutsideSubsetIsRegisteredButRefusedBeforePolicy(t *testing.T) {
 		b := &recBackend{}
 		// pattern is valid JSON Schema but outside the subset.
 		schema := `{"type":"object","properties":{"text":{"type":"string","pattern":"^a"}}}`
-		err := f.g.Register(context.Background(), gateway.Tool{Name: "note", InputSchema: json.RawMessage(schema), Backend: b.Backend()})
+		err := f.g.Register(context.Background(), tool.Tool{Name: "note", InputSchema: json.RawMessage(schema), Backend: b.Backend()})
 		if err == nil {
 			t.Fatal("Register accepted a schema outside the subset without an error")
 		}
@@ -139,7 +139,7 @@ func TestSchemaOutsideSubsetIsRegisteredButRefusedBeforePolicy(t *testing.T) {
 		}
 
 		_, err = f.call("alice", "note", `{"text":"abc"}`)
-		ge := gwErr(t, err, gateway.ClassUnsupported)
+		ge := gwErr(t, err, tool.ClassUnsupported)
 		if !errors.Is(err, gateway.ErrUnsupported) || ge.Step != "validate" || ge.Keyword != "pattern" {
 			t.Errorf("call error %+v", ge)
 		}
@@ -168,11 +168,11 @@ func TestForbiddenLeavesNoApprovalIntentOrInvocation(t *testing.T) {
 		rules := append(slices.Clone(defaultRules), policy.Rule{Caller: "carol", Allow: []string{"danger"},
 			Conditions: []policy.Condition{{Effect: policy.EffectDeny, Tool: "danger", If: `args.text != ""`}}})
 		f := newFixture(t, mk, config{Rules: rules, Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 10}}})
-		danger := f.tool("danger", nil, func(tl *gateway.Tool) { tl.Safety.RequiresApproval = true })
+		danger := f.tool("danger", nil, func(tl *tool.Tool) { tl.Safety.RequiresApproval = true })
 		f.st.Reset()
 		mark := f.log.Mark(t)
 		_, err := f.call("carol", "danger", `{"text":"`+secret+`"}`)
-		ge := gwErr(t, err, gateway.ClassForbidden)
+		ge := gwErr(t, err, tool.ClassForbidden)
 		if !errors.Is(err, gateway.ErrForbidden) || ge.Step != "authorize" || ge.CallID != "" {
 			t.Errorf("carol: %+v", ge)
 		}
@@ -212,9 +212,9 @@ func TestInvisibleToolLooksUnknown(t *testing.T) {
 			f.st.Reset()
 			mark := f.log.Mark(t)
 			_, err := f.call(caller, "danger", `{"text":7,"extra":true}`)
-			ge := gwErr(t, err, gateway.ClassNotFound)
+			ge := gwErr(t, err, tool.ClassNotFound)
 			_, err2 := f.call(caller, "no_such_tool", `{"text":7,"extra":true}`)
-			unknown := gwErr(t, err2, gateway.ClassNotFound)
+			unknown := gwErr(t, err2, tool.ClassNotFound)
 			if ge.Step != "lookup" || len(ge.Errors) != 0 || ge.Keyword != "" || len(ge.Details) != len(unknown.Details) {
 				t.Errorf("%s: %+v", caller, ge)
 			}
@@ -235,7 +235,7 @@ func TestInvisibleToolLooksUnknown(t *testing.T) {
 		}
 		// alice, who may call it, still gets its validation errors.
 		_, err := f.call("alice", "danger", `{"text":7}`)
-		if ge := gwErr(t, err, gateway.ClassValidation); ge.Step != "validate" {
+		if ge := gwErr(t, err, tool.ClassValidation); ge.Step != "validate" {
 			t.Errorf("alice: %+v", ge)
 		}
 		if !f.g.Visible("alice", "danger") || f.g.Visible("bob", "danger") || f.g.Visible("alice", "nope") {
@@ -251,7 +251,7 @@ func TestBackendCheckRefusesBeforeApproval(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 10}}})
 		b := &recBackend{}
-		err := f.g.Register(context.Background(), gateway.Tool{Name: "danger", InputSchema: json.RawMessage(noteSchema), Backend: checked{
+		err := f.g.Register(context.Background(), tool.Tool{Name: "danger", InputSchema: json.RawMessage(noteSchema), Backend: checked{
 			Backend: b.Backend(),
 			check: func(raw json.RawMessage) error {
 				var a struct{ N *int }
@@ -266,7 +266,7 @@ func TestBackendCheckRefusesBeforeApproval(t *testing.T) {
 		f.st.Reset()
 		mark := f.log.Mark(t)
 		_, err = f.call("alice", "danger", `{"text":"x","n":1e400}`) // the schema accepts it
-		ge := gwErr(t, err, gateway.ClassValidation)
+		ge := gwErr(t, err, tool.ClassValidation)
 		if ge.Step != "validate" || !strings.Contains(ge.Message, "n does not fit") {
 			t.Errorf("%+v", ge)
 		}
@@ -279,7 +279,7 @@ func TestBackendCheckRefusesBeforeApproval(t *testing.T) {
 		}
 		// A call that passes the check goes on to the approval step.
 		_, err = f.call("alice", "danger", `{"text":"x","n":2}`)
-		gwErr(t, err, gateway.ClassApprovalRequired)
+		gwErr(t, err, tool.ClassApprovalRequired)
 	})
 }
 
@@ -297,7 +297,7 @@ func TestApprovalPendingLeavesNoIntentBudgetOrInvocation(t *testing.T) {
 		danger := f.tool("danger", nil)
 		args := `{"text":"` + secret + `"}`
 		_, err := f.call("alice", "danger", args)
-		ge := gwErr(t, err, gateway.ClassApprovalRequired)
+		ge := gwErr(t, err, tool.ClassApprovalRequired)
 		if !errors.Is(err, gateway.ErrApprovalRequired) || ge.Step != "approve" || ge.CallID != "" {
 			t.Errorf("%+v", ge)
 		}
@@ -334,7 +334,7 @@ func TestBudgetExceededLeavesNoIntentOrInvocation(t *testing.T) {
 		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1, Cost: map[string]int64{"note": 2}}}})
 		note := f.tool("note", nil)
 		_, err := f.call("alice", "note", `{"text":"`+secret+`"}`)
-		ge := gwErr(t, err, gateway.ClassBudgetExceeded)
+		ge := gwErr(t, err, tool.ClassBudgetExceeded)
 		if !errors.Is(err, gateway.ErrBudgetExceeded) || ge.Step != "reserve" || ge.CallID != "" {
 			t.Errorf("%+v", ge)
 		}
@@ -439,7 +439,7 @@ func TestSuccessWithApprovalAuditOrder(t *testing.T) {
 		f.tool("danger", nil)
 		args := `{"text":"` + secret + `"}`
 		_, err := f.call("alice", "danger", args)
-		id := gwErr(t, err, gateway.ClassApprovalRequired).Details["approval_id"].(string)
+		id := gwErr(t, err, tool.ClassApprovalRequired).Details["approval_id"].(string)
 		if err := f.decide(id, true, "bob"); err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +475,7 @@ func TestSuccessWithApprovalAuditOrder(t *testing.T) {
 func TestPinnedToolPinStepsAreRecorded(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{})
-		note := f.tool("note", nil, func(tl *gateway.Tool) { tl.Pinned = true })
+		note := f.tool("note", nil, func(tl *tool.Tool) { tl.Pinned = true })
 		if m := f.st.Methods(); !slices.Equal(m, []string{"SeePin"}) {
 			t.Fatalf("store calls at registration %v, want [SeePin]", m)
 		}
@@ -489,10 +489,10 @@ func TestPinnedToolPinStepsAreRecorded(t *testing.T) {
 		// The upstream changes the tool's definition: it is registered
 		// again, held back, and the call stops at the pin, before the commit.
 		f.g.Unregister("note")
-		f.tool("note", nil, func(tl *gateway.Tool) { tl.Pinned, tl.Description = true, "changed" })
+		f.tool("note", nil, func(tl *tool.Tool) { tl.Pinned, tl.Description = true, "changed" })
 		f.st.Reset()
 		_, err := f.call("alice", "note", `{"text":"b"}`)
-		gwErr(t, err, gateway.ClassForbidden)
+		gwErr(t, err, tool.ClassForbidden)
 		if m := f.st.Methods(); !slices.Equal(m, []string{"GetPin"}) {
 			t.Errorf("store calls %v, want [GetPin]", m)
 		}

@@ -27,7 +27,7 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 	live := policy.NewLive(allow)
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: live})
 	running, release := make(chan struct{}), make(chan struct{})
-	err = g.Register(context.Background(), gateway.Tool{
+	err = g.Register(context.Background(), tool.Tool{
 		Name: "bash", InputSchema: json.RawMessage(shSchema),
 		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			close(running)
@@ -47,7 +47,7 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 		t.Fatalf("a compound command: %v", err)
 	}
 	var ge *gateway.Error
-	if err := call("echo $("); !errors.As(err, &ge) || ge.Class != gateway.ClassValidation {
+	if err := call("echo $("); !errors.As(err, &ge) || ge.Class != tool.ClassValidation {
 		t.Fatalf("an unparsable command: %v", err)
 	}
 	if tools := g.ToolsFor("alice"); len(tools) != 1 {
@@ -109,7 +109,7 @@ func TestPathsAreDecidedOnTheirRealPath(t *testing.T) {
 	}
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
 	b := &resolvingBackend{links: map[string]string{"src/envlink": ".env", "src/ok": "src/real.txt"}, got: make(chan *tool.Call, 4)}
-	if err := g.Register(context.Background(), gateway.Tool{Name: "read", Backend: b, Safety: tool.Safety{ReadOnly: true},
+	if err := g.Register(context.Background(), tool.Tool{Name: "read", Backend: b, Safety: tool.Safety{ReadOnly: true},
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}); err != nil {
 		t.Fatal(err)
 	}

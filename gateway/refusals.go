@@ -9,6 +9,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/agentbackplane/backplane/tool"
 	"time"
 
 	"github.com/agentbackplane/backplane/store"
@@ -29,7 +30,7 @@ const refusalTimeout = 2 * time.Second
 func (c *call) recordRefusal(ctx context.Context, ge *Error) {
 	g := c.g
 	rs, ok := g.store.(store.Refusals)
-	if !ok || c.committed || c.preview || ge.Class == ClassCancelled {
+	if !ok || c.committed || c.preview || ge.Class == tool.ClassCancelled {
 		return
 	}
 	select {

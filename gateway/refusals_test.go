@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/agentbackplane/backplane/tool"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func TestRefusalsAreRecorded(t *testing.T) {
 		var ids []string
 		for _, c := range cases {
 			_, err := f.call(c.caller, c.tool, c.args)
-			ge := gwErr(t, err, gateway.Class(c.class))
+			ge := gwErr(t, err, tool.Class(c.class))
 			if ge.Step != c.step {
 				t.Errorf("%s %s: step %s, want %s", c.tool, c.args, ge.Step, c.step)
 			}
@@ -134,7 +135,7 @@ func TestWhyApproval(t *testing.T) {
 	}})
 	f.tool("note", nil)
 	// The built-in bash's main argument is a shell command.
-	f.tool("bash", nil, func(tl *gateway.Tool) {
+	f.tool("bash", nil, func(tl *tool.Tool) {
 		tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)
 	})
 	id := pendingID(t, f, "alice", "bash", `{"command":"git status && git push origin main"}`)

@@ -56,8 +56,8 @@ func TestCallHandsItsAskerToTheBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
-	err = g.Register(context.Background(), gateway.Tool{
-		Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`), Safety: gateway.Safety{ReadOnly: true},
+	err = g.Register(context.Background(), tool.Tool{
+		Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`), Safety: tool.Safety{ReadOnly: true},
 		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			if c.Asker == nil {
 				return &tool.Result{Content: json.RawMessage(`"none"`)}, nil

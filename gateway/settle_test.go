@@ -24,7 +24,7 @@ func TestSettlementClasses(t *testing.T) {
 		fn         tool.BackendFunc
 		timeout    time.Duration
 		maxResult  int
-		class      gateway.Class
+		class      tool.Class
 		status     store.Status
 		budgetHeld int64
 	}{
@@ -33,14 +33,14 @@ func TestSettlementClasses(t *testing.T) {
 			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return nil, fmt.Errorf("exec: no such program: %w", tool.ErrNotStarted)
 			},
-			class: gateway.ClassExecutionFailure, status: store.StatusFailed, budgetHeld: 0,
+			class: tool.ClassExecutionFailure, status: store.StatusFailed, budgetHeld: 0,
 		},
 		{
 			name: "plain error",
 			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return nil, errors.New("broken pipe")
 			},
-			class: gateway.ClassUnknownOutcome, status: store.StatusUncertain, budgetHeld: 1,
+			class: tool.ClassUnknownOutcome, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "timeout",
@@ -49,42 +49,42 @@ func TestSettlementClasses(t *testing.T) {
 				return nil, ctx.Err()
 			},
 			timeout: 50 * time.Millisecond,
-			class:   gateway.ClassTimeout, status: store.StatusUncertain, budgetHeld: 1,
+			class:   tool.ClassTimeout, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "result not JSON",
 			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return &tool.Result{Content: json.RawMessage(`{"ok":tru`)}, nil
 			},
-			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
+			class: tool.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "two JSON values",
 			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return &tool.Result{Content: json.RawMessage(`{} {}`)}, nil
 			},
-			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
+			class: tool.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "empty result",
 			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return &tool.Result{}, nil
 			},
-			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
+			class: tool.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "nil result",
 			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return nil, nil
 			},
-			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
+			class: tool.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "backend reports malformed",
 			fn: func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return nil, fmt.Errorf("stdout: %w", tool.ErrMalformedResult)
 			},
-			class: gateway.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
+			class: tool.ClassMalformedResult, status: store.StatusUncertain, budgetHeld: 1,
 		},
 		{
 			name: "result over the limit",
@@ -94,14 +94,14 @@ func TestSettlementClasses(t *testing.T) {
 			maxResult: 100,
 			// It ran: the journal says succeeded with the refusal recorded
 			// (gateway/steps.go), and the budget is spent.
-			class: gateway.ClassResourceConflict, status: store.StatusSucceeded, budgetHeld: 1,
+			class: tool.ClassResourceConflict, status: store.StatusSucceeded, budgetHeld: 1,
 		},
 	}
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				f := newFixture(t, mk, config{MaxResultBytes: tc.maxResult, Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 5}}})
-				note := f.tool("note", tc.fn, func(tl *gateway.Tool) { tl.Timeout = tc.timeout })
+				note := f.tool("note", tc.fn, func(tl *tool.Tool) { tl.Timeout = tc.timeout })
 				start := time.Now()
 				res, err := f.call("alice", "note", `{"text":"x"}`)
 				if res != nil {
@@ -153,10 +153,10 @@ func TestCallerCancelsDuringInvocation(t *testing.T) {
 			cancel()
 		}()
 		_, err := f.g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "note", Arguments: json.RawMessage(`{"text":"x"}`)})
-		ge := gwErr(t, err, gateway.ClassCancelled)
+		ge := gwErr(t, err, tool.ClassCancelled)
 		in := f.intent(ge.CallID)
 		// Settled although the caller's context is gone.
-		if in.Status != store.StatusUncertain || in.ErrorClass != string(gateway.ClassCancelled) {
+		if in.Status != store.StatusUncertain || in.ErrorClass != string(tool.ClassCancelled) {
 			t.Errorf("intent %s %s, want uncertain cancelled", in.Status, in.ErrorClass)
 		}
 		if f.used("caller", "alice") != 1 || note.Count() != 1 {
@@ -179,7 +179,7 @@ func TestCallerCancelledBeforeCommit(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := f.g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "note", Arguments: json.RawMessage(`{"text":"x"}`)})
-		gwErr(t, err, gateway.ClassCancelled)
+		gwErr(t, err, tool.ClassCancelled)
 		if note.Count() != 0 {
 			t.Error("a cancelled call was invoked")
 		}

@@ -71,7 +71,7 @@ func TestSoakRetention(t *testing.T) {
 		Store: st, Policy: rules, Now: now,
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1 << 40, Per: time.Minute}},
 	})
-	if err := g.Register(context.Background(), gateway.Tool{Name: "note", Description: "soak", InputSchema: json.RawMessage(noteSchema),
+	if err := g.Register(context.Background(), tool.Tool{Name: "note", Description: "soak", InputSchema: json.RawMessage(noteSchema),
 		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		})}); err != nil {

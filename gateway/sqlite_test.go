@@ -12,6 +12,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func init() {
@@ -104,7 +105,7 @@ func TestSQLiteJournalAndBudgetSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f2.call("alice", "note", `{"text":"z"}`)
-	ge := gwErr(t, err, gateway.ClassBudgetExceeded)
+	ge := gwErr(t, err, tool.ClassBudgetExceeded)
 	if num(t, ge.Details["used"]) != 2 {
 		t.Errorf("details %v", ge.Details)
 	}

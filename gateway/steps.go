@@ -78,15 +78,15 @@ func (c *call) approve(ctx context.Context) (string, error) {
 			details["reason"] = a.Reason
 			msg += ": " + a.Reason
 		}
-		return "", newError(ClassForbidden, "approve", msg, details)
+		return "", newError(tool.ClassForbidden, "approve", msg, details)
 	case store.ApprovalExpired:
 		c.audit("approve", "expired", "approval_id", a.ID)
-		return "", newError(ClassForbidden, "approve", "the approval request expired before a decision; call again for a new one", details)
+		return "", newError(tool.ClassForbidden, "approve", "the approval request expired before a decision; call again for a new one", details)
 	}
 	c.audit("approve", "pending", "approval_id", a.ID)
 	hints := g.hints(a.ID)
 	details["how_to_decide"] = hints
-	return "", newError(ClassApprovalRequired, "approve", fmt.Sprintf(
+	return "", newError(tool.ClassApprovalRequired, "approve", fmt.Sprintf(
 		"this call needs an approval: request %s is pending. An operator decides it (%s); then make the same call again, with the same arguments, before %s",
 		a.ID, strings.Join(hints, "; or "), a.ExpiresAt.UTC().Format(time.RFC3339)), details)
 }
@@ -129,7 +129,7 @@ func boundedRead[T any](ctx context.Context, timeout time.Duration, read func(co
 func (c *call) withdraw(a *store.Approval) error {
 	c.audit("approve", "withdrawn", "approval_id", a.ID)
 	c.g.events.publish(ApprovalEvent{Kind: "withdrawn", Approval: *a})
-	return newError(ClassCancelled, "approve",
+	return newError(tool.ClassCancelled, "approve",
 		"the call went away while waiting for approval; the request stays open for the same call made again", map[string]any{"approval_id": a.ID})
 }
 
@@ -184,7 +184,7 @@ func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*stor
 	}
 	if len(pending) >= g.approval.MaxPending {
 		c.audit("approve", "too_many_pending", "pending", len(pending), "max", g.approval.MaxPending)
-		return nil, newError(ClassForbidden, "approve", fmt.Sprintf(
+		return nil, newError(tool.ClassForbidden, "approve", fmt.Sprintf(
 			"caller %s already has %d approval requests pending, the most allowed: no new request was created; wait for an operator to decide them or for them to expire",
 			c.req.Caller, len(pending)), map[string]any{"pending": len(pending), "max_pending": g.approval.MaxPending})
 	}
@@ -334,16 +334,16 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		return nil, c.settleInvalidResult(sctx, invalid) // invalidresult.go
 	}
 	if err != nil {
-		status, class := store.StatusUncertain, ClassUnknownOutcome
+		status, class := store.StatusUncertain, tool.ClassUnknownOutcome
 		switch {
 		case errors.Is(err, tool.ErrNotStarted):
-			status, class = store.StatusFailed, ClassExecutionFailure
+			status, class = store.StatusFailed, tool.ClassExecutionFailure
 		case errors.Is(err, tool.ErrMalformedResult):
-			class = ClassMalformedResult
+			class = tool.ClassMalformedResult
 		case errors.Is(ictx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-			class = ClassTimeout
+			class = tool.ClassTimeout
 		case ctx.Err() != nil:
-			class = ClassCancelled
+			class = tool.ClassCancelled
 		}
 		msg := err.Error()
 		if status == store.StatusUncertain {
@@ -353,11 +353,11 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	}
 	if res != nil && len(res.Content) > g.maxRes {
 		// It ran; its result is refused, not lost silently: the journal says so.
-		return nil, c.settleError(sctx, store.StatusSucceeded, ClassResourceConflict,
+		return nil, c.settleError(sctx, store.StatusSucceeded, tool.ClassResourceConflict,
 			fmt.Sprintf("the result is %d bytes, over the limit of %d", len(res.Content), g.maxRes))
 	}
 	if res == nil || !validResult(res.Content) {
-		return nil, c.settleError(sctx, store.StatusUncertain, ClassMalformedResult,
+		return nil, c.settleError(sctx, store.StatusUncertain, tool.ClassMalformedResult,
 			"the backend's result is not one JSON value (the outcome is unknown: the call is marked uncertain)")
 	}
 	stored := store.EncodeResult(store.Result{IsError: res.IsError, Content: res.Content})
@@ -373,7 +373,7 @@ func validResult(b json.RawMessage) bool {
 	return len(b) > 0 && jsonstrict.Valid(b, &jsonstrict.Options{MaxBytes: 1 << 30}) == nil
 }
 
-func (c *call) settleError(ctx context.Context, status store.Status, class Class, msg string) error {
+func (c *call) settleError(ctx context.Context, status store.Status, class tool.Class, msg string) error {
 	st := store.Settlement{Status: status, ErrorClass: string(class), ErrorMessage: msg, At: c.g.now()}
 	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
 		return c.settleFailure(err)
@@ -391,7 +391,7 @@ func (c *call) settleError(ctx context.Context, status store.Status, class Class
 func (c *call) settleFailure(err error) error {
 	c.g.noteStoreWrite(err)
 	c.audit("settle", "store_error", "error", err.Error())
-	e := newError(ClassUnknownOutcome, "settle",
+	e := newError(tool.ClassUnknownOutcome, "settle",
 		"the tool was invoked but its outcome could not be recorded: "+err.Error()+
 			" (the call is left for recovery to mark uncertain and will not be re-run)",
 		map[string]any{"status": "unknown"})

@@ -41,7 +41,7 @@ func tracedGateway(t *testing.T, tp trace.TracerProvider) (*gateway.Gateway, *tr
 	g := gateway.New(o)
 	b := &traceBackend{}
 	for _, name := range []string{"echo", "held"} {
-		if err := g.Register(context.Background(), gateway.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b}); err != nil {
+		if err := g.Register(context.Background(), tool.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`), Backend: b}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,10 +132,10 @@ func TestRefusedCallSpan(t *testing.T) {
 	g, b := tracedGateway(t, sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	// held needs an approval, and the call does not wait: approval_required.
 	_, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "held", Arguments: json.RawMessage(`{}`)})
-	gwErr(t, err, gateway.ClassApprovalRequired)
+	gwErr(t, err, tool.ClassApprovalRequired)
 	// An unknown name never becomes a span name.
 	_, err = g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "made-up-" + secret, Arguments: json.RawMessage(`{}`)})
-	gwErr(t, err, gateway.ClassNotFound)
+	gwErr(t, err, tool.ClassNotFound)
 	spans := rec.Ended()
 	if len(spans) != 2 || len(b.got) != 0 {
 		t.Fatalf("%d spans, %d backend calls", len(spans), len(b.got))

@@ -28,7 +28,7 @@ func liveGateway(t *testing.T, audit *bytes.Buffer) (*gateway.Gateway, *policy.L
 	live := policy.NewLive(rules)
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: live, Operators: []string{"ops"},
 		Logger: slog.New(slog.NewJSONHandler(audit, nil))})
-	err = g.Register(context.Background(), gateway.Tool{Name: "flaky", InputSchema: json.RawMessage(`{"type":"object"}`),
+	err = g.Register(context.Background(), tool.Tool{Name: "flaky", InputSchema: json.RawMessage(`{"type":"object"}`),
 		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			return nil, errors.New("broken pipe")
 		})})
@@ -57,7 +57,7 @@ func TestCheckHealthUncertainCalls(t *testing.T) {
 	}
 	_, err := g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "flaky", Arguments: json.RawMessage(`{}`)})
 	var ge *gateway.Error
-	if !errors.As(err, &ge) || ge.Class != gateway.ClassUnknownOutcome {
+	if !errors.As(err, &ge) || ge.Class != tool.ClassUnknownOutcome {
 		t.Fatalf("call: %v, want unknown_outcome", err)
 	}
 	checks := g.CheckHealth(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // selfRules: alice's danger needs an approval her own client may give.
@@ -47,7 +48,7 @@ func TestSelfApproveUnderNoWait(t *testing.T) {
 	bobs := &recApprover{ask: yes.ask}
 	_, err = f.do(gateway.CallRequest{Caller: "bob", Tool: "danger", Arguments: json.RawMessage(`{"text":"x"}`),
 		ApprovalWait: &noWait, Approver: bobs})
-	gwErr(t, err, gateway.ClassApprovalRequired)
+	gwErr(t, err, tool.ClassApprovalRequired)
 	if len(bobs.Asked()) != 0 || danger.Count() != 1 {
 		t.Errorf("bob's client asked %d times, tool ran %d times; want 0 and 1", len(bobs.Asked()), danger.Count())
 	}
@@ -73,7 +74,7 @@ func TestSelfApproveBoundedByItsTimeout(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		gwErr(t, err, gateway.ClassApprovalRequired)
+		gwErr(t, err, tool.ClassApprovalRequired)
 	case <-time.After(30 * time.Second):
 		t.Fatal("a question no one answers held the call past 30s")
 	}
@@ -116,7 +117,7 @@ func TestWaitSurvivesAStoreThatStopsAnswering(t *testing.T) {
 	stuck.Store(true)
 	select {
 	case err := <-done:
-		ge := gwErr(t, err, gateway.ClassExecutionFailure)
+		ge := gwErr(t, err, tool.ClassExecutionFailure)
 		if ge.Step != "approve" {
 			t.Errorf("step %s, want approve", ge.Step)
 		}
@@ -192,7 +193,7 @@ func TestApprovedWhileAwayIsHeld(t *testing.T) {
 				}
 				return
 			}
-			gwErr(t, err, gateway.ClassCancelled)
+			gwErr(t, err, tool.ClassCancelled)
 			if danger.Count() != 0 || a.ConsumedBy != "" || a.Status != store.ApprovalApproved {
 				t.Errorf("gone: ran %d times, approval %+v", danger.Count(), a)
 			}

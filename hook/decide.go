@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Decider decides one call without running it: *gateway.Gateway is one.
@@ -172,11 +173,11 @@ func verdictOf(c Call, err error) (Verdict, error) {
 	}
 	what := c.Tool + subjectOf(c)
 	switch ge.Class {
-	case gateway.ClassApprovalRequired:
+	case tool.ClassApprovalRequired:
 		id, _ := ge.Details["approval_id"].(string)
 		return Verdict{Outcome: Approve, ApprovalIDs: []string{id}, Reason: fmt.Sprintf(
 			"Backplane needs an operator's approval for %s: %s", what, ge.Message)}, nil
-	case gateway.ClassForbidden, gateway.ClassNotFound, gateway.ClassValidation, gateway.ClassUnsupported, gateway.ClassBudgetExceeded:
+	case tool.ClassForbidden, tool.ClassNotFound, tool.ClassValidation, tool.ClassUnsupported, tool.ClassBudgetExceeded:
 		return Verdict{Outcome: Deny, Reason: fmt.Sprintf("Backplane denied %s (%s): %s", what, ge.Class, ge.Message)}, nil
 	}
 	return Verdict{}, fmt.Errorf("%w: %s: %s: %s", ErrDecide, c.Tool, ge.Class, ge.Message)

@@ -61,12 +61,12 @@ func newEnv(t *testing.T) *env {
 		return nil, errors.New("a hook decision invoked a backend")
 	})
 	for _, s := range schemas.All() {
-		if err := e.g.Register(context.Background(), gateway.Tool{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema, Backend: never}); err != nil {
+		if err := e.g.Register(context.Background(), tool.Tool{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema, Backend: never}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	note := `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`
-	if err := e.g.Register(context.Background(), gateway.Tool{Name: "demo.note", InputSchema: json.RawMessage(note), Backend: never}); err != nil {
+	if err := e.g.Register(context.Background(), tool.Tool{Name: "demo.note", InputSchema: json.RawMessage(note), Backend: never}); err != nil {
 		t.Fatal(err)
 	}
 	return e

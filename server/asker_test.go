@@ -21,6 +21,7 @@ import (
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // askGateway is a gateway over a real SQLite store with the built-in
@@ -138,7 +139,7 @@ func TestAskUserQuestionThroughElicitation(t *testing.T) {
 	// then of unknown outcome, as for any failed channel).
 	e.answer = &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "MySQL"}}
 	res = call(t, cs, "ask_user_question", dbQuestion)
-	if sc := structured(t, res); !res.IsError || sc["class"] != string(gateway.ClassUnknownOutcome) || sc["answer"] != nil {
+	if sc := structured(t, res); !res.IsError || sc["class"] != string(tool.ClassUnknownOutcome) || sc["answer"] != nil {
 		t.Errorf("an answer outside the options: %s", text(res))
 	}
 }
@@ -200,7 +201,7 @@ func TestAskUserQuestionDeclined(t *testing.T) {
 			if !res.IsError {
 				t.Fatalf("a %s is not an error: %s", action, text(res))
 			}
-			if c, m := errorClass(t, res); c != string(gateway.ClassCancelled) || !strings.Contains(m, "declined") {
+			if c, m := errorClass(t, res); c != string(tool.ClassCancelled) || !strings.Contains(m, "declined") {
 				t.Errorf("class %q, message %q; want cancelled", c, m)
 			}
 			if e.count() != 1 {
@@ -225,7 +226,7 @@ func TestAskUserQuestionWithoutElicitation(t *testing.T) {
 	if !res.IsError {
 		t.Fatalf("answered without a channel: %s", text(res))
 	}
-	if c, m := errorClass(t, res); c != string(gateway.ClassUnsupported) || !strings.Contains(m, "no interaction channel") {
+	if c, m := errorClass(t, res); c != string(tool.ClassUnsupported) || !strings.Contains(m, "no interaction channel") {
 		t.Errorf("class %q, message %q", c, m)
 	}
 }
@@ -285,7 +286,7 @@ func TestAskUserQuestionTimeout(t *testing.T) {
 	if d := time.Since(start); d < time.Second || d > 10*time.Second {
 		t.Errorf("timeout_ms 1000 returned after %v", d)
 	}
-	if c, _ := errorClass(t, res); c != string(gateway.ClassTimeout) {
+	if c, _ := errorClass(t, res); c != string(tool.ClassTimeout) {
 		t.Errorf("class %q: %s", c, text(res))
 	}
 	select {

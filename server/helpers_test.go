@@ -72,41 +72,41 @@ func newFixture(t testing.TB) *fixture {
 		Policy:  rules,
 		Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 1, Cost: map[string]int64{"costly": 1}, Default: new(int64)}},
 	})
-	register := func(name, desc, schema string, safety gateway.Safety, fn tool.BackendFunc) {
+	register := func(name, desc, schema string, safety tool.Safety, fn tool.BackendFunc) {
 		t.Helper()
-		err := f.g.Register(context.Background(), gateway.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Safety: safety, Backend: fn})
+		err := f.g.Register(context.Background(), tool.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Safety: safety, Backend: fn})
 		if err != nil && name != "dollar" { // dollar's schema is outside the subset on purpose
 			t.Fatalf("register %s: %v", name, err)
 		}
 	}
-	register("echo", "Echo the arguments.", echoSchema, gateway.Safety{ReadOnly: true, Idempotent: true},
+	register("echo", "Echo the arguments.", echoSchema, tool.Safety{ReadOnly: true, Idempotent: true},
 		func(_ context.Context, c *tool.Call) (*tool.Result, error) {
 			f.echoes.Add(1)
 			return &tool.Result{Content: json.RawMessage(`{"echo":` + string(c.Arguments) + `}`)}, nil
 		})
-	register("upstream", "Answers as an MCP server does.", emptyObject, gateway.Safety{},
+	register("upstream", "Answers as an MCP server does.", emptyObject, tool.Safety{},
 		func(context.Context, *tool.Call) (*tool.Result, error) {
 			return &tool.Result{Content: json.RawMessage(`{"content":[{"type":"text","text":"from upstream"}],"structuredContent":{"n":12345678901234567890},"isError":false}`)}, nil
 		})
-	register("danger", "Needs an approval.", `{"type":"object","properties":{"target":{"type":"string"}},"required":["target"]}`, gateway.Safety{},
+	register("danger", "Needs an approval.", `{"type":"object","properties":{"target":{"type":"string"}},"required":["target"]}`, tool.Safety{},
 		func(_ context.Context, c *tool.Call) (*tool.Result, error) {
 			f.dangers.Add(1)
 			return &tool.Result{Content: json.RawMessage(`{"done":true}`)}, nil
 		})
-	register("costly", "Costs budget.", emptyObject, gateway.Safety{},
+	register("costly", "Costs budget.", emptyObject, tool.Safety{},
 		func(context.Context, *tool.Call) (*tool.Result, error) {
 			return &tool.Result{Content: json.RawMessage(`"spent"`)}, nil
 		})
-	register("dollar", "Declares $schema.", dollarSchema, gateway.Safety{},
+	register("dollar", "Declares $schema.", dollarSchema, tool.Safety{},
 		func(context.Context, *tool.Call) (*tool.Result, error) {
 			t.Error("the dollar tool must never be invoked")
 			return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 		})
-	register("untyped", "No root type.", untypedRoot, gateway.Safety{},
+	register("untyped", "No root type.", untypedRoot, tool.Safety{},
 		func(context.Context, *tool.Call) (*tool.Result, error) {
 			return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
 		})
-	register("broken", "Fails after starting.", emptyObject, gateway.Safety{},
+	register("broken", "Fails after starting.", emptyObject, tool.Safety{},
 		func(context.Context, *tool.Call) (*tool.Result, error) {
 			return nil, io.ErrUnexpectedEOF
 		})

@@ -226,7 +226,7 @@ func closedByServer(t *testing.T, c net.Conn) bool {
 func TestHTTPTimeouts(t *testing.T) {
 	f := newFixture(t)
 	var slow atomic.Int64
-	err := f.g.Register(context.Background(), gateway.Tool{Name: "slow", InputSchema: []byte(emptyObject),
+	err := f.g.Register(context.Background(), tool.Tool{Name: "slow", InputSchema: []byte(emptyObject),
 		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			slow.Add(1)
 			select {
@@ -313,7 +313,7 @@ func TestHealthzWhenCommitsFail(t *testing.T) {
 	fs := &failingStore{Store: st}
 	rules, _ := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"echo"}}})
 	g := gateway.New(&gateway.Options{Store: fs, Policy: rules})
-	if err := g.Register(context.Background(), gateway.Tool{Name: "echo", InputSchema: []byte(emptyObject),
+	if err := g.Register(context.Background(), tool.Tool{Name: "echo", InputSchema: []byte(emptyObject),
 		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 			return &tool.Result{Content: []byte(`{"ok":true}`)}, nil
 		})}); err != nil {

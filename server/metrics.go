@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Outcomes of a tool call, the "outcome" label of backplane_mcp_tool_calls_total.
@@ -82,7 +83,7 @@ func newMetrics(st budgetUsage, extra ...prometheus.Collector) *metrics {
 }
 
 // observe records one answered tools/call.
-func (m *metrics) observe(tool string, res *gateway.CallResult, err error, d time.Duration) {
+func (m *metrics) observe(name string, res *gateway.CallResult, err error, d time.Duration) {
 	var outcome string
 	switch {
 	case err == nil && res.IsError:
@@ -90,7 +91,7 @@ func (m *metrics) observe(tool string, res *gateway.CallResult, err error, d tim
 	case err == nil:
 		outcome = outcomeSucceeded
 	default:
-		class := string(gateway.ClassExecutionFailure)
+		class := string(tool.ClassExecutionFailure)
 		var ge *gateway.Error
 		if errors.As(err, &ge) {
 			class = string(ge.Class)
@@ -103,8 +104,8 @@ func (m *metrics) observe(tool string, res *gateway.CallResult, err error, d tim
 			m.failures.WithLabelValues(class).Inc()
 		}
 	}
-	m.calls.WithLabelValues(tool, outcome).Inc()
-	m.latency.WithLabelValues(tool).Observe(d.Seconds())
+	m.calls.WithLabelValues(name, outcome).Inc()
+	m.latency.WithLabelValues(name).Observe(d.Seconds())
 }
 
 // refusedBeforeInvocation tells a refusal (nothing ran) from a failure of a

@@ -396,7 +396,7 @@ func TestModernClientRecordedInAudit(t *testing.T) {
 	var mu sync.Mutex
 	var audit bytes.Buffer
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &audit}, nil))})
-	if err := g.Register(context.Background(), gateway.Tool{Name: "echo", InputSchema: json.RawMessage(emptyObject), Safety: gateway.Safety{ReadOnly: true},
+	if err := g.Register(context.Background(), tool.Tool{Name: "echo", InputSchema: json.RawMessage(emptyObject), Safety: tool.Safety{ReadOnly: true},
 		Backend: tool.BackendFunc(func(context.Context, *tool.Call) (*tool.Result, error) {
 			return &tool.Result{Content: json.RawMessage(`{}`)}, nil
 		})}); err != nil {

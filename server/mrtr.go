@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentbackplane/backplane/tool"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -66,7 +67,7 @@ func (s *Server) callModern(ctx context.Context, req *mcp.CallToolRequest, cr ga
 	}
 	res, err := s.runCall(ctx, cr)
 	var ge *gateway.Error
-	if asked != nil && asked.asked != nil && errors.As(err, &ge) && ge.Class == gateway.ClassApprovalRequired {
+	if asked != nil && asked.asked != nil && errors.As(err, &ge) && ge.Class == tool.ClassApprovalRequired {
 		return s.inputRequired(ctx, cr, asked.asked), nil
 	}
 	out, err := toolResult(res, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Keys of _meta this server reads or writes.
@@ -201,7 +202,7 @@ func isObject(b []byte) bool {
 func errorResult(err error) *mcp.CallToolResult {
 	var ge *gateway.Error
 	if !errors.As(err, &ge) {
-		ge = &gateway.Error{Class: gateway.ClassExecutionFailure, Message: err.Error(), Details: map[string]any{}}
+		ge = &gateway.Error{Class: tool.ClassExecutionFailure, Message: err.Error(), Details: map[string]any{}}
 	}
 	structured, merr := json.Marshal(ge)
 	out := &mcp.CallToolResult{

@@ -6,7 +6,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -63,7 +62,7 @@ type descriptorSource interface {
 }
 
 // servedTools wraps res, whose Tools describe tools (in order).
-func servedTools(res *mcp.ListToolsResult, tools []gateway.Tool) mcp.Result {
+func servedTools(res *mcp.ListToolsResult, tools []tool.Tool) mcp.Result {
 	served := make([]json.RawMessage, len(tools))
 	for i, t := range tools {
 		served[i], _ = tool.Served(t)

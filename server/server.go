@@ -173,6 +173,7 @@ import (
 	"github.com/agentbackplane/backplane/internal/opauth"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Defaults.
@@ -562,7 +563,7 @@ func (s *Server) listTools(caller, cursor string) (mcp.Result, error) {
 	// Each caller sees its own list: never to be cached for another.
 	res.CacheScope = privateScope
 	// res.Tools' tools, for servedTools.
-	var listed []gateway.Tool
+	var listed []tool.Tool
 	for _, t := range s.g.ToolsFor(caller) { // sorted by name
 		if cursor != "" && t.Name <= after {
 			continue
@@ -586,7 +587,7 @@ func (s *Server) listTools(caller, cursor string) (mcp.Result, error) {
 
 // toolOf describes a gateway tool in MCP: its name, description and schema
 // bytes as registered, and its safety flags as hints.
-func toolOf(t gateway.Tool) *mcp.Tool {
+func toolOf(t tool.Tool) *mcp.Tool {
 	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
 	if t.Safety.ReadOnly || t.Safety.Idempotent {
 		mt.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: t.Safety.ReadOnly, IdempotentHint: t.Safety.Idempotent}
@@ -718,7 +719,7 @@ func (s *Server) runCall(ctx context.Context, cr gateway.CallRequest) (*gateway.
 	res, err := s.g.Call(ctx, cr)
 	var ge *gateway.Error
 	label := cr.Tool
-	if errors.As(err, &ge) && ge.Class == gateway.ClassNotFound {
+	if errors.As(err, &ge) && ge.Class == tool.ClassNotFound {
 		label = unknownTool // an unknown tool, or one hidden from this caller: one label
 	}
 	s.metrics.observe(label, res, err, time.Since(start))
@@ -730,7 +731,7 @@ func (s *Server) runCall(ctx context.Context, cr gateway.CallRequest) (*gateway.
 func toolResult(res *gateway.CallResult, err error) (*mcp.CallToolResult, error) {
 	if err != nil {
 		var ge *gateway.Error
-		if errors.As(err, &ge) && ge.Class == gateway.ClassNotFound {
+		if errors.As(err, &ge) && ge.Class == tool.ClassNotFound {
 			data, _ := json.Marshal(ge)
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: ge.Message, Data: data}
 		}

@@ -234,7 +234,7 @@ func TestFuncThroughTheGateway(t *testing.T) {
 	for _, n := range []string{"1.0", "1.5e1"} {
 		_, err = g.Call(context.Background(), gateway.CallRequest{Caller: "c", Tool: "count", Arguments: json.RawMessage(`{"n":` + n + `}`)})
 		var ge *gateway.Error
-		if !errors.As(err, &ge) || ge.Class != gateway.ClassValidation || ge.Step != "validate" {
+		if !errors.As(err, &ge) || ge.Class != tool.ClassValidation || ge.Step != "validate" {
 			t.Fatalf("%s is an integer to the schema (D12) and not to an int: %v", n, err)
 		}
 	}

@@ -1,18 +1,25 @@
-// Package tool holds what the gateway and the backends share about a tool:
-// its descriptor ([Tool]), its safety flags, the validator it may bring, the
-// stable error classes a call can end with, its definition hash, the
-// [Registry] an upstream registers its tools through, and [Func], a tool
-// written as a typed Go function.
+// Package tool is the one vocabulary of tools, below everything else: what
+// the gateway, the backends, the configuration and the front ends share
+// about a tool. It holds the descriptor ([Tool]), its safety flags, the
+// validator it may bring, the stable error classes a call can end with,
+// its definition hash, and the [Registry] an upstream registers its tools
+// through; and what runs a call once the gateway has admitted it: the
+// [Backend] interface, the [Call] it is handed and the [Result] it returns,
+// the per-call interaction channels ([Asker], [Client]) and the sentinels
+// [ErrNotStarted] and [ErrMalformedResult]; and [Func], a tool written as
+// a typed Go function. The command backend
+// (backend/command), the built-in tools and MCP upstreams implement
+// [Backend].
 //
 // A tool from a source the gateway does not control may carry that
 // source's own descriptor ([Tool.Descriptor]): it is what clients are
 // served, only the name rewritten ([Served]), and every member of it is
 // part of the definition hash ([HashOf]).
 //
-// It sits below both package gateway and the backends (backend/...), so
-// that a backend describes and registers its tools without importing the
-// gateway. Package gateway re-exports these names (gateway.Tool is
-// tool.Tool).
+// It imports nothing of Backplane's but internal/canonjson and
+// internal/jsonstrict, so that a backend describes and registers its tools
+// without importing the gateway, and the gateway uses these names as they
+// are (no aliases).
 package tool
 
 import (

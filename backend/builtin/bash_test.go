@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -72,7 +71,7 @@ func TestBashNonZeroExitIsAnErrorResult(t *testing.T) {
 	res, err := call(t, f.set, "bash", args("command", `echo partial; echo oops >&2; exit 3`))
 	r := bashResultOf(t, res, err)
 	if !res.IsError || r.ExitCode != 3 || r.Stdout != "partial\n" || r.Stderr != "oops\n" ||
-		r.Error.Class != gateway.ClassExecutionFailure || r.Error.Message != "exit status 3" {
+		r.Error.Class != tool.ClassExecutionFailure || r.Error.Message != "exit status 3" {
 		t.Errorf("result %+v error %+v", r, r.Error)
 	}
 	// Killed by a signal it sent itself: 128+9, as a shell reports it.
@@ -165,7 +164,7 @@ func TestBashTimeoutLeavesNoProcess(t *testing.T) {
 	res, err := call(t, f.set, "bash", args("command", `echo $$ > leader.pid; sleep 100 & echo $! > pidfile; wait`, "timeout", 1))
 	elapsed := time.Since(start)
 	r := bashResultOf(t, res, err)
-	if !r.TimedOut || !res.IsError || r.Error.Class != gateway.ClassTimeout || r.ExitCode != 137 {
+	if !r.TimedOut || !res.IsError || r.Error.Class != tool.ClassTimeout || r.ExitCode != 137 {
 		t.Errorf("result %+v error %+v, want timed_out with class timeout", r, r.Error)
 	}
 	if elapsed < time.Second || elapsed > 5*time.Second {
@@ -194,7 +193,7 @@ func TestBashTimeoutIsCappedByMaxTimeout(t *testing.T) {
 	if r := bashResultOf(t, res, err); !r.TimedOut || time.Since(start) > 4*time.Second {
 		t.Errorf("default timeout: %+v after %v", r, time.Since(start))
 	}
-	mustFail(t, f.set, "bash", args("command", "true", "timeout", 0), gateway.ClassValidation)
+	mustFail(t, f.set, "bash", args("command", "true", "timeout", 0), tool.ClassValidation)
 }
 
 // Cancellation (the gateway's deadline, the caller going away) kills the

@@ -15,11 +15,12 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func TestToolDescriptors(t *testing.T) {
 	f := newFixture(t, &Options{Bash: BashOptions{MaxTimeout: 20 * time.Second, Timeout: 5 * time.Second}})
-	want := map[string]gateway.Safety{
+	want := map[string]tool.Safety{
 		"read":              {ReadOnly: true, Idempotent: true},
 		"ls":                {ReadOnly: true, Idempotent: true},
 		"glob":              {ReadOnly: true, Idempotent: true},
@@ -99,13 +100,13 @@ func TestNewRefusesBadOptions(t *testing.T) {
 
 func TestArgumentsThatDoNotFitAreValidationResults(t *testing.T) {
 	f := newFixture(t, nil)
-	for tool, a := range map[string]string{
+	for name, a := range map[string]string{
 		"read":  `{"path":1}`,
 		"write": `{"path":"x","content":"y","extra":true}`,
 		"ls":    `[]`,
 		"bash":  `{"command":"true"} {}`,
 	} {
-		mustFail(t, f.set, tool, []byte(a), gateway.ClassValidation)
+		mustFail(t, f.set, name, []byte(a), tool.ClassValidation)
 	}
 	if _, err := os.Stat(f.path("x")); !os.IsNotExist(err) {
 		t.Errorf("write ran with unreadable arguments")

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // escapeFixture adds, inside the workspace, every way out the tests try:
@@ -83,14 +83,14 @@ func TestEscapesAreForbidden(t *testing.T) {
 		{"glob", false, func(p string) json.RawMessage { return args("pattern", "**/*", "path", p) }},
 		{"grep", false, func(p string) json.RawMessage { return args("pattern", "TOPSECRET", "path", p) }},
 	}
-	for _, tool := range tools {
-		for name, p := range escapePaths(f, tool.file) {
-			t.Run(tool.tool+"/"+name, func(t *testing.T) {
-				a := tool.args(p)
-				res, err := call(t, s, tool.tool, a)
-				e := errorOf(t, tool.tool, a, res, err)
-				if e.Class != string(gateway.ClassForbidden) {
-					t.Fatalf("%s %s: class %s (%s), want forbidden", tool.tool, a, e.Class, e.Message)
+	for _, tc := range tools {
+		for name, p := range escapePaths(f, tc.file) {
+			t.Run(tc.tool+"/"+name, func(t *testing.T) {
+				a := tc.args(p)
+				res, err := call(t, s, tc.tool, a)
+				e := errorOf(t, tc.tool, a, res, err)
+				if e.Class != string(tool.ClassForbidden) {
+					t.Fatalf("%s %s: class %s (%s), want forbidden", tc.tool, a, e.Class, e.Message)
 				}
 				if strings.Contains(string(res.Content), "TOPSECRET") {
 					t.Fatalf("the refusal leaks the secret: %s", res.Content)
@@ -105,7 +105,7 @@ func TestWritesThroughEscapesCreateNothingOutside(t *testing.T) {
 	f := escapeFixture(t)
 	for _, p := range []string{"out/new.txt", "outrel/new.txt", "out/newdir/new.txt", "sub/uplink/new.txt",
 		filepath.Join(f.outside, "new.txt")} {
-		mustFail(t, f.set, "write", args("path", p, "content", "x"), gateway.ClassForbidden)
+		mustFail(t, f.set, "write", args("path", p, "content", "x"), tool.ClassForbidden)
 	}
 	f.assertOutsideUntouched(t)
 }
@@ -142,7 +142,7 @@ func TestGlobPatternCannotClimbOut(t *testing.T) {
 	for _, p := range []string{"../*", "../**/*.txt", relOut + "/*", "sub/../../*", f.outside + "/*"} {
 		res, err := call(t, f.set, "glob", args("pattern", p))
 		e := errorOf(t, "glob", args("pattern", p), res, err)
-		if e.Class != string(gateway.ClassForbidden) && e.Class != string(gateway.ClassValidation) {
+		if e.Class != string(tool.ClassForbidden) && e.Class != string(tool.ClassValidation) {
 			t.Errorf("glob %q: class %s, want forbidden or validation", p, e.Class)
 		}
 		if strings.Contains(string(res.Content), "secret.txt") {
@@ -174,7 +174,7 @@ func TestSymlinkLoopIsAClearError(t *testing.T) {
 	} {
 		res, err := call(t, f.set, c.tool, c.a)
 		e := errorOf(t, c.tool, c.a, res, err)
-		if e.Class != string(gateway.ClassExecutionFailure) || !strings.Contains(e.Message, "symbolic link loop") {
+		if e.Class != string(tool.ClassExecutionFailure) || !strings.Contains(e.Message, "symbolic link loop") {
 			t.Errorf("%s %s: %s %q, want execution_failure naming the symbolic link loop", c.tool, c.a, e.Class, e.Message)
 		}
 	}
@@ -200,7 +200,7 @@ func TestMissingFilesAreNotFound(t *testing.T) {
 	} {
 		res, err := call(t, f.set, c.tool, c.a)
 		e := errorOf(t, c.tool, c.a, res, err)
-		if e.Class != string(gateway.ClassNotFound) {
+		if e.Class != string(tool.ClassNotFound) {
 			t.Errorf("%s %s: class %s (%s), want not_found", c.tool, c.a, e.Class, e.Message)
 		}
 	}
@@ -219,12 +219,12 @@ func TestPermissionErrorsAreForbidden(t *testing.T) {
 	mkdir(t, f.path("lockeddir"))
 	os.Chmod(f.path("lockeddir"), 0)
 	t.Cleanup(func() { os.Chmod(f.path("lockeddir"), 0o755) })
-	e := mustFail(t, f.set, "read", args("path", "locked.txt"), gateway.ClassForbidden)
+	e := mustFail(t, f.set, "read", args("path", "locked.txt"), tool.ClassForbidden)
 	if !strings.Contains(e.Message, "permission denied") {
 		t.Errorf("message %q does not say permission denied", e.Message)
 	}
-	mustFail(t, f.set, "ls", args("path", "lockeddir"), gateway.ClassForbidden)
-	mustFail(t, f.set, "write", args("path", "lockeddir/x.txt", "content", "x"), gateway.ClassForbidden)
+	mustFail(t, f.set, "ls", args("path", "lockeddir"), tool.ClassForbidden)
+	mustFail(t, f.set, "write", args("path", "lockeddir/x.txt", "content", "x"), tool.ClassForbidden)
 }
 
 func TestAbsolutePathsInsideTheWorkspace(t *testing.T) {
@@ -275,12 +275,12 @@ func TestSymlinkSwappedInIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	symlink(t, f.outside, f.path("sub"))
-	mustFail(t, f.set, "read", args("path", "sub/secret.txt"), gateway.ClassForbidden)
-	mustFail(t, f.set, "write", args("path", "sub/secret.txt", "content", "pwned"), gateway.ClassForbidden)
-	mustFail(t, f.set, "edit", args("path", "sub/secret.txt", "old_content", "TOPSECRET", "content", "pwned"), gateway.ClassForbidden)
-	mustFail(t, f.set, "ls", args("path", "sub"), gateway.ClassForbidden)
-	mustFail(t, f.set, "grep", args("pattern", "TOP", "path", "sub"), gateway.ClassForbidden)
-	mustFail(t, f.set, "glob", args("pattern", "*", "path", "sub"), gateway.ClassForbidden)
+	mustFail(t, f.set, "read", args("path", "sub/secret.txt"), tool.ClassForbidden)
+	mustFail(t, f.set, "write", args("path", "sub/secret.txt", "content", "pwned"), tool.ClassForbidden)
+	mustFail(t, f.set, "edit", args("path", "sub/secret.txt", "old_content", "TOPSECRET", "content", "pwned"), tool.ClassForbidden)
+	mustFail(t, f.set, "ls", args("path", "sub"), tool.ClassForbidden)
+	mustFail(t, f.set, "grep", args("pattern", "TOP", "path", "sub"), tool.ClassForbidden)
+	mustFail(t, f.set, "glob", args("pattern", "*", "path", "sub"), tool.ClassForbidden)
 	f.assertOutsideUntouched(t)
 }
 
@@ -355,17 +355,17 @@ func TestEscapeErrorIsRecognised(t *testing.T) {
 func TestFSErrorClasses(t *testing.T) {
 	for _, c := range []struct {
 		err   error
-		class gateway.Class
+		class tool.Class
 		text  string
 	}{
-		{&fs.PathError{Op: "open", Path: "p", Err: syscall.EACCES}, gateway.ClassForbidden, "permission denied"},
-		{&fs.PathError{Op: "open", Path: "p", Err: syscall.EPERM}, gateway.ClassForbidden, "permission denied"},
-		{&fs.PathError{Op: "open", Path: "p", Err: syscall.ENOENT}, gateway.ClassNotFound, "does not exist"},
-		{&fs.PathError{Op: "open", Path: "p", Err: syscall.ENOTDIR}, gateway.ClassNotFound, "not a directory"},
-		{&fs.PathError{Op: "open", Path: "p", Err: syscall.ELOOP}, gateway.ClassExecutionFailure, "symbolic link loop"},
-		{&fs.PathError{Op: "open", Path: "p", Err: syscall.ENAMETOOLONG}, gateway.ClassValidation, "file name too long"},
-		{&fs.PathError{Op: "write", Path: "p", Err: syscall.ENOSPC}, gateway.ClassExecutionFailure, "no space left"},
-		{&fs.PathError{Op: "open", Path: "p", Err: errors.New("path escapes from parent")}, gateway.ClassForbidden, "outside the workspace"},
+		{&fs.PathError{Op: "open", Path: "p", Err: syscall.EACCES}, tool.ClassForbidden, "permission denied"},
+		{&fs.PathError{Op: "open", Path: "p", Err: syscall.EPERM}, tool.ClassForbidden, "permission denied"},
+		{&fs.PathError{Op: "open", Path: "p", Err: syscall.ENOENT}, tool.ClassNotFound, "does not exist"},
+		{&fs.PathError{Op: "open", Path: "p", Err: syscall.ENOTDIR}, tool.ClassNotFound, "not a directory"},
+		{&fs.PathError{Op: "open", Path: "p", Err: syscall.ELOOP}, tool.ClassExecutionFailure, "symbolic link loop"},
+		{&fs.PathError{Op: "open", Path: "p", Err: syscall.ENAMETOOLONG}, tool.ClassValidation, "file name too long"},
+		{&fs.PathError{Op: "write", Path: "p", Err: syscall.ENOSPC}, tool.ClassExecutionFailure, "no space left"},
+		{&fs.PathError{Op: "open", Path: "p", Err: errors.New("path escapes from parent")}, tool.ClassForbidden, "outside the workspace"},
 	} {
 		var te *toolError
 		if err := fsError("p", c.err); !errors.As(err, &te) || te.class != c.class || !strings.Contains(te.msg, c.text) {

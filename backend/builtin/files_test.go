@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func TestReadNumberedWindow(t *testing.T) {
@@ -31,7 +31,7 @@ func TestReadNumberedWindow(t *testing.T) {
 	if r.Content != "     4\tfour\n     5\tfive\n" || r.Truncated || r.NextOffset != 0 {
 		t.Errorf("offset 4 limit 2: %+v", r)
 	}
-	e := mustFail(t, f.set, "read", args("path", "five.txt", "offset", 7), gateway.ClassValidation)
+	e := mustFail(t, f.set, "read", args("path", "five.txt", "offset", 7), tool.ClassValidation)
 	if !strings.Contains(e.Message, "past the end") || !strings.Contains(e.Message, "5 lines") {
 		t.Errorf("offset past the end: %q", e.Message)
 	}
@@ -46,7 +46,7 @@ func TestReadNumberedWindow(t *testing.T) {
 	if r.Content != "" || r.EndLine != 0 || r.Truncated {
 		t.Errorf("empty file: %+v", r)
 	}
-	mustFail(t, f.set, "read", args("path", "."), gateway.ClassValidation)
+	mustFail(t, f.set, "read", args("path", "."), tool.ClassValidation)
 }
 
 func TestReadHugeFileIsCapped(t *testing.T) {
@@ -162,11 +162,11 @@ func TestWriteCreatesAtomically(t *testing.T) {
 		t.Errorf("the folder holds %d entries, want just new.txt (no temporary file left)", len(entries))
 	}
 	mkdir(t, f.path("adir"))
-	mustFail(t, f.set, "write", args("path", "adir", "content", "x"), gateway.ClassValidation)
-	mustFail(t, f.set, "write", args("path", "adir/", "content", "x"), gateway.ClassValidation)
-	mustFail(t, f.set, "write", args("path", "", "content", "x"), gateway.ClassValidation)
+	mustFail(t, f.set, "write", args("path", "adir", "content", "x"), tool.ClassValidation)
+	mustFail(t, f.set, "write", args("path", "adir/", "content", "x"), tool.ClassValidation)
+	mustFail(t, f.set, "write", args("path", "", "content", "x"), tool.ClassValidation)
 	// A file in the way of a parent folder.
-	mustFail(t, f.set, "write", args("path", "a/b/c/new.txt/under", "content", "x"), gateway.ClassNotFound)
+	mustFail(t, f.set, "write", args("path", "a/b/c/new.txt/under", "content", "x"), tool.ClassNotFound)
 }
 
 // A reader racing a writer sees the old content or the new, never a mix
@@ -211,22 +211,22 @@ func TestEditMatches(t *testing.T) {
 	writeFile(t, f.path("code.go"), "func a() {}\nfunc b() {}\nfunc a2() {}\n")
 	os.Chmod(f.path("code.go"), 0o600)
 
-	e := mustFail(t, f.set, "edit", args("path", "code.go", "old_content", "func c()", "content", "x"), gateway.ClassValidation)
+	e := mustFail(t, f.set, "edit", args("path", "code.go", "old_content", "func c()", "content", "x"), tool.ClassValidation)
 	if !strings.Contains(e.Message, "not found") || e.Details["occurrences"] != float64(0) {
 		t.Errorf("zero matches: %q %v", e.Message, e.Details)
 	}
-	e = mustFail(t, f.set, "edit", args("path", "code.go", "old_content", "func a", "content", "x"), gateway.ClassValidation)
+	e = mustFail(t, f.set, "edit", args("path", "code.go", "old_content", "func a", "content", "x"), tool.ClassValidation)
 	if !strings.Contains(e.Message, "occurs 2 times") || e.Details["occurrences"] != float64(2) {
 		t.Errorf("two matches: %q %v", e.Message, e.Details)
 	}
-	e = mustFail(t, f.set, "edit", args("path", "code.go", "old_content", "() {}\n", "content", "x"), gateway.ClassValidation)
+	e = mustFail(t, f.set, "edit", args("path", "code.go", "old_content", "() {}\n", "content", "x"), tool.ClassValidation)
 	if !strings.Contains(e.Message, "occurs 3 times") {
 		t.Errorf("three matches: %q", e.Message)
 	}
 	if got := readString(t, f.path("code.go")); got != "func a() {}\nfunc b() {}\nfunc a2() {}\n" {
 		t.Fatalf("a refused edit changed the file: %q", got)
 	}
-	mustFail(t, f.set, "edit", args("path", "code.go", "old_content", "", "content", "x"), gateway.ClassValidation)
+	mustFail(t, f.set, "edit", args("path", "code.go", "old_content", "", "content", "x"), tool.ClassValidation)
 
 	var r editResult
 	mustOK(t, f.set, "edit", args("path", "code.go", "old_content", "func b() {}", "content", "func b() { return }"), &r)
@@ -261,10 +261,10 @@ func TestEditThroughASymlinkNamesItsTarget(t *testing.T) {
 	f := newFixture(t, nil)
 	writeFile(t, f.path("real.txt"), "x\n")
 	symlink(t, "real.txt", f.path("alias.txt"))
-	for _, tool := range []string{"edit", "write"} {
-		e := mustFail(t, f.set, tool, args("path", "alias.txt", "content", "y"), gateway.ClassValidation)
+	for _, name := range []string{"edit", "write"} {
+		e := mustFail(t, f.set, name, args("path", "alias.txt", "content", "y"), tool.ClassValidation)
 		if e.Details["link_target"] != "real.txt" {
-			t.Errorf("%s: details %v do not name the target", tool, e.Details)
+			t.Errorf("%s: details %v do not name the target", name, e.Details)
 		}
 	}
 	if got := readString(t, f.path("real.txt")); got != "x\n" {
@@ -300,7 +300,7 @@ func TestLs(t *testing.T) {
 	if len(r.Entries) != 0 || r.Entries == nil || r.Path != "c" {
 		t.Errorf("empty folder: %+v", r)
 	}
-	mustFail(t, f.set, "ls", args("path", "b.txt"), gateway.ClassValidation)
+	mustFail(t, f.set, "ls", args("path", "b.txt"), tool.ClassValidation)
 }
 
 func TestGlob(t *testing.T) {
@@ -337,8 +337,8 @@ func TestGlob(t *testing.T) {
 	if len(r.Paths) != 0 || r.Paths == nil {
 		t.Errorf("no match: %#v", r.Paths)
 	}
-	mustFail(t, f.set, "glob", args("pattern", "[unclosed"), gateway.ClassValidation)
-	mustFail(t, f.set, "glob", args("pattern", "*", "path", "main.go"), gateway.ClassValidation)
+	mustFail(t, f.set, "glob", args("pattern", "[unclosed"), tool.ClassValidation)
+	mustFail(t, f.set, "glob", args("pattern", "*", "path", "main.go"), tool.ClassValidation)
 }
 
 func TestGlobLimitOverManyFiles(t *testing.T) {
@@ -410,9 +410,9 @@ func TestGrep(t *testing.T) {
 		t.Errorf("overlapping context: %+v", r.Matches)
 	}
 
-	mustFail(t, f.set, "grep", args("pattern", "("), gateway.ClassValidation)
-	mustFail(t, f.set, "grep", args("pattern", `\1`), gateway.ClassValidation) // RE2 has no backreferences
-	mustFail(t, f.set, "grep", args("pattern", "x", "glob", "[bad"), gateway.ClassValidation)
+	mustFail(t, f.set, "grep", args("pattern", "("), tool.ClassValidation)
+	mustFail(t, f.set, "grep", args("pattern", `\1`), tool.ClassValidation) // RE2 has no backreferences
+	mustFail(t, f.set, "grep", args("pattern", "x", "glob", "[bad"), tool.ClassValidation)
 }
 
 func TestGrepLimit(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // link makes a hard link, or skips the test where the file system has none.
@@ -35,7 +35,7 @@ func TestHardLinksToHiddenFilesAreRefused(t *testing.T) {
 		"conf.txt":     filepath.Join(ws, "backplane.yaml"),
 	} {
 		link(t, target, filepath.Join(ws, "sub", name))
-		got := mustFail(t, h.set, "read", args("path", "sub/"+name), gateway.ClassForbidden)
+		got := mustFail(t, h.set, "read", args("path", "sub/"+name), tool.ClassForbidden)
 		if strings.Contains(got.Message, "SECRET") {
 			t.Errorf("%s: the refusal leaks the content", name)
 		}
@@ -74,9 +74,9 @@ func TestCaseInsensitiveHiding(t *testing.T) {
 	writeFile(t, filepath.Join(h.ws, "BACKPLANE.YAML"), journalText)
 	writeFile(t, filepath.Join(h.ws, ".Backplane", "backplane.db"), journalText)
 	for _, p := range []string{"BACKPLANE.YAML", ".Backplane/backplane.db", ".BACKPLANE"} {
-		mustFail(t, h.set, "read", args("path", p), gateway.ClassForbidden)
+		mustFail(t, h.set, "read", args("path", p), tool.ClassForbidden)
 	}
-	mustFail(t, h.set, "write", args("path", "Backplane.Yaml", "content", "servers: []\n"), gateway.ClassForbidden)
+	mustFail(t, h.set, "write", args("path", "Backplane.Yaml", "content", "servers: []\n"), tool.ClassForbidden)
 	var l lsResult
 	mustOK(t, h.set, "ls", args("path", "."), &l)
 	for _, e := range l.Entries {
@@ -87,6 +87,6 @@ func TestCaseInsensitiveHiding(t *testing.T) {
 	// By identity: a hard link to a hidden file, whatever its link count
 	// rule, is refused; so is the hidden folder reached by another name.
 	link(t, filepath.Join(h.state, "audit.log"), filepath.Join(h.ws, "other-name"))
-	mustFail(t, h.set, "read", args("path", "other-name"), gateway.ClassForbidden)
+	mustFail(t, h.set, "read", args("path", "other-name"), tool.ClassForbidden)
 	mustOK(t, h.set, "read", args("path", "notes.txt"), nil)
 }

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -193,7 +192,7 @@ func errorOf(t *testing.T, tool string, a json.RawMessage, res *tool.Result, err
 }
 
 // mustFail calls a tool that must fail with an error result of class.
-func mustFail(t *testing.T, s *Set, tool string, a json.RawMessage, class gateway.Class) errBody {
+func mustFail(t *testing.T, s *Set, tool string, a json.RawMessage, class tool.Class) errBody {
 	t.Helper()
 	res, err := call(t, s, tool, a)
 	e := errorOf(t, tool, a, res, err)

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // journalText is in every hidden file; a result holding it leaked one.
@@ -183,34 +183,34 @@ func TestHiddenPathsAreForbidden(t *testing.T) {
 				{"glob", false, func(p string) json.RawMessage { return args("pattern", "**", "path", p) }},
 				{"grep", false, func(p string) json.RawMessage { return args("pattern", "SECRET", "path", p) }},
 			}
-			for _, tool := range tools {
+			for _, tc := range tools {
 				paths := hiddenDirPaths(h)
-				if tool.file {
+				if tc.file {
 					paths = hiddenFilePaths(h)
 				}
 				for pname, p := range paths {
-					a := tool.args(p)
-					res, err := call(t, h.set, tool.tool, a)
-					e := errorOf(t, tool.tool, a, res, err)
-					if e.Class != string(gateway.ClassForbidden) {
-						t.Errorf("%s %s (%s): class %s (%s), want forbidden", tool.tool, a, pname, e.Class, e.Message)
+					a := tc.args(p)
+					res, err := call(t, h.set, tc.tool, a)
+					e := errorOf(t, tc.tool, a, res, err)
+					if e.Class != string(tool.ClassForbidden) {
+						t.Errorf("%s %s (%s): class %s (%s), want forbidden", tc.tool, a, pname, e.Class, e.Message)
 						continue
 					}
 					if strings.Contains(string(res.Content), "SECRET-JOURNAL") || strings.Contains(string(res.Content), "hunter2") {
-						t.Errorf("%s %s: the refusal leaks the state: %s", tool.tool, a, res.Content)
+						t.Errorf("%s %s: the refusal leaks the state: %s", tc.tool, a, res.Content)
 					}
 					// The refusal says why, unless the path also leads out
 					// of the workspace (an absolute link), which is refused
 					// as such first.
 					if !strings.Contains(e.Message, "private state") && !strings.Contains(e.Message, "outside the workspace") {
-						t.Errorf("%s %s: message %q says neither private state nor outside the workspace", tool.tool, a, e.Message)
+						t.Errorf("%s %s: message %q says neither private state nor outside the workspace", tc.tool, a, e.Message)
 					}
 				}
 			}
 			// Creating inside the hidden folder, through every way in.
 			for _, p := range []string{".backplane/new.txt", "x/new.txt", "x/newdir/new.txt", "sub/z/new.txt",
 				"sub/z/a/b/new.txt", "xabs/new.txt", filepath.Join(h.state, "new.txt"), ".backplane/inner/new.txt"} {
-				mustFail(t, h.set, "write", args("path", p, "content", "x"), gateway.ClassForbidden)
+				mustFail(t, h.set, "write", args("path", p, "content", "x"), tool.ClassForbidden)
 			}
 			h.assertStateUntouched(t)
 		})
@@ -321,8 +321,8 @@ func TestHiddenPathThatDoesNotExistYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	mustFail(t, s, "write", args("path", ".state/x.txt", "content", "x"), gateway.ClassForbidden)
-	mustFail(t, s, "read", args("path", ".state/x.txt"), gateway.ClassForbidden)
+	mustFail(t, s, "write", args("path", ".state/x.txt", "content", "x"), tool.ClassForbidden)
+	mustFail(t, s, "read", args("path", ".state/x.txt"), tool.ClassForbidden)
 	res, err := call(t, s, "write", args("path", "later/x.txt", "content", "x"))
 	if err != nil || !res.IsError {
 		t.Errorf("write through a dangling link to the hidden path: %s, %v", res.Content, err)
@@ -332,8 +332,8 @@ func TestHiddenPathThatDoesNotExistYet(t *testing.T) {
 	}
 	// Once it exists, the link leads into it and is refused.
 	writeFile(t, filepath.Join(state, "journal"), journalText)
-	mustFail(t, s, "read", args("path", "later/journal"), gateway.ClassForbidden)
-	mustFail(t, s, "write", args("path", "later/x.txt", "content", "x"), gateway.ClassForbidden)
+	mustFail(t, s, "read", args("path", "later/journal"), tool.ClassForbidden)
+	mustFail(t, s, "write", args("path", "later/x.txt", "content", "x"), tool.ClassForbidden)
 	if _, err := os.Lstat(filepath.Join(state, "x.txt")); !os.IsNotExist(err) {
 		t.Errorf("a file was created in the hidden path: %v", err)
 	}
@@ -409,7 +409,7 @@ func TestHiddenSwapRace(t *testing.T) {
 				// os.Root opens each component with O_NOFOLLOW and reads a
 				// link it meets; when the name flips back to a folder in
 				// between, it reports ELOOP. A clear error, no leak.
-				if r.Error.Class == string(gateway.ClassExecutionFailure) && !strings.Contains(r.Error.Message, "symbolic link loop") {
+				if r.Error.Class == string(tool.ClassExecutionFailure) && !strings.Contains(r.Error.Message, "symbolic link loop") {
 					t.Errorf("%s: execution_failure %q", c.tool, r.Error.Message)
 				}
 			} else {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -111,7 +110,7 @@ func TestResolvedPathSwappedBeforeUse(t *testing.T) {
 		symlink(t, "b", f.path("link"))
 		res, err = tl.Backend.Invoke(ctx, &tool.Call{Tool: c.tool, Arguments: c.args, Path: rp})
 		e := errorOf(t, c.tool, c.args, res, err)
-		if e.Class != string(gateway.ClassForbidden) || !strings.Contains(e.Message, "changed between the policy's decision and its use") {
+		if e.Class != string(tool.ClassForbidden) || !strings.Contains(e.Message, "changed between the policy's decision and its use") {
 			t.Errorf("%s after the swap: %+v", c.tool, e)
 		}
 	}
@@ -131,7 +130,7 @@ func TestResolvedPathSwappedBeforeUse(t *testing.T) {
 	symlink(t, "b/file.txt", f.path("late.txt"))
 	tl, _ := f.set.Tool("read")
 	res, err := tl.Backend.Invoke(ctx, &tool.Call{Tool: "read", Arguments: args("path", "late.txt"), Path: rp})
-	if e := errorOf(t, "read", nil, res, err); e.Class != string(gateway.ClassForbidden) {
+	if e := errorOf(t, "read", nil, res, err); e.Class != string(tool.ClassForbidden) {
 		t.Errorf("late.txt created as a link: %+v", e)
 	}
 	os.Remove(f.path("late.txt"))
@@ -143,7 +142,7 @@ func TestResolvedPathSwappedBeforeUse(t *testing.T) {
 	// Not resolved when decided: refused, whatever is there now.
 	res, err = tl.Backend.Invoke(ctx, &tool.Call{Tool: "read", Arguments: args("path", "a/file.txt"),
 		Path: &tool.ResolvedPath{Field: "path", Err: errors.New("a loop")}})
-	if e := errorOf(t, "read", nil, res, err); e.Class != string(gateway.ClassForbidden) {
+	if e := errorOf(t, "read", nil, res, err); e.Class != string(tool.ClassForbidden) {
 		t.Errorf("unresolved: %+v", e)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -82,7 +81,7 @@ func TestURLFetchRefusesLoopbackWithoutAllowlist(t *testing.T) {
 		"http://[::ffff:127.0.0.1]:" + port + "/",
 		"http://0.0.0.0:" + port + "/",
 	} {
-		e := mustFail(t, f.set, "url_fetch", args("url", u), gateway.ClassForbidden)
+		e := mustFail(t, f.set, "url_fetch", args("url", u), tool.ClassForbidden)
 		if !strings.Contains(e.Message, "refused") {
 			t.Errorf("%s: %q", u, e.Message)
 		}
@@ -120,7 +119,7 @@ func TestURLFetchRefusesPrivateAddressesBeforeDialing(t *testing.T) {
 		"http://[ff02::1]/",
 		"http://255.255.255.255/",
 	} {
-		e := mustFail(t, f.set, "url_fetch", args("url", u), gateway.ClassForbidden)
+		e := mustFail(t, f.set, "url_fetch", args("url", u), tool.ClassForbidden)
 		if d, c := dials.counts(); d != 0 || c != 0 {
 			t.Errorf("%s: %d dials and %d connects: it was not refused before dialing", u, d, c)
 		}
@@ -140,7 +139,7 @@ func TestURLFetchDialerRefusesBeforeConnect(t *testing.T) {
 	for _, addr := range []string{"10.0.0.1:80", "169.254.169.254:80", "[fd00::1]:443", "[fe80::1%lo]:80"} {
 		err := f.set.fetch.control(addr)("tcp", addr, nil)
 		var te *toolError
-		if !errors.As(err, &te) || te.class != gateway.ClassForbidden {
+		if !errors.As(err, &te) || te.class != tool.ClassForbidden {
 			t.Errorf("control %s: %v, want a forbidden refusal", addr, err)
 		}
 	}
@@ -153,7 +152,7 @@ func TestURLFetchDialerRefusesBeforeConnect(t *testing.T) {
 			t.Fatalf("dial %s succeeded", addr)
 		}
 		var te *toolError
-		if !errors.As(err, &te) || te.class != gateway.ClassForbidden {
+		if !errors.As(err, &te) || te.class != tool.ClassForbidden {
 			t.Errorf("dial %s: %v, want a forbidden refusal", addr, err)
 		}
 	}
@@ -212,7 +211,7 @@ func TestURLFetchRefusesNamesResolvingToLoopback(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") })
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	f := newFixture(t, nil)
-	e := mustFail(t, f.set, "url_fetch", args("url", "http://localhost:"+port+"/"), gateway.ClassForbidden)
+	e := mustFail(t, f.set, "url_fetch", args("url", "http://localhost:"+port+"/"), tool.ClassForbidden)
 	if !strings.Contains(e.Message, "loopback") {
 		t.Errorf("message %q", e.Message)
 	}
@@ -253,24 +252,24 @@ func TestURLFetchRedirects(t *testing.T) {
 	f := newFixture(t, &Options{URLFetch: URLFetchOptions{Allow: []string{allowed.hostPort()}}})
 	dials := countDials(f.set.fetch)
 
-	e := mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-private"), gateway.ClassForbidden)
+	e := mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-private"), tool.ClassForbidden)
 	if !strings.Contains(e.Message, "10.0.0.1") || dials.dialedHost("10.0.0.1") {
 		t.Errorf("redirect to 10.0.0.1: %q; dialled it: %v", e.Message, dials.dialedHost("10.0.0.1"))
 	}
-	mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-refused"), gateway.ClassForbidden)
+	mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-refused"), tool.ClassForbidden)
 	if _, err := net.DefaultResolver.LookupHost(context.Background(), "localhost"); err == nil {
-		mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-localhost"), gateway.ClassForbidden)
+		mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-localhost"), tool.ClassForbidden)
 	}
 	if n := refused.hits.Load(); n != 0 {
 		t.Errorf("redirects reached the refused server %d times", n)
 	}
-	mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-file"), gateway.ClassValidation)
+	mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/to-file"), tool.ClassValidation)
 
 	res, err := call(t, f.set, "url_fetch", args("url", allowed.URL+"/hop/5"))
 	if r := fetchResultOf(t, res, err); res.IsError || r.Content != "arrived" || r.FinalURL != allowed.URL+"/hop/0" {
 		t.Errorf("5 redirects: %+v", r)
 	}
-	e = mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/hop/6"), gateway.ClassExecutionFailure)
+	e = mustFail(t, f.set, "url_fetch", args("url", allowed.URL+"/hop/6"), tool.ClassExecutionFailure)
 	if !strings.Contains(e.Message, "5 redirects") {
 		t.Errorf("6 redirects: %q", e.Message)
 	}
@@ -316,7 +315,7 @@ func TestURLFetchBody(t *testing.T) {
 	}
 	res, err = call(t, f.set, "url_fetch", args("url", srv.URL+"/missing"))
 	r = fetchResultOf(t, res, err)
-	if !res.IsError || r.Status != 404 || r.Error == nil || r.Error.Class != gateway.ClassNotFound || r.Content != "no such page" {
+	if !res.IsError || r.Status != 404 || r.Error == nil || r.Error.Class != tool.ClassNotFound || r.Content != "no such page" {
 		t.Errorf("404: IsError %v %+v", res.IsError, r)
 	}
 	res, err = call(t, f.set, "url_fetch", args("url", srv.URL+"/image"))
@@ -330,7 +329,7 @@ func TestURLFetchBody(t *testing.T) {
 	// /slow answers (empty, 200) only after 5s: a timeout class proves the
 	// 500ms timeout ended the fetch, with no wall-clock upper bound.
 	start := time.Now()
-	mustFail(t, f.set, "url_fetch", args("url", srv.URL+"/slow"), gateway.ClassTimeout)
+	mustFail(t, f.set, "url_fetch", args("url", srv.URL+"/slow"), tool.ClassTimeout)
 	if d := time.Since(start); d < 500*time.Millisecond {
 		t.Errorf("the 500ms timeout ended the fetch after %v", d)
 	}
@@ -339,7 +338,7 @@ func TestURLFetchBody(t *testing.T) {
 func TestURLFetchValidation(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, u := range []string{"ftp://example.com/x", "file:///etc/passwd", "example.com/page", "http:///nohost", "gopher://10.0.0.1/", "http://user:pw@example.com/"} {
-		mustFail(t, f.set, "url_fetch", args("url", u), gateway.ClassValidation)
+		mustFail(t, f.set, "url_fetch", args("url", u), tool.ClassValidation)
 	}
 }
 
@@ -412,14 +411,14 @@ func TestURLFetchRefusesSpecialPurposeRanges(t *testing.T) {
 	} {
 		err := f.set.fetch.control(addr)("tcp", addr, nil)
 		var te *toolError
-		if !errors.As(err, &te) || te.class != gateway.ClassForbidden {
+		if !errors.As(err, &te) || te.class != tool.ClassForbidden {
 			// Never fetched then: that would send traffic off this host.
 			t.Errorf("checkDial %s: %v, want a forbidden refusal", addr, err)
 			continue
 		}
 		u := "http://" + addr + "/"
 		res, gerr := call(t, f.set, "url_fetch", args("url", u))
-		if e := errorOf(t, "url_fetch", nil, res, gerr); e.Class != string(gateway.ClassForbidden) {
+		if e := errorOf(t, "url_fetch", nil, res, gerr); e.Class != string(tool.ClassForbidden) {
 			t.Errorf("url_fetch %s: %+v, want forbidden", u, e)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestDescriptorRegisteredWhole: a tool is registered with its descriptor
@@ -32,7 +32,7 @@ func TestDescriptorRegisteredWhole(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("descriptor\n%s\nwant\n%s", full.Descriptor, fullTools["full"])
 	}
-	if full.Safety != (gateway.Safety{ReadOnly: true, Idempotent: true}) {
+	if full.Safety != (tool.Safety{ReadOnly: true, Idempotent: true}) {
 		t.Errorf("full: %+v, want read-only and idempotent", full.Safety)
 	}
 	d, _, _ := e.g.Tool("go.full_destructive")
@@ -75,7 +75,7 @@ func TestPinningHoldsChangedOutputSchema(t *testing.T) {
 	if second == first {
 		t.Fatal("a changed output schema left the definition hash as it was")
 	}
-	if _, ge := e.call(t, "go.full", `{"n":2}`); ge == nil || ge.Class != gateway.ClassForbidden {
+	if _, ge := e.call(t, "go.full", `{"n":2}`); ge == nil || ge.Class != tool.ClassForbidden {
 		t.Fatalf("call after the change: %v, want forbidden (held)", ge)
 	}
 	if err := e.st.AcceptPin(context.Background(), "go.full", second, "operator", time.Now()); err != nil {
@@ -101,7 +101,7 @@ func TestOutputSchemaChecked(t *testing.T) {
 				t.Errorf("a conforming result: %s (is_error %v), want it unchanged", res.Result, res.IsError)
 			}
 			_, ge := e.call(t, "go.full_bad", `{"bad":true}`)
-			if ge == nil || ge.Class != gateway.ClassInvalidResult || ge.Step != "invoke" {
+			if ge == nil || ge.Class != tool.ClassInvalidResult || ge.Step != "invoke" {
 				t.Fatalf("a violating result: %v, want invalid_result at invoke", ge)
 			}
 			pointers := map[string]bool{}
@@ -141,7 +141,7 @@ func TestOutputSchemaTheValidatorCannotCheck(t *testing.T) {
 	srv, logFile := testServerSpec(t, "go")
 	e.connect(t, srv, nil)
 	_, ge := e.call(t, "go.full_unchecked", `{}`)
-	if ge == nil || ge.Class != gateway.ClassUnsupported || !strings.Contains(ge.Message, "validator: draft2020-12") {
+	if ge == nil || ge.Class != tool.ClassUnsupported || !strings.Contains(ge.Message, "validator: draft2020-12") {
 		t.Fatalf("call under the subset: %v, want unsupported_capability naming validator: draft2020-12", ge)
 	}
 	if n := countPrefix(serverLog(t, logFile), "call full_unchecked"); n != 0 {

@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -107,9 +106,9 @@ func TestHTTPUpstream(t *testing.T) {
 			h.start(t)
 			e := newEnv(t)
 			e.connect(t, Server{Name: "remote", URL: h.url(), Headers: map[string]string{"Authorization": secret}}, nil)
-			tool, _, ok := e.g.Tool("remote.greet")
-			if !ok || string(tool.InputSchema) != httpSchema || !tool.Pinned {
-				t.Fatalf("remote.greet: %v %s", ok, tool.InputSchema)
+			tl, _, ok := e.g.Tool("remote.greet")
+			if !ok || string(tl.InputSchema) != httpSchema || !tl.Pinned {
+				t.Fatalf("remote.greet: %v %s", ok, tl.InputSchema)
 			}
 			res := e.mustCall(t, "remote.greet", `{"name":"ann"}`)
 			want := `{"content":[{"type":"text","text":"hello, ann"}],"structuredContent":{"exact":1.0},"isError":false}`
@@ -117,7 +116,7 @@ func TestHTTPUpstream(t *testing.T) {
 				t.Errorf("result %s\nwant %s", res.Result, want)
 			}
 			_, ge := e.call(t, "remote.refuse", `{}`)
-			if ge == nil || ge.Class != gateway.ClassExecutionFailure || ge.Details["status"] != "failed" {
+			if ge == nil || ge.Class != tool.ClassExecutionFailure || ge.Details["status"] != "failed" {
 				t.Errorf("remote.refuse: %+v, want execution_failure, failed", ge)
 			}
 			if h.unauth.Load() != 0 {

@@ -53,7 +53,7 @@ func TestPinningHoldsChangedDefinition(t *testing.T) {
 	}
 	calls := countPrefix(serverLog(t, logFile), "call greet")
 	_, ge := e.call(t, "go.greet", `{"name":"b"}`)
-	if ge == nil || ge.Class != gateway.ClassForbidden || !strings.Contains(ge.Message, "backplane tools accept go.greet") {
+	if ge == nil || ge.Class != tool.ClassForbidden || !strings.Contains(ge.Message, "backplane tools accept go.greet") {
 		t.Fatalf("held call: %v, want forbidden naming backplane tools accept", ge)
 	}
 	if got := countPrefix(serverLog(t, logFile), "call greet"); got != calls {
@@ -113,7 +113,7 @@ func TestRestartBackoffAndFastFailure(t *testing.T) {
 		t.Errorf("call during the outage: %v, want ErrNotStarted naming the upstream", err)
 	}
 	_, ge := e.call(t, "go.greet", `{"name":"y"}`)
-	if ge == nil || ge.Class != gateway.ClassExecutionFailure || ge.Details["status"] != string(store.StatusFailed) {
+	if ge == nil || ge.Class != tool.ClassExecutionFailure || ge.Details["status"] != string(store.StatusFailed) {
 		t.Errorf("gateway call during the outage: %+v, want execution_failure, failed", ge)
 	}
 	if ge != nil {
@@ -182,7 +182,7 @@ func TestInterruptedCallSettlesUncertain(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the interrupted call did not return")
 	}
-	if o.ge == nil || o.ge.Class != gateway.ClassUnknownOutcome || o.ge.Details["status"] != string(store.StatusUncertain) {
+	if o.ge == nil || o.ge.Class != tool.ClassUnknownOutcome || o.ge.Details["status"] != string(store.StatusUncertain) {
 		t.Fatalf("interrupted call: %+v %+v, want unknown_outcome, uncertain", o.res, o.ge)
 	}
 	in, err := e.st.GetIntent(context.Background(), o.ge.CallID)

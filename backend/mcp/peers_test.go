@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // The tests of this file run the official reference servers, installed from
@@ -53,16 +53,16 @@ func TestReferenceCatalogsUnchanged(t *testing.T) {
 				t.Fatal("the server lists no tools")
 			}
 			for _, w := range wire {
-				tool, _, ok := e.g.Tool(p.name + "." + w.Name)
+				tl, _, ok := e.g.Tool(p.name + "." + w.Name)
 				if !ok {
 					t.Errorf("%s.%s is not registered", p.name, w.Name)
 					continue
 				}
-				if string(tool.InputSchema) != string(w.InputSchema) {
-					t.Errorf("%s.%s schema\n%s\nthe wire's\n%s", p.name, w.Name, tool.InputSchema, w.InputSchema)
+				if string(tl.InputSchema) != string(w.InputSchema) {
+					t.Errorf("%s.%s schema\n%s\nthe wire's\n%s", p.name, w.Name, tl.InputSchema, w.InputSchema)
 				}
-				if tool.Description != w.Description {
-					t.Errorf("%s.%s description %q, the wire's %q", p.name, w.Name, tool.Description, w.Description)
+				if tl.Description != w.Description {
+					t.Errorf("%s.%s description %q, the wire's %q", p.name, w.Name, tl.Description, w.Description)
 				}
 			}
 			if got := len(u.Tools()); got != len(wire) {
@@ -93,20 +93,20 @@ func TestReferenceSubsetRefusesEveryCall(t *testing.T) {
 		"everything.echo":        `{"message":"hi"}`,
 	}
 	n := 0
-	for _, tool := range e.g.Tools() {
-		a := args[tool.Name]
+	for _, tl := range e.g.Tools() {
+		a := args[tl.Name]
 		if a == "" {
 			a = `{}`
 		}
-		_, ge := e.call(t, tool.Name, a)
+		_, ge := e.call(t, tl.Name, a)
 		n++
 		if ge == nil {
-			t.Errorf("%s: the call was not refused", tool.Name)
+			t.Errorf("%s: the call was not refused", tl.Name)
 			continue
 		}
-		if ge.Class != gateway.ClassUnsupported || ge.Keyword != "$schema" || ge.Step != "validate" ||
+		if ge.Class != tool.ClassUnsupported || ge.Keyword != "$schema" || ge.Step != "validate" ||
 			len(ge.Errors) == 0 || ge.Errors[0].Keyword != "$schema" {
-			t.Errorf("%s: %s (keyword %q, step %s), want unsupported_capability naming $schema at validate", tool.Name, ge, ge.Keyword, ge.Step)
+			t.Errorf("%s: %s (keyword %q, step %s), want unsupported_capability naming $schema at validate", tl.Name, ge, ge.Keyword, ge.Step)
 		}
 	}
 	if n < 20 {
@@ -155,14 +155,14 @@ func TestReferenceDraft2020(t *testing.T) {
 		t.Errorf("echo: %s", res.Result)
 	}
 	_, ge := e.call(t, "everything.echo", `{"message":5}`)
-	if ge == nil || ge.Class != gateway.ClassValidation || ge.Pointer != "/message" {
+	if ge == nil || ge.Class != tool.ClassValidation || ge.Pointer != "/message" {
 		t.Errorf("echo with a number: %v, want validation at /message", ge)
 	}
 
 	// Invalid: the entity lacks entityType and observations. Both are
 	// reported; the server never sees the call.
 	_, ge = e.call(t, "memory.create_entities", `{"entities":[{"name":"Bad"}]}`)
-	if ge == nil || ge.Class != gateway.ClassValidation {
+	if ge == nil || ge.Class != tool.ClassValidation {
 		t.Fatalf("invalid create_entities: %v, want validation", ge)
 	}
 	var missing []string

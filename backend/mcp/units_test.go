@@ -10,7 +10,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -94,34 +93,34 @@ func TestResultOf(t *testing.T) {
 // tool's flags only tighten.
 func TestSafety(t *testing.T) {
 	yes, no := true, false
-	tool := func(ro, id *bool) rawTool {
+	mkRaw := func(ro, id *bool) rawTool {
 		var r rawTool
 		r.Annotations.ReadOnly, r.Annotations.Idempotent = ro, id
 		return r
 	}
 	destructive := func(ro, d *bool) rawTool {
-		r := tool(ro, nil)
+		r := mkRaw(ro, nil)
 		r.Annotations.Destructive = d
 		return r
 	}
 	for _, c := range []struct {
 		t    rawTool
-		want gateway.Safety
+		want tool.Safety
 	}{
-		{tool(nil, nil), gateway.Safety{RequiresApproval: true}},
-		{tool(&no, &yes), gateway.Safety{Idempotent: true, RequiresApproval: true}},
-		{tool(&yes, nil), gateway.Safety{ReadOnly: true}},
-		{tool(&yes, &yes), gateway.Safety{ReadOnly: true, Idempotent: true}},
-		{destructive(&yes, &no), gateway.Safety{ReadOnly: true}},
-		{destructive(&yes, &yes), gateway.Safety{RequiresApproval: true}}, // a contradiction: the safe reading
-		{destructive(nil, &yes), gateway.Safety{RequiresApproval: true}},
+		{mkRaw(nil, nil), tool.Safety{RequiresApproval: true}},
+		{mkRaw(&no, &yes), tool.Safety{Idempotent: true, RequiresApproval: true}},
+		{mkRaw(&yes, nil), tool.Safety{ReadOnly: true}},
+		{mkRaw(&yes, &yes), tool.Safety{ReadOnly: true, Idempotent: true}},
+		{destructive(&yes, &no), tool.Safety{ReadOnly: true}},
+		{destructive(&yes, &yes), tool.Safety{RequiresApproval: true}}, // a contradiction: the safe reading
+		{destructive(nil, &yes), tool.Safety{RequiresApproval: true}},
 	} {
 		if got := safetyOf(c.t); got != c.want {
 			t.Errorf("safetyOf(%+v) = %+v, want %+v", c.t.Annotations, got, c.want)
 		}
 	}
-	loose := gateway.Safety{ReadOnly: true, Idempotent: true}
-	strict := gateway.Safety{RequiresApproval: true}
+	loose := tool.Safety{ReadOnly: true, Idempotent: true}
+	strict := tool.Safety{RequiresApproval: true}
 	if got := tighten(strict, loose); got != strict {
 		t.Errorf("tighten(strict, loose) = %+v", got)
 	}

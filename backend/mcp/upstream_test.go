@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -68,7 +67,7 @@ func TestSafetyFromAnnotations(t *testing.T) {
 	e := newEnv(t)
 	srv, _ := testServerSpec(t, "go")
 	e.connect(t, srv, nil)
-	for name, want := range map[string]gateway.Safety{
+	for name, want := range map[string]tool.Safety{
 		"go.greet": {ReadOnly: true, Idempotent: true},
 		"go.env":   {ReadOnly: true},
 		"go.fail":  {RequiresApproval: true},
@@ -141,11 +140,11 @@ func TestCallResults(t *testing.T) {
 
 	// Through the gateway, the journal says the same.
 	_, ge := e.call(t, "go.refuse", `{}`)
-	if ge == nil || ge.Class != gateway.ClassExecutionFailure || ge.Details["status"] != string(store.StatusFailed) {
+	if ge == nil || ge.Class != tool.ClassExecutionFailure || ge.Details["status"] != string(store.StatusFailed) {
 		t.Errorf("go.refuse: %+v, want execution_failure, failed", ge)
 	}
 	_, ge = e.call(t, "go.boom", `{}`)
-	if ge == nil || ge.Class != gateway.ClassUnknownOutcome || ge.Details["status"] != string(store.StatusUncertain) {
+	if ge == nil || ge.Class != tool.ClassUnknownOutcome || ge.Details["status"] != string(store.StatusUncertain) {
 		t.Errorf("go.boom: %+v, want unknown_outcome, uncertain", ge)
 	}
 }
@@ -209,7 +208,7 @@ func TestListChanged(t *testing.T) {
 	}
 	e.mustCall(t, "go.add_extra", `{}`)
 	eventually(t, 5*time.Second, "go.extra registered", func() bool { _, _, ok := e.g.Tool("go.extra"); return ok })
-	if _, ge := e.call(t, "go.extra", `{}`); ge == nil || ge.Class != gateway.ClassForbidden || !strings.Contains(ge.Message, "tools accept go.extra") {
+	if _, ge := e.call(t, "go.extra", `{}`); ge == nil || ge.Class != tool.ClassForbidden || !strings.Contains(ge.Message, "tools accept go.extra") {
 		t.Fatalf("go.extra, added at run time: %v, want forbidden until accepted", ge)
 	}
 	if !strings.Contains(e.logs.String(), "upstream tool added while running: held") {
@@ -223,7 +222,7 @@ func TestListChanged(t *testing.T) {
 	}
 	e.mustCall(t, "go.remove_extra", `{}`)
 	eventually(t, 5*time.Second, "go.extra unregistered", func() bool { _, _, ok := e.g.Tool("go.extra"); return !ok })
-	if _, ge := e.call(t, "go.extra", `{}`); ge == nil || ge.Class != gateway.ClassNotFound {
+	if _, ge := e.call(t, "go.extra", `{}`); ge == nil || ge.Class != tool.ClassNotFound {
 		t.Errorf("go.extra after removal: %v, want not_found", ge)
 	}
 	// Back with the definition accepted before: callable at once.
@@ -283,19 +282,19 @@ func TestValidatorChoice(t *testing.T) {
 			srv, logFile := testServerSpec(t, "go")
 			srv.Validator = v
 			e.connect(t, srv, nil)
-			tool, _, ok := e.g.Tool("go.remote_ref")
-			if !ok || !strings.Contains(string(tool.InputSchema), "https://example.com/x.json") {
-				t.Fatalf("go.remote_ref: %v %s", ok, tool.InputSchema)
+			tl, _, ok := e.g.Tool("go.remote_ref")
+			if !ok || !strings.Contains(string(tl.InputSchema), "https://example.com/x.json") {
+				t.Fatalf("go.remote_ref: %v %s", ok, tl.InputSchema)
 			}
 			_, ge := e.call(t, "go.remote_ref", `{"x":1}`)
-			if ge == nil || ge.Class != gateway.ClassUnsupported || ge.Keyword != "$ref" {
+			if ge == nil || ge.Class != tool.ClassUnsupported || ge.Keyword != "$ref" {
 				t.Errorf("go.remote_ref: %v (keyword %q), want unsupported_capability naming $ref", ge, ge.Keyword)
 			}
 			if n := countPrefix(serverLog(t, logFile), "call remote_ref"); n != 0 {
 				t.Errorf("the server got %d calls", n)
 			}
 			// The same server's other tools are unaffected.
-			if _, ge := e.call(t, "go.greet", `{"name":1}`); ge == nil || ge.Class != gateway.ClassValidation {
+			if _, ge := e.call(t, "go.greet", `{"name":1}`); ge == nil || ge.Class != tool.ClassValidation {
 				t.Errorf("greet with a number: %v, want validation", ge)
 			}
 			e.mustCall(t, "go.greet", `{"name":"x"}`)

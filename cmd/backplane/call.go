@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/tool"
 	"github.com/spf13/cobra"
 )
 
@@ -65,7 +66,7 @@ in the store folder; --audit-log names another file, or "-" for stderr.`,
 			if caller == "" {
 				return errors.New("--caller is required")
 			}
-			tool, argText := args[0], "{}"
+			toolName, argText := args[0], "{}"
 			if len(args) == 2 {
 				argText = args[1]
 			}
@@ -90,14 +91,14 @@ in the store folder; --audit-log names another file, or "-" for stderr.`,
 				return err
 			}
 			defer s.Close()
-			req := gateway.CallRequest{Caller: caller, Session: session, Tool: tool, Arguments: data, IdempotencyKey: key}
+			req := gateway.CallRequest{Caller: caller, Session: session, Tool: toolName, Arguments: data, IdempotencyKey: key}
 			if cmd.Flags().Changed("wait") {
 				req.ApprovalWait = &wait
 			}
 			res, err := s.rt.Gateway.Call(ctx, req)
 			var ge *gateway.Error
-			if errors.As(err, &ge) && ge.Class == gateway.ClassNotFound {
-				suggestUnknownTool(ge, tool, s.rt.Gateway.ToolsFor(caller))
+			if errors.As(err, &ge) && ge.Class == tool.ClassNotFound {
+				suggestUnknownTool(ge, toolName, s.rt.Gateway.ToolsFor(caller))
 			}
 			return reportCall(cmd.OutOrStdout(), f.asJSON, res, err)
 		},

@@ -15,6 +15,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 	"github.com/spf13/cobra"
 )
 
@@ -260,7 +261,7 @@ func (w *journalWriter) page(intents []store.Intent) error {
 		status := string(e.Status)
 		if e.ToolError {
 			status += " (tool_error)"
-		} else if e.ErrorClass == string(gateway.ClassInvalidResult) {
+		} else if e.ErrorClass == string(tool.ClassInvalidResult) {
 			// It ran (its budget stays spent), and its result broke its
 			// output schema: not a success the caller was handed.
 			status += " (invalid_result)"

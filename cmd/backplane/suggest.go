@@ -5,13 +5,14 @@ import (
 	"strings"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // suggestUnknownTool adds to a not_found refusal the names, among the tools
 // the caller may call, closest to the one asked for: a typo gets its fix,
 // and a caller who guessed gets the list to choose from. Only tools visible
 // to the caller are named, so nothing leaks that the policy hides.
-func suggestUnknownTool(ge *gateway.Error, asked string, visible []gateway.Tool) {
+func suggestUnknownTool(ge *gateway.Error, asked string, visible []tool.Tool) {
 	names := make([]string, 0, len(visible))
 	for _, t := range visible {
 		names = append(names, t.Name)

@@ -167,7 +167,7 @@ func newGateway(b *testing.B, st store.Store, opts ...func(*gateway.Options)) *g
 		f(o)
 	}
 	g := gateway.New(o)
-	err = g.Register(context.Background(), gateway.Tool{
+	err = g.Register(context.Background(), tool.Tool{
 		Name:        "noop",
 		Description: "Does nothing.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"integer","minimum":1}},"required":["text"],"additionalProperties":false}`),

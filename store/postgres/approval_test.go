@@ -75,7 +75,7 @@ func TestGatewayApprovalReleasedByOtherReplica(t *testing.T) {
 	must(t, err)
 	g := gateway.New(&gateway.Options{Store: a, Policy: pol})
 	var ran atomic.Int32
-	must(t, g.Register(context.Background(), gateway.Tool{
+	must(t, g.Register(context.Background(), tool.Tool{
 		Name: "danger", Description: "Needs an approval.",
 		InputSchema: json.RawMessage(`{"type":"object"}`),
 		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {

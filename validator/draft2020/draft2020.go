@@ -3,7 +3,7 @@
 // chooses it for a tool source, a tool's input schema is the complete JSON
 // Schema (draft 2020-12, or an older draft the schema declares), not the
 // subset of package inputschema. It validates with
-// github.com/santhosh-tekuri/jsonschema/v6 and implements gateway.Validator.
+// github.com/santhosh-tekuri/jsonschema/v6 and implements tool.Validator.
 //
 // What it promises:
 //

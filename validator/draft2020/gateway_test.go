@@ -14,7 +14,7 @@ import (
 	"github.com/agentbackplane/backplane/validator/draft2020"
 )
 
-var _ gateway.Validator = (*draft2020.Validator)(nil)
+var _ tool.Validator = (*draft2020.Validator)(nil)
 
 // An MCP-style tool (it declares $schema, so the subset refuses it) behind
 // the gateway with this boundary chosen explicitly: valid calls reach the
@@ -37,12 +37,12 @@ func TestThroughTheGateway(t *testing.T) {
 		reached.Add(1)
 		return &tool.Result{Content: c.Arguments}, nil
 	})
-	if err := g.Register(context.Background(), gateway.Tool{Name: "full", InputSchema: schema, Backend: be, Validator: v}); err != nil {
+	if err := g.Register(context.Background(), tool.Tool{Name: "full", InputSchema: schema, Backend: be, Validator: v}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	// Under the default boundary the descriptor is registered unchanged
 	// and the refusal reported (D20).
-	if err := g.Register(context.Background(), gateway.Tool{Name: "subset", InputSchema: schema, Backend: be}); err == nil {
+	if err := g.Register(context.Background(), tool.Tool{Name: "subset", InputSchema: schema, Backend: be}); err == nil {
 		t.Fatal("Register under the subset: no error reported")
 	}
 	call := func(tool, args string) (*gateway.CallResult, error) {
@@ -56,7 +56,7 @@ func TestThroughTheGateway(t *testing.T) {
 
 	_, err = call("full", `{"path":"","mode":"x","extra":1}`)
 	var ge *gateway.Error
-	if !errors.As(err, &ge) || ge.Class != gateway.ClassValidation || len(ge.Errors) != 3 {
+	if !errors.As(err, &ge) || ge.Class != tool.ClassValidation || len(ge.Errors) != 3 {
 		t.Fatalf("invalid call: %v, want validation with 3 violations", err)
 	}
 	var kws []string
@@ -70,7 +70,7 @@ func TestThroughTheGateway(t *testing.T) {
 	// The same descriptor under the default boundary: refused, naming
 	// $schema, before the backend (D20).
 	_, err = call("subset", `{"path":"a.txt"}`)
-	if !errors.As(err, &ge) || ge.Class != gateway.ClassUnsupported || ge.Keyword != "$schema" {
+	if !errors.As(err, &ge) || ge.Class != tool.ClassUnsupported || ge.Keyword != "$schema" {
 		t.Errorf("subset call: %v, want unsupported_capability naming $schema", err)
 	}
 	if reached.Load() != 1 {
