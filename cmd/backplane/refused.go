@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentbackplane/backplane/assemble"
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/internal/termtext"
 )
 
@@ -20,7 +20,7 @@ type refusedServer struct {
 	Validator string `json:"validator"`
 	Tools     int    `json:"tools"`
 	// Refused is every refused tool with its keywords.
-	Refused []mcp.RefusedTool `json:"refused"`
+	Refused []upstream.RefusedTool `json:"refused"`
 	// Fix is the line to set on the server ("validator: draft2020-12"),
 	// and FixAccepts how many of the refused tools it would accept.
 	Fix        string `json:"fix"`
