@@ -9,7 +9,7 @@
 //     the configuration's policy, budgets, approvals and limits, the command
 //     tools (package backend/command), the enabled built-in tools (package
 //     backend/builtin), and last every upstream MCP server (package
-//     backend/mcp), whose tools collide with any registered before. It fails
+//     backend/upstream), whose tools collide with any registered before. It fails
 //     with a *config.Error naming the file and, where one applies, the line,
 //     and then leaves nothing open or running.
 //   - One audit log ([Runtime.Audit]): [Options.Logger] when given; else
@@ -67,7 +67,7 @@ import (
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/backend/command"
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auditlog"
@@ -154,7 +154,7 @@ type Runtime struct {
 	// Content is the upstreams' resources and prompts (nil without
 	// upstreams): a resource URI or prompt name two servers list is
 	// refused at Open.
-	Content *mcp.Content
+	Content *upstream.Content
 
 	// Sandbox is the sandbox decision of each tool process, by tool name
 	// (a server by its name); SandboxNotes the distinct reasons tools run
@@ -168,8 +168,8 @@ type Runtime struct {
 
 	version   string // Options.Version
 	closers   []io.Closer
-	upstreams []*mcp.Upstream // also in closers
-	late      *lateUpstreams  // servers that failed at start, retried (upstreams.go)
+	upstreams []*upstream.Upstream // also in closers
+	late      *lateUpstreams       // servers that failed at start, retried (upstreams.go)
 }
 
 // Close closes what Open opened, in the reverse order. It may be called
@@ -331,7 +331,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			return nil, err
 		}
 		if len(rt.upstreams) > 0 {
-			if rt.Content, err = mcp.NewContent(ctx, rt.upstreams); err != nil {
+			if rt.Content, err = upstream.NewContent(ctx, rt.upstreams); err != nil {
 				return nil, &config.Error{File: cfg.Path, Msg: err.Error(), Err: err}
 			}
 		}
@@ -515,10 +515,10 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 		}
 		srv, opts := rt.serverOptions(s, sb, g)
 		opts.StartProgress = startProgressLine(stderr, s)
-		u, err := mcp.Connect(ctx, srv, opts)
+		u, err := upstream.Connect(ctx, srv, opts)
 		if err != nil {
 			msg := err.Error()
-			var ce *mcp.CollisionError
+			var ce *upstream.CollisionError
 			if errors.As(err, &ce) {
 				msg += ": " + rt.whereDefined(ce.Tool)
 			}
@@ -538,18 +538,18 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 }
 
 // serverOptions is how s is connected, at start and on a retry.
-func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *gateway.Gateway) (mcp.Server, *mcp.Options) {
+func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *gateway.Gateway) (upstream.Server, *upstream.Options) {
 	c := rt.Config
-	var oauth *mcp.OAuth
+	var oauth *upstream.OAuth
 	if s.OAuth != nil {
-		oauth = &mcp.OAuth{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret, Scopes: s.OAuth.Scopes, TokenURL: s.OAuth.TokenURL}
+		oauth = &upstream.OAuth{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret, Scopes: s.OAuth.Scopes, TokenURL: s.OAuth.TokenURL}
 	}
-	return mcp.Server{
+	return upstream.Server{
 			Name: s.Name, Prefix: s.Prefix, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
 			URL: s.URL, Headers: s.Headers, OAuth: oauth, Validator: s.Validator, Sandbox: sb.Policy,
-			Bridge:           &mcp.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
+			Bridge:           &upstream.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
 			AcceptAddedTools: s.AcceptAddedTools,
-		}, &mcp.Options{
+		}, &upstream.Options{
 			Registry:       g,
 			Logger:         rt.Log,
 			Audit:          rt.Audit,
@@ -605,7 +605,7 @@ func (rt *Runtime) whereDefined(name string) string {
 }
 
 // Upstream returns the connection to the named server.
-func (rt *Runtime) Upstream(name string) (*mcp.Upstream, bool) {
+func (rt *Runtime) Upstream(name string) (*upstream.Upstream, bool) {
 	for _, u := range rt.allUpstreams() {
 		if u.Name() == name {
 			return u, true

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store/sqlite"
@@ -28,9 +28,9 @@ func TestConfigAgreesWithThePackagesItNames(t *testing.T) {
 			config.DefaultApprovalExpire, config.DefaultMaxResultBytes, config.DefaultTimeout,
 			gateway.DefaultApprovalExpiry, gateway.DefaultMaxResultBytes, gateway.DefaultTimeout)
 	}
-	if config.ValidatorSubset != mcp.ValidatorSubset || config.ValidatorDraft2020 != mcp.ValidatorDraft2020 {
-		t.Errorf("config's validators %q %q, backend/mcp's %q %q",
-			config.ValidatorSubset, config.ValidatorDraft2020, mcp.ValidatorSubset, mcp.ValidatorDraft2020)
+	if config.ValidatorSubset != upstream.ValidatorSubset || config.ValidatorDraft2020 != upstream.ValidatorDraft2020 {
+		t.Errorf("config's validators %q %q, backend/upstream's %q %q",
+			config.ValidatorSubset, config.ValidatorDraft2020, upstream.ValidatorSubset, upstream.ValidatorDraft2020)
 	}
 	var names []string
 	for _, s := range schemas.All() {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/config"
 )
 
@@ -113,14 +113,14 @@ func TestConnectTimeoutFromTheConfiguration(t *testing.T) {
 	}
 	_, err := Open(context.Background(), c, &Options{AuditLog: filepath.Join(t.TempDir(), "audit.log")})
 	var ce *config.Error
-	if !errors.As(err, &ce) || ce.Line != 6 || !errors.Is(err, mcp.ErrStartTimeout) || !strings.Contains(err.Error(), "1s") {
+	if !errors.As(err, &ce) || ce.Line != 6 || !errors.Is(err, upstream.ErrStartTimeout) || !strings.Contains(err.Error(), "1s") {
 		t.Fatalf("Open: %v, want ErrStartTimeout at line 6 naming 1s", err)
 	}
 }
 
 // The configuration's default is the upstream package's.
 func TestDefaultConnectTimeoutsAgree(t *testing.T) {
-	if config.DefaultConnectTimeout != mcp.DefaultConnectTimeout {
-		t.Errorf("config.DefaultConnectTimeout %v, mcp.DefaultConnectTimeout %v", config.DefaultConnectTimeout, mcp.DefaultConnectTimeout)
+	if config.DefaultConnectTimeout != upstream.DefaultConnectTimeout {
+		t.Errorf("config.DefaultConnectTimeout %v, upstream.DefaultConnectTimeout %v", config.DefaultConnectTimeout, upstream.DefaultConnectTimeout)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/console"
 )
 
@@ -18,7 +18,7 @@ type RefusedServer struct {
 	Validator string `json:"validator"`
 	Tools     int    `json:"tools"`
 	// Refused is every refused tool with its keywords.
-	Refused []mcp.RefusedTool `json:"refused"`
+	Refused []upstream.RefusedTool `json:"refused"`
 	// Fix is the line to set on the server ("validator: draft2020-12"),
 	// and FixAccepts how many of the refused tools it would accept.
 	Fix        string `json:"fix"`

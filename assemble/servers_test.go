@@ -18,7 +18,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 )
 
-// --- Open, with the Go test server of backend/mcp ---
+// --- Open, with the Go test server of backend/upstream ---
 
 var (
 	testServerOnce sync.Once
@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// mcpTestServer builds backend/mcp's test server once.
+// mcpTestServer builds backend/upstream's test server once.
 func mcpTestServer(t *testing.T) string {
 	t.Helper()
 	testServerOnce.Do(func() {
@@ -56,7 +56,7 @@ func mcpTestServer(t *testing.T) string {
 		}
 		testServerDir = dir
 		testServerPath = filepath.Join(dir, "mcptestserver")
-		out, err := exec.Command(goTool(), "build", "-o", testServerPath, "../backend/mcp/testdata/mcptestserver").CombinedOutput()
+		out, err := exec.Command(goTool(), "build", "-o", testServerPath, "../backend/upstream/testdata/mcptestserver").CombinedOutput()
 		if err != nil {
 			testServerErr = errors.New(string(out))
 		}

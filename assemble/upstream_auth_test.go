@@ -4,12 +4,12 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/config"
 )
 
 // TestServerOptionsOAuth: a server's auth.oauth reaches package
-// backend/mcp whole (the secret included), and a server without it gets
+// backend/upstream whole (the secret included), and a server without it gets
 // none.
 func TestServerOptionsOAuth(t *testing.T) {
 	rt := &Runtime{Config: &config.Config{}}
@@ -17,7 +17,7 @@ func TestServerOptionsOAuth(t *testing.T) {
 		Mode: config.UpstreamOAuthService, ClientID: "bp", ClientSecret: "s3", Scopes: []string{"a"}, TokenURL: "http://127.0.0.1:2/token",
 	}}
 	srv, _ := rt.serverOptions(s, SandboxDecision{}, nil)
-	want := &mcp.OAuth{ClientID: "bp", ClientSecret: "s3", Scopes: []string{"a"}, TokenURL: "http://127.0.0.1:2/token"}
+	want := &upstream.OAuth{ClientID: "bp", ClientSecret: "s3", Scopes: []string{"a"}, TokenURL: "http://127.0.0.1:2/token"}
 	if !reflect.DeepEqual(srv.OAuth, want) {
 		t.Errorf("OAuth %+v, want %+v", srv.OAuth, want)
 	}

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/config"
 )
 
@@ -33,19 +33,19 @@ type lateUpstreams struct {
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
-	failed map[string]error         // server name -> its last failure, while not connected
-	up     map[string]*mcp.Upstream // connected by a retry
-	order  []*mcp.Upstream
+	failed map[string]error              // server name -> its last failure, while not connected
+	up     map[string]*upstream.Upstream // connected by a retry
+	order  []*upstream.Upstream
 }
 
 func newLateUpstreams() *lateUpstreams {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &lateUpstreams{ctx: ctx, cancel: cancel, failed: map[string]error{}, up: map[string]*mcp.Upstream{}}
+	return &lateUpstreams{ctx: ctx, cancel: cancel, failed: map[string]error{}, up: map[string]*upstream.Upstream{}}
 }
 
 // retry records that s failed with err and retries it until it connects
 // or Close.
-func (l *lateUpstreams) retry(s config.ServerConfig, srv mcp.Server, opts *mcp.Options, err error, log *slog.Logger) {
+func (l *lateUpstreams) retry(s config.ServerConfig, srv upstream.Server, opts *upstream.Options, err error, log *slog.Logger) {
 	l.mu.Lock()
 	l.failed[s.Name] = err
 	l.mu.Unlock()
@@ -60,7 +60,7 @@ func (l *lateUpstreams) retry(s config.ServerConfig, srv mcp.Server, opts *mcp.O
 			case <-time.After(delay):
 			}
 			delay = min(delay*2, lateMaxBackoff)
-			u, err := mcp.Connect(l.ctx, srv, opts)
+			u, err := upstream.Connect(l.ctx, srv, opts)
 			l.mu.Lock()
 			if err == nil && l.ctx.Err() != nil {
 				// Close ran meanwhile: this connection is ours to stop.
@@ -101,13 +101,13 @@ func (l *lateUpstreams) failure(name string) error {
 }
 
 // connected lists the servers a retry connected.
-func (l *lateUpstreams) connected() []*mcp.Upstream {
+func (l *lateUpstreams) connected() []*upstream.Upstream {
 	if l == nil {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]*mcp.Upstream(nil), l.order...)
+	return append([]*upstream.Upstream(nil), l.order...)
 }
 
 // Close stops the retries and closes what they connected.
@@ -116,7 +116,7 @@ func (l *lateUpstreams) Close() error {
 	l.wg.Wait()
 	l.mu.Lock()
 	order := l.order
-	l.order, l.up = nil, map[string]*mcp.Upstream{}
+	l.order, l.up = nil, map[string]*upstream.Upstream{}
 	l.mu.Unlock()
 	var errs []error
 	for i := len(order) - 1; i >= 0; i-- {
@@ -127,6 +127,6 @@ func (l *lateUpstreams) Close() error {
 
 // allUpstreams are the servers connected at start, then those connected
 // later.
-func (rt *Runtime) allUpstreams() []*mcp.Upstream {
-	return append(append([]*mcp.Upstream(nil), rt.upstreams...), rt.late.connected()...)
+func (rt *Runtime) allUpstreams() []*upstream.Upstream {
+	return append(append([]*upstream.Upstream(nil), rt.upstreams...), rt.late.connected()...)
 }

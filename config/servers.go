@@ -11,7 +11,7 @@ import (
 	"github.com/agentbackplane/backplane/policy"
 )
 
-// The validators a server may name (package backend/mcp's ValidatorSubset
+// The validators a server may name (package backend/upstream's ValidatorSubset
 // and ValidatorDraft2020; a test of package assemble holds them equal).
 const (
 	ValidatorSubset    = "subset"
@@ -19,7 +19,7 @@ const (
 )
 
 // ServerConfig is one upstream MCP server, whose tools the gateway
-// registers as NAME.TOOL (package backend/mcp), or under another prefix:
+// registers as NAME.TOOL (package backend/upstream), or under another prefix:
 //
 //	servers:
 //	  - name: everything
@@ -131,7 +131,7 @@ type Bridge struct {
 func DefaultBridge() Bridge { return Bridge{Elicitation: true, Roots: true} }
 
 // DefaultConnectTimeout is the connect timeout of a server without
-// connect_timeout (package backend/mcp's default); MaxConnectTimeout the
+// connect_timeout (package backend/upstream's default); MaxConnectTimeout the
 // longest one accepted, since serve waits for every server before serving.
 const (
 	DefaultConnectTimeout = 30 * time.Second

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store/sqlite"
@@ -129,10 +129,10 @@ func (a *as) snapshot() (issued, resources []string, refused int) {
 	return append([]string(nil), a.issued...), append([]string(nil), a.resources...), a.refused
 }
 
-// upstream is a Go SDK server over streamable HTTP on 127.0.0.1 behind
+// peer is a Go SDK server over streamable HTTP on 127.0.0.1 behind
 // auth.RequireBearerToken with fosite's introspection, its protected
 // resource metadata named by its 401's resource_metadata.
-type upstream struct {
+type peer struct {
 	addr string
 	mu   sync.Mutex
 	seen []string // the token each tool call ran with
@@ -147,9 +147,9 @@ func listen(t *testing.T) net.Listener {
 	return l
 }
 
-func startUpstream(t *testing.T, l net.Listener, a *as) *upstream {
+func startUpstream(t *testing.T, l net.Listener, a *as) *peer {
 	t.Helper()
-	u := &upstream{addr: l.Addr().String()}
+	u := &peer{addr: l.Addr().String()}
 	s := sdk.NewServer(&sdk.Implementation{Name: "fosite-upstream", Version: "1"}, nil)
 	s.AddTool(&sdk.Tool{Name: "greet", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -171,9 +171,9 @@ func startUpstream(t *testing.T, l net.Listener, a *as) *upstream {
 	return u
 }
 
-func (u *upstream) url() string { return "http://" + u.addr + "/mcp" }
+func (u *peer) url() string { return "http://" + u.addr + "/mcp" }
 
-func (u *upstream) tokensSeen() []string {
+func (u *peer) tokensSeen() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.seen...)
@@ -214,13 +214,13 @@ func newGateway(t *testing.T, logs *syncBuffer) (*gateway.Gateway, *slog.Logger)
 	return gateway.New(&gateway.Options{Store: st, Policy: rules, Logger: log, Approvals: approval.Options{}, Timeout: 20 * time.Second}), log
 }
 
-func connect(t *testing.T, g *gateway.Gateway, log *slog.Logger, u *upstream, secret string) (*mcp.Upstream, error) {
+func connect(t *testing.T, g *gateway.Gateway, log *slog.Logger, u *peer, secret string) (*upstream.Upstream, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	up, err := mcp.Connect(ctx, mcp.Server{Name: "remote", URL: u.url(), OAuth: &mcp.OAuth{
+	up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: u.url(), OAuth: &upstream.OAuth{
 		ClientID: clientID, ClientSecret: secret, Scopes: []string{"tools"},
-	}}, &mcp.Options{Registry: g, Logger: log, Audit: log})
+	}}, &upstream.Options{Registry: g, Logger: log, Audit: log})
 	if err == nil {
 		t.Cleanup(func() { up.Close() })
 	}

@@ -1,7 +1,7 @@
 // Package sandbox holds the options of a confined tool process: [Policy],
 // what one process may read, write and connect to, and its resource
 // [Limits]. backend/command's Spec.Sandbox, backend/builtin's bash and
-// backend/mcp's upstream commands take one; a program that embeds
+// backend/upstream's upstream commands take one; a program that embeds
 // Backplane confines a command tool with it:
 //
 //	p := &sandbox.Policy{Write: []string{workspace}, Limits: sandbox.DefaultLimits}

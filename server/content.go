@@ -17,7 +17,7 @@ import (
 
 // ContentSource is where the resources, resource templates, prompts and
 // completions served come from: the upstream MCP servers' (package
-// backend/mcp's Content).
+// backend/upstream's Content).
 type ContentSource interface {
 	ListResources(ctx context.Context) ([]*mcp.Resource, error)
 	ListResourceTemplates(ctx context.Context) ([]*mcp.ResourceTemplate, error)

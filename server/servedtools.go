@@ -56,7 +56,7 @@ func (p *servedTemplates) MarshalJSON() ([]byte, error) {
 }
 
 // descriptorSource is a ContentSource that has its items' own bytes
-// (backend/mcp's Content).
+// (backend/upstream's Content).
 type descriptorSource interface {
 	Descriptor(method, key string) (json.RawMessage, bool)
 }

@@ -60,7 +60,7 @@
 //     at that client through elicitation/create (the call carries it: [gateway.CallRequest.Asker]);
 //     otherwise the tool answers that there is no interaction channel.
 //   - What an upstream MCP server sends during a call reaches the client
-//     that made it ([gateway.CallRequest.Client], package backend/mcp):
+//     that made it ([gateway.CallRequest.Client], package backend/upstream):
 //     progress under the token of the client's request (none when it gave
 //     none), log messages to the session at its logging/setLevel (the
 //     logging capability is declared; nothing is sent before the client

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/tool"
@@ -63,7 +63,7 @@ it. A name the configuration already has is refused.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			srv := mcp.Server{Name: args[0], URL: url, Validator: mcp.ValidatorSubset}
+			srv := upstream.Server{Name: args[0], URL: url, Validator: upstream.ValidatorSubset}
 			if url == "" {
 				srv.Command = args[1:]
 			}
@@ -71,9 +71,9 @@ it. A name the configuration already has is refused.`,
 				return &inputError{err}
 			}
 			switch validator {
-			case "", mcp.ValidatorSubset, mcp.ValidatorDraft2020:
+			case "", upstream.ValidatorSubset, upstream.ValidatorDraft2020:
 			default:
-				return fmt.Errorf("--validator %s: %s or %s", validator, mcp.ValidatorSubset, mcp.ValidatorDraft2020)
+				return fmt.Errorf("--validator %s: %s or %s", validator, upstream.ValidatorSubset, upstream.ValidatorDraft2020)
 			}
 			path, _, err := config.Find(configFlag)
 			if err != nil {
@@ -107,7 +107,7 @@ it. A name the configuration already has is refused.`,
 }
 
 type addRequest struct {
-	srv       mcp.Server
+	srv       upstream.Server
 	path      string
 	data      []byte
 	validator string
@@ -144,7 +144,7 @@ func addServer(ctx context.Context, out, errOut io.Writer, req addRequest) error
 	L := termtext.Line
 	reg := &probeRegistry{tools: map[string]tool.Tool{}}
 	fmt.Fprintf(errOut, "servers add: connecting to %s...\n", L(req.srv.Name))
-	u, err := mcp.Connect(ctx, req.srv, &mcp.Options{
+	u, err := upstream.Connect(ctx, req.srv, &upstream.Options{
 		Registry: reg, ConnectTimeout: req.timeout,
 		StartProgress: func(waited time.Duration) {
 			fmt.Fprintf(errOut, "servers add: %s still starting (%s)\n", L(req.srv.Name), waited.Round(time.Second))
@@ -153,8 +153,8 @@ func addServer(ctx context.Context, out, errOut io.Writer, req addRequest) error
 	if err != nil {
 		return inputErrorf("%v", err)
 	}
-	subsetN, subsetRefused := u.Accepts(mcp.ValidatorSubset)
-	draftN, draftRefused := u.Accepts(mcp.ValidatorDraft2020)
+	subsetN, subsetRefused := u.Accepts(upstream.ValidatorSubset)
+	draftN, draftRefused := u.Accepts(upstream.ValidatorDraft2020)
 	reg.mu.Lock()
 	tools := maps.Clone(reg.tools) // Close unregisters them
 	reg.mu.Unlock()
@@ -162,8 +162,8 @@ func addServer(ctx context.Context, out, errOut io.Writer, req addRequest) error
 	n := len(tools)
 
 	fmt.Fprintf(out, "server %s: %d tools\n", L(req.srv.Name), n)
-	fmt.Fprintf(out, "  validator %s accepts %d of %d\n", mcp.ValidatorSubset, subsetN, n)
-	fmt.Fprintf(out, "  validator %s accepts %d of %d\n", mcp.ValidatorDraft2020, draftN, n)
+	fmt.Fprintf(out, "  validator %s accepts %d of %d\n", upstream.ValidatorSubset, subsetN, n)
+	fmt.Fprintf(out, "  validator %s accepts %d of %d\n", upstream.ValidatorDraft2020, draftN, n)
 	if len(subsetRefused) > 0 {
 		fmt.Fprintf(out, "  the subset refuses:\n")
 		for _, t := range subsetRefused {
@@ -171,7 +171,7 @@ func addServer(ctx context.Context, out, errOut io.Writer, req addRequest) error
 		}
 	}
 	if len(draftRefused) > 0 {
-		fmt.Fprintf(out, "  %s refuses:\n", mcp.ValidatorDraft2020)
+		fmt.Fprintf(out, "  %s refuses:\n", upstream.ValidatorDraft2020)
 		for _, t := range draftRefused {
 			fmt.Fprintf(out, "    %s: %s\n", L(t.Name), L(strings.Join(t.Keywords, ", ")))
 		}
@@ -181,9 +181,9 @@ func addServer(ctx context.Context, out, errOut io.Writer, req addRequest) error
 		// The subset stays the boundary unless the wider one is what makes
 		// tools callable: then the choice is made here, explicitly, and
 		// written down (D21).
-		chosen = mcp.ValidatorSubset
+		chosen = upstream.ValidatorSubset
 		if draftN > subsetN {
-			chosen = mcp.ValidatorDraft2020
+			chosen = upstream.ValidatorDraft2020
 		}
 	}
 
@@ -212,7 +212,7 @@ func addServer(ctx context.Context, out, errOut io.Writer, req addRequest) error
 	}
 
 	refused := subsetRefused
-	if chosen == mcp.ValidatorDraft2020 {
+	if chosen == upstream.ValidatorDraft2020 {
 		refused = draftRefused
 	}
 	// Read-only and callable under the validator written: allowing a tool
@@ -220,7 +220,7 @@ func addServer(ctx context.Context, out, errOut io.Writer, req addRequest) error
 	var readOnly []string
 	for name, t := range tools {
 		if t.Safety.ReadOnly && !t.Safety.RequiresApproval &&
-			!slices.ContainsFunc(refused, func(r mcp.RefusedTool) bool { return r.Name == name }) {
+			!slices.ContainsFunc(refused, func(r upstream.RefusedTool) bool { return r.Name == name }) {
 			readOnly = append(readOnly, name)
 		}
 	}
@@ -240,7 +240,7 @@ type entry struct{ lines []string }
 
 // serverEntry is srv's entry: strings as JSON strings (valid YAML
 // double-quoted scalars, every character escaped that needs it).
-func serverEntry(srv mcp.Server, validator string) entry {
+func serverEntry(srv upstream.Server, validator string) entry {
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	e := entry{lines: []string{"- name: " + srv.Name}}
 	if srv.URL != "" {
@@ -257,7 +257,7 @@ func serverEntry(srv mcp.Server, validator string) entry {
 }
 
 func validatorMeaning(v string) string {
-	if v == mcp.ValidatorDraft2020 {
+	if v == upstream.ValidatorDraft2020 {
 		return "schemas checked as JSON Schema 2020-12 in full"
 	}
 	return "Backplane's schema subset; tools beyond it are refused"

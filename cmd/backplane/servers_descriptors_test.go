@@ -27,7 +27,7 @@ var descriptorLists = []struct{ method, member, key, cap string }{
 }
 
 // clientCaps are the capabilities Backplane's own client declares to an
-// upstream (backend/mcp's defaults: roots and elicitation relayed), so
+// upstream (backend/upstream's defaults: roots and elicitation relayed), so
 // that an upstream that lists by its client's capabilities
 // (server-everything) lists the same to the test as to Backplane.
 const clientCaps = `{"roots":{},"elicitation":{"form":{},"url":{}}}`

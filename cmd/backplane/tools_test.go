@@ -15,7 +15,7 @@ var (
 	mcpServerErr  error
 )
 
-// mcpTestServer builds backend/mcp's Go test server (an MCP server over
+// mcpTestServer builds backend/upstream's Go test server (an MCP server over
 // stdio whose tool greet takes its description from MCPTEST_DESC) once.
 func mcpTestServer(t *testing.T) string {
 	t.Helper()
@@ -25,7 +25,7 @@ func mcpTestServer(t *testing.T) string {
 		// test, and the build is shared).
 		mcpServerPath = filepath.Join(filepath.Dir(binary), "mcptestserver")
 		goTool := "go" // from PATH, as a developer runs it
-		out, err := exec.Command(goTool, "build", "-o", mcpServerPath, "../../backend/mcp/testdata/mcptestserver").CombinedOutput()
+		out, err := exec.Command(goTool, "build", "-o", mcpServerPath, "../../backend/upstream/testdata/mcptestserver").CombinedOutput()
 		if err != nil {
 			mcpServerErr = errors.New(string(out))
 		}

@@ -55,17 +55,17 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// upstream is a Go SDK MCP server over streamable HTTP on 127.0.0.1 whose
+// tracedPeer is a Go SDK MCP server over streamable HTTP on 127.0.0.1 whose
 // tool echo keeps the _meta of each call.
-type upstream struct {
+type tracedPeer struct {
 	url     string
 	mu      sync.Mutex
 	meta    []map[string]any
 	headers []string // traceparent headers received
 }
 
-func startUpstream(t *testing.T) *upstream {
-	u := &upstream{}
+func startUpstream(t *testing.T) *tracedPeer {
+	u := &tracedPeer{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "trace-upstream", Version: "v0"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "echo", Description: "Answers ok.", InputSchema: map[string]any{"type": "object"},
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
@@ -89,7 +89,7 @@ func startUpstream(t *testing.T) *upstream {
 	return u
 }
 
-func (u *upstream) metas() []map[string]any {
+func (u *tracedPeer) metas() []map[string]any {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]map[string]any(nil), u.meta...)

@@ -1,5 +1,5 @@
 // Package conformanceclient drives Backplane's upstream connector (package
-// backend/mcp) as the client under test of the official MCP conformance
+// backend/upstream) as the client under test of the official MCP conformance
 // suite's client scenarios (@modelcontextprotocol/conformance 0.2.0-alpha.12,
 // pinned in testdata/conformance as conformance-next).
 //
@@ -7,7 +7,7 @@
 // server's URL as its last argument, the scenario's name in
 // MCP_CONFORMANCE_SCENARIO and, for some, the calls to make in
 // MCP_CONFORMANCE_CONTEXT. [Run] is that command's work: it connects to the
-// URL exactly as `backplane serve` connects to an upstream (mcp.Connect:
+// URL exactly as `backplane serve` connects to an upstream (upstream.Connect:
 // server/discover, then tools/list), then makes the scenario's calls
 // through the registered tools' backends, as the gateway would once a call
 // is authorized. It checks nothing itself: the suite does.
@@ -21,7 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/tool"
 	"slices"
 	"strconv"
@@ -71,13 +71,13 @@ func Run(ctx context.Context, url, scenario string, raw []byte) error {
 	}
 	reg := &registry{tools: map[string]tool.Tool{}}
 	bare := "" // the server's own tool names
-	up, err := mcp.Connect(ctx, mcp.Server{
+	up, err := upstream.Connect(ctx, upstream.Server{
 		Name: "suite", Prefix: &bare, URL: url,
 		// The subset validator refuses the x-mcp-header keyword (it keeps
 		// no annotation it does not check); draft 2020-12 keeps it.
-		Validator: mcp.ValidatorDraft2020,
-		Bridge:    &mcp.Bridge{Elicitation: true, Sampling: true, Roots: true},
-	}, &mcp.Options{Registry: reg, ConnectTimeout: connectTimeout})
+		Validator: upstream.ValidatorDraft2020,
+		Bridge:    &upstream.Bridge{Elicitation: true, Sampling: true, Roots: true},
+	}, &upstream.Options{Registry: reg, ConnectTimeout: connectTimeout})
 	if err != nil {
 		return err
 	}
@@ -152,8 +152,8 @@ func (d *driver) call(ctx context.Context, name string, args json.RawMessage) {
 }
 
 // content lists and reads the resources and lists and gets the prompts.
-func (d *driver) content(ctx context.Context, up *mcp.Upstream) {
-	c, err := mcp.NewContent(ctx, []*mcp.Upstream{up})
+func (d *driver) content(ctx context.Context, up *upstream.Upstream) {
+	c, err := upstream.NewContent(ctx, []*upstream.Upstream{up})
 	if err != nil {
 		d.fail(err)
 		return

@@ -7,7 +7,7 @@
 // BenchmarkMCPProxy/gateway is the same call made through the gateway: the
 // client reaches backplane's MCP server over stdio (Server.ServeStdio on OS
 // pipes, as `backplane serve --stdio` runs), and the gateway's tool is that
-// same upstream program, started and spoken to by package backend/mcp as
+// same upstream program, started and spoken to by package backend/upstream as
 // for a configured `servers:` entry; the gateway runs its whole pipeline
 // over a SQLite store in a temporary folder (the real default: a synced
 // intent commit and a settlement per call). BenchmarkMCPProxy/
@@ -50,7 +50,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	bmcp "github.com/agentbackplane/backplane/backend/mcp"
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/policy"
@@ -183,7 +183,7 @@ func BenchmarkMCPProxyStdio(b *testing.B) {
 	b.Run("gateway", func(b *testing.B) {
 		// server-everything's echo declares $schema, which the subset
 		// refuses: the draft 2020-12 validator takes it.
-		cs := throughGateway(b, sqliteStore(b), bmcp.Server{Name: "up", Command: everything(b), Validator: bmcp.ValidatorDraft2020})
+		cs := throughGateway(b, sqliteStore(b), upstream.Server{Name: "up", Command: everything(b), Validator: upstream.ValidatorDraft2020})
 		runCalls(b, cs, "up.echo", args, check)
 	})
 }
@@ -200,7 +200,7 @@ func sqliteStore(b *testing.B) store.Store {
 // throughGateway connects the upstream srv to a gateway over st, as
 // `servers:` does, serves that gateway over stdio on OS pipes, and returns
 // a client session to it.
-func throughGateway(b testing.TB, st store.Store, srv bmcp.Server) *mcp.ClientSession {
+func throughGateway(b testing.TB, st store.Store, srv upstream.Server) *mcp.ClientSession {
 	b.Helper()
 	rules, err := policy.NewRules([]policy.Rule{{Caller: "bench", Allow: []string{"up.echo"}}})
 	if err != nil {
@@ -209,7 +209,7 @@ func throughGateway(b testing.TB, st store.Store, srv bmcp.Server) *mcp.ClientSe
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	up, err := bmcp.Connect(ctx, srv, &bmcp.Options{Registry: g})
+	up, err := upstream.Connect(ctx, srv, &upstream.Options{Registry: g})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -237,9 +237,9 @@ func throughGateway(b testing.TB, st store.Store, srv bmcp.Server) *mcp.ClientSe
 }
 
 // goUpstream is the Go echo upstream as a `servers:` entry.
-func goUpstream(b testing.TB) bmcp.Server {
+func goUpstream(b testing.TB) upstream.Server {
 	b.Setenv(upstreamEnv, "1") // passed on by name (Server.Env)
-	return bmcp.Server{Name: "up", Command: upstreamCommand(b), Env: []string{upstreamEnv, logEnv, wireLogEnv, "GOTRACEBACK"}}
+	return upstream.Server{Name: "up", Command: upstreamCommand(b), Env: []string{upstreamEnv, logEnv, wireLogEnv, "GOTRACEBACK"}}
 }
 
 func BenchmarkMCPProxy(b *testing.B) {

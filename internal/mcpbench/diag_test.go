@@ -149,7 +149,7 @@ const stressEnv = "BACKPLANE_MCPBENCH_STRESS"
 
 // TestStressChain makes sequential calls through the gateway-memstore
 // chain of BenchmarkMCPProxy (client, ServeStdio on OS pipes, gateway,
-// backend/mcp, the Go upstream process) for the duration in
+// backend/upstream, the Go upstream process) for the duration in
 // BACKPLANE_MCPBENCH_STRESS, without the benchmark's restarts, and fails
 // on the first call that does not answer: the watchdog leaves its dumps in
 // BACKPLANE_MCPBENCH_LOG (a temporary folder when unset, named in the
@@ -193,7 +193,7 @@ func TestStressChain(t *testing.T) {
 		}
 		longest = max(longest, took)
 		if took >= slowCall {
-			// Most likely a stall that backend/mcp's nudge ended.
+			// Most likely a stall that backend/upstream's nudge ended.
 			slow++
 			t.Logf("call %d took %v", n, took)
 		}

@@ -23,7 +23,7 @@ const goStallChildEnv = "BACKPLANE_GOSTALL_CHILD"
 // test fails, saying how long the stall lasted and that one more byte
 // ended it (measured: a stall after 133,480 and 495,384 round trips, over
 // 12 s, ended 0.2 and 1.8 ms after the extra byte). It passes on a runtime
-// without the race; backend/mcp's nudge (nudge.go) is then no longer
+// without the race; backend/upstream's nudge (nudge.go) is then no longer
 // needed for Go servers. Minutes on a busy 2-core machine:
 //
 //	BACKPLANE_GOSTALL=3m go test -run TestGoStdinStall -v ./internal/mcpbench

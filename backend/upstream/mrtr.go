@@ -1,0 +1,199 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/tool"
+)
+
+// Multi round-trip requests (2026-07-28, SEP-2322).
+//
+// At 2026-07-28 a server does not send its client requests in the middle of
+// a call: it answers the call with resultType "input_required", the
+// requests it needs answered (elicitation, sampling, roots) and an opaque
+// requestState, and the client calls again with the answers
+// (inputResponses) and the state. The gateway relays each request to the
+// client behind that very call (its tool.Client, which speaks the
+// caller's revision), so the requests of any number of calls in flight on
+// one server each reach their own client: nothing has to be guessed, unlike
+// a 2025-11-25 server's requests, which name no call (bridge.go).
+//
+// The SDK's own client loop (MultiRoundTripOptions) is not used: it
+// answers roots from the client's static list and hands the rest to one
+// handler per client, where the gateway needs the call's client and the
+// raw result of the last round (D20).
+
+// Bounds of one call's rounds, as the SDK's own loop has them: a server that
+// keeps asking, or keeps shedding load (input_required with no request),
+// gets an error.
+const (
+	maxRounds     = 10
+	maxShedRounds = 3
+)
+
+// inputRound is an input_required result: the requests by the server's ids,
+// each with its method and raw params, and the state to echo.
+type inputRound struct {
+	requests map[string]inputRequest
+	state    string
+}
+
+type inputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// inputRequired reads a tools/call result: ok when it is input_required.
+func inputRequired(raw []byte) (r *inputRound, ok bool, err error) {
+	m, err := members(raw)
+	if err != nil {
+		return nil, false, nil // resultOf says what is wrong with it
+	}
+	var rt string
+	if v, has := m["resultType"]; !has || json.Unmarshal(v, &rt) != nil || rt != "input_required" {
+		return nil, false, nil
+	}
+	r = &inputRound{}
+	if v, has := m["inputRequests"]; has && string(v) != "null" {
+		if err := json.Unmarshal(v, &r.requests); err != nil {
+			return nil, true, fmt.Errorf("%w: the input_required result: inputRequests: %v", tool.ErrMalformedResult, err)
+		}
+	}
+	if v, has := m["requestState"]; has && string(v) != "null" {
+		if err := json.Unmarshal(v, &r.state); err != nil {
+			return nil, true, fmt.Errorf("%w: the input_required result: requestState is not a string", tool.ErrMalformedResult)
+		}
+	}
+	return r, true, nil
+}
+
+// fulfil relays each request of r to the client of in, in the order of the
+// server's ids, and returns the answers for the retry. Each relay is
+// audited as a request the server makes during a call is. A request the
+// bridge does not allow, or that the client cannot answer, fails the call:
+// the server gets no retry.
+func (u *Upstream) fulfil(ctx context.Context, in *inflight, r *inputRound) (sdk.InputResponseMap, error) {
+	out := make(sdk.InputResponseMap, len(r.requests))
+	for _, id := range slices.Sorted(maps.Keys(r.requests)) {
+		req := r.requests[id]
+		raw, err := u.fulfilOne(ctx, in, req)
+		outcome := "relayed"
+		attrs := []any{"method", req.Method, "call_id", in.callID, "via", "input_required"}
+		if err != nil {
+			outcome = "refused"
+			attrs = append(attrs, "error", err.Error())
+		}
+		u.audit.Info("upstream request", append(attrs, "outcome", outcome)...)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s asked the client for %s (input request %q): %w", u.srv.Name, req.Method, id, err)
+		}
+		res := newRelayResult(req.Method)
+		if err := json.Unmarshal(raw, res); err != nil {
+			return nil, fmt.Errorf("upstream %s asked the client for %s: the client's answer cannot be read: %v", u.srv.Name, req.Method, err)
+		}
+		out[id] = res
+	}
+	return out, nil
+}
+
+// deferred is the *tool.InputRequiredError of r, for a client that
+// answers by calling again (tool.InputDeferrer): the requests marked as
+// relayed ones are, and the server's request state as the error's state.
+func (u *Upstream) deferred(in *inflight, r *inputRound) error {
+	e := &tool.InputRequiredError{Server: u.srv.Name, Requests: make(map[string]tool.InputRequest, len(r.requests)), State: r.state}
+	for _, id := range slices.Sorted(maps.Keys(r.requests)) {
+		req := r.requests[id]
+		params, err := u.prepareInput(req)
+		outcome := "deferred"
+		attrs := []any{"method", req.Method, "call_id", in.callID, "via", "input_required"}
+		if err != nil {
+			outcome = "refused"
+			attrs = append(attrs, "error", err.Error())
+		}
+		u.audit.Info("upstream request", append(attrs, "outcome", outcome)...)
+		if err != nil {
+			return fmt.Errorf("upstream %s asked the client for %s (input request %q): %w", u.srv.Name, req.Method, id, err)
+		}
+		e.Requests[id] = tool.InputRequest{Method: req.Method, Params: params}
+	}
+	return e
+}
+
+// prepareInput checks that the bridge relays req and marks its params.
+func (u *Upstream) prepareInput(req inputRequest) (json.RawMessage, error) {
+	if err := u.bridged(req.Method); err != nil {
+		return nil, err
+	}
+	var p any
+	if len(req.Params) > 0 && string(req.Params) != "null" {
+		p = req.Params
+	}
+	params, err := u.prepare(req.Method, p)
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return nil, errors.New(je.Message)
+	}
+	return params, err
+}
+
+// answers are the retry's inputResponses from the client's answers.
+func answers(a *tool.InputAnswers) (sdk.InputResponseMap, error) {
+	if len(a.Responses) == 0 {
+		return nil, nil
+	}
+	data, err := json.Marshal(a.Responses)
+	if err != nil {
+		return nil, err
+	}
+	var m sdk.InputResponseMap
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%w: the client's input responses: %v", tool.ErrNotStarted, err)
+	}
+	return m, nil
+}
+
+// bridged says why method may not be relayed, if it may not.
+func (u *Upstream) bridged(method string) error {
+	var allowed bool
+	switch method {
+	case tool.RequestSampling:
+		allowed = u.bridge.Sampling
+	case tool.RequestElicitation:
+		allowed = u.bridge.Elicitation
+	case tool.RequestRoots:
+		allowed = u.bridge.Roots
+	default:
+		return fmt.Errorf("%q is not a request a server may make of its client", method)
+	}
+	if !allowed {
+		return fmt.Errorf("%s is not bridged to the clients of this gateway", method)
+	}
+	return nil
+}
+
+func (u *Upstream) fulfilOne(ctx context.Context, in *inflight, req inputRequest) (json.RawMessage, error) {
+	if err := u.bridged(req.Method); err != nil {
+		return nil, err
+	}
+	if in.client == nil {
+		return nil, errNoClient
+	}
+	var p any
+	if len(req.Params) > 0 && string(req.Params) != "null" {
+		p = req.Params
+	}
+	raw, err := u.ask(ctx, in, req.Method, p)
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return nil, errors.New(je.Message)
+	}
+	return raw, err
+}
