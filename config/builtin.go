@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Builtin configures the nine built-in tools (read, write, edit, ls, glob,
@@ -54,7 +56,7 @@ type SafetyOverride struct {
 }
 
 // Apply returns s with the flags o sets changed.
-func (o SafetyOverride) Apply(s Safety) Safety {
+func (o SafetyOverride) Apply(s tool.Safety) tool.Safety {
 	if o.ReadOnly != nil {
 		s.ReadOnly = *o.ReadOnly
 	}
