@@ -28,6 +28,7 @@ import (
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/server"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // serveGCPercent is serve's garbage collection target (GOGC), unless the
@@ -312,7 +313,7 @@ func printSummary(w io.Writer, s *gatewaySession, base string) {
 		switch {
 		case t.Pinned:
 			src = "upstream"
-		case slices.Contains(builtinNames, t.Name):
+		case slices.Contains(tool.BuiltinNames(), t.Name):
 			src = "built-in"
 		}
 		bySource[src] = append(bySource[src], t.Name)
@@ -328,9 +329,6 @@ func printSummary(w io.Writer, s *gatewaySession, base string) {
 	}
 	printRefused(w, "  ", refusedServers(s.rt))
 }
-
-// builtinNames are the built-in tools' names.
-var builtinNames = []string{"read", "write", "edit", "ls", "glob", "grep", "bash", "url_fetch", "ask_user_question"}
 
 // announcePending prints one line per new pending approval request: id,
 // caller, tool, short arguments and how to decide it.
