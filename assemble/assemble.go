@@ -314,7 +314,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			Name:        t.Name,
 			Description: t.Description,
 			InputSchema: t.InputSchemaJSON,
-			Safety:      tool.Safety(t.Safety),
+			Safety:      t.Safety,
 			Timeout:     t.Timeout,
 			Backend:     cb,
 		})
@@ -484,7 +484,7 @@ func (rt *Runtime) registerBuiltins(ctx context.Context, g *gateway.Gateway, ask
 		if !ok {
 			return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: "unknown built-in tool " + name}
 		}
-		t.Safety = tool.Safety(c.Builtin.Safety[name].Apply(config.Safety(t.Safety)))
+		t.Safety = c.Builtin.Safety[name].Apply(t.Safety)
 		if err := g.Register(ctx, t); err != nil {
 			return &config.Error{File: c.Path, Line: c.Builtin.Line, Msg: err.Error()}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // config keeps its own copies of a few names so that it imports no
@@ -36,8 +37,8 @@ func TestConfigAgreesWithThePackagesItNames(t *testing.T) {
 	for _, s := range schemas.All() {
 		names = append(names, s.Name)
 	}
-	if !slices.Equal(config.BuiltinTools(), names) {
-		t.Errorf("config.BuiltinTools() = %v, the built-in schemas are %v", config.BuiltinTools(), names)
+	if !slices.Equal(tool.BuiltinNames(), names) {
+		t.Errorf("tool.BuiltinNames() = %v, the built-in schemas are %v", tool.BuiltinNames(), names)
 	}
 }
 

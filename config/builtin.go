@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Builtin configures the nine built-in tools (read, write, edit, ls, glob,
@@ -54,7 +56,7 @@ type SafetyOverride struct {
 }
 
 // Apply returns s with the flags o sets changed.
-func (o SafetyOverride) Apply(s Safety) Safety {
+func (o SafetyOverride) Apply(s tool.Safety) tool.Safety {
 	if o.ReadOnly != nil {
 		s.ReadOnly = *o.ReadOnly
 	}
@@ -67,14 +69,9 @@ func (o SafetyOverride) Apply(s Safety) Safety {
 	return s
 }
 
-// BuiltinTools are the names of the built-in tools, in the order of
-// package backend/builtin/schemas (a test of package assemble holds them
-// equal): the default of builtin.enable.
-func BuiltinTools() []string {
-	return []string{"read", "bash", "grep", "glob", "write", "url_fetch", "edit", "ls", "ask_user_question"}
-}
-
-func builtinNames() []string { return BuiltinTools() }
+// builtinNames are the names of the built-in tools: the default of
+// builtin.enable.
+func builtinNames() []string { return tool.BuiltinNames() }
 
 func (p *parser) builtinTool(v *yaml.Node, what string) (string, error) {
 	name, err := p.str(v, what)

@@ -77,6 +77,7 @@ import (
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // DefaultFile is the name of the user's configuration file (see [UserFile]).
@@ -232,7 +233,7 @@ type ToolConfig struct {
 	Timeout time.Duration
 	// MaxOutputBytes caps the program's stdout. Default: Limits.MaxResultBytes.
 	MaxOutputBytes int
-	Safety         Safety
+	Safety         tool.Safety
 	// MainArg names the argument TOOL(PATTERN) policy entries match
 	// (main_arg); nil: none, and such entries are refused.
 	MainArg *policy.MainArg
@@ -240,12 +241,6 @@ type ToolConfig struct {
 	Sandbox *SandboxConfig
 	// Line is where the tool is declared in the file.
 	Line int
-}
-
-// Safety flags of a tool, as the file sets them (the same fields as the
-// gateway's tool.Safety, which converts from it).
-type Safety struct {
-	ReadOnly, Idempotent, RequiresApproval bool
 }
 
 // Error is a configuration error at a line of a file (Line 0 when no line

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // testdata/example.yaml is the example of the gateway issue, verbatim.
@@ -94,7 +95,7 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 	if n.Timeout != 5*time.Second {
 		t.Errorf("Timeout = %v", n.Timeout)
 	}
-	if n.Safety != (Safety{}) {
+	if n.Safety != (tool.Safety{}) {
 		t.Errorf("Safety = %+v", n.Safety)
 	}
 	if n.Dir != abs {
@@ -477,7 +478,7 @@ tools:
 	}
 	a, b := c.Tools[0], c.Tools[1]
 	if a.Name != "fs.read" || a.Dir != "/srv" || a.MaxOutputBytes != 500 || a.Timeout != time.Minute ||
-		a.Safety != (Safety{ReadOnly: true, Idempotent: true, RequiresApproval: true}) ||
+		a.Safety != (tool.Safety{ReadOnly: true, Idempotent: true, RequiresApproval: true}) ||
 		!reflect.DeepEqual(a.Env, []string{"HOME", "LANG"}) {
 		t.Errorf("tool a = %+v", a)
 	}

@@ -317,3 +317,11 @@ func definitionHash(name, description string, schema json.RawMessage, safety Saf
 	}
 	return hex.EncodeToString(sum[:])
 }
+
+// BuiltinNames returns the names of the built-in tools (package
+// backend/builtin), in the order they are listed to a model, most used
+// first: the one list of them (the configuration's default of
+// builtin.enable, the embedded schemas' order, serve's summary).
+func BuiltinNames() []string {
+	return []string{"read", "bash", "grep", "glob", "write", "url_fetch", "edit", "ls", "ask_user_question"}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/server"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // serveGCPercent is serve's garbage collection target (GOGC), unless the
@@ -233,7 +234,7 @@ func printSummary(w io.Writer, rt *assemble.Runtime, base string) {
 		switch {
 		case t.Pinned:
 			src = "upstream"
-		case slices.Contains(builtinNames, t.Name):
+		case slices.Contains(tool.BuiltinNames(), t.Name):
 			src = "built-in"
 		}
 		bySource[src] = append(bySource[src], t.Name)
@@ -249,9 +250,6 @@ func printSummary(w io.Writer, rt *assemble.Runtime, base string) {
 	}
 	printRefused(w, "  ", refusedServers(rt))
 }
-
-// builtinNames are the built-in tools' names.
-var builtinNames = []string{"read", "write", "edit", "ls", "glob", "grep", "bash", "url_fetch", "ask_user_question"}
 
 // stdinOf is the command's input, closable when it is a file (closing it
 // ends the read that a shutdown would otherwise leave blocked).

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Tool is a tool descriptor in the MCP shape (name, description,
@@ -24,8 +26,8 @@ type Tool struct {
 var files embed.FS
 
 // order is the order [All] returns the tools in: the order the built-ins are
-// listed to a model, most used first, not alphabetical.
-var order = []string{"read", "bash", "grep", "glob", "write", "url_fetch", "edit", "ls", "ask_user_question"}
+// listed to a model, most used first, not alphabetical ([tool.BuiltinNames]).
+var order = tool.BuiltinNames()
 
 var (
 	loadOnce sync.Once
