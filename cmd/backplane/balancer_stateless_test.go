@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -151,42 +150,7 @@ tools:
 	for range clients {
 		css = append(css, statelessClient(ctx, t, b, seen))
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	succeeded, refused := 0, 0
-	start := make(chan struct{})
-	for i, cs := range css {
-		for k := range perClient {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				n := i*perClient + k + 1
-				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "note", Arguments: map[string]any{"n": n}})
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err != nil:
-					t.Errorf("call n=%d: %v", n, err)
-				case errorClass(res) == "":
-					succeeded++
-				case errorClass(res) == "budget_exceeded":
-					refused++
-				default:
-					t.Errorf("call n=%d: class %s", n, errorClass(res))
-				}
-			}()
-		}
-	}
-	close(start)
-	wg.Wait()
-	t.Logf("%d calls: %d succeeded, %d budget_exceeded; per replica: %v", clients*perClient, succeeded, refused, seen.snapshot())
-	if succeeded != quota || refused != clients*perClient-quota {
-		t.Errorf("%d succeeded and %d were refused; want exactly %d and %d", succeeded, refused, quota, clients*perClient-quota)
-	}
-	if got := len(g.recordedNotes(t)); got != quota {
-		t.Errorf("the tool ran %d times, want %d", got, quota)
-	}
+	spendQuota(ctx, t, g, css, perClient, quota, seen)
 	if n := len(seen.snapshot()); n < 3 {
 		t.Errorf("requests reached %v: want all three replicas", seen.snapshot())
 	}

@@ -251,6 +251,22 @@ tools:
 		t.Cleanup(func() { cs.Close() })
 		css = append(css, cs)
 	}
+	spendQuota(ctx, t, g, css, perSession, quota, seen)
+	if n := len(seen.snapshot()); n < 2 {
+		t.Errorf("the sessions' requests reached %d replica(s), want them spread", n)
+	}
+	j := g.pgJournal(t, "--limit", "1000")
+	if len(j) != quota {
+		t.Errorf("the journal holds %d intents, want %d", len(j), quota)
+	}
+}
+
+// spendQuota makes perSession concurrent note calls on each session, all
+// at once, and checks that exactly quota of them ran: the rest refused
+// with budget_exceeded, none failing otherwise, the tool run once per
+// success.
+func spendQuota(ctx context.Context, t *testing.T, g *gwDir, css []*mcp.ClientSession, perSession, quota int, seen *replicaSeen) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	succeeded, refused := 0, 0
@@ -280,20 +296,13 @@ tools:
 	}
 	close(start)
 	wg.Wait()
-	t.Logf("%d calls: %d succeeded, %d budget_exceeded; requests answered per replica: %v",
-		sessions*perSession, succeeded, refused, seen.snapshot())
-	if succeeded != quota || refused != sessions*perSession-quota {
-		t.Errorf("%d succeeded and %d were refused; want exactly %d and %d", succeeded, refused, quota, sessions*perSession-quota)
+	total := len(css) * perSession
+	t.Logf("%d calls: %d succeeded, %d budget_exceeded; requests answered per replica: %v", total, succeeded, refused, seen.snapshot())
+	if succeeded != quota || refused != total-quota {
+		t.Errorf("%d succeeded and %d were refused; want exactly %d and %d", succeeded, refused, quota, total-quota)
 	}
 	if got := len(g.recordedNotes(t)); got != quota {
 		t.Errorf("the tool ran %d times, want %d", got, quota)
-	}
-	if n := len(seen.snapshot()); n < 2 {
-		t.Errorf("the sessions' requests reached %d replica(s), want them spread", n)
-	}
-	j := g.pgJournal(t, "--limit", "1000")
-	if len(j) != quota {
-		t.Errorf("the journal holds %d intents, want %d", len(j), quota)
 	}
 }
 
