@@ -18,7 +18,7 @@ type importRule struct {
 
 // Package sets the rules name.
 var (
-	backendImpls = []string{"backend/..."} // backend itself is the interface, not an implementation
+	backendImpls = []string{"backend/..."} // the interface they implement is tool.Backend
 	storeImpls   = []string{"store/..."}   // store itself is the contract
 	frontEnds    = []string{"server", "console", "hook"}
 	upper        = []string{"assemble", "cmd/...", "server", "console", "hook"}
@@ -29,13 +29,13 @@ var importRules = []importRule{
 		"front ends reach tools and the store only through the gateway"},
 	{[]string{"config"}, []string{"gateway", "backend/...", "internal/sandbox", "store", "store/...", "assemble", "server", "console", "oauth", "tracing"},
 		"config parses: it decides nothing, probes nothing, opens nothing"},
-	{[]string{"policy", "budget", "validator/...", "inputschema", "approval"}, []string{"store", "store/...", "gateway", "backend", "backend/...", "config"},
+	{[]string{"policy", "budget", "validator/...", "inputschema", "approval"}, []string{"store", "store/...", "gateway", "backend/...", "config"},
 		"rules packages decide on values, never on storage"},
-	{[]string{"gateway", "tool", "backend"}, append(append(append([]string{"config"}, upper...), backendImpls...), storeImpls...),
+	{[]string{"gateway", "tool"}, append(append(append([]string{"config"}, upper...), backendImpls...), storeImpls...),
 		"the gateway and the tool vocabulary are below every implementation and front end"},
 	{backendImpls, []string{"gateway", "config", "assemble", "cmd/...", "server", "console", "hook", "store", "store/..."},
 		"backends run tools; the gateway calls them, never the other way"},
-	{storeImpls, []string{"gateway", "config", "assemble", "backend", "backend/...", "server", "console", "policy"},
+	{storeImpls, []string{"gateway", "config", "assemble", "backend/...", "server", "console", "policy"},
 		"stores keep records; they know nothing of what is above"},
 }
 
