@@ -131,18 +131,8 @@ tools:
 // clients through a round-robin balancer with no affinity spend one quota
 // of 20 across three replicas exactly once.
 func TestBalancerStatelessQuota(t *testing.T) {
-	db := newPGSchema(t)
 	const quota, clients, perClient = 20, 8, 8
-	g := newGWDir(t, fmt.Sprintf(replicasConfig, db.url, "{lease_ttl: 15s, max_conns: 16}", fmt.Sprintf(`policy:
-  - caller: alice
-    allow: [note]
-budgets:
-  - scope: caller
-    quota: %d
-tools:
-%s`, quota, noteTool)))
-	reps := startReplicas(t, g, "A", "B", "C")
-	b := startBalancer(t, reps, false)
+	g, b := quotaReplicas(t, quota, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	seen := &replicaSeen{by: map[string]int{}}

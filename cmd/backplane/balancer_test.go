@@ -221,18 +221,8 @@ tools:
 // sessions (the Go SDK's client at 2025-11-25, each kept on its replica by
 // the stick table) spread over three replicas spend one quota of 20 exactly once.
 func TestBalancerQuotaAcrossThreeReplicas(t *testing.T) {
-	db := newPGSchema(t)
 	const quota, sessions, perSession = 20, 8, 8
-	g := newGWDir(t, fmt.Sprintf(replicasConfig, db.url, "{lease_ttl: 15s, max_conns: 16}", fmt.Sprintf(`policy:
-  - caller: alice
-    allow: [note]
-budgets:
-  - scope: caller
-    quota: %d
-tools:
-%s`, quota, noteTool)))
-	reps := startReplicas(t, g, "A", "B", "C")
-	b := startBalancer(t, reps, true)
+	g, b := quotaReplicas(t, quota, true)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -259,6 +249,23 @@ tools:
 	if len(j) != quota {
 		t.Errorf("the journal holds %d intents, want %d", len(j), quota)
 	}
+}
+
+// quotaReplicas starts three replicas on a new PostgreSQL schema whose
+// policy allows alice the note tool under one caller quota, behind HAProxy
+// (with or without the stick table).
+func quotaReplicas(t *testing.T, quota int, affinity bool) (*gwDir, *balancer) {
+	t.Helper()
+	db := newPGSchema(t)
+	g := newGWDir(t, fmt.Sprintf(replicasConfig, db.url, "{lease_ttl: 15s, max_conns: 16}", fmt.Sprintf(`policy:
+  - caller: alice
+    allow: [note]
+budgets:
+  - scope: caller
+    quota: %d
+tools:
+%s`, quota, noteTool)))
+	return g, startBalancer(t, startReplicas(t, g, "A", "B", "C"), affinity)
 }
 
 // spendQuota makes perSession concurrent note calls on each session, all
