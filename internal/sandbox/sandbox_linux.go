@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -172,16 +173,35 @@ func confineAndExec(p *confinement, path string, argv []string) error {
 	if err := installSeccomp(); err != nil {
 		return err
 	}
-	env := os.Environ()
-	// Last: the address-space limit binds this Go process too, which
-	// allocates nothing more before the exec; the tool gets it fresh.
+	// The exec's arguments as C strings, made before the address-space
+	// limit: that limit binds this Go process too, which is already past
+	// it (the runtime reserves more than a tool's limit), so any mmap after
+	// it is fatal ("runtime: cannot allocate memory", seen once in three
+	// CI runs when syscall.Exec's own conversions needed a new span).
+	// After the limit only the execve system call runs; the tool gets the
+	// limit fresh. (Unlike syscall.Exec this leaves RLIMIT_NOFILE's soft
+	// limit where Go's runtime raised it, at the hard limit, which the tool
+	// could raise it to itself.)
+	pathp, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		return fmt.Errorf("executing %s: %w", path, err)
+	}
+	argvp, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return fmt.Errorf("executing %s: %w", path, err)
+	}
+	envp, err := syscall.SlicePtrFromStrings(os.Environ())
+	if err != nil {
+		return fmt.Errorf("executing %s: %w", path, err)
+	}
 	if p.MemoryCgroup == "" && p.Limits.AddressSpace > 0 {
 		if err := setLimit(unix.RLIMIT_AS, p.Limits.AddressSpace, "address space"); err != nil {
 			return err
 		}
 	}
-	err := syscall.Exec(path, argv, env)
-	return fmt.Errorf("executing %s: %w", path, err)
+	_, _, errno := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(pathp)),
+		uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
+	return fmt.Errorf("executing %s: %w", path, errno)
 }
 
 // supervise runs the tool as its child, in its own process group (the
