@@ -401,13 +401,17 @@ func TestAliasesAreExpandedWithinABound(t *testing.T) {
 	}
 	bomb := "tools:\n  - name: t\n    command: [cat]\n    input_schema:\n      type: object\n      description: ok\n      properties:\n" +
 		indent(b.String(), "        ") + "        z: {type: string, description: *a8}\n"
-	start := time.Now()
 	_, err = Parse([]byte(bomb), "b.yaml")
 	if err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("alias bomb: %v", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("refusing the alias bomb took %v", d)
+	// The refusal must come before the expansion does the work: counted
+	// in allocations, which the machine's load does not change (a clock
+	// would). Expanding even one level of the bomb fully is 10^9 nodes.
+	allocs := testing.AllocsPerRun(1, func() { _, _ = Parse([]byte(bomb), "b.yaml") })
+	t.Logf("refusing the alias bomb: %.0f allocations", allocs)
+	if allocs > 100_000 {
+		t.Errorf("refusing the alias bomb took %.0f allocations: the bound is applied too late", allocs)
 	}
 }
 

@@ -51,12 +51,15 @@ func (c *cutter) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// cutAfterFirstEvent passes the stream up to the end of its first event,
-// then fails as a broken connection does.
+// cutAfterFirstEvent passes the stream up to the end of its first event
+// that carries data (a message: the SDK's priming event, an id alone,
+// comes before the request is even handled, so cutting after it would
+// race the call's own progress), then fails as a broken connection does.
 type cutAfterFirstEvent struct {
-	rc   io.ReadCloser
-	seen []byte
-	done bool
+	rc      io.ReadCloser
+	seen    []byte
+	scanned int // how much of seen is whole events without data
+	done    bool
 }
 
 func (c *cutAfterFirstEvent) Read(p []byte) (int, error) {
@@ -66,12 +69,20 @@ func (c *cutAfterFirstEvent) Read(p []byte) (int, error) {
 	}
 	n, err := c.rc.Read(p)
 	c.seen = append(c.seen, p[:n]...)
-	if i := bytes.Index(c.seen, []byte("\n\n")); i >= 0 {
-		keep := n - (len(c.seen) - (i + 2))
-		c.done = true
-		return keep, nil
+	for {
+		i := bytes.Index(c.seen[c.scanned:], []byte("\n\n"))
+		if i < 0 {
+			return n, err
+		}
+		end := c.scanned + i + 2
+		event := c.seen[c.scanned:end]
+		c.scanned = end
+		if bytes.HasPrefix(event, []byte("data:")) || bytes.Contains(event, []byte("\ndata:")) {
+			keep := n - (len(c.seen) - end)
+			c.done = true
+			return keep, nil
+		}
 	}
-	return n, err
 }
 
 func (c *cutAfterFirstEvent) Close() error { return c.rc.Close() }

@@ -450,7 +450,9 @@ serve:
 `)
 	p := startServe(t, g)
 	cs := connectAlice(t, p, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// The call's own deadline outlasts the two waits below (20 s each), so
+	// a slow machine fails one of them, saying which, rather than the call.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	type answer struct {
 		res *mcp.CallToolResult
