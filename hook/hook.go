@@ -286,123 +286,57 @@ func mcpName(name string) (server, tool string, ok bool) {
 	return server, tool, ok && server != "" && tool != ""
 }
 
-// claudeInput is the union of the members of Claude Code's tool inputs
-// that the mapping reads.
-type claudeInput struct {
-	Command   *string `json:"command"`
-	FilePath  *string `json:"file_path"`
-	Content   *string `json:"content"`
-	OldString *string `json:"old_string"`
-	NewString *string `json:"new_string"`
-	Edits     []struct {
+// claudeMultiEdit is what the mapping reads of MultiEdit's input: each
+// edit of one file.
+type claudeMultiEdit struct {
+	Edits []struct {
 		OldString *string `json:"old_string"`
 		NewString *string `json:"new_string"`
 	} `json:"edits"`
-	Pattern *string `json:"pattern"`
-	Path    *string `json:"path"`
-	Glob    *string `json:"glob"`
-	URL     *string `json:"url"`
 }
 
 func mapClaude(in *Input, p *paths) ([]Call, error) {
-	var ti claudeInput
+	ms, err := inputMembers(in)
+	if err != nil {
+		return nil, err
+	}
+	if m, ok := claudeTools[in.ToolName]; ok {
+		return m.calls(in, ms, p)
+	}
+	if in.ToolName != "MultiEdit" {
+		return nil, fmt.Errorf("%w: Claude Code's %s", ErrUnmapped, in.ToolName)
+	}
+	// MultiEdit: one edit call per edit, all of one file.
+	fp, err := stringMember(in, ms, "file_path")
+	if err != nil {
+		return nil, err
+	}
+	if fp == nil {
+		return nil, fmt.Errorf("%w: MultiEdit tool_input has no file_path", ErrBadInput)
+	}
+	f, err := p.resolve(*fp)
+	if err != nil {
+		return nil, err
+	}
+	var ti claudeMultiEdit
 	if err := json.Unmarshal(in.ToolInput, &ti); err != nil {
-		return nil, fmt.Errorf("%w: %s tool_input: %v", ErrBadInput, in.ToolName, err)
+		return nil, fmt.Errorf("%w: MultiEdit tool_input: %v", ErrBadInput, err)
 	}
-	need := func(field string, v *string) (string, error) {
-		if v == nil {
-			return "", fmt.Errorf("%w: %s tool_input has no %s", ErrBadInput, in.ToolName, field)
-		}
-		return *v, nil
+	if len(ti.Edits) == 0 {
+		return nil, fmt.Errorf("%w: MultiEdit tool_input has no edits", ErrBadInput)
 	}
-	file := func() (string, error) {
-		f, err := need("file_path", ti.FilePath)
-		if err != nil {
-			return "", err
+	var calls []Call
+	for i, e := range ti.Edits {
+		if e.NewString == nil {
+			return nil, fmt.Errorf("%w: MultiEdit edit %d has no new_string", ErrBadInput, i)
 		}
-		return p.resolve(f)
+		cs, err := one("edit", editArgs(f, *e.NewString, e.OldString))
+		if err != nil {
+			return nil, err
+		}
+		calls = append(calls, cs...)
 	}
-	switch in.ToolName {
-	case "Bash":
-		c, err := need("command", ti.Command)
-		if err != nil {
-			return nil, err
-		}
-		return one("bash", map[string]any{"command": c})
-	case "Write":
-		f, err := file()
-		if err != nil {
-			return nil, err
-		}
-		c, err := need("content", ti.Content)
-		if err != nil {
-			return nil, err
-		}
-		return one("write", map[string]any{"path": f, "content": c})
-	case "Edit":
-		f, err := file()
-		if err != nil {
-			return nil, err
-		}
-		n, err := need("new_string", ti.NewString)
-		if err != nil {
-			return nil, err
-		}
-		return one("edit", editArgs(f, n, ti.OldString))
-	case "MultiEdit":
-		f, err := file()
-		if err != nil {
-			return nil, err
-		}
-		if len(ti.Edits) == 0 {
-			return nil, fmt.Errorf("%w: MultiEdit tool_input has no edits", ErrBadInput)
-		}
-		var calls []Call
-		for i, e := range ti.Edits {
-			if e.NewString == nil {
-				return nil, fmt.Errorf("%w: MultiEdit edit %d has no new_string", ErrBadInput, i)
-			}
-			cs, err := one("edit", editArgs(f, *e.NewString, e.OldString))
-			if err != nil {
-				return nil, err
-			}
-			calls = append(calls, cs...)
-		}
-		return calls, nil
-	case "Read":
-		f, err := file()
-		if err != nil {
-			return nil, err
-		}
-		return one("read", map[string]any{"path": f})
-	case "LS":
-		d, err := p.resolveOrCwd(ti.Path)
-		if err != nil {
-			return nil, err
-		}
-		return one("ls", map[string]any{"path": d})
-	case "Glob", "Grep":
-		pat, err := need("pattern", ti.Pattern)
-		if err != nil {
-			return nil, err
-		}
-		d, err := p.resolveOrCwd(ti.Path)
-		if err != nil {
-			return nil, err
-		}
-		args := map[string]any{"pattern": pat, "path": d}
-		if in.ToolName == "Grep" && ti.Glob != nil {
-			args["glob"] = *ti.Glob
-		}
-		return one(strings.ToLower(in.ToolName), args)
-	case "WebFetch":
-		u, err := need("url", ti.URL)
-		if err != nil {
-			return nil, err
-		}
-		return one("url_fetch", map[string]any{"url": u})
-	}
-	return nil, fmt.Errorf("%w: Claude Code's %s", ErrUnmapped, in.ToolName)
+	return calls, nil
 }
 
 // editArgs are the built-in edit's arguments: an empty old text is the
