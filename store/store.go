@@ -226,6 +226,14 @@ type Journal interface {
 // Approvals keeps approval requests (see Approval).
 type Approvals interface {
 	CreateApproval(ctx context.Context, a *Approval) error
+	// OpenApproval records a, a new pending request, unless one is already
+	// open for the same call (FindApproval's rule at a.CreatedAt): then it
+	// returns that one and records nothing (created false). maxPending > 0
+	// caps the pending requests of a.Caller: at the cap it records nothing
+	// and returns ErrTooManyPending. It is atomic across every process
+	// sharing the store, so replicas (or a hook's process beside serve)
+	// racing on one call open one request, and the cap holds across them.
+	OpenApproval(ctx context.Context, a *Approval, maxPending int) (got *Approval, created bool, err error)
 	GetApproval(ctx context.Context, id string) (*Approval, error)
 	// FindApproval returns the newest request for exactly this call that is
 	// not expired at now and not consumed (pending, approved or denied: a
@@ -301,6 +309,7 @@ var (
 	ErrApprovalExpired = errors.New("approval request expired")
 	ErrAlreadyDecided  = errors.New("approval request already decided")
 	ErrPinChanged      = errors.New("the tool's definition changed again; review it and accept the new hash")
+	ErrTooManyPending  = errors.New("the caller has as many approval requests pending as allowed")
 )
 
 // BudgetError reports the reservation that would exceed its quota.

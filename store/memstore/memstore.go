@@ -407,6 +407,38 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
 	return nil
 }
 
+func (s *Store) OpenApproval(ctx context.Context, a *store.Approval, maxPending int) (*store.Approval, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := store.ApprovalKey{Caller: a.Caller, Tool: a.Tool, DefinitionHash: a.DefinitionHash, ArgsDigest: a.ArgsDigest}
+	if open := s.findApproval(key, a.CreatedAt); open != nil {
+		c := *open
+		return &c, false, nil
+	}
+	if maxPending > 0 {
+		n := 0
+		for _, p := range s.approvals {
+			if p.Caller == a.Caller && store.EffectiveApprovalStatus(p, a.CreatedAt) == store.ApprovalPending {
+				n++
+			}
+		}
+		if n >= maxPending {
+			return nil, false, fmt.Errorf("memstore: caller %s: %d pending: %w", a.Caller, n, store.ErrTooManyPending)
+		}
+	}
+	if _, ok := s.approvals[a.ID]; ok {
+		return nil, false, fmt.Errorf("memstore: approval %q exists", a.ID)
+	}
+	c := *a
+	if c.Status == "" {
+		c.Status = store.ApprovalPending
+	}
+	c.Arguments = slices.Clone(a.Arguments)
+	s.approvals[a.ID] = &c
+	r := c
+	return &r, true, nil
+}
+
 func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -421,6 +453,16 @@ func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, er
 func (s *Store) FindApproval(ctx context.Context, k store.ApprovalKey, now time.Time) (*store.Approval, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	best := s.findApproval(k, now)
+	if best == nil {
+		return nil, store.ErrNotFound
+	}
+	c := *best
+	return &c, nil
+}
+
+// findApproval is FindApproval's search; s.mu held.
+func (s *Store) findApproval(k store.ApprovalKey, now time.Time) *store.Approval {
 	var best *store.Approval
 	for _, a := range s.approvals {
 		if a.Caller != k.Caller || a.Tool != k.Tool || a.DefinitionHash != k.DefinitionHash || a.ArgsDigest != k.ArgsDigest {
@@ -433,11 +475,7 @@ func (s *Store) FindApproval(ctx context.Context, k store.ApprovalKey, now time.
 			best = a
 		}
 	}
-	if best == nil {
-		return nil, store.ErrNotFound
-	}
-	c := *best
-	return &c, nil
+	return best
 }
 
 func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter, now time.Time) ([]store.Approval, error) {

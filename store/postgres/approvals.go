@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbackplane/backplane/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -18,22 +19,81 @@ const approvalCols = `id, caller, session, tool, definition_hash, args_digest, s
 
 // CreateApproval records a new approval request; its id must be new.
 func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
+	return s.write(ctx, func(ctx context.Context, c *pgx.Conn) error { return insertApproval(ctx, c, a) })
+}
+
+// findApprovalQuery is FindApproval's: the newest open request of a call.
+const findApprovalQuery = `SELECT ` + approvalCols + ` FROM approvals
+		WHERE caller = $1 AND tool = $2 AND definition_hash = $3 AND args_digest = $4
+		AND expires_at > $5 AND consumed_by IS NULL
+		ORDER BY created_at DESC NULLS LAST, id COLLATE "C" DESC LIMIT 1`
+
+// approvalOpenLock is the first key of the advisory lock OpenApproval
+// takes per caller (the second is the caller's hashtext).
+const approvalOpenLock = 0x617072 // "apr"
+
+// OpenApproval implements store.Approvals: under a transaction-scoped
+// advisory lock per caller, so two replicas opening a request for one
+// call (or past the caller's cap) are serialised: the second sees the
+// first's row.
+func (s *Store) OpenApproval(ctx context.Context, a *store.Approval, maxPending int) (*store.Approval, bool, error) {
+	var got *store.Approval
+	var created bool
+	err := s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		got, created = nil, false
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, approvalOpenLock, a.Caller); err != nil {
+			return fmt.Errorf("postgres store: open approval: %w", err)
+		}
+		now := cmpTS(a.CreatedAt)
+		open, err := scanApproval(tx.QueryRow(ctx, findApprovalQuery, a.Caller, a.Tool, a.DefinitionHash, a.ArgsDigest, now))
+		switch {
+		case err == nil:
+			got = open
+			return nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("postgres store: open approval: %w", err)
+		}
+		if maxPending > 0 {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE caller = $1 AND status = 'pending' AND expires_at > $2`,
+				a.Caller, now).Scan(&n); err != nil {
+				return fmt.Errorf("postgres store: open approval: %w", err)
+			}
+			if n >= maxPending {
+				return fmt.Errorf("postgres store: caller %s: %d pending: %w", a.Caller, n, store.ErrTooManyPending)
+			}
+		}
+		if err := insertApproval(ctx, tx, a); err != nil {
+			return err
+		}
+		c := *a
+		if c.Status == "" {
+			c.Status = store.ApprovalPending
+		}
+		got, created = &c, true
+		return nil
+	})
+	return got, created, err
+}
+
+// insertApproval writes a as a new row; its id must be new.
+func insertApproval(ctx context.Context, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, a *store.Approval) error {
 	status := a.Status
 	if status == "" {
 		status = store.ApprovalPending
 	}
-	return s.write(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `INSERT INTO approvals (`+approvalCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-			a.ID, a.Caller, a.Session, a.Tool, a.DefinitionHash, a.ArgsDigest, string(status), a.DecidedBy,
-			ts(a.CreatedAt), ts(a.ExpiresAt), ts(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason)
-		if err != nil {
-			if isUnique(err) {
-				return fmt.Errorf("postgres store: approval %q exists: %w", a.ID, err)
-			}
-			return fmt.Errorf("postgres store: create approval %s: %w", a.ID, err)
+	_, err := db.Exec(ctx, `INSERT INTO approvals (`+approvalCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		a.ID, a.Caller, a.Session, a.Tool, a.DefinitionHash, a.ArgsDigest, string(status), a.DecidedBy,
+		ts(a.CreatedAt), ts(a.ExpiresAt), ts(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason)
+	if err != nil {
+		if isUnique(err) {
+			return fmt.Errorf("postgres store: approval %q exists: %w", a.ID, err)
 		}
-		return nil
-	})
+		return fmt.Errorf("postgres store: create approval %s: %w", a.ID, err)
+	}
+	return nil
 }
 
 // GetApproval returns the request with this id as stored (pending even when
@@ -49,11 +109,7 @@ func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, er
 // FindApproval returns the newest request for exactly this call that is
 // neither expired at now nor consumed, or ErrNotFound.
 func (s *Store) FindApproval(ctx context.Context, k store.ApprovalKey, now time.Time) (*store.Approval, error) {
-	a, err := s.readApproval(ctx, `SELECT `+approvalCols+` FROM approvals
-		WHERE caller = $1 AND tool = $2 AND definition_hash = $3 AND args_digest = $4
-		AND expires_at > $5 AND consumed_by IS NULL
-		ORDER BY created_at DESC NULLS LAST, id COLLATE "C" DESC LIMIT 1`,
-		k.Caller, k.Tool, k.DefinitionHash, k.ArgsDigest, cmpTS(now))
+	a, err := s.readApproval(ctx, findApprovalQuery, k.Caller, k.Tool, k.DefinitionHash, k.ArgsDigest, cmpTS(now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("approval for %s calling %s: %w", k.Caller, k.Tool, store.ErrNotFound)
 	}

@@ -16,22 +16,72 @@ const approvalCols = `id, caller, session, tool, definition_hash, args_digest, s
 
 // CreateApproval records a new approval request; its id must be new.
 func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
+	return s.write1(ctx, func(w *wtx) error { return insertApproval(w, a) })
+}
+
+// findApprovalQuery is FindApproval's: the newest open request of a call.
+const findApprovalQuery = `SELECT ` + approvalCols + ` FROM approvals
+		WHERE caller = ? AND tool = ? AND definition_hash = ? AND args_digest = ?
+		AND expires_at > ? AND consumed_by IS NULL
+		ORDER BY created_at DESC, id DESC LIMIT 1`
+
+// OpenApproval implements store.Approvals. The search, the count and the
+// insert run in one write transaction, which holds SQLite's write lock
+// from its BEGIN IMMEDIATE: no other process can open a request between
+// them.
+func (s *Store) OpenApproval(ctx context.Context, a *store.Approval, maxPending int) (*store.Approval, bool, error) {
+	var got *store.Approval
+	var created bool
+	err := s.write1(ctx, func(w *wtx) error {
+		got, created = nil, false
+		now := cmpNanos(a.CreatedAt)
+		open, err := scanApproval(w.queryRow(findApprovalQuery, a.Caller, a.Tool, a.DefinitionHash, a.ArgsDigest, now))
+		switch {
+		case err == nil:
+			got = open
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("sqlite store: open approval: %w", err)
+		}
+		if maxPending > 0 {
+			var n int
+			if err := w.queryRow(`SELECT count(*) FROM approvals WHERE caller = ? AND status = 'pending' AND expires_at > ?`,
+				a.Caller, now).Scan(&n); err != nil {
+				return fmt.Errorf("sqlite store: open approval: %w", err)
+			}
+			if n >= maxPending {
+				return fmt.Errorf("sqlite store: caller %s: %d pending: %w", a.Caller, n, store.ErrTooManyPending)
+			}
+		}
+		if err := insertApproval(w, a); err != nil {
+			return err
+		}
+		c := *a
+		if c.Status == "" {
+			c.Status = store.ApprovalPending
+		}
+		got, created = &c, true
+		return nil
+	})
+	return got, created, err
+}
+
+// insertApproval writes a as a new row; its id must be new.
+func insertApproval(w *wtx, a *store.Approval) error {
 	status := a.Status
 	if status == "" {
 		status = store.ApprovalPending
 	}
-	return s.write1(ctx, func(w *wtx) error {
-		_, err := w.exec(`INSERT INTO approvals (`+approvalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			a.ID, a.Caller, a.Session, a.Tool, a.DefinitionHash, a.ArgsDigest, string(status), a.DecidedBy,
-			nanos(a.CreatedAt), nanos(a.ExpiresAt), nanos(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason)
-		if err != nil {
-			if isUnique(err) {
-				return fmt.Errorf("sqlite store: approval %q exists: %w", a.ID, err)
-			}
-			return fmt.Errorf("sqlite store: create approval %s: %w", a.ID, err)
+	_, err := w.exec(`INSERT INTO approvals (`+approvalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.ID, a.Caller, a.Session, a.Tool, a.DefinitionHash, a.ArgsDigest, string(status), a.DecidedBy,
+		nanos(a.CreatedAt), nanos(a.ExpiresAt), nanos(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason)
+	if err != nil {
+		if isUnique(err) {
+			return fmt.Errorf("sqlite store: approval %q exists: %w", a.ID, err)
 		}
-		return nil
-	})
+		return fmt.Errorf("sqlite store: create approval %s: %w", a.ID, err)
+	}
+	return nil
 }
 
 // GetApproval returns the request with this id as stored (pending even when
@@ -47,11 +97,7 @@ func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, er
 // FindApproval returns the newest request for exactly this call that is
 // neither expired at now nor consumed, or ErrNotFound.
 func (s *Store) FindApproval(ctx context.Context, k store.ApprovalKey, now time.Time) (*store.Approval, error) {
-	a, err := s.readApproval(ctx, `SELECT `+approvalCols+` FROM approvals
-		WHERE caller = ? AND tool = ? AND definition_hash = ? AND args_digest = ?
-		AND expires_at > ? AND consumed_by IS NULL
-		ORDER BY created_at DESC, id DESC LIMIT 1`,
-		k.Caller, k.Tool, k.DefinitionHash, k.ArgsDigest, cmpNanos(now))
+	a, err := s.readApproval(ctx, findApprovalQuery, k.Caller, k.Tool, k.DefinitionHash, k.ArgsDigest, cmpNanos(now))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("approval for %s calling %s: %w", k.Caller, k.Tool, store.ErrNotFound)
 	}

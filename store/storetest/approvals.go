@@ -566,3 +566,64 @@ func testApprovalListByCaller(f *fixture) {
 		t.Errorf("alice's requests: %d, want 2", len(all))
 	}
 }
+
+// newApproval is a pending request for the call in, not yet recorded.
+func (f *fixture) newApproval(in store.Intent, id string) *store.Approval {
+	return &store.Approval{
+		ID: id, Caller: in.Caller, Session: in.Session, Tool: in.Tool,
+		DefinitionHash: in.DefinitionHash, ArgsDigest: in.ArgsDigest, Status: store.ApprovalPending,
+		CreatedAt: f.base, ExpiresAt: f.base.Add(hour),
+	}
+}
+
+func testApprovalOpen(f *fixture) {
+	t := f.t
+	in := f.intent("alice", "danger")
+	first := f.newApproval(in, "apr-open-1")
+	got, created, err := f.s.OpenApproval(f.ctx, first, 0)
+	if err != nil || !created {
+		t.Fatalf("OpenApproval on an empty store: created %v, %v", created, err)
+	}
+	wantApproval(t, got, *first)
+	wantApproval(t, f.getApproval(first.ID), *first)
+
+	// The same call again: the open request back, nothing recorded.
+	got, created, err = f.s.OpenApproval(f.ctx, f.newApproval(in, "apr-open-2"), 0)
+	if err != nil || created || got == nil || got.ID != first.ID {
+		t.Fatalf("OpenApproval of an open call = %+v, created %v, %v; want %s, not created", got, created, err, first.ID)
+	}
+	_, err = f.s.GetApproval(f.ctx, "apr-open-2")
+	wantErr(t, "the second request of an open call", err, store.ErrNotFound)
+
+	// A decided request is still the call's open one until it expires or
+	// is consumed, as FindApproval says.
+	f.decide(first.ID, false)
+	if got, created, err = f.s.OpenApproval(f.ctx, f.newApproval(in, "apr-open-3"), 0); err != nil || created || got.ID != first.ID {
+		t.Fatalf("OpenApproval of a denied call = %+v, created %v, %v; want the denial %s", got, created, err, first.ID)
+	}
+	// Once it has expired, a new request is opened.
+	later := f.newApproval(in, "apr-open-4")
+	later.CreatedAt, later.ExpiresAt = first.ExpiresAt, first.ExpiresAt.Add(hour)
+	if got, created, err = f.s.OpenApproval(f.ctx, later, 0); err != nil || !created || got.ID != later.ID {
+		t.Fatalf("OpenApproval after expiry = %+v, created %v, %v; want %s created", got, created, err, later.ID)
+	}
+
+	// The cap counts the caller's pending requests, not others'.
+	for i := range 2 {
+		o := f.intent("bob", "danger")
+		if _, created, err := f.s.OpenApproval(f.ctx, f.newApproval(o, fmt.Sprintf("apr-bob-%d", i)), 2); err != nil || !created {
+			t.Fatalf("bob's request %d under the cap: created %v, %v", i, created, err)
+		}
+	}
+	over := f.intent("bob", "danger")
+	_, created, err = f.s.OpenApproval(f.ctx, f.newApproval(over, "apr-bob-over"), 2)
+	wantErr(t, "OpenApproval at the cap", err, store.ErrTooManyPending)
+	if created {
+		t.Error("OpenApproval at the cap says it created a request")
+	}
+	_, err = f.s.GetApproval(f.ctx, "apr-bob-over")
+	wantErr(t, "the request refused at the cap", err, store.ErrNotFound)
+	if _, created, err := f.s.OpenApproval(f.ctx, f.newApproval(f.intent("carol", "danger"), "apr-carol"), 2); err != nil || !created {
+		t.Errorf("another caller's request beside bob's cap: created %v, %v", created, err)
+	}
+}

@@ -328,3 +328,57 @@ func testConcReleaseWhileReserving(f *fixture) {
 		t.Errorf("%d started intents, %d commits succeeded", len(started), committed)
 	}
 }
+
+// testConcApprovalOpenedOnce: many identical calls opening their approval
+// request at once (replicas, or a hook beside serve) open exactly one, and
+// every one of them gets it back; the cap holds under the same race.
+func testConcApprovalOpenedOnce(f *fixture) {
+	t := f.t
+	const n = 16
+	in := f.intent("alice", "danger")
+	type opened struct {
+		got     *store.Approval
+		created bool
+	}
+	out := make([]opened, n)
+	errs := parallel(n, func(i int) error {
+		got, created, err := f.s.OpenApproval(f.ctx, f.newApproval(in, fmt.Sprintf("apr-race-%02d", i)), 0)
+		out[i] = opened{got, created}
+		return err
+	})
+	var created []int
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("OpenApproval %d: %v", i, err)
+		}
+		if out[i].created {
+			created = append(created, i)
+		}
+	}
+	if len(created) != 1 {
+		t.Fatalf("%d of %d identical calls opened a request, want exactly 1", len(created), n)
+	}
+	want := out[created[0]].got.ID
+	for i := range out {
+		if out[i].got.ID != want {
+			t.Errorf("call %d got request %s, want the one opened, %s", i, out[i].got.ID, want)
+		}
+	}
+	// Different calls of one caller racing past a cap of 3: exactly 3.
+	calls := make([]*store.Approval, n)
+	for i := range calls {
+		calls[i] = f.newApproval(f.intent("bob", "danger"), fmt.Sprintf("apr-cap-%02d", i))
+	}
+	errs = parallel(n, func(i int) error {
+		_, _, err := f.s.OpenApproval(f.ctx, calls[i], 3)
+		return err
+	})
+	if won := winners(errs); len(won) != 3 {
+		t.Errorf("%d requests opened under a cap of 3", len(won))
+	}
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, store.ErrTooManyPending) {
+			t.Errorf("a request refused at the cap: %v, want ErrTooManyPending", err)
+		}
+	}
+}
