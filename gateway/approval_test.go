@@ -665,7 +665,7 @@ func (r *commitRace) run(req gateway.CallRequest, whileWaiting func() error) err
 		case method == "CommitIntent" && n == 2:
 			close(secondAtCommit)
 			<-r.ran
-		case method == "CreateApproval":
+		case method == "OpenApproval":
 			created.Store(true)
 		case method == "GetApproval" && created.Load():
 			waitOnce.Do(func() { close(waiting) })

@@ -169,10 +169,6 @@ type Gateway struct {
 	operators []string
 	events    approvalEvents
 	waiters   approvalWaiters
-	// pendingMu makes a caller's count of pending requests and the creation
-	// of one a single step within this process.
-	pendingMu sync.Mutex
-
 	mu    sync.RWMutex
 	tools map[string]*registered
 

@@ -182,6 +182,11 @@ func (r *recStore) CreateApproval(ctx context.Context, a *store.Approval) error 
 	return r.real.CreateApproval(ctx, a)
 }
 
+func (r *recStore) OpenApproval(ctx context.Context, a *store.Approval, maxPending int) (*store.Approval, bool, error) {
+	r.rec("OpenApproval", *a, maxPending)
+	return r.real.OpenApproval(ctx, a, maxPending)
+}
+
 func (r *recStore) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
 	r.rec("GetApproval", id)
 	return r.real.GetApproval(ctx, id)

@@ -168,34 +168,26 @@ func (c *call) holdWhileAway(ctx context.Context) bool {
 // Options.Approvals.MaxPending pending ones: then nothing is created.
 func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*store.Approval, error) {
 	g, t := c.g, c.tool
-	g.pendingMu.Lock()
-	defer g.pendingMu.Unlock()
-	// An identical call may have opened the request while this one waited
-	// for the lock (identical calls that lost the race for one approval
-	// arrive here together): use it, so operators see one request, not many.
-	if a, err := g.store.FindApproval(ctx, key, g.now()); err == nil {
-		return a, nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, c.storeFailure(ctx, "approve", err)
-	}
-	pending, err := g.store.ListApprovals(ctx, store.ApprovalFilter{Caller: c.req.Caller, Status: store.ApprovalPending, Limit: g.approval.MaxPending}, g.now())
-	if err != nil {
-		return nil, c.storeFailure(ctx, "approve", err)
-	}
-	if len(pending) >= g.approval.MaxPending {
-		c.audit("approve", "too_many_pending", "pending", len(pending), "max", g.approval.MaxPending)
-		return nil, newError(tool.ClassForbidden, "approve", fmt.Sprintf(
-			"caller %s already has %d approval requests pending, the most allowed: no new request was created; wait for an operator to decide them or for them to expire",
-			c.req.Caller, len(pending)), map[string]any{"pending": len(pending), "max_pending": g.approval.MaxPending})
-	}
 	now := g.now()
-	a := &store.Approval{
+	// The store opens the request or gives back the one an identical call
+	// opened meanwhile (in this process or another replica): operators see
+	// one request, not many, and the caller's cap holds across replicas.
+	a, created, err := g.store.OpenApproval(ctx, &store.Approval{
 		ID: NewID("apr"), Caller: key.Caller, Session: c.req.Session, Tool: t.Name,
 		DefinitionHash: key.DefinitionHash, ArgsDigest: key.ArgsDigest, Arguments: c.req.Arguments,
 		Status: store.ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(g.approval.Expire),
-	}
-	if err := g.store.CreateApproval(ctx, a); err != nil {
+	}, g.approval.MaxPending)
+	switch {
+	case errors.Is(err, store.ErrTooManyPending):
+		max := g.approval.MaxPending
+		c.audit("approve", "too_many_pending", "pending", max, "max", max)
+		return nil, newError(tool.ClassForbidden, "approve", fmt.Sprintf(
+			"caller %s already has %d approval requests pending, the most allowed: no new request was created; wait for an operator to decide them or for them to expire",
+			c.req.Caller, max), map[string]any{"pending": max, "max_pending": max})
+	case err != nil:
 		return nil, c.storeFailure(ctx, "approve", err)
+	case !created:
+		return a, nil
 	}
 	c.audit("approve", "requested", "approval_id", a.ID)
 	g.events.publish(ApprovalEvent{Kind: "pending", Approval: *a, HowToDecide: g.hints(a.ID)})
