@@ -169,8 +169,8 @@ type Gateway struct {
 	operators []string
 	events    approvalEvents
 	waiters   approvalWaiters
-	mu    sync.RWMutex
-	tools map[string]*registered
+	mu        sync.RWMutex
+	tools     map[string]*registered
 
 	reloads reloads // ReloadPolicy, one at a time (reload.go)
 
