@@ -224,8 +224,8 @@ func (s *Server) Check() error {
 			return fmt.Errorf("server %s: env applies to a command, not to a url", s.Name)
 		}
 		if s.OAuth != nil {
-			if s.OAuth.ClientID == "" || s.OAuth.ClientSecret == "" {
-				return fmt.Errorf("server %s: oauth needs a client id and a client secret", s.Name)
+			if err := checkCallerOAuth(s); err != nil { // percaller.go
+				return err
 			}
 			for k := range s.Headers {
 				if http.CanonicalHeaderKey(k) == "Authorization" {
@@ -287,6 +287,12 @@ type Options struct {
 	// seconds, and silence looks like a hang.
 	StartProgress func(waited time.Duration)
 	ProgressEvery time.Duration
+	// Tokens keeps the callers' tokens of a per_caller or exchange server
+	// (percaller.go). Default: a MemoryTokens of the Upstream's own.
+	Tokens TokenStore
+	// Logins are the authorization code flows of per_caller servers and
+	// their callback (login.go); nil: a caller's login cannot complete.
+	Logins *Logins
 }
 
 // Upstream is a connected server whose tools are registered in the
@@ -302,6 +308,10 @@ type Upstream struct {
 	connTO time.Duration
 	httpRT http.RoundTripper
 	oauth  *oauthTransport // nil without Server.OAuth; its token outlives a connection
+	// perCaller is set for the modes per_caller and exchange (and oauth
+	// is then nil): percaller.go.
+	perCaller *callerAuth
+	logins    *Logins
 	d2020  *draft2020.Options
 	bridge Bridge
 	calls  calls // in flight, for what the server sends during them
@@ -388,7 +398,14 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	if u.httpRT == nil && srv.URL != "" {
 		u.httpRT = http.DefaultTransport.(*http.Transport).Clone()
 	}
-	if srv.OAuth != nil {
+	switch {
+	case srv.OAuth != nil && srv.OAuth.perCaller():
+		tokens := o.Tokens
+		if tokens == nil {
+			tokens = &MemoryTokens{}
+		}
+		u.perCaller, u.logins = newCallerAuth(u.httpRT, srv, tokens, o.Logins, u.log), o.Logins
+	case srv.OAuth != nil:
 		u.oauth = newOAuthTransport(u.httpRT, srv.Name, srv.URL, *srv.OAuth)
 	}
 	u.sdkLog = &headerLog{}
@@ -402,7 +419,11 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", srv.Name, u.startTimedOut(ctx, cctx, err))
 	}
-	tools, err := u.listTools(cctx, l)
+	err = u.checkPerCallerProtocol(l) // percaller.go
+	var tools []rawTool
+	if err == nil {
+		tools, err = u.listTools(cctx, l)
+	}
 	if err == nil {
 		err = u.sync(cctx, tools, true)
 	}
