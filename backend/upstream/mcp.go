@@ -312,9 +312,9 @@ type Upstream struct {
 	// is then nil): percaller.go.
 	perCaller *callerAuth
 	logins    *Logins
-	d2020  *draft2020.Options
-	bridge Bridge
-	calls  calls // in flight, for what the server sends during them
+	d2020     *draft2020.Options
+	bridge    Bridge
+	calls     calls // in flight, for what the server sends during them
 
 	relist chan struct{} // a list_changed notification arrived (coalesced)
 	done   chan struct{} // closed by Close
