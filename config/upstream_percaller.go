@@ -3,8 +3,8 @@ package config
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"net/url"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
 )
