@@ -93,6 +93,7 @@ func (c *callerIdP) jwks(t *testing.T) []byte {
 type exchangeStorage struct {
 	*storage.Storage
 	idp      *callerIdP
+	audience string            // the gateway's: what the callers' tokens are for
 	accounts map[string]string // the callers' subjects → the upstream's user ids
 }
 
@@ -109,7 +110,7 @@ func (s *exchangeStorage) VerifyExchangeSubjectToken(_ context.Context, token st
 	if err := parsed.Claims(&s.idp.key.PublicKey, &claims); err != nil {
 		return "", "", nil, err
 	}
-	if err := claims.ValidateWithLeeway(josejwt.Expected{Issuer: callersIssuer, AnyAudience: josejwt.Audience{callersAudience}, Time: time.Now()}, 0); err != nil {
+	if err := claims.ValidateWithLeeway(josejwt.Expected{Issuer: callersIssuer, AnyAudience: josejwt.Audience{s.audience}, Time: time.Now()}, 0); err != nil {
 		return "", "", nil, err
 	}
 	user, ok := s.accounts[claims.Subject]
@@ -148,6 +149,10 @@ type zitadelAS struct {
 func (z *zitadelAS) issuer() string { return "http://" + z.addr }
 
 func startZitadel(t *testing.T, idp *callerIdP) *zitadelAS {
+	return startZitadelFor(t, idp, callersAudience)
+}
+
+func startZitadelFor(t *testing.T, idp *callerIdP, audience string) *zitadelAS {
 	t.Helper()
 	l := listen(t)
 	z := &zitadelAS{addr: l.Addr().String()}
@@ -156,7 +161,7 @@ func startZitadel(t *testing.T, idp *callerIdP) *zitadelAS {
 			clientID:   storage.WebClient(clientID, exchangeClientSecret),
 			rsClientID: storage.WebClient(rsClientID, rsClientSecret),
 		}),
-		idp: idp, accounts: map[string]string{"alice": "id1", "bob": "id2"},
+		idp: idp, audience: audience, accounts: map[string]string{"alice": "id1", "bob": "id2"},
 	}
 	provider, err := op.NewProvider(&op.Config{
 		CryptoKey: sha256.Sum256([]byte("zitadel test key")), CodeMethodS256: true,
