@@ -577,3 +577,53 @@ func newGatewayFor(t *testing.T, logs *syncBuffer, callers ...string) (*gateway.
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return gateway.New(&gateway.Options{Store: st, Policy: pr, Logger: log, Approvals: approval.Options{}, Timeout: 20 * time.Second}), log
 }
+
+// TestFositePerCallerCallbackRefusals: the callback refuses an unknown
+// state, an error answer, an iss that is not the authorization server's
+// and a code fosite does not redeem, each with a page saying why, and
+// saves nothing; each flow it ends is used up (the next call gets a new
+// URL).
+func TestFositePerCallerCallbackRefusals(t *testing.T) {
+	r := newPerCallerRig(t, time.Hour)
+	hc := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		name  string
+		query func(state string) url.Values
+		want  string
+	}{
+		{"unknown state", func(string) url.Values { return url.Values{"state": {"not-a-state"}, "code": {"x"}} }, "expired or was already used"},
+		{"error answer", func(s string) url.Values {
+			return url.Values{"state": {s}, "error": {"access_denied"}, "error_description": {"the person said no"}}
+		}, "access_denied (the person said no)"},
+		{"another issuer", func(s string) url.Values {
+			return url.Values{"state": {s}, "code": {"x"}, "iss": {"http://127.0.0.1:1/other"}}
+		}, "iss does not match"},
+		{"a code fosite does not know", func(s string) url.Values { return url.Values{"state": {s}, "code": {"forged"}} }, "did not give a token"},
+		{"no code", func(s string) url.Values { return url.Values{"state": {s}} }, "no authorization code"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			au, err := url.Parse(r.loginURL(t, "alice"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			state, redirect := au.Query().Get("state"), au.Query().Get("redirect_uri")
+			resp, err := hc.Get(redirect + "?" + tc.query(state).Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.want) {
+				t.Errorf("the callback answered %s %q, want 400 saying %q", resp.Status, body, tc.want)
+			}
+			if _, err := r.tokens.Token(context.Background(), upstream.TokenKey{Server: "remote", Caller: "alice"}); !errors.Is(err, upstream.ErrNoToken) {
+				t.Errorf("a token was saved: %v", err)
+			}
+			if tc.name != "unknown state" {
+				if next, _ := url.Parse(r.loginURL(t, "alice")); next.Query().Get("state") == state {
+					t.Errorf("the flow the callback ended is offered again")
+				}
+			}
+		})
+	}
+}
