@@ -229,6 +229,18 @@ func (u *accountPeer) calls() []seenCall {
 	return out
 }
 
+// runs are the tools/call requests the upstream let through (with a
+// token it accepted).
+func (u *accountPeer) runs() []seenCall {
+	var out []seenCall
+	for _, s := range u.calls() {
+		if s.user != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (u *accountPeer) all() []seenCall {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -625,5 +637,63 @@ func TestFositePerCallerCallbackRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFositePerCallerRevoked: fosite revokes alice's access token; the
+// upstream's 401 gets one refresh and one retry, and the call runs once
+// with the new token. Then her refresh token is revoked too: the next
+// call is refused before anything reaches the tool, and she is asked to
+// connect again.
+func TestFositePerCallerRevoked(t *testing.T) {
+	r := newPerCallerRig(t, time.Hour)
+	signIn(t, "acct-alice", r.as.issuer(), r.loginURL(t, "alice"))
+	r.mustRun(t, "alice", "acct-alice")
+	ctx := context.Background()
+	st, err := r.tokens.Token(ctx, upstream.TokenKey{Server: "remote", Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ar, err := r.as.provider.IntrospectToken(ctx, st.Token.AccessToken, fosite.AccessToken, &fosite.DefaultSession{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.as.store.RevokeAccessToken(ctx, ar.GetID()); err != nil {
+		t.Fatal(err)
+	}
+	r.mustRun(t, "alice", "acct-alice")
+	calls := r.peer.runs()
+	if n := len(calls); n != 2 {
+		t.Fatalf("the tool ran %d times, want 2", n)
+	}
+	if calls[1].token == st.Token.AccessToken {
+		t.Errorf("the second call ran with the revoked token")
+	}
+	seen := r.peer.all()
+	if last := seen[len(seen)-2]; !last.call || last.token != st.Token.AccessToken || last.user != "" {
+		t.Errorf("the request before the run was not the refused one with the revoked token")
+	}
+	// Both tokens revoked: refused, connect again.
+	st, _ = r.tokens.Token(ctx, upstream.TokenKey{Server: "remote", Caller: "alice"})
+	_, ar, err = r.as.provider.IntrospectToken(ctx, st.Token.AccessToken, fosite.AccessToken, &fosite.DefaultSession{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.as.store.RevokeAccessToken(ctx, ar.GetID())
+	_, rr, err := r.as.provider.IntrospectToken(ctx, st.Token.RefreshToken, fosite.RefreshToken, &fosite.DefaultSession{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.as.store.RevokeRefreshToken(ctx, rr.GetID())
+	_, err = r.call(t, "alice", nil)
+	var ge *gateway.Error
+	if !errors.As(err, &ge) || ge.Details["status"] != "failed" {
+		t.Fatalf("a call with every token revoked: %v, want failed (not run)", err)
+	}
+	if n := len(r.peer.runs()); n != 2 {
+		t.Errorf("the tool ran %d times, want 2", n)
+	}
+	if u := r.loginURL(t, "alice"); u == "" {
+		t.Errorf("alice is not asked to connect again")
 	}
 }

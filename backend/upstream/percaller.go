@@ -195,6 +195,9 @@ func (t callerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return a.base.RoundTrip(req)
 	}
 	tok, err := a.token(req.Context(), cc, nil)
+	if errors.Is(err, errNeedsLogin) { // gone since ready looked
+		err = a.fail("caller %s has no token any more: it has to connect the account again", cc.caller)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +210,11 @@ func (t callerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	drain(resp)
 	tok2, err := a.token(req.Context(), cc, tok)
+	if errors.Is(err, errNeedsLogin) {
+		// An *OAuthError, so that the tap marks the request refused (the
+		// call did not run); the caller's next call gets the URL.
+		err = a.fail("the server refused caller %s's token and the authorization server its refresh: the caller has to connect the account again", cc.caller)
+	}
 	if err != nil {
 		return nil, err
 	}
