@@ -19,7 +19,9 @@ func (rt *Runtime) openCallerAuth(o *Options) {
 
 // callerOAuth copies a server's per-caller settings.
 func callerOAuth(dst *upstream.OAuth, src *config.UpstreamOAuth) {
-	dst.Mode = src.Mode
+	if src.Mode != config.UpstreamOAuthService {
+		dst.Mode = src.Mode // "" is the service mode's
+	}
 	dst.PerCaller = upstream.CallerOAuth{
 		AuthURL: src.PerCaller.AuthURL, Audience: src.PerCaller.Audience, SubjectTokenType: src.PerCaller.SubjectTokenType,
 	}
