@@ -402,6 +402,26 @@ func TestFositePerCaller(t *testing.T) {
 	for _, c := range []string{"bob", "alice", "bob", "alice"} {
 		r.mustRun(t, c, "acct-"+c)
 	}
+	// At once: 16 calls of both callers in flight, each its own.
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		caller := []string{"alice", "bob"}[i%2]
+		wg.Go(func() {
+			res, err := r.call(t, caller, nil)
+			if err == nil && !strings.Contains(string(res.Result), "you are acct-"+caller) {
+				err = fmt.Errorf("%s's call ran as %s", caller, res.Result)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 	tokensOf := map[string]map[string]bool{}
 	for _, s := range r.peer.calls() {
 		if tokensOf[s.user] == nil {

@@ -12,6 +12,14 @@
 //     never logged, never put in an error message. Close kills the
 //     program's whole process group; on Linux the kernel also kills the
 //     program when the gateway dies, even by SIGKILL.
+//   - OAuth (Server.OAuth). Mode service: the gateway's own token on
+//     every request (oauth.go). Modes per_caller and exchange: each
+//     tools/call carries its own caller's token, from Options.Tokens
+//     (per_caller: the caller's authorization code grant, completed at
+//     Options.Logins' callback; exchange: the caller's JWT exchanged,
+//     RFC 8693), never another caller's; a call whose caller has no token
+//     is answered, before anything is sent, with the authorization URL
+//     (percaller.go, login.go). These modes need MCP 2026-07-28.
 //   - Revisions. The connection speaks MCP 2026-07-28 where the server
 //     offers it (the SDK's client sends server/discover first), else
 //     2025-11-25 ([Upstream.Protocol] says which). At 2026-07-28 the SDK
