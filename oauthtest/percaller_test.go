@@ -717,3 +717,31 @@ func TestFositePerCallerRevoked(t *testing.T) {
 		t.Errorf("alice is not asked to connect again")
 	}
 }
+
+// TestFositePerCallerWithoutCallback: a process that serves no callback
+// (backplane call) cannot complete a login: the call is refused, not
+// run, saying serve is needed.
+func TestFositePerCallerWithoutCallback(t *testing.T) {
+	l := listen(t)
+	a := startCodeAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", "http://127.0.0.1:1/cb")
+	p := startAccountPeer(t, l, a.issuer(), a.verifyAccount)
+	logs := &syncBuffer{}
+	g, log := newGatewayFor(t, logs, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: p.url(), OAuth: &upstream.OAuth{
+		Mode: upstream.OAuthModePerCaller, ClientID: clientID, ClientSecret: clientSecret, Scopes: []string{"tools"},
+	}}, &upstream.Options{Registry: g, Logger: log, Audit: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	_, err = g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "remote.whoami", Arguments: json.RawMessage(`{}`)})
+	var ge *gateway.Error
+	if !errors.As(err, &ge) || ge.Details["status"] != "failed" || !strings.Contains(ge.Message, "backplane serve's callback") {
+		t.Fatalf("%v, want failed saying serve is needed", err)
+	}
+	if n := len(p.calls()); n != 0 {
+		t.Errorf("the upstream saw %d calls", n)
+	}
+}
