@@ -123,7 +123,8 @@ func loginURLOf(t *testing.T, res *sdk.CallToolResult) string {
 // 2026-07-28 client) is refused with the URL, signs in with a scripted
 // browser, and her retry runs as her account; bob (a 2025-11-25 client
 // declaring URL elicitation) is asked during his call, signs in, and the
-// call runs as his; each call carries its own caller's token, one
+// call runs as his; carol (2025-11-25, no elicitation) gets the URL in
+// the error, signs in, and her retry runs; each call carries its own caller's token, one
 // refreshed after it expires. exchange: each caller's JWT is exchanged
 // for its linked account. The audit says which credential each call
 // used; no token issued during the run is in the audit log, serve's log,
@@ -181,6 +182,8 @@ policy:
   - caller: alice
     allow: ["*"]
   - caller: bob
+    allow: ["*"]
+  - caller: carol
     allow: ["*"]
 tools:
   - name: printenv
@@ -247,6 +250,12 @@ servers:
 	if asked != 1 {
 		t.Errorf("bob was asked %d times, want once", asked)
 	}
+	// carol, at 2025-11-25 without URL elicitation: the error with the
+	// URL; she signs in; her retry runs.
+	jwtCarol := idp.mint(t, "carol", gwURL, time.Hour)
+	carol := connectGateway(t, gwURL, jwtCarol, "2025-11-25", nil)
+	signIn(t, "acct-carol", fosite.issuer(), loginURLOf(t, callTool(t, carol, "tracker.whoami")))
+	wantRan(t, callTool(t, carol, "tracker.whoami"), "acct-carol")
 	for _, c := range []struct {
 		cs      *sdk.ClientSession
 		account string
@@ -304,7 +313,7 @@ servers:
 	}
 	fIssued, _, _ := fosite.snapshot()
 	_, zIssued := z.snapshot()
-	secrets := append(append(fIssued, zIssued...), jwtAlice, jwtBob, clientSecret, exchangeClientSecret)
+	secrets := append(append(fIssued, zIssued...), jwtAlice, jwtBob, jwtCarol, clientSecret, exchangeClientSecret)
 	if len(fIssued) < 4 || len(zIssued) < 2 {
 		t.Fatalf("fosite issued %d tokens, zitadel %d: the run did not go as planned", len(fIssued), len(zIssued))
 	}

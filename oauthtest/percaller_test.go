@@ -50,7 +50,7 @@ func startCodeAS(t *testing.T, life time.Duration, audience, redirect string) *c
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &codeAS{as: &as{store: storage.NewMemoryStore()}, accounts: map[string]bool{"acct-alice": true, "acct-bob": true}}
+	a := &codeAS{as: &as{store: storage.NewMemoryStore()}, accounts: map[string]bool{"acct-alice": true, "acct-bob": true, "acct-carol": true}}
 	a.store.Clients[clientID] = &fosite.DefaultClient{
 		ID: clientID, Secret: hash, RedirectURIs: []string{redirect},
 		GrantTypes:    []string{"authorization_code", "refresh_token", "client_credentials"},
