@@ -116,8 +116,11 @@ func (p *parser) upstreamOAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) 
 	if err := p.checkCallerOAuth(o); err != nil {
 		return nil, err
 	}
-	if o.ClientID == "" {
+	if o.ClientID == "" && o.Mode != UpstreamOAuthPerCaller { // per_caller: registered dynamically
 		return nil, p.errAt(v, "auth oauth needs a client_id")
+	}
+	if o.ClientID == "" && (fileNode != nil || envNode != nil) {
+		return nil, p.errAt(v, "auth oauth: a client secret needs its client_id")
 	}
 	switch {
 	case fileNode != nil && envNode != nil:

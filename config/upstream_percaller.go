@@ -19,7 +19,7 @@ import (
 //	    auth:
 //	      oauth:
 //	        mode: per_caller              # each caller connects its own account
-//	        client_id: backplane
+//	        client_id: backplane          # optional: else registered (RFC 7591) as a public client
 //	        client_secret_env: TRACKER_SECRET   # optional: a confidential client; also lists the catalog
 //	        scopes: [issues.read]
 //	        auth_url: https://auth.example.com/authorize   # optional: discovered when absent

@@ -21,7 +21,7 @@ func TestUpstreamCallerOAuthAccepted(t *testing.T) {
 	c, err := Parse([]byte(testServeOAuth+`servers:
   - name: tracker
     url: https://tracker.example.com/mcp
-    auth: {oauth: {mode: per_caller, client_id: pub, scopes: [issues]}}
+    auth: {oauth: {mode: per_caller, scopes: [issues]}}
   - name: code
     url: https://code.example.com/mcp
     auth:
@@ -45,7 +45,7 @@ func TestUpstreamCallerOAuthAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []*UpstreamOAuth{
-		{Mode: "per_caller", ClientID: "pub", Scopes: []string{"issues"}, Line: 6},
+		{Mode: "per_caller", Scopes: []string{"issues"}, Line: 6}, // registered dynamically
 		{Mode: "per_caller", ClientID: "bp", ClientSecret: "env-secret-2", TokenURL: "https://auth.example.com/token",
 			PerCaller: UpstreamCallerOAuth{AuthURL: "https://auth.example.com/authorize"}, Line: 11},
 		{Mode: "exchange", ClientID: "bp", ClientSecret: "env-secret-2",
@@ -68,7 +68,8 @@ func TestUpstreamCallerOAuthErrors(t *testing.T) {
 		line       int
 		msg        string
 	}{
-		{"per_caller without client id", head + "    auth:\n      oauth:\n        mode: per_caller\n", 6, "needs a client_id"},
+		{"exchange without client id", testServeOAuth + head + "    auth:\n      oauth:\n        mode: exchange\n", 8, "needs a client_id"},
+		{"a secret without client id", head + "    auth:\n      oauth:\n        mode: per_caller\n        client_secret_env: BP_TEST_UPSTREAM_SECRET\n", 6, "needs its client_id"},
 		{"exchange without serve.oauth", head + "    auth:\n      oauth: {mode: exchange, client_id: x}\n", 5, "serve.oauth is not set"},
 		{"per_caller on a command", "servers:\n  - name: a\n    command: [x]\n    auth: {oauth: {mode: per_caller, client_id: x}}\n", 4, "auth applies to a url"},
 		{"auth_url in service mode", head + "    auth:\n      oauth:\n        mode: service\n        client_id: x\n        client_secret_env: BP_TEST_UPSTREAM_SECRET\n        auth_url: https://a/authorize\n", 9, "auth_url applies to mode per_caller, not service"},

@@ -41,7 +41,8 @@ import (
 // says who is signed in there, and the consent is given at once.
 type codeAS struct {
 	*as
-	accounts map[string]bool // the accounts that may sign in
+	accounts   map[string]bool // the accounts that may sign in
+	registered []string        // the clients registered (RFC 7591)
 }
 
 func startCodeAS(t *testing.T, life time.Duration, audience, redirect string) *codeAS {
@@ -75,14 +76,41 @@ func startCodeAS(t *testing.T, life time.Duration, audience, redirect string) *c
 			"response_types_supported":              []string{"code"},
 			"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
 			"code_challenge_methods_supported":      []string{"S256"},
+			"registration_endpoint":                 a.issuer() + "/register",
 		})
 	})
 	mux.HandleFunc("GET /authorize", a.authorize)
+	mux.HandleFunc("POST /register", a.register)
 	mux.HandleFunc("POST /token", a.codeToken)
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	return a
+}
+
+// register is dynamic client registration (RFC 7591), which fosite does
+// not implement: this endpoint only turns the request into a public
+// fosite client in its store; fosite does the rest.
+func (a *codeAS) register(w http.ResponseWriter, r *http.Request) {
+	var m oauthex.ClientRegistrationMetadata
+	if err := json.NewDecoder(r.Body).Decode(&m); err != nil || len(m.RedirectURIs) == 0 || m.TokenEndpointAuthMethod != "none" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(map[string]string{"error": "invalid_client_metadata"})
+		return
+	}
+	id := fmt.Sprintf("dcr-%d", time.Now().UnixNano())
+	a.mu.Lock()
+	a.store.Clients[id] = &fosite.DefaultClient{
+		ID: id, Public: true, RedirectURIs: m.RedirectURIs, GrantTypes: m.GrantTypes, ResponseTypes: m.ResponseTypes,
+		Scopes: strings.Fields(m.Scope), Audience: a.store.Clients[clientID].GetAudience(),
+	}
+	a.registered = append(a.registered, id)
+	a.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(map[string]any{"client_id": id, "redirect_uris": m.RedirectURIs, "token_endpoint_auth_method": "none",
+		"grant_types": m.GrantTypes, "response_types": m.ResponseTypes})
 }
 
 func (a *codeAS) authorize(w http.ResponseWriter, r *http.Request) {
@@ -175,10 +203,13 @@ type accountPeer struct {
 }
 
 func startAccountPeer(t *testing.T, l net.Listener, issuer string, verify auth.TokenVerifier) *accountPeer {
-	return startAccountPeerAt(t, l, issuer, verify, true)
+	return startAccountPeerAt(t, l, issuer, verify, true, false)
 }
 
-func startAccountPeerAt(t *testing.T, l net.Listener, issuer string, verify auth.TokenVerifier, stateless bool) *accountPeer {
+// startAccountPeerAt: stateless serves 2026-07-28 (else 2025-11-25
+// sessions); openCatalog lets every POST but tools/call through without
+// a token.
+func startAccountPeerAt(t *testing.T, l net.Listener, issuer string, verify auth.TokenVerifier, stateless, openCatalog bool) *accountPeer {
 	t.Helper()
 	u := &accountPeer{addr: l.Addr().String()}
 	s := sdk.NewServer(&sdk.Implementation{Name: "account-upstream", Version: "1"}, nil)
@@ -190,12 +221,12 @@ func startAccountPeerAt(t *testing.T, l net.Listener, issuer string, verify auth
 	mux.Handle("GET /meta/prm", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource: u.url(), AuthorizationServers: []string{issuer}, ScopesSupported: []string{"tools"},
 	}))
+	// Stateless: MCP 2026-07-28, each request on its own (the SDK's
+	// stateful handler serves 2025-11-25 sessions only).
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: stateless})
 	protected := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: "http://" + u.addr + "/meta/prm", Scopes: []string{"tools"},
-	})(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s },
-		// Stateless: MCP 2026-07-28, each request on its own (the SDK's
-		// stateful handler serves 2025-11-25 sessions only).
-		&sdk.StreamableHTTPOptions{Stateless: stateless}))
+	})(handler)
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		rec := seenCall{token: tok, call: r.Header.Get("Mcp-Method") == "tools/call"}
@@ -207,6 +238,10 @@ func startAccountPeerAt(t *testing.T, l net.Listener, issuer string, verify auth
 		u.mu.Lock()
 		u.seen = append(u.seen, rec)
 		u.mu.Unlock()
+		if openCatalog && !rec.call && r.Method == http.MethodPost {
+			handler.ServeHTTP(w, r)
+			return
+		}
 		protected.ServeHTTP(w, r)
 	}))
 	srv := &http.Server{Handler: mux}
@@ -565,7 +600,7 @@ func TestFositePerCallerRefusesSessions(t *testing.T) {
 	logins, redirect := callbackServer(t)
 	l := listen(t)
 	a := startCodeAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", redirect)
-	p := startAccountPeerAt(t, l, a.issuer(), a.verifyAccount, false)
+	p := startAccountPeerAt(t, l, a.issuer(), a.verifyAccount, false, false)
 	logs := &syncBuffer{}
 	g, log := newGatewayFor(t, logs, "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -743,5 +778,45 @@ func TestFositePerCallerWithoutCallback(t *testing.T) {
 	}
 	if n := len(p.calls()); n != 0 {
 		t.Errorf("the upstream saw %d calls", n)
+	}
+}
+
+// TestFositePerCallerRegistered: no client_id configured: the gateway
+// registers itself as a public client (RFC 7591) once, and the caller's
+// sign-in, PKCE and refresh-free call go through with that client.
+func TestFositePerCallerRegistered(t *testing.T) {
+	logins, redirect := callbackServer(t)
+	l := listen(t)
+	a := startCodeAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", redirect)
+	p := startAccountPeerAt(t, l, a.issuer(), a.verifyAccount, true, true)
+	logs := &syncBuffer{}
+	g, log := newGatewayFor(t, logs, "alice", "bob")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: p.url(), OAuth: &upstream.OAuth{
+		Mode: upstream.OAuthModePerCaller, Scopes: []string{"tools"},
+	}}, &upstream.Options{Registry: g, Logger: log, Audit: log, Logins: logins})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer up.Close()
+	r := &perCallerRig{as: a, peer: p, g: g, logs: logs}
+	u := r.loginURL(t, "alice")
+	q, _ := url.Parse(u)
+	a.mu.Lock()
+	registered := append([]string(nil), a.registered...)
+	a.mu.Unlock()
+	if len(registered) != 1 || q.Query().Get("client_id") != registered[0] {
+		t.Fatalf("registered %v, the URL's client %q", registered, q.Query().Get("client_id"))
+	}
+	signIn(t, "acct-alice", a.issuer(), u)
+	r.mustRun(t, "alice", "acct-alice")
+	signIn(t, "acct-bob", a.issuer(), r.loginURL(t, "bob"))
+	r.mustRun(t, "bob", "acct-bob")
+	a.mu.Lock()
+	n := len(a.registered)
+	a.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d registrations, want 1", n)
 	}
 }

@@ -162,7 +162,7 @@ func (l *Logins) begin(ctx context.Context, a *callerAuth, caller string) (*logi
 // authCodeConfig is the client of the authorization code flow.
 func (a *callerAuth) authCodeConfig(m *oauthex.AuthServerMeta, redirect string) *oauth2.Config {
 	return &oauth2.Config{
-		ClientID: a.cfg.ClientID, ClientSecret: a.cfg.ClientSecret,
+		ClientID: a.clientID, ClientSecret: a.clientSecret,
 		Endpoint:    oauth2.Endpoint{AuthURL: m.AuthorizationEndpoint, TokenURL: m.TokenEndpoint, AuthStyle: a.style()},
 		RedirectURL: redirect, Scopes: a.cfg.Scopes,
 	}

@@ -89,8 +89,11 @@ func checkCallerOAuth(s *Server) error {
 	default:
 		return fmt.Errorf("server %s: oauth mode %q: %s, %s or %s", s.Name, o.Mode, OAuthModeService, OAuthModePerCaller, OAuthModeExchange)
 	}
-	if o.ClientID == "" {
+	if o.ClientID == "" && o.mode() != OAuthModePerCaller { // per_caller: registered (RFC 7591)
 		return fmt.Errorf("server %s: oauth needs a client id", s.Name)
+	}
+	if o.ClientID == "" && o.ClientSecret != "" {
+		return fmt.Errorf("server %s: oauth has a client secret but no client id", s.Name)
 	}
 	if o.mode() == OAuthModeService && o.ClientSecret == "" {
 		return fmt.Errorf("server %s: oauth needs a client id and a client secret", s.Name)
@@ -140,12 +143,16 @@ type callerAuth struct {
 	mu    sync.Mutex
 	meta  *oauthex.AuthServerMeta // the endpoints; nil until first needed
 	locks map[string]*sync.Mutex  // per caller: one refresh or exchange at a time
+	// The client: cfg's, or registered (RFC 7591) when cfg has no id;
+	// set before meta, and read only once endpoints has returned.
+	clientID, clientSecret string
 }
 
 func newCallerAuth(base http.RoundTripper, srv Server, tokens TokenStore, logins *Logins, log *slog.Logger) *callerAuth {
 	a := &callerAuth{
 		server: srv.Name, resource: srv.URL, cfg: *srv.OAuth, base: base,
 		tokens: tokens, logins: logins, log: log, locks: map[string]*sync.Mutex{},
+		clientID: srv.OAuth.ClientID, clientSecret: srv.OAuth.ClientSecret,
 	}
 	if a.cfg.ClientSecret != "" {
 		// The catalog (discovery, tools/list) is read with the gateway's
@@ -342,7 +349,7 @@ func (a *callerAuth) endpoints(ctx context.Context) (*oauthex.AuthServerMeta, er
 	}
 	m := &oauthex.AuthServerMeta{AuthorizationEndpoint: a.cfg.PerCaller.AuthURL, TokenEndpoint: a.cfg.TokenURL}
 	needAuth := a.cfg.Mode == OAuthModePerCaller
-	if m.TokenEndpoint == "" || (needAuth && m.AuthorizationEndpoint == "") {
+	if m.TokenEndpoint == "" || (needAuth && m.AuthorizationEndpoint == "") || a.clientID == "" {
 		found, err := (&oauthTransport{base: a.base, server: a.server, url: a.resource}).discover(ctx, &authRefusal{challenge: a.challenge(ctx)})
 		if err != nil {
 			return nil, err
@@ -350,6 +357,7 @@ func (a *callerAuth) endpoints(ctx context.Context) (*oauthex.AuthServerMeta, er
 		m.Issuer = found.Issuer
 		m.AuthorizationResponseIssParameterSupported = found.AuthorizationResponseIssParameterSupported
 		m.TokenEndpointAuthMethodsSupported = found.TokenEndpointAuthMethodsSupported
+		m.RegistrationEndpoint = found.RegistrationEndpoint
 		if m.TokenEndpoint == "" {
 			m.TokenEndpoint = found.TokenEndpoint
 		}
@@ -360,8 +368,42 @@ func (a *callerAuth) endpoints(ctx context.Context) (*oauthex.AuthServerMeta, er
 	if needAuth && m.AuthorizationEndpoint == "" {
 		return nil, a.fail("the authorization server's metadata names no authorization_endpoint; set auth_url")
 	}
+	if a.clientID == "" {
+		if err := a.register(ctx, m); err != nil {
+			return nil, err
+		}
+	}
 	a.meta = m
 	return m, nil
+}
+
+// register registers the gateway as a public client (PKCE, no secret)
+// at the authorization server's registration endpoint (RFC 7591), once
+// per process: its id is kept in memory, so a restart registers again
+// (and the callers' refresh tokens, bound to the old id, are refused:
+// they connect again). A pre-registered client_id avoids both.
+func (a *callerAuth) register(ctx context.Context, m *oauthex.AuthServerMeta) error {
+	if m.RegistrationEndpoint == "" {
+		return a.fail("no client_id is configured and the authorization server offers no dynamic client registration: register a client and set client_id")
+	}
+	if a.logins == nil || a.logins.redirect == "" {
+		return a.fail("%v", ErrNoCallback)
+	}
+	hc := &http.Client{Transport: a.base, Timeout: time.Minute}
+	res, err := oauthex.RegisterClient(ctx, m.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
+		RedirectURIs: []string{a.logins.redirect}, TokenEndpointAuthMethod: "none",
+		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
+		ClientName: "Backplane", Scope: strings.Join(a.cfg.Scopes, " "),
+	}, hc)
+	if err != nil {
+		return a.fail("registering a client at %s: %v", m.RegistrationEndpoint, err)
+	}
+	if res.ClientID == "" {
+		return a.fail("the registration at %s gave no client_id", m.RegistrationEndpoint)
+	}
+	a.clientID, a.clientSecret = res.ClientID, res.ClientSecret
+	a.log.Info("upstream client registered (RFC 7591)", "client_id", res.ClientID)
+	return nil
 }
 
 // tokenURL is the token endpoint, once known.
@@ -398,7 +440,7 @@ func (a *callerAuth) challenge(ctx context.Context) []string {
 // style is how the client authenticates at the token endpoint: a public
 // client (no secret) sends its id in the form.
 func (a *callerAuth) style() oauth2.AuthStyle {
-	if a.cfg.ClientSecret == "" {
+	if a.clientSecret == "" {
 		return oauth2.AuthStyleInParams
 	}
 	a.mu.Lock()
@@ -419,7 +461,7 @@ func (a *callerAuth) grant(ctx context.Context, params url.Values, scopes []stri
 	}
 	params.Set("resource", a.resource) // RFC 8707
 	cc := clientcredentials.Config{
-		ClientID: a.cfg.ClientID, ClientSecret: a.cfg.ClientSecret,
+		ClientID: a.clientID, ClientSecret: a.clientSecret,
 		TokenURL: m.TokenEndpoint, Scopes: scopes, EndpointParams: params, AuthStyle: a.style(),
 	}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: a.base, Timeout: time.Minute})

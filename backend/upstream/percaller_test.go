@@ -19,7 +19,9 @@ func TestCheckCallerOAuth(t *testing.T) {
 		{"per_caller public client", OAuth{Mode: OAuthModePerCaller, ClientID: "c"}, ""},
 		{"exchange", OAuth{Mode: OAuthModeExchange, ClientID: "c", ClientSecret: "s"}, ""},
 		{"service without secret", OAuth{ClientID: "c"}, "client secret"},
-		{"no client id", OAuth{Mode: OAuthModePerCaller}, "client id"},
+		{"per_caller registers its client", OAuth{Mode: OAuthModePerCaller}, ""},
+		{"exchange without client id", OAuth{Mode: OAuthModeExchange}, "client id"},
+		{"a secret without client id", OAuth{Mode: OAuthModePerCaller, ClientSecret: "s"}, "no client id"},
 		{"unknown mode", OAuth{Mode: "user", ClientID: "c"}, `mode "user"`},
 		{"bad auth url", OAuth{Mode: OAuthModePerCaller, ClientID: "c", PerCaller: CallerOAuth{AuthURL: "ftp://h/a"}}, "http:// or https://"},
 	} {
