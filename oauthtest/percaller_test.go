@@ -820,3 +820,26 @@ func TestFositePerCallerRegistered(t *testing.T) {
 		t.Errorf("%d registrations, want 1", n)
 	}
 }
+
+// decliningClient declines every elicitation.
+type decliningClient struct{ elicitingClient }
+
+func (c *decliningClient) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	c.asked = append(c.asked, params)
+	return json.RawMessage(`{"action":"decline"}`), nil
+}
+
+// TestFositePerCallerDeclined: a person who declines the URL-mode
+// elicitation gets the refusal with the URL; nothing was sent.
+func TestFositePerCallerDeclined(t *testing.T) {
+	r := newPerCallerRig(t, time.Hour)
+	c := &decliningClient{}
+	_, err := r.call(t, "alice", c)
+	var ge *gateway.Error
+	if !errors.As(err, &ge) || ge.Details["status"] != "failed" || ge.Details["authorization_url"] == nil || len(c.asked) != 1 {
+		t.Fatalf("%v after %d elicitations, want failed with the URL after 1", err, len(c.asked))
+	}
+	if n := len(r.peer.calls()); n != 0 {
+		t.Errorf("the upstream saw %d calls", n)
+	}
+}
