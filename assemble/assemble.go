@@ -128,6 +128,11 @@ type Options struct {
 	// (serve adds its console URL). Default: the CLI commands, with
 	// --config naming this configuration by its absolute path.
 	ApprovalHints func(id string) []string
+	// UpstreamCallback is the public URL of serve's upstream login
+	// callback (server.PathUpstreamCallback), where a per_caller server's
+	// authorization server sends a caller's browser back; "" (not serve):
+	// a caller's login cannot complete in this process.
+	UpstreamCallback string
 	// Version is Backplane's version, the service.version of its traces.
 	Version string
 	// AuditWith are attributes every audit event of this runtime carries
@@ -170,6 +175,9 @@ type Runtime struct {
 	closers   []io.Closer
 	upstreams []*upstream.Upstream // also in closers
 	late      *lateUpstreams       // servers that failed at start, retried (upstreams.go)
+	// The per_caller and exchange servers' tokens and logins (upstream_callers.go).
+	tokens upstream.TokenStore
+	logins *upstream.Logins
 }
 
 // Close closes what Open opened, in the reverse order. It may be called
@@ -199,6 +207,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		o.Stderr = os.Stderr
 	}
 	rt := &Runtime{Config: cfg, Log: o.Log, version: o.Version}
+	rt.openCallerAuth(&o) // upstream_callers.go
 	if rt.Log == nil {
 		rt.Log = slog.New(slog.NewTextHandler(o.Stderr, nil))
 	}
@@ -543,6 +552,7 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 	var oauth *upstream.OAuth
 	if s.OAuth != nil {
 		oauth = &upstream.OAuth{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret, Scopes: s.OAuth.Scopes, TokenURL: s.OAuth.TokenURL}
+		callerOAuth(oauth, s.OAuth) // upstream_callers.go
 	}
 	return upstream.Server{
 			Name: s.Name, Prefix: s.Prefix, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder
@@ -555,6 +565,8 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 			Audit:          rt.Audit,
 			Draft2020:      &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
 			ConnectTimeout: s.ConnectTimeout,
+			Tokens:         rt.tokens,
+			Logins:         rt.logins,
 		}
 }
 

@@ -148,6 +148,9 @@ func OpenServer(ctx context.Context, cfg *config.Config, opts *ServeOptions) (_ 
 			// not the loopback listener behind it.
 			s.base = pub
 		}
+		if o.UpstreamCallback == "" {
+			o.UpstreamCallback = strings.TrimSuffix(s.base, "/") + server.PathUpstreamCallback
+		}
 		if o.ApprovalHints == nil {
 			base := s.base
 			o.ApprovalHints = func(id string) []string {
@@ -234,6 +237,7 @@ func (s *Serving) openServer() error {
 	}
 	if !s.stdio {
 		opts.Console = s.newConsole(consoleSessions(&served))
+		opts.UpstreamCallback = rt.upstreamCallback() // upstream_callers.go
 	}
 	// The agents' hook endpoints (backplane hook --url) only decide, never
 	// run a tool, and take the callers' tokens as /mcp does.

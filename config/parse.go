@@ -175,6 +175,9 @@ func (p *parser) finish(c *Config) error {
 	if err := p.finishPostgres(c); err != nil {
 		return err
 	}
+	if err := p.finishCallerOAuth(c); err != nil {
+		return err
+	}
 	c.StoreKind = StoreKindOf(c.Store)
 	if c.StoreKind == StoreSQLite {
 		c.Store = resolve(c.Dir, c.Store)

@@ -9,9 +9,9 @@ import (
 )
 
 // UpstreamOAuth is a server's auth.oauth: how the gateway authenticates
-// to an HTTP upstream that needs OAuth. Only mode service is built: one
-// credential for the gateway itself, from the client credentials grant
-// (per_caller and exchange are refused, saying they are not built yet):
+// to an HTTP upstream that needs OAuth. Mode service: one credential for
+// the gateway itself, from the client credentials grant; modes per_caller
+// and exchange: each caller's own (UpstreamCallerOAuth):
 //
 //	servers:
 //	  - name: tracker
@@ -34,11 +34,18 @@ type UpstreamOAuth struct {
 	ClientSecret string
 	Scopes       []string
 	TokenURL     string
-	Line         int
+	// PerCaller holds what the modes per_caller and exchange add
+	// (upstream_percaller.go).
+	PerCaller UpstreamCallerOAuth
+	Line      int
 }
 
-// UpstreamOAuthService is the one mode built.
-const UpstreamOAuthService = "service"
+// The modes of auth.oauth.
+const (
+	UpstreamOAuthService   = "service"
+	UpstreamOAuthPerCaller = "per_caller" // upstream_percaller.go
+	UpstreamOAuthExchange  = "exchange"
+)
 
 func (p *parser) upstreamAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) {
 	var out *UpstreamOAuth
@@ -91,23 +98,29 @@ func (p *parser) upstreamOAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) 
 		case "client_secret":
 			// Listed as known so the message can say why it is refused.
 			err = p.errAt(k, "auth oauth: the client secret is never written in the file: use client_secret_file or client_secret_env")
+		default:
+			err = p.callerOAuthKey(o, key, k, v) // upstream_percaller.go
 		}
 		return err
-	}, "mode", "client_id", "client_secret_file", "client_secret_env", "client_secret", "scopes", "token_url")
+	}, append([]string{"mode", "client_id", "client_secret_file", "client_secret_env", "client_secret", "scopes", "token_url"}, callerOAuthKeys...)...)
 	if err != nil {
 		return nil, err
 	}
 	switch o.Mode {
-	case UpstreamOAuthService:
+	case UpstreamOAuthService, UpstreamOAuthPerCaller, UpstreamOAuthExchange:
 	case "":
-		return nil, p.errAt(v, "auth oauth needs a mode: service")
-	case "per_caller", "exchange":
-		return nil, p.errAt(modeNode, "auth oauth mode %s is not built yet: only service is", o.Mode)
+		return nil, p.errAt(v, "auth oauth needs a mode: service, per_caller or exchange")
 	default:
-		return nil, p.errAt(modeNode, "auth oauth mode %q: service (per_caller and exchange are not built yet)", o.Mode)
+		return nil, p.errAt(modeNode, "auth oauth mode %q: service, per_caller or exchange", o.Mode)
 	}
-	if o.ClientID == "" {
+	if err := p.checkCallerOAuth(o); err != nil {
+		return nil, err
+	}
+	if o.ClientID == "" && o.Mode != UpstreamOAuthPerCaller { // per_caller: registered dynamically
 		return nil, p.errAt(v, "auth oauth needs a client_id")
+	}
+	if o.ClientID == "" && (fileNode != nil || envNode != nil) {
+		return nil, p.errAt(v, "auth oauth: a client secret needs its client_id")
 	}
 	switch {
 	case fileNode != nil && envNode != nil:
@@ -124,6 +137,9 @@ func (p *parser) upstreamOAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) 
 		if o.ClientSecret = strings.TrimSpace(string(b)); o.ClientSecret == "" {
 			return nil, p.errAt(fileNode, "auth oauth client_secret_file %s is empty", secretFile)
 		}
+	case o.Mode != UpstreamOAuthService:
+		// A public client (PKCE alone), or one the token endpoint knows
+		// by its id; the catalog is then listed without a token.
 	default:
 		return nil, p.errAt(v, "auth oauth needs client_secret_file or client_secret_env")
 	}

@@ -36,6 +36,9 @@ func (c *call) audit(step, outcome string, attrs ...any) {
 			if a, ok := c.tool.Backend.(tool.Auditor); ok {
 				attrs = append(attrs, a.AuditAttrs()...)
 			}
+			if a, ok := c.tool.Backend.(tool.CallAuditor); ok {
+				attrs = append(attrs, a.CallAuditAttrs(c.req.Caller)...)
+			}
 		}
 		c.steps = append(c.steps, auditStep{step: step, outcome: outcome, attrs: attrs, dur: now.Sub(c.mark)})
 	}

@@ -457,6 +457,10 @@ type CallRequest struct {
 	// (tool.Call.Client): the client behind this call's connection, to
 	// which an upstream's progress, log messages and requests are relayed.
 	Client tool.Client
+	// CallerToken is handed to the backend with the call
+	// (tool.Call.CallerToken): the caller's verified JWT, for a backend
+	// that exchanges it. A secret: never recorded or audited.
+	CallerToken string
 	// ClientInfo names the MCP client that made the call ("name/version",
 	// from its initialize or, in 2026-07-28, the request's _meta), and
 	// ProtocolVersion the MCP revision it spoke: both recorded in the

@@ -310,6 +310,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		Asker:  c.req.Asker,
 		Client: c.req.Client,
 		Path:   c.path, PathDenied: c.pathDenied,
+		CallerToken: c.req.CallerToken,
 	}
 	ictx, bspan := c.startBackend(ictx, bc)
 	began := time.Now()
@@ -341,7 +342,17 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		if status == store.StatusUncertain {
 			msg += " (the outcome is unknown: the call is marked uncertain and will not be re-run)"
 		}
-		return nil, c.settleError(sctx, status, class, msg)
+		serr := c.settleError(sctx, status, class, msg)
+		var de tool.DetailedError
+		if ge, ok := serr.(*Error); ok && errors.As(err, &de) {
+			// What the caller needs to act (a URL to open): its answer only.
+			for k, v := range de.ErrorDetails() {
+				if _, taken := ge.Details[k]; !taken {
+					ge.Details[k] = v
+				}
+			}
+		}
+		return nil, serr
 	}
 	if res != nil && len(res.Content) > g.maxRes {
 		// It ran; its result is refused, not lost silently: the journal says so.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Authentication of /mcp. A request is authenticated once, by
@@ -30,6 +31,23 @@ type ident struct {
 	caller string
 	expiry time.Time // a JWT's exp; zero for static tokens and anonymous
 	scopes []string
+	// jwt is the bearer token when it was verified as a JWT (serve.oauth),
+	// for a backend that exchanges it (tool.Call.CallerToken); "" for a
+	// static token, which never leaves the gateway.
+	jwt string
+}
+
+// tokenExtraJWT is where the caller's verified JWT travels in the SDK's
+// TokenInfo, from the HTTP middleware to the tools/call handler.
+const tokenExtraJWT = "backplane.caller_jwt"
+
+// callerJWT is the verified JWT of the request that carried req.
+func callerJWT(req mcp.Request) string {
+	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+		s, _ := ex.TokenInfo.Extra[tokenExtraJWT].(string)
+		return s
+	}
+	return ""
 }
 
 type identKey struct{}
@@ -73,7 +91,7 @@ func (s *Server) authenticate(r *http.Request) (ident, error) {
 	if err != nil {
 		return ident{}, err
 	}
-	return ident{caller: c.Caller, expiry: c.Expiry, scopes: c.Scopes}, nil
+	return ident{caller: c.Caller, expiry: c.Expiry, scopes: c.Scopes, jwt: token}, nil
 }
 
 // anonymousAllowed checks, request by request, what ServeHTTP checked of
@@ -109,7 +127,11 @@ func (s *Server) sdkAuth() func(http.Handler) http.Handler {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: id.caller, Expiration: id.expiry, Scopes: id.scopes}, nil
+		ti := &auth.TokenInfo{UserID: id.caller, Expiration: id.expiry, Scopes: id.scopes}
+		if id.jwt != "" {
+			ti.Extra = map[string]any{tokenExtraJWT: id.jwt}
+		}
+		return ti, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: s.leeway()})
 	return func(next http.Handler) http.Handler {
 		h := verify(next)

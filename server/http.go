@@ -26,6 +26,9 @@ const (
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
 	PathConsole = "/ui"
+	// PathUpstreamCallback is where an upstream server's authorization
+	// server sends a caller's browser back (Options.UpstreamCallback).
+	PathUpstreamCallback = "/oauth/upstream/callback"
 )
 
 // Handler is the HTTP face of the server: streamable HTTP MCP at /mcp and
@@ -47,6 +50,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(PathMetrics, s.streamDeadlines(s.RequireOperator(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})), false))
 	mux.Handle(PathHealthz, s.streamDeadlines(http.HandlerFunc(s.healthz), false))
 	mux.Handle(PathReadyz, s.streamDeadlines(http.HandlerFunc(s.readyz), false))
+	if s.opts.UpstreamCallback != nil {
+		// Open: a browser arrives from the authorization server without a
+		// token; the state it carries is what binds it to a caller.
+		mux.Handle("GET "+PathUpstreamCallback, s.streamDeadlines(s.opts.UpstreamCallback, false))
+	}
 	if s.opts.Console != nil {
 		// The console's live page is an event stream: no write deadline.
 		// Its browser requests pass the same Origin check as /mcp's.

@@ -224,6 +224,11 @@ func errorResult(err error) *mcp.CallToolResult {
 func describeError(ge *gateway.Error) string {
 	var b strings.Builder
 	b.WriteString(ge.Error())
+	if u, ok := ge.Details["authorization_url"].(string); ok {
+		// An upstream login (backend/upstream's LoginRequiredError): the
+		// URL is for this caller's eyes, in its answer only.
+		b.WriteString("\nConnect your account: " + u)
+	}
 	if len(ge.Errors) > 1 || (len(ge.Errors) == 1 && ge.Errors[0].Error() != ge.Message) {
 		b.WriteString("\nviolations:")
 		for _, v := range ge.Errors {

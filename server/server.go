@@ -274,6 +274,10 @@ type Options struct {
 	// own requests. When it has a Close method, a shutdown calls it first,
 	// so that its live streams do not hold the server.
 	Console http.Handler
+	// UpstreamCallback, when set, is served at PathUpstreamCallback (GET,
+	// no token): the redirect that completes a caller's authorization at
+	// an upstream server's authorization server (backend/upstream's Logins).
+	UpstreamCallback http.Handler
 	// Collectors are more Prometheus metrics served at /metrics (the
 	// tracing exporter's counters).
 	Collectors []prometheus.Collector
@@ -662,6 +666,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 		Arguments:    args,
 		ApprovalWait: &s.wait,
 		Away:         away.Load,
+		CallerToken:  callerJWT(req),
 	}
 	if key, ok := p.Meta[MetaIdempotencyKey].(string); ok {
 		cr.IdempotencyKey = key

@@ -12,6 +12,12 @@ type Call struct {
 	Tool    string
 	Caller  string
 	Session string
+	// CallerToken is the bearer token that named the caller when it is a
+	// JWT access token verified against serve.oauth ("" otherwise: a
+	// static serve.tokens entry is the gateway's own secret and never
+	// leaves it). A secret: a backend may exchange it for a token of its
+	// own (RFC 8693) and must never log it, record it or send it on.
+	CallerToken string
 	// Arguments are the exact bytes that were validated (D18).
 	Arguments json.RawMessage
 	// Asker, when set, is this call's channel to the person behind it (the
@@ -123,6 +129,25 @@ type Result struct {
 // events that settle its calls (the sandbox its process ran in, say).
 type Auditor interface {
 	AuditAttrs() []any
+}
+
+// CallAuditor is implemented by a backend whose audit attributes depend
+// on the caller (the upstream credential a call used belongs to its
+// caller): the gateway adds CallAuditAttrs(caller) to the settle step
+// beside Auditor's.
+type CallAuditor interface {
+	CallAuditAttrs(caller string) []any
+}
+
+// DetailedError is implemented by a backend's error that carries what
+// the caller needs to act on it, such as the URL where it connects its
+// account to an upstream server: the gateway puts ErrorDetails in the
+// details of the error the caller gets, beside status. Details reach the
+// caller only: they are not recorded in the journal or the audit, and
+// Error() must not repeat them.
+type DetailedError interface {
+	error
+	ErrorDetails() map[string]any
 }
 
 // Backend runs calls. Invoke must honour ctx's deadline and cancellation.

@@ -49,6 +49,10 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: upstream %s: %w", tool.ErrNotStarted, u.srv.Name, err)
 	}
+	// The caller's own token, per_caller and exchange (percaller.go).
+	if ctx, call, err = u.ready(ctx, call); err != nil {
+		return nil, err
+	}
 	in := u.calls.begin(ctx, call)
 	defer u.calls.end(in)
 	params := &sdk.CallToolParams{

@@ -12,6 +12,14 @@
 //     never logged, never put in an error message. Close kills the
 //     program's whole process group; on Linux the kernel also kills the
 //     program when the gateway dies, even by SIGKILL.
+//   - OAuth (Server.OAuth). Mode service: the gateway's own token on
+//     every request (oauth.go). Modes per_caller and exchange: each
+//     tools/call carries its own caller's token, from Options.Tokens
+//     (per_caller: the caller's authorization code grant, completed at
+//     Options.Logins' callback; exchange: the caller's JWT exchanged,
+//     RFC 8693), never another caller's; a call whose caller has no token
+//     is answered, before anything is sent, with the authorization URL
+//     (percaller.go, login.go). These modes need MCP 2026-07-28.
 //   - Revisions. The connection speaks MCP 2026-07-28 where the server
 //     offers it (the SDK's client sends server/discover first), else
 //     2025-11-25 ([Upstream.Protocol] says which). At 2026-07-28 the SDK
@@ -224,8 +232,8 @@ func (s *Server) Check() error {
 			return fmt.Errorf("server %s: env applies to a command, not to a url", s.Name)
 		}
 		if s.OAuth != nil {
-			if s.OAuth.ClientID == "" || s.OAuth.ClientSecret == "" {
-				return fmt.Errorf("server %s: oauth needs a client id and a client secret", s.Name)
+			if err := checkCallerOAuth(s); err != nil { // percaller.go
+				return err
 			}
 			for k := range s.Headers {
 				if http.CanonicalHeaderKey(k) == "Authorization" {
@@ -287,6 +295,12 @@ type Options struct {
 	// seconds, and silence looks like a hang.
 	StartProgress func(waited time.Duration)
 	ProgressEvery time.Duration
+	// Tokens keeps the callers' tokens of a per_caller or exchange server
+	// (percaller.go). Default: a MemoryTokens of the Upstream's own.
+	Tokens TokenStore
+	// Logins are the authorization code flows of per_caller servers and
+	// their callback (login.go); nil: a caller's login cannot complete.
+	Logins *Logins
 }
 
 // Upstream is a connected server whose tools are registered in the
@@ -302,9 +316,13 @@ type Upstream struct {
 	connTO time.Duration
 	httpRT http.RoundTripper
 	oauth  *oauthTransport // nil without Server.OAuth; its token outlives a connection
-	d2020  *draft2020.Options
-	bridge Bridge
-	calls  calls // in flight, for what the server sends during them
+	// perCaller is set for the modes per_caller and exchange (and oauth
+	// is then nil): percaller.go.
+	perCaller *callerAuth
+	logins    *Logins
+	d2020     *draft2020.Options
+	bridge    Bridge
+	calls     calls // in flight, for what the server sends during them
 
 	relist chan struct{} // a list_changed notification arrived (coalesced)
 	done   chan struct{} // closed by Close
@@ -388,7 +406,14 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	if u.httpRT == nil && srv.URL != "" {
 		u.httpRT = http.DefaultTransport.(*http.Transport).Clone()
 	}
-	if srv.OAuth != nil {
+	switch {
+	case srv.OAuth != nil && srv.OAuth.perCaller():
+		tokens := o.Tokens
+		if tokens == nil {
+			tokens = &MemoryTokens{}
+		}
+		u.perCaller, u.logins = newCallerAuth(u.httpRT, srv, tokens, o.Logins, u.log), o.Logins
+	case srv.OAuth != nil:
 		u.oauth = newOAuthTransport(u.httpRT, srv.Name, srv.URL, *srv.OAuth)
 	}
 	u.sdkLog = &headerLog{}
@@ -402,7 +427,11 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", srv.Name, u.startTimedOut(ctx, cctx, err))
 	}
-	tools, err := u.listTools(cctx, l)
+	err = u.checkPerCallerProtocol(l) // percaller.go
+	var tools []rawTool
+	if err == nil {
+		tools, err = u.listTools(cctx, l)
+	}
 	if err == nil {
 		err = u.sync(cctx, tools, true)
 	}

@@ -27,6 +27,10 @@ import (
 // SDK's helpers. Every token request carries resource=Server.URL (RFC
 // 8707). ClientSecret is a secret: never logged, never in an error.
 type OAuth struct {
+	// Mode is OAuthModeService ("" means it), OAuthModePerCaller or
+	// OAuthModeExchange (percaller.go, with PerCaller's settings).
+	Mode         string
+	PerCaller    CallerOAuth
 	ClientID     string
 	ClientSecret string
 	Scopes       []string
@@ -315,6 +319,9 @@ func prmURLs(challenge []string, resource string) []prmURL {
 // httpBase is what carries the upstream's HTTP requests under the tap: the
 // OAuth transport when the server has OAuth set.
 func (u *Upstream) httpBase() http.RoundTripper {
+	if u.perCaller != nil {
+		return callerTransport{u.perCaller} // percaller.go
+	}
 	if u.oauth != nil {
 		return u.oauth
 	}
