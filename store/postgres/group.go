@@ -212,16 +212,16 @@ var errNotTogether = errors.New("reservations of one budget with different quota
 // while this incarnation ($1) is alive with an unexpired lease (see
 // insertIntent, which it is the many-rows form of).
 const insertIntents = `INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, status, created_at)
+		args_digest, idempotency_key, approval_id, incarnation, status, created_at, client, protocol_version)
 	SELECT u.call_id, u.caller, u.session, u.tool, u.definition_hash, u.arguments,
-		u.args_digest, u.idempotency_key, u.approval_id, inc.id, 'started', u.created_at
+		u.args_digest, u.idempotency_key, u.approval_id, inc.id, 'started', u.created_at, u.client, u.protocol_version
 	FROM (SELECT coalesce((SELECT i.id FROM incarnations i
 			WHERE i.id = $1 AND i.state = 'alive' AND i.lease_expires_at > clock_timestamp()
 			FOR KEY SHARE), backplane_refuse('incarnation')) AS id) inc,
 		unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::text[],
-			$9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
+			$9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[]) WITH ORDINALITY
 			AS u(call_id, caller, session, tool, definition_hash, arguments, args_digest,
-				idempotency_key, approval_id, created_at, n)
+				idempotency_key, approval_id, created_at, client, protocol_version, n)
 	ORDER BY u.n`
 
 // reserveSums adds to the usage of each budget row named by the elements
@@ -263,6 +263,7 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		callIDs, callers, sessions, tools, defs, digests = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		args                                             = make([][]byte, n)
 		keys, approvals                                  = make([]pgtype.Text, n), make([]pgtype.Text, n)
+		clients, protocols                               = make([]pgtype.Text, n), make([]pgtype.Text, n)
 		created                                          = make([]pgtype.Timestamptz, n)
 
 		rCall, rScope, rKey           []string
@@ -276,6 +277,8 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		args[i] = in.Arguments
 		keys[i] = pgtype.Text{String: in.IdempotencyKey, Valid: in.IdempotencyKey != ""}
 		approvals[i] = pgtype.Text{String: in.ApprovalID, Valid: in.ApprovalID != ""}
+		clients[i] = pgtype.Text{String: in.ClientInfo, Valid: in.ClientInfo != ""}
+		protocols[i] = pgtype.Text{String: in.ProtocolVersion, Valid: in.ProtocolVersion != ""}
 		if !in.CreatedAt.IsZero() {
 			created[i] = pgtype.Timestamptz{Time: in.CreatedAt, Valid: true}
 		}
@@ -300,7 +303,7 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		bScope[i], bKey[i], bPer[i], bStart[i], bQuota[i], bSum[i] = k.scope, k.key, k.per, k.start, quota[k], sum[k]
 	}
 	b := &pgx.Batch{}
-	b.Queue(insertIntents, s.incarnation, callIDs, callers, sessions, tools, defs, args, digests, keys, approvals, created)
+	b.Queue(insertIntents, s.incarnation, callIDs, callers, sessions, tools, defs, args, digests, keys, approvals, created, clients, protocols)
 	if len(rows) > 0 {
 		b.Queue(reserveSums, bScope, bKey, bPer, bStart, bQuota, bSum)
 		b.Queue(insertReservations, rCall, rScope, rKey, rQuota, rAmount, rPer, rStart)

@@ -18,7 +18,7 @@ import (
 
 const intentCols = `call_id, caller, session, tool, definition_hash, arguments, args_digest,
 	idempotency_key, approval_id, incarnation, status, result, error_class, error_message,
-	resolved_by, created_at, settled_at`
+	resolved_by, created_at, settled_at, client, protocol_version`
 
 // CommitIntent's statements. They are sent together (one pgx batch: one
 // round trip) and run in one implicit transaction that the server commits
@@ -37,12 +37,12 @@ const intentCols = `call_id, caller, session, tool, definition_hash, arguments, 
 // violation (after waiting for a concurrent insert of the same key to
 // commit or roll back).
 const insertIntent = `INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, status, created_at)
+		args_digest, idempotency_key, approval_id, incarnation, status, created_at, client, protocol_version)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
 		coalesce((SELECT i.id FROM incarnations i
 			WHERE i.id = $10 AND i.state = 'alive' AND i.lease_expires_at > clock_timestamp()
 			FOR KEY SHARE), backplane_refuse('incarnation')),
-		'started', $11)`
+		'started', $11, $12, $13)`
 
 // reserveBudget adds $5 to the usage of ($2, $3) in window ($6 seconds
 // long, starting at $7) unless that takes it above the quota $4, and
@@ -127,7 +127,8 @@ func (s *Store) commitOne(ctx context.Context, req *store.CommitRequest) (*store
 	})
 	b := &pgx.Batch{}
 	b.Queue(insertIntent, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, in.Arguments,
-		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, ts(in.CreatedAt))
+		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, ts(in.CreatedAt),
+		nullString(in.ClientInfo), nullString(in.ProtocolVersion))
 	for _, i := range order {
 		r := req.Reservations[i]
 		b.Queue(reserveBudget, in.CallID, r.Scope, r.Key, r.Quota, r.Amount, r.Window.PerSeconds(), r.Window.StartSeconds())
@@ -543,15 +544,16 @@ func (s seqRow) Scan(dest ...any) error { return s.r.Scan(append([]any{s.seq}, d
 
 func scanIntent(r pgx.Row) (*store.Intent, error) {
 	var in store.Intent
-	var key, approval pgtype.Text
+	var key, approval, client, protocol pgtype.Text
 	var status string
 	var created, settled pgtype.Timestamptz
 	if err := r.Scan(&in.CallID, &in.Caller, &in.Session, &in.Tool, &in.DefinitionHash, &in.Arguments, &in.ArgsDigest,
 		&key, &approval, &in.Incarnation, &status, &in.Result, &in.ErrorClass, &in.ErrorMessage,
-		&in.ResolvedBy, &created, &settled); err != nil {
+		&in.ResolvedBy, &created, &settled, &client, &protocol); err != nil {
 		return nil, err
 	}
 	in.IdempotencyKey, in.ApprovalID, in.Status = key.String, approval.String, store.Status(status)
+	in.ClientInfo, in.ProtocolVersion = client.String, protocol.String
 	in.CreatedAt, in.SettledAt = fromTS(created), fromTS(settled)
 	return &in, nil
 }

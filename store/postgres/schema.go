@@ -173,6 +173,11 @@ CREATE TABLE refusals (
 );
 CREATE INDEX refusals_at ON refusals (at);
 `,
+	// 6: who made the call (issue 24): the MCP client's name/version and
+	// the protocol revision it spoke, NULL when unknown. Never arguments.
+	`
+ALTER TABLE intents ADD COLUMN client text, ADD COLUMN protocol_version text;
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.
