@@ -102,8 +102,9 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 }
 
 // writer is the only goroutine that writes through s.wc. It commits what is
-// queued, as soon as it is queued: while one transaction syncs, the next
-// requests pile up in the queue and share the following commit.
+// queued, as soon as it is queued, in one transaction per round (see
+// runBatch): while one transaction syncs, the next requests pile up in the
+// queue and share the following commit.
 //
 // One refinement: the callers answered by a transaction tend to come back
 // together (a gateway call commits its intent, then settles it), but not all
@@ -132,18 +133,16 @@ func (s *Store) writer() {
 	flushArmed := false
 	for {
 		batch = batch[:0]
-		if len(batch) == 0 {
-			select {
-			case r, ok := <-s.queue:
-				if !ok {
-					return
-				}
-				batch = append(batch, r)
-			case <-flush.C:
-				flushArmed = false
-				s.flushLazy()
-				continue
+		select {
+		case r, ok := <-s.queue:
+			if !ok {
+				return
 			}
+			batch = append(batch, r)
+		case <-flush.C:
+			flushArmed = false
+			s.flushLazy()
+			continue
 		}
 		s.drain(&batch)
 		linger := min(lastDur/2, maxLinger)
