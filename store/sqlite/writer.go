@@ -407,11 +407,20 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 			w.open[op.in.CallID] = op.seq
 		}
 	}
+	if s.onBatch != nil {
+		failed := 0
+		for _, r := range live {
+			if r.err != nil {
+				failed++
+			}
+		}
+		s.onBatch(len(live), failed)
+	}
 	s.pendingSync = true
 	if synced {
 		// The lazy requests need only the commit: they are answered
-		// before the sync.
-		var durable []*writeReq
+		// before the sync; the others are kept, in place, for after it.
+		durable := live[:0]
 		for _, r := range live {
 			if r.lazy {
 				r.done <- r.err
@@ -419,7 +428,7 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 				durable = append(durable, r)
 			}
 		}
-		live = durable
+		live = durable // finish answers these
 		if err := s.syncWAL(); err != nil {
 			// Committed and visible, but perhaps not on stable storage:
 			// the callers are told it failed, the safe side (the gateway
@@ -429,15 +438,6 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 			return
 		}
 		s.nSynced.Add(1)
-	}
-	if s.onBatch != nil {
-		failed := 0
-		for _, r := range live {
-			if r.err != nil {
-				failed++
-			}
-		}
-		s.onBatch(len(live), failed)
 	}
 	finish(nil)
 }
