@@ -192,6 +192,10 @@ type Call struct {
 	ResolvedBy     string          `json:"resolved_by,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
 	SettledAt      time.Time       `json:"settled_at,omitzero"`
+	// Client and ProtocolVersion name the MCP client that made the call
+	// and the revision it spoke, when known.
+	Client          string `json:"client,omitempty"`
+	ProtocolVersion string `json:"protocol_version,omitempty"`
 	// Refused: the call was refused before it was journaled (Status
 	// "refused", ErrorClass why, Step where); it has no arguments kept
 	// but their digest.

@@ -181,6 +181,7 @@ func call(in *store.Intent) Call {
 		Arguments: json.RawMessage(in.Arguments), Result: json.RawMessage(in.Result),
 		ApprovalID: in.ApprovalID, IdempotencyKey: in.IdempotencyKey, DefinitionHash: in.DefinitionHash,
 		ResolvedBy: in.ResolvedBy, CreatedAt: in.CreatedAt, SettledAt: in.SettledAt,
+		Client: in.ClientInfo, ProtocolVersion: in.ProtocolVersion,
 	}
 	c.ToolError = gateway.ToolReportedError(in)
 	return c

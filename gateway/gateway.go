@@ -464,7 +464,8 @@ type CallRequest struct {
 	// ClientInfo names the MCP client that made the call ("name/version",
 	// from its initialize or, in 2026-07-28, the request's _meta), and
 	// ProtocolVersion the MCP revision it spoke: both recorded in the
-	// call's audit event ("" when unknown: not MCP, or not said).
+	// call's audit event and its journal entry ("" when unknown: not MCP,
+	// or not said).
 	ClientInfo, ProtocolVersion string
 }
 
@@ -756,6 +757,7 @@ func (c *call) commit(ctx context.Context, approvalID string, retried bool) (exi
 			CallID: c.id, Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name,
 			DefinitionHash: t.defHash, Arguments: c.req.Arguments, ArgsDigest: c.digest,
 			IdempotencyKey: c.req.IdempotencyKey, CreatedAt: now,
+			ClientInfo: c.req.ClientInfo, ProtocolVersion: c.req.ProtocolVersion,
 		},
 		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
 		ApprovalID:   approvalID,

@@ -267,3 +267,29 @@ func TestIntentCommittedBeforeInvocation(t *testing.T) {
 		}
 	})
 }
+
+// TestJournalRecordsClient: the MCP client's name/version and protocol
+// version a call came with are kept in its journal entry, through its
+// settlement (issue 24); a call without them records none.
+func TestJournalRecordsClient(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		f := newFixture(t, mk, config{})
+		f.tool("note", nil)
+		res, err := f.do(gateway.CallRequest{Caller: "alice", Tool: "note", Arguments: json.RawMessage(`{"text":"hi"}`),
+			ClientInfo: "claude-code/2.1.0", ProtocolVersion: "2026-07-28"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := f.intent(res.CallID)
+		if in.Status != store.StatusSucceeded || in.ClientInfo != "claude-code/2.1.0" || in.ProtocolVersion != "2026-07-28" {
+			t.Errorf("journal entry %+v: want succeeded, client claude-code/2.1.0, protocol 2026-07-28", in)
+		}
+		res, err = f.call("alice", "note", `{"text":"again"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in := f.intent(res.CallID); in.ClientInfo != "" || in.ProtocolVersion != "" {
+			t.Errorf("a call without a client: client %q, protocol %q; want none", in.ClientInfo, in.ProtocolVersion)
+		}
+	})
+}

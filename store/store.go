@@ -69,6 +69,12 @@ type Intent struct {
 	ResolvedBy     string    `json:"resolved_by,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 	SettledAt      time.Time `json:"settled_at,omitzero"`
+	// ClientInfo names the MCP client that made the call ("name/version")
+	// and ProtocolVersion the MCP revision it spoke, as the gateway was
+	// told them; "" when unknown. They describe the caller's software,
+	// never the call's arguments.
+	ClientInfo      string `json:"client,omitempty"`
+	ProtocolVersion string `json:"protocol_version,omitempty"`
 }
 
 // Reservation is the budget one call takes from one (scope, key).

@@ -316,6 +316,10 @@ type intentDetail struct {
 	ResolvedBy     string          `json:"resolved_by,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
 	SettledAt      *time.Time      `json:"settled_at"`
+	// Client and ProtocolVersion: the MCP client that made the call and
+	// the revision it spoke, when known.
+	Client          string `json:"client,omitempty"`
+	ProtocolVersion string `json:"protocol_version,omitempty"`
 }
 
 func detailOf(in *store.Intent) intentDetail {
@@ -324,6 +328,7 @@ func detailOf(in *store.Intent) intentDetail {
 		ArgsDigest: in.ArgsDigest, IdempotencyKey: in.IdempotencyKey, ApprovalID: in.ApprovalID,
 		Incarnation: in.Incarnation, Status: in.Status, ErrorClass: in.ErrorClass, ErrorMessage: in.ErrorMessage,
 		ResolvedBy: in.ResolvedBy, CreatedAt: in.CreatedAt.UTC(),
+		Client: in.ClientInfo, ProtocolVersion: in.ProtocolVersion,
 	}
 	if json.Valid(in.Arguments) {
 		d.Arguments = in.Arguments
@@ -354,8 +359,9 @@ func newJournalShowCmd(f *gatewayFlags) *cobra.Command {
 		Short: "Show everything the journal holds about one call",
 		Long: `Show prints one intent: who called which tool (and its definition hash),
 the arguments, their digest, the idempotency key and approval used, the
-status, the result or the error class and message, who resolved it, and
-when it was created and settled. Exit 1 when there is no such call.`,
+status, the result or the error class and message, who resolved it, the
+MCP client and protocol version that made it (when known), and when it
+was created and settled. Exit 1 when there is no such call.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := f.open(cmd.Context(), cmd)
@@ -399,6 +405,8 @@ func writeIntentDetail(out io.Writer, d *intentDetail) {
 	field("definition", d.DefinitionHash)
 	field("caller", d.Caller)
 	field("session", d.Session)
+	field("client", d.Client)
+	field("protocol", d.ProtocolVersion)
 	jsonField("arguments", d.Arguments)
 	field("args digest", d.ArgsDigest)
 	field("idempotency key", d.IdempotencyKey)

@@ -581,8 +581,8 @@ tools:
 	// Declared only after the lease expired, on the database's clock.
 	var settled, expires time.Time
 	var state string
-	if err := pg.QueryRow(ctx, `SELECT i.settled_at, c.lease_expires_at, c.state FROM intents i
-		JOIN incarnations c ON c.id = i.incarnation WHERE i.call_id = $1`, callID).Scan(&settled, &expires, &state); err != nil {
+	if err := pg.QueryRow(ctx, `SELECT s.settled_at, c.lease_expires_at, c.state FROM intents i
+		JOIN settlements s ON s.seq = i.seq JOIN incarnations c ON c.id = i.incarnation WHERE i.call_id = $1`, callID).Scan(&settled, &expires, &state); err != nil {
 		t.Fatal(err)
 	}
 	if !settled.After(expires) || state != "dead" {
@@ -793,8 +793,8 @@ tools:
 	}
 	var status string
 	var state string
-	if err := pg.QueryRow(ctx, `SELECT i.status, c.state FROM intents i JOIN incarnations c ON c.id = i.incarnation
-		WHERE i.call_id = $1`, callID).Scan(&status, &state); err != nil {
+	if err := pg.QueryRow(ctx, `SELECT coalesce(s.status, 'started'), c.state FROM intents i LEFT JOIN settlements s ON s.seq = i.seq
+		JOIN incarnations c ON c.id = i.incarnation WHERE i.call_id = $1`, callID).Scan(&status, &state); err != nil {
 		t.Fatal(err)
 	}
 	if status != "uncertain" || state != "dead" {

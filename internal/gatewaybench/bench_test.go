@@ -106,7 +106,7 @@ func fanOut(b *testing.B, workers int, unit string, newOp func(w int) func(i int
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	for w := range workers {
 		op := newOp(w)
 		wg.Go(func() {
@@ -129,6 +129,7 @@ func fanOut(b *testing.B, workers int, unit string, newOp func(w int) func(i int
 		b.Fatalf("an operation failed: %v", *p)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), unit)
+	reportCPU(b, cpu)
 }
 
 func dropSchema(b *testing.B, url, schema string) {

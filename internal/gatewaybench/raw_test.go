@@ -72,6 +72,7 @@ func BenchmarkJournalRaw(b *testing.B) {
 			defer ins.Close()
 			run := fmt.Sprintf("%08d", b.N%1e8)
 			b.ResetTimer()
+			cpu := processCPU()
 			for i := 0; i < b.N; {
 				n := min(bc.batch, b.N-i)
 				if bc.batch > 1 {
@@ -92,6 +93,7 @@ func BenchmarkJournalRaw(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			reportCPU(b, cpu)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
 	}

@@ -210,19 +210,21 @@ var errNotTogether = errors.New("reservations of one budget with different quota
 
 // insertIntents inserts started intents, one per element of its arrays,
 // while this incarnation ($1) is alive with an unexpired lease (see
-// insertIntent, which it is the many-rows form of).
-const insertIntents = `INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, status, created_at)
+// insertIntent, which it is the many-rows form of), with their open rows.
+const insertIntents = `WITH i AS (INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
+		args_digest, idempotency_key, approval_id, incarnation, created_at, client, protocol_version)
 	SELECT u.call_id, u.caller, u.session, u.tool, u.definition_hash, u.arguments,
-		u.args_digest, u.idempotency_key, u.approval_id, inc.id, 'started', u.created_at
+		u.args_digest, u.idempotency_key, u.approval_id, inc.id, u.created_at, u.client, u.protocol_version
 	FROM (SELECT coalesce((SELECT i.id FROM incarnations i
 			WHERE i.id = $1 AND i.state = 'alive' AND i.lease_expires_at > clock_timestamp()
 			FOR KEY SHARE), backplane_refuse('incarnation')) AS id) inc,
 		unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::text[],
-			$9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
+			$9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[]) WITH ORDINALITY
 			AS u(call_id, caller, session, tool, definition_hash, arguments, args_digest,
-				idempotency_key, approval_id, created_at, n)
-	ORDER BY u.n`
+				idempotency_key, approval_id, created_at, client, protocol_version, n)
+	ORDER BY u.n
+	RETURNING seq, incarnation)
+	INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM i`
 
 // reserveSums adds to the usage of each budget row named by the elements
 // of its arrays (scope $1, key $2, window $3 seconds long starting at $4)
@@ -263,6 +265,7 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		callIDs, callers, sessions, tools, defs, digests = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		args                                             = make([][]byte, n)
 		keys, approvals                                  = make([]pgtype.Text, n), make([]pgtype.Text, n)
+		clients, protocols                               = make([]pgtype.Text, n), make([]pgtype.Text, n)
 		created                                          = make([]pgtype.Timestamptz, n)
 
 		rCall, rScope, rKey           []string
@@ -276,6 +279,8 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		args[i] = in.Arguments
 		keys[i] = pgtype.Text{String: in.IdempotencyKey, Valid: in.IdempotencyKey != ""}
 		approvals[i] = pgtype.Text{String: in.ApprovalID, Valid: in.ApprovalID != ""}
+		clients[i] = pgtype.Text{String: in.ClientInfo, Valid: in.ClientInfo != ""}
+		protocols[i] = pgtype.Text{String: in.ProtocolVersion, Valid: in.ProtocolVersion != ""}
 		if !in.CreatedAt.IsZero() {
 			created[i] = pgtype.Timestamptz{Time: in.CreatedAt, Valid: true}
 		}
@@ -300,7 +305,7 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		bScope[i], bKey[i], bPer[i], bStart[i], bQuota[i], bSum[i] = k.scope, k.key, k.per, k.start, quota[k], sum[k]
 	}
 	b := &pgx.Batch{}
-	b.Queue(insertIntents, s.incarnation, callIDs, callers, sessions, tools, defs, args, digests, keys, approvals, created)
+	b.Queue(insertIntents, s.incarnation, callIDs, callers, sessions, tools, defs, args, digests, keys, approvals, created, clients, protocols)
 	if len(rows) > 0 {
 		b.Queue(reserveSums, bScope, bKey, bPer, bStart, bQuota, bSum)
 		b.Queue(insertReservations, rCall, rScope, rKey, rQuota, rAmount, rPer, rStart)
@@ -317,7 +322,8 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 }
 
 // Group settlement: the settlements (succeeded or uncertain) queued at the
-// moment are written by one UPDATE in one asynchronously committed
+// moment are written by one statement (their open rows deleted, their
+// settlement rows inserted) in one asynchronously committed
 // transaction (see asyncCommit). The intents it could not settle (no
 // longer started, of another incarnation, or this incarnation no longer
 // alive) are settled again on their own by settleOne, which returns the
@@ -336,14 +342,19 @@ type settleJob struct {
 
 // settleIntents settles the started intents of this incarnation ($1, while
 // it is alive) named in $2, each with the values at the same index, and
-// returns the call ids it settled.
-const settleIntents = `UPDATE intents i SET status = u.status, result = u.result, error_class = u.error_class,
-		error_message = u.error_message, settled_at = u.settled_at
-	FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[])
-		AS u(call_id, status, result, error_class, error_message, settled_at)
-	WHERE i.call_id = u.call_id AND i.status = 'started' AND i.incarnation = $1
-	AND EXISTS (SELECT 1 FROM incarnations WHERE id = $1 AND state = 'alive')
-	RETURNING i.call_id`
+// returns the call ids it settled: the open rows of those still started by
+// $1 are deleted and their settlement rows inserted (see settleIntent).
+const settleIntents = `WITH u AS (
+		SELECT i.seq, u.* FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[])
+			AS u(call_id, status, result, error_class, error_message, settled_at)
+		JOIN intents i ON i.call_id = u.call_id),
+	o AS (DELETE FROM open_intents WHERE seq IN (SELECT seq FROM u) AND incarnation = $1
+		AND EXISTS (SELECT 1 FROM incarnations WHERE id = $1 AND state = 'alive')
+		RETURNING seq),
+	s AS (INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
+		SELECT u.seq, u.status, u.result, u.error_class, u.error_message, u.settled_at FROM u JOIN o ON o.seq = u.seq
+		RETURNING seq)
+	SELECT u.call_id FROM u JOIN s ON s.seq = u.seq`
 
 // enqueueSettle hands a settlement to a settler and waits for its outcome
 // (see enqueueCommit).

@@ -179,8 +179,9 @@ func TestSettleTogether(t *testing.T) {
 }
 
 // Intents commit with synchronous_commit on and settlements (alone or in
-// a group) with it off: a trigger installed by the test records the
-// setting in force in each transaction that writes an intent.
+// a group) with it off: triggers installed by the test record the setting
+// in force in each transaction that writes an intent or a settlement. A
+// settlement is a settlement row: the intent's row is never updated.
 func TestSettlementsCommitAsynchronously(t *testing.T) {
 	ctx := context.Background()
 	schema := newSchema(t)
@@ -194,6 +195,12 @@ func TestSettlementsCommitAsynchronously(t *testing.T) {
 			RETURN NEW;
 		END $$`,
 		`CREATE TRIGGER record_commit_mode AFTER INSERT OR UPDATE ON intents FOR EACH ROW EXECUTE FUNCTION record_commit_mode()`,
+		`CREATE FUNCTION record_settle_mode() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO commit_modes VALUES ((SELECT call_id FROM intents WHERE seq = NEW.seq), 'SETTLE', current_setting('synchronous_commit'));
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER record_settle_mode AFTER INSERT OR UPDATE ON settlements FOR EACH ROW EXECUTE FUNCTION record_settle_mode()`,
 	} {
 		if _, err := c.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -224,11 +231,11 @@ func TestSettlementsCommitAsynchronously(t *testing.T) {
 		if got[id+" INSERT"] != "on" {
 			t.Errorf("intent %s was committed with synchronous_commit %q, want on", id, got[id+" INSERT"])
 		}
-		if got[id+" UPDATE"] != "off" {
-			t.Errorf("the settlement of %s was committed with synchronous_commit %q, want off", id, got[id+" UPDATE"])
+		if got[id+" SETTLE"] != "off" {
+			t.Errorf("the settlement of %s was committed with synchronous_commit %q, want off", id, got[id+" SETTLE"])
 		}
 	}
 	if len(got) != 8 {
-		t.Errorf("recorded %v, want one insert and one update per intent", got)
+		t.Errorf("recorded %v, want one intent insert and one settlement insert per intent (no update of an intent)", got)
 	}
 }

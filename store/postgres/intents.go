@@ -16,9 +16,16 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const intentCols = `call_id, caller, session, tool, definition_hash, arguments, args_digest,
-	idempotency_key, approval_id, incarnation, status, result, error_class, error_message,
-	resolved_by, created_at, settled_at`
+// intentCols are the columns scanIntent reads, from intentFrom: an
+// intent's own row (i) and its settlement's (s, absent while started; see
+// schema version 7).
+const intentCols = `i.call_id, i.caller, i.session, i.tool, i.definition_hash, i.arguments, i.args_digest,
+	i.idempotency_key, i.approval_id, i.incarnation, coalesce(s.status, 'started'), s.result,
+	coalesce(s.error_class, ''), coalesce(s.error_message, ''), coalesce(s.resolved_by, ''),
+	i.created_at, s.settled_at, i.client, i.protocol_version`
+
+// intentFrom joins each intent to its settlement.
+const intentFrom = ` FROM intents i LEFT JOIN settlements s ON s.seq = i.seq`
 
 // CommitIntent's statements. They are sent together (one pgx batch: one
 // round trip) and run in one implicit transaction that the server commits
@@ -35,14 +42,16 @@ const intentCols = `call_id, caller, session, tool, definition_hash, arguments, 
 // transaction, and once it has declared the incarnation dead the subquery
 // finds no row. A repeated call id or idempotency key fails with a unique
 // violation (after waiting for a concurrent insert of the same key to
-// commit or roll back).
-const insertIntent = `INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, status, created_at)
+// commit or roll back). The intent's open_intents row is inserted with it.
+const insertIntent = `WITH i AS (INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
+		args_digest, idempotency_key, approval_id, incarnation, created_at, client, protocol_version)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
 		coalesce((SELECT i.id FROM incarnations i
 			WHERE i.id = $10 AND i.state = 'alive' AND i.lease_expires_at > clock_timestamp()
 			FOR KEY SHARE), backplane_refuse('incarnation')),
-		'started', $11)`
+		$11, $12, $13)
+	RETURNING seq, incarnation)
+	INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM i`
 
 // reserveBudget adds $5 to the usage of ($2, $3) in window ($6 seconds
 // long, starting at $7) unless that takes it above the quota $4, and
@@ -127,7 +136,8 @@ func (s *Store) commitOne(ctx context.Context, req *store.CommitRequest) (*store
 	})
 	b := &pgx.Batch{}
 	b.Queue(insertIntent, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, in.Arguments,
-		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, ts(in.CreatedAt))
+		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, ts(in.CreatedAt),
+		nullString(in.ClientInfo), nullString(in.ProtocolVersion))
 	for _, i := range order {
 		r := req.Reservations[i]
 		b.Queue(reserveBudget, in.CallID, r.Scope, r.Key, r.Quota, r.Amount, r.Window.PerSeconds(), r.Window.StartSeconds())
@@ -205,7 +215,7 @@ func (s *Store) whyNotInserted(ctx context.Context, c *pgx.Conn, in *store.Inten
 	}
 	switch {
 	case pe.Code == "23505" && pe.ConstraintName == "intents_idempotency":
-		prev, err := scanIntent(c.QueryRow(ctx, `SELECT `+intentCols+` FROM intents WHERE caller = $1 AND idempotency_key = $2`,
+		prev, err := scanIntent(c.QueryRow(ctx, `SELECT `+intentCols+intentFrom+` WHERE i.caller = $1 AND i.idempotency_key = $2`,
 			in.Caller, in.IdempotencyKey))
 		if err != nil {
 			return nil, fmt.Errorf("postgres store: read intent of idempotency key %q: %w", in.IdempotencyKey, err)
@@ -288,10 +298,15 @@ func release(ctx context.Context, tx pgx.Tx, callID string) error {
 }
 
 // settleIntent settles call $6 with the values $1-$5 if it is still
-// started by this incarnation ($7) and this incarnation is alive.
-const settleIntent = `UPDATE intents SET status = $1, result = $2, error_class = $3, error_message = $4, settled_at = $5
-	WHERE call_id = $6 AND status = 'started' AND incarnation = $7
-	AND EXISTS (SELECT 1 FROM incarnations WHERE id = $7 AND state = 'alive')`
+// started by this incarnation ($7) and this incarnation is alive: its open
+// row is deleted and its settlement row inserted (the intent's own row is
+// not written). The row count is the settlements inserted.
+const settleIntent = `WITH o AS (DELETE FROM open_intents
+		WHERE seq = (SELECT seq FROM intents WHERE call_id = $6) AND incarnation = $7
+		AND EXISTS (SELECT 1 FROM incarnations WHERE id = $7 AND state = 'alive')
+		RETURNING seq)
+	INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
+	SELECT seq, $1, $2, $3, $4, $5 FROM o`
 
 // Settle ends a started intent of this incarnation, while it is alive.
 func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) error {
@@ -328,7 +343,7 @@ func (s *Store) settleOne(ctx context.Context, callID string, st store.Settlemen
 		}
 		if tag.RowsAffected() == 0 {
 			var status, inc string
-			err := tx.QueryRow(ctx, `SELECT status, incarnation FROM intents WHERE call_id = $1`, callID).Scan(&status, &inc)
+			err := tx.QueryRow(ctx, `SELECT coalesce(s.status, 'started'), i.incarnation`+intentFrom+` WHERE i.call_id = $1`, callID).Scan(&status, &inc)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("settle %s: %w", callID, store.ErrNotFound)
 			}
@@ -404,14 +419,14 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 		status = store.StatusNotExecuted
 	}
 	return s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE intents SET status = $1, resolved_by = $2, settled_at = $3
-			WHERE call_id = $4 AND status = 'uncertain'`, string(status), by, ts(at), callID)
+		tag, err := tx.Exec(ctx, `UPDATE settlements SET status = $1, resolved_by = $2, settled_at = $3
+			WHERE seq = (SELECT seq FROM intents WHERE call_id = $4) AND status = 'uncertain'`, string(status), by, ts(at), callID)
 		if err != nil {
 			return fmt.Errorf("postgres store: resolve %s: %w", callID, err)
 		}
 		if tag.RowsAffected() == 0 {
 			var cur string
-			err := tx.QueryRow(ctx, `SELECT status FROM intents WHERE call_id = $1`, callID).Scan(&cur)
+			err := tx.QueryRow(ctx, `SELECT coalesce(s.status, 'started')`+intentFrom+` WHERE i.call_id = $1`, callID).Scan(&cur)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
 			}
@@ -429,7 +444,7 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 
 // GetIntent returns the intent with this call id, or ErrNotFound.
 func (s *Store) GetIntent(ctx context.Context, callID string) (*store.Intent, error) {
-	in, err := s.readIntent(ctx, `SELECT `+intentCols+` FROM intents WHERE call_id = $1`, callID)
+	in, err := s.readIntent(ctx, `SELECT `+intentCols+intentFrom+` WHERE i.call_id = $1`, callID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
 	}
@@ -439,7 +454,7 @@ func (s *Store) GetIntent(ctx context.Context, callID string) (*store.Intent, er
 // GetIntentByKey returns the caller's intent with this idempotency key, or
 // ErrNotFound.
 func (s *Store) GetIntentByKey(ctx context.Context, caller, key string) (*store.Intent, error) {
-	in, err := s.readIntent(ctx, `SELECT `+intentCols+` FROM intents WHERE caller = $1 AND idempotency_key = $2`, caller, key)
+	in, err := s.readIntent(ctx, `SELECT `+intentCols+intentFrom+` WHERE i.caller = $1 AND i.idempotency_key = $2`, caller, key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("idempotency key %q: %w", key, store.ErrNotFound)
 	}
@@ -487,24 +502,37 @@ func (s *Store) PageIntents(ctx context.Context, f store.IntentFilter, cursor st
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
-	if f.Status != "" {
-		add("status = ?", string(f.Status))
+	// A status names where to look: started intents are the rows of
+	// open_intents (the calls in flight), the rare statuses an index of
+	// settlements; key is the seq of the table walked newest first.
+	from, key := intentFrom, "i.seq"
+	switch f.Status {
+	case "":
+	case store.StatusStarted:
+		from, key = ` FROM open_intents o JOIN intents i ON i.seq = o.seq LEFT JOIN settlements s ON s.seq = i.seq`, "o.seq"
+		where = append(where, `s.seq IS NULL`)
+	case store.StatusSucceeded:
+		add("s.status = ?", string(f.Status))
+	default:
+		from, key = ` FROM settlements s JOIN intents i ON i.seq = s.seq`, "s.seq"
+		add("s.status = ?", string(f.Status))
+		where = append(where, `s.status <> 'succeeded'`)
 	}
 	if f.Caller != "" {
-		add("caller = ?", f.Caller)
+		add("i.caller = ?", f.Caller)
 	}
 	if f.Tool != "" {
-		add("tool = ?", f.Tool)
+		add("i.tool = ?", f.Tool)
 	}
 	if before > 0 {
-		add("seq < ?", before)
+		add(key+" < ?", before)
 	}
-	q := `SELECT seq, ` + intentCols + ` FROM intents`
+	q := `SELECT ` + key + `, ` + intentCols + from
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	args = append(args, limit+1) // one more tells whether a next page exists
-	q += ` ORDER BY seq DESC LIMIT $` + strconv.Itoa(len(args))
+	q += ` ORDER BY ` + key + ` DESC LIMIT $` + strconv.Itoa(len(args))
 	var p store.IntentPage
 	err := s.read(ctx, func(c *pgx.Conn) error {
 		p = store.IntentPage{}
@@ -543,15 +571,16 @@ func (s seqRow) Scan(dest ...any) error { return s.r.Scan(append([]any{s.seq}, d
 
 func scanIntent(r pgx.Row) (*store.Intent, error) {
 	var in store.Intent
-	var key, approval pgtype.Text
+	var key, approval, client, protocol pgtype.Text
 	var status string
 	var created, settled pgtype.Timestamptz
 	if err := r.Scan(&in.CallID, &in.Caller, &in.Session, &in.Tool, &in.DefinitionHash, &in.Arguments, &in.ArgsDigest,
 		&key, &approval, &in.Incarnation, &status, &in.Result, &in.ErrorClass, &in.ErrorMessage,
-		&in.ResolvedBy, &created, &settled); err != nil {
+		&in.ResolvedBy, &created, &settled, &client, &protocol); err != nil {
 		return nil, err
 	}
 	in.IdempotencyKey, in.ApprovalID, in.Status = key.String, approval.String, store.Status(status)
+	in.ClientInfo, in.ProtocolVersion = client.String, protocol.String
 	in.CreatedAt, in.SettledAt = fromTS(created), fromTS(settled)
 	return &in, nil
 }

@@ -29,7 +29,11 @@
 //     per budget row with the group's summed amount); a group that cannot
 //     commit as a whole writes nothing and its intents are committed one
 //     by one, each with the outcome it would have had alone. A settler
-//     likewise writes the settlements queued at the moment in one UPDATE.
+//     likewise writes the settlements queued at the moment in one
+//     statement. The journal is append-only (schema version 7): an intent's
+//     row is written once; its settlement is a row of settlements (keyed
+//     by the intent's seq) and the deletion of its open_intents row, the
+//     table of the calls in flight that recovery reads.
 //   - Budget reservations are atomic across replicas without SERIALIZABLE:
 //     each is one conditional upsert of the (scope, key) row of
 //     budget_usage (INSERT ... ON CONFLICT DO UPDATE ... WHERE used + amount

@@ -54,10 +54,14 @@ func (s *Store) recover(ctx context.Context) (int, error) {
 			}
 			// Started intents of any incarnation not alive: the ones just
 			// declared dead, and closed ones that left calls in progress.
-			rows, err = tx.Query(ctx, `UPDATE intents SET status = 'uncertain', error_class = 'unknown_outcome',
-					error_message = format($1, incarnation), settled_at = now()
-				WHERE status = 'started' AND incarnation IN (SELECT id FROM incarnations WHERE state <> 'alive')
-				RETURNING incarnation`, DiedMessage)
+			// Each gets its settlement row, uncertain, and leaves
+			// open_intents.
+			rows, err = tx.Query(ctx, `WITH o AS (DELETE FROM open_intents
+					WHERE incarnation IN (SELECT id FROM incarnations WHERE state <> 'alive')
+					RETURNING seq, incarnation),
+				s AS (INSERT INTO settlements (seq, status, error_class, error_message, settled_at)
+					SELECT seq, 'uncertain', 'unknown_outcome', format($1, incarnation), now() FROM o)
+				SELECT incarnation FROM o`, DiedMessage)
 			if err != nil {
 				return err
 			}

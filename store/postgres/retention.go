@@ -19,11 +19,13 @@ const pruneChunk = 1000
 // examined, whether any was created before $3, and how many reservations
 // and intents it deleted.
 const pruneIntents = `WITH c AS (
-		SELECT seq, call_id, status, settled_at, created_at FROM intents WHERE seq > $1 ORDER BY seq LIMIT $2),
-	d AS (SELECT call_id FROM c WHERE status IN ('succeeded', 'failed', 'executed', 'not_executed') AND settled_at < $3),
-	r AS (DELETE FROM reservations WHERE call_id IN (SELECT call_id FROM d) RETURNING 1),
-	i AS (DELETE FROM intents WHERE call_id IN (SELECT call_id FROM d)
-		AND status IN ('succeeded', 'failed', 'executed', 'not_executed') RETURNING 1)
+		SELECT i.seq, i.call_id, s.status, s.settled_at, i.created_at FROM intents i LEFT JOIN settlements s ON s.seq = i.seq
+		WHERE i.seq > $1 ORDER BY i.seq LIMIT $2),
+	d AS (SELECT seq FROM c WHERE status IN ('succeeded', 'failed', 'executed', 'not_executed') AND settled_at < $3),
+	ds AS (DELETE FROM settlements WHERE seq IN (SELECT seq FROM d)
+		AND status IN ('succeeded', 'failed', 'executed', 'not_executed') RETURNING seq),
+	r AS (DELETE FROM reservations WHERE call_id IN (SELECT call_id FROM c WHERE seq IN (SELECT seq FROM ds)) RETURNING 1),
+	i AS (DELETE FROM intents WHERE seq IN (SELECT seq FROM ds) RETURNING 1)
 	SELECT coalesce((SELECT max(seq) FROM c), $1), (SELECT count(*) FROM c),
 		coalesce((SELECT bool_or(created_at IS NULL OR created_at < $3) FROM c), false),
 		(SELECT count(*) FROM r), (SELECT count(*) FROM i)`

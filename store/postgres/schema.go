@@ -173,6 +173,49 @@ CREATE TABLE refusals (
 );
 CREATE INDEX refusals_at ON refusals (at);
 `,
+	// 6: who made the call (issue 24): the MCP client's name/version and
+	// the protocol revision it spoke, NULL when unknown. Never arguments.
+	`
+ALTER TABLE intents ADD COLUMN client text, ADD COLUMN protocol_version text;
+`,
+	// 7: the journal append-only (issue 27), as on SQLite. An intent's row
+	// is written once, at its commit; how it ended is a row of
+	// settlements, keyed by the intent's seq, inserted by the settlement
+	// (or by recovery, as uncertain). The settlement used to be an UPDATE
+	// of the intent's row that could not be HOT (status was in two partial
+	// indexes): a new version of the whole row, arguments included, and
+	// new entries in every index of intents. The intents not yet settled
+	// are the rows of open_intents, inserted with each intent and deleted
+	// by its settlement: recovery and "list started" read it. An
+	// operator's verdict on an uncertain intent (rare) updates its
+	// settlement row. Settled intents are carried over to settlements,
+	// started ones to open_intents; dropping the old columns rewrites
+	// nothing.
+	`
+CREATE TABLE settlements (
+	seq           bigint PRIMARY KEY, -- the intent's
+	status        text NOT NULL CHECK (status IN ('succeeded', 'failed', 'uncertain', 'executed', 'not_executed')),
+	result        bytea,
+	error_class   text NOT NULL DEFAULT '',
+	error_message text NOT NULL DEFAULT '',
+	resolved_by   text NOT NULL DEFAULT '',
+	settled_at    timestamptz
+);
+-- The statuses other than succeeded (rare) by status, for an operator's
+-- listing.
+CREATE INDEX settlements_rare ON settlements (status, seq) WHERE status <> 'succeeded';
+INSERT INTO settlements (seq, status, result, error_class, error_message, resolved_by, settled_at)
+	SELECT seq, status, result, error_class, error_message, resolved_by, settled_at FROM intents WHERE status <> 'started';
+CREATE TABLE open_intents (
+	seq         bigint PRIMARY KEY, -- the intent's
+	incarnation text NOT NULL
+);
+INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM intents WHERE status = 'started';
+DROP INDEX intents_started;
+DROP INDEX intents_rare;
+ALTER TABLE intents DROP COLUMN status, DROP COLUMN result, DROP COLUMN error_class, DROP COLUMN error_message,
+	DROP COLUMN resolved_by, DROP COLUMN settled_at;
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

@@ -105,3 +105,86 @@ func TestUpgradeFromSchema3(t *testing.T) {
 		t.Errorf("prune after the upgrade: %+v, want both intents and their two reservations", r)
 	}
 }
+
+// A schema of version 6 (settlements written into the intents' rows)
+// becomes append-only (version 7) and keeps its rows: each settled intent
+// keeps its status, result and error as a settlement row, a started intent
+// of a dead replica is recovered as uncertain, the idempotency key still
+// finds its intent, the lists by status see the old rows, and the upgraded
+// store settles, resolves and prunes them as it does new ones.
+func TestUpgradeFromSchema6(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	c := sqlConn(t, schema)
+	if err := postgres.MigrateTo(ctx, c, schema, 6); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO incarnations (id, pid, state, lease_expires_at) VALUES ('old', 1, 'alive', now() - interval '1 hour')`,
+		`INSERT INTO intents (call_id, caller, tool, definition_hash, args_digest, idempotency_key, incarnation, status,
+				result, error_class, error_message, created_at, settled_at) VALUES
+			('ok', 'alice', 'note', 'h', 'd', 'k1', 'old', 'succeeded', '\x7b7d', '', '', now(), now()),
+			('bad', 'alice', 'note', 'h', 'd', NULL, 'old', 'failed', NULL, 'backend', 'it broke', now(), now()),
+			('odd', 'alice', 'note', 'h', 'd', NULL, 'old', 'uncertain', NULL, 'unknown_outcome', 'lost', now(), now()),
+			('run', 'alice', 'note', 'h', 'd', NULL, 'old', 'started', NULL, '', '', now(), NULL)`,
+		`INSERT INTO reservations (call_id, scope, key, quota, amount) VALUES ('odd', 'caller', 'alice', 10, 4), ('run', 'caller', 'alice', 10, 3)`,
+		`INSERT INTO budget_usage (scope, key, quota, used) VALUES ('caller', 'alice', 10, 7)`,
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s := openStore(t, schema, nil) // migrates, then recovers 'old'
+	want := map[string]struct {
+		status        store.Status
+		result, class string
+	}{
+		"ok":  {store.StatusSucceeded, "{}", ""},
+		"bad": {store.StatusFailed, "", "backend"},
+		"odd": {store.StatusUncertain, "", "unknown_outcome"},
+		"run": {store.StatusUncertain, "", "unknown_outcome"},
+	}
+	for id, w := range want {
+		in, err := s.GetIntent(ctx, id)
+		must(t, err)
+		if in.Status != w.status || string(in.Result) != w.result || in.ErrorClass != w.class {
+			t.Errorf("%s after the upgrade: %+v, want %s, result %q, class %q", id, in, w.status, w.result, w.class)
+		}
+	}
+	if in, err := s.GetIntentByKey(ctx, "alice", "k1"); err != nil || in.CallID != "ok" {
+		t.Errorf("GetIntentByKey(k1) = %+v, %v; want ok", in, err)
+	}
+	for st, n := range map[store.Status]int{store.StatusUncertain: 2, store.StatusFailed: 1, store.StatusSucceeded: 1, store.StatusStarted: 0} {
+		l, err := s.ListIntents(ctx, store.IntentFilter{Status: st})
+		if err != nil || len(l) != n {
+			t.Errorf("ListIntents(%s) = %d intents, %v; want %d", st, len(l), err, n)
+		}
+	}
+	var cols int
+	must(t, c.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'intents'
+		AND column_name IN ('status', 'result', 'settled_at')`, schema).Scan(&cols))
+	if cols != 0 {
+		t.Errorf("the intents table still has %d settlement columns", cols)
+	}
+	for _, id := range []string{"odd", "run"} {
+		must(t, s.ResolveIntent(ctx, id, false, "op", time.Now()))
+	}
+	us, err := s.BudgetUsage(ctx)
+	if err != nil || len(us) != 1 || us[0].Used != 0 {
+		t.Errorf("usage after both were found not executed: %+v, %v; want 0", us, err)
+	}
+	_, err = s.CommitIntent(ctx, &store.CommitRequest{
+		Intent: store.Intent{CallID: "new", Caller: "alice", Tool: "note", ArgsDigest: "d", CreatedAt: time.Now()}})
+	must(t, err)
+	must(t, s.Settle(ctx, "new", store.Settlement{Status: store.StatusSucceeded, At: time.Now()}))
+	r, err := s.Prune(ctx, time.Now().Add(time.Hour))
+	must(t, err)
+	if r.Intents != 5 || r.Reservations != 2 {
+		t.Errorf("prune after the upgrade: %+v, want all 5 intents and the 2 reservations", r)
+	}
+	var left int
+	must(t, c.QueryRow(ctx, `SELECT (SELECT count(*) FROM intents) + (SELECT count(*) FROM settlements) + (SELECT count(*) FROM open_intents)`).Scan(&left))
+	if left != 0 {
+		t.Errorf("%d rows left after pruning everything", left)
+	}
+}

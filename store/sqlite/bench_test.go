@@ -85,9 +85,10 @@ func BenchmarkCommitIntent(b *testing.B) {
 	}
 }
 
-// BenchmarkSynchronousSwitch measures what the writer pays per round for
+// BenchmarkSynchronousSwitch measures what the writer paid per round for
 // switching the connection to synchronous=NORMAL for its settlements and
-// back to FULL for its intents (Store.setSynced): two cached PRAGMA
+// back to FULL for its intents (Store.setSynced, gone since the mode is set
+// once and the writer syncs the WAL itself; kept for the record): two cached PRAGMA
 // statements (SQLite applies this PRAGMA when it prepares it, so each
 // execution is a re-preparation of that one statement; the connection's
 // other statements stay prepared). select, a prepared one-row lookup on the

@@ -22,6 +22,7 @@ type commitOp struct {
 	approvalID string       // the approval to consume; "" for none
 	res        []store.Reservation
 	existing   *store.Intent // set with ErrDuplicateKey
+	seq        int64         // the intent's row, once inserted
 }
 
 // budgetKey identifies one budget_usage row.
@@ -273,18 +274,19 @@ func (s *Store) runCommit(w *wtx, op *commitOp, t *tally) (reqErr, txErr error) 
 // none.
 func (s *Store) insertIntent(w *wtx, op *commitOp, t *tally) error {
 	in := &op.in
-	op.existing = nil
-	_, err := w.exec(`INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, status, created_at, reservations)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)`,
+	op.existing, op.seq = nil, 0
+	res, err := w.exec(`INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
+		args_digest, idempotency_key, approval_id, incarnation, created_at, reservations, client, protocol_version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, blob(in.Arguments),
 		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(in.ApprovalID), s.incarnation, nanos(in.CreatedAt),
-		t.encode(op.res))
+		t.encode(op.res), nullString(in.ClientInfo), nullString(in.ProtocolVersion))
 	if err == nil {
-		return nil
+		op.seq, err = res.LastInsertId()
+		return err
 	}
 	if isUnique(err) && in.IdempotencyKey != "" && !strings.Contains(err.Error(), "intents.call_id") {
-		prev, gerr := scanIntent(w.queryRow(`SELECT `+intentCols+` FROM intents WHERE caller = ? AND idempotency_key = ?`,
+		prev, gerr := scanIntent(w.queryRow(`SELECT `+intentCols+intentFrom+` WHERE i.caller = ? AND i.idempotency_key = ?`,
 			in.Caller, in.IdempotencyKey))
 		if gerr != nil {
 			return fmt.Errorf("sqlite store: read intent of idempotency key %q: %w", in.IdempotencyKey, gerr)
@@ -323,32 +325,48 @@ type settleOp struct {
 	st     store.Settlement
 }
 
-// maxSettleRows is the most settlements one UPDATE carries.
+// maxSettleRows is the most settlements one statement carries.
 const maxSettleRows = 64
 
-// settleGroupQuery is the UPDATE of n settlements: the same conditions as
-// Settle's own, joined to the values by call id (looked up through its
-// unique index).
-func settleGroupQuery(n int) string {
+// closeOpenQuery deletes the open_intents rows of n intents of one
+// incarnation (the last parameter): how settleGroup checks that each is
+// still started by this incarnation, the condition Settle's own has.
+func closeOpenQuery(n int) string {
 	var b strings.Builder
-	b.WriteString(`UPDATE intents SET status = v.column2, result = v.column3, error_class = v.column4,
-		error_message = v.column5, settled_at = v.column6 FROM (VALUES `)
+	b.WriteString(`DELETE FROM open_intents WHERE seq IN (`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('?')
+	}
+	b.WriteString(`) AND incarnation = ?`)
+	return b.String()
+}
+
+// insertSettlementsQuery appends n settlement rows.
+func insertSettlementsQuery(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at) VALUES `)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(`(?, ?, ?, ?, ?, ?)`)
 	}
-	b.WriteString(`) AS v WHERE intents.call_id = v.column1 AND intents.status = 'started' AND intents.incarnation = ?`)
 	return b.String()
 }
 
 // settleRun returns how many requests from the start of rs settle as one
 // group: settleOps with distinct call ids (a repeated one must see the
-// first's outcome, as in sequence), at most maxSettleRows.
-func settleRun(rs []*writeReq) int {
+// first's outcome, as in sequence) of intents this Store committed (their
+// seq known to the writer), at most maxSettleRows.
+func (w *wtx) settleRun(rs []*writeReq) int {
 	n := 0
 	for n < len(rs) && n < maxSettleRows && rs[n].settle != nil {
+		if _, ok := w.open[rs[n].settle.callID]; !ok {
+			return n
+		}
 		id := rs[n].settle.callID
 		for _, r := range rs[:n] {
 			if r.settle.callID == id {
@@ -360,8 +378,10 @@ func settleRun(rs []*writeReq) int {
 	return n
 }
 
-// settleGroup settles rs, each a settleOp of a distinct call id, with one
-// UPDATE inside a savepoint. It reports whether every one of them was
+// settleGroup settles rs, each a settleOp of a distinct call id whose seq
+// the writer knows, with two statements inside a savepoint: the intents'
+// open rows deleted (all of them must be this incarnation's), their
+// settlement rows appended. It reports whether every one of them was
 // settled; if not (some intent was not started by this incarnation), it
 // has undone the group, and the caller settles them one by one to tell
 // each its own outcome. An error breaks the transaction.
@@ -369,29 +389,41 @@ func (s *Store) settleGroup(w *wtx, rs []*writeReq) (bool, error) {
 	if err := w.execErr(`SAVEPOINT settle`); err != nil {
 		return false, fmt.Errorf("sqlite store: savepoint: %w", err)
 	}
-	args := make([]any, 0, 6*len(rs)+1)
-	for _, r := range rs {
-		op := r.settle
-		args = append(args, op.callID, string(op.st.Status), blob(op.st.Result), op.st.ErrorClass, op.st.ErrorMessage, nanos(op.st.At))
+	seqs := make([]int64, len(rs))
+	args := make([]any, 0, 6*len(rs))
+	for i, r := range rs {
+		seqs[i] = w.open[r.settle.callID]
+		args = append(args, seqs[i])
 	}
 	args = append(args, s.incarnation)
-	n, err := w.affected(w.multiRow(settleGroupKind, len(rs)), args...)
+	n, err := w.affected(w.multiRow(closeOpenKind, len(rs)), args...)
 	if err != nil {
 		return false, fmt.Errorf("sqlite store: settle: %w", err)
 	}
-	if n != int64(len(rs)) {
-		if err := w.execErr(`ROLLBACK TO settle`); err != nil {
+	ok := n == int64(len(rs))
+	if ok {
+		args = args[:0]
+		for i, r := range rs {
+			op := r.settle
+			args = append(args, seqs[i], string(op.st.Status), blob(op.st.Result), op.st.ErrorClass, op.st.ErrorMessage, nanos(op.st.At))
+		}
+		if _, err := w.exec(w.multiRow(insertSettlementsKind, len(rs)), args...); err != nil {
 			return false, fmt.Errorf("sqlite store: settle: %w", err)
 		}
+		for _, r := range rs {
+			delete(w.open, r.settle.callID)
+		}
+	} else if err := w.execErr(`ROLLBACK TO settle`); err != nil {
+		return false, fmt.Errorf("sqlite store: settle: %w", err)
 	}
 	if err := w.execErr(`RELEASE settle`); err != nil {
 		return false, fmt.Errorf("sqlite store: release savepoint: %w", err)
 	}
-	return n == int64(len(rs)), nil
+	return ok, nil
 }
 
 // intentRowArgs is how many parameters one intent row of an INSERT takes.
-const intentRowArgs = 12
+const intentRowArgs = 14
 
 // insertIntentsQuery is the INSERT of n intent rows that skips, rather than
 // fails on, a row whose call id or idempotency key is taken: the rows
@@ -400,12 +432,12 @@ const intentRowArgs = 12
 func insertIntentsQuery(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, status, created_at, reservations) VALUES `)
+		args_digest, idempotency_key, approval_id, incarnation, created_at, reservations, client, protocol_version) VALUES `)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)`)
+		b.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	}
 	b.WriteString(` ON CONFLICT DO NOTHING`)
 	return b.String()
@@ -456,9 +488,15 @@ func (s *Store) commitGroup(w *wtx, rs []*writeReq, t *tally) (taken int, ok boo
 			in := &r.commit.in
 			args = append(args, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, blob(in.Arguments),
 				in.ArgsDigest, nullString(in.IdempotencyKey), nullString(in.ApprovalID), s.incarnation, nanos(in.CreatedAt),
-				t.encode(r.commit.res))
+				t.encode(r.commit.res), nullString(in.ClientInfo), nullString(in.ProtocolVersion))
 		}
-		k, err := w.affected(w.multiRow(insertIntentsKind, n), args...)
+		res, err := w.exec(w.multiRow(insertIntentsKind, n), args...)
+		var k, last int64
+		if err == nil {
+			if k, err = res.RowsAffected(); err == nil {
+				last, err = res.LastInsertId()
+			}
+		}
 		if err != nil {
 			// A constraint other than uniqueness (which the statement
 			// skips) fails the whole statement: run them alone.
@@ -466,6 +504,13 @@ func (s *Store) commitGroup(w *wtx, rs []*writeReq, t *tally) (taken int, ok boo
 				return 0, false, fmt.Errorf("sqlite store: commit intents: %w", err)
 			}
 			break
+		}
+		if k == int64(n) {
+			// Every row inserted: SQLite gave them the rowids after the
+			// largest, one by one, so the last is the statement's.
+			for i, r := range group[:n] {
+				r.commit.seq = last - int64(n-1-i)
+			}
 		}
 		inserted += k
 		group = group[n:]
@@ -516,7 +561,8 @@ type multiRowKind int
 
 const (
 	insertIntentsKind multiRowKind = iota
-	settleGroupKind
+	closeOpenKind
+	insertSettlementsKind
 )
 
 // multiRowKey names one statement of n rows.
@@ -534,8 +580,10 @@ func (w *wtx) multiRow(kind multiRowKind, n int) string {
 		switch kind {
 		case insertIntentsKind:
 			q = insertIntentsQuery(n)
+		case closeOpenKind:
+			q = closeOpenQuery(n)
 		default:
-			q = settleGroupQuery(n)
+			q = insertSettlementsQuery(n)
 		}
 		w.queries[k] = q
 	}

@@ -14,9 +14,16 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-const intentCols = `call_id, caller, session, tool, definition_hash, arguments, args_digest,
-	idempotency_key, approval_id, incarnation, status, result, error_class, error_message,
-	resolved_by, created_at, settled_at`
+// intentCols are the columns scanIntent reads, from intentFrom: an
+// intent's own row (i) and its settlement's (s, absent while started; see
+// schema version 7).
+const intentCols = `i.call_id, i.caller, i.session, i.tool, i.definition_hash, i.arguments, i.args_digest,
+	i.idempotency_key, i.approval_id, i.incarnation, coalesce(s.status, 'started'), s.result,
+	coalesce(s.error_class, ''), coalesce(s.error_message, ''), coalesce(s.resolved_by, ''),
+	i.created_at, s.settled_at, i.client, i.protocol_version`
+
+// intentFrom joins each intent to its settlement, by the rowid both share.
+const intentFrom = ` FROM intents i LEFT JOIN settlements s ON s.seq = i.seq`
 
 // CommitIntent durably records a started intent, its reservations and its
 // approval's consumption, all or nothing, in the order of checks memstore
@@ -65,32 +72,37 @@ func release(w *wtx, callID string) error {
 	return nil
 }
 
-// Settle ends a started intent of this incarnation.
+// Settle ends a started intent of this incarnation: its open_intents row
+// goes, and its settlement row is appended (schema version 7); the
+// intent's own row is not written.
 func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) error {
 	switch st.Status {
 	case store.StatusSucceeded, store.StatusFailed, store.StatusUncertain:
 	default:
 		return fmt.Errorf("sqlite store: settle %s: status %q is not succeeded, failed or uncertain", callID, st.Status)
 	}
-	// Not synced on its own (see the package doc): one UPDATE, unless
-	// budget comes back.
+	// Not synced on its own (see the package doc). A settlement that gives
+	// no budget back may share a statement with others (settleGroup).
 	var op *settleOp
 	if !store.Released(st.Status) {
 		op = &settleOp{callID: callID, st: st}
 	}
-	return s.writeLazy(ctx, !store.Released(st.Status), op, func(w *wtx) error {
+	return s.writeLazy(ctx, op, func(w *wtx) error {
 		// The incarnation condition is what makes recovery safe: once
-		// another process has marked this intent uncertain, or when it
-		// belongs to another incarnation, nothing here can move it.
-		n, err := w.affected(`UPDATE intents SET status = ?, result = ?, error_class = ?, error_message = ?, settled_at = ?
-			WHERE call_id = ? AND status = 'started' AND incarnation = ?`,
-			string(st.Status), blob(st.Result), st.ErrorClass, st.ErrorMessage, nanos(st.At), callID, s.incarnation)
+		// another process has marked this intent uncertain (its open row
+		// is gone), or when it belongs to another incarnation, nothing
+		// here can move it.
+		seq, err := w.openSeq(callID)
+		if err != nil {
+			return err
+		}
+		n, err := w.affected(`DELETE FROM open_intents WHERE seq = ? AND incarnation = ?`, seq, s.incarnation)
 		if err != nil {
 			return fmt.Errorf("sqlite store: settle %s: %w", callID, err)
 		}
 		if n == 0 {
 			var status, inc string
-			err := w.queryRow(`SELECT status, incarnation FROM intents WHERE call_id = ?`, callID).Scan(&status, &inc)
+			err := w.queryRow(`SELECT coalesce(s.status, 'started'), i.incarnation`+intentFrom+` WHERE i.call_id = ?`, callID).Scan(&status, &inc)
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("settle %s: %w", callID, store.ErrNotFound)
 			}
@@ -99,11 +111,31 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 			}
 			return fmt.Errorf("settle %s (%s, incarnation %s): %w", callID, status, inc, store.ErrNotStarted)
 		}
+		delete(w.open, callID)
+		if _, err := w.exec(`INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			seq, string(st.Status), blob(st.Result), st.ErrorClass, st.ErrorMessage, nanos(st.At)); err != nil {
+			return fmt.Errorf("sqlite store: settle %s: %w", callID, err)
+		}
 		if store.Released(st.Status) {
 			return release(w, callID)
 		}
 		return nil
 	})
+}
+
+// openSeq returns the seq of callID's intent: from the writer's record of
+// the intents this Store committed, else from the database (0 when there
+// is no such intent, which the caller's checks then report).
+func (w *wtx) openSeq(callID string) (int64, error) {
+	if seq, ok := w.open[callID]; ok {
+		return seq, nil
+	}
+	var seq int64
+	err := w.queryRow(`SELECT seq FROM intents WHERE call_id = ?`, callID).Scan(&seq)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("sqlite store: settle %s: %w", callID, err)
+	}
+	return seq, nil
 }
 
 // ResolveIntent records an operator's verdict on an uncertain intent.
@@ -117,14 +149,14 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 		write = s.write
 	}
 	return write(ctx, func(w *wtx) error {
-		n, err := w.affected(`UPDATE intents SET status = ?, resolved_by = ?, settled_at = ?
-			WHERE call_id = ? AND status = 'uncertain'`, string(status), by, nanos(at), callID)
+		n, err := w.affected(`UPDATE settlements SET status = ?, resolved_by = ?, settled_at = ?
+			WHERE seq = (SELECT seq FROM intents WHERE call_id = ?) AND status = 'uncertain'`, string(status), by, nanos(at), callID)
 		if err != nil {
 			return fmt.Errorf("sqlite store: resolve %s: %w", callID, err)
 		}
 		if n == 0 {
 			var cur string
-			err := w.queryRow(`SELECT status FROM intents WHERE call_id = ?`, callID).Scan(&cur)
+			err := w.queryRow(`SELECT coalesce(s.status, 'started')`+intentFrom+` WHERE i.call_id = ?`, callID).Scan(&cur)
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
 			}
@@ -142,7 +174,7 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 
 // GetIntent returns the intent with this call id, or ErrNotFound.
 func (s *Store) GetIntent(ctx context.Context, callID string) (*store.Intent, error) {
-	in, err := s.readIntent(ctx, `SELECT `+intentCols+` FROM intents WHERE call_id = ?`, callID)
+	in, err := s.readIntent(ctx, `SELECT `+intentCols+intentFrom+` WHERE i.call_id = ?`, callID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("intent %s: %w", callID, store.ErrNotFound)
 	}
@@ -152,7 +184,7 @@ func (s *Store) GetIntent(ctx context.Context, callID string) (*store.Intent, er
 // GetIntentByKey returns the caller's intent with this idempotency key, or
 // ErrNotFound.
 func (s *Store) GetIntentByKey(ctx context.Context, caller, key string) (*store.Intent, error) {
-	in, err := s.readIntent(ctx, `SELECT `+intentCols+` FROM intents WHERE caller = ? AND idempotency_key = ?`, caller, key)
+	in, err := s.readIntent(ctx, `SELECT `+intentCols+intentFrom+` WHERE i.caller = ? AND i.idempotency_key = ?`, caller, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("idempotency key %q: %w", key, store.ErrNotFound)
 	}
@@ -238,59 +270,64 @@ type seqScanner struct {
 func (s seqScanner) Scan(dest ...any) error { return s.r.Scan(append([]any{s.seq}, dest...)...) }
 
 // listQuery is the SELECT for f: seq and the intent, newest first, before
-// the commit sequence number before (0: from the newest), using the partial
-// indexes (started by incarnation, the rare statuses by status) when f
-// names a status.
+// the commit sequence number before (0: from the newest). A status names
+// where to look: started intents are the rows of open_intents (the calls
+// in flight), the rare statuses an index of settlements; succeeded, the
+// common one, is found by scanning newest first.
 func listQuery(f store.IntentFilter, before int64, limit int) (string, []any) {
-	from := `intents`
+	// key is the seq of the table the query walks, newest first: the
+	// intents, or the open rows or settlements it starts from (the same
+	// values, joined by them).
+	from, key := intentFrom, "i.seq"
 	var where []string
 	var args []any
-	// Literal terms, so the partial indexes' conditions are seen to hold
-	// (the planner does not look inside bound parameters), and INDEXED BY,
-	// since scanning newest first would look cheaper to a planner that
-	// cannot know how few started or rare intents a long journal holds.
+	// Literal terms, so the partial index's condition is seen to hold (the
+	// planner does not look inside bound parameters), and INDEXED BY, since
+	// scanning newest first would look cheaper to a planner that cannot
+	// know how few rare intents a long journal holds.
 	switch f.Status {
 	case "":
 	case store.StatusStarted:
-		from = `intents INDEXED BY intents_started`
-		where = append(where, `status = 'started'`)
+		from, key = ` FROM open_intents o JOIN intents i ON i.seq = o.seq LEFT JOIN settlements s ON s.seq = i.seq`, "o.seq"
+		where = append(where, `s.seq IS NULL`)
 	case store.StatusSucceeded:
-		where = append(where, `status = 'succeeded'`)
+		where = append(where, `s.status = 'succeeded'`)
 	default:
-		from = `intents INDEXED BY intents_rare`
-		where = append(where, `status = ?`, `status NOT IN ('started', 'succeeded')`)
+		from, key = ` FROM settlements s INDEXED BY settlements_rare JOIN intents i ON i.seq = s.seq`, "s.seq"
+		where = append(where, `s.status = ?`, `s.status <> 'succeeded'`)
 		args = append(args, string(f.Status))
 	}
-	for _, c := range []struct{ col, v string }{{"caller", f.Caller}, {"tool", f.Tool}} {
+	for _, c := range []struct{ col, v string }{{"i.caller", f.Caller}, {"i.tool", f.Tool}} {
 		if c.v != "" {
 			where = append(where, c.col+" = ?")
 			args = append(args, c.v)
 		}
 	}
 	if before > 0 {
-		where = append(where, `seq < ?`)
+		where = append(where, key+` < ?`)
 		args = append(args, before)
 	}
-	q := `SELECT seq, ` + intentCols + ` FROM ` + from
+	q := `SELECT ` + key + `, ` + intentCols + from
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	return q + ` ORDER BY seq DESC LIMIT ?`, append(args, limit)
+	return q + ` ORDER BY ` + key + ` DESC LIMIT ?`, append(args, limit)
 }
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanIntent(r scanner) (*store.Intent, error) {
 	var in store.Intent
-	var key, approval sql.NullString
+	var key, approval, client, protocol sql.NullString
 	var status string
 	var created, settled sql.NullInt64
 	if err := r.Scan(&in.CallID, &in.Caller, &in.Session, &in.Tool, &in.DefinitionHash, &in.Arguments, &in.ArgsDigest,
 		&key, &approval, &in.Incarnation, &status, &in.Result, &in.ErrorClass, &in.ErrorMessage,
-		&in.ResolvedBy, &created, &settled); err != nil {
+		&in.ResolvedBy, &created, &settled, &client, &protocol); err != nil {
 		return nil, err
 	}
 	in.IdempotencyKey, in.ApprovalID, in.Status = key.String, approval.String, store.Status(status)
+	in.ClientInfo, in.ProtocolVersion = client.String, protocol.String
 	in.CreatedAt, in.SettledAt = fromNanos(created), fromNanos(settled)
 	return &in, nil
 }

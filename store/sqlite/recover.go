@@ -21,12 +21,12 @@ const DiedMessage = "the gateway process died while the call was in progress (in
 var validID = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
 
 // recoverQuery lists the incarnations Recover examines: those not finished,
-// and those with intents still started (through the partial index
-// intents_started, not a scan of the journal).
+// and those with intents still started (the rows of open_intents, the calls
+// in flight, not a scan of the journal).
 const recoverQuery = `
 	SELECT id FROM incarnations WHERE id <> ?1 AND state = 'alive'
 	UNION
-	SELECT DISTINCT incarnation FROM intents WHERE status = 'started' AND incarnation <> ?1`
+	SELECT DISTINCT incarnation FROM open_intents WHERE incarnation <> ?1`
 
 // Recover marks uncertain the started intents of every other incarnation
 // whose process is gone, and returns how many it marked.
@@ -89,9 +89,14 @@ func (s *Store) recoverIncarnation(ctx context.Context, id string) (int, error) 
 	now := time.Now().UnixNano()
 	err := s.write(ctx, func(w *wtx) error {
 		var err error
-		n, err = w.affected(`UPDATE intents SET status = 'uncertain', error_class = 'unknown_outcome', error_message = ?, settled_at = ?
-			WHERE incarnation = ? AND status = 'started'`, fmt.Sprintf(DiedMessage, id), now, id)
+		// Each started intent gets its settlement row, uncertain, and
+		// leaves open_intents.
+		n, err = w.affected(`INSERT INTO settlements (seq, status, error_class, error_message, settled_at)
+			SELECT seq, 'uncertain', 'unknown_outcome', ?, ? FROM open_intents WHERE incarnation = ?`, fmt.Sprintf(DiedMessage, id), now, id)
 		if err != nil {
+			return err
+		}
+		if _, err := w.exec(`DELETE FROM open_intents WHERE incarnation = ?`, id); err != nil {
 			return err
 		}
 		_, err = w.exec(`UPDATE incarnations SET state = 'dead', ended_at = ? WHERE id = ? AND state = 'alive'`, now, id)

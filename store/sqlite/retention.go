@@ -37,21 +37,21 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 		more := false
 		err := s.write(ctx, func(w *wtx) error {
 			r, more = store.PruneResult{}, false
-			rows, err := w.query(`SELECT seq, call_id, status, settled_at, created_at,
-				coalesce(json_array_length(reservations), 0) FROM intents
-				WHERE seq > ? ORDER BY seq LIMIT ?`, after, pruneChunk)
+			rows, err := w.query(`SELECT i.seq, coalesce(s.status, 'started'), s.settled_at, i.created_at,
+				coalesce(json_array_length(i.reservations), 0) FROM intents i LEFT JOIN settlements s ON s.seq = i.seq
+				WHERE i.seq > ? ORDER BY i.seq LIMIT ?`, after, pruneChunk)
 			if err != nil {
 				return err
 			}
-			var ids []string
+			var ids []int64  // seqs
 			var held []int64 // the reservations of each of ids, pruned with it
 			last, n, old := after, 0, false
 			for rows.Next() {
 				var seq int64
-				var id, status string
+				var status string
 				var settled, created sql.NullInt64
 				var reservations int64
-				if err := rows.Scan(&seq, &id, &status, &settled, &created, &reservations); err != nil {
+				if err := rows.Scan(&seq, &status, &settled, &created, &reservations); err != nil {
 					rows.Close()
 					return err
 				}
@@ -60,20 +60,25 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 					old = true
 				}
 				if store.Status(status).Terminal() && settled.Valid && settled.Int64 < cut {
-					ids = append(ids, id)
+					ids = append(ids, seq)
 					held = append(held, reservations)
 				}
 			}
 			if err := rows.Close(); err != nil {
 				return err
 			}
-			for i, id := range ids {
+			for i, seq := range ids {
 				// The status condition again: nothing settled it since the
 				// SELECT (same transaction), but the rule is stated where
 				// the row goes. Its reservations are in the row.
-				k, err := w.affected(`DELETE FROM intents WHERE call_id = ? AND status IN `+terminalStatuses, id)
+				k, err := w.affected(`DELETE FROM settlements WHERE seq = ? AND status IN `+terminalStatuses, seq)
 				if err != nil {
 					return err
+				}
+				if k == 1 {
+					if _, err := w.exec(`DELETE FROM intents WHERE seq = ?`, seq); err != nil {
+						return err
+					}
 				}
 				r.Intents += k
 				r.Reservations += k * held[i]

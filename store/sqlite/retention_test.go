@@ -231,3 +231,88 @@ func TestPruneReclaimsSpace(t *testing.T) {
 		t.Errorf("%d pages after pruning everything, want about the empty database's %d", after, empty)
 	}
 }
+
+// A database of schema 6 (settlements written into the intents' rows)
+// opens with the journal append-only (version 7): each settled intent keeps
+// its status, result and error as a settlement row, a started intent of a
+// dead incarnation is recovered as uncertain, the idempotency key still
+// finds its intent, the lists by status see the old rows, and the upgraded
+// store settles, resolves and prunes them as it does new ones.
+func TestUpgradeFromSchema6(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	oldDatabase(t, dir, 6,
+		`INSERT INTO incarnations (id, pid, state, started_at) VALUES ('old', 1, 'alive', 1)`,
+		`INSERT INTO intents (call_id, caller, tool, definition_hash, args_digest, idempotency_key, incarnation, status,
+				result, error_class, error_message, created_at, settled_at, reservations) VALUES
+			('ok', 'alice', 'note', 'h', 'd', 'k1', 'old', 'succeeded', x'7b7d', '', '', 1, 2, NULL),
+			('bad', 'alice', 'note', 'h', 'd', NULL, 'old', 'failed', NULL, 'backend', 'it broke', 1, 2, NULL),
+			('odd', 'alice', 'note', 'h', 'd', NULL, 'old', 'uncertain', NULL, 'unknown_outcome', 'lost', 1, 2,
+				'[["caller","alice",10,4,0,0,0]]'),
+			('run', 'alice', 'note', 'h', 'd', NULL, 'old', 'started', NULL, '', '', 1, NULL,
+				'[["caller","alice",10,3,0,0,0]]')`,
+		`INSERT INTO budget_usage (scope, key, per, window_start, quota, used, gen) VALUES ('caller', 'alice', 0, 0, 10, 7, 0)`,
+	)
+	s := openDir(t, dir) // migrates, then recovers 'old' (no lock file: gone)
+	want := map[string]struct {
+		status store.Status
+		result string
+		class  string
+	}{
+		"ok":  {store.StatusSucceeded, "{}", ""},
+		"bad": {store.StatusFailed, "", "backend"},
+		"odd": {store.StatusUncertain, "", "unknown_outcome"},
+		"run": {store.StatusUncertain, "", "unknown_outcome"},
+	}
+	for id, w := range want {
+		in, err := s.GetIntent(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Status != w.status || string(in.Result) != w.result || in.ErrorClass != w.class || in.CreatedAt.UnixNano() != 1 {
+			t.Errorf("%s after the upgrade: %+v, want %s, result %q, class %q", id, in, w.status, w.result, w.class)
+		}
+	}
+	if in, err := s.GetIntentByKey(ctx, "alice", "k1"); err != nil || in.CallID != "ok" {
+		t.Errorf("GetIntentByKey(k1) = %+v, %v; want ok", in, err)
+	}
+	for st, n := range map[store.Status]int{store.StatusUncertain: 2, store.StatusFailed: 1, store.StatusSucceeded: 1, store.StatusStarted: 0} {
+		l, err := s.ListIntents(ctx, store.IntentFilter{Status: st})
+		if err != nil || len(l) != n {
+			t.Errorf("ListIntents(%s) = %d intents, %v; want %d", st, len(l), err, n)
+		}
+	}
+	var cols int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('intents') WHERE name IN ('status', 'result', 'settled_at')`).Scan(&cols); err != nil || cols != 0 {
+		t.Errorf("the intents table still has %d settlement columns (%v)", cols, err)
+	}
+	// Both uncertain ones resolved as not executed give their budget back.
+	at := time.Unix(10, 0)
+	for _, id := range []string{"odd", "run"} {
+		if err := s.ResolveIntent(ctx, id, false, "op", at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	us, err := s.BudgetUsage(ctx)
+	if err != nil || len(us) != 1 || us[0].Used != 0 {
+		t.Errorf("usage after both were found not executed: %+v, %v; want 0", us, err)
+	}
+	// A new intent commits, settles and is pruned with the old ones.
+	if _, err := s.CommitIntent(ctx, intentReq("new", "alice")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, "new", store.Settlement{Status: store.StatusSucceeded, At: time.Unix(20, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Prune(ctx, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Intents != 5 {
+		t.Errorf("Prune = %+v, want all 5 intents", r)
+	}
+	var left int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM intents) + (SELECT count(*) FROM settlements) + (SELECT count(*) FROM open_intents)`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d rows left after pruning everything (%v)", left, err)
+	}
+}

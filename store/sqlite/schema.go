@@ -180,6 +180,73 @@ CREATE TABLE refusals (
 );
 CREATE INDEX refusals_at ON refusals (at);
 `,
+	// 7: the journal append-only (issue 27). An intent's row is written
+	// once, at its commit; how it ended is a row of settlements, keyed by
+	// the intent's seq, appended by the settlement (or by recovery, as
+	// uncertain) instead of an UPDATE rewriting the intent's row and moving
+	// it between partial indexes. The intents not yet settled are the rows
+	// of open_intents, a small table (the calls in flight), which a trigger
+	// fills at each intent's insert and each settlement empties: recovery
+	// and "list started" read it instead of an index of the journal. The
+	// intents table is rebuilt without its settlement columns (one
+	// rewrite); settled intents are carried over to settlements, started
+	// ones to open_intents. An operator's verdict on an uncertain intent
+	// (rare) updates its settlement row.
+	`
+CREATE TABLE settlements (
+	seq           INTEGER PRIMARY KEY, -- the intent's
+	status        TEXT NOT NULL CHECK (status IN ('succeeded', 'failed', 'uncertain', 'executed', 'not_executed')),
+	result        BLOB,
+	error_class   TEXT NOT NULL DEFAULT '',
+	error_message TEXT NOT NULL DEFAULT '',
+	resolved_by   TEXT NOT NULL DEFAULT '',
+	settled_at    INTEGER
+);
+-- Settled intents by the rare statuses, newest first through the rowid
+-- (seq) every entry carries: succeeded, the common one, gets no entry.
+CREATE INDEX settlements_rare ON settlements (status) WHERE status <> 'succeeded';
+INSERT INTO settlements (seq, status, result, error_class, error_message, resolved_by, settled_at)
+	SELECT seq, status, result, error_class, error_message, resolved_by, settled_at FROM intents WHERE status <> 'started';
+
+CREATE TABLE open_intents (
+	seq         INTEGER PRIMARY KEY, -- the intent's
+	incarnation TEXT NOT NULL
+);
+INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM intents WHERE status = 'started';
+
+CREATE TABLE intents_new (
+	seq             INTEGER PRIMARY KEY, -- commit order
+	call_id         TEXT NOT NULL UNIQUE,
+	caller          TEXT NOT NULL,
+	session         TEXT NOT NULL DEFAULT '',
+	tool            TEXT NOT NULL,
+	definition_hash TEXT NOT NULL,
+	arguments       BLOB,
+	args_digest     TEXT NOT NULL,
+	idempotency_key TEXT, -- NULL when none
+	approval_id     TEXT,
+	incarnation     TEXT NOT NULL REFERENCES incarnations (id),
+	created_at      INTEGER,
+	reservations    TEXT
+);
+INSERT INTO intents_new (seq, call_id, caller, session, tool, definition_hash, arguments, args_digest,
+		idempotency_key, approval_id, incarnation, created_at, reservations)
+	SELECT seq, call_id, caller, session, tool, definition_hash, arguments, args_digest,
+		idempotency_key, approval_id, incarnation, created_at, reservations FROM intents;
+DROP TABLE intents;
+ALTER TABLE intents_new RENAME TO intents;
+CREATE UNIQUE INDEX intents_idempotency ON intents (caller, idempotency_key) WHERE idempotency_key IS NOT NULL;
+
+CREATE TRIGGER intents_open AFTER INSERT ON intents BEGIN
+	INSERT INTO open_intents (seq, incarnation) VALUES (new.seq, new.incarnation);
+END;
+`,
+	// 8: who made the call (issue 24): the MCP client's name/version and
+	// the protocol revision it spoke, NULL when unknown. Never arguments.
+	`
+ALTER TABLE intents ADD COLUMN client TEXT;
+ALTER TABLE intents ADD COLUMN protocol_version TEXT;
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

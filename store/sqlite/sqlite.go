@@ -6,10 +6,13 @@
 // What it promises beyond the store contract:
 //
 //   - Every write but a settlement is committed with journal_mode=WAL and
-//     synchronous=FULL: when a method returns without error, its write is
-//     on stable storage. Settle returns once its write is committed and
-//     visible (written to the WAL, which survives the process dying) but
-//     before it is synced: the next synced commit, or the writer 100 ms
+//     then synced (the writer fsyncs the WAL after the commit, which is
+//     what synchronous=FULL does inside it; the connection runs with
+//     synchronous=NORMAL, set once): when a method returns without error,
+//     its write is on stable storage. Settle returns once its write is
+//     committed and visible (written to the WAL, which survives the
+//     process dying) but before it is synced: the sync that follows the
+//     same transaction, the next synced commit, or the writer 100 ms
 //     later, syncs it. An operating-system crash can thus lose the
 //     settlements of that moment, leaving their intents started, for
 //     recovery to mark uncertain; see docs/durability.md.
@@ -18,12 +21,19 @@
 //     requests, and runs it in one transaction, in which a request that
 //     fails (budget exceeded, duplicate key, approval unavailable) is undone
 //     alone while the others commit: by its own SAVEPOINT, or with no
-//     savepoint where it is one statement that SQLite undoes alone. The
+//     savepoint where it is one statement that SQLite undoes alone. One
+//     transaction per round holds everything queued: intent commits,
+//     settlements and the rest. The
 //     intent commits of a batch share their budget work: each budget's usage
 //     is read once, every reservation is checked against it in memory in
 //     queue order (exact, under the write lock), and one statement per
 //     budget writes the batch's sum back; settlements that give no budget
-//     back are one UPDATE per batch. No caller returns before the
+//     back are two statements per batch.
+//   - The journal is append-only (schema version 7): an intent's row is
+//     written once; its settlement is a row of settlements, keyed by the
+//     intent's seq; the intents not yet settled are the rows of
+//     open_intents. Every read (GetIntent, lists, idempotency, recovery,
+//     retention) joins the two, so it sees the latest state. No caller returns before the
 //     transaction holding its write is committed; a caller alone is never
 //     kept waiting for a batch to fill.
 //   - Writes take SQLite's write lock first (BEGIN IMMEDIATE), so budget
@@ -126,10 +136,9 @@ type Store struct {
 	inflight sync.WaitGroup
 
 	nTx, nSynced, nReq, nWALSync atomic.Int64
-	// unsynced is true while the writer connection runs with
-	// synchronous=NORMAL (for lazy requests); pendingSync while a lazy
-	// commit is not yet synced. Only the writer goroutine touches them.
-	unsynced, pendingSync bool
+	// pendingSync is true while a commit is not yet synced (see
+	// syncWAL). Only the writer goroutine touches it.
+	pendingSync bool
 
 	// onBatch, when set (by internal tests, before the writes it observes),
 	// is told the size of each committed transaction and how many of its
@@ -260,7 +269,10 @@ func pragmas(busy time.Duration) string {
 		// is written (see ensureIncrementalVacuum for older files).
 		"_pragma=auto_vacuum(2)",
 		"_pragma=journal_mode(WAL)",
-		"_pragma=synchronous(FULL)",
+		// Set once: the writer syncs the WAL itself after each commit
+		// that needs it (Store.syncWAL), so a settlement's commit does not
+		// pay a sync, and the mode is never switched.
+		"_pragma=synchronous(NORMAL)",
 		"_pragma=foreign_keys(1)",
 		// The WAL file is cut back to this size after a checkpoint, so a
 		// burst of writes (a large prune) does not leave it large.
@@ -282,8 +294,8 @@ func (s *Store) checkPragmas(ctx context.Context) error {
 	if err := s.wc.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
 		return fmt.Errorf("sqlite store: %w", err)
 	}
-	if !strings.EqualFold(mode, "wal") || sync != 2 || fk != 1 {
-		return fmt.Errorf("sqlite store: connection settings journal_mode=%s synchronous=%d foreign_keys=%d, want wal, 2 (FULL), 1", mode, sync, fk)
+	if !strings.EqualFold(mode, "wal") || sync != 1 || fk != 1 {
+		return fmt.Errorf("sqlite store: connection settings journal_mode=%s synchronous=%d foreign_keys=%d, want wal, 1 (NORMAL, the writer syncing the WAL itself), 1", mode, sync, fk)
 	}
 	return nil
 }

@@ -32,7 +32,8 @@ type writeReq struct {
 	// alone, so it needs no savepoint.
 	oneWrite bool
 	// lazy marks a request whose durability may wait for the next synced
-	// commit (a settlement): it is committed without a sync of its own.
+	// commit (a settlement): it is answered once its transaction is
+	// committed, before the sync that durable requests wait for.
 	lazy  bool
 	state atomic.Int32 // reqQueued, reqTaken or reqAbandoned
 	err   error        // fn's result, then the batch's
@@ -66,8 +67,8 @@ func (s *Store) write1(ctx context.Context, fn func(w *wtx) error) error {
 // synced commit: the caller waits until its write is committed and visible
 // to readers, but not for a sync of the disk. Only settlements use it; see
 // the package doc for what a crash can lose.
-func (s *Store) writeLazy(ctx context.Context, oneWrite bool, settle *settleOp, fn func(w *wtx) error) error {
-	return s.enqueue(ctx, &writeReq{fn: fn, oneWrite: oneWrite, lazy: true, settle: settle})
+func (s *Store) writeLazy(ctx context.Context, settle *settleOp, fn func(w *wtx) error) error {
+	return s.enqueue(ctx, &writeReq{fn: fn, lazy: true, settle: settle})
 }
 
 func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
@@ -101,8 +102,9 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 }
 
 // writer is the only goroutine that writes through s.wc. It commits what is
-// queued, as soon as it is queued: while one transaction syncs, the next
-// requests pile up in the queue and share the following commit.
+// queued, as soon as it is queued, in one transaction per round (see
+// runBatch): while one transaction syncs, the next requests pile up in the
+// queue and share the following commit.
 //
 // One refinement: the callers answered by a transaction tend to come back
 // together (a gateway call commits its intent, then settles it), but not all
@@ -115,7 +117,7 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 // never exceeds what a sync costs anyway.
 func (s *Store) writer() {
 	defer close(s.writerDone)
-	w := &wtx{s: s, tally: newTally(), queries: map[multiRowKey]string{}}
+	w := &wtx{s: s, tally: newTally(), queries: map[multiRowKey]string{}, open: map[string]int64{}}
 	batch := make([]*writeReq, 0, s.maxBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -129,22 +131,18 @@ func (s *Store) writer() {
 	flush := time.NewTimer(time.Hour)
 	flush.Stop()
 	flushArmed := false
-	var carry []*writeReq // settlements queued during the last round's wait, for this one
 	for {
-		batch = append(batch[:0], carry...)
-		carry = carry[:0]
-		if len(batch) == 0 {
-			select {
-			case r, ok := <-s.queue:
-				if !ok {
-					return
-				}
-				batch = append(batch, r)
-			case <-flush.C:
-				flushArmed = false
-				s.syncWAL()
-				continue
+		batch = batch[:0]
+		select {
+		case r, ok := <-s.queue:
+			if !ok {
+				return
 			}
+			batch = append(batch, r)
+		case <-flush.C:
+			flushArmed = false
+			s.flushLazy()
+			continue
 		}
 		s.drain(&batch)
 		linger := min(lastDur/2, maxLinger)
@@ -156,7 +154,7 @@ func (s *Store) writer() {
 			timedOut = false
 		}
 		t0 := time.Now()
-		answered := s.runBatch(w, batch, linger, timer, &carry)
+		answered := s.runBatch(w, batch)
 		lastDur = time.Since(t0)
 		expect = answered + len(s.queue)
 		clear(batch)
@@ -175,11 +173,14 @@ func (s *Store) writer() {
 // the WAL this long after it unless a synced commit did so before.
 const lazyFlush = 100 * time.Millisecond
 
-// syncWAL makes the lazy commits durable by syncing the WAL file, as the
-// next synced commit would. SQLite has no statement for "sync the WAL now"
-// (a checkpoint syncs it only when it has frames to copy), and fsync(2)
-// flushes a file whichever descriptor asks.
-func (s *Store) syncWAL() {
+// syncWAL makes the commits so far durable by syncing the WAL file: the
+// connection runs with synchronous=NORMAL, set once at Open, under which
+// SQLite writes a commit to the WAL without syncing it (it syncs the WAL
+// before each checkpoint), and the writer syncs it itself after a commit
+// that holds a durable request, which is what synchronous=FULL would do
+// inside COMMIT. SQLite has no statement for "sync the WAL now", and
+// fsync(2) flushes a file whichever descriptor asks.
+func (s *Store) syncWAL() error {
 	f, err := os.OpenFile(filepath.Join(s.dir, DBFile)+"-wal", os.O_RDWR, 0)
 	if err == nil {
 		err = f.Sync()
@@ -188,13 +189,21 @@ func (s *Store) syncWAL() {
 		}
 	}
 	if err != nil {
+		return err
+	}
+	s.pendingSync = false
+	return nil
+}
+
+// flushLazy syncs the WAL for the lazy commits no synced commit followed.
+func (s *Store) flushLazy() {
+	if err := s.syncWAL(); err != nil {
 		// The next synced commit syncs the WAL anyway; until then the
 		// settlements are as safe as a process crash allows (see the
 		// package doc).
 		s.log.Warn("sync of the write-ahead log failed", "error", err)
 		return
 	}
-	s.pendingSync = false
 	s.nWALSync.Add(1)
 }
 
@@ -244,82 +253,40 @@ func (s *Store) drain(batch *[]*writeReq) {
 // maxLinger caps the writer's wait for returning callers.
 const maxLinger = time.Millisecond
 
-// runBatch commits what batch holds: the lazy requests first, in a
-// transaction committed without a sync (they are answered as soon as it is
-// visible), then the others in a synced transaction. The lazy ones only
-// settle intents already durable, so running them first changes nothing a
-// durable request could check, and they need not wait for its sync.
+// runBatch commits what batch holds in one transaction: intent commits,
+// settlements and every other write together, in queue order. The
+// settlements (lazy requests) are answered as soon as it is committed and
+// visible; the others once the WAL is synced after it (see syncWAL). One
+// transaction per round, whatever it holds, where a settlement used to take
+// an unsynced transaction of its own before the intents' synced one.
 //
-// A caller whose settlement is answered comes straight back with its next
-// call's intent; the synced transaction waits for those (as many as were
-// settled, at most linger) so that they share its sync rather than each
-// call costing two of the writer's rounds.
-//
-// It returns how many requests the synced transaction answered: the
-// callers expected back soon.
-//
-// Settlements that queue during that wait are left in carry, for the next
-// round's unsynced transaction.
-func (s *Store) runBatch(w *wtx, batch []*writeReq, linger time.Duration, timer *time.Timer, carry *[]*writeReq) int {
-	var lazy, durable []*writeReq
-	take := func(rs []*writeReq) {
-		for _, r := range rs {
-			if !r.state.CompareAndSwap(reqQueued, reqTaken) {
-				continue
-			}
-			if r.lazy {
-				lazy = append(lazy, r)
-			} else {
-				durable = append(durable, r)
-			}
+// It returns how many requests it answered: the callers expected back
+// soon (a settled caller comes back with its next call's intent, a
+// committed one with its settlement).
+func (s *Store) runBatch(w *wtx, batch []*writeReq) int {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if r.state.CompareAndSwap(reqQueued, reqTaken) {
+			live = append(live, r)
 		}
 	}
-	take(batch)
-	if len(lazy) > 0 {
-		s.runTx(w, lazy, false)
-		var more []*writeReq
-		s.collect(&more, min(len(lazy), s.maxBatch-len(durable)), linger, timer)
-		for _, r := range more {
-			if r.lazy {
-				// Not taken yet: the next round takes it (or finds it
-				// abandoned), with whatever queues meanwhile.
-				*carry = append(*carry, r)
-			} else if r.state.CompareAndSwap(reqQueued, reqTaken) {
-				durable = append(durable, r)
-			}
-		}
+	if len(live) > 0 {
+		s.runTx(w, live)
 	}
-	if len(durable) > 0 {
-		s.runTx(w, durable, true)
-	}
-	return len(durable)
+	return len(live)
 }
 
-// setSynced switches the writer connection between synchronous=FULL (every
-// commit synced) and NORMAL (in WAL mode: commits are written to the WAL,
-// which the next synced commit or checkpoint syncs). It must run outside a
-// transaction.
-func (s *Store) setSynced(w *wtx, synced bool) error {
-	if s.unsynced == !synced {
-		return nil
-	}
-	q := `PRAGMA synchronous = FULL`
-	if !synced {
-		q = `PRAGMA synchronous = NORMAL`
-	}
-	if err := w.execErr(q); err != nil {
-		return err
-	}
-	s.unsynced = !synced
-	return nil
-}
-
-// runTx runs live in one transaction, synced or not, in order. Runs of
+// runTx runs live in one transaction, in order, then syncs the WAL if any
+// of live is durable. Runs of
 // settlements are grouped (settleGroup), runs of intent commits too
 // (commitGroup); what is not grouped runs alone (runCommit, or fn). The
 // budgets the commits took are written (tally.flush) before any other
 // request runs and before COMMIT.
-func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
+func (s *Store) runTx(w *wtx, live []*writeReq) {
+	synced := false
+	for _, r := range live {
+		synced = synced || !r.lazy
+	}
 	finish := func(txErr error) {
 		for _, r := range live {
 			if txErr != nil {
@@ -333,12 +300,6 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 	// inside the transaction (budget used, approval state) is current and
 	// stays so until COMMIT, across processes.
 	ctx := context.Background()
-	// A durable batch never runs while the connection is unsynced: if
-	// switching back fails, its callers are told the write failed.
-	if err := s.setSynced(w, synced); err != nil {
-		finish(fmt.Errorf("sqlite store: set synchronous: %w", err))
-		return
-	}
 	if err := retryBusy(ctx, s.log, func() error { return w.execErr(`BEGIN IMMEDIATE`) }); err != nil {
 		finish(fmt.Errorf("sqlite store: begin: %w", err))
 		return
@@ -350,7 +311,7 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 		r := live[i]
 		if solo > 0 {
 			solo--
-		} else if n := settleRun(live[i:]); n > 1 {
+		} else if n := w.settleRun(live[i:]); n > 1 {
 			ok, err := s.settleGroup(w, live[i:i+n])
 			if err != nil {
 				finish(s.rollback(w, err))
@@ -438,12 +399,14 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 		return
 	}
 	s.nTx.Add(1)
-	if synced {
-		s.nSynced.Add(1)
-	}
-	// A synced commit syncs the whole WAL, lazy commits before it included.
-	s.pendingSync = !synced
 	s.nReq.Add(int64(len(live)))
+	// The intents this transaction committed are open, and this Store's to
+	// settle: their seq is kept for their settlements (settleGroup).
+	for _, r := range live {
+		if op := r.commit; op != nil && r.err == nil && op.seq != 0 {
+			w.open[op.in.CallID] = op.seq
+		}
+	}
 	if s.onBatch != nil {
 		failed := 0
 		for _, r := range live {
@@ -452,6 +415,29 @@ func (s *Store) runTx(w *wtx, live []*writeReq, synced bool) {
 			}
 		}
 		s.onBatch(len(live), failed)
+	}
+	s.pendingSync = true
+	if synced {
+		// The lazy requests need only the commit: they are answered
+		// before the sync; the others are kept, in place, for after it.
+		durable := live[:0]
+		for _, r := range live {
+			if r.lazy {
+				r.done <- r.err
+			} else {
+				durable = append(durable, r)
+			}
+		}
+		live = durable // finish answers these
+		if err := s.syncWAL(); err != nil {
+			// Committed and visible, but perhaps not on stable storage:
+			// the callers are told it failed, the safe side (the gateway
+			// invokes nothing; an intent left started is recovered as
+			// uncertain once this process is gone).
+			finish(fmt.Errorf("sqlite store: sync: %w", err))
+			return
+		}
+		s.nSynced.Add(1)
 	}
 	finish(nil)
 }
@@ -471,6 +457,12 @@ type wtx struct {
 	s       *Store
 	tally   *tally                 // the budgets of the transaction's intents, not yet written
 	queries map[multiRowKey]string // multi-row statements built so far
+	// open maps the call ids of the intents this Store committed and has
+	// not settled to their seq, so that a group of settlements finds its
+	// rows without looking each up by call id. It is filled when a
+	// transaction commits and emptied by settlements; an intent missing
+	// from it (settled elsewhere, or a failed settlement) is looked up.
+	open map[string]int64
 }
 
 func (w *wtx) stmt(query string) (*sql.Stmt, error) {

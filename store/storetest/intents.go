@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/agentbackplane/backplane/store"
@@ -39,6 +41,52 @@ func testIntentRoundTrip(f *fixture) {
 		t.Fatalf("GetIntentByKey: %v", err)
 	}
 	wantIntent(t, byKey, want)
+}
+
+// testIntentClientInfo: the client's name/version and protocol version are
+// kept with the intent, alone and in a group of concurrent commits, through
+// its settlement, and by every read; an intent without them reads "".
+func testIntentClientInfo(f *fixture) {
+	t := f.t
+	var ins []store.Intent
+	for i := range 8 {
+		in := f.intent("alice", "note")
+		in.ClientInfo, in.ProtocolVersion = fmt.Sprintf("claude-code/2.%d", i), "2026-07-28"
+		ins = append(ins, in)
+	}
+	plain := f.intent("alice", "note")
+	ins = append(ins, plain)
+	var wg sync.WaitGroup
+	for _, in := range ins {
+		wg.Go(func() {
+			if _, err := f.s.CommitIntent(f.ctx, req(in)); err != nil {
+				t.Errorf("CommitIntent(%s): %v", in.CallID, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, in := range ins {
+		if i%2 == 0 {
+			f.settle(in.CallID, store.StatusSucceeded)
+		}
+		got := f.get(in.CallID)
+		if got.ClientInfo != in.ClientInfo || got.ProtocolVersion != in.ProtocolVersion {
+			t.Errorf("intent %s: client %q, protocol %q; want %q, %q", in.CallID, got.ClientInfo, got.ProtocolVersion, in.ClientInfo, in.ProtocolVersion)
+		}
+	}
+	l, err := f.s.ListIntents(f.ctx, store.IntentFilter{Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, in := range ins {
+		want[in.CallID] = in.ClientInfo + " " + in.ProtocolVersion
+	}
+	for _, in := range l {
+		if w, ok := want[in.CallID]; ok && in.ClientInfo+" "+in.ProtocolVersion != w {
+			t.Errorf("listed intent %s: client %q, protocol %q; want %q", in.CallID, in.ClientInfo, in.ProtocolVersion, w)
+		}
+	}
 }
 
 func testStoreSetsStatusAndIncarnation(f *fixture) {

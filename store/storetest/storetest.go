@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Intent/NotFound", testIntentNotFound},
 		{"Intent/NoAliasing", testIntentNoAliasing},
 		{"Intent/DuplicateCallID", testDuplicateCallID},
+		{"Intent/ClientInfo", testIntentClientInfo},
 		{"Idempotency/DuplicateKey", testDuplicateKey},
 		{"Idempotency/DuplicateKeyReturnsSettledOutcome", testDuplicateKeyReturnsSettled},
 		{"Idempotency/OtherCallerSameKey", testOtherCallerSameKey},
@@ -426,6 +427,8 @@ func wantIntent(t *testing.T, got *store.Intent, want store.Intent) {
 	str("ErrorClass", got.ErrorClass, want.ErrorClass)
 	str("ErrorMessage", got.ErrorMessage, want.ErrorMessage)
 	str("ResolvedBy", got.ResolvedBy, want.ResolvedBy)
+	str("ClientInfo", got.ClientInfo, want.ClientInfo)
+	str("ProtocolVersion", got.ProtocolVersion, want.ProtocolVersion)
 	wantBytes(t, "intent "+want.CallID+": Arguments", got.Arguments, want.Arguments)
 	wantBytes(t, "intent "+want.CallID+": Result", got.Result, want.Result)
 	wantTime(t, "intent "+want.CallID+": CreatedAt", got.CreatedAt, want.CreatedAt)
