@@ -194,6 +194,7 @@ type Store interface {
 	Pins
 	Retention
 	Refusals
+	Credentials
 
 	Close() error
 }

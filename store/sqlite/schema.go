@@ -180,6 +180,21 @@ CREATE TABLE refusals (
 );
 CREATE INDEX refusals_at ON refusals (at);
 `,
+	// upstream credentials (store.Credential): plain metadata beside the
+	// token the gateway sealed; the store holds no key.
+	`
+CREATE TABLE upstream_credentials (
+	server  TEXT NOT NULL,
+	caller  TEXT NOT NULL DEFAULT '',
+	mode    TEXT NOT NULL,
+	scopes  TEXT NOT NULL DEFAULT '',
+	subject TEXT NOT NULL DEFAULT '',
+	expiry  INTEGER,
+	updated INTEGER NOT NULL,
+	sealed  BLOB NOT NULL,
+	PRIMARY KEY (server, caller)
+);
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.
