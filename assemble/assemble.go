@@ -71,6 +71,7 @@ import (
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auditlog"
+	"github.com/agentbackplane/backplane/internal/credstore"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
@@ -166,6 +167,12 @@ type Runtime struct {
 	// provider the gateway's spans go to; Close flushes and stops it.
 	Tracing *tracing.Provider
 
+	// Tokens is where every upstream's OAuth tokens are kept: sealed in
+	// the store with secrets: set (shared by the replicas), else in this
+	// process's memory (tokens.go).
+	Tokens upstream.TokenStore
+	sealed *credstore.Tokens // Tokens when sealed; nil otherwise
+
 	version   string // Options.Version
 	closers   []io.Closer
 	upstreams []*upstream.Upstream // also in closers
@@ -258,6 +265,9 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	}
 	rt.Store = st
 	rt.closers = append(rt.closers, st)
+	if err := rt.openTokens(); err != nil {
+		return nil, err
+	}
 
 	// Tracing before the gateway (which takes its tracer); closed after
 	// the upstreams, whose calls end spans, and before the store.
@@ -300,6 +310,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		Limits:         cfg.Limits.Schema(),
 		Tracer:         tracer,
 	})
+	g.SetConnections(&connections{rt: rt})
 	for _, t := range cfg.Tools {
 		sb, err := sandboxFor(cfg, kindCommand, t.Sandbox)
 		if err != nil {
@@ -542,7 +553,8 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 	c := rt.Config
 	var oauth *upstream.OAuth
 	if s.OAuth != nil {
-		oauth = &upstream.OAuth{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret, Scopes: s.OAuth.Scopes, TokenURL: s.OAuth.TokenURL}
+		oauth = &upstream.OAuth{Grant: s.OAuth.Grant, ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret,
+			ClientIDMetadataURL: s.OAuth.ClientIDMetadataURL, Scopes: s.OAuth.Scopes, TokenURL: s.OAuth.TokenURL, Tokens: rt.Tokens}
 	}
 	return upstream.Server{
 			Name: s.Name, Prefix: s.Prefix, Command: s.Command, Env: s.Env, Dir: c.Workspace, // started in the workspace, never the configuration's folder

@@ -224,8 +224,17 @@ func (s *Server) Check() error {
 			return fmt.Errorf("server %s: env applies to a command, not to a url", s.Name)
 		}
 		if s.OAuth != nil {
-			if s.OAuth.ClientID == "" || s.OAuth.ClientSecret == "" {
-				return fmt.Errorf("server %s: oauth needs a client id and a client secret", s.Name)
+			switch s.OAuth.Grant {
+			case "", GrantClientCredentials:
+				if s.OAuth.ClientID == "" || s.OAuth.ClientSecret == "" {
+					return fmt.Errorf("server %s: oauth needs a client id and a client secret", s.Name)
+				}
+			case GrantAuthorizationCode:
+				if s.OAuth.Tokens == nil {
+					return fmt.Errorf("server %s: oauth grant authorization_code needs a token store (secrets: {key_file: ...})", s.Name)
+				}
+			default:
+				return fmt.Errorf("server %s: oauth grant %q: %s or %s", s.Name, s.OAuth.Grant, GrantClientCredentials, GrantAuthorizationCode)
 			}
 			for k := range s.Headers {
 				if http.CanonicalHeaderKey(k) == "Authorization" {
