@@ -52,8 +52,14 @@ var ErrNotLoginServer = errors.New("not a server with auth.oauth grant authoriza
 // LoginServer runs the service mode's authorization code flow for the
 // server named (upstream.Login: show is handed the URL to open) and saves
 // its token, sealed, where serve reads it. It returns what was saved,
-// without the token.
-func (rt *Runtime) LoginServer(ctx context.Context, name string, show func(string)) (*gateway.Connection, error) {
+// without the token. The audit records the login (who, which server, the
+// scopes granted), never the token.
+func (rt *Runtime) LoginServer(ctx context.Context, name, by string, show func(string)) (_ *gateway.Connection, err error) {
+	defer func() {
+		if err != nil {
+			rt.Audit.Warn("connection", "step", "login", "outcome", "failed", "server", name, "by", by, "error", err.Error())
+		}
+	}()
 	sc, ok := rt.serverConfig(name)
 	if !ok {
 		return nil, fmt.Errorf("no server named %s in %s: %w", name, rt.Config.Path, ErrNotLoginServer)
@@ -69,6 +75,8 @@ func (rt *Runtime) LoginServer(ctx context.Context, name string, show func(strin
 	if err := rt.Tokens.SaveToken(ctx, upstream.TokenKey{Server: name}, st); err != nil {
 		return nil, fmt.Errorf("saving the token of %s: %w", name, err)
 	}
+	rt.Audit.Info("connection", "step", "login", "outcome", "connected", "server", name, "mode", st.Mode,
+		"scopes", strings.Join(st.Scopes, " "), "by", by)
 	return &gateway.Connection{Server: name, Mode: st.Mode, Scopes: st.Scopes, Expiry: st.Token.Expiry, Updated: st.Updated}, nil
 }
 

@@ -181,16 +181,13 @@ then uses and refreshes them (every replica on the store).`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			errOut := cmd.ErrOrStderr()
-			c, err := s.rt.LoginServer(ctx, args[0], func(u string) {
+			c, err := s.rt.LoginServer(ctx, args[0], as, func(u string) {
 				fmt.Fprintf(errOut, "Open this URL in a browser to let Backplane act on %s:\n\n  %s\n\nWaiting for the redirect (up to %v)...\n",
 					termtext.Line(args[0]), termtext.Line(u), timeout)
 			})
 			if err != nil {
-				s.rt.Audit.Warn("connection", "step", "login", "outcome", "failed", "server", args[0], "by", as, "error", err.Error())
 				return err
 			}
-			s.rt.Audit.Info("connection", "step", "login", "outcome", "connected", "server", c.Server, "mode", c.Mode,
-				"scopes", strings.Join(c.Scopes, " "), "by", as)
 			out := cmd.OutOrStdout()
 			if f.asJSON {
 				return writeJSONLine(out, struct {
