@@ -32,11 +32,11 @@ import (
 // Service mode can instead hold an operator's one-time consent, through
 // the authorization code flow (`backplane servers login NAME`):
 //
-//	      oauth:
-//	        mode: service
-//	        grant: authorization_code          # default client_credentials
-//	        client_id: backplane               # optional: else a client ID metadata document or dynamic registration
-//	        client_id_metadata_url: https://gw.example.com/oauth/client.json   # optional
+//	oauth:
+//	  mode: service
+//	  grant: authorization_code          # default client_credentials
+//	  client_id: backplane               # optional: else a client ID metadata document or dynamic registration
+//	  client_id_metadata_url: https://gw.example.com/oauth/client.json   # optional
 //
 // Its tokens are kept in the store, sealed: it needs secrets: {key_file}.
 type UpstreamOAuth struct {

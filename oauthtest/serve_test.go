@@ -3,8 +3,8 @@ package oauthtest
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"

@@ -80,8 +80,8 @@ func (t *Tokens) open(c *store.Credential) (upstream.StoredToken, error) {
 		return upstream.StoredToken{}, fmt.Errorf("upstream token for %s: %w", describe(upstream.TokenKey{Server: c.Server, Caller: c.Caller}), secrets.ErrCorrupt)
 	}
 	return upstream.StoredToken{
-		Token:    &oauth2.Token{AccessToken: s.AccessToken, TokenType: s.TokenType, RefreshToken: s.RefreshToken, Expiry: s.Expiry},
-		Mode:     c.Mode, Scopes: c.Scopes, Subject: c.Subject, Updated: c.Updated,
+		Token: &oauth2.Token{AccessToken: s.AccessToken, TokenType: s.TokenType, RefreshToken: s.RefreshToken, Expiry: s.Expiry},
+		Mode:  c.Mode, Scopes: c.Scopes, Subject: c.Subject, Updated: c.Updated,
 		ClientID: s.ClientID, ClientSecret: s.ClientSecret, TokenURL: s.TokenURL, RevocationURL: s.RevocationURL,
 	}, nil
 }
