@@ -98,13 +98,17 @@ func Login(ctx context.Context, srv Server, opts *LoginOptions) (StoredToken, er
 	}
 	probe.Header.Set("Content-Type", "application/json")
 	probe.Header.Set("Accept", "application/json, text/event-stream")
+	probe.Header.Set("MCP-Protocol-Version", "2025-11-25")
 	resp, err := hc.Do(probe)
 	if err != nil {
 		return fail("reaching %s: %v", srv.URL, err)
 	}
-	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
-		resp.Body.Close()
-		return fail("%s answered %s to a request without a token: it does not ask for OAuth", srv.URL, resp.Status)
+	// A server may let initialize through without a token and ask for one
+	// only on calls: without a 401's challenge the discovery starts at the
+	// .well-known locations (RFC 9728 section 3.1). A 403 is taken as a
+	// 401: the SDK's handler goes on only for insufficient_scope.
+	if resp.StatusCode == http.StatusForbidden {
+		resp.StatusCode = http.StatusUnauthorized
 	}
 	challenge := resp.Header.Values("WWW-Authenticate")
 
@@ -166,7 +170,11 @@ func Login(ctx context.Context, srv Server, opts *LoginOptions) (StoredToken, er
 		resp.Body.Close()
 		return fail("%v", err)
 	}
+	status := resp.Status
 	if err := h.Authorize(ctx, probe, resp); err != nil {
+		if resp.StatusCode != http.StatusUnauthorized {
+			return fail("%s (the server answered %s to a request without a token, not 401)", describeTokenError(err), status)
+		}
 		return fail("%s", describeTokenError(err))
 	}
 	if got.tok == nil || got.tok.AccessToken == "" {
