@@ -65,13 +65,11 @@ func (t *oauthTransport) consentToken(ctx context.Context, r *authRefusal) (*oau
 		return nil, err
 	}
 	st.Token, st.Updated = tok, time.Now()
-	if err := t.cfg.Tokens.SaveToken(ctx, key, st); err != nil {
-		// The token works; keep it in memory and say why the store did not
-		// take it (a replica's next read will refresh again).
-		t.failed = nil
-		t.use(tok)
-		return tok, nil
-	}
+	// A store that does not take the new token does not fail the call:
+	// the token works and stays in this process's memory. Another replica
+	// then refreshes with the old refresh token; if the server rotated it,
+	// that refresh is refused and names the login.
+	_ = t.cfg.Tokens.SaveToken(ctx, key, st)
 	t.use(tok)
 	return tok, nil
 }
