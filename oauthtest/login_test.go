@@ -228,14 +228,13 @@ func TestFositeLogin(t *testing.T) {
 	}
 	defer up.Close()
 	call(t, g)
-	issued, _, _ := a.snapshot()
 	if seen := u.tokensSeen(); len(seen) != 1 || seen[0] != st.Token.AccessToken {
 		t.Fatalf("the call ran with %d tokens; want the login's", len(seen))
 	}
 
 	time.Sleep(2100 * time.Millisecond)
 	call(t, g)
-	issued, resources, _ = a.snapshot()
+	issued, resources, _ := a.snapshot()
 	seen := u.tokensSeen()
 	if len(issued) != 2 || len(seen) != 2 || seen[1] != issued[1] {
 		t.Fatalf("after expiry: %d tokens issued, the tool saw %d calls; want the refreshed token on the second", len(issued), len(seen))
