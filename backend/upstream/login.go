@@ -96,6 +96,9 @@ func Login(ctx context.Context, srv Server, opts *LoginOptions) (StoredToken, er
 	if err != nil {
 		return fail("%v", err)
 	}
+	for k, v := range srv.Headers { // the server's static headers, as every request of serve's carries them
+		probe.Header.Set(k, v)
+	}
 	probe.Header.Set("Content-Type", "application/json")
 	probe.Header.Set("Accept", "application/json, text/event-stream")
 	probe.Header.Set("MCP-Protocol-Version", "2025-11-25")
