@@ -399,6 +399,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	}
 	if srv.OAuth != nil {
 		u.oauth = newOAuthTransport(u.httpRT, srv.Name, srv.URL, *srv.OAuth)
+		u.oauth.log = u.log
 	}
 	u.sdkLog = &headerLog{}
 	u.client = sdk.NewClient(&sdk.Implementation{Name: "backplane", Version: "1"}, u.clientOptions())

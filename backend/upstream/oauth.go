@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -72,7 +73,8 @@ type oauthTransport struct {
 	base   http.RoundTripper // carries the upstream's, the metadata's and the token endpoint's requests
 	server string
 	cfg    OAuth
-	url    string // the upstream's URL: the resource
+	url    string       // the upstream's URL: the resource
+	log    *slog.Logger // the operational log (nil: none); never given a token
 
 	mu       sync.Mutex
 	tokenURL string // TokenURL or discovered; "" until then

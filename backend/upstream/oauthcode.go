@@ -69,7 +69,9 @@ func (t *oauthTransport) consentToken(ctx context.Context, r *authRefusal) (*oau
 	// the token works and stays in this process's memory. Another replica
 	// then refreshes with the old refresh token; if the server rotated it,
 	// that refresh is refused and names the login.
-	_ = t.cfg.Tokens.SaveToken(ctx, key, st)
+	if err := t.cfg.Tokens.SaveToken(ctx, key, st); err != nil && t.log != nil {
+		t.log.Warn("upstream oauth: the refreshed token was not saved; it is used from memory", "error", err.Error())
+	}
 	t.use(tok)
 	return tok, nil
 }
