@@ -71,6 +71,7 @@ import (
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auditlog"
+	"github.com/agentbackplane/backplane/internal/credstore"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
@@ -171,12 +172,18 @@ type Runtime struct {
 	// provider the gateway's spans go to; Close flushes and stops it.
 	Tracing *tracing.Provider
 
+	// Tokens is where every upstream's OAuth tokens are kept: sealed in
+	// the store with secrets: set (shared by the replicas), else in this
+	// process's memory (tokens.go).
+	Tokens upstream.TokenStore
+	sealed *credstore.Tokens // Tokens when sealed; nil otherwise
+
 	version   string // Options.Version
 	closers   []io.Closer
 	upstreams []*upstream.Upstream // also in closers
 	late      *lateUpstreams       // servers that failed at start, retried (upstreams.go)
-	// The per_caller and exchange servers' tokens and logins (upstream_callers.go).
-	tokens upstream.TokenStore
+	// The per_caller servers' logins in progress (upstream_callers.go);
+	// their tokens are kept in Tokens, as the service mode's are.
 	logins *upstream.Logins
 }
 
@@ -267,6 +274,9 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	}
 	rt.Store = st
 	rt.closers = append(rt.closers, st)
+	if err := rt.openTokens(); err != nil {
+		return nil, err
+	}
 
 	// Tracing before the gateway (which takes its tracer); closed after
 	// the upstreams, whose calls end spans, and before the store.
@@ -309,6 +319,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		Limits:         cfg.Limits.Schema(),
 		Tracer:         tracer,
 	})
+	g.SetConnections(&connections{rt: rt})
 	for _, t := range cfg.Tools {
 		sb, err := sandboxFor(cfg, kindCommand, t.Sandbox)
 		if err != nil {
@@ -551,7 +562,8 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 	c := rt.Config
 	var oauth *upstream.OAuth
 	if s.OAuth != nil {
-		oauth = &upstream.OAuth{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret, Scopes: s.OAuth.Scopes, TokenURL: s.OAuth.TokenURL}
+		oauth = &upstream.OAuth{Grant: s.OAuth.Grant, ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret,
+			ClientIDMetadataURL: s.OAuth.ClientIDMetadataURL, Scopes: s.OAuth.Scopes, TokenURL: s.OAuth.TokenURL, Tokens: rt.Tokens}
 		callerOAuth(oauth, s.OAuth) // upstream_callers.go
 	}
 	return upstream.Server{
@@ -565,7 +577,7 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 			Audit:          rt.Audit,
 			Draft2020:      &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
 			ConnectTimeout: s.ConnectTimeout,
-			Tokens:         rt.tokens,
+			Tokens:         rt.Tokens,
 			Logins:         rt.logins,
 		}
 }

@@ -7,13 +7,11 @@ import (
 	"github.com/agentbackplane/backplane/config"
 )
 
-// openCallerAuth makes what the per_caller and exchange servers share:
-// the token store (in this process's memory: the sealed store shared
-// through the gateway's store is the next step of issue 28) and the
-// logins in progress, whose callback serve mounts (Serving's
-// UpstreamCallback).
+// openCallerAuth makes the per_caller servers' logins in progress, whose
+// callback serve mounts (Serving's UpstreamCallback). Their tokens are
+// kept in rt.Tokens (tokens.go): sealed in the store with secrets: set,
+// so every replica uses a caller's connection.
 func (rt *Runtime) openCallerAuth(o *Options) {
-	rt.tokens = &upstream.MemoryTokens{}
 	rt.logins = upstream.NewLogins(&upstream.LoginsOptions{RedirectURL: o.UpstreamCallback})
 }
 

@@ -25,7 +25,7 @@ func TestServerOptionsPerCaller(t *testing.T) {
 	if !reflect.DeepEqual(srv.OAuth, want) {
 		t.Errorf("OAuth %+v, want %+v", srv.OAuth, want)
 	}
-	if opts.Tokens == nil || opts.Tokens != rt.tokens || opts.Logins == nil || opts.Logins != rt.logins {
+	if opts.Tokens == nil || opts.Tokens != rt.Tokens || opts.Logins == nil || opts.Logins != rt.logins {
 		t.Errorf("the server does not get the runtime's token store and logins")
 	}
 	rt.Config.Servers = []config.ServerConfig{s}

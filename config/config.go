@@ -158,6 +158,9 @@ type Config struct {
 	Retention Retention
 	// Tracing, when set, exports OpenTelemetry traces (see [Tracing]).
 	Tracing *Tracing
+	// Secrets, when set, holds the keys that seal upstream tokens in the
+	// store (see [SecretsConfig]).
+	Secrets *SecretsConfig
 }
 
 // Approvals configure the approval step.

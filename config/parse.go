@@ -155,9 +155,11 @@ func (p *parser) parse(c *Config) (err error) {
 			return err
 		case "tracing":
 			return p.tracing(c, k, v)
+		case "secrets":
+			return p.secrets(c, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention", "sandbox", "tracing"); err != nil {
+	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention", "sandbox", "tracing", "secrets"); err != nil {
 		return err
 	}
 	return p.finish(c)
@@ -169,6 +171,9 @@ func (p *parser) finish(c *Config) error {
 		return err
 	}
 	p.finishServe(c)
+	if err := p.finishSecrets(c); err != nil {
+		return err
+	}
 	if err := p.finishOperators(c); err != nil {
 		return err
 	}

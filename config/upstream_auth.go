@@ -28,12 +28,30 @@ import (
 // The secret is never written in the file: it is read from the file or
 // the variable when the configuration is parsed, trimmed of surrounding
 // white space, and never quoted by an error.
+//
+// Service mode can instead hold an operator's one-time consent, through
+// the authorization code flow (`backplane servers login NAME`):
+//
+//	oauth:
+//	  mode: service
+//	  grant: authorization_code          # default client_credentials
+//	  client_id: backplane               # optional: else a client ID metadata document or dynamic registration
+//	  client_id_metadata_url: https://gw.example.com/oauth/client.json   # optional
+//
+// Its tokens are kept in the store, sealed: it needs secrets: {key_file}.
 type UpstreamOAuth struct {
-	Mode         string
+	Mode string
+	// Grant is GrantClientCredentials ("" means it) or
+	// GrantAuthorizationCode, for service mode.
+	Grant        string
 	ClientID     string
 	ClientSecret string
-	Scopes       []string
-	TokenURL     string
+	// ClientIDMetadataURL is this gateway's client ID metadata document
+	// (an https URL with a path), used where the authorization server
+	// supports them (authorization_code only).
+	ClientIDMetadataURL string
+	Scopes              []string
+	TokenURL            string
 	// PerCaller holds what the modes per_caller and exchange add
 	// (upstream_percaller.go).
 	PerCaller UpstreamCallerOAuth
@@ -45,6 +63,12 @@ const (
 	UpstreamOAuthService   = "service"
 	UpstreamOAuthPerCaller = "per_caller" // upstream_percaller.go
 	UpstreamOAuthExchange  = "exchange"
+)
+
+// The grants of service mode.
+const (
+	GrantClientCredentials = "client_credentials"
+	GrantAuthorizationCode = "authorization_code"
 )
 
 func (p *parser) upstreamAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) {
@@ -63,7 +87,7 @@ func (p *parser) upstreamAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) {
 func (p *parser) upstreamOAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) {
 	o := &UpstreamOAuth{Line: v.Line}
 	var secretFile, secretEnv string
-	var modeNode, fileNode, envNode *yaml.Node
+	var modeNode, fileNode, envNode, tokenURLNode *yaml.Node
 	err := p.mapping(v, "auth oauth", func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
@@ -72,6 +96,20 @@ func (p *parser) upstreamOAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) 
 			o.Mode, err = p.str(v, "auth oauth mode")
 		case "client_id":
 			o.ClientID, err = p.str(v, "auth oauth client_id")
+		case "grant":
+			if o.Grant, err = p.str(v, "auth oauth grant"); err == nil && o.Grant != GrantClientCredentials && o.Grant != GrantAuthorizationCode {
+				err = p.errAt(v, "auth oauth grant %q: %s or %s", o.Grant, GrantClientCredentials, GrantAuthorizationCode)
+			}
+			if o.Grant == GrantClientCredentials {
+				o.Grant = ""
+			}
+		case "client_id_metadata_url":
+			if o.ClientIDMetadataURL, err = p.str(v, "auth oauth client_id_metadata_url"); err == nil {
+				u, perr := url.Parse(o.ClientIDMetadataURL)
+				if perr != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+					err = p.errAt(v, "auth oauth client_id_metadata_url must be an https:// URL with a path (the client ID metadata document)")
+				}
+			}
 		case "client_secret_file":
 			fileNode = v
 			secretFile, err = p.str(v, "auth oauth client_secret_file")
@@ -89,6 +127,7 @@ func (p *parser) upstreamOAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) 
 				}
 			}
 		case "token_url":
+			tokenURLNode = v
 			if o.TokenURL, err = p.str(v, "auth oauth token_url"); err == nil {
 				u, perr := url.Parse(o.TokenURL)
 				if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -102,7 +141,7 @@ func (p *parser) upstreamOAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) 
 			err = p.callerOAuthKey(o, key, k, v) // upstream_percaller.go
 		}
 		return err
-	}, append([]string{"mode", "client_id", "client_secret_file", "client_secret_env", "client_secret", "scopes", "token_url"}, callerOAuthKeys...)...)
+	}, append([]string{"mode", "grant", "client_id", "client_id_metadata_url", "client_secret_file", "client_secret_env", "client_secret", "scopes", "token_url"}, callerOAuthKeys...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +155,16 @@ func (p *parser) upstreamOAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) 
 	if err := p.checkCallerOAuth(o); err != nil {
 		return nil, err
 	}
-	if o.ClientID == "" && o.Mode != UpstreamOAuthPerCaller { // per_caller: registered dynamically
+	code := o.Grant == GrantAuthorizationCode
+	switch {
+	case o.Grant != "" && o.Mode != UpstreamOAuthService:
+		return nil, p.errAt(v, "auth oauth grant applies to mode: service")
+	case o.ClientID == "" && !code && o.Mode != UpstreamOAuthPerCaller: // per_caller: registered dynamically
 		return nil, p.errAt(v, "auth oauth needs a client_id")
+	case o.ClientIDMetadataURL != "" && !code:
+		return nil, p.errAt(v, "auth oauth client_id_metadata_url applies to grant: authorization_code")
+	case code && tokenURLNode != nil:
+		return nil, p.errAt(tokenURLNode, "auth oauth token_url applies to the client credentials grant: with authorization_code the endpoints are discovered")
 	}
 	if o.ClientID == "" && (fileNode != nil || envNode != nil) {
 		return nil, p.errAt(v, "auth oauth: a client secret needs its client_id")
@@ -137,9 +184,10 @@ func (p *parser) upstreamOAuth(c *Config, v *yaml.Node) (*UpstreamOAuth, error) 
 		if o.ClientSecret = strings.TrimSpace(string(b)); o.ClientSecret == "" {
 			return nil, p.errAt(fileNode, "auth oauth client_secret_file %s is empty", secretFile)
 		}
-	case o.Mode != UpstreamOAuthService:
-		// A public client (PKCE alone), or one the token endpoint knows
-		// by its id; the catalog is then listed without a token.
+	case o.Mode != UpstreamOAuthService || code:
+		// A public client (PKCE alone), one the token endpoint knows by
+		// its id, or one registered at login; the catalog is then listed
+		// without a token.
 	default:
 		return nil, p.errAt(v, "auth oauth needs client_secret_file or client_secret_env")
 	}

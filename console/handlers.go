@@ -146,6 +146,8 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("POST "+p+"/tools/accept", op(c.accept))
 	mux.Handle("GET "+p+"/health", op(c.healthPage))
 	mux.Handle("GET "+p+"/sessions", op(c.sessionsPage))
+	mux.Handle("GET "+p+"/connections", op(c.connectionsPage))
+	mux.Handle("POST "+p+"/connections/revoke", op(c.revokeConnection))
 	mux.Handle("GET "+p+"/events", op(c.events))
 
 	mux.Handle("GET "+p+"/api/approvals", op(c.apiApprovals))
@@ -158,6 +160,8 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("POST "+p+"/api/tools/accept", op(c.accept))
 	mux.Handle("GET "+p+"/api/health", op(c.apiHealth))
 	mux.Handle("GET "+p+"/api/sessions", op(c.apiSessions))
+	mux.Handle("GET "+p+"/api/connections", op(c.apiConnections))
+	mux.Handle("POST "+p+"/api/connections/revoke", op(c.revokeConnection))
 	mux.Handle("GET "+p+"/api/overview", op(c.apiOverview))
 	mux.Handle("GET "+p+"/api/upstreams", op(c.apiUpstreams))
 	mux.Handle("POST "+p+"/api/journal/{id}/resolve", op(c.resolve))

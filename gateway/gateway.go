@@ -165,6 +165,8 @@ type Gateway struct {
 	limits   inputschema.Limits
 	now      func() time.Time
 	tracer   trace.Tracer
+	// conns is where the upstream credentials are (SetConnections).
+	conns atomic.Pointer[connectionsBox]
 
 	operators []string
 	events    approvalEvents

@@ -247,6 +247,26 @@ func (r *recStore) ListPins(ctx context.Context) ([]store.Pin, error) {
 	return r.real.ListPins(ctx)
 }
 
+func (r *recStore) PutCredential(ctx context.Context, c *store.Credential, prev []byte) error {
+	r.rec("PutCredential", c.Server, c.Caller)
+	return r.real.PutCredential(ctx, c, prev)
+}
+
+func (r *recStore) GetCredential(ctx context.Context, server, caller string) (*store.Credential, error) {
+	r.rec("GetCredential", server, caller)
+	return r.real.GetCredential(ctx, server, caller)
+}
+
+func (r *recStore) ListCredentials(ctx context.Context, server string) ([]store.Credential, error) {
+	r.rec("ListCredentials", server)
+	return r.real.ListCredentials(ctx, server)
+}
+
+func (r *recStore) DeleteCredential(ctx context.Context, server, caller string) error {
+	r.rec("DeleteCredential", server, caller)
+	return r.real.DeleteCredential(ctx, server, caller)
+}
+
 func (r *recStore) Close() error {
 	r.rec("Close")
 	return r.real.Close()

@@ -73,7 +73,7 @@ var operatorKinds = map[string]error{
 	"not_operator": ErrActionForbidden, "not_approver": ErrActionForbidden, "self_approval": ErrActionForbidden,
 	"expired": ErrActionConflict, "already_decided": ErrActionConflict, "not_uncertain": ErrActionConflict,
 	"not_pinned": ErrActionConflict, "changed": ErrActionConflict,
-	"bad_reset": ErrActionInvalid,
+	"bad_reset": ErrActionInvalid, "bad_revoke": ErrActionInvalid,
 }
 
 func (e *OperatorError) Error() string { return e.Message }

@@ -144,7 +144,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// per_caller: fosite, its tokens living 3s.
 	trackerL := listen(t)
-	fosite := startCodeAS(t, 3*time.Second, "http://"+trackerL.Addr().String()+"/mcp", "http://"+gw+"/oauth/upstream/callback")
+	fosite := startCallerAS(t, 3*time.Second, "http://"+trackerL.Addr().String()+"/mcp", "http://"+gw+"/oauth/upstream/callback")
 	tracker := startAccountPeer(t, trackerL, fosite.issuer(), fosite.verifyAccount)
 	// exchange: zitadel, trusting the callers' IdP.
 	idp := newCallerIdP(t)

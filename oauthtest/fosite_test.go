@@ -43,6 +43,7 @@ type as struct {
 
 	mu        sync.Mutex
 	issued    []string // every access token fosite issued
+	refreshed []string // every refresh token fosite issued
 	resources []string // the resource parameter of each token request
 	refused   int
 }
@@ -110,6 +111,9 @@ func (a *as) token(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mu.Lock()
 	a.issued = append(a.issued, resp.GetAccessToken())
+	if rt, ok := resp.GetExtra("refresh_token").(string); ok && rt != "" {
+		a.refreshed = append(a.refreshed, rt)
+	}
 	a.mu.Unlock()
 	a.provider.WriteAccessResponse(ctx, w, ar, resp)
 }

@@ -34,24 +34,24 @@ import (
 	"github.com/agentbackplane/backplane/tool"
 )
 
-// codeAS is fosite on 127.0.0.1 with the authorization code grant (PKCE
+// callerAS is fosite on 127.0.0.1 with the authorization code grant (PKCE
 // enforced), refresh tokens, the client credentials grant (the catalog's
 // credential) and introspection. Its authorize endpoint stands for the
 // authorization server's sign-in page: the browser's cookie "account"
 // says who is signed in there, and the consent is given at once.
-type codeAS struct {
+type callerAS struct {
 	*as
 	accounts   map[string]bool // the accounts that may sign in
 	registered []string        // the clients registered (RFC 7591)
 }
 
-func startCodeAS(t *testing.T, life time.Duration, audience, redirect string) *codeAS {
+func startCallerAS(t *testing.T, life time.Duration, audience, redirect string) *callerAS {
 	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte(clientSecret), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &codeAS{as: &as{store: storage.NewMemoryStore()}, accounts: map[string]bool{"acct-alice": true, "acct-bob": true, "acct-carol": true}}
+	a := &callerAS{as: &as{store: storage.NewMemoryStore()}, accounts: map[string]bool{"acct-alice": true, "acct-bob": true, "acct-carol": true}}
 	a.store.Clients[clientID] = &fosite.DefaultClient{
 		ID: clientID, Secret: hash, RedirectURIs: []string{redirect},
 		GrantTypes:    []string{"authorization_code", "refresh_token", "client_credentials"},
@@ -91,7 +91,7 @@ func startCodeAS(t *testing.T, life time.Duration, audience, redirect string) *c
 // register is dynamic client registration (RFC 7591), which fosite does
 // not implement: this endpoint only turns the request into a public
 // fosite client in its store; fosite does the rest.
-func (a *codeAS) register(w http.ResponseWriter, r *http.Request) {
+func (a *callerAS) register(w http.ResponseWriter, r *http.Request) {
 	var m oauthex.ClientRegistrationMetadata
 	if err := json.NewDecoder(r.Body).Decode(&m); err != nil || len(m.RedirectURIs) == 0 || m.TokenEndpointAuthMethod != "none" {
 		w.Header().Set("Content-Type", "application/json")
@@ -113,7 +113,7 @@ func (a *codeAS) register(w http.ResponseWriter, r *http.Request) {
 		"grant_types": m.GrantTypes, "response_types": m.ResponseTypes})
 }
 
-func (a *codeAS) authorize(w http.ResponseWriter, r *http.Request) {
+func (a *callerAS) authorize(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c, err := r.Cookie("account")
 	if err != nil || !a.accounts[c.Value] {
@@ -138,7 +138,7 @@ func (a *codeAS) authorize(w http.ResponseWriter, r *http.Request) {
 
 // codeToken is the token endpoint; it records every access and refresh
 // token it issues, and every grant type asked for.
-func (a *codeAS) codeToken(w http.ResponseWriter, r *http.Request) {
+func (a *callerAS) codeToken(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if err := r.ParseForm(); err == nil {
 		a.mu.Lock()
@@ -175,7 +175,7 @@ func (a *codeAS) codeToken(w http.ResponseWriter, r *http.Request) {
 // verifyAccount is the upstream's verifier: fosite's introspection, the
 // user being the account signed in (the client itself for the client
 // credentials grant).
-func (a *codeAS) verifyAccount(ctx context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+func (a *callerAS) verifyAccount(ctx context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 	_, ar, err := a.provider.IntrospectToken(ctx, tok, fosite.AccessToken, &fosite.DefaultSession{})
 	if err != nil {
 		return nil, auth.ErrInvalidToken
@@ -335,7 +335,7 @@ func callbackServer(t *testing.T) (*upstream.Logins, string) {
 }
 
 type perCallerRig struct {
-	as     *codeAS
+	as     *callerAS
 	peer   *accountPeer
 	g      *gateway.Gateway
 	logs   *syncBuffer
@@ -346,7 +346,7 @@ func newPerCallerRig(t *testing.T, life time.Duration) *perCallerRig {
 	t.Helper()
 	logins, redirect := callbackServer(t)
 	l := listen(t)
-	a := startCodeAS(t, life, "http://"+l.Addr().String()+"/mcp", redirect)
+	a := startCallerAS(t, life, "http://"+l.Addr().String()+"/mcp", redirect)
 	p := startAccountPeer(t, l, a.issuer(), a.verifyAccount)
 	logs := &syncBuffer{}
 	g, log := newGatewayFor(t, logs, "alice", "bob")
@@ -599,7 +599,7 @@ func TestFositePerCallerDeferred(t *testing.T) {
 func TestFositePerCallerRefusesSessions(t *testing.T) {
 	logins, redirect := callbackServer(t)
 	l := listen(t)
-	a := startCodeAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", redirect)
+	a := startCallerAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", redirect)
 	p := startAccountPeerAt(t, l, a.issuer(), a.verifyAccount, false, false)
 	logs := &syncBuffer{}
 	g, log := newGatewayFor(t, logs, "alice")
@@ -758,7 +758,7 @@ func TestFositePerCallerRevoked(t *testing.T) {
 // run, saying serve is needed.
 func TestFositePerCallerWithoutCallback(t *testing.T) {
 	l := listen(t)
-	a := startCodeAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", "http://127.0.0.1:1/cb")
+	a := startCallerAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", "http://127.0.0.1:1/cb")
 	p := startAccountPeer(t, l, a.issuer(), a.verifyAccount)
 	logs := &syncBuffer{}
 	g, log := newGatewayFor(t, logs, "alice")
@@ -787,7 +787,7 @@ func TestFositePerCallerWithoutCallback(t *testing.T) {
 func TestFositePerCallerRegistered(t *testing.T) {
 	logins, redirect := callbackServer(t)
 	l := listen(t)
-	a := startCodeAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", redirect)
+	a := startCallerAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", redirect)
 	p := startAccountPeerAt(t, l, a.issuer(), a.verifyAccount, true, true)
 	logs := &syncBuffer{}
 	g, log := newGatewayFor(t, logs, "alice", "bob")

@@ -25,6 +25,10 @@
 //     started or uncertain intent is never pruned.
 //   - Refused calls are kept as light rows (Refusal), at most MaxRefusals,
 //     the oldest dropped first.
+//   - Upstream OAuth credentials (Credential) are one row per (server,
+//     caller), their token sealed by the gateway (the store holds no key);
+//     a replacement given the sealed value it read replaces only that one.
+//     Prune never touches them.
 package store
 
 import (
@@ -200,6 +204,7 @@ type Store interface {
 	Pins
 	Retention
 	Refusals
+	Credentials
 
 	Close() error
 }

@@ -1,333 +1,318 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
+	"html"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
-
-	"github.com/agentbackplane/backplane/tool"
 )
 
-// A caller's login to an upstream server (per_caller): the OAuth
-// authorization code flow with PKCE (S256) and the resource parameter
-// (RFC 8707), its state bound to the caller and the server, completed at
-// the gateway's callback (Logins.ServeHTTP, served by serve at
-// server.PathUpstreamCallback). A call from a caller without a token is
-// answered with the authorization URL, in what the caller's client can
-// show:
-//
-//   - a client that answers by calling again (2026-07-28,
-//     tool.InputDeferrer): an *tool.InputRequiredError with one URL-mode
-//     elicitation (the error's State marks it as the gateway's own, so
-//     the retry is sent to the server as a new call);
-//   - a client that takes requests during the call (2025-11-25): a
-//     URL-mode elicitation; once the person accepts, the call waits for
-//     the flow to complete (within the call's deadline and LoginWait) and
-//     then runs;
-//   - otherwise, or when the person declines or does not finish in time:
-//     a *LoginRequiredError, whose details carry the URL.
-//
-// Nothing is sent to the server before the caller has a token: each of
-// these answers wraps tool.ErrNotStarted, and the call settles not run.
-//
-// The flows in progress are kept in this process's memory (for
-// DefaultLoginTTL): the callback has to reach the replica that gave the
-// URL. The token it gets is saved to the TokenStore, which replicas may
-// share.
-
-// DefaultLoginTTL is how long an authorization URL stays valid.
-const DefaultLoginTTL = 10 * time.Minute
-
-// LoginWait bounds how long a 2025-11-25 call waits, after its person
-// accepted the URL-mode elicitation, for the flow to complete.
-const LoginWait = 5 * time.Minute
-
-// loginInput is the key of the login's elicitation in a 2026-07-28
-// input_required answer, and loginStatePrefix marks its state.
-const (
-	loginInput       = "backplane_login"
-	loginStatePrefix = "backplane-upstream-login:"
-)
-
-func isLoginState(s string) bool { return strings.HasPrefix(s, loginStatePrefix) }
-
-// LoginsOptions configure NewLogins; nil means the defaults, with no
-// callback (every login fails, saying serve is needed).
-type LoginsOptions struct {
-	// RedirectURL is the callback's public URL, where the authorization
-	// server sends the browser back: serve's URL and
-	// server.PathUpstreamCallback.
-	RedirectURL string
-	// TTL is how long a flow stays valid (DefaultLoginTTL).
-	TTL time.Duration
+// LoginOptions configure Login; nil means the defaults.
+type LoginOptions struct {
+	// Show is handed the authorization URL, for the operator to open in a
+	// browser. Required.
+	Show func(authURL string)
+	// Transport carries every request (the server's, the metadata's, the
+	// authorization server's). Default: a clone of http.DefaultTransport.
+	Transport http.RoundTripper
+	// Listen is the loopback address the redirect comes back to. Default
+	// 127.0.0.1:0 (a random port; RFC 8252 section 7.3 lets a native
+	// client's loopback redirect use any port).
+	Listen string
 }
 
-// Logins are the authorization code flows in progress, of every
-// per_caller server of the process, and their callback. Safe for
-// concurrent use.
-type Logins struct {
-	redirect string
-	ttl      time.Duration
+// ErrLogin wraps every failure of Login.
+var ErrLogin = errors.New("login failed")
 
-	mu    sync.Mutex
-	flows map[string]*loginFlow   // by state
-	byKey map[TokenKey]*loginFlow // the flow of each caller on each server
-}
-
-// NewLogins returns an empty set of flows.
-func NewLogins(opts *LoginsOptions) *Logins {
-	l := &Logins{ttl: DefaultLoginTTL, flows: map[string]*loginFlow{}, byKey: map[TokenKey]*loginFlow{}}
+// Login is the authorization code flow of the service mode, run once by
+// an operator (`backplane servers login NAME`): it sends the server one
+// request without a token, and from its 401 the Go SDK's
+// auth.AuthorizationCodeHandler finds the protected resource metadata
+// (RFC 9728) and the authorization server's (RFC 8414, OIDC), picks the
+// client (a client ID metadata document where the server supports them
+// and ClientIDMetadataURL is set, else the configured client_id, else
+// dynamic registration, RFC 7591), and builds the authorization URL with
+// PKCE S256, a random state and resource=srv.URL (RFC 8707). Login hands
+// that URL to Show and waits for the redirect on a loopback listener: a
+// redirect with another state is answered 400 and ignored; the code is
+// exchanged (with the verifier and resource) only after the SDK checked
+// the state and the RFC 9207 iss (required when the server advertises
+// it, compared when present). It returns the token to save under
+// TokenKey{Server: srv.Name}: the refresh token, the client used (a
+// registered one is needed for refreshes) and the token and revocation
+// endpoints. Nothing is saved here; nothing secret is in an error.
+func Login(ctx context.Context, srv Server, opts *LoginOptions) (StoredToken, error) {
+	var o LoginOptions
 	if opts != nil {
-		l.redirect = opts.RedirectURL
-		if opts.TTL > 0 {
-			l.ttl = opts.TTL
-		}
+		o = *opts
 	}
-	return l
-}
-
-type loginFlow struct {
-	key      TokenKey
-	a        *callerAuth
-	id       string // the elicitation's id; not the state
-	state    string // a secret: who holds it completes the flow for key
-	verifier string
-	url      string
-	expires  time.Time
-	done     chan struct{} // closed once finished
-	err      error         // why it failed, once done
-}
-
-func (f *loginFlow) finish(err error) {
-	f.err = err
-	close(f.done)
-}
-
-func randomString() string {
-	b := make([]byte, 32)
-	rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// ErrNoCallback: a login cannot complete without serve's callback.
-var ErrNoCallback = errors.New("a caller's login completes at backplane serve's callback, and this process serves none")
-
-// begin returns the caller's flow in progress on the server, or a new one.
-func (l *Logins) begin(ctx context.Context, a *callerAuth, caller string) (*loginFlow, error) {
-	if l == nil || l.redirect == "" {
-		return nil, a.fail("%v", ErrNoCallback)
+	fail := func(format string, args ...any) (StoredToken, error) {
+		return StoredToken{}, fmt.Errorf("upstream %s: %w: %s", srv.Name, ErrLogin, fmt.Sprintf(format, args...))
 	}
-	m, err := a.endpoints(ctx)
+	if srv.OAuth == nil || srv.URL == "" {
+		return fail("the server has no auth.oauth")
+	}
+	if o.Show == nil {
+		return fail("nowhere to show the authorization URL")
+	}
+	if o.Transport == nil {
+		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	hc := &http.Client{Transport: o.Transport, Timeout: time.Minute}
+	cfg := srv.OAuth
+
+	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		return nil, err
+		return fail("the redirect listener: %v", err)
 	}
-	key := TokenKey{Server: a.server, Caller: caller}
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for s, f := range l.flows {
-		if now.After(f.expires) {
-			delete(l.flows, s)
-			if l.byKey[f.key] == f {
-				delete(l.byKey, f.key)
+	if ip := net.ParseIP(ln.Addr().(*net.TCPAddr).IP.String()); ip == nil || !ip.IsLoopback() {
+		ln.Close()
+		return fail("the redirect listener %s is not on a loopback address", ln.Addr())
+	}
+	redirect := "http://" + ln.Addr().String() + "/callback"
+	cb := newCallback()
+	hs := &http.Server{Handler: cb, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	defer hs.Close()
+
+	// The probe: the server's 401 says where its metadata is.
+	probe, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"backplane-login","version":"1"}}}`))
+	if err != nil {
+		return fail("%v", err)
+	}
+	for k, v := range srv.Headers { // the server's static headers, as every request of serve's carries them
+		probe.Header.Set(k, v)
+	}
+	probe.Header.Set("Content-Type", "application/json")
+	probe.Header.Set("Accept", "application/json, text/event-stream")
+	probe.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := hc.Do(probe)
+	if err != nil {
+		return fail("reaching %s: %v", srv.URL, err)
+	}
+	// A server may let initialize through without a token and ask for one
+	// only on calls: without a 401's challenge the discovery starts at the
+	// .well-known locations (RFC 9728 section 3.1). A 403 is taken as a
+	// 401: the SDK's handler goes on only for insufficient_scope.
+	if resp.StatusCode == http.StatusForbidden {
+		resp.StatusCode = http.StatusUnauthorized
+	}
+	challenge := resp.Header.Values("WWW-Authenticate")
+
+	var got struct {
+		cfg *oauth2.Config
+		tok *oauth2.Token
+	}
+	hcfg := &auth.AuthorizationCodeHandlerConfig{
+		RedirectURL: redirect,
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			RedirectURIs:            []string{redirect},
+			ClientName:              "Backplane",
+			GrantTypes:              []string{"authorization_code", "refresh_token"},
+			ResponseTypes:           []string{"code"},
+			TokenEndpointAuthMethod: "none",
+			Scope:                   strings.Join(cfg.Scopes, " "),
+		}},
+		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			u, err := url.Parse(args.URL)
+			if err != nil {
+				return nil, err
 			}
+			cb.expect(u.Query().Get("state"))
+			o.Show(args.URL)
+			select {
+			case r := <-cb.done:
+				if r.err != nil {
+					return nil, r.err
+				}
+				return r.res, nil
+			case <-ctx.Done():
+				return nil, fmt.Errorf("no redirect came back: %w", ctx.Err())
+			}
+		},
+		Client:                hc,
+		RequestRefreshToken:   true,
+		AcceptUnadvertisedIss: true, // a matching iss is fine even when unadvertised; a wrong one never is
+		NewTokenSource: func(_ context.Context, c *oauth2.Config, t *oauth2.Token) (oauth2.TokenSource, error) {
+			got.cfg, got.tok = c, t
+			return oauth2.StaticTokenSource(t), nil
+		},
+	}
+	if len(cfg.Scopes) > 0 {
+		scopes := cfg.Scopes
+		hcfg.ScopeFilter = func([]string) []string { return scopes }
+	}
+	if cfg.ClientIDMetadataURL != "" {
+		hcfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: cfg.ClientIDMetadataURL}
+	}
+	if cfg.ClientID != "" {
+		pre := &oauthex.ClientCredentials{ClientID: cfg.ClientID}
+		if cfg.ClientSecret != "" {
+			pre.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: cfg.ClientSecret}
 		}
+		hcfg.PreregisteredClient = pre
 	}
-	if f, ok := l.byKey[key]; ok {
-		return f, nil // the same URL on every retry until it is used or expires
-	}
-	f := &loginFlow{
-		key: key, a: a, id: randomString(), state: randomString(), verifier: oauth2.GenerateVerifier(),
-		expires: now.Add(l.ttl), done: make(chan struct{}),
-	}
-	f.url = a.authCodeConfig(m, l.redirect).AuthCodeURL(f.state,
-		oauth2.S256ChallengeOption(f.verifier), oauth2.SetAuthURLParam("resource", a.resource))
-	l.flows[f.state] = f
-	l.byKey[key] = f
-	return f, nil
-}
-
-// authCodeConfig is the client of the authorization code flow.
-func (a *callerAuth) authCodeConfig(m *oauthex.AuthServerMeta, redirect string) *oauth2.Config {
-	return &oauth2.Config{
-		ClientID: a.clientID, ClientSecret: a.clientSecret,
-		Endpoint:    oauth2.Endpoint{AuthURL: m.AuthorizationEndpoint, TokenURL: m.TokenEndpoint, AuthStyle: a.style()},
-		RedirectURL: redirect, Scopes: a.cfg.Scopes,
-	}
-}
-
-var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title></head>
-<body><h1>{{.Title}}</h1><p>{{.Text}}</p></body></html>
-`))
-
-func loginAnswer(w http.ResponseWriter, status int, title, text string) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(status)
-	loginPage.Execute(w, struct{ Title, Text string }{title, text})
-}
-
-// ServeHTTP is the callback: it takes the authorization server's answer
-// (RFC 6749 4.1.2), checks its iss where the server says it sends one
-// (RFC 9207), redeems the code with the flow's PKCE verifier, and saves
-// the token as the caller's. A state is used once.
-func (l *Logins) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	state := q.Get("state")
-	l.mu.Lock()
-	f, ok := l.flows[state]
-	if ok {
-		delete(l.flows, state)
-		if l.byKey[f.key] == f {
-			delete(l.byKey, f.key)
-		}
-	}
-	l.mu.Unlock()
-	if !ok || time.Now().After(f.expires) {
-		loginAnswer(w, http.StatusBadRequest, "This link has expired or was already used",
-			"Call the tool again for a new one.")
-		return
-	}
-	a := f.a
-	fail := func(msg string) {
-		f.finish(errors.New(msg))
-		a.log.Warn("upstream login failed", "caller", f.key.Caller, "reason", msg)
-		loginAnswer(w, http.StatusBadRequest, "Not connected", msg+" Call the tool again to start over.")
-	}
-	if e := q.Get("error"); e != "" {
-		msg := "The authorization server answered " + e
-		if d := q.Get("error_description"); d != "" {
-			msg += " (" + d + ")"
-		}
-		fail(msg + ".")
-		return
-	}
-	m := a.meta
-	if iss := q.Get("iss"); (m.AuthorizationResponseIssParameterSupported && iss != m.Issuer) || (iss != "" && m.Issuer != "" && iss != m.Issuer) {
-		fail("The answer does not come from the authorization server the link was for (its iss does not match).")
-		return
-	}
-	code := q.Get("code")
-	if code == "" {
-		fail("The answer carries no authorization code.")
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
-	defer cancel()
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: a.base, Timeout: time.Minute})
-	tok, err := a.authCodeConfig(m, l.redirect).Exchange(ctx, code,
-		oauth2.VerifierOption(f.verifier), oauth2.SetAuthURLParam("resource", a.resource))
-	if err == nil && tok.AccessToken == "" {
-		err = errors.New("an answer without an access token")
-	}
+	h, err := auth.NewAuthorizationCodeHandler(hcfg)
 	if err != nil {
-		fail("The authorization server did not give a token for the code: " + describeTokenError(err) + ".")
+		resp.Body.Close()
+		return fail("%v", err)
+	}
+	status := resp.Status
+	if err := h.Authorize(ctx, probe, resp); err != nil {
+		if resp.StatusCode != http.StatusUnauthorized {
+			return fail("%s (the server answered %s to a request without a token, not 401)", describeTokenError(err), status)
+		}
+		return fail("%s", describeTokenError(err))
+	}
+	if got.tok == nil || got.tok.AccessToken == "" {
+		return fail("the authorization server gave no access token")
+	}
+	st := StoredToken{
+		Token: got.tok, Mode: "service", Updated: time.Now(),
+		ClientID: got.cfg.ClientID, ClientSecret: got.cfg.ClientSecret,
+		TokenURL: got.cfg.Endpoint.TokenURL,
+		Scopes:   got.cfg.Scopes,
+	}
+	if s, ok := got.tok.Extra("scope").(string); ok && s != "" {
+		st.Scopes = strings.Fields(s)
+	}
+	// The revocation endpoint, for `connections revoke`: the same
+	// discovery again (the SDK's handler does not return the metadata).
+	dt := newOAuthTransport(o.Transport, srv.Name, srv.URL, *cfg)
+	if asm, err := dt.discover(ctx, &authRefusal{challenge: challenge}); err == nil {
+		st.RevocationURL = asm.RevocationEndpoint
+	}
+	return st, nil
+}
+
+// callback is the redirect's handler: the first redirect with the
+// expected state ends the wait.
+type callback struct {
+	state chan string
+	done  chan callbackResult
+}
+
+type callbackResult struct {
+	res *auth.AuthorizationResult
+	err error
+}
+
+func newCallback() *callback {
+	return &callback{state: make(chan string, 1), done: make(chan callbackResult, 1)}
+}
+
+func (c *callback) expect(state string) {
+	select {
+	case c.state <- state:
+	default:
+	}
+}
+
+func (c *callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/callback" {
+		http.NotFound(w, r)
 		return
 	}
-	if err := a.save(ctx, f.key.Caller, tok); err != nil {
-		fail("The token could not be kept: " + err.Error() + ".")
+	q := r.URL.Query()
+	var want string
+	select {
+	case want = <-c.state:
+	default:
+		http.Error(w, "no sign-in is waiting (or it already ended)", http.StatusGone)
 		return
 	}
-	f.finish(nil)
-	a.log.Info("upstream account connected", "caller", f.key.Caller)
-	loginAnswer(w, http.StatusOK, "Connected",
-		fmt.Sprintf("Backplane now calls %s as your account, for your calls only. Go back to your client: the call can be made again.", a.server))
-}
-
-// LoginRequiredError answers a call from a caller that has not connected
-// an account on a per_caller server: nothing was sent (it wraps
-// tool.ErrNotStarted), and its details carry the URL where the caller
-// connects it (tool.DetailedError). Error() does not repeat the URL.
-type LoginRequiredError struct {
-	Server string
-	Caller string
-	URL    string
-	input  *tool.InputRequiredError // for a client that answers by calling again
-}
-
-func (e *LoginRequiredError) Error() string {
-	return fmt.Sprintf("upstream %s: caller %s has not connected an account yet: open the authorization_url in this error's details, sign in, then call again", e.Server, e.Caller)
-}
-
-// Unwrap says nothing ran, and gives the input_required answer for a
-// client that calls again.
-func (e *LoginRequiredError) Unwrap() []error {
-	if e.input != nil {
-		return []error{tool.ErrNotStarted, e.input}
+	if q.Get("state") != want || want == "" {
+		c.state <- want // still waiting for the real one
+		http.Error(w, "this redirect is not the one Backplane is waiting for (state does not match)", http.StatusBadRequest)
+		return
 	}
-	return []error{tool.ErrNotStarted}
+	var res callbackResult
+	if e := q.Get("error"); e != "" {
+		res.err = fmt.Errorf("the authorization server refused: %s", quoteScope(strings.TrimSpace(e+" "+q.Get("error_description"))))
+	} else {
+		res.res = &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}
+	}
+	c.done <- res
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	msg := "Backplane has the authorization: you may close this page."
+	if res.err != nil {
+		msg = "Backplane: the sign-in was refused. See the terminal."
+	}
+	fmt.Fprintf(w, "<!doctype html><title>Backplane</title><p>%s</p>\n", html.EscapeString(msg))
 }
 
-// ErrorDetails implements tool.DetailedError.
-func (e *LoginRequiredError) ErrorDetails() map[string]any {
-	return map[string]any{"authorization_url": e.URL, "authorization_server": e.Server}
-}
-
-// login answers a call whose caller has no token: see the top of this
-// file. It returns nil when the flow completed during the call (the call
-// then runs).
-func (u *Upstream) login(ctx context.Context, call *tool.Call) error {
-	a := u.perCaller
-	f, err := u.logins.begin(ctx, a, call.Caller)
+// Revoke asks the authorization server to revoke a saved token (RFC
+// 7009): its refresh token, else its access token, at st.RevocationURL,
+// as its client (the one registered at login, else clientID and
+// clientSecret). ErrNoRevocation when the server has no revocation
+// endpoint. The token is never in an error.
+func Revoke(ctx context.Context, rt http.RoundTripper, st StoredToken, clientID, clientSecret string) error {
+	if st.RevocationURL == "" {
+		return ErrNoRevocation
+	}
+	if st.Token == nil {
+		return errors.New("nothing to revoke")
+	}
+	if st.ClientID != "" {
+		clientID, clientSecret = st.ClientID, st.ClientSecret
+	}
+	form := url.Values{}
+	if st.Token.RefreshToken != "" {
+		form.Set("token", st.Token.RefreshToken)
+		form.Set("token_type_hint", "refresh_token")
+	} else {
+		form.Set("token", st.Token.AccessToken)
+		form.Set("token_type_hint", "access_token")
+	}
+	if clientSecret == "" {
+		form.Set("client_id", clientID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, st.RevocationURL, strings.NewReader(form.Encode()))
 	if err != nil {
 		return err
 	}
-	le := &LoginRequiredError{Server: u.srv.Name, Caller: call.Caller, URL: f.url}
-	params, _ := json.Marshal(map[string]any{
-		"mode": "url", "url": f.url, "elicitationId": f.id,
-		"message": fmt.Sprintf("Connect your %s account: Backplane calls it as you, for your calls only. Open the link, sign in, then the call goes on.", u.srv.Name),
-	})
-	attrs := []any{"method", tool.RequestElicitation, "mode", "url", "purpose", "upstream_login", "caller", call.Caller, "call_id", call.CallID}
-	if d, ok := call.Client.(tool.InputDeferrer); ok && d.DefersInput() {
-		le.input = &tool.InputRequiredError{
-			Server:   u.srv.Name,
-			Requests: map[string]tool.InputRequest{loginInput: {Method: tool.RequestElicitation, Params: params}},
-			State:    loginStatePrefix + f.id,
-		}
-		u.audit.Info("upstream request", append(attrs, "via", "input_required", "outcome", "deferred")...)
-		return le
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if clientSecret != "" {
+		req.SetBasicAuth(url.QueryEscape(clientID), url.QueryEscape(clientSecret))
 	}
-	if call.Client == nil {
-		return le
+	if rt == nil {
+		rt = http.DefaultTransport
 	}
-	raw, err := call.Client.Request(ctx, tool.RequestElicitation, params)
-	var res struct {
-		Action string `json:"action"`
-	}
-	if err == nil {
-		err = json.Unmarshal(raw, &res)
-	}
-	outcome := "relayed"
+	resp, err := (&http.Client{Transport: rt, Timeout: time.Minute}).Do(req)
 	if err != nil {
-		outcome = "refused"
+		return fmt.Errorf("revoking at %s: %w", st.RevocationURL, err)
 	}
-	u.audit.Info("upstream request", append(attrs, "via", "elicitation", "outcome", outcome, "action", res.Action)...)
-	if err != nil || res.Action != "accept" {
-		return le
-	}
-	wait := time.NewTimer(LoginWait)
-	defer wait.Stop()
-	select {
-	case <-f.done:
-		if f.err == nil {
-			return nil
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		code := ""
+		if i := bytes.Index(body, []byte(`"error":"`)); i >= 0 {
+			rest := body[i+9:]
+			if j := bytes.IndexByte(rest, '"'); j >= 0 && j < 64 {
+				code = ": " + quoteScope(string(rest[:j]))
+			}
 		}
-	case <-ctx.Done():
-	case <-wait.C:
+		return fmt.Errorf("revoking at %s: %s%s", st.RevocationURL, resp.Status, code)
 	}
-	return le
+	return nil
 }
+
+// ErrNoRevocation is Revoke's answer when the authorization server has no
+// revocation endpoint: the credential can only be forgotten.
+var ErrNoRevocation = errors.New("the authorization server has no revocation endpoint")

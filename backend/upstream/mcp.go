@@ -232,7 +232,7 @@ func (s *Server) Check() error {
 			return fmt.Errorf("server %s: env applies to a command, not to a url", s.Name)
 		}
 		if s.OAuth != nil {
-			if err := checkCallerOAuth(s); err != nil { // percaller.go
+			if err := checkCallerOAuth(s); err != nil { // percaller.go: the mode, and the service mode's grant
 				return err
 			}
 			for k := range s.Headers {
@@ -408,13 +408,17 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 	}
 	switch {
 	case srv.OAuth != nil && srv.OAuth.perCaller():
-		tokens := o.Tokens
+		tokens := srv.OAuth.Tokens // the sealed store where secrets: is set
+		if tokens == nil {
+			tokens = o.Tokens
+		}
 		if tokens == nil {
 			tokens = &MemoryTokens{}
 		}
 		u.perCaller, u.logins = newCallerAuth(u.httpRT, srv, tokens, o.Logins, u.log), o.Logins
 	case srv.OAuth != nil:
 		u.oauth = newOAuthTransport(u.httpRT, srv.Name, srv.URL, *srv.OAuth)
+		u.oauth.log = u.log
 	}
 	u.sdkLog = &headerLog{}
 	u.client = sdk.NewClient(&sdk.Implementation{Name: "backplane", Version: "1"}, u.clientOptions())

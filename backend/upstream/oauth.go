@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -26,16 +27,36 @@ import (
 // its authorization server's metadata (RFC 8414, OIDC discovery), with the
 // SDK's helpers. Every token request carries resource=Server.URL (RFC
 // 8707). ClientSecret is a secret: never logged, never in an error.
+//
+// With Grant GrantAuthorizationCode the credential is an operator's
+// one-time consent instead (Login, `backplane servers login`): the token
+// and its refresh token are read from Tokens, refreshed before they
+// expire and once on a 401, and written back (oauthcode.go).
 type OAuth struct {
 	// Mode is OAuthModeService ("" means it), OAuthModePerCaller or
 	// OAuthModeExchange (percaller.go, with PerCaller's settings).
-	Mode         string
-	PerCaller    CallerOAuth
+	Mode      string
+	PerCaller CallerOAuth
+	// Grant is GrantClientCredentials ("" means it) or GrantAuthorizationCode.
+	Grant        string
 	ClientID     string
 	ClientSecret string
-	Scopes       []string
-	TokenURL     string
+	// ClientIDMetadataURL is the gateway's client ID metadata document,
+	// used at login where the authorization server supports them.
+	ClientIDMetadataURL string
+	Scopes              []string
+	TokenURL            string
+	// Tokens is where the tokens are kept (nil: this process's memory,
+	// which an authorization code grant cannot use: its consent must
+	// outlive the login command).
+	Tokens TokenStore
 }
+
+// The grants of the service mode.
+const (
+	GrantClientCredentials = "client_credentials"
+	GrantAuthorizationCode = "authorization_code"
+)
 
 // CredentialModeService is the credential mode the audit records for a
 // call to a server with OAuth set (Upstream.CredentialMode).
@@ -56,7 +77,8 @@ type oauthTransport struct {
 	base   http.RoundTripper // carries the upstream's, the metadata's and the token endpoint's requests
 	server string
 	cfg    OAuth
-	url    string // the upstream's URL: the resource
+	url    string       // the upstream's URL: the resource
+	log    *slog.Logger // the operational log (nil: none); never given a token
 
 	mu       sync.Mutex
 	tokenURL string // TokenURL or discovered; "" until then
@@ -99,6 +121,12 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, err := t.base.RoundTrip(authorized(req, tok))
+	if err == nil && resp.StatusCode == http.StatusForbidden {
+		if err := t.insufficientScope(resp); err != nil {
+			drain(resp)
+			return nil, err
+		}
+	}
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, err
 	}
@@ -164,6 +192,9 @@ type authRefusal struct {
 func (t *oauthTransport) token(ctx context.Context, r *authRefusal) (*oauth2.Token, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.cfg.Grant == GrantAuthorizationCode {
+		return t.consentToken(ctx, r)
+	}
 	if r != nil && t.tok != nil && t.tok != r.tok {
 		return t.tok, nil
 	}

@@ -89,14 +89,26 @@ func checkCallerOAuth(s *Server) error {
 	default:
 		return fmt.Errorf("server %s: oauth mode %q: %s, %s or %s", s.Name, o.Mode, OAuthModeService, OAuthModePerCaller, OAuthModeExchange)
 	}
-	if o.ClientID == "" && o.mode() != OAuthModePerCaller { // per_caller: registered (RFC 7591)
-		return fmt.Errorf("server %s: oauth needs a client id", s.Name)
-	}
 	if o.ClientID == "" && o.ClientSecret != "" {
 		return fmt.Errorf("server %s: oauth has a client secret but no client id", s.Name)
 	}
-	if o.mode() == OAuthModeService && o.ClientSecret == "" {
-		return fmt.Errorf("server %s: oauth needs a client id and a client secret", s.Name)
+	switch {
+	case o.mode() == OAuthModeService && o.Grant == GrantAuthorizationCode:
+		// An operator's consent: the client is registered at login
+		// (metadata document, the configured id, or RFC 7591).
+		if o.Tokens == nil {
+			return fmt.Errorf("server %s: oauth grant authorization_code needs a token store (secrets: {key_file: ...})", s.Name)
+		}
+	case o.mode() == OAuthModeService && (o.Grant == "" || o.Grant == GrantClientCredentials):
+		if o.ClientID == "" || o.ClientSecret == "" {
+			return fmt.Errorf("server %s: oauth needs a client id and a client secret", s.Name)
+		}
+	case o.mode() == OAuthModeService:
+		return fmt.Errorf("server %s: oauth grant %q: %s or %s", s.Name, o.Grant, GrantClientCredentials, GrantAuthorizationCode)
+	case o.Grant != "":
+		return fmt.Errorf("server %s: oauth grant applies to mode %s only", s.Name, OAuthModeService)
+	case o.ClientID == "" && o.mode() == OAuthModeExchange:
+		return fmt.Errorf("server %s: oauth needs a client id", s.Name) // per_caller: registered (RFC 7591)
 	}
 	for _, u := range []string{o.TokenURL, o.PerCaller.AuthURL} {
 		if u == "" {

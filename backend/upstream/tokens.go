@@ -27,6 +27,14 @@ type StoredToken struct {
 	Scopes  []string // the scopes granted
 	Subject string   // the upstream account, when the server says (never a secret)
 	Updated time.Time
+	// ClientID and ClientSecret are the OAuth client the token was issued
+	// to when it is not the configuration's (registered at login, RFC
+	// 7591): a refresh needs them. Secret: kept with the token.
+	ClientID, ClientSecret string
+	// TokenURL is where the token is refreshed, and RevocationURL, when
+	// the authorization server has one (RFC 7009), where it is revoked:
+	// found at login, so serve needs no discovery to refresh.
+	TokenURL, RevocationURL string
 }
 
 // TokenStore keeps upstream OAuth tokens. The connector reads and writes

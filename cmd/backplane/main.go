@@ -133,7 +133,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newToolsCmd())
 	root.AddCommand(newPolicyCmd(), newReloadCmd())
-	root.AddCommand(newCompletionCmd(), newInitCmd(), newServersCmd())
+	root.AddCommand(newCompletionCmd(), newInitCmd(), newServersCmd(), newConnectionsCmd(), newSecretsCmd())
 	root.AddCommand(newHookCmd())
 	return root
 }

@@ -28,7 +28,7 @@ func newServersCmd() *cobra.Command {
 		Use:   "servers",
 		Short: "Add an upstream MCP server to the configuration, having looked at its tools",
 	}
-	cmd.AddCommand(newServersAddCmd())
+	cmd.AddCommand(newServersAddCmd(), newServersLoginCmd())
 	return cmd
 }
 

@@ -60,6 +60,9 @@ const connectTimeout = 20 * time.Second
 // scenarios that name them. The first call that fails is the error, once
 // every call was made (the suite judges what it received).
 func Run(ctx context.Context, url, scenario string, raw []byte) error {
+	if isAuth(scenario) {
+		return runAuth(ctx, url, scenario, raw)
+	}
 	if !slices.Contains(Scenarios, scenario) {
 		return fmt.Errorf("%w: %q", ErrUnknownScenario, scenario)
 	}

@@ -33,6 +33,7 @@ type Store struct {
 	pins         map[string]*store.Pin
 	refusals     []store.Refusal // in the order recorded
 	refused      map[string]bool // their call ids
+	creds        map[[2]string]store.Credential
 }
 
 var _ store.Store = (*Store)(nil)
@@ -48,6 +49,7 @@ func New() *Store {
 		approvals:    map[string]*store.Approval{},
 		pins:         map[string]*store.Pin{},
 		refused:      map[string]bool{},
+		creds:        map[[2]string]store.Credential{},
 	}
 }
 

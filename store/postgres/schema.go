@@ -216,6 +216,22 @@ DROP INDEX intents_rare;
 ALTER TABLE intents DROP COLUMN status, DROP COLUMN result, DROP COLUMN error_class, DROP COLUMN error_message,
 	DROP COLUMN resolved_by, DROP COLUMN settled_at;
 `,
+	// 8: upstream credentials (store.Credential), shared by the replicas:
+	// plain metadata beside the token the gateway sealed; the store holds
+	// no key.
+	`
+CREATE TABLE upstream_credentials (
+	server  text NOT NULL,
+	caller  text NOT NULL DEFAULT '',
+	mode    text NOT NULL,
+	scopes  text NOT NULL DEFAULT '',
+	subject text NOT NULL DEFAULT '',
+	expiry  timestamptz,
+	updated timestamptz NOT NULL,
+	sealed  bytea NOT NULL,
+	PRIMARY KEY (server, caller)
+);
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

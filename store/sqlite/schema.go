@@ -247,6 +247,21 @@ END;
 ALTER TABLE intents ADD COLUMN client TEXT;
 ALTER TABLE intents ADD COLUMN protocol_version TEXT;
 `,
+	// 9: upstream credentials (store.Credential): plain metadata beside the
+	// token the gateway sealed; the store holds no key.
+	`
+CREATE TABLE upstream_credentials (
+	server  TEXT NOT NULL,
+	caller  TEXT NOT NULL DEFAULT '',
+	mode    TEXT NOT NULL,
+	scopes  TEXT NOT NULL DEFAULT '',
+	subject TEXT NOT NULL DEFAULT '',
+	expiry  INTEGER,
+	updated INTEGER NOT NULL,
+	sealed  BLOB NOT NULL,
+	PRIMARY KEY (server, caller)
+);
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

@@ -111,6 +111,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Pins/FirstSightAccepted", testPinFirstSight},
 		{"Pins/ChangeHeldUntilAccepted", testPinChangeHeld},
 		{"Pins/AcceptRefusesAnotherHash", testPinAcceptOtherHash},
+		{"Credentials/PutGetListDelete", testCredentials},
 	})
 	RunConcurrency(t, open)
 }

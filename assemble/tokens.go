@@ -1,0 +1,148 @@
+package assemble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/agentbackplane/backplane/backend/upstream"
+	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/credstore"
+	"github.com/agentbackplane/backplane/internal/secrets"
+	"github.com/agentbackplane/backplane/store"
+)
+
+// openTokens picks where the upstreams' OAuth tokens are kept: sealed in
+// the store when secrets: is set, else in memory (each process its own;
+// the client credentials grant only, as config refuses an authorization
+// code grant without secrets).
+func (rt *Runtime) openTokens() error {
+	if rt.Config.Secrets == nil {
+		rt.Tokens = &upstream.MemoryTokens{}
+		return nil
+	}
+	sl, err := secrets.New(rt.Config.Secrets.Keys...)
+	if err != nil {
+		return &config.Error{File: rt.Config.Path, Line: rt.Config.Secrets.Line, Msg: err.Error(), Err: err}
+	}
+	rt.sealed = credstore.New(rt.Store, sl)
+	rt.Tokens = rt.sealed
+	return nil
+}
+
+// ErrNoSecrets: the operation needs the secrets: key.
+var ErrNoSecrets = errors.New("no secrets: key is configured (upstream tokens are not kept in the store)")
+
+// ResealSecrets seals again, with the first secrets key, every upstream
+// token sealed with a previous one, and returns how many it re-sealed
+// (`backplane secrets reseal`, the middle step of a key rotation).
+func (rt *Runtime) ResealSecrets(ctx context.Context) (int, error) {
+	if rt.sealed == nil {
+		return 0, ErrNoSecrets
+	}
+	return rt.sealed.Reseal(ctx)
+}
+
+// ErrNotLoginServer: the server named is not one `servers login` applies to.
+var ErrNotLoginServer = errors.New("not a server with auth.oauth grant authorization_code")
+
+// LoginServer runs the service mode's authorization code flow for the
+// server named (upstream.Login: show is handed the URL to open) and saves
+// its token, sealed, where serve reads it. It returns what was saved,
+// without the token. The audit records the login (who, which server, the
+// scopes granted), never the token.
+func (rt *Runtime) LoginServer(ctx context.Context, name, by string, show func(string)) (_ *gateway.Connection, err error) {
+	defer func() {
+		if err != nil {
+			rt.Audit.Warn("connection", "step", "login", "outcome", "failed", "server", name, "by", by, "error", err.Error())
+		}
+	}()
+	sc, ok := rt.serverConfig(name)
+	if !ok {
+		return nil, fmt.Errorf("no server named %s in %s: %w", name, rt.Config.Path, ErrNotLoginServer)
+	}
+	if sc.OAuth == nil || sc.OAuth.Grant != config.GrantAuthorizationCode {
+		return nil, fmt.Errorf("server %s: %w (the client credentials grant needs no login)", name, ErrNotLoginServer)
+	}
+	srv, _ := rt.serverOptions(sc, SandboxDecision{}, nil)
+	st, err := upstream.Login(ctx, srv, &upstream.LoginOptions{Show: show})
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Tokens.SaveToken(ctx, upstream.TokenKey{Server: name}, st); err != nil {
+		return nil, fmt.Errorf("saving the token of %s: %w", name, err)
+	}
+	rt.Audit.Info("connection", "step", "login", "outcome", "connected", "server", name, "mode", st.Mode,
+		"scopes", strings.Join(st.Scopes, " "), "by", by)
+	return &gateway.Connection{Server: name, Mode: st.Mode, Scopes: st.Scopes, Expiry: st.Token.Expiry, Updated: st.Updated}, nil
+}
+
+func (rt *Runtime) serverConfig(name string) (config.ServerConfig, bool) {
+	for _, s := range rt.Config.Servers {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return config.ServerConfig{}, false
+}
+
+// connections is the gateway's view of the upstream credentials: the
+// store's rows (their plain metadata only), and revocation.
+type connections struct{ rt *Runtime }
+
+func (c *connections) ListConnections(ctx context.Context, server string) ([]gateway.Connection, error) {
+	if c.rt.sealed == nil {
+		return nil, nil // in memory: nothing is kept beyond a process
+	}
+	rows, err := c.rt.Store.ListCredentials(ctx, server)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]gateway.Connection, len(rows))
+	for i, r := range rows {
+		out[i] = gateway.Connection{Server: r.Server, Caller: r.Caller, Mode: r.Mode, Scopes: r.Scopes, Subject: r.Subject, Expiry: r.Expiry, Updated: r.Updated}
+	}
+	return out, nil
+}
+
+// RevokeConnection revokes at the authorization server what it can (the
+// token opened with the secrets key, sent to the revocation endpoint
+// found at login, as its client), then deletes the row whatever the
+// authorization server said: an operator who revokes wants it gone here.
+func (c *connections) RevokeConnection(ctx context.Context, server, caller string) (bool, error, error) {
+	if c.rt.sealed == nil {
+		return false, nil, gateway.ErrNoConnection
+	}
+	if _, err := c.rt.Store.GetCredential(ctx, server, caller); errors.Is(err, store.ErrNotFound) {
+		return false, nil, gateway.ErrNoConnection
+	} else if err != nil {
+		return false, nil, err
+	}
+	var remote error
+	revoked := false
+	st, err := c.rt.Tokens.Token(ctx, upstream.TokenKey{Server: server, Caller: caller})
+	switch {
+	case err != nil:
+		remote = fmt.Errorf("the token does not open here (%v)", err)
+	default:
+		var id, secret string
+		if sc, ok := c.rt.serverConfig(server); ok && sc.OAuth != nil {
+			id, secret = sc.OAuth.ClientID, sc.OAuth.ClientSecret
+		}
+		err := upstream.Revoke(ctx, http.DefaultTransport, st, id, secret)
+		switch {
+		case err == nil:
+			revoked = true
+		case errors.Is(err, upstream.ErrNoRevocation):
+		default:
+			remote = errors.New(strings.TrimSpace(err.Error()))
+		}
+	}
+	if err := c.rt.Store.DeleteCredential(ctx, server, caller); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return revoked, remote, err
+	}
+	return revoked, remote, nil
+}
