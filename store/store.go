@@ -25,6 +25,9 @@
 //     started or uncertain intent is never pruned.
 //   - Refused calls are kept as light rows (Refusal), at most MaxRefusals,
 //     the oldest dropped first.
+//   - A task (Task: a call behind an approval that its client polls) is
+//     one per approval request and moves only forward, each move once
+//     (CheckTaskMove): of two processes claiming it, one wins.
 package store
 
 import (
@@ -194,6 +197,7 @@ type Store interface {
 	Pins
 	Retention
 	Refusals
+	Tasks
 
 	Close() error
 }

@@ -33,6 +33,7 @@ type Store struct {
 	pins         map[string]*store.Pin
 	refusals     []store.Refusal // in the order recorded
 	refused      map[string]bool // their call ids
+	tasks        map[string]*store.Task
 }
 
 var _ store.Store = (*Store)(nil)
@@ -48,6 +49,7 @@ func New() *Store {
 		approvals:    map[string]*store.Approval{},
 		pins:         map[string]*store.Pin{},
 		refused:      map[string]bool{},
+		tasks:        map[string]*store.Task{},
 	}
 }
 

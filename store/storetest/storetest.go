@@ -109,6 +109,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Pins/FirstSightAccepted", testPinFirstSight},
 		{"Pins/ChangeHeldUntilAccepted", testPinChangeHeld},
 		{"Pins/AcceptRefusesAnotherHash", testPinAcceptOtherHash},
+		{"Tasks/RoundTrip", testTaskRoundTrip},
+		{"Tasks/OnePerApproval", testTaskOnePerApproval},
+		{"Tasks/Moves", testTaskMoves},
 	})
 	RunConcurrency(t, open)
 }
@@ -127,6 +130,7 @@ func RunConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Concurrency/SettledOnce", testConcSettleOnce},
 		{"Concurrency/ResolvedOnce", testConcResolveOnce},
 		{"Concurrency/ReleaseWhileReserving", testConcReleaseWhileReserving},
+		{"Concurrency/TaskClaimedOnce", testConcTaskClaimedOnce},
 	})
 }
 
