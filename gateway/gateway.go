@@ -461,6 +461,11 @@ type CallRequest struct {
 	// (tool.Call.Client): the client behind this call's connection, to
 	// which an upstream's progress, log messages and requests are relayed.
 	Client tool.Client
+	// ApprovalID, when set, is the approval request this call must use (a
+	// task's: Gateway.RunTask): read by its id, never found by the call's
+	// key nor created anew; a request for another call, or one already
+	// used, refuses the call (forbidden), and the call does not wait.
+	ApprovalID string
 	// ClientInfo names the MCP client that made the call ("name/version",
 	// from its initialize or, in 2026-07-28, the request's _meta), and
 	// ProtocolVersion the MCP revision it spoke: both recorded in the
