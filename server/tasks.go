@@ -56,10 +56,14 @@ import (
 const TasksExtension = "io.modelcontextprotocol/tasks"
 
 // The _meta keys of a task of Backplane: the approval request it waits
-// for, and the console's page for it (when the console is served).
+// for, and the console's page for it (when the console is served); a
+// CreateTaskResult also repeats its taskId, for SDKs without the
+// extension's types (the Go SDK v1.8.0 decodes a tools/call answer as a
+// CallToolResult, which keeps _meta but not taskId).
 const (
 	MetaTaskApprovalID = "backplane/approval_id"
 	MetaTaskConsoleURL = "backplane/console_url"
+	MetaTaskID         = "backplane/task_id"
 )
 
 // taskPollInterval is the pollIntervalMs a task suggests.
@@ -251,6 +255,9 @@ func (s *Server) taskView(v *gateway.TaskView, rt string) *taskResult {
 		TTLMs: max(t.ExpiresAt.Sub(t.CreatedAt).Milliseconds(), 1), PollIntervalMs: taskPollInterval.Milliseconds(),
 	}
 	out.Meta = mcp.Meta{MetaTaskApprovalID: t.ApprovalID}
+	if rt == "task" {
+		out.Meta[MetaTaskID] = t.ID
+	}
 	for _, h := range v.Hints {
 		if strings.HasPrefix(h, "http://") || strings.HasPrefix(h, "https://") {
 			out.Meta[MetaTaskConsoleURL] = h
