@@ -177,6 +177,9 @@ func TestServeTaskApproveAndDeny(t *testing.T) {
 		!strings.Contains(st.StatusMessage, "backplane approvals approve "+aid) || st.TTLMs <= 0 || st.Meta["backplane/approval_id"] != aid {
 		t.Errorf("tasks/get while pending = %+v: want working, naming %s and how to decide it", st, aid)
 	}
+	if u := p.base + "/ui/approvals/" + aid; st.Meta["backplane/console_url"] != u || !strings.Contains(st.StatusMessage, u) {
+		t.Errorf("tasks/get while pending: _meta %v, message %q: want the console's page %s", st.Meta, st.StatusMessage, u)
+	}
 	bob := tasksClient(ctx, t, p.base, "bob-token", nil)
 	if _, err := mcp.CallCustomMethod[*taskParams, *taskState](ctx, bob, "tasks/get", &taskParams{TaskID: id}); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("bob's tasks/get of alice's task: %v, want not found", err)
