@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -343,3 +346,57 @@ func asTaskAnswer(err error) (*taskResult, bool) {
 	}
 	return nil, false
 }
+
+// checkTaskName checks the routing header of the extension's methods on a
+// 2026-07-28 request: tasks/get, tasks/update and tasks/cancel carry
+// Mcp-Name with the body's params.taskId (so that a balancer can route on
+// it), else HTTP 400 with -32020 HeaderMismatch, as for the names of
+// tools/call. The SDK checks the others; it does not know these methods.
+func (s *Server) checkTaskName(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("Mcp-Protocol-Version") < ModernProtocolVersion ||
+			!isTaskMethod(r.Header.Get("Mcp-Method")) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxIDCheckBytes+1))
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				TaskID string `json:"taskId"`
+			} `json:"params"`
+		}
+		if err != nil || json.Unmarshal(body, &msg) != nil || !isTaskMethod(msg.Method) {
+			next.ServeHTTP(w, r) // the SDK answers what it cannot read, or a mismatched Mcp-Method
+			return
+		}
+		name, ok := r.Header["Mcp-Name"]
+		var why string
+		switch {
+		case !ok || len(name) == 0:
+			why = fmt.Sprintf("missing required Mcp-Name header for method %q", msg.Method)
+		case name[0] != msg.Params.TaskID:
+			why = fmt.Sprintf("header mismatch: Mcp-Name header value '%s' does not match body value '%s'", name[0], msg.Params.TaskID)
+		default:
+			next.ServeHTTP(w, r)
+			return
+		}
+		id := msg.ID
+		if len(id) == 0 {
+			id = json.RawMessage("null")
+		}
+		out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": codeHeaderMismatch, "message": why}})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(out)
+	})
+}
+
+// codeHeaderMismatch is 2026-07-28's error of a routing header that
+// disagrees with the body (-32020).
+const codeHeaderMismatch = -32020

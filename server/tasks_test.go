@@ -258,3 +258,20 @@ func TestTaskMethodsGated(t *testing.T) {
 		t.Errorf("server/discover capabilities %s: want the tasks extension", d.Result["capabilities"])
 	}
 }
+
+// TestTaskRoutingHeader: tasks/get carries Mcp-Name with its taskId
+// (a balancer routes on it); missing or other: HTTP 400, -32020.
+func TestTaskRoutingHeader(t *testing.T) {
+	f := newTaskFixture(t, time.Minute)
+	id := str(f.callTask(t, "hdr")["taskId"])
+	params := map[string]any{"taskId": id, "_meta": modernMeta(tasksCaps)}
+	for _, hdr := range []map[string]string{{"Mcp-Name": ""}, {"Mcp-Name": "task_other"}} {
+		r := post(t, f.url, "tok-alice", "tasks/get", params, hdr)
+		if r.status != 400 || r.Error == nil || r.Error.Code != -32020 {
+			t.Errorf("tasks/get with Mcp-Name %q: HTTP %d %+v, want 400 and -32020", hdr["Mcp-Name"], r.status, r.Error)
+		}
+	}
+	if r := post(t, f.url, "tok-alice", "tasks/get", params, map[string]string{"Mcp-Name": id}); r.status != 200 || r.Error != nil {
+		t.Errorf("tasks/get with the right Mcp-Name: HTTP %d %+v", r.status, r.Error)
+	}
+}
