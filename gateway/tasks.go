@@ -88,7 +88,18 @@ type TaskView struct {
 	// Hints are the ways an operator decides the request (the CLI
 	// commands, the console's page), while it is pending.
 	Hints []string
+	// Orphaned, for a running task whose runner is gone (its call's
+	// intent left started long ago, and no answer was recorded: the
+	// process died), is the error the task ends with: the call is never
+	// run again, and its outcome is the journal's (uncertain: an operator
+	// resolves it).
+	Orphaned *Error
 }
+
+// taskOrphanAfter is how long after its call's intent left started a
+// running task without an answer is taken for orphaned: a live runner
+// records the answer at once.
+const taskOrphanAfter = 30 * time.Second
 
 // GetTask returns caller's task id. Another caller's task, like one that
 // does not exist or is past its ExpiresAt, is not found (ErrActionNotFound):
@@ -120,6 +131,16 @@ func (g *Gateway) GetTask(ctx context.Context, caller, id string) (*TaskView, er
 	}
 	if v.Approval.Status == store.ApprovalPending {
 		v.Hints = g.hints(t.ApprovalID)
+	}
+	if t.Status == store.TaskRunning && v.Approval.ConsumedBy != "" {
+		in, err := g.store.GetIntent(ctx, v.Approval.ConsumedBy)
+		if err == nil && in.Status != store.StatusStarted && (in.SettledAt.IsZero() || now.Sub(in.SettledAt) > taskOrphanAfter) &&
+			now.Sub(t.UpdatedAt) > taskOrphanAfter {
+			v.Orphaned = newError(tool.ClassUnknownOutcome, "task", fmt.Sprintf(
+				"the process that ran this task's call (%s) stopped before recording its answer; the call is %s in the journal (%s) and is never run again",
+				t.RunBy, in.Status, in.CallID), map[string]any{"call_id": in.CallID, "approval_id": t.ApprovalID, "status": string(in.Status)})
+			v.Orphaned.CallID = in.CallID
+		}
 	}
 	return v, nil
 }

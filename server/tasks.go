@@ -175,6 +175,15 @@ func (s *Server) tasksMethod(ctx context.Context, method string, req mcp.Request
 		}
 		return &ackResult{ResultType: "complete"}, nil
 	}
+	if v.Orphaned != nil {
+		// Its runner died: the task ends with what the journal says.
+		_, outcome := taskOutcome(nil, v.Orphaned)
+		if err := s.g.EndTask(ctx, v.Task.ID, false, outcome); err == nil {
+			v.Task.Status, v.Task.Outcome = store.TaskCompleted, outcome
+		} else if v, err = s.g.GetTask(ctx, caller, p.TaskID); err != nil {
+			return nil, taskError(method, err)
+		}
+	}
 	if claimed, err := s.g.ClaimTask(ctx, v, s.taskRunner()); err != nil {
 		return nil, taskError(method, err)
 	} else if claimed {
