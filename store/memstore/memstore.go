@@ -270,6 +270,12 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 			r.Approvals++
 		}
 	}
+	for id, t := range s.tasks {
+		if t.ExpiresAt.Before(before) {
+			delete(s.tasks, id)
+			r.Tasks++
+		}
+	}
 	for k := range s.used {
 		if k.per > 0 && !time.Unix(k.start, 0).Add(k.per).After(before) {
 			delete(s.used, k)

@@ -112,6 +112,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Tasks/RoundTrip", testTaskRoundTrip},
 		{"Tasks/OnePerApproval", testTaskOnePerApproval},
 		{"Tasks/Moves", testTaskMoves},
+		{"Tasks/Prune", testTaskPrune},
 	})
 	RunConcurrency(t, open)
 }

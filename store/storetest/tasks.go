@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/agentbackplane/backplane/store"
 )
@@ -146,5 +147,23 @@ func testConcTaskClaimedOnce(f *fixture) {
 	}
 	if got, err := f.s.GetTask(f.ctx, tk.ID); err != nil || got.RunBy != fmt.Sprintf("inc-%d", won) {
 		f.t.Errorf("task = %+v, %v; want run by the winner inc-%d", got, err, won)
+	}
+}
+
+// testTaskPrune: Prune deletes the tasks whose ExpiresAt is before its
+// cut, and only those.
+func testTaskPrune(f *fixture) {
+	old := f.task("alice") // expires at base+2h
+	f.task("alice")        // the same
+	r, err := f.s.Prune(f.ctx, f.base.Add(time.Hour))
+	if err != nil || r.Tasks != 0 {
+		f.t.Fatalf("Prune before expiry = %+v, %v: want no task pruned", r, err)
+	}
+	r, err = f.s.Prune(f.ctx, f.base.Add(3*time.Hour))
+	if err != nil || r.Tasks != 2 {
+		f.t.Fatalf("Prune after expiry = %+v, %v: want both tasks pruned", r, err)
+	}
+	if _, err := f.s.GetTask(f.ctx, old.ID); !errors.Is(err, store.ErrNotFound) {
+		f.t.Errorf("a pruned task is still there: %v", err)
 	}
 }
