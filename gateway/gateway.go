@@ -29,6 +29,12 @@
 // idempotency key returns the recorded outcome, or resource_conflict while
 // the first call is running or uncertain.
 //
+// A call answered approval_required may be followed as a task instead of
+// retried (tasks.go: OpenTask, GetTask, ClaimTask, RunTask): once its
+// request is decided, one poller claims the task in the store and makes
+// the call again with that request (CallRequest.ApprovalID), through the
+// whole pipeline: it runs once, or gets the denial's or expiry's refusal.
+//
 // Decide runs steps 1 to 6 for a tool someone else runs (a coding agent's
 // own tools, through its hook: package hook) and settles the intent at
 // once as DecisionOnly; its backend is never invoked.

@@ -140,8 +140,11 @@
 // an elicitation request and a signed requestState bound to the exact
 // call (mrtr.go, requeststate.go), whose retry decides the same approval
 // record; ask_user_question has no channel and an upstream's requests are
-// not relayed. Each call's client (clientInfo) and protocol version are
-// recorded in its audit event.
+// not relayed. A call that waits for an operator, from a 2026-07-28
+// client that declared the tasks extension, is answered with a task
+// (tasks.go) that any replica's tasks/get follows to the call's answer;
+// the task is the approval request. Each call's client (clientInfo) and
+// protocol version are recorded in its audit event.
 package server
 
 import (
