@@ -223,8 +223,9 @@ func (s *Server) runTask(t store.Task) {
 		defer cancel()
 		stopWatch := context.AfterFunc(s.stop, cancel)
 		defer stopWatch()
+		start := time.Now()
 		res, err := s.g.RunTask(ctx, &t, gateway.CallRequest{})
-		s.metrics.observe(t.Tool, res, err, 0)
+		s.metrics.observe(t.Tool, res, err, time.Since(start))
 		failed, outcome := taskOutcome(res, err)
 		// The answer is recorded even when the call was cancelled by
 		// shutdown: the task must not stay running for ever.
