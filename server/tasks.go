@@ -225,7 +225,11 @@ func (s *Server) runTask(t store.Task) {
 		defer stopWatch()
 		start := time.Now()
 		res, err := s.g.RunTask(ctx, &t, gateway.CallRequest{})
-		s.metrics.observe(t.Tool, res, err, time.Since(start))
+		label := t.Tool
+		if ge := (*gateway.Error)(nil); errors.As(err, &ge) && ge.Class == tool.ClassNotFound {
+			label = unknownTool // as runCall labels it
+		}
+		s.metrics.observe(label, res, err, time.Since(start))
 		failed, outcome := taskOutcome(res, err)
 		// The answer is recorded even when the call was cancelled by
 		// shutdown: the task must not stay running for ever.
