@@ -19,11 +19,10 @@ import (
 // operator's approval. The scenarios call fixed tools: greet (answers at
 // once) and the task-supporting slow_compute, failing_job,
 // protocol_error_job and confirm_delete, which the configuration below
-// defines as command tools under approval, and an operator approves every
-// request about a second after it appears (operatorLoop, the CLI in
-// another process), so each such call is answered with a task that
-// completes once approved; the second's delay lets the scenarios that
-// cancel a task at once find it still waiting (cancelled, not run).
+// defines as command tools under approval, and an operator approves the
+// requests as they appear (operatorLoop, the CLI in another process), so
+// each such call is answered with a task that completes once approved,
+// but the 60-second computations the scenarios cancel, left pending.
 
 // tasksConfig serves the scenarios' tools to the suite's anonymous
 // caller.
@@ -87,8 +86,11 @@ var expectedTasks = map[string]expected{
 	"tasks-required-task-error": {fail, reasonTaskRequired},
 }
 
-// operatorLoop approves, with the CLI, every request pending for longer
-// than a second, until ctx ends.
+// operatorLoop approves, with the CLI, every pending request as it
+// appears, but those of a slow_compute of 60 seconds or more, until ctx
+// ends: the scenarios make those to have a task that stays working while
+// they look at it and cancel it (so it is cancelled, never run), and
+// wait for no more than 10 s for the others to end.
 func operatorLoop(ctx context.Context, t *testing.T, backplane, dir, cfg string) {
 	run := func(args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, backplane, append(args, "--config", cfg)...)
@@ -99,26 +101,41 @@ func operatorLoop(ctx context.Context, t *testing.T, backplane, dir, cfg string)
 		err := cmd.Run()
 		return out.Bytes(), err
 	}
-	for ctx.Err() == nil {
+	left := map[string]bool{} // the requests left pending on purpose
+	for ; ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
 		out, err := run("approvals", "list", "--status", "pending", "--json")
 		var list struct {
 			Approvals []struct {
-				ID        string    `json:"id"`
-				CreatedAt time.Time `json:"created_at"`
+				ID   string `json:"id"`
+				Tool string `json:"tool"`
 			} `json:"approvals"`
 		}
-		if err == nil && json.Unmarshal(out, &list) == nil {
-			for _, a := range list.Approvals {
-				if time.Since(a.CreatedAt) > time.Second {
-					run("approvals", "approve", a.ID) // a request cancelled meanwhile is refused: fine
+		if err != nil || json.Unmarshal(out, &list) != nil {
+			if ctx.Err() == nil {
+				t.Logf("approvals list: %v %s", err, out)
+			}
+			continue
+		}
+		for _, a := range list.Approvals {
+			if left[a.ID] {
+				continue
+			}
+			if a.Tool == "slow_compute" {
+				out, err := run("approvals", "show", a.ID, "--json")
+				var v struct {
+					Arguments struct {
+						Seconds float64 `json:"seconds"`
+					} `json:"arguments"`
+				}
+				if err != nil || json.Unmarshal(out, &v) != nil {
+					continue // asked again at the next round
+				}
+				if v.Arguments.Seconds >= 60 {
+					left[a.ID] = true
+					continue
 				}
 			}
-		} else if ctx.Err() == nil {
-			t.Logf("approvals list: %v %s", err, out)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
+			run("approvals", "approve", a.ID) // one cancelled meanwhile is refused: fine
 		}
 	}
 }
