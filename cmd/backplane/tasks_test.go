@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -76,6 +78,7 @@ func tasksClient(ctx context.Context, t *testing.T, base, token string, rt http.
 	if rt == nil {
 		rt = tokenTransport(token)
 	}
+	rt = taskNameTransport{rt}
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: rt}},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
 	if err != nil {
@@ -89,6 +92,31 @@ func tasksClient(ctx context.Context, t *testing.T, base, token string, rt http.
 		t.Errorf("server/discover capabilities %+v: no %s", cs.InitializeResult().Capabilities, tasksExtension)
 	}
 	return cs
+}
+
+// taskNameTransport sets the routing header the extension asks of a
+// client on tasks/get and tasks/cancel (Mcp-Name: the taskId), which the
+// Go SDK, not knowing the extension's methods, does not send.
+type taskNameTransport struct{ base http.RoundTripper }
+
+func (tr taskNameTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if m := r.Header.Get("Mcp-Method"); (m == "tasks/get" || m == "tasks/cancel") && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		var msg struct {
+			Params struct {
+				TaskID string `json:"taskId"`
+			} `json:"params"`
+		}
+		json.Unmarshal(body, &msg)
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Header.Set("Mcp-Name", msg.Params.TaskID)
+	}
+	return tr.base.RoundTrip(r)
 }
 
 // startTask calls danger with text and returns the task it is answered
