@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
@@ -273,5 +275,71 @@ func TestTaskRoutingHeader(t *testing.T) {
 	}
 	if r := post(t, f.url, "tok-alice", "tasks/get", params, map[string]string{"Mcp-Name": id}); r.status != 200 || r.Error != nil {
 		t.Errorf("tasks/get with the right Mcp-Name: HTTP %d %+v", r.status, r.Error)
+	}
+}
+
+// sdkTaskParams and sdkTask are tasks/get for the Go SDK client (which
+// has no types of the extension).
+type sdkTaskParams struct {
+	mcp.ParamsBase
+	TaskID string `json:"taskId"`
+}
+
+type sdkTask struct {
+	mcp.ResultBase
+	TaskID string          `json:"taskId"`
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result"`
+}
+
+// TestTaskOverStdio: a 2026-07-28 client on stdio declaring the extension
+// gets a task too, and follows it to the result.
+func TestTaskOverStdio(t *testing.T) {
+	f := newTaskFixture(t, time.Minute)
+	ctx := context.Background()
+	s := server.New(f.g, &server.Options{StdioCaller: "alice"})
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := s.Connect(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	caps := &mcp.ClientCapabilities{}
+	caps.AddExtension(server.TasksExtension, map[string]any{})
+	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-client"}, &mcp.ClientOptions{Capabilities: caps})
+	if err := mcp.AddSendingCustomMethod[*sdkTaskParams, *sdkTask](client, "tasks/get"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"target": "stdio"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := res.Meta[server.MetaTaskID].(string)
+	aid, _ := res.Meta[server.MetaTaskApprovalID].(string)
+	if id == "" || aid == "" {
+		t.Fatalf("tools/call over stdio = %+v: want a task", res)
+	}
+	if _, err := f.g.DecideApproval(ctx, aid, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := mcp.CallCustomMethod[*sdkTaskParams, *sdkTask](ctx, cs, "tasks/get", &sdkTaskParams{TaskID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == "completed" {
+			if !strings.Contains(string(got.Result), `"done"`) || f.runs.Load() != 1 {
+				t.Errorf("completed with %s after %d runs", got.Result, f.runs.Load())
+			}
+			return
+		}
+		if got.Status != "working" || time.Now().After(deadline) {
+			t.Fatalf("task status %s", got.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
