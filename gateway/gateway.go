@@ -29,6 +29,12 @@
 // idempotency key returns the recorded outcome, or resource_conflict while
 // the first call is running or uncertain.
 //
+// A call answered approval_required may be followed as a task instead of
+// retried (tasks.go: OpenTask, GetTask, ClaimTask, RunTask): once its
+// request is decided, one poller claims the task in the store and makes
+// the call again with that request (CallRequest.ApprovalID), through the
+// whole pipeline: it runs once, or gets the denial's or expiry's refusal.
+//
 // Decide runs steps 1 to 6 for a tool someone else runs (a coding agent's
 // own tools, through its hook: package hook) and settles the intent at
 // once as DecisionOnly; its backend is never invoked.
@@ -463,6 +469,11 @@ type CallRequest struct {
 	// (tool.Call.CallerToken): the caller's verified JWT, for a backend
 	// that exchanges it. A secret: never recorded or audited.
 	CallerToken string
+	// ApprovalID, when set, is the approval request this call must use (a
+	// task's: Gateway.RunTask): read by its id, never found by the call's
+	// key nor created anew; a request for another call, or one already
+	// used, refuses the call (forbidden), and the call does not wait.
+	ApprovalID string
 	// ClientInfo names the MCP client that made the call ("name/version",
 	// from its initialize or, in 2026-07-28, the request's _meta), and
 	// ProtocolVersion the MCP revision it spoke: both recorded in the

@@ -741,3 +741,18 @@ func (r *recStore) ListRefusals(ctx context.Context, f store.RefusalFilter) ([]s
 	r.rec("ListRefusals", f)
 	return r.real.ListRefusals(ctx, f)
 }
+
+func (r *recStore) CreateTask(ctx context.Context, t *store.Task) (*store.Task, error) {
+	r.rec("CreateTask", t.ID)
+	return r.real.CreateTask(ctx, t)
+}
+
+func (r *recStore) GetTask(ctx context.Context, id string) (*store.Task, error) {
+	r.rec("GetTask", id)
+	return r.real.GetTask(ctx, id)
+}
+
+func (r *recStore) UpdateTask(ctx context.Context, id string, u store.TaskUpdate) error {
+	r.rec("UpdateTask", id, u)
+	return r.real.UpdateTask(ctx, id, u)
+}

@@ -20,21 +20,33 @@ import (
 func (c *call) approve(ctx context.Context) (string, error) {
 	g, t := c.g, c.tool
 	key := store.ApprovalKey{Caller: c.req.Caller, Tool: t.Name, DefinitionHash: t.defHash, ArgsDigest: c.digest}
-	a, err := boundedRead(ctx, g.approval.ReadTimeout, func(rctx context.Context) (*store.Approval, error) {
-		return g.store.FindApproval(rctx, key, g.now())
-	})
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		if a, err = c.createApproval(ctx, key); err != nil {
+	var a *store.Approval
+	var err error
+	if c.req.ApprovalID != "" {
+		// A task's call: its own request or none, never a new one.
+		if a, err = c.givenApproval(ctx, key); err != nil {
 			return "", err
 		}
-	case err != nil:
-		return "", c.storeFailure(ctx, "approve", err)
+	} else {
+		a, err = boundedRead(ctx, g.approval.ReadTimeout, func(rctx context.Context) (*store.Approval, error) {
+			return g.store.FindApproval(rctx, key, g.now())
+		})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if a, err = c.createApproval(ctx, key); err != nil {
+				return "", err
+			}
+		case err != nil:
+			return "", c.storeFailure(ctx, "approve", err)
+		}
 	}
 
 	wait := g.approval.Wait
 	if c.req.ApprovalWait != nil {
 		wait = min(max(*c.req.ApprovalWait, 0), approval.MaxWait)
+	}
+	if c.req.ApprovalID != "" {
+		wait = 0 // a task is run once its request is decided
 	}
 	if a.Status == store.ApprovalPending && g.approval.Approver != nil && c.req.Approver == nil {
 		// An operator's own prompt (a terminal): it is its own bound.

@@ -65,10 +65,17 @@ func (s *Server) callModern(ctx context.Context, req *mcp.CallToolRequest, cr ga
 		asked = &askedApprover{}
 		cr.Approver = asked
 	}
+	if declaresTasks(mc.caps) {
+		var now time.Duration // a task is answered at once (tasks.go)
+		cr.ApprovalWait = &now
+	}
 	res, err := s.runCall(ctx, cr)
 	var ge *gateway.Error
 	if asked != nil && asked.asked != nil && errors.As(err, &ge) && ge.Class == tool.ClassApprovalRequired {
 		return s.inputRequired(ctx, cr, asked.asked), nil
+	}
+	if task, ok := s.callAsTask(ctx, cr, mc, err); ok {
+		return nil, taskAnswer{task}
 	}
 	out, err := toolResult(res, err)
 	if err != nil {

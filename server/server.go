@@ -140,8 +140,11 @@
 // an elicitation request and a signed requestState bound to the exact
 // call (mrtr.go, requeststate.go), whose retry decides the same approval
 // record; ask_user_question has no channel and an upstream's requests are
-// not relayed. Each call's client (clientInfo) and protocol version are
-// recorded in its audit event.
+// not relayed. A call that waits for an operator, from a 2026-07-28
+// client that declared the tasks extension, is answered with a task
+// (tasks.go) that any replica's tasks/get follows to the call's answer;
+// the task is the approval request. Each call's client (clientInfo) and
+// protocol version are recorded in its audit event.
 package server
 
 import (
@@ -363,6 +366,9 @@ type Server struct {
 	states       stateSigner // signs 2026-07-28 request states
 	origins      []string    // AllowedOrigins, normalised
 	timeouts     HTTPTimeouts
+
+	runnerOnce sync.Once // runnerID: who claims the tasks this server runs (tasks.go)
+	runnerID   string
 }
 
 type tokenEntry struct {
@@ -456,7 +462,7 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		// capability is declared rather than inferred from registrations.
 		// Catalog changes are announced to the sessions they concern
 		// (listchanged.go).
-		Capabilities:              s.capabilities(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}),
+		Capabilities:              withTasks(s.capabilities(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}})),
 		SupportedProtocolVersions: servedVersions(),
 		PageSize:                  s.opts.PageSize,
 	}
@@ -486,6 +492,7 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		}
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "backplane", Version: s.opts.Version}, opts)
+	registerTasks(srv)
 	srv.AddReceivingMiddleware(s.middleware(callerOf))
 	srv.AddSendingMiddleware(s.listChangedFilter)
 	return srv
@@ -499,6 +506,13 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if isTaskMethod(method) { // tasks.go
+				caller, err := callerOf(req)
+				if err != nil {
+					return nil, err
+				}
+				return s.tasksMethod(ctx, method, req, caller)
+			}
 			switch method {
 			case "initialize":
 				res, err := next(ctx, method, req)
@@ -531,7 +545,11 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 				if !ok || r.Params == nil {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: missing params"}
 				}
-				return s.callTool(ctx, r, caller)
+				res, err := s.callTool(ctx, r, caller)
+				if task, ok := asTaskAnswer(err); ok { // answered with a task (tasks.go)
+					return task, nil
+				}
+				return res, err
 			}
 			if contentMethods[method] && s.opts.Content != nil {
 				caller, err := callerOf(req)

@@ -29,6 +29,9 @@
 //     caller), their token sealed by the gateway (the store holds no key);
 //     a replacement given the sealed value it read replaces only that one.
 //     Prune never touches them.
+//   - A task (Task: a call behind an approval that its client polls) is
+//     one per approval request and moves only forward, each move once
+//     (CheckTaskMove): of two processes claiming it, one wins.
 package store
 
 import (
@@ -205,6 +208,7 @@ type Store interface {
 	Retention
 	Refusals
 	Credentials
+	Tasks
 
 	Close() error
 }

@@ -104,7 +104,7 @@ type Retention interface {
 	// not_executed) before it with their reservations; approvals that
 	// expired before it; closed or dead incarnations that ended before it
 	// and that no remaining intent names; budget windows that ended before
-	// it; refusals made before it. A started or uncertain intent is never
+	// it; refusals made before it; tasks whose ExpiresAt is before it. A started or uncertain intent is never
 	// pruned, however old.
 	// Stores may prune in several transactions; what is pruned is gone
 	// (including idempotency keys: a retry of a pruned call's key runs
@@ -126,6 +126,7 @@ type PruneResult struct {
 	Incarnations int64 `json:"incarnations"`
 	Windows      int64 `json:"windows"`
 	Refusals     int64 `json:"refusals"`
+	Tasks        int64 `json:"tasks,omitempty"`
 }
 
 // Add adds o to r.
@@ -136,6 +137,7 @@ func (r *PruneResult) Add(o PruneResult) {
 	r.Incarnations += o.Incarnations
 	r.Windows += o.Windows
 	r.Refusals += o.Refusals
+	r.Tasks += o.Tasks
 }
 
 // IntentPage is one page of PageIntents. Next is the cursor of the

@@ -371,7 +371,7 @@ func TestSuiteThroughBackplane(t *testing.T) {
 
 // spec2026 selects the suite's scenarios of 2026-07-28 (those tagged with
 // it; the tasks and skills extensions are tagged "extension" and left
-// out: docs/conformance.md says why).
+// out: tasks_test.go runs the tasks ones, docs/conformance.md says why).
 var spec2026 = []string{"--spec-version", "2026-07-28"}
 
 // TestSuite2026AgainstFixture runs the 2026-07-28 scenarios against the

@@ -34,6 +34,7 @@ type Store struct {
 	refusals     []store.Refusal // in the order recorded
 	refused      map[string]bool // their call ids
 	creds        map[[2]string]store.Credential
+	tasks        map[string]*store.Task
 }
 
 var _ store.Store = (*Store)(nil)
@@ -50,6 +51,7 @@ func New() *Store {
 		pins:         map[string]*store.Pin{},
 		refused:      map[string]bool{},
 		creds:        map[[2]string]store.Credential{},
+		tasks:        map[string]*store.Task{},
 	}
 }
 
@@ -268,6 +270,12 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 		if a.ExpiresAt.Before(before) {
 			delete(s.approvals, id)
 			r.Approvals++
+		}
+	}
+	for id, t := range s.tasks {
+		if t.ExpiresAt.Before(before) {
+			delete(s.tasks, id)
+			r.Tasks++
 		}
 	}
 	for k := range s.used {

@@ -63,6 +63,10 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 			return err
 		}
 		r.Approvals = tag.RowsAffected()
+		if tag, err = tx.Exec(ctx, `DELETE FROM tasks WHERE expires_at < $1`, before); err != nil {
+			return err
+		}
+		r.Tasks = tag.RowsAffected()
 		// An incarnation some intent still names stays: its intents are
 		// younger or unsettled (and recovery reads their incarnation).
 		tag, err = tx.Exec(ctx, `DELETE FROM incarnations WHERE state IN ('closed', 'dead') AND ended_at < $1

@@ -232,6 +232,28 @@ CREATE TABLE upstream_credentials (
 	PRIMARY KEY (server, caller)
 );
 `,
+	// 9: tasks (store.Task): a call behind an operator's approval that its
+	// client polls (the MCP tasks extension), one per approval request,
+	// read by every replica; a move is one UPDATE conditioned on the
+	// status, so one replica claims a task to run it.
+	`
+CREATE TABLE tasks (
+	id               text PRIMARY KEY,
+	caller           text NOT NULL,
+	approval_id      text NOT NULL UNIQUE,
+	tool             text NOT NULL,
+	arguments        bytea,
+	client_info      text NOT NULL DEFAULT '',
+	protocol_version text NOT NULL DEFAULT '',
+	status           text NOT NULL CHECK (status IN ('waiting', 'running', 'completed', 'failed', 'cancelled')),
+	run_by           text NOT NULL DEFAULT '',
+	outcome          bytea,
+	created_at       timestamptz NOT NULL,
+	updated_at       timestamptz NOT NULL,
+	expires_at       timestamptz NOT NULL
+);
+CREATE INDEX tasks_expires ON tasks (expires_at);
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

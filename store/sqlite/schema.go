@@ -262,6 +262,26 @@ CREATE TABLE upstream_credentials (
 	PRIMARY KEY (server, caller)
 );
 `,
+	// 10: tasks (store.Task): a call behind an operator's approval that its
+	// client polls (the MCP tasks extension); one per approval request.
+	`
+CREATE TABLE tasks (
+	id               TEXT PRIMARY KEY,
+	caller           TEXT NOT NULL,
+	approval_id      TEXT NOT NULL UNIQUE,
+	tool             TEXT NOT NULL,
+	arguments        BLOB,
+	client_info      TEXT NOT NULL DEFAULT '',
+	protocol_version TEXT NOT NULL DEFAULT '',
+	status           TEXT NOT NULL CHECK (status IN ('waiting', 'running', 'completed', 'failed', 'cancelled')),
+	run_by           TEXT NOT NULL DEFAULT '',
+	outcome          BLOB,
+	created_at       INTEGER NOT NULL,
+	updated_at       INTEGER NOT NULL,
+	expires_at       INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX tasks_expires ON tasks (expires_at);
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

@@ -112,6 +112,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Pins/ChangeHeldUntilAccepted", testPinChangeHeld},
 		{"Pins/AcceptRefusesAnotherHash", testPinAcceptOtherHash},
 		{"Credentials/PutGetListDelete", testCredentials},
+		{"Tasks/RoundTrip", testTaskRoundTrip},
+		{"Tasks/OnePerApproval", testTaskOnePerApproval},
+		{"Tasks/Moves", testTaskMoves},
+		{"Tasks/Prune", testTaskPrune},
 	})
 	RunConcurrency(t, open)
 }
@@ -131,6 +135,7 @@ func RunConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Concurrency/SettledOnce", testConcSettleOnce},
 		{"Concurrency/ResolvedOnce", testConcResolveOnce},
 		{"Concurrency/ReleaseWhileReserving", testConcReleaseWhileReserving},
+		{"Concurrency/TaskClaimedOnce", testConcTaskClaimedOnce},
 	})
 }
 

@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
+)
+
+// Tasks: a call that needs an operator's approval, followed by its client
+// as a task (the MCP tasks extension) instead of retried. The approval
+// request is the record operators see and decide (console, CLI, approvals
+// show); the task (store.Task) is what the caller polls, bound to that
+// request and to the caller. Once the request is decided, the first
+// poller to claim the task (store.Tasks.UpdateTask, waiting to running:
+// one claim wins, in any process) runs the call again through the whole
+// pipeline with that request (CallRequest.ApprovalID), so it runs once,
+// or gets the refusal of a denial or an expiry, and records its answer in
+// the task. The front end decides what the answer looks like; the gateway
+// keeps it.
+
+// ChannelTask is how a caller withdraws its own approval request by
+// cancelling its task.
+const ChannelTask Channel = "task"
+
+// TaskKeep is how long a task is kept after its approval request expires,
+// for its caller to read the answer.
+const TaskKeep = time.Hour
+
+// ErrNoTasks is the answer of the task methods when the store keeps no
+// tasks (a store.Store does: every implementation has store.Tasks).
+var ErrNoTasks = errors.New("the store keeps no tasks")
+
+func (g *Gateway) tasks() (store.Tasks, error) {
+	ts, ok := g.store.(store.Tasks)
+	if !ok {
+		return nil, ErrNoTasks
+	}
+	return ts, nil
+}
+
+// OpenTask makes the task of a call answered approval_required: approvalID
+// is the pending request the call got (its error's details), cr the call
+// as made. The same call made again gets the same task (one task per
+// request). A request that is not the caller's, or no longer pending, is
+// not made a task (ErrActionConflict, ErrActionNotFound).
+func (g *Gateway) OpenTask(ctx context.Context, cr CallRequest, approvalID string) (*store.Task, error) {
+	ts, err := g.tasks()
+	if err != nil {
+		return nil, err
+	}
+	a, err := g.store.GetApproval(ctx, approvalID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (a.Caller != cr.Caller || a.Tool != cr.Tool)) {
+		return nil, opError("not_found", fmt.Sprintf("no approval request %s for this call", approvalID), ErrActionNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading approval %s: %w", approvalID, err)
+	}
+	now := g.now()
+	if st := store.EffectiveApprovalStatus(a, now); st != store.ApprovalPending {
+		return nil, opError("conflict", fmt.Sprintf("approval request %s is %s", approvalID, st), ErrActionConflict)
+	}
+	t := &store.Task{
+		ID: "task_" + rand.Text(), Caller: cr.Caller, ApprovalID: a.ID, Tool: cr.Tool, Arguments: cr.Arguments,
+		ClientInfo: cr.ClientInfo, ProtocolVersion: cr.ProtocolVersion,
+		Status: store.TaskWaiting, CreatedAt: now, UpdatedAt: now, ExpiresAt: a.ExpiresAt.Add(TaskKeep),
+	}
+	existing, err := ts.CreateTask(ctx, t)
+	switch {
+	case errors.Is(err, store.ErrDuplicateKey) && existing != nil:
+		return existing, nil
+	case err != nil:
+		return nil, fmt.Errorf("recording the task of approval %s: %w", approvalID, err)
+	}
+	g.log.Info("task", "task_id", t.ID, "approval_id", a.ID, "caller", cr.Caller, "tool", cr.Tool, "outcome", "opened")
+	return t, nil
+}
+
+// TaskView is a task as its caller polls it: the task and its approval
+// request as they stand.
+type TaskView struct {
+	Task     store.Task
+	Approval store.Approval // Status as seen now (expired derived)
+	// Hints are the ways an operator decides the request (the CLI
+	// commands, the console's page), while it is pending.
+	Hints []string
+	// Orphaned, for a running task whose runner is gone (its call's
+	// intent left started long ago, and no answer was recorded: the
+	// process died), is the error the task ends with: the call is never
+	// run again, and its outcome is the journal's (uncertain: an operator
+	// resolves it).
+	Orphaned *Error
+}
+
+// taskOrphanAfter is how long after its call's intent left started a
+// running task without an answer is taken for orphaned: a live runner
+// records the answer at once.
+const taskOrphanAfter = 30 * time.Second
+
+// GetTask returns caller's task id. Another caller's task, like one that
+// does not exist or is past its ExpiresAt, is not found (ErrActionNotFound):
+// a task id shows nothing to anyone but its caller.
+func (g *Gateway) GetTask(ctx context.Context, caller, id string) (*TaskView, error) {
+	ts, err := g.tasks()
+	if err != nil {
+		return nil, err
+	}
+	t, err := ts.GetTask(ctx, id)
+	now := g.now()
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (t.Caller != caller || !now.Before(t.ExpiresAt))) {
+		return nil, opError("not_found", "no such task", ErrActionNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading task: %w", err)
+	}
+	a, err := g.store.GetApproval(ctx, t.ApprovalID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("reading approval %s: %w", t.ApprovalID, err)
+	}
+	v := &TaskView{Task: *t}
+	if a != nil {
+		v.Approval = *a
+		v.Approval.Status = store.EffectiveApprovalStatus(a, now)
+	} else {
+		// Pruned with its expiry: the request is over.
+		v.Approval = store.Approval{ID: t.ApprovalID, Caller: t.Caller, Tool: t.Tool, Status: store.ApprovalExpired}
+	}
+	if v.Approval.Status == store.ApprovalPending {
+		v.Hints = g.hints(t.ApprovalID)
+	}
+	if t.Status == store.TaskRunning && v.Approval.ConsumedBy != "" {
+		in, err := g.store.GetIntent(ctx, v.Approval.ConsumedBy)
+		if err == nil && in.Status != store.StatusStarted && (in.SettledAt.IsZero() || now.Sub(in.SettledAt) > taskOrphanAfter) &&
+			now.Sub(t.UpdatedAt) > taskOrphanAfter {
+			v.Orphaned = newError(tool.ClassUnknownOutcome, "task", fmt.Sprintf(
+				"the process that ran this task's call (%s) stopped before recording its answer; the call is %s in the journal (%s) and is never run again",
+				t.RunBy, in.Status, in.CallID), map[string]any{"call_id": in.CallID, "approval_id": t.ApprovalID, "status": string(in.Status)})
+			v.Orphaned.CallID = in.CallID
+		}
+	}
+	return v, nil
+}
+
+// ClaimTask claims a waiting task whose request is decided (or expired),
+// for this process to run (RunTask). It reports whether this process won
+// the claim: of any number of pollers, in any replicas, one does.
+func (g *Gateway) ClaimTask(ctx context.Context, v *TaskView, by string) (bool, error) {
+	ts, err := g.tasks()
+	if err != nil {
+		return false, err
+	}
+	if v.Task.Status != store.TaskWaiting || v.Approval.Status == store.ApprovalPending {
+		return false, nil
+	}
+	err = ts.UpdateTask(ctx, v.Task.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: by, At: g.now()})
+	if errors.Is(err, store.ErrTaskMoved) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	v.Task.Status, v.Task.RunBy = store.TaskRunning, by
+	g.log.Info("task", "task_id", v.Task.ID, "approval_id", v.Task.ApprovalID, "outcome", "claimed", "by", by)
+	return true, nil
+}
+
+// RunTask runs a claimed task's call through the whole pipeline with its
+// approval request: the call runs once (the request is consumed by it),
+// or gets the refusal a retry would (denied, expired, no longer allowed).
+// base carries what the front end adds (its client channels, progress);
+// its caller, tool, arguments and approval are the task's.
+func (g *Gateway) RunTask(ctx context.Context, t *store.Task, base CallRequest) (*CallResult, error) {
+	base.Caller, base.Tool, base.Arguments, base.ApprovalID = t.Caller, t.Tool, t.Arguments, t.ApprovalID
+	base.ClientInfo, base.ProtocolVersion = t.ClientInfo, t.ProtocolVersion
+	base.Approver, base.ApprovalWait, base.IdempotencyKey = nil, nil, ""
+	return g.Call(ctx, base)
+}
+
+// EndTask records the answer of a claimed task's call: completed (a
+// result) or failed (a protocol error), as the front end writes it.
+func (g *Gateway) EndTask(ctx context.Context, id string, failed bool, outcome []byte) error {
+	ts, err := g.tasks()
+	if err != nil {
+		return err
+	}
+	to := store.TaskCompleted
+	if failed {
+		to = store.TaskFailed
+	}
+	if err := ts.UpdateTask(ctx, id, store.TaskUpdate{From: store.TaskRunning, To: to, Outcome: outcome, At: g.now()}); err != nil {
+		return fmt.Errorf("ending task %s: %w", id, err)
+	}
+	g.log.Info("task", "task_id", id, "outcome", string(to))
+	return nil
+}
+
+// CancelTask is caller's cancellation of its task. A waiting task is
+// cancelled and its approval request withdrawn (recorded as denied by the
+// caller, channel task: an operator cannot approve it any more, and the
+// same call made again before it expires gets that denial). A task
+// already claimed or ended is left as it is (cancellation is cooperative:
+// its call runs to its end). It reports whether the task was cancelled.
+func (g *Gateway) CancelTask(ctx context.Context, caller, id string) (bool, error) {
+	v, err := g.GetTask(ctx, caller, id)
+	if err != nil {
+		return false, err
+	}
+	if v.Task.Status != store.TaskWaiting {
+		return false, nil
+	}
+	ts, _ := g.tasks()
+	now := g.now()
+	err = ts.UpdateTask(ctx, id, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskCancelled, At: now})
+	if errors.Is(err, store.ErrTaskMoved) {
+		return false, nil // claimed meanwhile: it runs
+	}
+	if err != nil {
+		return false, err
+	}
+	err = g.store.DecideApproval(ctx, v.Task.ApprovalID, store.ApprovalDecision{
+		Approve: false, By: caller, At: now, Channel: string(ChannelTask), Reason: "withdrawn: the caller cancelled its task " + id,
+	})
+	switch {
+	case err == nil:
+		a := v.Approval
+		a.Status, a.DecidedBy, a.DecidedAt, a.Channel, a.Reason = store.ApprovalDenied, caller, now, string(ChannelTask), "withdrawn"
+		g.events.publish(ApprovalEvent{Kind: "decided", Approval: a})
+	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrApprovalExpired), errors.Is(err, store.ErrNotFound):
+		// Decided just before, or over: the task is cancelled all the same.
+	default:
+		return true, fmt.Errorf("withdrawing approval %s: %w", v.Task.ApprovalID, err)
+	}
+	g.log.Info("task", "task_id", id, "approval_id", v.Task.ApprovalID, "outcome", "cancelled", "by", caller)
+	return true, nil
+}
+
+// givenApproval reads a task's approval request (CallRequest.ApprovalID)
+// and checks it is this call's and unused.
+func (c *call) givenApproval(ctx context.Context, key store.ApprovalKey) (*store.Approval, error) {
+	g, id := c.g, c.req.ApprovalID
+	a, err := boundedRead(ctx, g.approval.ReadTimeout, func(rctx context.Context) (*store.Approval, error) {
+		return g.store.GetApproval(rctx, id)
+	})
+	details := map[string]any{"approval_id": id}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.audit("approve", "gone", "approval_id", id)
+		return nil, newError(tool.ClassForbidden, "approve", fmt.Sprintf("approval request %s is gone (expired and pruned); call again for a new one", id), details)
+	case err != nil:
+		return nil, c.storeFailure(ctx, "approve", err)
+	case a.Caller != key.Caller || a.Tool != key.Tool || a.ArgsDigest != key.ArgsDigest:
+		c.audit("approve", "other_call", "approval_id", id)
+		return nil, newError(tool.ClassForbidden, "approve", fmt.Sprintf("approval request %s is for another call", id), details)
+	case a.DefinitionHash != key.DefinitionHash:
+		c.audit("approve", "definition_changed", "approval_id", id)
+		return nil, newError(tool.ClassForbidden, "approve", fmt.Sprintf("the definition of %s changed since approval request %s was made; call again for a new one", a.Tool, id), details)
+	case a.ConsumedBy != "":
+		c.audit("approve", "used", "approval_id", id, "consumed_by", a.ConsumedBy)
+		details["consumed_by"] = a.ConsumedBy
+		return nil, newError(tool.ClassForbidden, "approve", fmt.Sprintf("approval request %s was already used by call %s", id, a.ConsumedBy), details)
+	}
+	return a, nil
+}
