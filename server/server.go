@@ -586,9 +586,13 @@ func (s *Server) listTools(caller, cursor string) (mcp.Result, error) {
 }
 
 // toolOf describes a gateway tool in MCP: its name, description and schema
-// bytes as registered, and its safety flags as hints.
+// bytes as registered (its output schema too, when it has one), and its
+// safety flags as hints.
 func toolOf(t tool.Tool) *mcp.Tool {
 	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
+	if len(t.OutputSchema) > 0 {
+		mt.OutputSchema = json.RawMessage(t.OutputSchema)
+	}
 	if t.Safety.ReadOnly || t.Safety.Idempotent {
 		mt.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: t.Safety.ReadOnly, IdempotentHint: t.Safety.Idempotent}
 	}
