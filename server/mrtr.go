@@ -70,7 +70,7 @@ func (s *Server) callModern(ctx context.Context, req *mcp.CallToolRequest, cr ga
 	if asked != nil && asked.asked != nil && errors.As(err, &ge) && ge.Class == tool.ClassApprovalRequired {
 		return s.inputRequired(ctx, cr, asked.asked), nil
 	}
-	out, err := toolResult(res, err)
+	out, err := toolResult(res, err, s.declaresOutput(cr.Tool, res, err))
 	if err != nil {
 		return nil, err
 	}

@@ -339,3 +339,26 @@ func definitionHash(name, description string, schema json.RawMessage, safety Saf
 func BuiltinNames() []string {
 	return []string{"read", "bash", "grep", "glob", "write", "url_fetch", "edit", "ls", "ask_user_question"}
 }
+
+// OutputSchemaOf is the output schema t declares: its descriptor's
+// outputSchema member when it has a descriptor (nil when that has none or
+// it is null), else [Tool.OutputSchema].
+func OutputSchemaOf(t Tool) json.RawMessage {
+	if len(t.Descriptor) == 0 {
+		return t.OutputSchema
+	}
+	ms, err := jsonstrict.Members(t.Descriptor, descriptorLimits)
+	if err != nil {
+		return nil
+	}
+	var out json.RawMessage
+	for _, m := range ms {
+		if m.Name == "outputSchema" {
+			out = m.Raw // the last one, as a JSON reader keeps it
+		}
+	}
+	if string(out) == "null" {
+		return nil
+	}
+	return out
+}

@@ -135,3 +135,21 @@ func TestHashOfOutputSchema(t *testing.T) {
 		t.Error("OutputSchema counts beside a Descriptor")
 	}
 }
+
+func TestOutputSchemaOf(t *testing.T) {
+	for _, c := range []struct {
+		t    Tool
+		want string
+	}{
+		{Tool{}, ""},
+		{Tool{OutputSchema: json.RawMessage(`{"type":"object"}`)}, `{"type":"object"}`},
+		{Tool{Descriptor: json.RawMessage(`{"name":"x","outputSchema":{"type":"object","title":"T"}}`)}, `{"type":"object","title":"T"}`},
+		{Tool{Descriptor: json.RawMessage(`{"name":"x"}`), OutputSchema: json.RawMessage(`{"type":"object"}`)}, ""},
+		{Tool{Descriptor: json.RawMessage(`{"name":"x","outputSchema":null}`)}, ""},
+		{Tool{Descriptor: json.RawMessage(`[1]`)}, ""},
+	} {
+		if got := OutputSchemaOf(c.t); string(got) != c.want {
+			t.Errorf("OutputSchemaOf(%s / %s) = %s, want %s", c.t.Descriptor, c.t.OutputSchema, got, c.want)
+		}
+	}
+}
