@@ -176,12 +176,16 @@ type CallQuery struct {
 
 // Call is one journal entry.
 type Call struct {
-	ID             string          `json:"call_id"`
-	Caller         string          `json:"caller"`
-	Session        string          `json:"session,omitempty"`
-	Tool           string          `json:"tool"`
-	Status         string          `json:"status"`
-	ToolError      bool            `json:"tool_error,omitempty"` // the tool ran and reported an error
+	ID        string `json:"call_id"`
+	Caller    string `json:"caller"`
+	Session   string `json:"session,omitempty"`
+	Tool      string `json:"tool"`
+	Status    string `json:"status"`
+	ToolError bool   `json:"tool_error,omitempty"` // the tool ran and reported an error
+	// ResultRefused: the tool ran (status succeeded) and its structured
+	// result broke its output schema (class invalid_result): the caller
+	// got invalid_result, not the result, which is kept as it came.
+	ResultRefused  bool            `json:"result_refused,omitempty"`
 	ErrorClass     string          `json:"error_class,omitempty"`
 	ErrorMessage   string          `json:"error_message,omitempty"`
 	Arguments      json.RawMessage `json:"arguments,omitempty"`

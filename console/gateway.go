@@ -12,6 +12,7 @@ import (
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // GatewayOptions configure the Backend over a gateway. A nil
@@ -183,6 +184,7 @@ func call(in *store.Intent) Call {
 		ResolvedBy: in.ResolvedBy, CreatedAt: in.CreatedAt, SettledAt: in.SettledAt,
 	}
 	c.ToolError = gateway.ToolReportedError(in)
+	c.ResultRefused = in.Status == store.StatusSucceeded && in.ErrorClass == string(tool.ClassInvalidResult)
 	return c
 }
 

@@ -369,3 +369,49 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 		t.Error("the tools page says down once the server is up")
 	}
 }
+
+// A call whose result broke its tool's output schema is journaled
+// succeeded (the tool ran) with class invalid_result; the console says
+// plainly that it ran and its result was refused, on the journal's row and
+// the call's page, and keeps the result as the tool answered it.
+func TestGatewayBackendShowsARefusedResult(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"bad"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Operators: []string{"ops"}})
+	err = g.Register(context.Background(), tool.Tool{Name: "bad", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Safety: tool.Safety{ReadOnly: true},
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return nil, &tool.InvalidResultError{Result: json.RawMessage(`{"structuredContent":{"n":"seven"}}`),
+				Err: errors.New("/n: must be an integer")}
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "bad", Arguments: json.RawMessage(`{}`)})
+	var ge *gateway.Error
+	if !errors.As(err, &ge) || ge.Class != tool.ClassInvalidResult || ge.CallID == "" {
+		t.Fatalf("the call: %v, want invalid_result", err)
+	}
+	base := serveConsole(t, g)
+	for path, want := range map[string]string{
+		"/ui/journal":                   "ran; result refused: invalid_result",
+		"/ui/journal/" + ge.CallID:      "the caller got invalid_result, never this result",
+		"/ui/api/journal/" + ge.CallID:  `"result_refused": true`,
+		"/ui/api/journal?status=failed": `"calls": []`, // it ran: never failed
+	} {
+		code, body := request(t, "GET", base+path, "ops-tok", "")
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d, want %q in:\n%s", path, code, want, body)
+		}
+	}
+	if _, body := request(t, "GET", base+"/ui/journal/"+ge.CallID, "ops-tok", ""); !strings.Contains(body, "seven") {
+		t.Errorf("the call's page does not show the result as the tool answered it:\n%s", body)
+	}
+}
