@@ -572,8 +572,13 @@ func (rt *Runtime) upstreamStates() []gateway.UpstreamState {
 		if u, ok := rt.Upstream(s.Name); ok {
 			st.Up, st.Restarts, st.Err = u.State()
 			st.Protocol = u.Protocol()
+			st.Phase = "up"
+			if !st.Up {
+				st.Phase = "restarting" // a connected upstream reconnects until closed
+			}
 		} else if err := rt.late.failure(s.Name); err != nil {
 			st.Err = fmt.Errorf("not started: %w", err)
+			st.Phase = "starting" // retried in the background (lateUpstreams)
 		} else {
 			continue // NoUpstreams, or not yet tried
 		}

@@ -239,6 +239,11 @@ type Upstream struct {
 	Up       bool   `json:"up"`
 	Restarts int    `json:"restarts"`
 	Error    string `json:"error,omitempty"`
+	// Phase: up, starting (never connected yet; retried), restarting (it
+	// went down and is being reconnected), or "" when unknown.
+	Phase string `json:"phase,omitempty"`
+	// Protocol is the MCP revision the connection speaks ("" while down).
+	Protocol string `json:"protocol,omitempty"`
 	// Tools counts its tools in the catalog.
 	Tools int `json:"tools"`
 	// Refused, when its validator refuses some of its tools: which, the

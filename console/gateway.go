@@ -268,7 +268,8 @@ func (b *gatewayBackend) Upstreams(ctx context.Context) []Upstream {
 	}
 	var out []Upstream
 	for _, u := range b.g.Upstreams() {
-		cu := Upstream{Name: u.Name, Required: u.Required, Up: u.Up, Restarts: u.Restarts, Tools: tools[u.Name], Refused: refused[u.Name]}
+		cu := Upstream{Name: u.Name, Required: u.Required, Up: u.Up, Restarts: u.Restarts, Tools: tools[u.Name], Refused: refused[u.Name],
+			Phase: u.Phase, Protocol: u.Protocol}
 		if u.Err != nil {
 			cu.Error = u.Err.Error()
 		}

@@ -326,9 +326,10 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	var required atomic.Bool
 	up := atomic.Bool{}
 	g.SetUpstreams(func() []gateway.UpstreamState {
-		s := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 2}
+		s := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 2, Phase: "up", Protocol: "2026-07-28"}
 		if !s.Up {
 			s.Err = errors.New("the server stopped (exit status 1); reconnecting")
+			s.Phase, s.Protocol = "restarting", ""
 		}
 		return []gateway.UpstreamState{s}
 	})
@@ -355,6 +356,10 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "server down") || !strings.Contains(body, "1 tool(s) belong to a server that is down") {
 		t.Errorf("tools page with fs down: %d\n%s", code, body)
 	}
+	if _, body = request(t, "GET", srv.URL+"/ui/upstreams", "ops-tok", ""); !strings.Contains(body, `data-phase="restarting"`) ||
+		!strings.Contains(body, `<span class="badge warn">restarting</span>`) {
+		t.Errorf("upstreams page with fs reconnecting:\n%s", body)
+	}
 	required.Store(true)
 	code, body = request(t, "GET", srv.URL+"/ui/health", "ops-tok", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `<h1>Health <span class="badge bad">not ready</span>`) {
@@ -367,6 +372,10 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	}
 	if _, body = request(t, "GET", srv.URL+"/ui/tools", "ops-tok", ""); strings.Contains(body, "server down") {
 		t.Error("the tools page says down once the server is up")
+	}
+	if _, body = request(t, "GET", srv.URL+"/ui/upstreams", "ops-tok", ""); !strings.Contains(body, `data-phase="up"`) ||
+		!strings.Contains(body, "<code>2026-07-28</code>") || strings.Contains(body, "restarting") {
+		t.Errorf("upstreams page with fs up again:\n%s", body)
 	}
 }
 
