@@ -143,9 +143,9 @@ func FuzzEscape(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, mode := range []struct {
-			name        string
-			escape      func(string) string
-			block       bool // '\n' and '\t' kept
+			name   string
+			escape func(string) string
+			block  bool // '\n' and '\t' kept
 		}{{"Line", termtext.Line, false}, {"Block", termtext.Block, true}} {
 			out := mode.escape(s)
 			if !utf8.ValidString(out) {
