@@ -282,10 +282,13 @@ type Budget struct {
 
 // Tool is one tool of the catalog.
 type Tool struct {
-	Name             string          `json:"name"`
-	Description      string          `json:"description,omitempty"`
-	Source           string          `json:"source,omitempty"` // builtin, command, an upstream's name
-	InputSchema      json.RawMessage `json:"input_schema,omitempty"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Source      string          `json:"source,omitempty"` // builtin, command, an upstream's name
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// OutputSchema is the schema of its structured results, when it
+	// declares one (the built-ins do; an upstream's from its descriptor).
+	OutputSchema     json.RawMessage `json:"output_schema,omitempty"`
 	ReadOnly         bool            `json:"read_only"`
 	Idempotent       bool            `json:"idempotent"`
 	RequiresApproval bool            `json:"requires_approval"`

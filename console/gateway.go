@@ -338,7 +338,8 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 		_, hash, _ := b.g.Tool(t.Name)
 		ct := Tool{
 			Name: t.Name, Description: t.Description, Source: b.source(t.Name), InputSchema: t.InputSchema,
-			ReadOnly: t.Safety.ReadOnly, Idempotent: t.Safety.Idempotent, RequiresApproval: t.Safety.RequiresApproval,
+			OutputSchema: tool.OutputSchemaOf(t),
+			ReadOnly:     t.Safety.ReadOnly, Idempotent: t.Safety.Idempotent, RequiresApproval: t.Safety.RequiresApproval,
 			DefinitionHash: hash,
 		}
 		if name, ok := strings.CutPrefix(ct.Source, "upstream "); ok {

@@ -424,3 +424,32 @@ func TestGatewayBackendShowsARefusedResult(t *testing.T) {
 		t.Errorf("the call's page does not show the result as the tool answered it:\n%s", body)
 	}
 }
+
+// A tool's output schema (a built-in's own, or an upstream's from its
+// descriptor) is on the tools page and in the API.
+func TestGatewayBackendShowsOutputSchemas(t *testing.T) {
+	g := newGateway(t)
+	schema := json.RawMessage(`{"type":"object"}`)
+	noop := tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) { return nil, tool.ErrNotStarted })
+	for _, tl := range []tool.Tool{
+		{Name: "own", InputSchema: schema, Backend: noop, OutputSchema: json.RawMessage(`{"type":"object","properties":{"own_member":{"type":"string"}}}`)},
+		{Name: "up.t", InputSchema: schema, Backend: noop, Descriptor: json.RawMessage(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"upstream_member":{"type":"integer"}}}}`)},
+	} {
+		if err := g.Register(context.Background(), tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := serveConsole(t, g)
+	_, body := request(t, "GET", base+"/ui/api/tools", "ops-tok", "")
+	for _, want := range []string{`"output_schema"`, "own_member", "upstream_member"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the tools API lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Count(body, `"output_schema"`) != 2 {
+		t.Errorf("want 2 output schemas (note and fail declare none):\n%s", body)
+	}
+	if _, body = request(t, "GET", base+"/ui/tools", "ops-tok", ""); !strings.Contains(body, "Output schema") || !strings.Contains(body, "own_member") {
+		t.Errorf("the tools page does not show the output schema:\n%s", body)
+	}
+}
