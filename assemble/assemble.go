@@ -438,10 +438,15 @@ func exposedRotation(cfg *config.Config, kind config.StoreKind, path string) boo
 func openStore(cfg *config.Config, kind config.StoreKind, logger *slog.Logger) (store.Store, error) {
 	switch kind {
 	case config.StorePostgres:
-		u, password := cfg.Store, ""
-		if pu, err := url.Parse(u); err == nil {
+		u, password := "postgres://(a URL that does not parse)", ""
+		if pu, err := url.Parse(cfg.Store); err == nil {
 			u = pu.Redacted() // never print a password
 			password, _ = pu.User.Password()
+		}
+		if cfg.StoreSource != "" {
+			// Read from the environment or a file to keep it out of
+			// sight: named by where it came from, not even redacted.
+			u = "(" + cfg.StoreSource + ")"
 		}
 		// Connecting, migrating and recovering; bounded, since Open's
 		// context does not reach here.
@@ -591,8 +596,13 @@ func (rt *Runtime) upstreamStates() []gateway.UpstreamState {
 		if u, ok := rt.Upstream(s.Name); ok {
 			st.Up, st.Restarts, st.Err = u.State()
 			st.Protocol = u.Protocol()
+			st.Phase = "up"
+			if !st.Up {
+				st.Phase = "restarting" // a connected upstream reconnects until closed
+			}
 		} else if err := rt.late.failure(s.Name); err != nil {
 			st.Err = fmt.Errorf("not started: %w", err)
+			st.Phase = "starting" // retried in the background (lateUpstreams)
 		} else {
 			continue // NoUpstreams, or not yet tried
 		}

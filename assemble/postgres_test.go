@@ -126,6 +126,29 @@ func TestOpenPostgresErrorHidesPassword(t *testing.T) {
 	}
 }
 
+// A store read from store_env is named by its source in the error, not
+// by its URL, and its password is never shown (the driver's own message
+// may name the user, database and host it tried: not secrets, and what
+// one needs to fix the connection).
+func TestOpenPostgresFromEnvErrorNamesTheSource(t *testing.T) {
+	t.Setenv("BP_TEST_STORE_URL", "postgres://someuser:hunter2@127.0.0.1:1/bp?connect_timeout=5")
+	c, err := config.Parse([]byte("store_env: BP_TEST_STORE_URL\n"), "/x/bp.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := Open(context.Background(), c, nil)
+	if err == nil {
+		rt.Close()
+		t.Fatal("opened a store nothing serves")
+	}
+	if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "postgres://") {
+		t.Errorf("error %q shows the URL or its password", err)
+	}
+	if !strings.HasPrefix(err.Error(), "/x/bp.yaml: store (store_env BP_TEST_STORE_URL): ") {
+		t.Errorf("error %q does not name the file and where the store came from", err)
+	}
+}
+
 // The section reaches the store: the incarnation's lease in the database
 // is lease_ttl long, and it is renewed every renew_every.
 func TestPostgresSectionOpensStoreWithLease(t *testing.T) {

@@ -320,8 +320,8 @@ func TestOpenStartsDegradedWithoutABrokenServer(t *testing.T) {
 			late = &u
 		}
 	}
-	if late == nil || late.Up || late.Err == nil || !strings.Contains(late.Err.Error(), "late-server") {
-		t.Fatalf("the broken server's state: %+v, want down naming its program", late)
+	if late == nil || late.Up || late.Err == nil || !strings.Contains(late.Err.Error(), "late-server") || late.Phase != "starting" {
+		t.Fatalf("the broken server's state: %+v, want down, starting, naming its program", late)
 	}
 	// The program appears: a retry connects it.
 	bin, err := os.ReadFile(mcpTestServer(t))
@@ -344,5 +344,10 @@ func TestOpenStartsDegradedWithoutABrokenServer(t *testing.T) {
 	}
 	if u, ok := rt.Upstream("late"); !ok || !u.Connected() {
 		t.Error("the late server is not listed as an upstream")
+	}
+	for _, u := range rt.Gateway.Upstreams() {
+		if u.Phase != "up" || u.Protocol != "2026-07-28" {
+			t.Errorf("%s once connected: phase %q protocol %q, want up at 2026-07-28", u.Name, u.Phase, u.Protocol)
+		}
 	}
 }

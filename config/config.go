@@ -28,6 +28,8 @@
 // The file (keys beyond these are refused):
 //
 //	store: .backplane              # a folder (SQLite) or a postgres:// URL
+//	# or store_env: NAME / store_file: PATH: the same, read from the environment or a file
+//	# (a URL holding a password, kept out of this file; never printed)
 //	postgres: {lease_ttl: 15s, renew_every: 5s, max_conns: 16}  # only with a postgres:// store ([PostgresConfig])
 //	policy:                        # default deny; exact names or path.Match globs
 //	  - caller: alice
@@ -128,6 +130,10 @@ type Config struct {
 
 	// Store is the absolute path of the state folder, or a postgres:// URL.
 	Store string
+	// StoreSource says where Store was read when not in the file itself:
+	// "store_env NAME" or "store_file PATH"; "" for store: (or the
+	// default). What prints the store then names this, never the URL.
+	StoreSource string
 	// StoreKind says which of the two Store is; Parse sets it.
 	StoreKind StoreKind
 	// Postgres tunes a postgres:// store (see [PostgresConfig]).

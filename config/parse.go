@@ -20,6 +20,9 @@ import (
 type parser struct {
 	file string
 	data []byte
+	// storeKey is the key the store was given by (store, store_env or
+	// store_file), so that a second one is refused.
+	storeKey string
 }
 
 func (p *parser) errAt(n *yaml.Node, format string, args ...any) *Error {
@@ -116,6 +119,8 @@ func (p *parser) parse(c *Config) (err error) {
 		switch key {
 		case "store":
 			return p.store(c, v)
+		case "store_env", "store_file":
+			return p.storeFrom(c, key, v)
 		case "policy":
 			return p.policy(c, v)
 		case "approvals":
@@ -159,7 +164,7 @@ func (p *parser) parse(c *Config) (err error) {
 			return p.secrets(c, v)
 		}
 		return nil
-	}, "store", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention", "sandbox", "tracing", "secrets"); err != nil {
+	}, "store", "store_env", "store_file", "policy", "approvals", "budgets", "tools", "limits", "log", "workspace", "builtin", "serve", "servers", "postgres", "operators", "retention", "sandbox", "tracing", "secrets"); err != nil {
 		return err
 	}
 	return p.finish(c)

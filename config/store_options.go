@@ -1,8 +1,13 @@
 package config
 
 import (
+	"fmt"
+	"io"
+	"io/fs"
 	"math"
+	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -129,13 +134,119 @@ func (p *parser) store(c *Config, v *yaml.Node) error {
 	if err != nil {
 		return err
 	}
+	if err := p.oneStore(v, "store"); err != nil {
+		return err
+	}
+	return p.setStore(c, v, s, "store")
+}
+
+// oneStore refuses a second of store, store_env and store_file.
+func (p *parser) oneStore(v *yaml.Node, key string) error {
+	if p.storeKey != "" {
+		return p.errAt(v, "%s: give one of store, store_env and store_file (%s is given too)", key, p.storeKey)
+	}
+	p.storeKey = key
+	return nil
+}
+
+// setStore checks s, the store given by what, and sets it. Its messages
+// never hold s (it may hold a password): a URL's scheme at most.
+func (p *parser) setStore(c *Config, v *yaml.Node, s, what string) error {
 	switch {
 	case s == "":
-		return p.errAt(v, "store must name a folder or a postgres:// URL")
+		return p.errAt(v, "%s must name a folder or a postgres:// URL", what)
 	case StoreKindOf(s) == StorePostgres:
 	case urlScheme.MatchString(s):
-		return p.errAt(v, "store %q: only folders and postgres:// URLs are supported", strings.SplitN(s, "://", 2)[0]+"://...")
+		return p.errAt(v, "%s %q: only folders and postgres:// URLs are supported", what, strings.SplitN(s, "://", 2)[0]+"://...")
 	}
 	c.Store = s
 	return nil
+}
+
+// storeFrom reads the store from an environment variable (store_env) or a
+// file (store_file, relative to the configuration's folder; surrounding
+// white space trimmed), so that a PostgreSQL URL with its password stays
+// out of the configuration file. A file others may read or write, or that
+// its group may write, is refused (checkSecretMode). The value is
+// checked as store's is, and never printed.
+func (p *parser) storeFrom(c *Config, key string, v *yaml.Node) error {
+	name, err := p.str(v, key)
+	if err != nil {
+		return err
+	}
+	if err := p.oneStore(v, key); err != nil {
+		return err
+	}
+	var s string
+	switch key {
+	case "store_env":
+		if !envName.MatchString(name) {
+			return p.errAt(v, "store_env: %q is not an environment variable name", name)
+		}
+		if s = os.Getenv(name); strings.TrimSpace(s) == "" {
+			return p.errAt(v, "store_env %s is not set or empty", name)
+		}
+	case "store_file":
+		if name == "" {
+			return p.errAt(v, "store_file needs a file name")
+		}
+		b, err := readSecretFile(resolve(c.Dir, name))
+		if err != nil {
+			return p.errAt(v, "store_file: %v", err)
+		}
+		if s = string(b); strings.TrimSpace(s) == "" {
+			return p.errAt(v, "store_file %s is empty", name)
+		}
+	}
+	if err := p.setStore(c, v, strings.TrimSpace(s), key+" "+name); err != nil {
+		return err
+	}
+	c.StoreSource = key + " " + name
+	return nil
+}
+
+// maxSecretFile bounds what readSecretFile reads: a URL or a token, far
+// below it.
+const maxSecretFile = 64 << 10
+
+// readSecretFile reads a file holding a secret, refusing one that is not
+// a regular file, is larger than maxSecretFile, or whose mode lets others
+// read or write it or its group write it (checkSecretMode).
+func readSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if err := checkSecretMode(path, fi.Mode()); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxSecretFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes: not a secret", path, maxSecretFile)
+	}
+	return b, nil
+}
+
+// checkSecretMode refuses a secret file others may read or write, or its
+// group may write (as libpq refuses a world-readable password file). Its
+// group may read it: a Kubernetes Secret volume with fsGroup, or a
+// root-owned file shared with the service's group. Windows has no such
+// mode bits.
+func checkSecretMode(path string, m fs.FileMode) error {
+	if runtime.GOOS == "windows" || m.Perm()&0o027 == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s has mode %04o, which lets others read it or its group change it: chmod 600 %s "+
+		"(in Kubernetes, mount the Secret with defaultMode: 0400)", path, m.Perm(), path)
 }

@@ -176,12 +176,16 @@ type CallQuery struct {
 
 // Call is one journal entry.
 type Call struct {
-	ID             string          `json:"call_id"`
-	Caller         string          `json:"caller"`
-	Session        string          `json:"session,omitempty"`
-	Tool           string          `json:"tool"`
-	Status         string          `json:"status"`
-	ToolError      bool            `json:"tool_error,omitempty"` // the tool ran and reported an error
+	ID        string `json:"call_id"`
+	Caller    string `json:"caller"`
+	Session   string `json:"session,omitempty"`
+	Tool      string `json:"tool"`
+	Status    string `json:"status"`
+	ToolError bool   `json:"tool_error,omitempty"` // the tool ran and reported an error
+	// ResultRefused: the tool ran (status succeeded) and its structured
+	// result broke its output schema (class invalid_result): the caller
+	// got invalid_result, not the result, which is kept as it came.
+	ResultRefused  bool            `json:"result_refused,omitempty"`
 	ErrorClass     string          `json:"error_class,omitempty"`
 	ErrorMessage   string          `json:"error_message,omitempty"`
 	Arguments      json.RawMessage `json:"arguments,omitempty"`
@@ -239,6 +243,11 @@ type Upstream struct {
 	Up       bool   `json:"up"`
 	Restarts int    `json:"restarts"`
 	Error    string `json:"error,omitempty"`
+	// Phase: up, starting (never connected yet; retried), restarting (it
+	// went down and is being reconnected), or "" when unknown.
+	Phase string `json:"phase,omitempty"`
+	// Protocol is the MCP revision the connection speaks ("" while down).
+	Protocol string `json:"protocol,omitempty"`
 	// Tools counts its tools in the catalog.
 	Tools int `json:"tools"`
 	// Refused, when its validator refuses some of its tools: which, the
@@ -277,10 +286,13 @@ type Budget struct {
 
 // Tool is one tool of the catalog.
 type Tool struct {
-	Name             string          `json:"name"`
-	Description      string          `json:"description,omitempty"`
-	Source           string          `json:"source,omitempty"` // builtin, command, an upstream's name
-	InputSchema      json.RawMessage `json:"input_schema,omitempty"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Source      string          `json:"source,omitempty"` // builtin, command, an upstream's name
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// OutputSchema is the schema of its structured results, when it
+	// declares one (the built-ins do; an upstream's from its descriptor).
+	OutputSchema     json.RawMessage `json:"output_schema,omitempty"`
 	ReadOnly         bool            `json:"read_only"`
 	Idempotent       bool            `json:"idempotent"`
 	RequiresApproval bool            `json:"requires_approval"`

@@ -762,9 +762,13 @@ func TestUpstreamsAndRefusedTools(t *testing.T) {
 	rs := &RefusedServer{Server: "fs", Line: "backplane.yaml:12", Validator: "subset", Tools: 3,
 		Refused: []RefusedTool{{Name: "fs.read_file", Keywords: []string{"$schema", "format"}, OtherAccepts: true}},
 		Fix:     "validator: draft2020-12", FixAccepts: 1}
-	fb.upstreams = []Upstream{{Name: "fs", Up: false, Error: "exit status 1", Tools: 3, Refused: rs}, {Name: "mem", Up: true, Required: true}}
+	fb.upstreams = []Upstream{{Name: "fs", Up: false, Error: "exit status 1", Tools: 3, Refused: rs, Phase: "restarting"},
+		{Name: "mem", Up: true, Required: true, Phase: "up", Protocol: "2026-07-28"},
+		{Name: "late", Up: false, Error: "not started: connection refused", Phase: "starting"}}
 	_, body := do(t, http.DefaultClient, "GET", srv.URL+"/ui/upstreams", opToken, nil, nil)
-	for _, want := range []string{`id="upstream-fs" data-state="down"`, "exit status 1", `id="upstream-mem" data-state="up"`, "required",
+	for _, want := range []string{`id="upstream-fs" data-state="down" data-phase="restarting"`, "exit status 1", `<span class="badge warn">restarting</span>`,
+		`id="upstream-mem" data-state="up" data-phase="up"`, "required", "<code>2026-07-28</code>",
+		`id="upstream-late" data-state="down" data-phase="starting"`, `<span class="badge warn">starting</span>`, "never connected yet",
 		"fs.read_file", "$schema, format", "backplane.yaml:12", "validator: draft2020-12"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the upstreams page lacks %q", want)

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // GatewayOptions configure the Backend over a gateway. A nil
@@ -184,6 +185,7 @@ func call(in *store.Intent) Call {
 		Client: in.ClientInfo, ProtocolVersion: in.ProtocolVersion,
 	}
 	c.ToolError = gateway.ToolReportedError(in)
+	c.ResultRefused = in.Status == store.StatusSucceeded && in.ErrorClass == string(tool.ClassInvalidResult)
 	return c
 }
 
@@ -267,7 +269,8 @@ func (b *gatewayBackend) Upstreams(ctx context.Context) []Upstream {
 	}
 	var out []Upstream
 	for _, u := range b.g.Upstreams() {
-		cu := Upstream{Name: u.Name, Required: u.Required, Up: u.Up, Restarts: u.Restarts, Tools: tools[u.Name], Refused: refused[u.Name]}
+		cu := Upstream{Name: u.Name, Required: u.Required, Up: u.Up, Restarts: u.Restarts, Tools: tools[u.Name], Refused: refused[u.Name],
+			Phase: u.Phase, Protocol: u.Protocol}
 		if u.Err != nil {
 			cu.Error = u.Err.Error()
 		}
@@ -336,7 +339,8 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 		_, hash, _ := b.g.Tool(t.Name)
 		ct := Tool{
 			Name: t.Name, Description: t.Description, Source: b.source(t.Name), InputSchema: t.InputSchema,
-			ReadOnly: t.Safety.ReadOnly, Idempotent: t.Safety.Idempotent, RequiresApproval: t.Safety.RequiresApproval,
+			OutputSchema: tool.OutputSchemaOf(t),
+			ReadOnly:     t.Safety.ReadOnly, Idempotent: t.Safety.Idempotent, RequiresApproval: t.Safety.RequiresApproval,
 			DefinitionHash: hash,
 		}
 		if name, ok := strings.CutPrefix(ct.Source, "upstream "); ok {

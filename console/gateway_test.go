@@ -326,9 +326,10 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	var required atomic.Bool
 	up := atomic.Bool{}
 	g.SetUpstreams(func() []gateway.UpstreamState {
-		s := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 2}
+		s := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 2, Phase: "up", Protocol: "2026-07-28"}
 		if !s.Up {
 			s.Err = errors.New("the server stopped (exit status 1); reconnecting")
+			s.Phase, s.Protocol = "restarting", ""
 		}
 		return []gateway.UpstreamState{s}
 	})
@@ -355,6 +356,10 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "server down") || !strings.Contains(body, "1 tool(s) belong to a server that is down") {
 		t.Errorf("tools page with fs down: %d\n%s", code, body)
 	}
+	if _, body = request(t, "GET", srv.URL+"/ui/upstreams", "ops-tok", ""); !strings.Contains(body, `data-phase="restarting"`) ||
+		!strings.Contains(body, `<span class="badge warn">restarting</span>`) {
+		t.Errorf("upstreams page with fs reconnecting:\n%s", body)
+	}
 	required.Store(true)
 	code, body = request(t, "GET", srv.URL+"/ui/health", "ops-tok", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `<h1>Health <span class="badge bad">not ready</span>`) {
@@ -367,5 +372,84 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	}
 	if _, body = request(t, "GET", srv.URL+"/ui/tools", "ops-tok", ""); strings.Contains(body, "server down") {
 		t.Error("the tools page says down once the server is up")
+	}
+	if _, body = request(t, "GET", srv.URL+"/ui/upstreams", "ops-tok", ""); !strings.Contains(body, `data-phase="up"`) ||
+		!strings.Contains(body, "<code>2026-07-28</code>") || strings.Contains(body, "restarting") {
+		t.Errorf("upstreams page with fs up again:\n%s", body)
+	}
+}
+
+// A call whose result broke its tool's output schema is journaled
+// succeeded (the tool ran) with class invalid_result; the console says
+// plainly that it ran and its result was refused, on the journal's row and
+// the call's page, and keeps the result as the tool answered it.
+func TestGatewayBackendShowsARefusedResult(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"bad"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Operators: []string{"ops"}})
+	err = g.Register(context.Background(), tool.Tool{Name: "bad", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Safety: tool.Safety{ReadOnly: true},
+		Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+			return nil, &tool.InvalidResultError{Result: json.RawMessage(`{"structuredContent":{"n":"seven"}}`),
+				Err: errors.New("/n: must be an integer")}
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "bad", Arguments: json.RawMessage(`{}`)})
+	var ge *gateway.Error
+	if !errors.As(err, &ge) || ge.Class != tool.ClassInvalidResult || ge.CallID == "" {
+		t.Fatalf("the call: %v, want invalid_result", err)
+	}
+	base := serveConsole(t, g)
+	for path, want := range map[string]string{
+		"/ui/journal":                   "ran; result refused: invalid_result",
+		"/ui/journal/" + ge.CallID:      "the caller got invalid_result, never this result",
+		"/ui/api/journal/" + ge.CallID:  `"result_refused": true`,
+		"/ui/api/journal?status=failed": `"calls": []`, // it ran: never failed
+	} {
+		code, body := request(t, "GET", base+path, "ops-tok", "")
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d, want %q in:\n%s", path, code, want, body)
+		}
+	}
+	if _, body := request(t, "GET", base+"/ui/journal/"+ge.CallID, "ops-tok", ""); !strings.Contains(body, "seven") {
+		t.Errorf("the call's page does not show the result as the tool answered it:\n%s", body)
+	}
+}
+
+// A tool's output schema (a built-in's own, or an upstream's from its
+// descriptor) is on the tools page and in the API.
+func TestGatewayBackendShowsOutputSchemas(t *testing.T) {
+	g := newGateway(t)
+	schema := json.RawMessage(`{"type":"object"}`)
+	noop := tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) { return nil, tool.ErrNotStarted })
+	for _, tl := range []tool.Tool{
+		{Name: "own", InputSchema: schema, Backend: noop, OutputSchema: json.RawMessage(`{"type":"object","properties":{"own_member":{"type":"string"}}}`)},
+		{Name: "up.t", InputSchema: schema, Backend: noop, Descriptor: json.RawMessage(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"upstream_member":{"type":"integer"}}}}`)},
+	} {
+		if err := g.Register(context.Background(), tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := serveConsole(t, g)
+	_, body := request(t, "GET", base+"/ui/api/tools", "ops-tok", "")
+	for _, want := range []string{`"output_schema"`, "own_member", "upstream_member"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the tools API lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Count(body, `"output_schema"`) != 2 {
+		t.Errorf("want 2 output schemas (note and fail declare none):\n%s", body)
+	}
+	if _, body = request(t, "GET", base+"/ui/tools", "ops-tok", ""); !strings.Contains(body, "Output schema") || !strings.Contains(body, "own_member") {
+		t.Errorf("the tools page does not show the output schema:\n%s", body)
 	}
 }

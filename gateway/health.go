@@ -110,6 +110,11 @@ type UpstreamState struct {
 	// Protocol is the MCP revision the connection speaks ("" unknown, or
 	// down): 2026-07-28 where the server offers it, else 2025-11-25.
 	Protocol string
+	// Phase says more than Up: "up"; "starting" (never connected: its
+	// first connection failed at start and is retried in the background);
+	// "restarting" (it was up, went down, and is reconnected with
+	// backoff); "" when the source does not say.
+	Phase string
 }
 
 // SetUpstreams names where [Gateway.CheckHealth] and [Gateway.Upstreams]

@@ -82,7 +82,7 @@ func answerProp(t *testing.T, p *mcp.ElicitParams) map[string]any {
 
 func errorClass(t *testing.T, res *mcp.CallToolResult) (string, string) {
 	t.Helper()
-	e, _ := structured(t, res)["error"].(map[string]any)
+	e, _ := structuredError(t, res)["error"].(map[string]any)
 	if e == nil {
 		t.Fatalf("no error object in %s", text(res))
 	}
@@ -139,7 +139,7 @@ func TestAskUserQuestionThroughElicitation(t *testing.T) {
 	// then of unknown outcome, as for any failed channel).
 	e.answer = &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "MySQL"}}
 	res = call(t, cs, "ask_user_question", dbQuestion)
-	if sc := structured(t, res); !res.IsError || sc["class"] != string(tool.ClassUnknownOutcome) || sc["answer"] != nil {
+	if sc := structuredError(t, res); sc["class"] != string(tool.ClassUnknownOutcome) || sc["answer"] != nil {
 		t.Errorf("an answer outside the options: %s", text(res))
 	}
 }

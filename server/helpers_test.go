@@ -194,6 +194,24 @@ func structured(t testing.TB, res *mcp.CallToolResult) map[string]any {
 	return decode(t, b)
 }
 
+// structuredError decodes an error result's structured error: for a tool
+// that declares an output schema (the built-ins) it is in
+// _meta["backplane/error"] (schemaSafeError), else in structuredContent.
+func structuredError(t testing.TB, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	if !res.IsError {
+		t.Fatalf("not an error result: %s", text(res))
+	}
+	if res.StructuredContent != nil {
+		return structured(t, res)
+	}
+	b, err := json.Marshal(res.Meta[server.MetaError])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, b)
+}
+
 func decode(t testing.TB, b []byte) map[string]any {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(b))

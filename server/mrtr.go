@@ -77,7 +77,7 @@ func (s *Server) callModern(ctx context.Context, req *mcp.CallToolRequest, cr ga
 	if task, ok := s.callAsTask(ctx, cr, mc, err); ok {
 		return nil, taskAnswer{task}
 	}
-	out, err := toolResult(res, err)
+	out, err := toolResult(res, err, s.declaresOutput(cr.Tool, res, err))
 	if err != nil {
 		return nil, err
 	}

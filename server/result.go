@@ -27,15 +27,46 @@ const (
 	// MetaReplayed, in a result's _meta, is true when the result is the
 	// recorded outcome of an earlier call with the same idempotency key.
 	MetaReplayed = "backplane/replayed"
+	// MetaError, in an error result's _meta, is the structured error
+	// (the gateway's error object, or a built-in tool's error result) of
+	// a tool that declares an output schema, in place of
+	// structuredContent: see [schemaSafeError].
+	MetaError = "backplane/error"
 )
+
+// schemaSafeError moves the structuredContent of an error result
+// Backplane wrote itself (a refusal, a failure, a built-in tool's error)
+// into _meta[MetaError], for a tool that declares an output schema. The
+// error object does not follow the tool's output schema, and the
+// TypeScript SDK's client (@modelcontextprotocol/sdk 1.x, 1.32.2 the
+// latest) validates structuredContent against it even when isError is set
+// (typescript-sdk issue 1943): the caller would get a thrown "does not
+// match the tool's output schema" instead of approval_required or
+// not_found. The text content still says the same. An upstream's own
+// result is never changed (passThrough).
+func schemaSafeError(out *mcp.CallToolResult) {
+	if !out.IsError || out.StructuredContent == nil {
+		return
+	}
+	if out.Meta == nil {
+		out.Meta = mcp.Meta{}
+	}
+	out.Meta[MetaError] = out.StructuredContent
+	out.StructuredContent = nil
+}
 
 // successResult turns what a backend returned into an MCP tool result. An
 // upstream MCP server's result object passes through as it is; any other
 // JSON value is carried as text, and also as structuredContent when it is an
 // object (structuredContent must be an object).
-func successResult(r *gateway.CallResult) *mcp.CallToolResult {
+//
+// hasOutput says the tool declares an output schema: an error result this
+// function writes (not an upstream's) then carries its object in
+// _meta[MetaError] instead (schemaSafeError).
+func successResult(r *gateway.CallResult, hasOutput bool) *mcp.CallToolResult {
 	out := passThrough(r.Result)
-	if out == nil {
+	own := out == nil
+	if own {
 		out = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(r.Result)}}}
 		if isObject(r.Result) {
 			out.StructuredContent = json.RawMessage(r.Result)
@@ -43,6 +74,9 @@ func successResult(r *gateway.CallResult) *mcp.CallToolResult {
 	}
 	if r.IsError {
 		out.IsError = true
+	}
+	if own && hasOutput {
+		schemaSafeError(out)
 	}
 	if out.Content == nil {
 		out.Content = []mcp.Content{} // "content" is required: never null
@@ -198,8 +232,10 @@ func isObject(b []byte) bool {
 // errorResult is a call the gateway refused or that failed, as a tool
 // result a model can act on (SEP-1303): isError, the whole *gateway.Error
 // in structuredContent (class, message, step, pointers, every violation),
-// and the same in words in content.
-func errorResult(err error) *mcp.CallToolResult {
+// and the same in words in content. For a tool that declares an output
+// schema (hasOutput) the error object is in _meta[MetaError] instead
+// (schemaSafeError).
+func errorResult(err error, hasOutput bool) *mcp.CallToolResult {
 	var ge *gateway.Error
 	if !errors.As(err, &ge) {
 		ge = &gateway.Error{Class: tool.ClassExecutionFailure, Message: err.Error(), Details: map[string]any{}}
@@ -215,6 +251,9 @@ func errorResult(err error) *mcp.CallToolResult {
 	}
 	if ge.CallID != "" {
 		out.Meta[MetaCallID] = ge.CallID
+	}
+	if hasOutput {
+		schemaSafeError(out)
 	}
 	return out
 }

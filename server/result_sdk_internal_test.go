@@ -45,7 +45,7 @@ func TestSuccessResultMatchesSDKDecoding(t *testing.T) {
 			want.StructuredContent = sc
 		}
 		want.Meta = mergeMeta(want.Meta, "call_1")
-		got := successResult(&gateway.CallResult{Result: json.RawMessage(in), CallID: "call_1"})
+		got := successResult(&gateway.CallResult{Result: json.RawMessage(in), CallID: "call_1"}, false)
 		g, err := json.Marshal(got)
 		if err != nil {
 			t.Fatal(err)
@@ -99,6 +99,6 @@ func mergeMeta(m mcp.Meta, callID string) mcp.Meta {
 func BenchmarkSuccessResult(b *testing.B) {
 	r := &gateway.CallResult{Result: json.RawMessage(`{"content":[{"type":"text","text":"Echo: benchmark call"}]}`), CallID: "call_1"}
 	for b.Loop() {
-		successResult(r)
+		successResult(r, false)
 	}
 }

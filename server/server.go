@@ -28,6 +28,11 @@
 //     result with isError true, carrying the [*gateway.Error] (class,
 //     message, step, pointers, every violation) in structuredContent and the
 //     same in words in content (SEP-1303), so a model can correct itself.
+//     For a tool that declares an output schema, an error result the
+//     server writes (a refusal, a failure, a built-in's own error) has the
+//     object in _meta[MetaError] instead: clients validate
+//     structuredContent against the output schema, some even when isError
+//     is set.
 //     Protocol errors are kept for malformed requests, and for a tool name
 //     the gateway does not know (invalid params, as the MCP specification
 //     says, with the gateway's error object as data).
@@ -608,9 +613,13 @@ func (s *Server) listTools(caller, cursor string) (mcp.Result, error) {
 }
 
 // toolOf describes a gateway tool in MCP: its name, description and schema
-// bytes as registered, and its safety flags as hints.
+// bytes as registered (its output schema too, when it has one), and its
+// safety flags as hints.
 func toolOf(t tool.Tool) *mcp.Tool {
 	mt := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
+	if len(t.OutputSchema) > 0 {
+		mt.OutputSchema = json.RawMessage(t.OutputSchema)
+	}
 	if t.Safety.ReadOnly || t.Safety.Idempotent {
 		mt.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: t.Safety.ReadOnly, IdempotentHint: t.Safety.Idempotent}
 	}
@@ -733,7 +742,18 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 // finishCall runs cr through the gateway and makes its MCP result.
 func (s *Server) finishCall(ctx context.Context, cr gateway.CallRequest) (*mcp.CallToolResult, error) {
 	res, err := s.runCall(ctx, cr)
-	return toolResult(res, err)
+	return toolResult(res, err, s.declaresOutput(cr.Tool, res, err))
+}
+
+// declaresOutput reports whether the named tool declares an output schema,
+// asked only of an error (a success is written the same either way):
+// the lookup reads an upstream tool's descriptor.
+func (s *Server) declaresOutput(name string, res *gateway.CallResult, err error) bool {
+	if err == nil && (res == nil || !res.IsError) {
+		return false
+	}
+	t, _, ok := s.g.Tool(name)
+	return ok && len(tool.OutputSchemaOf(t)) > 0
 }
 
 // runCall runs cr through the gateway, counted in the metrics.
@@ -750,17 +770,18 @@ func (s *Server) runCall(ctx context.Context, cr gateway.CallRequest) (*gateway.
 }
 
 // toolResult is the MCP answer of a call's outcome: a tool result, or
-// invalid params for a tool the caller cannot see.
-func toolResult(res *gateway.CallResult, err error) (*mcp.CallToolResult, error) {
+// invalid params for a tool the caller cannot see. hasOutput: the tool
+// declares an output schema (successResult, errorResult).
+func toolResult(res *gateway.CallResult, err error, hasOutput bool) (*mcp.CallToolResult, error) {
 	if err != nil {
 		var ge *gateway.Error
 		if errors.As(err, &ge) && ge.Class == tool.ClassNotFound {
 			data, _ := json.Marshal(ge)
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: ge.Message, Data: data}
 		}
-		return errorResult(err), nil
+		return errorResult(err, hasOutput), nil
 	}
-	return successResult(res), nil
+	return successResult(res, hasOutput), nil
 }
 
 // previewText is what a call under approval would do, for an elicitation

@@ -177,7 +177,7 @@ func (s *Server) tasksMethod(ctx context.Context, method string, req mcp.Request
 	}
 	if v.Orphaned != nil {
 		// Its runner died: the task ends with what the journal says.
-		_, outcome := taskOutcome(nil, v.Orphaned)
+		_, outcome := taskOutcome(nil, v.Orphaned, s.declaresOutput(v.Task.Tool, nil, v.Orphaned))
 		if err := s.g.EndTask(ctx, v.Task.ID, false, outcome); err == nil {
 			v.Task.Status, v.Task.Outcome = store.TaskCompleted, outcome
 		} else if v, err = s.g.GetTask(ctx, caller, p.TaskID); err != nil {
@@ -230,7 +230,7 @@ func (s *Server) runTask(t store.Task) {
 			label = unknownTool // as runCall labels it
 		}
 		s.metrics.observe(label, res, err, time.Since(start))
-		failed, outcome := taskOutcome(res, err)
+		failed, outcome := taskOutcome(res, err, s.declaresOutput(t.Tool, res, err))
 		// The answer is recorded even when the call was cancelled by
 		// shutdown: the task must not stay running for ever.
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -242,9 +242,10 @@ func (s *Server) runTask(t store.Task) {
 }
 
 // taskOutcome is the answer a call's outcome makes a task end with: the
-// tool result (completed) or the JSON-RPC error (failed).
-func taskOutcome(res *gateway.CallResult, err error) (failed bool, outcome []byte) {
-	out, rpcErr := toolResult(res, err)
+// tool result (completed) or the JSON-RPC error (failed); declaresOutput
+// as toolResult takes it.
+func taskOutcome(res *gateway.CallResult, err error, declaresOutput bool) (failed bool, outcome []byte) {
+	out, rpcErr := toolResult(res, err, declaresOutput)
 	if rpcErr != nil {
 		var je *jsonrpc.Error
 		if !errors.As(rpcErr, &je) {

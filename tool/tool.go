@@ -76,8 +76,13 @@ type Tool struct {
 	// annotation, execution, _meta, members yet to be specified) is lost
 	// on the way. Everything in it is part of the definition ([HashOf]).
 	// nil for the gateway's own tools, which are served from the fields
-	// above (but a [Func] tool with an output schema, which has no field).
+	// above (but a [Func] tool with an output schema).
 	Descriptor json.RawMessage
+	// OutputSchema, for a tool without a Descriptor (the built-in tools),
+	// is the JSON Schema of its structured result when it is not an
+	// error: served as the tool's outputSchema, part of its definition
+	// ([HashOf]). A Descriptor carries its own and this is then ignored.
+	OutputSchema json.RawMessage
 }
 
 // Class is a stable error class string; callers (and models) match on it.
@@ -167,9 +172,18 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 // destructiveHint is a changed definition, held until an operator accepts
 // it. A descriptor that says nothing more (or none) gives the hash
 // DefinitionHash gives, so that pins recorded before descriptors counted
-// still hold for tools that declare nothing else.
+// still hold for tools that declare nothing else. A tool without a
+// descriptor but with an [Tool.OutputSchema] hashes as the descriptor
+// declaring it would: the output schema counts the same either way.
 func HashOf(t Tool) string {
 	extra := descriptorExtra(t.Descriptor)
+	if len(t.Descriptor) == 0 && len(t.OutputSchema) > 0 {
+		var out any = string(t.OutputSchema)
+		if v, err := jsonstrict.Decode(t.OutputSchema, descriptorLimits); err == nil {
+			out = v
+		}
+		extra = map[string]any{"outputSchema": out}
+	}
 	if extra == nil {
 		return DefinitionHash(t.Name, t.Description, t.InputSchema, t.Safety)
 	}
@@ -324,4 +338,27 @@ func definitionHash(name, description string, schema json.RawMessage, safety Saf
 // builtin.enable, the embedded schemas' order, serve's summary).
 func BuiltinNames() []string {
 	return []string{"read", "bash", "grep", "glob", "write", "url_fetch", "edit", "ls", "ask_user_question"}
+}
+
+// OutputSchemaOf is the output schema t declares: its descriptor's
+// outputSchema member when it has a descriptor (nil when that has none or
+// it is null), else [Tool.OutputSchema].
+func OutputSchemaOf(t Tool) json.RawMessage {
+	if len(t.Descriptor) == 0 {
+		return t.OutputSchema
+	}
+	ms, err := jsonstrict.Members(t.Descriptor, descriptorLimits)
+	if err != nil {
+		return nil
+	}
+	var out json.RawMessage
+	for _, m := range ms {
+		if m.Name == "outputSchema" {
+			out = m.Raw // the last one, as a JSON reader keeps it
+		}
+	}
+	if string(out) == "null" {
+		return nil
+	}
+	return out
 }

@@ -100,3 +100,56 @@ func TestServed(t *testing.T) {
 		t.Errorf("a descriptor without a name: %s", got)
 	}
 }
+
+// A tool's own output schema (the built-ins) counts as a descriptor
+// declaring it would: a changed output schema is a changed definition, and
+// moving it between the field and a descriptor changes nothing.
+func TestHashOfOutputSchema(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object"}`)
+	base := Tool{Name: "read", Description: "d", InputSchema: schema, Safety: Safety{ReadOnly: true}}
+	withOut := base
+	withOut.OutputSchema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	if HashOf(withOut) == HashOf(base) {
+		t.Error("an output schema does not change the hash")
+	}
+	other := withOut
+	other.OutputSchema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"string"}}}`)
+	if HashOf(other) == HashOf(withOut) {
+		t.Error("a changed output schema keeps the hash")
+	}
+	spaced := withOut
+	spaced.OutputSchema = json.RawMessage(`{ "properties": {"n": {"type": "integer"}}, "type": "object" }`)
+	if HashOf(spaced) != HashOf(withOut) {
+		t.Error("the output schema's layout changes the hash")
+	}
+	viaDescriptor := base
+	viaDescriptor.Descriptor = json.RawMessage(`{"name":"read","description":"d","inputSchema":{"type":"object"},` +
+		`"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}}},"annotations":{"readOnlyHint":true}}`)
+	if HashOf(viaDescriptor) != HashOf(withOut) {
+		t.Error("the same output schema in a descriptor hashes otherwise")
+	}
+	// A descriptor wins: the field is ignored beside one.
+	both := viaDescriptor
+	both.OutputSchema = other.OutputSchema
+	if HashOf(both) != HashOf(viaDescriptor) {
+		t.Error("OutputSchema counts beside a Descriptor")
+	}
+}
+
+func TestOutputSchemaOf(t *testing.T) {
+	for _, c := range []struct {
+		t    Tool
+		want string
+	}{
+		{Tool{}, ""},
+		{Tool{OutputSchema: json.RawMessage(`{"type":"object"}`)}, `{"type":"object"}`},
+		{Tool{Descriptor: json.RawMessage(`{"name":"x","outputSchema":{"type":"object","title":"T"}}`)}, `{"type":"object","title":"T"}`},
+		{Tool{Descriptor: json.RawMessage(`{"name":"x"}`), OutputSchema: json.RawMessage(`{"type":"object"}`)}, ""},
+		{Tool{Descriptor: json.RawMessage(`{"name":"x","outputSchema":null}`)}, ""},
+		{Tool{Descriptor: json.RawMessage(`[1]`)}, ""},
+	} {
+		if got := OutputSchemaOf(c.t); string(got) != c.want {
+			t.Errorf("OutputSchemaOf(%s / %s) = %s, want %s", c.t.Descriptor, c.t.OutputSchema, got, c.want)
+		}
+	}
+}

@@ -350,12 +350,13 @@ func (s *Set) describe() []tool.Tool {
 		}
 		fn := im.fn
 		out = append(out, tool.Tool{
-			Name:        st.Name,
-			Description: st.Description,
-			InputSchema: st.InputSchema,
-			Safety:      im.safety,
-			Timeout:     im.timeout,
-			Backend:     &toolBackend{s: s, name: st.Name, fn: fn, check: checker(st.Name)},
+			Name:         st.Name,
+			Description:  st.Description,
+			InputSchema:  st.InputSchema,
+			OutputSchema: st.OutputSchema,
+			Safety:       im.safety,
+			Timeout:      im.timeout,
+			Backend:      &toolBackend{s: s, name: st.Name, fn: fn, check: checker(st.Name)},
 		})
 	}
 	return out

@@ -91,8 +91,7 @@ func callTool(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name str
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	sc, _ := res.StructuredContent.(map[string]any)
-	return res, sc
+	return res, structuredMap(res)
 }
 
 func detailsOf(sc map[string]any) map[string]any {
@@ -210,9 +209,11 @@ func TestServeApprovalRequiredAtOnce(t *testing.T) {
 			t.Fatalf("TypeScript client: %+v\n%s", rep, stderr)
 		}
 		r := rep.Calls[0].Result
-		hints, _ := json.Marshal(r.StructuredContent["details"])
-		if !r.IsError || r.StructuredContent["class"] != "approval_required" || !strings.Contains(string(hints), "--config "+cfgPath) {
-			t.Errorf("TypeScript client's write: %+v", r.StructuredContent)
+		// write declares an output schema: the error is in _meta.
+		ge, _ := r.Meta["backplane/error"].(map[string]any)
+		hints, _ := json.Marshal(ge["details"])
+		if !r.IsError || ge["class"] != "approval_required" || !strings.Contains(string(hints), "--config "+cfgPath) {
+			t.Errorf("TypeScript client's write: %+v", r)
 		}
 	} else {
 		t.Log("the TypeScript SDK client is not installed (npm ci in testdata/mcp-peers): its case is skipped")

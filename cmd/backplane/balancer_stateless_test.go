@@ -93,7 +93,7 @@ tools:
 			ApprovalID string `json:"approval_id"`
 		} `json:"details"`
 	}
-	raw, _ := json.Marshal(res.StructuredContent)
+	raw := structuredOf(res)
 	if json.Unmarshal(raw, &refusal) != nil || refusal.Details.ApprovalID == "" {
 		t.Fatalf("approval_required without an approval id: %s", raw)
 	}

@@ -245,11 +245,16 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		}
 		killUpstream(t, pidLog)
 		// The page reads itself again every few seconds: no reload.
-		uiWaitFor(t, ctx, "up is down", `document.querySelector('#upstream-up').dataset.state === 'down'`)
+		uiWaitFor(t, ctx, "up is down, restarting", `document.querySelector('#upstream-up').dataset.state === 'down' && document.querySelector('#upstream-up').dataset.phase === 'restarting'`)
 		if err := os.WriteFile(flag, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		uiWaitFor(t, ctx, "up is back", `document.querySelector('#upstream-up').dataset.state === 'up'`)
+		uiWaitFor(t, ctx, "up is back", `document.querySelector('#upstream-up').dataset.state === 'up' && document.querySelector('#upstream-up').dataset.phase === 'up'`)
+		// The revision the connection speaks: the Go SDK test server
+		// offers 2026-07-28.
+		if row := uiText(t, ctx, "#upstream-up"); !strings.Contains(row, "2026-07-28") {
+			t.Errorf("the upstream's row does not name the MCP revision it speaks:\n%s", row)
+		}
 	})
 
 	t.Run("no accessibility violation on any page", func(t *testing.T) {

@@ -84,11 +84,8 @@ serve:
 }
 
 func classOf(res *mcp.CallToolResult) string {
-	if m, ok := res.StructuredContent.(map[string]any); ok {
-		c, _ := m["class"].(string)
-		return c
-	}
-	return ""
+	c, _ := structuredMap(res)["class"].(string)
+	return c
 }
 
 func textOf(res *mcp.CallToolResult) string {

@@ -48,16 +48,31 @@ type journalEntry struct {
 	ErrorClass string       `json:"error_class,omitempty"`
 	// ToolError is set on a succeeded intent whose tool reported an error
 	// (its result has is_error): it ran, and failed by its own account.
-	ToolError bool       `json:"tool_error,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	SettledAt *time.Time `json:"settled_at"` // null while started
+	ToolError bool `json:"tool_error,omitempty"`
+	// ResultRefused is set on a succeeded intent whose structured result
+	// broke its tool's output schema (error_class invalid_result): the
+	// tool ran, and the caller was refused its result.
+	ResultRefused bool       `json:"result_refused,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	SettledAt     *time.Time `json:"settled_at"` // null while started
+}
+
+// resultRefused is what the journal's status "succeeded" means for a call
+// settled with class invalid_result, in plain words: "succeeded" there
+// says the tool ran (its budget stays spent; "failed" would say it
+// provably did not), not that the caller got its result.
+const resultRefused = "ran; result refused: invalid_result"
+
+// isResultRefused reports whether in ran and its result was refused.
+func isResultRefused(in *store.Intent) bool {
+	return in.Status == store.StatusSucceeded && in.ErrorClass == string(tool.ClassInvalidResult)
 }
 
 func entryOf(in *store.Intent) journalEntry {
 	e := journalEntry{
 		CallID: in.CallID, Tool: in.Tool, Caller: in.Caller, Session: in.Session, Status: in.Status,
 		ArgsDigest: in.ArgsDigest, ErrorClass: in.ErrorClass, CreatedAt: in.CreatedAt.UTC(),
-		ToolError: gateway.ToolReportedError(in),
+		ToolError: gateway.ToolReportedError(in), ResultRefused: isResultRefused(in),
 	}
 	if !in.SettledAt.IsZero() {
 		t := in.SettledAt.UTC()
@@ -89,8 +104,10 @@ status, the digest of the arguments (never their values), when the intent
 was created and when it settled. A call that ran and whose tool reported an
 error is listed as "succeeded (tool_error)"; --status tool_error lists only
 those. A call whose result broke its tool's output schema is listed as
-"succeeded (invalid_result)" (journal show has the result as the tool
-answered it). --limit 0 lists the whole journal; it is read and written a page at
+"ran; result refused: invalid_result": the journal's status is succeeded
+(the tool ran and its budget stays spent; failed means it provably did not
+run), but the caller got invalid_result, not the result (journal show has
+the result as the tool answered it; --status succeeded lists these too). --limit 0 lists the whole journal; it is read and written a page at
 a time, so memory stays small however long the journal is.
 
 With --all the calls refused before they were journaled are listed too,
@@ -103,7 +120,7 @@ With --json the answer is {"intents":[{"call_id","tool","caller","status",
 "args_digest","created_at","settled_at","tool_error",...}]}; settled_at is
 null while an intent is started (and for a refusal, whose status is
 "refused" and error_class its class); tool_error is true for a
-tool-reported error.`,
+tool-reported error, result_refused for a result refused as invalid_result.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if status == gateway.StatusRefused {
@@ -261,10 +278,10 @@ func (w *journalWriter) page(intents []store.Intent) error {
 		status := string(e.Status)
 		if e.ToolError {
 			status += " (tool_error)"
-		} else if e.ErrorClass == string(tool.ClassInvalidResult) {
+		} else if e.ResultRefused {
 			// It ran (its budget stays spent), and its result broke its
 			// output schema: not a success the caller was handed.
-			status += " (invalid_result)"
+			status = resultRefused
 		}
 		if e.Status == gateway.StatusRefused {
 			status += " (" + e.ErrorClass + ")"
@@ -401,6 +418,10 @@ func writeIntentDetail(out io.Writer, d *intentDetail) {
 	}
 	field("call id", d.CallID)
 	field("status", string(d.Status))
+	if d.Status == store.StatusSucceeded && d.ErrorClass == string(tool.ClassInvalidResult) {
+		field("outcome", resultRefused+" (the tool ran and its budget stays spent; its structured result broke the tool's output schema, "+
+			"so the caller got invalid_result, never the result below, kept as the tool answered it)")
+	}
 	field("tool", d.Tool)
 	field("definition", d.DefinitionHash)
 	field("caller", d.Caller)

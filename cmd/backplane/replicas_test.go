@@ -213,10 +213,7 @@ func errorClass(res *mcp.CallToolResult) string {
 	if res == nil || !res.IsError {
 		return ""
 	}
-	b, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		return "(structuredContent: " + err.Error() + ")"
-	}
+	b := structuredOf(res)
 	var e struct {
 		Class string `json:"class"`
 	}
@@ -823,8 +820,7 @@ func resultText(res *mcp.CallToolResult) string {
 	if res == nil {
 		return "(none)"
 	}
-	b, _ := json.Marshal(res.StructuredContent)
-	return fmt.Sprintf("isError %v %s", res.IsError, b)
+	return fmt.Sprintf("isError %v %s", res.IsError, structuredOf(res))
 }
 
 // TestReplicasOverviewCountsBoth: calls made on two replicas, some

@@ -63,9 +63,10 @@ type tsReport struct {
 	} `json:"connectError"`
 	ProtocolVersion string `json:"protocolVersion"`
 	Tools           []struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"inputSchema"`
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"inputSchema"`
+		OutputSchema json.RawMessage `json:"outputSchema"`
 	} `json:"tools"`
 	Calls []struct {
 		Name   string `json:"name"`
@@ -73,6 +74,7 @@ type tsReport struct {
 			IsError           bool                          `json:"isError"`
 			Content           []struct{ Type, Text string } `json:"content"`
 			StructuredContent map[string]any                `json:"structuredContent"`
+			Meta              map[string]any                `json:"_meta"`
 		} `json:"result"`
 		Error *struct {
 			Code    float64 `json:"code"`
@@ -144,6 +146,9 @@ func checkCatalog(t *testing.T, rep tsReport, names []string) {
 		if canonical(t, tool.InputSchema) != canonical(t, b.InputSchema) {
 			t.Errorf("%s: schema %s\nwant %s", tool.Name, tool.InputSchema, b.InputSchema)
 		}
+		if len(tool.OutputSchema) == 0 || canonical(t, tool.OutputSchema) != canonical(t, b.OutputSchema) {
+			t.Errorf("%s: output schema %s\nwant %s", tool.Name, tool.OutputSchema, b.OutputSchema)
+		}
 	}
 }
 
@@ -168,12 +173,20 @@ func checkTSCalls(t *testing.T, rep tsReport) {
 	if ok != nil && (len(ok.Content) != 1 || ok.Content[0].Type != "text" || !strings.Contains(ok.Content[0].Text, "hello from the workspace")) {
 		t.Errorf("read notes.txt content: %+v", ok.Content)
 	}
+	// read declares an output schema: the error object is in
+	// _meta["backplane/error"], not in structuredContent, which this
+	// client (TypeScript SDK 1.x) would validate against the output schema
+	// and throw instead of returning the result.
 	bad := rep.Calls[1].Result
-	if bad == nil || !bad.IsError || bad.StructuredContent["class"] != "validation" {
+	if bad == nil || !bad.IsError || bad.StructuredContent != nil {
 		t.Fatalf("invalid read: %+v", rep.Calls[1])
 	}
+	ge, _ := bad.Meta["backplane/error"].(map[string]any)
+	if ge["class"] != "validation" {
+		t.Fatalf("invalid read: _meta %v, want the validation error in backplane/error", bad.Meta)
+	}
 	var pointers []string
-	for _, e := range bad.StructuredContent["errors"].([]any) {
+	for _, e := range ge["errors"].([]any) {
 		pointers = append(pointers, e.(map[string]any)["pointer"].(string))
 	}
 	slices.Sort(pointers)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,9 +44,69 @@ type stdioClient struct {
 	out  *bufio.Reader
 	id   int
 	caps map[string]json.RawMessage // what the server declared
+	// modern: the client speaks 2026-07-28 (no initialize; each request
+	// carries its version, capabilities and client info in _meta).
+	modern bool
+}
+
+// modernVersion is the sessionless MCP revision the 2026 comparison
+// speaks.
+const modernVersion = "2026-07-28"
+
+// withModernMeta is params with the _meta of a 2026-07-28 request.
+func withModernMeta(t *testing.T, params string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(params), &m); err != nil {
+		t.Fatalf("params %s: %v", params, err)
+	}
+	m["_meta"] = json.RawMessage(`{"io.modelcontextprotocol/protocolVersion":"` + modernVersion + `",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},` +
+		`"io.modelcontextprotocol/clientCapabilities":` + clientCaps + `}`)
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// startModernStdioClient speaks 2026-07-28 to cmd where it offers it
+// (server/discover answers, naming the revision), else falls back to a
+// 2025-11-25 session as startStdioClient does; modern says which.
+func startModernStdioClient(t *testing.T, cmd *exec.Cmd) *stdioClient {
+	t.Helper()
+	c := startStdioPipes(t, cmd)
+	c.modern = true
+	res, rpcErr := c.call(t, "server/discover", `{}`)
+	var dr struct {
+		SupportedVersions []string                   `json:"supportedVersions"`
+		Capabilities      map[string]json.RawMessage `json:"capabilities"`
+	}
+	if rpcErr == nil && json.Unmarshal(res, &dr) == nil && slices.Contains(dr.SupportedVersions, modernVersion) {
+		c.caps = dr.Capabilities
+		return c
+	}
+	c.modern = false
+	c.initialize(t)
+	return c
 }
 
 func startStdioClient(t *testing.T, cmd *exec.Cmd) *stdioClient {
+	t.Helper()
+	c := startStdioPipes(t, cmd)
+	c.initialize(t)
+	return c
+}
+
+// initialize opens a 2025-11-25 session.
+func (c *stdioClient) initialize(t *testing.T) {
+	t.Helper()
+	init := c.request(t, "initialize", `{"protocolVersion":"2025-11-25","capabilities":`+clientCaps+`,"clientInfo":{"name":"raw","version":"0"}}`)
+	var ir struct{ Capabilities map[string]json.RawMessage }
+	json.Unmarshal(init, &ir)
+	c.caps = ir.Capabilities
+	fmt.Fprintln(c.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+// startStdioPipes starts cmd with its stdin and stdout as a client's.
+func startStdioPipes(t *testing.T, cmd *exec.Cmd) *stdioClient {
 	t.Helper()
 	cmd.Stdin = nil // g.command sets one
 	in, err := cmd.StdinPipe()
@@ -73,18 +134,25 @@ func startStdioClient(t *testing.T, cmd *exec.Cmd) *stdioClient {
 			<-done
 		}
 	})
-	c := &stdioClient{in: in, out: bufio.NewReaderSize(out, 1<<20)}
-	init := c.request(t, "initialize", `{"protocolVersion":"2025-11-25","capabilities":`+clientCaps+`,"clientInfo":{"name":"raw","version":"0"}}`)
-	var ir struct{ Capabilities map[string]json.RawMessage }
-	json.Unmarshal(init, &ir)
-	c.caps = ir.Capabilities
-	fmt.Fprintln(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	return c
+	return &stdioClient{in: in, out: bufio.NewReaderSize(out, 1<<20)}
 }
 
 func (c *stdioClient) request(t *testing.T, method, params string) json.RawMessage {
 	t.Helper()
+	res, rpcErr := c.call(t, method, params)
+	if rpcErr != nil {
+		t.Fatalf("%s: answered with an error: %s", method, rpcErr)
+	}
+	return res
+}
+
+// call sends one request and returns its result or its error.
+func (c *stdioClient) call(t *testing.T, method, params string) (result, rpcErr json.RawMessage) {
+	t.Helper()
 	c.id++
+	if c.modern {
+		params = withModernMeta(t, params)
+	}
 	if _, err := fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", c.id, method, params); err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +163,8 @@ func (c *stdioClient) request(t *testing.T, method, params string) json.RawMessa
 		if err != nil {
 			t.Fatalf("%s: reading the answer: %v", method, err)
 		}
-		if res, ok := answerOf(t, method, line, c.id); ok {
-			return res
+		if res, rpcErr, ok := answerOrError(line, c.id); ok {
+			return res, rpcErr
 		}
 	}
 }
@@ -105,6 +173,16 @@ func (c *stdioClient) request(t *testing.T, method, params string) json.RawMessa
 // message (a notification, a request of the server's).
 func answerOf(t *testing.T, method string, msg []byte, id int) (json.RawMessage, bool) {
 	t.Helper()
+	res, rpcErr, ok := answerOrError(msg, id)
+	if ok && rpcErr != nil {
+		t.Fatalf("%s: answered with an error: %s", method, rpcErr)
+	}
+	return res, ok
+}
+
+// answerOrError is the result or the error of the answer to id; ok is
+// false for any other message.
+func answerOrError(msg []byte, id int) (result, rpcErr json.RawMessage, ok bool) {
 	var m struct {
 		ID     json.RawMessage
 		Method string
@@ -112,18 +190,22 @@ func answerOf(t *testing.T, method string, msg []byte, id int) (json.RawMessage,
 		Error  json.RawMessage
 	}
 	if err := json.Unmarshal(msg, &m); err != nil || m.Method != "" || string(m.ID) != fmt.Sprint(id) {
-		return nil, false
+		return nil, nil, false
 	}
-	if m.Error != nil {
-		t.Fatalf("%s: answered with an error: %s", method, m.Error)
-	}
-	return m.Result, true
+	return m.Result, m.Error, true
 }
 
-// httpClient is a streamable HTTP session.
+// httpClient is a streamable HTTP session, or with modern a 2026-07-28
+// client (no session: each request carries its _meta and the revision's
+// headers, served by serve's stateless path).
 type httpClient struct {
 	url, token, session string
 	id                  int
+	modern              bool
+}
+
+func startModernHTTPClient(url, token string) *httpClient {
+	return &httpClient{url: url, token: token, modern: true}
 }
 
 func startHTTPClient(t *testing.T, url, token string) *httpClient {
@@ -136,6 +218,12 @@ func startHTTPClient(t *testing.T, url, token string) *httpClient {
 
 func (c *httpClient) post(t *testing.T, body string) *http.Response {
 	t.Helper()
+	return c.postMethod(t, "", body)
+}
+
+// postMethod posts body, a request of method ("" for a notification).
+func (c *httpClient) postMethod(t *testing.T, method, body string) *http.Response {
+	t.Helper()
 	req, err := http.NewRequest("POST", c.url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +232,10 @@ func (c *httpClient) post(t *testing.T, body string) *http.Response {
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	if c.modern {
+		req.Header.Set("MCP-Protocol-Version", modernVersion)
+		req.Header.Set("Mcp-Method", method)
+	}
 	if c.session != "" {
 		req.Header.Set("Mcp-Session-Id", c.session)
 	}
@@ -160,7 +252,10 @@ func (c *httpClient) post(t *testing.T, body string) *http.Response {
 func (c *httpClient) request(t *testing.T, method, params string) json.RawMessage {
 	t.Helper()
 	c.id++
-	resp := c.post(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, c.id, method, params))
+	if c.modern {
+		params = withModernMeta(t, params)
+	}
+	resp := c.postMethod(t, method, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, c.id, method, params))
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != 200 {
@@ -272,6 +367,22 @@ func descriptorUpstreams(t *testing.T) []descriptorUpstream {
 // stdio and over HTTP, as the upstream's own list has it (compared as JSON
 // values, every member), the tool's name alone rewritten to NAME.TOOL.
 func TestServersDescriptorsServedUnchanged(t *testing.T) {
+	compareServedDescriptors(t, false)
+}
+
+// TestServersDescriptorsServedUnchanged2026 is the same comparison at
+// 2026-07-28: each upstream is listed directly at 2026-07-28 where it
+// offers it (the Go test server; the npm reference servers speak
+// 2025-11-25 only and are listed so), Backplane connects to each the same
+// way (it discovers first), and a 2026-07-28 client, without a session,
+// lists through serve over stdio and through its stateless HTTP path.
+// What the 2026 revision adds to a list result (resultType, cacheScope,
+// ttlMs) is on the page, not on an item: the items compare equal.
+func TestServersDescriptorsServedUnchanged2026(t *testing.T) {
+	compareServedDescriptors(t, true)
+}
+
+func compareServedDescriptors(t *testing.T, modern bool) {
 	ups := descriptorUpstreams(t)
 	var cfg strings.Builder
 	cfg.WriteString("store: state\npolicy:\n  - caller: alice\n    allow: [\"*\"]\n    resources: [\"demo://resource/*/*/*\", \"demo://resource/*/*\", \"test://full\", \"test://full/*\", \"memory://*\"]\n    prompts: [\"*\"]\n")
@@ -305,10 +416,18 @@ func TestServersDescriptorsServedUnchanged(t *testing.T) {
 	for _, l := range descriptorLists {
 		want[l.method] = map[string]item{}
 	}
+	spoke2026 := map[string]bool{}
 	for _, u := range ups {
 		cmd := exec.Command(u.command[0], u.command[1:]...)
 		cmd.Env = append(os.Environ(), u.env...)
-		c := startStdioClient(t, cmd)
+		var c *stdioClient
+		if modern {
+			c = startModernStdioClient(t, cmd)
+			spoke2026[u.name] = c.modern
+			t.Logf("upstream %s listed directly at %s", u.name, map[bool]string{true: modernVersion, false: "2025-11-25"}[c.modern])
+		} else {
+			c = startStdioClient(t, cmd)
+		}
 		for _, l := range descriptorLists {
 			if c.caps[l.cap] == nil {
 				continue
@@ -334,6 +453,19 @@ func TestServersDescriptorsServedUnchanged(t *testing.T) {
 	}
 
 	check := func(t *testing.T, c rawClient) {
+		if modern {
+			// The page, unlike its items, is Backplane's own: what a
+			// caller sees is what its policy grants it, so every list is
+			// cacheScope private whatever an upstream said of its own.
+			var page struct {
+				ResultType string `json:"resultType"`
+				CacheScope string `json:"cacheScope"`
+			}
+			json.Unmarshal(c.request(t, "tools/list", `{}`), &page)
+			if page.ResultType != "complete" || page.CacheScope != "private" {
+				t.Errorf("a 2026-07-28 tools/list page: resultType %q, cacheScope %q; want complete, private", page.ResultType, page.CacheScope)
+			}
+		}
 		for _, l := range descriptorLists {
 			got := map[string]json.RawMessage{}
 			for _, raw := range listAll(t, c, l.method, l.member) {
@@ -367,11 +499,46 @@ func TestServersDescriptorsServedUnchanged(t *testing.T) {
 			}
 		}
 	}
+	if modern && !spoke2026["go"] {
+		t.Fatal("the Go test server did not answer server/discover with 2026-07-28: nothing is compared at that revision")
+	}
 	t.Run("stdio", func(t *testing.T) {
+		if modern {
+			c := startStdioPipes(t, g.command("", "serve", "--stdio"))
+			c.modern = true
+			check(t, c)
+			return
+		}
 		check(t, startStdioClient(t, g.command("", "serve", "--stdio")))
 	})
 	t.Run("http", func(t *testing.T) {
 		p := startServe(t, g)
-		check(t, startHTTPClient(t, p.base+"/mcp", "tok"))
+		if !modern {
+			check(t, startHTTPClient(t, p.base+"/mcp", "tok"))
+			return
+		}
+		check(t, startModernHTTPClient(p.base+"/mcp", "tok"))
+		// Backplane spoke to each upstream as the test did.
+		for _, u := range ups {
+			want := "2025-11-25"
+			if spoke2026[u.name] {
+				want = modernVersion
+			}
+			if !upstreamConnectedAt(p.log(), u.name, want) {
+				t.Errorf("serve's log does not say upstream %s connected at %s:\n%s", u.name, want, p.log())
+			}
+		}
 	})
+}
+
+// upstreamConnectedAt reports whether serve's log has the line saying the
+// named upstream connected with protocol version.
+func upstreamConnectedAt(log, server, version string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "upstream connected") && strings.Contains(line, "server="+server+" ") &&
+			strings.Contains(line, "protocol="+version) {
+			return true
+		}
+	}
+	return false
 }

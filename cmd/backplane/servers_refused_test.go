@@ -72,8 +72,8 @@ func TestToolsListNamesRefusedTools(t *testing.T) {
 
 // TestToolsInvalidResultThroughTheBinary: a result that breaks its tool's
 // output schema reaches the caller of backplane call as invalid_result with
-// the pointer, and the journal lists the call succeeded (invalid_result) and
-// shows the result as the tool answered it.
+// the pointer, and the journal lists the call "ran; result refused:
+// invalid_result" and shows the result as the tool answered it.
 func TestToolsInvalidResultThroughTheBinary(t *testing.T) {
 	g := refusedDir(t)
 	r := g.run(t, "", "call", "--caller", "alice", "--json", "go.full_bad", `{"bad":true}`)
@@ -85,9 +85,21 @@ func TestToolsInvalidResultThroughTheBinary(t *testing.T) {
 	if errs, _ := e["errors"].([]any); len(errs) != 2 {
 		t.Errorf("violations: %v, want /inner/label and /n", e["errors"])
 	}
+	// The journal's status is succeeded (it ran; failed would say it
+	// provably did not), said plainly so that no operator reads a success.
 	r = g.run(t, "", "journal", "list")
-	if !strings.Contains(r.stdout, "succeeded (invalid_result)") {
+	if !strings.Contains(r.stdout, "ran; result refused: invalid_result") || strings.Contains(r.stdout, "succeeded") {
 		t.Errorf("journal list:\n%s", r.stdout)
+	}
+	r = g.run(t, "", "journal", "list", "--json")
+	if !strings.Contains(r.stdout, `"result_refused":true`) || !strings.Contains(r.stdout, `"status":"succeeded"`) {
+		t.Errorf("journal list --json:\n%s", r.stdout)
+	}
+	id, _ := e["call_id"].(string)
+	r = g.run(t, "", "journal", "show", id)
+	if !strings.Contains(r.stdout, "outcome:") || !strings.Contains(r.stdout, "ran; result refused: invalid_result") ||
+		!strings.Contains(r.stdout, "never the result below") || !strings.Contains(r.stdout, `"label"`) {
+		t.Errorf("journal show %s:\n%s", id, r.stdout)
 	}
 	ok := g.run(t, "", "call", "--caller", "alice", "--json", "go.full_bad", `{"n":2}`)
 	ok.wantCode(t, exitOK)

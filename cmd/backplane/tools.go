@@ -55,6 +55,9 @@ type toolEntry struct {
 	// part of the definition hash, so an operator accepting a change sees
 	// every member that may have changed.
 	Descriptor json.RawMessage `json:"descriptor,omitempty"`
+	// OutputSchema is a tool's own output schema (the built-ins'), when it
+	// has no descriptor (whose outputSchema member says it).
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	// Sandbox says how a tool's process is confined (bash, command tools,
 	// stdio servers' tools), "" for tools that start none.
 	Sandbox string `json:"sandbox,omitempty"`
@@ -99,6 +102,9 @@ and the line that accepts them (validator: draft2020-12).`,
 					Name: t.Name, Source: orDash(s.rt.ToolSource(t.Name)), Pinned: t.Pinned,
 					DefinitionHash: hash, Description: t.Description, InputSchema: t.InputSchema, Descriptor: t.Descriptor,
 					Callable: true,
+				}
+				if len(t.Descriptor) == 0 {
+					e.OutputSchema = t.OutputSchema
 				}
 				if err := s.rt.Gateway.Refusal(t.Name); err != nil {
 					e.Callable, e.Refused = false, err.Error()

@@ -73,11 +73,18 @@ func appendU(out []byte, r rune) []byte {
 }
 
 // linesClean reports whether b holds nothing [Unsafe] but '\n'.
-func linesClean(b []byte) bool {
+func linesClean(b []byte) bool { return cleanBytes(b, false) }
+
+// blockClean reports whether b holds nothing [Unsafe] but '\n' and '\t'.
+func blockClean(b []byte) bool { return cleanBytes(b, true) }
+
+// cleanBytes reports whether b holds nothing [Unsafe] but '\n' (and '\t'
+// with tabs).
+func cleanBytes(b []byte, tabs bool) bool {
 	for i := 0; i < len(b); {
 		c := b[i]
 		if c < utf8.RuneSelf {
-			if (c < 0x20 && c != '\n') || c == 0x7f {
+			if (c < 0x20 && c != '\n' && !(tabs && c == '\t')) || c == 0x7f {
 				return false
 			}
 			i++
@@ -93,21 +100,23 @@ func linesClean(b []byte) bool {
 }
 
 // Markup returns the document b (a page html/template wrote) with every
-// character [Unsafe] would escape, '\n' aside, written as its escape
+// character [Unsafe] would escape, '\n' and '\t' aside (as [Block]: a tab
+// in a diff shows as the file's spacing, and in HTML it is white space),
+// written as its escape
 // (\x1b, \u202e), so a page shows what a terminal shows. Backslashes are
 // left alone, unlike [Line]'s: the document's own syntax (a script's
 // string escapes) gives them a meaning, and what replaces a character is
 // plain ASCII text, safe in every context html/template writes (text,
 // attributes, scripts, where it reads as the same character).
 func Markup(b []byte) []byte {
-	if linesClean(b) {
+	if blockClean(b) {
 		return b
 	}
 	out := make([]byte, 0, len(b)+16)
 	for i := 0; i < len(b); {
 		c := b[i]
 		if c < utf8.RuneSelf {
-			if (c < 0x20 && c != '\n') || c == 0x7f {
+			if (c < 0x20 && !kept(c, true)) || c == 0x7f {
 				out = append(out, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
 			} else {
 				out = append(out, c)

@@ -5,7 +5,8 @@
 //
 // It promises that what [Line], [Block], [JSON] and [Markup] return holds
 // no byte a terminal acts on rather than shows: no C0 control
-// (U+0000-U+001F; [Block], [JSON] and [Markup] keep '\n' only), no DEL, no
+// (U+0000-U+001F; [Block] and [Markup] keep '\n' and '\t', [JSON] '\n'
+// only), no DEL, no
 // C1 control (U+0080-U+009F), no format character (Unicode category Cf:
 // the bidirectional embeddings, overrides and isolates U+202A-U+202E and
 // U+2066-U+2069, the zero-width characters U+200B-U+200F, U+2060-U+2064,
@@ -39,9 +40,15 @@ import (
 func Line(s string) string { return escape(s, false) }
 
 // Block returns s as a block of lines: as [Line], except that '\n' stays a
-// newline ('\r' is escaped, so no line can overwrite another). Use it for
-// a command, a description or a diff printed on lines of its own.
+// newline ('\r' is escaped, so no line can overwrite another) and '\t' a
+// tab (it only moves the cursor right, over nothing written yet on the
+// line: it can hide nothing, and a diff of indented code reads as the
+// file does). Use it for a command, a description or a diff printed on
+// lines of its own.
 func Block(s string) string { return escape(s, true) }
+
+// kept reports whether the ASCII control c stays as it is in a block.
+func kept(c byte, block bool) bool { return block && (c == '\n' || c == '\t') }
 
 // Unsafe reports whether r is written escaped: a control, a format
 // character, a line or paragraph separator, or U+FFFD (which also stands
@@ -60,8 +67,8 @@ func Unsafe(r rune) bool {
 
 const hexDigits = "0123456789abcdef"
 
-func escape(s string, keepNewline bool) string {
-	if clean(s, keepNewline) {
+func escape(s string, block bool) string {
+	if clean(s, block) {
 		return s
 	}
 	var b strings.Builder
@@ -69,7 +76,7 @@ func escape(s string, keepNewline bool) string {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c == '\\' {
-			if escapeLike(s[i+1:], keepNewline) {
+			if escapeLike(s[i+1:], block) {
 				b.WriteByte('\\')
 			}
 			b.WriteByte('\\')
@@ -77,7 +84,7 @@ func escape(s string, keepNewline bool) string {
 			continue
 		}
 		if c < utf8.RuneSelf {
-			if (c < 0x20 && !(c == '\n' && keepNewline)) || c == 0x7f {
+			if (c < 0x20 && !kept(c, block)) || c == 0x7f {
 				b.WriteString(`\x`)
 				b.WriteByte(hexDigits[c>>4])
 				b.WriteByte(hexDigits[c&0xf])
@@ -121,16 +128,16 @@ func writeRune(b *strings.Builder, r rune) {
 
 // clean reports whether s needs no escaping: the common case, which then
 // costs no copy.
-func clean(s string, keepNewline bool) bool {
+func clean(s string, block bool) bool {
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
 		case c == '\\':
-			if escapeLike(s[i+1:], keepNewline) {
+			if escapeLike(s[i+1:], block) {
 				return false
 			}
 		case c < 0x20:
-			if !(c == '\n' && keepNewline) {
+			if !kept(c, block) {
 				return false
 			}
 		case c == 0x7f:
@@ -151,11 +158,11 @@ func clean(s string, keepNewline bool) bool {
 // escapeLike reports whether rest, the text after a backslash, begins as
 // an escape would once written: another backslash, a character that is
 // itself escaped, x and 2 hex digits, u and 4, U and 8.
-func escapeLike(rest string, keepNewline bool) bool {
+func escapeLike(rest string, block bool) bool {
 	if rest == "" {
 		return false
 	}
-	if r, _ := utf8.DecodeRuneInString(rest); Unsafe(r) && !(r == '\n' && keepNewline) {
+	if r, _ := utf8.DecodeRuneInString(rest); Unsafe(r) && !(r < utf8.RuneSelf && kept(byte(r), block)) {
 		return true
 	}
 	n := 0

@@ -41,11 +41,35 @@ func TestLine(t *testing.T) {
 	}
 }
 
-func TestBlockKeepsNewlinesOnly(t *testing.T) {
-	in := "line one\nline two\r\n\x1b[4Aline three\t\u202e\n"
-	want := "line one\nline two\\x0d\n\\x1b[4Aline three\\x09\\u202e\n"
+func TestBlockKeepsNewlinesAndTabsOnly(t *testing.T) {
+	in := "line one\nline two\r\n\x1b[4Aline three\t\u202e\v\f\n"
+	want := "line one\nline two\\x0d\n\\x1b[4Aline three\t\\u202e\\x0b\\x0c\n"
 	if got := termtext.Block(in); got != want {
 		t.Errorf("Block(%q) = %q, want %q", in, got, want)
+	}
+}
+
+// A diff of indented code shows its tabs as tabs, on a terminal (Block)
+// and on a page (Markup), never as \x09; a table cell (Line) still
+// escapes them, and a text that spells \x09 still reads apart from a tab.
+func TestTabsInDiffs(t *testing.T) {
+	diff := "--- a/main.go\n+++ b/main.go\n@@ -1,2 +1,2 @@\n func f() {\n-\treturn 1\n+\treturn 2\n"
+	if got := termtext.Block(diff); got != diff {
+		t.Errorf("Block(%q) = %q: the diff is changed", diff, got)
+	}
+	page := "<pre class=\"diff\">" + diff + "</pre>"
+	if got := string(termtext.Markup([]byte(page))); got != page {
+		t.Errorf("Markup(%q) = %q: the diff is changed", page, got)
+	}
+	if got := termtext.Line("a\tb"); got != `a\x09b` {
+		t.Errorf("Line(a<TAB>b) = %q, want a\\x09b", got)
+	}
+	spelled := termtext.Block(`a\x09b`)
+	if spelled == termtext.Block("a\tb") || spelled != `a\\x09b` {
+		t.Errorf("Block of the text a\\x09b = %q, of a<TAB>b = %q: they must differ", spelled, termtext.Block("a\tb"))
+	}
+	if got := termtext.Block("\\\t"); got != "\\\t" {
+		t.Errorf("Block(backslash, tab) = %q: a backslash before a kept tab is not an escape", got)
 	}
 }
 
@@ -109,7 +133,7 @@ func unescape(s string) (string, bool) {
 }
 
 // FuzzEscape: no control, format or separator character and no byte
-// outside UTF-8 survives Line or Block ('\n' only in Block), and the
+// outside UTF-8 survives Line or Block ('\n' and '\t' only in Block), and the
 // escaping reverses exactly, so two different texts never print the same.
 // JSON keeps the value and writes none of them raw either; neither does
 // Markup.
@@ -119,16 +143,16 @@ func FuzzEscape(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, mode := range []struct {
-			name        string
-			escape      func(string) string
-			keepNewline bool
+			name   string
+			escape func(string) string
+			block  bool // '\n' and '\t' kept
 		}{{"Line", termtext.Line, false}, {"Block", termtext.Block, true}} {
 			out := mode.escape(s)
 			if !utf8.ValidString(out) {
 				t.Fatalf("%s(%q) = %q: not UTF-8", mode.name, s, out)
 			}
 			for _, r := range out {
-				if termtext.Unsafe(r) && !(r == '\n' && mode.keepNewline) {
+				if termtext.Unsafe(r) && !((r == '\n' || r == '\t') && mode.block) {
 					t.Fatalf("%s(%q) = %q: %U survived", mode.name, s, out, r)
 				}
 			}
@@ -138,13 +162,13 @@ func FuzzEscape(f *testing.F) {
 			}
 		}
 		// JSON and Markup, on any bytes: nothing unsafe survives, '\n'
-		// aside.
+		// aside (and '\t' in Markup).
 		for name, out := range map[string][]byte{"JSON": termtext.JSON([]byte(s)), "Markup": termtext.Markup([]byte(s))} {
 			if !utf8.Valid(out) {
 				t.Fatalf("%s(%q) = %q: not UTF-8", name, s, out)
 			}
 			for _, r := range string(out) {
-				if r != '\n' && termtext.Unsafe(r) {
+				if r != '\n' && !(r == '\t' && name == "Markup") && termtext.Unsafe(r) {
 					t.Fatalf("%s(%q) = %q: %U survived", name, s, out, r)
 				}
 			}

@@ -1,7 +1,10 @@
-// Package schemas holds the input schemas of the nine built-in tools. They are
-// the inputschema validator's regression fixtures now, and the contracts of
-// the built-in backends later: one JSON file per tool, embedded, so the
-// schemas a model is shown are the ones the gateway enforces.
+// Package schemas holds the input and output schemas of the nine built-in
+// tools. The input schemas are the inputschema validator's regression
+// fixtures and the contracts of the built-in backends: one JSON file per
+// tool, embedded, so the schemas a model is shown are the ones the gateway
+// enforces. Each output schema describes the tool's structured result when
+// it is not an error (isError unset), within the same subset; the
+// backend's tests run every tool and validate its results against it.
 package schemas
 
 import (
@@ -15,11 +18,12 @@ import (
 )
 
 // Tool is a tool descriptor in the MCP shape (name, description,
-// inputSchema).
+// inputSchema, outputSchema).
 type Tool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"inputSchema"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema"`
 }
 
 //go:embed *.json
@@ -63,6 +67,7 @@ func load() []Tool {
 // clone copies a tool so callers cannot change the shared schema bytes.
 func clone(t Tool) Tool {
 	t.InputSchema = bytes.Clone(t.InputSchema)
+	t.OutputSchema = bytes.Clone(t.OutputSchema)
 	return t
 }
 

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/agentbackplane/backplane/inputschema"
 )
 
 var wantOrder = []string{"read", "bash", "grep", "glob", "write", "url_fetch", "edit", "ls", "ask_user_question"}
@@ -103,8 +105,8 @@ func TestFilesMatchTools(t *testing.T) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		if !slices.Equal(keys, []string{"description", "inputSchema", "name"}) {
-			t.Errorf("%s.json: top-level members %v, want description, inputSchema, name", name, keys)
+		if !slices.Equal(keys, []string{"description", "inputSchema", "name", "outputSchema"}) {
+			t.Errorf("%s.json: top-level members %v, want description, inputSchema, name, outputSchema", name, keys)
 		}
 	}
 }
@@ -333,6 +335,17 @@ func TestSchemasStayInSubset(t *testing.T) {
 		checkSubset(decodeSchema(t, tool.InputSchema), "", false, func(f string, a ...any) {
 			t.Errorf(tool.Name+": "+f, a...)
 		})
+		// The output schemas are closed too, but for an error's details
+		// (bash, url_fetch), which say what each class adds.
+		checkSubset(decodeSchema(t, tool.OutputSchema), "", false, func(f string, a ...any) {
+			if len(a) > 0 && a[0] == "/properties/error/properties/details" && strings.Contains(f, "additionalProperties") {
+				return
+			}
+			t.Errorf(tool.Name+" outputSchema: "+f, a...)
+		})
+		if _, err := inputschema.Compile(tool.OutputSchema, nil); err != nil {
+			t.Errorf("%s: outputSchema outside the subset: %v", tool.Name, err)
+		}
 	}
 }
 
