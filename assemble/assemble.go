@@ -317,6 +317,8 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			Safety:      t.Safety,
 			Timeout:     t.Timeout,
 			Backend:     cb,
+			Source:      tool.SourceTools,
+			MainArg:     mainArgField(t.MainArg),
 		})
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: err.Error()}
@@ -520,7 +522,7 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 			msg := err.Error()
 			var ce *upstream.CollisionError
 			if errors.As(err, &ce) {
-				msg += ": " + rt.whereDefined(ce.Tool)
+				msg += ": " + rt.whereDefined(g, ce.Tool)
 			}
 			if !degraded || s.Required || ce != nil || ctx.Err() != nil {
 				return &config.Error{File: c.Path, Line: s.Line, Msg: msg, Err: err}
@@ -549,6 +551,7 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 			URL: s.URL, Headers: s.Headers, OAuth: oauth, Validator: s.Validator, Sandbox: sb.Policy,
 			Bridge:           &upstream.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
 			AcceptAddedTools: s.AcceptAddedTools,
+			MainArg:          mainArgField(s.MainArg),
 		}, &upstream.Options{
 			Registry:       g,
 			Logger:         rt.Log,
@@ -578,24 +581,26 @@ func (rt *Runtime) upstreamStates() []gateway.UpstreamState {
 }
 
 // whereDefined says which line of the configuration defines the tool
-// name, for a collision's message (both lines named).
-func (rt *Runtime) whereDefined(name string) string {
+// name, for a collision's message (both lines named), from the source its
+// registration recorded.
+func (rt *Runtime) whereDefined(g *gateway.Gateway, name string) string {
 	c := rt.Config
-	for _, u := range rt.upstreams {
-		if slices.Contains(u.Tools(), name) {
-			for _, s := range c.Servers {
-				if s.Name == u.Name() {
-					return fmt.Sprintf("a tool of server %s (line %d)", s.Name, s.Line)
-				}
+	t, _, ok := g.Tool(name)
+	if srv, isServer := tool.SourceServer(t.Source); ok && isServer {
+		for _, s := range c.Servers {
+			if s.Name == srv {
+				return fmt.Sprintf("a tool of server %s (line %d)", s.Name, s.Line)
 			}
 		}
 	}
-	for _, t := range c.Tools {
-		if t.Name == name {
-			return fmt.Sprintf("the command tool at line %d", t.Line)
+	switch {
+	case ok && t.Source == tool.SourceTools:
+		for _, ct := range c.Tools {
+			if ct.Name == name {
+				return fmt.Sprintf("the command tool at line %d", ct.Line)
+			}
 		}
-	}
-	if slices.Contains(c.Builtin.Enable, name) {
+	case ok && t.Source == tool.SourceBuiltin:
 		if c.Builtin.Line > 0 {
 			return fmt.Sprintf("a built-in tool (builtin, line %d)", c.Builtin.Line)
 		}
@@ -612,30 +617,6 @@ func (rt *Runtime) Upstream(name string) (*upstream.Upstream, bool) {
 		}
 	}
 	return nil, false
-}
-
-// ToolSource says where a registered tool comes from: "builtin", "tools"
-// (the configuration's command tools), "server NAME", or "" when the name
-// is not a configured tool.
-func (rt *Runtime) ToolSource(name string) string {
-	for _, u := range rt.allUpstreams() {
-		for _, n := range u.Tools() {
-			if n == name {
-				return "server " + u.Name()
-			}
-		}
-	}
-	for _, t := range rt.Config.Tools {
-		if t.Name == name {
-			return "tools"
-		}
-	}
-	for _, n := range rt.Config.Builtin.Enable {
-		if n == name {
-			return "builtin"
-		}
-	}
-	return ""
 }
 
 // startProgressLine is the "still starting" line of a server that takes
@@ -685,4 +666,13 @@ func (j jsonEscaping) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// mainArgField is the member a configured main_arg names, "" for none:
+// what a tool's registration records (tool.Tool.MainArg).
+func mainArgField(m *policy.MainArg) string {
+	if m == nil {
+		return ""
+	}
+	return m.Field
 }

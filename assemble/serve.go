@@ -275,7 +275,6 @@ func (s *Serving) newConsole(sessions func() []console.Session) http.Handler {
 	}
 	b := console.GatewayBackend(rt.Gateway, &console.GatewayOptions{
 		Budgets: cfg.Budgets,
-		Source:  toolSource(cfg),
 		Facts: []console.Fact{
 			{Name: "Version", Value: rt.version},
 			{Name: "Configuration", Value: cfg.Path},
@@ -514,31 +513,4 @@ func loopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// toolSource names where a configured tool comes from, for the console.
-func toolSource(cfg *config.Config) func(string) string {
-	command := map[string]bool{}
-	for _, t := range cfg.Tools {
-		command[t.Name] = true
-	}
-	return func(tool string) string {
-		if command[tool] {
-			return "command"
-		}
-		if slices.Contains(cfg.Builtin.Enable, tool) {
-			return "builtin"
-		}
-		// The longest prefix wins: "a." over "" (a server without one).
-		source, best := "", -1
-		for _, s := range cfg.Servers {
-			if p := s.ToolPrefix(); len(p) > best && strings.HasPrefix(tool, p) {
-				source, best = "upstream "+s.Name, len(p)
-			}
-		}
-		if source != "" {
-			return source
-		}
-		return "builtin"
-	}
 }

@@ -136,15 +136,15 @@ func TestOpenConnectsServers(t *testing.T) {
 	if err != nil || !strings.Contains(string(res.Result), "hello, ann") {
 		t.Fatalf("go.greet: %v, %v", res, err)
 	}
-	if src := rt.ToolSource("go.greet"); src != "server go" {
-		t.Errorf("ToolSource = %q", src)
-	}
 	if u, ok := rt.Upstream("go"); !ok || !u.Connected() {
 		t.Errorf("Upstream(go) = %v, %v", u, ok)
 	}
 	tool, _, _ := rt.Gateway.Tool("go.greet")
 	if !tool.Pinned {
 		t.Error("go.greet is not pinned")
+	}
+	if tool.Source != "server go" {
+		t.Errorf("go.greet's Source = %q, want the source its registration recorded, server go", tool.Source)
 	}
 	pids := serverPIDs(t, logFile)
 	if len(pids) != 1 {
@@ -231,8 +231,8 @@ func TestOpenServerWithoutPrefix(t *testing.T) {
 	if _, _, ok := rt.Gateway.Tool("go.greet"); ok {
 		t.Error("go.greet is registered too")
 	}
-	if src := rt.ToolSource("greet"); src != "server go" {
-		t.Errorf("ToolSource(greet) = %q", src)
+	if tl, _, _ := rt.Gateway.Tool("greet"); tl.Source != "server go" {
+		t.Errorf("greet's Source = %q, want server go", tl.Source)
 	}
 }
 

@@ -87,13 +87,17 @@ type Notifier interface {
 
 // Approval is an approval request as the operator sees it.
 type Approval struct {
-	ID              string          `json:"id"`
-	Caller          string          `json:"caller"`
-	Session         string          `json:"session,omitempty"`
-	Tool            string          `json:"tool"`
-	ToolDescription string          `json:"tool_description,omitempty"`
-	Status          string          `json:"status"` // pending, approved, denied, expired, ...
-	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ID              string `json:"id"`
+	Caller          string `json:"caller"`
+	Session         string `json:"session,omitempty"`
+	Tool            string `json:"tool"`
+	ToolDescription string `json:"tool_description,omitempty"`
+	// MainArg is the argument the tool is mainly about, as its
+	// registration recorded it (tool.Tool.MainArg): what the request's
+	// line shows. "" when the tool names none.
+	MainArg   string          `json:"main_arg,omitempty"`
+	Status    string          `json:"status"` // pending, approved, denied, expired, ...
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// Diff is a unified diff of what a write or edit would change; Command
 	// the command a bash call would run.
 	Diff           string    `json:"diff,omitempty"`

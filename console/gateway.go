@@ -12,6 +12,7 @@ import (
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // GatewayOptions configure the Backend over a gateway. A nil
@@ -19,9 +20,6 @@ import (
 type GatewayOptions struct {
 	// Budgets are the configured quotas, shown beside the use.
 	Budgets []budget.Quota
-	// Source names where a tool comes from (builtin, command, an upstream).
-	// Default: the upstream's name for a pinned tool NAME.TOOL, else "".
-	Source func(tool string) string
 	// Facts describe the process on the health page (version, listen
 	// address, configuration file).
 	Facts []Fact
@@ -36,7 +34,6 @@ type GatewayOptions struct {
 type gatewayBackend struct {
 	g       *gateway.Gateway
 	quotas  []budget.Quota
-	source  func(string) string
 	facts   []Fact
 	now     func() time.Time
 	started time.Time
@@ -53,12 +50,9 @@ func GatewayBackend(g *gateway.Gateway, opts *GatewayOptions) Backend {
 	if opts == nil {
 		opts = &GatewayOptions{}
 	}
-	b := &gatewayBackend{g: g, quotas: opts.Budgets, source: opts.Source, facts: opts.Facts, now: opts.Now, refused: opts.Refused}
+	b := &gatewayBackend{g: g, quotas: opts.Budgets, facts: opts.Facts, now: opts.Now, refused: opts.Refused}
 	if b.now == nil {
 		b.now = time.Now
-	}
-	if b.source == nil {
-		b.source = func(string) string { return "" }
 	}
 	b.started = b.now()
 	return b
@@ -96,7 +90,7 @@ func (b *gatewayBackend) summary(a *store.Approval) Approval {
 		ConsumedBy: a.ConsumedBy,
 	}
 	if t, _, ok := b.g.Tool(a.Tool); ok {
-		out.ToolDescription = t.Description
+		out.ToolDescription, out.MainArg = t.Description, t.MainArg
 	}
 	return out
 }
@@ -260,7 +254,7 @@ func (b *gatewayBackend) Upstreams(ctx context.Context) []Upstream {
 	}
 	tools := map[string]int{}
 	for _, t := range b.g.Tools() {
-		if name, ok := strings.CutPrefix(b.source(t.Name), "upstream "); ok {
+		if name, ok := tool.SourceServer(t.Source); ok {
 			tools[name]++
 		}
 	}
@@ -334,17 +328,14 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 	for _, t := range ts {
 		_, hash, _ := b.g.Tool(t.Name)
 		ct := Tool{
-			Name: t.Name, Description: t.Description, Source: b.source(t.Name), InputSchema: t.InputSchema,
+			Name: t.Name, Description: t.Description, Source: t.Source, InputSchema: t.InputSchema,
 			ReadOnly: t.Safety.ReadOnly, Idempotent: t.Safety.Idempotent, RequiresApproval: t.Safety.RequiresApproval,
 			DefinitionHash: hash,
 		}
-		if name, ok := strings.CutPrefix(ct.Source, "upstream "); ok {
+		if name, ok := tool.SourceServer(t.Source); ok {
 			ct.Down = down[name] // its calls fail until the server is back
 		}
 		if t.Pinned {
-			if ct.Source == "" {
-				ct.Source, _, _ = strings.Cut(t.Name, ".")
-			}
 			if pins == nil {
 				list, err := b.g.ListPins(ctx)
 				if err != nil {

@@ -318,7 +318,7 @@ func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
 func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	g := newGateway(t)
 	schema := json.RawMessage(`{"type":"object"}`)
-	if err := g.Register(context.Background(), tool.Tool{Name: "fs.read", InputSchema: schema, Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+	if err := g.Register(context.Background(), tool.Tool{Name: "fs.read", InputSchema: schema, Source: tool.ServerSource("fs"), Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 		return nil, tool.ErrNotStarted
 	})}); err != nil {
 		t.Fatal(err)
@@ -332,12 +332,7 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 		}
 		return []gateway.UpstreamState{s}
 	})
-	b := console.GatewayBackend(g, &console.GatewayOptions{Source: func(name string) string {
-		if strings.HasPrefix(name, "fs.") {
-			return "upstream fs"
-		}
-		return "builtin"
-	}})
+	b := console.GatewayBackend(g, nil)
 	c := console.New(b, console.NewTokenAuth(map[string]string{"ops-tok": "ops"}, nil), nil)
 	srv := httptest.NewServer(c)
 	t.Cleanup(func() { c.Close(); srv.Close() })

@@ -8,7 +8,6 @@ package gateway
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/policy"
@@ -66,9 +65,7 @@ func (g *Gateway) WhyApproval(a *store.Approval) *ApprovalWhy {
 	g.mu.RUnlock()
 	if ok {
 		w.ToolAsks = t.Safety.RequiresApproval
-		if t.Pinned {
-			w.Source, _, _ = strings.Cut(t.Name, ".")
-		}
+		w.Source, _ = tool.SourceServer(t.Source)
 		if pr, ok := t.Backend.(tool.PathResolver); ok && len(a.Arguments) > 0 {
 			if rp, err := pr.ResolvePath(a.Arguments); err == nil && rp != nil {
 				req.RealPath = rp.Real

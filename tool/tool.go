@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentbackplane/backplane/internal/canonjson"
@@ -78,6 +79,37 @@ type Tool struct {
 	// nil for the gateway's own tools, which are served from the fields
 	// above (but a [Func] tool with an output schema, which has no field).
 	Descriptor json.RawMessage
+	// Source says where the tool comes from, recorded by whoever
+	// registers it so that no reader guesses it from the name: the
+	// section of the configuration ([SourceBuiltin], [SourceTools], or
+	// [ServerSource] of an upstream server's name), or "" (a tool an
+	// embedder registers). Not part of the definition.
+	Source string
+	// MainArg names the top-level member of the arguments that the tool
+	// is mainly about (the command of bash, the path of read, the one a
+	// configuration names with main_arg), recorded at registration for
+	// what shows a call in a few words; "" when it has none. The policy
+	// matches TOOL(PATTERN) entries against the same member (it is given
+	// the configuration's main arguments when compiled, before any tool is
+	// registered). Not part of the definition.
+	MainArg string
+}
+
+// The sources of [Tool.Source]: the configuration's sections.
+const (
+	SourceBuiltin = "builtin" // a built-in tool (builtin:)
+	SourceTools   = "tools"   // a command tool of the configuration (tools:)
+	sourceServer  = "server " // before an upstream server's name (servers:)
+)
+
+// ServerSource is the [Tool.Source] of the tools of the upstream server
+// named name.
+func ServerSource(name string) string { return sourceServer + name }
+
+// SourceServer returns the upstream server's name of a [Tool.Source] made
+// by [ServerSource], and whether it is one.
+func SourceServer(source string) (string, bool) {
+	return strings.CutPrefix(source, sourceServer)
 }
 
 // Class is a stable error class string; callers (and models) match on it.

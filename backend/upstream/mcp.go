@@ -149,6 +149,10 @@ type Server struct {
 	// Prefix, when not nil, is put before each tool's name instead of
 	// "NAME." ("" for none: the tools keep the server's names).
 	Prefix *string
+	// MainArg names the argument of every tool of the server that the
+	// policy's TOOL(PATTERN) entries match (recorded as each tool's
+	// tool.Tool.MainArg); "" for none.
+	MainArg string
 	// Command is the program and its arguments, run without a shell.
 	Command []string
 	// Env names the variables passed to the program besides PATH and HOME.
