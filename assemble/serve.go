@@ -22,6 +22,7 @@ import (
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/opauth"
 	"github.com/agentbackplane/backplane/internal/sandbox"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/internal/tlsreload"
@@ -207,9 +208,13 @@ func (s *Serving) openServer() error {
 		verifier = v
 	}
 	var served atomic.Pointer[server.Server] // for the console's sessions page
+	// One table of tokens and one count of wrong ones for /mcp, /metrics
+	// and the console.
+	tokens := opauth.New(cfg.OperatorTokens(), cfg.Serve.Tokens, nil)
 	opts := &server.Options{
 		Operators:    cfg.OperatorTokens(),
 		Tokens:       cfg.Serve.Tokens,
+		TokenAuth:    tokens,
 		StdioCaller:  cfg.Serve.StdioCaller,
 		ApprovalWait: cfg.Serve.ApprovalWait,
 		Logger:       s.log,
@@ -233,7 +238,7 @@ func (s *Serving) openServer() error {
 		AnonymousCaller: cfg.Serve.AnonymousCaller,
 	}
 	if !s.stdio {
-		opts.Console = s.newConsole(consoleSessions(&served))
+		opts.Console = s.newConsole(consoleSessions(&served), tokens)
 	}
 	// The agents' hook endpoints (backplane hook --url) only decide, never
 	// run a tool, and take the callers' tokens as /mcp does.
@@ -267,7 +272,7 @@ func (s *Serving) openServer() error {
 // newConsole is the operators' web console, served at /ui over HTTP:
 // operators (operators:) get in, callers (serve.tokens) are refused with
 // 403. sessions lists the server's MCP sessions for the sessions page.
-func (s *Serving) newConsole(sessions func() []console.Session) http.Handler {
+func (s *Serving) newConsole(sessions func() []console.Session, tokens *opauth.Tokens) http.Handler {
 	cfg, rt := s.cfg, s.Runtime
 	operators := cfg.OperatorTokens()
 	if len(operators) == 0 {
@@ -287,7 +292,7 @@ func (s *Serving) newConsole(sessions func() []console.Session) http.Handler {
 		// are not known here.
 		hosts = []string{"*"}
 	}
-	return console.New(b, console.NewTokenAuth(operators, cfg.Serve.Tokens), &console.Options{
+	return console.New(b, console.TokenAuthOf(tokens), &console.Options{
 		Logger:       s.log,
 		AllowedHosts: hosts,
 		// Browsers behind a proxy name its origin and host (public_url).

@@ -338,6 +338,12 @@ type Auth interface {
 	Operator(token string) (name string, ok bool)
 	// IsCaller reports whether token is a caller's (refused with 403).
 	IsCaller(token string) bool
+	// Blocked reports whether token starts like tokens that failed too
+	// often, and for how long it is refused unchecked; Fail counts a
+	// wrong token (at the login form and as a bearer). One count for
+	// every front end handed the same Auth (see internal/auththrottle).
+	Blocked(token string) (time.Duration, bool)
+	Fail(token string) bool
 }
 
 // Options configure a Console. A nil *Options, and every zero field, means

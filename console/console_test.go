@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
+	"github.com/agentbackplane/backplane/internal/opauth"
 )
 
 // fakeBackend is a Backend over memory, for the HTTP behaviour of the
@@ -658,7 +659,8 @@ func TestTrustedOriginIsAccepted(t *testing.T) {
 // block that token, even the right one, until the window ends.
 func TestLoginFailuresAreThrottled(t *testing.T) {
 	now := time.Unix(1000, 0)
-	c := New(&fakeBackend{}, NewTokenAuth(map[string]string{opToken: "ops"}, nil), &Options{Now: func() time.Time { return now }})
+	clock := func() time.Time { return now }
+	c := New(&fakeBackend{}, TokenAuthOf(opauth.New(map[string]string{opToken: "ops"}, nil, &opauth.Options{Now: clock})), &Options{Now: clock})
 	defer c.Close()
 	login := func(tok string) int {
 		req := httptest.NewRequest("POST", "http://127.0.0.1/ui/login", strings.NewReader(url.Values{"token": {tok}}.Encode()))

@@ -105,7 +105,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		// does not lock out the holders of right ones (internal/auththrottle).
 		token, hasToken := bearer(r.Header.Get("Authorization"))
 		if hasToken {
-			if left, blocked := s.throttle.Blocked(token); blocked {
+			if left, blocked := s.opAuth.Blocked(token); blocked {
 				w.Header().Set("Retry-After", strconv.Itoa(int(max(left.Round(time.Second)/time.Second, 1))))
 				http.Error(w, "too many wrong bearer tokens that start like this one: wait and try again", http.StatusTooManyRequests)
 				return
@@ -113,7 +113,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		}
 		id, err := s.authenticate(r)
 		if err != nil && hasToken {
-			if s.throttle.Fail(token) {
+			if s.opAuth.Fail(token) {
 				s.log.Warn("bearer tokens that start alike failed too often: they are refused for a while", "remote", r.RemoteAddr)
 			}
 		}

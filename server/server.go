@@ -168,7 +168,6 @@ import (
 
 	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/internal/opauth"
 	"github.com/agentbackplane/backplane/oauth"
@@ -220,6 +219,12 @@ type Options struct {
 	// read /metrics (and use the console). A caller's token is refused there
 	// with 403.
 	Operators map[string]string
+	// TokenAuth, when set, tells operators' tokens from callers' in place
+	// of a table made of Operators and Tokens, and keeps the count of
+	// wrong bearer tokens (/mcp, /metrics): serve hands the console the
+	// same one, so that tries spread over both are counted together.
+	// (internal/opauth: set within this module only.)
+	TokenAuth *opauth.Tokens
 	// StdioCaller is the caller of every call made over stdio (and over a
 	// transport given to Connect).
 	StdioCaller string
@@ -320,11 +325,11 @@ type Server struct {
 	// refusals throttles the log lines of refused requests (logthrottle.go).
 	refusals *logThrottle
 	tokens   []tokenEntry
-	opAuth   *opauth.Tokens // operators' tokens told from callers' (operators.go)
-	metrics  *metrics
-	// throttle counts failed bearer tokens by what they start with, and
-	// blocks a start that failed too often (internal/auththrottle).
-	throttle *auththrottle.Throttle
+	// opAuth tells operators' tokens from callers' (operators.go) and
+	// counts failed bearer tokens by what they start with, blocking a start
+	// that failed too often (internal/opauth, internal/auththrottle).
+	opAuth  *opauth.Tokens
+	metrics *metrics
 
 	stdio  *mcp.Server // its caller is opts.StdioCaller
 	http   *mcp.Server // its caller comes with each request's token
@@ -400,14 +405,16 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 		idle = 0 // the SDK's "never"
 	}
 	s.sess = sessions{byID: map[string]*sessionEntry{}, pending: map[string]int{}, converted: map[string]int{}}
-	s.throttle = auththrottle.New(nil)
 	s.origins = normOrigins(o.AllowedOrigins)
 	s.states = newStateSigner(o.RequestStateKey)
 	s.timeouts = o.Timeouts.withDefaults()
 	for tok, caller := range o.Tokens {
 		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
 	}
-	s.opAuth = opauth.New(o.Operators, o.Tokens)
+	s.opAuth = o.TokenAuth
+	if s.opAuth == nil {
+		s.opAuth = opauth.New(o.Operators, o.Tokens, nil)
+	}
 	s.metrics = newMetrics(g, o.Collectors...)
 	s.metrics.reg.MustRegister(sessionCollector{s}, upstreamCollector{g})
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
