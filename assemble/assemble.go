@@ -555,7 +555,6 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 		}, &upstream.Options{
 			Registry:       g,
 			Logger:         rt.Log,
-			Audit:          rt.Audit,
 			Draft2020:      &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
 			ConnectTimeout: s.ConnectTimeout,
 		}

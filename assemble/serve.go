@@ -219,7 +219,6 @@ func (s *Serving) openServer() error {
 		ApprovalWait: cfg.Serve.ApprovalWait,
 		Logger:       s.log,
 		Version:      rt.version,
-		Audit:        rt.Audit,
 		// Zero: the server's defaults.
 		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,

@@ -220,7 +220,7 @@ func connect(t *testing.T, g *gateway.Gateway, log *slog.Logger, u *peer, secret
 	defer cancel()
 	up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: u.url(), OAuth: &upstream.OAuth{
 		ClientID: clientID, ClientSecret: secret, Scopes: []string{"tools"},
-	}}, &upstream.Options{Registry: g, Logger: log, Audit: log})
+	}}, &upstream.Options{Registry: g, Logger: log})
 	if err == nil {
 		t.Cleanup(func() { up.Close() })
 	}

@@ -57,7 +57,7 @@ func everythingBare(t *testing.T) (*server.Server, *lockedBuffer) {
 		t.Fatal(err)
 	}
 	return server.New(g, &server.Options{StdioCaller: "alice", Tokens: map[string]string{"tok-b": "bob"},
-		Content: content, ContentPolicy: rules, Audit: log, ApprovalWait: 30 * time.Second}), audit
+		Content: content, ContentPolicy: rules, ApprovalWait: 30 * time.Second}), audit
 }
 
 // TestUpstreamToolByBareName: with prefix "", server-everything's echo is

@@ -86,7 +86,7 @@ func everything(t *testing.T, bridge *upstream.Bridge) (*server.Server, *lockedB
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	u, err := upstream.Connect(ctx, upstream.Server{Name: "everything", Command: []string{bin},
-		Validator: upstream.ValidatorDraft2020, Bridge: bridge}, &upstream.Options{Registry: g, Audit: log})
+		Validator: upstream.ValidatorDraft2020, Bridge: bridge}, &upstream.Options{Registry: g})
 	if err != nil {
 		t.Fatal(err)
 	}

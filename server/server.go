@@ -70,7 +70,7 @@
 //     listed, read and got as [Options.ContentPolicy] grants them to the
 //     caller (policy keys resources and prompts; default deny): one not
 //     granted is answered as unknown. Each read and get is audited
-//     ([Options.Audit]). Resource templates are listed as the same
+//     (through the gateway, gateway.Gateway.Record). Resource templates are listed as the same
 //     globs grant their URI template; a URI no upstream lists as a
 //     resource is read from the upstream whose templates match it (none
 //     when templates of two upstreams do). completion/complete for a
@@ -246,10 +246,6 @@ type Options struct {
 	// as ContentPolicy grants them to each caller (nil: none granted).
 	Content       ContentSource
 	ContentPolicy policy.ContentPolicy
-	// Audit receives the audit events of resource reads and prompt gets
-	// (the gateway's Options.Logger takes the calls'). Never Logger: the
-	// server's own events and the audit log stay apart. Default: discard.
-	Audit *slog.Logger
 	// ResumeBytes bounds the memory kept for resuming HTTP streams
 	// (Last-Event-ID). Default DefaultResumeBytes; negative: no resumption.
 	ResumeBytes int
