@@ -55,16 +55,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/url"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/backend/command"
 	"github.com/agentbackplane/backplane/backend/upstream"
@@ -80,6 +70,14 @@ import (
 	"github.com/agentbackplane/backplane/tracing"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 	"go.opentelemetry.io/otel/trace"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 )
 
 // AuditLogName is the file, in the store folder, that receives the audit
@@ -120,7 +118,7 @@ type Options struct {
 	// send the audit events. Default os.Stderr.
 	Stderr io.Writer
 	// Approver, when set, is asked for decisions interactively.
-	Approver approval.Approver
+	Approver gateway.Approver
 	// Asker is the interaction channel of ask_user_question (a terminal
 	// prompt); nil means none. A call may carry its own.
 	Asker tool.Asker
@@ -284,11 +282,11 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		Store:   st,
 		Policy:  rt.Policy,
 		Budgets: cfg.Budgets,
-		Approvals: approval.Options{
+		Approvals: gateway.ApprovalOptions{
 			Expire:     cfg.Approvals.Expire,
 			Wait:       cfg.Approvals.Wait,
 			MaxPending: cfg.Approvals.MaxPending,
-			// Zero: the default (approval.DefaultSelfApproveTimeout).
+			// Zero: the default (gateway.DefaultSelfApproveTimeout).
 			SelfApproveTimeout: cfg.Approvals.SelfApproveTimeout,
 			Approver:           o.Approver,
 			Hints:              hints,

@@ -31,7 +31,7 @@ type DecideRequest struct {
 	Tool      string
 	Arguments json.RawMessage
 	// ApprovalWait overrides Options.Approvals.Wait for this decision when
-	// set (0: do not wait; at most approval.MaxWait).
+	// set (0: do not wait; at most MaxApprovalWait).
 	ApprovalWait *time.Duration
 	// Progress, when set, is called about once a second while the decision
 	// waits for an approval.

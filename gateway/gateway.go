@@ -51,15 +51,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/internal/canonjson"
@@ -69,6 +60,13 @@ import (
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 	"go.opentelemetry.io/otel/trace"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Defaults.
@@ -104,7 +102,7 @@ type Options struct {
 	// Budgets are the quotas reserved for each call. Default: none.
 	Budgets []budget.Quota
 	// Approvals configure the approval step.
-	Approvals approval.Options
+	Approvals ApprovalOptions
 	// Logger receives the audit events: one per call (see docs/audit.md)
 	// and one per operator action. Default: discard.
 	Logger *slog.Logger
@@ -158,7 +156,7 @@ type Gateway struct {
 	store    Store
 	policy   policy.Policy
 	budgets  []budget.Quota
-	approval approval.Options
+	approval ApprovalOptions
 	log      *slog.Logger
 	timeout  time.Duration
 	maxRes   int
@@ -220,15 +218,15 @@ func New(opts *Options) *Gateway {
 		g.approval.Expire = DefaultApprovalExpiry
 	}
 	if g.approval.MaxPending <= 0 {
-		g.approval.MaxPending = approval.DefaultMaxPending
+		g.approval.MaxPending = DefaultMaxPending
 	}
-	g.approval.Wait = min(max(g.approval.Wait, 0), approval.MaxWait)
+	g.approval.Wait = min(max(g.approval.Wait, 0), MaxApprovalWait)
 	if g.approval.SelfApproveTimeout <= 0 {
-		g.approval.SelfApproveTimeout = approval.DefaultSelfApproveTimeout
+		g.approval.SelfApproveTimeout = DefaultSelfApproveTimeout
 	}
-	g.approval.SelfApproveTimeout = min(g.approval.SelfApproveTimeout, approval.MaxSelfApproveTimeout)
+	g.approval.SelfApproveTimeout = min(g.approval.SelfApproveTimeout, policy.MaxSelfApproveTimeout)
 	if g.approval.ReadTimeout <= 0 {
-		g.approval.ReadTimeout = approval.DefaultReadTimeout
+		g.approval.ReadTimeout = defaultApprovalReadTimeout
 	}
 	return g
 }
@@ -433,7 +431,7 @@ type CallRequest struct {
 	// (by the same caller) return the first call's recorded outcome.
 	IdempotencyKey string
 	// ApprovalWait overrides Options.Approvals.Wait for this call when set
-	// (0: do not wait; at most approval.MaxWait).
+	// (0: do not wait; at most MaxApprovalWait).
 	ApprovalWait *time.Duration
 	// Approver, when set, is the person at this call's own client (MCP
 	// elicitation). It is asked only where a policy rule sets self_approve
@@ -441,14 +439,14 @@ type CallRequest struct {
 	// Options.Approvals.SelfApproveTimeout; the call waits while it is
 	// asked. Its answer is recorded as the caller's, through
 	// ChannelElicitation.
-	Approver approval.Approver
+	Approver Approver
 	// Away, when set, reports whether the call's client is away: its
 	// connection dropped and it has not come back yet. An approval
 	// decided while the client is away is not consumed by the call: the
 	// call holds until the client is back (then goes on) or ctx ends (the
 	// client is gone for good: the call withdraws, and the approval stays
 	// for the client's retry). Whoever sets Away ends ctx when the client
-	// does not come back; the hold is bounded by approval.MaxWait anyway.
+	// does not come back; the hold is bounded by MaxApprovalWait anyway.
 	Away func() bool
 	// Progress, when set, is called about once a second while the call
 	// waits for an approval decision.

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
+	"strings"
+	"time"
 )
 
 // approve finds or creates the approval request bound to this exact call
@@ -34,7 +32,7 @@ func (c *call) approve(ctx context.Context) (string, error) {
 
 	wait := g.approval.Wait
 	if c.req.ApprovalWait != nil {
-		wait = min(max(*c.req.ApprovalWait, 0), approval.MaxWait)
+		wait = min(max(*c.req.ApprovalWait, 0), MaxApprovalWait)
 	}
 	if a.Status == store.ApprovalPending && g.approval.Approver != nil && c.req.Approver == nil {
 		// An operator's own prompt (a terminal): it is its own bound.
@@ -138,18 +136,18 @@ func (c *call) withdraw(a *store.Approval) error {
 // for a while, like one whose connection broke and will resume, and the
 // approval must be consumed only by a call whose client is there. It
 // reports whether the client is there (at once, or back within the hold);
-// false when ctx ended first or the hold reached approval.MaxWait.
+// false when ctx ended first or the hold reached MaxApprovalWait.
 func (c *call) holdWhileAway(ctx context.Context) bool {
 	if c.req.Away == nil || !c.req.Away() {
 		return ctx.Err() == nil
 	}
 	poll := c.g.approval.PollInterval
 	if poll <= 0 {
-		poll = approval.DefaultPollInterval
+		poll = defaultPollInterval
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
-	bound := time.NewTimer(approval.MaxWait)
+	bound := time.NewTimer(MaxApprovalWait)
 	defer bound.Stop()
 	for c.req.Away() {
 		select {
@@ -206,13 +204,13 @@ func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*stor
 // its answer through DecideApproval, under the same rules as any other
 // decision. The approver of the call itself (the person at the caller's own
 // client) is asked only where the policy lets that person decide.
-func (c *call) askApprover(ctx context.Context, a *store.Approval, approver approval.Approver, self bool) {
+func (c *call) askApprover(ctx context.Context, a *store.Approval, approver Approver, self bool) {
 	g := c.g
 	if self && !g.approverRule(a.Caller, a.Tool).SelfApprove {
 		return // operators only: the caller's own client is not asked
 	}
 	ans, err := approver.Ask(ctx, a)
-	if errors.Is(err, approval.ErrNoDecision) {
+	if errors.Is(err, ErrNoDecision) {
 		return
 	}
 	if err != nil {
@@ -240,7 +238,7 @@ func (c *call) awaitDecision(outer context.Context, a *store.Approval, wait time
 	g, id := c.g, a.ID
 	poll := g.approval.PollInterval
 	if poll <= 0 {
-		poll = approval.DefaultPollInterval
+		poll = defaultPollInterval
 	}
 	bound := wait
 	if selfAsk {

@@ -39,13 +39,13 @@
 //   - Approvals: a call needing approval returns approval_required at once
 //     by default, with the request id and the ways to decide it
 //     ([gateway.Gateway.ApprovalHints]); with [Options.ApprovalWait] > 0 it
-//     waits that long (at most approval.MaxWait, below the SDK clients' 60s
+//     waits that long (at most gateway.MaxApprovalWait, below the SDK clients' 60s
 //     timeout) for a decision taken elsewhere, sending notifications/progress
 //     when the request carried a progress token. Where a policy rule sets
 //     self_approve and the client declared elicitation, the request is put
 //     to the person at that client through elicitation/create, whatever
 //     the wait (0 included), bounded by the gateway's self-approval
-//     timeout (approval.Options.SelfApproveTimeout); the decision is
+//     timeout (gateway.ApprovalOptions.SelfApproveTimeout); the decision is
 //     recorded as the caller's, through the elicitation channel. A call
 //     ends when its client's HTTP request does (a disconnect) or on
 //     notifications/cancelled, and then never consumes an approval. While
@@ -162,17 +162,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/internal/opauth"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/tool"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults.
@@ -230,7 +228,7 @@ type Options struct {
 	StdioCaller string
 	// ApprovalWait bounds how long a call waits for an approval decision
 	// taken elsewhere. 0 (the default), or a negative value, returns
-	// approval_required at once; at most approval.MaxWait, below the MCP
+	// approval_required at once; at most gateway.MaxApprovalWait, below the MCP
 	// SDK clients' 60s request timeout. (A question put to the person at
 	// the caller's own client has its own bound: the gateway's.)
 	ApprovalWait time.Duration
@@ -373,7 +371,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), approval.MaxWait), log: o.Logger, refusals: newLogThrottle()}
+	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), gateway.MaxApprovalWait), log: o.Logger, refusals: newLogThrottle()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
