@@ -62,6 +62,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auditlog"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
@@ -560,10 +561,10 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 
 // upstreamStates is every configured server's state, in the order of the
 // configuration, for the gateway's health checks.
-func (rt *Runtime) upstreamStates() []gateway.UpstreamState {
-	var out []gateway.UpstreamState
+func (rt *Runtime) upstreamStates() []opsview.UpstreamState {
+	var out []opsview.UpstreamState
 	for _, s := range rt.Config.Servers {
-		st := gateway.UpstreamState{Name: s.Name, Required: s.Required}
+		st := opsview.UpstreamState{Name: s.Name, Required: s.Required}
 		if u, ok := rt.Upstream(s.Name); ok {
 			st.Up, st.Restarts, st.Err = u.State()
 			st.Protocol = u.Protocol()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -130,7 +131,7 @@ func (b *gatewayBackend) GetApproval(ctx context.Context, id string) (*Approval,
 }
 
 // why is the gateway's explanation as the console shows it.
-func why(w *gateway.ApprovalWhy) *Why {
+func why(w *opsview.ApprovalWhy) *Why {
 	if w == nil {
 		return nil
 	}
@@ -176,19 +177,19 @@ func call(in *store.Intent) Call {
 		ApprovalID: in.ApprovalID, IdempotencyKey: in.IdempotencyKey, DefinitionHash: in.DefinitionHash,
 		ResolvedBy: in.ResolvedBy, CreatedAt: in.CreatedAt, SettledAt: in.SettledAt,
 	}
-	c.ToolError = gateway.ToolReportedError(in)
+	c.ToolError = opsview.ToolReportedError(in)
 	return c
 }
 
 // refusal is a refused call as the console shows it.
 func refusal(r *store.Refusal) Call {
-	return Call{ID: r.CallID, Caller: r.Caller, Session: r.Session, Tool: r.Tool, Status: gateway.StatusRefused,
+	return Call{ID: r.CallID, Caller: r.Caller, Session: r.Session, Tool: r.Tool, Status: opsview.StatusRefused,
 		ErrorClass: r.Class, ErrorMessage: r.Message, ApprovalID: r.ApprovalID, CreatedAt: r.At,
 		Refused: true, Step: r.Step, ArgsDigest: r.ArgsDigest}
 }
 
 func (b *gatewayBackend) ListCalls(ctx context.Context, q CallQuery) ([]Call, bool, error) {
-	p, err := b.g.Journal(ctx, gateway.JournalQuery{Caller: q.Caller, Tool: q.Tool, Status: q.Status, Class: q.Class,
+	p, err := b.g.Journal(ctx, opsview.JournalQuery{Caller: q.Caller, Tool: q.Tool, Status: q.Status, Class: q.Class,
 		Text: q.Text, Since: q.Since, Until: q.Until, Offset: q.Offset, Limit: q.Limit})
 	if err != nil {
 		return nil, false, backendErr(err)
@@ -324,7 +325,7 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 			}
 		}
 	}
-	var pins map[string]gateway.PinView // read once, when a tool is pinned
+	var pins map[string]opsview.Pin // read once, when a tool is pinned
 	for _, t := range ts {
 		_, hash, _ := b.g.Tool(t.Name)
 		ct := Tool{
@@ -341,7 +342,7 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 				if err != nil {
 					return nil, backendErr(err)
 				}
-				pins = make(map[string]gateway.PinView, len(list))
+				pins = make(map[string]opsview.Pin, len(list))
 				for _, p := range list {
 					pins[p.Tool] = p
 				}
@@ -366,12 +367,12 @@ func (b *gatewayBackend) Health(ctx context.Context) Health {
 	defer cancel()
 	// The checks of /healthz and /readyz (gateway.CheckHealth), and only
 	// those: the page answers 503 exactly when /readyz does, and its
-	// header is their overall state (gateway.State), as /healthz says it,
+	// header is their overall state (opsview.State), as /healthz says it,
 	// never "ok" above a failing row.
 	checks := b.g.CheckHealth(ctx)
-	h := Health{OK: gateway.Ready(checks) == nil, State: gateway.State(checks)}
+	h := Health{OK: opsview.Ready(checks) == nil, State: opsview.State(checks)}
 	for _, c := range checks {
-		hc := HealthCheck{Name: c.Name, OK: c.Err == nil, Detail: c.OK, State: gateway.CheckState(c)}
+		hc := HealthCheck{Name: c.Name, OK: c.Err == nil, Detail: c.OK, State: opsview.CheckState(c)}
 		if c.Err != nil {
 			hc.Detail = c.Err.Error()
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
@@ -325,12 +326,12 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	}
 	var required atomic.Bool
 	up := atomic.Bool{}
-	g.SetUpstreams(func() []gateway.UpstreamState {
-		s := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 2}
+	g.SetUpstreams(func() []opsview.UpstreamState {
+		s := opsview.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 2}
 		if !s.Up {
 			s.Err = errors.New("the server stopped (exit status 1); reconnecting")
 		}
-		return []gateway.UpstreamState{s}
+		return []opsview.UpstreamState{s}
 	})
 	b := console.GatewayBackend(g, nil)
 	c := console.New(b, console.NewTokenAuth(map[string]string{"ops-tok": "ops"}, nil), nil)
@@ -338,7 +339,7 @@ func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	t.Cleanup(func() { c.Close(); srv.Close() })
 
 	h := b.Health(context.Background())
-	if !h.OK || h.State != gateway.StateDegraded {
+	if !h.OK || h.State != opsview.StateDegraded {
 		t.Errorf("an optional upstream down: ok %v state %q, want ok and degraded", h.OK, h.State)
 	}
 	code, body := request(t, "GET", srv.URL+"/ui/health", "ops-tok", "")

@@ -11,46 +11,28 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/budget"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 )
-
-// BudgetLine is the budget used in one (scope, key, window) as an operator
-// reads it.
-type BudgetLine struct {
-	Scope string `json:"scope"`
-	Key   string `json:"key"`
-	// Per is the window's length ("" for a budget without windows) and
-	// WindowStart its start; ResetsAt is when the window ends and the
-	// budget starts afresh (absent without windows: it never resets).
-	Per         string    `json:"per,omitempty"`
-	WindowStart time.Time `json:"window_start,omitzero"`
-	ResetsAt    time.Time `json:"resets_at,omitzero"`
-	// Ended is true for a window already over (kept until retention
-	// prunes it).
-	Ended     bool  `json:"ended,omitempty"`
-	Quota     int64 `json:"quota"`
-	Used      int64 `json:"used"`
-	Remaining int64 `json:"remaining"`
-}
 
 // Budgets lists the budget used per scope, key and window, as the store
 // holds it (shared with every process on the same store), with what
 // remains of each quota and when each window resets.
-func (g *Gateway) Budgets(ctx context.Context) ([]BudgetLine, error) {
+func (g *Gateway) Budgets(ctx context.Context) ([]opsview.BudgetLine, error) {
 	usage, err := g.store.BudgetUsage(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading budgets: %w", err)
 	}
 	now := g.now()
-	out := make([]BudgetLine, 0, len(usage))
+	out := make([]opsview.BudgetLine, 0, len(usage))
 	for _, u := range usage {
 		out = append(out, lineOf(u, now))
 	}
 	return out, nil
 }
 
-func lineOf(u store.Usage, now time.Time) BudgetLine {
-	l := BudgetLine{Scope: u.Scope, Key: u.Key, Quota: u.Quota, Used: u.Used, Remaining: max(0, u.Quota-u.Used)}
+func lineOf(u store.Usage, now time.Time) opsview.BudgetLine {
+	l := opsview.BudgetLine{Scope: u.Scope, Key: u.Key, Quota: u.Quota, Used: u.Used, Remaining: max(0, u.Quota-u.Used)}
 	if !u.Window.IsZero() {
 		l.Per = u.Window.Per.String()
 		l.WindowStart, l.ResetsAt = u.Window.Start.UTC(), u.Window.End().UTC()
@@ -68,8 +50,8 @@ var ErrBadBudgetReset = errors.New("bad budget reset")
 // Calls that held budget before the reset give nothing back if they are
 // later found not to have run. Refusals are *OperatorError: bad_reset,
 // not_operator.
-func (g *Gateway) ResetBudget(ctx context.Context, scope, key, operator string) ([]BudgetLine, error) {
-	refuse := func(e *OperatorError) ([]BudgetLine, error) {
+func (g *Gateway) ResetBudget(ctx context.Context, scope, key, operator string) ([]opsview.BudgetLine, error) {
+	refuse := func(e *OperatorError) ([]opsview.BudgetLine, error) {
 		g.log.Warn("budget", "step", "reset", "outcome", "refused", "scope", scope, "key", key, "by", operator, "reason", e.Class, "error", e.Message)
 		return nil, e
 	}
@@ -87,7 +69,7 @@ func (g *Gateway) ResetBudget(ctx context.Context, scope, key, operator string) 
 		return nil, fmt.Errorf("resetting budget %s %q: %w", scope, key, err)
 	}
 	now := g.now()
-	lines := make([]BudgetLine, len(removed))
+	lines := make([]opsview.BudgetLine, len(removed))
 	var used int64
 	for i, u := range removed {
 		lines[i] = lineOf(u, now)

@@ -56,6 +56,7 @@ import (
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
@@ -177,9 +178,9 @@ type Gateway struct {
 	reloads reloads // ReloadPolicy, one at a time (reload.go)
 
 	watchMu   sync.Mutex
-	watchers  []func()                               // OnChange
-	lastWrite atomic.Pointer[writeFailure]           // see StoreWriteError
-	upstreams atomic.Pointer[func() []UpstreamState] // see SetUpstreams
+	watchers  []func()                                       // OnChange
+	lastWrite atomic.Pointer[writeFailure]                   // see StoreWriteError
+	upstreams atomic.Pointer[func() []opsview.UpstreamState] // see SetUpstreams
 	// refusals being written, and those not recorded (see refusals.go)
 	refusalSem      chan struct{}
 	refusalsDropped atomic.Int64
@@ -784,7 +785,7 @@ func (c *call) commit(ctx context.Context, approvalID string, retried bool) (exi
 	c.committed = true
 	c.audit("commit", "ok", "reservations", len(req.Reservations))
 	if req.ApprovalID != "" {
-		g.events.publish(ApprovalEvent{Kind: "consumed", Approval: store.Approval{
+		g.events.publish(opsview.ApprovalEvent{Kind: "consumed", Approval: store.Approval{
 			ID: req.ApprovalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
 	}
 	c.approvalID = req.ApprovalID

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 	"strings"
@@ -126,7 +127,7 @@ func boundedRead[T any](ctx context.Context, timeout time.Duration, read func(co
 // for an approval: the request stays as it is, for the client's retry.
 func (c *call) withdraw(a *store.Approval) error {
 	c.audit("approve", "withdrawn", "approval_id", a.ID)
-	c.g.events.publish(ApprovalEvent{Kind: "withdrawn", Approval: *a})
+	c.g.events.publish(opsview.ApprovalEvent{Kind: "withdrawn", Approval: *a})
 	return newError(tool.ClassCancelled, "approve",
 		"the call went away while waiting for approval; the request stays open for the same call made again", map[string]any{"approval_id": a.ID})
 }
@@ -196,7 +197,7 @@ func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*stor
 		return nil, c.storeFailure(ctx, "approve", err)
 	}
 	c.audit("approve", "requested", "approval_id", a.ID)
-	g.events.publish(ApprovalEvent{Kind: "pending", Approval: *a, HowToDecide: g.hints(a.ID)})
+	g.events.publish(opsview.ApprovalEvent{Kind: "pending", Approval: *a, HowToDecide: g.hints(a.ID)})
 	return a, nil
 }
 

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/oauth"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -151,13 +151,13 @@ func bearer(h string) (string, bool) {
 // upstream's name and whether it is up, never why (an error may name
 // paths or hosts): the console's health page has the reasons.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	s.health(w, r, gateway.Healthy)
+	s.health(w, r, opsview.Healthy)
 }
 
 // readyz is readiness: 503 also while an upstream marked required is
 // down, so that a load balancer sends calls elsewhere.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	s.health(w, r, gateway.Ready)
+	s.health(w, r, opsview.Ready)
 }
 
 // healthBody is what /healthz and /readyz answer.
@@ -167,7 +167,7 @@ type healthBody struct {
 	Upstreams map[string]string `json:"upstreams,omitempty"` // name -> "up" or "down"
 }
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request, pass func([]gateway.HealthCheck) error) {
+func (s *Server) health(w http.ResponseWriter, r *http.Request, pass func([]opsview.HealthCheck) error) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	w.Header().Set("Content-Type", "application/json")
@@ -175,7 +175,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, pass func([]gate
 	// The same checks as the console's health page (gateway.CheckHealth).
 	checks := s.g.CheckHealth(ctx)
 	err := pass(checks)
-	body := healthBody{OK: err == nil, State: gateway.State(checks)}
+	body := healthBody{OK: err == nil, State: opsview.State(checks)}
 	for _, c := range checks {
 		if c.Upstream == "" {
 			continue
