@@ -20,8 +20,8 @@ import (
 // defaultPollInterval is how often a waiting call re-reads its request.
 const defaultPollInterval = 100 * time.Millisecond
 
-// DefaultMaxPending is how many pending requests one caller may have open.
-const DefaultMaxPending = 16
+// defaultMaxPending is how many pending requests one caller may have open.
+const defaultMaxPending = 16
 
 // MaxApprovalWait bounds every wait for a decision (and every elicitation): the MCP
 // SDK clients give up on a request after 60 seconds, and a call that
@@ -55,7 +55,7 @@ type ApprovalOptions struct {
 	Wait time.Duration
 	// MaxPending caps the pending requests of one caller: beyond it a call
 	// needing a new request is refused and nothing is created. Default
-	// DefaultMaxPending.
+	// defaultMaxPending.
 	MaxPending int
 	// Hints, when set, returns the ways to decide request id that are told
 	// to the caller and the operator (the CLI command with the

@@ -41,12 +41,12 @@ func lineOf(u store.Usage, now time.Time) opsview.BudgetLine {
 	return l
 }
 
-// ErrBadBudgetReset is wrapped by the *OperatorError of a reset that names
+// errBadBudgetReset is wrapped by the *OperatorError of a reset that names
 // no operator or an unknown scope (class bad_reset).
-var ErrBadBudgetReset = errors.New("bad budget reset")
+var errBadBudgetReset = errors.New("bad budget reset")
 
 // ResetBudget forgets what (scope, key) has used, in every window: an
-// operator's action (see IsOperator), audited once with what was reset.
+// operator's action (see isOperator), audited once with what was reset.
 // Calls that held budget before the reset give nothing back if they are
 // later found not to have run. Refusals are *OperatorError: bad_reset,
 // not_operator.
@@ -57,11 +57,11 @@ func (g *Gateway) ResetBudget(ctx context.Context, scope, key, operator string) 
 	}
 	switch {
 	case operator == "":
-		return refuse(opError("bad_reset", "a budget reset must name the operator who makes it", ErrBadBudgetReset))
+		return refuse(opError("bad_reset", "a budget reset must name the operator who makes it", errBadBudgetReset))
 	case scope != string(budget.ScopeCaller) && scope != string(budget.ScopeSession):
-		return refuse(opError("bad_reset", fmt.Sprintf("scope %q: caller or session", scope), ErrBadBudgetReset))
-	case !g.IsOperator(operator):
-		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator))
+		return refuse(opError("bad_reset", fmt.Sprintf("scope %q: caller or session", scope), errBadBudgetReset))
+	case !g.isOperator(operator):
+		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator))
 	}
 	removed, err := g.store.ResetBudget(ctx, scope, key)
 	if err != nil {

@@ -71,7 +71,7 @@ type DecideResult struct {
 // *Error a call would get: forbidden (with the rule's reason),
 // approval_required (details.approval_id), budget_exceeded, not_found, ...
 func (g *Gateway) Decide(ctx context.Context, req DecideRequest) (*DecideResult, error) {
-	c := &call{g: g, id: NewID("call"), decideOnly: true, preview: req.Preview, req: CallRequest{
+	c := &call{g: g, id: newID("call"), decideOnly: true, preview: req.Preview, req: CallRequest{
 		Caller: req.Caller, Session: req.Session, Tool: req.Tool, Arguments: req.Arguments,
 		ApprovalWait: req.ApprovalWait, Progress: req.Progress,
 	}}

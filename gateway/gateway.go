@@ -179,7 +179,7 @@ type Gateway struct {
 
 	watchMu   sync.Mutex
 	watchers  []func()                                       // OnChange
-	lastWrite atomic.Pointer[writeFailure]                   // see StoreWriteError
+	lastWrite atomic.Pointer[writeFailure]                   // see storeWriteError
 	upstreams atomic.Pointer[func() []opsview.UpstreamState] // see SetUpstreams
 	// refusals being written, and those not recorded (see refusals.go)
 	refusalSem      chan struct{}
@@ -219,7 +219,7 @@ func New(opts *Options) *Gateway {
 		g.approval.Expire = DefaultApprovalExpiry
 	}
 	if g.approval.MaxPending <= 0 {
-		g.approval.MaxPending = DefaultMaxPending
+		g.approval.MaxPending = defaultMaxPending
 	}
 	g.approval.Wait = min(max(g.approval.Wait, 0), MaxApprovalWait)
 	if g.approval.SelfApproveTimeout <= 0 {
@@ -288,14 +288,14 @@ func (g *Gateway) Register(ctx context.Context, t tool.Tool) error {
 	return nil
 }
 
-// NoAcceptedDefinition is the accepted hash of a pinned tool held at first
+// noAcceptedDefinition is the accepted hash of a pinned tool held at first
 // sight (tool.Tool.HoldUnseen): no definition's hash, so every definition
 // of it is held until an operator accepts one.
-const NoAcceptedDefinition = "none"
+const noAcceptedDefinition = "none"
 
 // holdUnseen records a pin that accepts nothing for a name never pinned:
 // the first SeePin of a name accepts what it sees, so it sees
-// NoAcceptedDefinition first. The store offers no insert-if-absent of a
+// noAcceptedDefinition first. The store offers no insert-if-absent of a
 // held pin; between the read and the write another process seeing the
 // tool at its own start would pin it accepted (that process's start
 // trusts its catalog).
@@ -304,7 +304,7 @@ func (g *Gateway) holdUnseen(ctx context.Context, name string) error {
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	_, err = g.store.SeePin(ctx, name, NoAcceptedDefinition, g.now())
+	_, err = g.store.SeePin(ctx, name, noAcceptedDefinition, g.now())
 	return err
 }
 
@@ -481,7 +481,7 @@ type CallResult struct {
 // backend produced a result (which may be a tool-level error: IsError), and
 // otherwise an *Error whose Class says why.
 func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
-	return (&call{g: g, req: req, id: NewID("call")}).execute(ctx)
+	return (&call{g: g, req: req, id: newID("call")}).execute(ctx)
 }
 
 // execute runs c through the pipeline with its audit event and span: the
@@ -514,8 +514,8 @@ func (c *call) execute(ctx context.Context) (*CallResult, error) {
 	return res, nil
 }
 
-// NewID returns a unique, roughly time-ordered id with a prefix.
-func NewID(prefix string) string {
+// newID returns a unique, roughly time-ordered id with a prefix.
+func newID(prefix string) string {
 	ms := time.Now().UnixMilli()
 	return prefix + "_" + strconv.FormatInt(ms, 36) + rand.Text()[:16]
 }

@@ -14,7 +14,7 @@ import (
 // fail every write (a full disk): a health check that only reads would say
 // ok while every call fails. So the gateway remembers whether the last
 // write it made to the store (a commit or a settlement) failed, and
-// [Gateway.StoreWriteError] reports it until a later write succeeds.
+// [Gateway.storeWriteError] reports it until a later write succeeds.
 
 // writeFailure is the last failed store write.
 type writeFailure struct {
@@ -34,13 +34,13 @@ func (g *Gateway) noteStoreWrite(err error) {
 	g.lastWrite.Store(&writeFailure{err: err, at: g.now()})
 }
 
-// StoreWriteError returns the error of the gateway's last store write
+// storeWriteError returns the error of the gateway's last store write
 // (commit or settlement) when it failed less than a minute ago, and nil
 // when it succeeded, none was made, or the failure is older: /healthz
 // answers 503 while it is not nil, and ok again after a quiet minute, so
 // that a health-checked gateway gets calls again once the disk has room
 // (and is taken out again if they still fail).
-func (g *Gateway) StoreWriteError() error {
+func (g *Gateway) storeWriteError() error {
 	if f := g.lastWrite.Load(); f != nil && g.now().Sub(f.at) < storeFailureWindow {
 		return fmt.Errorf("the last store write, at %s, failed: %w", f.at.UTC().Format(time.RFC3339), f.err)
 	}
@@ -78,7 +78,7 @@ func (g *Gateway) Upstreams() []opsview.UpstreamState {
 // CheckHealth runs the gateway's health checks, in order: the store
 // answers a read, the store may serve (a store that says, as PostgreSQL
 // replicas do, whether this process holds the right to), the last store
-// write did not fail ([Gateway.StoreWriteError]), then one check per
+// write did not fail ([Gateway.storeWriteError]), then one check per
 // upstream server ([Gateway.SetUpstreams]): it is up; and last, when the
 // store answered, that no call's outcome is unknown (CheckAttention: an
 // operator resolves them; a failed read of them is no check). A store
@@ -94,7 +94,7 @@ func (g *Gateway) CheckHealth(ctx context.Context) []opsview.HealthCheck {
 		if hc, ok := g.store.(store.HealthChecker); ok {
 			out = append(out, opsview.HealthCheck{Name: "store may serve", OK: "this process holds the right to serve", Err: hc.Healthy(ctx)})
 		}
-		out = append(out, opsview.HealthCheck{Name: "store writes succeed", OK: "the last commit or settlement succeeded", Err: g.StoreWriteError()})
+		out = append(out, opsview.HealthCheck{Name: "store writes succeed", OK: "the last commit or settlement succeeded", Err: g.storeWriteError()})
 	}
 	for _, u := range g.Upstreams() {
 		c := opsview.HealthCheck{Name: "upstream " + u.Name, Upstream: u.Name, Kind: opsview.CheckOptional,

@@ -97,15 +97,15 @@ func opError(class, msg string, err error) *OperatorError {
 
 // Sentinels of operator refusals not already in package store.
 var (
-	ErrNotOperator = errors.New("not a configured operator")
-	ErrNotApprover = errors.New("not an approver of this request")
-	ErrNotPinned   = errors.New("the tool is not pinned")
+	errNotOperator = errors.New("not a configured operator")
+	errNotApprover = errors.New("not an approver of this request")
+	errNotPinned   = errors.New("the tool is not pinned")
 )
 
-// IsOperator reports whether name is a configured operator. With no
+// isOperator reports whether name is a configured operator. With no
 // operators configured, any name but an empty one is accepted (a single
 // person's set-up; the configuration's operators section turns this off).
-func (g *Gateway) IsOperator(name string) bool {
+func (g *Gateway) isOperator(name string) bool {
 	if name == "" {
 		return false
 	}
@@ -128,7 +128,7 @@ func (g *Gateway) approverRule(caller, tool string) policy.ApproverRule {
 
 // DecideApproval decides a pending approval request. The rules:
 //   - through the CLI or the console, only an operator decides (see
-//     IsOperator), one the policy names among the request's approvers, and
+//     isOperator), one the policy names among the request's approvers, and
 //     never the caller of the request;
 //   - through elicitation, only the caller's own person, and only where a
 //     policy rule sets self_approve;
@@ -153,21 +153,21 @@ func (g *Gateway) DecideApproval(ctx context.Context, id string, d ApprovalDecis
 	switch d.Channel {
 	case ChannelElicitation:
 		if d.Operator != a.Caller {
-			return refuse(opError("not_approver", fmt.Sprintf("an elicitation decides only for the caller's own person, not %s", d.Operator), ErrNotApprover))
+			return refuse(opError("not_approver", fmt.Sprintf("an elicitation decides only for the caller's own person, not %s", d.Operator), errNotApprover))
 		}
 		if !rule.SelfApprove {
 			return refuse(opError("self_approval", fmt.Sprintf(
 				"%s cannot approve its own call of %s: no policy rule sets self_approve for it; an operator decides", a.Caller, a.Tool), store.ErrSelfApproval))
 		}
 	case ChannelCLI, ChannelConsole:
-		if !g.IsOperator(d.Operator) {
-			return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator (operators: %v)", d.Operator, g.operators), ErrNotOperator))
+		if !g.isOperator(d.Operator) {
+			return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator (operators: %v)", d.Operator, g.operators), errNotOperator))
 		}
 		if d.Operator == a.Caller {
 			return refuse(opError("self_approval", fmt.Sprintf("%s made the call of request %s and cannot decide it: someone else must", d.Operator, id), store.ErrSelfApproval))
 		}
 		if !rule.MayApprove(d.Operator) {
-			return refuse(opError("not_approver", fmt.Sprintf("%s is not among the approvers of %s calling %s (%v)", d.Operator, a.Caller, a.Tool, rule.Approvers), ErrNotApprover))
+			return refuse(opError("not_approver", fmt.Sprintf("%s is not among the approvers of %s calling %s (%v)", d.Operator, a.Caller, a.Tool, rule.Approvers), errNotApprover))
 		}
 	default:
 		return nil, fmt.Errorf("gateway: DecideApproval: unknown channel %q", d.Channel)
@@ -205,8 +205,8 @@ func (g *Gateway) ResolveIntent(ctx context.Context, callID string, executed boo
 		g.log.Warn("resolve", "call_id", callID, "step", "resolve", "outcome", "refused", "verdict", verdict, "by", operator, "reason", e.Class)
 		return nil, e
 	}
-	if !g.IsOperator(operator) {
-		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator))
+	if !g.isOperator(operator) {
+		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator))
 	}
 	err := g.store.ResolveIntent(ctx, callID, executed, operator, g.now())
 	switch {
@@ -234,15 +234,15 @@ func (g *Gateway) AcceptDefinition(ctx context.Context, tool, operator, reviewed
 		g.log.Warn("pin", "tool", tool, "step", "accept", "outcome", "refused", "by", operator, "reason", e.Class)
 		return nil, e
 	}
-	if !g.IsOperator(operator) {
-		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator))
+	if !g.isOperator(operator) {
+		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator))
 	}
 	t, current, ok := g.Tool(tool)
 	switch {
 	case !ok:
 		return refuse(opError("not_found", fmt.Sprintf("no tool named %s is registered", tool), store.ErrNotFound))
 	case !t.Pinned:
-		return refuse(opError("not_pinned", fmt.Sprintf("%s is not an upstream tool: its definition comes from the configuration and is not pinned", tool), ErrNotPinned))
+		return refuse(opError("not_pinned", fmt.Sprintf("%s is not an upstream tool: its definition comes from the configuration and is not pinned", tool), errNotPinned))
 	case reviewed != "" && reviewed != current:
 		return refuse(opError("changed", fmt.Sprintf("the definition of %s is now %s, not %s: review it again", tool, current, reviewed), store.ErrPinChanged))
 	}

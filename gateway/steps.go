@@ -189,7 +189,7 @@ func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*stor
 	}
 	now := g.now()
 	a := &store.Approval{
-		ID: NewID("apr"), Caller: key.Caller, Session: c.req.Session, Tool: t.Name,
+		ID: newID("apr"), Caller: key.Caller, Session: c.req.Session, Tool: t.Name,
 		DefinitionHash: key.DefinitionHash, ArgsDigest: key.ArgsDigest, Arguments: c.req.Arguments,
 		Status: store.ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(g.approval.Expire),
 	}
