@@ -219,7 +219,7 @@ func TestGatewayBackendAcceptsAChangedDefinition(t *testing.T) {
 	base := serveConsole(t, g)
 	ctx := context.Background()
 	tool := func(description string) tool.Tool {
-		return tool.Tool{Name: "up.echo", Description: description, Pinned: true,
+		return tool.Tool{Name: "up.echo", Description: description, Pinned: true, Source: tool.ServerSource("up"),
 			InputSchema: json.RawMessage(`{"type":"object"}`),
 			Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return &tool.Result{Content: c.Arguments}, nil
@@ -252,7 +252,7 @@ func TestGatewayBackendAcceptsAChangedDefinition(t *testing.T) {
 			held = &tools.Tools[i]
 		}
 	}
-	if held == nil || !held.Pin.Held() || held.Source != "up" {
+	if held == nil || !held.Pin.Held() || held.Source != "server up" {
 		t.Fatalf("up.echo in the catalog: %+v", held)
 	}
 	// A hash other than the one shown is refused: what is accepted is what
