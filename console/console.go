@@ -35,7 +35,7 @@ import (
 )
 
 // Errors a Backend wraps (with %w) so that the console answers with the
-// right status; an unknown id wraps [gateway.ErrNotFound], the one
+// right status; an unknown id wraps [store.ErrNotFound], the one
 // not-found sentinel (the store's).
 var (
 	ErrConflict  = errors.New("conflict")  // e.g. already decided, expired, definition changed again

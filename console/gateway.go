@@ -67,14 +67,14 @@ func backendErr(err error) error {
 	}
 	switch {
 	case errors.Is(err, gateway.ErrActionNotFound):
-		return fmt.Errorf("%w: %w", gateway.ErrNotFound, err)
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	case errors.Is(err, gateway.ErrActionForbidden):
 		return fmt.Errorf("%w: %w", ErrForbidden, err)
 	case errors.Is(err, gateway.ErrActionConflict), errors.Is(err, gateway.ErrActionInvalid):
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %w", gateway.ErrNotFound, err)
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	}
 	return err
 }

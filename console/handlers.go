@@ -17,10 +17,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/store"
 )
 
 // Console serves the web console. Create it with New; it is an
@@ -219,7 +219,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // status; an unexpected error is logged and not shown.
 func (c *Console) backendError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, gateway.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		c.fail(w, r, http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrConflict):
 		c.fail(w, r, http.StatusConflict, err.Error())
@@ -380,7 +380,7 @@ func (c *Console) detailed(ctx context.Context, pending []Approval) ([]Approval,
 		switch {
 		case err == nil:
 			out[i] = *a
-		case errors.Is(err, gateway.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 		default:
 			return nil, err
 		}

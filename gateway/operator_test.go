@@ -144,7 +144,7 @@ func TestWaitingCallWithdraws(t *testing.T) {
 		}
 		cancel()
 		err := <-done
-		if !errors.Is(err, gateway.ErrCancelled) {
+		if !errors.Is(err, tool.ClassCancelled) {
 			t.Fatalf("withdrawn call: %v", err)
 		}
 		if ev := <-events; ev.Kind != "withdrawn" || ev.Approval.ID == "" {

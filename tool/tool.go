@@ -113,7 +113,12 @@ func SourceServer(source string) (string, bool) {
 }
 
 // Class is a stable error class string; callers (and models) match on it.
+// It is an error too, so that a call's error matches its class:
+// errors.Is(err, tool.ClassForbidden).
 type Class string
+
+// Error is the class's name.
+func (c Class) Error() string { return string(c) }
 
 const (
 	ClassValidation       Class = "validation"
