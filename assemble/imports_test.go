@@ -33,6 +33,8 @@ var importRules = []importRule{
 		"rules packages decide on values, never on storage"},
 	{[]string{"gateway", "tool"}, append(append(append([]string{"config"}, upper...), backendImpls...), storeImpls...),
 		"the gateway and the tool vocabulary are below every implementation and front end"},
+	{[]string{"opsview"}, append(append(append([]string{"gateway", "config"}, upper...), backendImpls...), storeImpls...),
+		"the views are plain data the gateway fills: they read no store and know no front end"},
 	{backendImpls, []string{"gateway", "config", "assemble", "cmd/...", "server", "console", "hook", "store", "store/..."},
 		"backends run tools; the gateway calls them, never the other way"},
 	{storeImpls, []string{"gateway", "config", "assemble", "backend/...", "server", "console", "policy"},
@@ -41,7 +43,9 @@ var importRules = []importRule{
 
 // knownViolations are the edges the rules forbid that the code still has,
 // each with the reason; the test fails when one is gone, so that the list
-// only shrinks.
+// only shrinks. None is left (issue 23 removed the last three: budget ->
+// store and config -> store when budget took its windows, approval ->
+// store when the gateway took the approval step's options).
 var knownViolations = map[string]string{}
 
 // TestImportDirection checks every rule against go list's dependencies.

@@ -43,6 +43,14 @@
 // an OpenTelemetry span, a child of the trace in the call's context, with
 // the same steps as events and the backend as a child span whose context
 // the backend receives (tool.Call.Trace); it too carries no values.
+//
+// The gateway is the audit log's one writer: what happens beside the calls
+// (a request refused by a limit, a resource read, a request an upstream
+// makes of a call's client) is written through [Gateway.Record]. A call's
+// error is an *[Error] that matches its class (errors.Is(err,
+// tool.ClassForbidden)). What front ends read (the journal, the overview,
+// health, an approval under review) comes back as package opsview's
+// types, filled here: no front end reads the store.
 package gateway
 
 import (

@@ -7,7 +7,10 @@
 // [Backend] interface, the [Call] it is handed and the [Result] it returns,
 // the per-call interaction channels ([Asker], [Client]) and the sentinels
 // [ErrNotStarted] and [ErrMalformedResult]; and [Func], a tool written as
-// a typed Go function. The command backend
+// a typed Go function. A tool's [Tool.Source] and [Tool.MainArg] are
+// recorded by whoever registers it, and read everywhere from there. A
+// source of tools has the gateway record what it does beside its calls
+// through a [Recorder] ([Event]). The command backend
 // (backend/command), the built-in tools and MCP upstreams implement
 // [Backend].
 //
