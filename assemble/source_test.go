@@ -2,11 +2,8 @@ package assemble
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -15,8 +12,6 @@ import (
 // the console and a collision's message read them from the gateway
 // instead of guessing from the configuration or the name.
 func TestOpenRecordsSourceAndMainArg(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, config.DefaultFile)
 	src := `builtin:
   enable: [bash, read]
 tools:
@@ -31,14 +26,7 @@ policy:
   - caller: alice
     allow: [read]
 `
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := Open(context.Background(), c, nil)
+	rt, err := Open(context.Background(), writeConfig(t, src), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
 )
 
@@ -20,18 +17,9 @@ import (
 // console.
 func TestOpenServerCountsWrongTokensOnce(t *testing.T) {
 	const opToken = "bp_operator_0123456789abcdefghijklmnopqrstuvwxyz"
-	dir := t.TempDir()
-	path := filepath.Join(dir, config.DefaultFile)
-	src := "policy:\n  - caller: alice\n    allow: [read]\n" +
-		"operators:\n  - name: ops\n    token: " + opToken + "\n" +
-		"serve:\n  http: 127.0.0.1:0\n  tokens: {\"alice-token\": alice}\n"
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, "policy:\n  - caller: alice\n    allow: [read]\n"+
+		"operators:\n  - name: ops\n    token: "+opToken+"\n"+
+		"serve:\n  http: 127.0.0.1:0\n  tokens: {\"alice-token\": alice}\n")
 	s, err := OpenServer(context.Background(), cfg, &ServeOptions{Open: &Options{Stderr: io.Discard}})
 	if err != nil {
 		t.Fatal(err)
