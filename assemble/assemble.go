@@ -55,16 +55,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/url"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/backend/builtin"
 	"github.com/agentbackplane/backplane/backend/command"
 	"github.com/agentbackplane/backplane/backend/upstream"
@@ -73,6 +63,7 @@ import (
 	"github.com/agentbackplane/backplane/internal/auditlog"
 	"github.com/agentbackplane/backplane/internal/credstore"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
@@ -81,6 +72,14 @@ import (
 	"github.com/agentbackplane/backplane/tracing"
 	"github.com/agentbackplane/backplane/validator/draft2020"
 	"go.opentelemetry.io/otel/trace"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 )
 
 // AuditLogName is the file, in the store folder, that receives the audit
@@ -121,7 +120,7 @@ type Options struct {
 	// send the audit events. Default os.Stderr.
 	Stderr io.Writer
 	// Approver, when set, is asked for decisions interactively.
-	Approver approval.Approver
+	Approver gateway.Approver
 	// Asker is the interaction channel of ask_user_question (a terminal
 	// prompt); nil means none. A call may carry its own.
 	Asker tool.Asker
@@ -303,11 +302,11 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		Store:   st,
 		Policy:  rt.Policy,
 		Budgets: cfg.Budgets,
-		Approvals: approval.Options{
+		Approvals: gateway.ApprovalOptions{
 			Expire:     cfg.Approvals.Expire,
 			Wait:       cfg.Approvals.Wait,
 			MaxPending: cfg.Approvals.MaxPending,
-			// Zero: the default (approval.DefaultSelfApproveTimeout).
+			// Zero: the default (gateway.DefaultSelfApproveTimeout).
 			SelfApproveTimeout: cfg.Approvals.SelfApproveTimeout,
 			Approver:           o.Approver,
 			Hints:              hints,
@@ -337,6 +336,8 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			Safety:      t.Safety,
 			Timeout:     t.Timeout,
 			Backend:     cb,
+			Source:      tool.SourceTools,
+			MainArg:     mainArgField(t.MainArg),
 		})
 		if err != nil {
 			return nil, &config.Error{File: cfg.Path, Line: t.Line, Msg: err.Error()}
@@ -545,7 +546,7 @@ func (rt *Runtime) connectServers(ctx context.Context, g *gateway.Gateway, stder
 			msg := err.Error()
 			var ce *upstream.CollisionError
 			if errors.As(err, &ce) {
-				msg += ": " + rt.whereDefined(ce.Tool)
+				msg += ": " + rt.whereDefined(g, ce.Tool)
 			}
 			if !degraded || s.Required || ce != nil || ctx.Err() != nil {
 				return &config.Error{File: c.Path, Line: s.Line, Msg: msg, Err: err}
@@ -576,10 +577,10 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 			URL: s.URL, Headers: s.Headers, OAuth: oauth, Validator: s.Validator, Sandbox: sb.Policy,
 			Bridge:           &upstream.Bridge{Sampling: s.Bridge.Sampling, Elicitation: s.Bridge.Elicitation, Roots: s.Bridge.Roots},
 			AcceptAddedTools: s.AcceptAddedTools,
+			MainArg:          mainArgField(s.MainArg),
 		}, &upstream.Options{
 			Registry:       g,
 			Logger:         rt.Log,
-			Audit:          rt.Audit,
 			Draft2020:      &draft2020.Options{MaxArgumentBytes: c.Limits.MaxArgumentBytes},
 			ConnectTimeout: s.ConnectTimeout,
 			Tokens:         rt.Tokens,
@@ -589,10 +590,10 @@ func (rt *Runtime) serverOptions(s config.ServerConfig, sb SandboxDecision, g *g
 
 // upstreamStates is every configured server's state, in the order of the
 // configuration, for the gateway's health checks.
-func (rt *Runtime) upstreamStates() []gateway.UpstreamState {
-	var out []gateway.UpstreamState
+func (rt *Runtime) upstreamStates() []opsview.UpstreamState {
+	var out []opsview.UpstreamState
 	for _, s := range rt.Config.Servers {
-		st := gateway.UpstreamState{Name: s.Name, Required: s.Required}
+		st := opsview.UpstreamState{Name: s.Name, Required: s.Required}
 		if u, ok := rt.Upstream(s.Name); ok {
 			st.Up, st.Restarts, st.Err = u.State()
 			st.Protocol = u.Protocol()
@@ -612,24 +613,26 @@ func (rt *Runtime) upstreamStates() []gateway.UpstreamState {
 }
 
 // whereDefined says which line of the configuration defines the tool
-// name, for a collision's message (both lines named).
-func (rt *Runtime) whereDefined(name string) string {
+// name, for a collision's message (both lines named), from the source its
+// registration recorded.
+func (rt *Runtime) whereDefined(g *gateway.Gateway, name string) string {
 	c := rt.Config
-	for _, u := range rt.upstreams {
-		if slices.Contains(u.Tools(), name) {
-			for _, s := range c.Servers {
-				if s.Name == u.Name() {
-					return fmt.Sprintf("a tool of server %s (line %d)", s.Name, s.Line)
-				}
+	t, _, ok := g.Tool(name)
+	if srv, isServer := tool.SourceServer(t.Source); ok && isServer {
+		for _, s := range c.Servers {
+			if s.Name == srv {
+				return fmt.Sprintf("a tool of server %s (line %d)", s.Name, s.Line)
 			}
 		}
 	}
-	for _, t := range c.Tools {
-		if t.Name == name {
-			return fmt.Sprintf("the command tool at line %d", t.Line)
+	switch {
+	case ok && t.Source == tool.SourceTools:
+		for _, ct := range c.Tools {
+			if ct.Name == name {
+				return fmt.Sprintf("the command tool at line %d", ct.Line)
+			}
 		}
-	}
-	if slices.Contains(c.Builtin.Enable, name) {
+	case ok && t.Source == tool.SourceBuiltin:
 		if c.Builtin.Line > 0 {
 			return fmt.Sprintf("a built-in tool (builtin, line %d)", c.Builtin.Line)
 		}
@@ -646,30 +649,6 @@ func (rt *Runtime) Upstream(name string) (*upstream.Upstream, bool) {
 		}
 	}
 	return nil, false
-}
-
-// ToolSource says where a registered tool comes from: "builtin", "tools"
-// (the configuration's command tools), "server NAME", or "" when the name
-// is not a configured tool.
-func (rt *Runtime) ToolSource(name string) string {
-	for _, u := range rt.allUpstreams() {
-		for _, n := range u.Tools() {
-			if n == name {
-				return "server " + u.Name()
-			}
-		}
-	}
-	for _, t := range rt.Config.Tools {
-		if t.Name == name {
-			return "tools"
-		}
-	}
-	for _, n := range rt.Config.Builtin.Enable {
-		if n == name {
-			return "builtin"
-		}
-	}
-	return ""
 }
 
 // startProgressLine is the "still starting" line of a server that takes
@@ -719,4 +698,13 @@ func (j jsonEscaping) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// mainArgField is the member a configured main_arg names, "" for none:
+// what a tool's registration records (tool.Tool.MainArg).
+func mainArgField(m *policy.MainArg) string {
+	if m == nil {
+		return ""
+	}
+	return m.Field
 }

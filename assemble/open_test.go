@@ -15,6 +15,7 @@ import (
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // openExample writes the issue's example, verbatim, into a fresh folder and
@@ -85,17 +86,17 @@ func TestOpenRunsTheExampleEndToEnd(t *testing.T) {
 	// bob is named by no rule: default deny, the tool does not run, and
 	// does not even exist for him.
 	_, err = call(rt, "bob", "note", `{"text":"from bob"}`)
-	if !errors.Is(err, gateway.ErrNotFound) {
+	if !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("bob: %v, want not_found", err)
 	}
 	// The schema is enforced.
 	_, err = call(rt, "alice", "note", `{"text":"x","n":0}`)
-	if !errors.Is(err, gateway.ErrValidation) {
+	if !errors.Is(err, tool.ClassValidation) {
 		t.Errorf("n = 0: %v, want validation", err)
 	}
 	// danger is allowed by the policy but no tool has that name.
 	_, err = call(rt, "alice", "danger", `{}`)
-	if !errors.Is(err, gateway.ErrNotFound) {
+	if !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("danger: %v, want not_found", err)
 	}
 
@@ -106,7 +107,7 @@ func TestOpenRunsTheExampleEndToEnd(t *testing.T) {
 		}
 	}
 	_, err = call(rt, "alice", "note", `{"text":"fourth"}`)
-	if !errors.Is(err, gateway.ErrBudgetExceeded) {
+	if !errors.Is(err, tool.ClassBudgetExceeded) {
 		t.Errorf("fourth call: %v, want budget_exceeded", err)
 	}
 	got, _ = os.ReadFile(logPath)

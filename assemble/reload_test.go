@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbackplane/backplane/config"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/store"
 )
 
 // ReloadPolicy puts a valid file's policy in force and refuses an invalid
@@ -52,7 +52,7 @@ func TestReloadPolicy(t *testing.T) {
 	if err := rt.ReloadPolicy(context.Background(), "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := call(rt, "a", "echo", `{}`); !errors.Is(err, gateway.ErrNotFound) {
+	if _, err := call(rt, "a", "echo", `{}`); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a is no longer named: %v, want not_found", err)
 	}
 	if _, err := call(rt, "b", "echo", `{}`); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/opauth"
 	"github.com/agentbackplane/backplane/internal/sandbox"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/internal/tlsreload"
@@ -210,14 +211,17 @@ func (s *Serving) openServer() error {
 		verifier = v
 	}
 	var served atomic.Pointer[server.Server] // for the console's sessions page
+	// One table of tokens and one count of wrong ones for /mcp, /metrics
+	// and the console.
+	tokens := opauth.New(cfg.OperatorTokens(), cfg.Serve.Tokens, nil)
 	opts := &server.Options{
 		Operators:    cfg.OperatorTokens(),
 		Tokens:       cfg.Serve.Tokens,
+		TokenAuth:    tokens,
 		StdioCaller:  cfg.Serve.StdioCaller,
 		ApprovalWait: cfg.Serve.ApprovalWait,
 		Logger:       s.log,
 		Version:      rt.version,
-		Audit:        rt.Audit,
 		// Zero: the server's defaults.
 		SessionIdleTimeout:   cfg.Serve.SessionIdleTimeout,
 		MaxSessionsPerCaller: cfg.Serve.MaxSessionsPerCaller,
@@ -236,7 +240,7 @@ func (s *Serving) openServer() error {
 		AnonymousCaller: cfg.Serve.AnonymousCaller,
 	}
 	if !s.stdio {
-		opts.Console = s.newConsole(consoleSessions(&served))
+		opts.Console = s.newConsole(consoleSessions(&served), tokens)
 		opts.UpstreamCallback = rt.upstreamCallback() // upstream_callers.go
 	}
 	// The agents' hook endpoints (backplane hook --url) only decide, never
@@ -271,7 +275,7 @@ func (s *Serving) openServer() error {
 // newConsole is the operators' web console, served at /ui over HTTP:
 // operators (operators:) get in, callers (serve.tokens) are refused with
 // 403. sessions lists the server's MCP sessions for the sessions page.
-func (s *Serving) newConsole(sessions func() []console.Session) http.Handler {
+func (s *Serving) newConsole(sessions func() []console.Session, tokens *opauth.Tokens) http.Handler {
 	cfg, rt := s.cfg, s.Runtime
 	operators := cfg.OperatorTokens()
 	if len(operators) == 0 {
@@ -279,7 +283,6 @@ func (s *Serving) newConsole(sessions func() []console.Session) http.Handler {
 	}
 	b := console.GatewayBackend(rt.Gateway, &console.GatewayOptions{
 		Budgets: cfg.Budgets,
-		Source:  toolSource(cfg),
 		Facts: []console.Fact{
 			{Name: "Version", Value: rt.version},
 			{Name: "Configuration", Value: cfg.Path},
@@ -292,7 +295,7 @@ func (s *Serving) newConsole(sessions func() []console.Session) http.Handler {
 		// are not known here.
 		hosts = []string{"*"}
 	}
-	return console.New(b, console.NewTokenAuth(operators, cfg.Serve.Tokens), &console.Options{
+	return console.New(b, console.TokenAuthOf(tokens), &console.Options{
 		Logger:       s.log,
 		AllowedHosts: hosts,
 		// Browsers behind a proxy name its origin and host (public_url).
@@ -518,31 +521,4 @@ func loopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// toolSource names where a configured tool comes from, for the console.
-func toolSource(cfg *config.Config) func(string) string {
-	command := map[string]bool{}
-	for _, t := range cfg.Tools {
-		command[t.Name] = true
-	}
-	return func(tool string) string {
-		if command[tool] {
-			return "command"
-		}
-		if slices.Contains(cfg.Builtin.Enable, tool) {
-			return "builtin"
-		}
-		// The longest prefix wins: "a." over "" (a server without one).
-		source, best := "", -1
-		for _, s := range cfg.Servers {
-			if p := s.ToolPrefix(); len(p) > best && strings.HasPrefix(tool, p) {
-				source, best = "upstream "+s.Name, len(p)
-			}
-		}
-		if source != "" {
-			return source
-		}
-		return "builtin"
-	}
 }

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/config"
-	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/opsview"
 )
 
 // --- Open, with the Go test server of backend/upstream ---
@@ -136,15 +136,15 @@ func TestOpenConnectsServers(t *testing.T) {
 	if err != nil || !strings.Contains(string(res.Result), "hello, ann") {
 		t.Fatalf("go.greet: %v, %v", res, err)
 	}
-	if src := rt.ToolSource("go.greet"); src != "server go" {
-		t.Errorf("ToolSource = %q", src)
-	}
 	if u, ok := rt.Upstream("go"); !ok || !u.Connected() {
 		t.Errorf("Upstream(go) = %v, %v", u, ok)
 	}
 	tool, _, _ := rt.Gateway.Tool("go.greet")
 	if !tool.Pinned {
 		t.Error("go.greet is not pinned")
+	}
+	if tool.Source != "server go" {
+		t.Errorf("go.greet's Source = %q, want the source its registration recorded, server go", tool.Source)
 	}
 	pids := serverPIDs(t, logFile)
 	if len(pids) != 1 {
@@ -231,8 +231,8 @@ func TestOpenServerWithoutPrefix(t *testing.T) {
 	if _, _, ok := rt.Gateway.Tool("go.greet"); ok {
 		t.Error("go.greet is registered too")
 	}
-	if src := rt.ToolSource("greet"); src != "server go" {
-		t.Errorf("ToolSource(greet) = %q", src)
+	if tl, _, _ := rt.Gateway.Tool("greet"); tl.Source != "server go" {
+		t.Errorf("greet's Source = %q, want server go", tl.Source)
 	}
 }
 
@@ -305,8 +305,8 @@ func TestOpenStartsDegradedWithoutABrokenServer(t *testing.T) {
 		t.Error("the working server's tools are not registered")
 	}
 	checks := rt.Gateway.CheckHealth(context.Background())
-	if s := gateway.State(checks); s != gateway.StateDegraded || gateway.Ready(checks) != nil || gateway.Healthy(checks) != nil {
-		t.Errorf("state %q ready %v, want degraded and ready", s, gateway.Ready(checks))
+	if s := opsview.State(checks); s != opsview.StateDegraded || opsview.Ready(checks) != nil || opsview.Healthy(checks) != nil {
+		t.Errorf("state %q ready %v, want degraded and ready", s, opsview.Ready(checks))
 	}
 	for _, c := range checks {
 		// The Go SDK test server offers 2026-07-28: the check says so.
@@ -314,7 +314,7 @@ func TestOpenStartsDegradedWithoutABrokenServer(t *testing.T) {
 			t.Errorf("the working server's check %q does not name the revision it speaks", c.OK)
 		}
 	}
-	var late *gateway.UpstreamState
+	var late *opsview.UpstreamState
 	for _, u := range rt.Gateway.Upstreams() {
 		if u.Name == "late" {
 			late = &u
@@ -334,7 +334,7 @@ func TestOpenStartsDegradedWithoutABrokenServer(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, _, registered := rt.Gateway.Tool("late.greet")
-		if registered && gateway.State(rt.Gateway.CheckHealth(context.Background())) == gateway.StateOK {
+		if registered && opsview.State(rt.Gateway.CheckHealth(context.Background())) == opsview.StateOK {
 			break
 		}
 		if time.Now().After(deadline) {

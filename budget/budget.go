@@ -4,13 +4,17 @@
 // per tool. A call counts in the window holding its commit time. The reservation itself is
 // made by the store, atomically with the call's durable intent, so a quota is
 // never exceeded whatever the concurrency (see store.CommitIntent).
+//
+// It owns the vocabulary of budgets the store keeps: the [Reservation] a
+// call takes and the [Window] it counts in ([WindowAt], [CheckWindow]),
+// so that the configuration checks windows and the store records them
+// without either depending on the other. It imports nothing of
+// Backplane's.
 package budget
 
 import (
 	"fmt"
 	"time"
-
-	"github.com/agentbackplane/backplane/store"
 )
 
 // Scope says what a quota is counted per.
@@ -32,7 +36,7 @@ type Quota struct {
 	// configuration's `cost: {default: N}` is parsed into it; see config.)
 	Default *int64 `json:"default_cost,omitempty" yaml:"default_cost"`
 	// Per is the length of the windows the quota applies to (whole
-	// seconds, at most store.MaxWindow); 0 means no window: the quota is
+	// seconds, at most MaxWindow); 0 means no window: the quota is
 	// for ever.
 	Per time.Duration `json:"per,omitempty" yaml:"per"`
 }
@@ -60,8 +64,8 @@ func (q Quota) Check() error {
 		return fmt.Errorf("budget default cost is %d: must not be negative", *q.Default)
 	}
 	if q.Per != 0 {
-		if err := store.CheckWindow(store.Window{Per: q.Per, Start: time.Unix(0, 0)}); err != nil {
-			return fmt.Errorf("budget per %v: must be whole seconds, from 1s to %v", q.Per, store.MaxWindow)
+		if err := CheckWindow(Window{Per: q.Per, Start: time.Unix(0, 0)}); err != nil {
+			return fmt.Errorf("budget per %v: must be whole seconds, from 1s to %v", q.Per, MaxWindow)
 		}
 	}
 	for tool, c := range q.Cost {
@@ -76,15 +80,15 @@ func (q Quota) Check() error {
 // committed at at, takes. A call without a session counts against the
 // session key "" (one shared bucket), so leaving out the session id is no
 // way around a session quota.
-func Plan(quotas []Quota, caller, session, tool string, at time.Time) []store.Reservation {
-	var out []store.Reservation
+func Plan(quotas []Quota, caller, session, tool string, at time.Time) []Reservation {
+	var out []Reservation
 	for _, q := range quotas {
 		key := caller
 		if q.Scope == ScopeSession {
 			key = session
 		}
-		out = append(out, store.Reservation{Scope: string(q.Scope), Key: key, Quota: q.Quota, Amount: q.CostOf(tool),
-			Window: store.WindowAt(q.Per, at)})
+		out = append(out, Reservation{Scope: string(q.Scope), Key: key, Quota: q.Quota, Amount: q.CostOf(tool),
+			Window: WindowAt(q.Per, at)})
 	}
 	return out
 }

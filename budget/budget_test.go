@@ -3,8 +3,6 @@ package budget
 import (
 	"testing"
 	"time"
-
-	"github.com/agentbackplane/backplane/store"
 )
 
 func TestCostOf(t *testing.T) {
@@ -46,7 +44,7 @@ func TestPlan(t *testing.T) {
 		{Scope: ScopeSession, Quota: 4},
 	}
 	got := Plan(quotas, "alice", "s1", "danger", time.Now())
-	want := []store.Reservation{
+	want := []Reservation{
 		{Scope: "caller", Key: "alice", Quota: 10, Amount: 2},
 		{Scope: "session", Key: "s1", Quota: 4, Amount: 1},
 	}
@@ -94,7 +92,7 @@ func TestPlanWindow(t *testing.T) {
 	if len(r) != 1 || r[0].Window.Per != time.Hour || !r[0].Window.Start.Equal(time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)) {
 		t.Fatalf("Plan at %v = %+v, want the 06:00 window", at, r)
 	}
-	if err := store.CheckWindow(r[0].Window); err != nil {
+	if err := CheckWindow(r[0].Window); err != nil {
 		t.Fatalf("planned window refused by the store rules: %v", err)
 	}
 	next := Plan(quotas, "alice", "", "x", at.Add(time.Millisecond))

@@ -1,9 +1,8 @@
 package config
 
 import (
+	"github.com/agentbackplane/backplane/policy"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/agentbackplane/backplane/approval"
 )
 
 func (p *parser) approvals(c *Config, v *yaml.Node) error {
@@ -32,8 +31,8 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 			if err != nil {
 				return err
 			}
-			if d <= 0 || d > approval.MaxSelfApproveTimeout {
-				return p.errAt(v, "approvals self_approve_timeout %s: must be from 1s to %s (how long the person at the caller's client has to answer)", d, approval.MaxSelfApproveTimeout)
+			if d <= 0 || d > policy.MaxSelfApproveTimeout {
+				return p.errAt(v, "approvals self_approve_timeout %s: must be from 1s to %s (how long the person at the caller's client has to answer)", d, policy.MaxSelfApproveTimeout)
 			}
 			c.Approvals.SelfApproveTimeout = d
 		case "max_pending":

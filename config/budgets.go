@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/budget"
-	"github.com/agentbackplane/backplane/store"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -57,8 +56,8 @@ func (p *parser) budgets(c *Config, v *yaml.Node) error {
 				if err != nil {
 					return err
 				}
-				if err := store.CheckWindow(store.Window{Per: d, Start: time.Unix(0, 0)}); err != nil || d == 0 {
-					return p.errAt(v, "per %s: a window of whole seconds, from 1s to %s", deref(v).Value, days(store.MaxWindow))
+				if err := budget.CheckWindow(budget.Window{Per: d, Start: time.Unix(0, 0)}); err != nil || d == 0 {
+					return p.errAt(v, "per %s: a window of whole seconds, from 1s to %s", deref(v).Value, days(budget.MaxWindow))
 				}
 				q.Per = d
 			case "cost":

@@ -182,7 +182,7 @@ type Approvals struct {
 	// SelfApproveTimeout bounds how long the person at the caller's own
 	// client has to answer, where a rule sets self_approve and the client
 	// can be asked (MCP elicitation); they are asked whatever Wait is.
-	// Default 50s (approval.DefaultSelfApproveTimeout), at most 10m.
+	// Default 50s (gateway.DefaultSelfApproveTimeout), at most 10m.
 	SelfApproveTimeout time.Duration
 	// MaxPending caps one caller's pending requests (default 16): beyond
 	// it a call needing a new request is refused and nothing is created.

@@ -13,7 +13,6 @@ import (
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
-	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -70,10 +69,10 @@ func TestExampleMeansWhatItsCommentsSay(t *testing.T) {
 	if !reflect.DeepEqual(c.Budgets, wantBudgets) {
 		t.Errorf("Budgets = %+v, want %+v", c.Budgets, wantBudgets)
 	}
-	if got := budget.Plan(c.Budgets, "alice", "s1", "danger", time.Now()); !reflect.DeepEqual(got, []store.Reservation{{Scope: "caller", Key: "alice", Quota: 3, Amount: 2}}) {
+	if got := budget.Plan(c.Budgets, "alice", "s1", "danger", time.Now()); !reflect.DeepEqual(got, []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 3, Amount: 2}}) {
 		t.Errorf("Plan(danger) = %+v", got)
 	}
-	if got := budget.Plan(c.Budgets, "alice", "s1", "note", time.Now()); !reflect.DeepEqual(got, []store.Reservation{{Scope: "caller", Key: "alice", Quota: 3, Amount: 1}}) {
+	if got := budget.Plan(c.Budgets, "alice", "s1", "note", time.Now()); !reflect.DeepEqual(got, []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 3, Amount: 1}}) {
 		t.Errorf("Plan(note) = %+v", got)
 	}
 

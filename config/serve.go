@@ -140,7 +140,7 @@ const (
 	DefaultServeRatePerSecond = 100
 	DefaultServeRateBurst     = 200
 	DefaultServeApprovalWait  = 0
-	// MaxServeApprovalWait is approval.MaxWait: below the MCP SDK clients'
+	// MaxServeApprovalWait is gateway.MaxApprovalWait: below the MCP SDK clients'
 	// 60s request timeout.
 	MaxServeApprovalWait = 50 * time.Second
 )

@@ -29,14 +29,26 @@ type TokenAuth struct{ t *opauth.Tokens }
 // NewTokenAuth returns an Auth over operators (token to operator name) and
 // callers (token to caller name). A token in both tables is an operator's.
 func NewTokenAuth(operators, callers map[string]string) *TokenAuth {
-	return &TokenAuth{opauth.New(operators, callers)}
+	return &TokenAuth{opauth.New(operators, callers, nil)}
 }
+
+// TokenAuthOf is the Auth over t, the tokens (and the count of wrong ones)
+// the server was handed too (server.Options.TokenAuth), so that a guesser
+// gets no more tries at the console than at /mcp. Within this module only
+// (internal/opauth).
+func TokenAuthOf(t *opauth.Tokens) *TokenAuth { return &TokenAuth{t} }
 
 // Operator implements Auth.
 func (a *TokenAuth) Operator(token string) (string, bool) { return a.t.Operator(token) }
 
 // IsCaller implements Auth.
 func (a *TokenAuth) IsCaller(token string) bool { return a.t.IsCaller(token) }
+
+// Blocked implements Auth.
+func (a *TokenAuth) Blocked(token string) (time.Duration, bool) { return a.t.Blocked(token) }
+
+// Fail implements Auth.
+func (a *TokenAuth) Fail(token string) bool { return a.t.Fail(token) }
 
 // session is one login.
 type session struct {
@@ -132,7 +144,7 @@ func (c *Console) authenticate(r *http.Request) (string, authResult) {
 		}
 		// A blocked token is not even checked: a right guess among wrong
 		// ones must not get through (see internal/auththrottle).
-		if _, blocked := c.throttle.Blocked(tok); blocked {
+		if _, blocked := c.auth.Blocked(tok); blocked {
 			return "", authThrottled
 		}
 		if name, ok := c.auth.Operator(tok); ok {
@@ -141,7 +153,7 @@ func (c *Console) authenticate(r *http.Request) (string, authResult) {
 		if c.auth.IsCaller(tok) {
 			return "", authCaller
 		}
-		c.throttle.Fail(tok)
+		c.auth.Fail(tok)
 		return "", authNone
 	}
 	if ck, err := r.Cookie(cookieName); err == nil {

@@ -35,7 +35,7 @@ import (
 )
 
 // Errors a Backend wraps (with %w) so that the console answers with the
-// right status; an unknown id wraps [gateway.ErrNotFound], the one
+// right status; an unknown id wraps [store.ErrNotFound], the one
 // not-found sentinel (the store's).
 var (
 	ErrConflict  = errors.New("conflict")  // e.g. already decided, expired, definition changed again
@@ -87,13 +87,17 @@ type Notifier interface {
 
 // Approval is an approval request as the operator sees it.
 type Approval struct {
-	ID              string          `json:"id"`
-	Caller          string          `json:"caller"`
-	Session         string          `json:"session,omitempty"`
-	Tool            string          `json:"tool"`
-	ToolDescription string          `json:"tool_description,omitempty"`
-	Status          string          `json:"status"` // pending, approved, denied, expired, ...
-	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ID              string `json:"id"`
+	Caller          string `json:"caller"`
+	Session         string `json:"session,omitempty"`
+	Tool            string `json:"tool"`
+	ToolDescription string `json:"tool_description,omitempty"`
+	// MainArg is the argument the tool is mainly about, as its
+	// registration recorded it (tool.Tool.MainArg): what the request's
+	// line shows. "" when the tool names none.
+	MainArg   string          `json:"main_arg,omitempty"`
+	Status    string          `json:"status"` // pending, approved, denied, expired, ...
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// Diff is a unified diff of what a write or edit would change; Command
 	// the command a bash call would run.
 	Diff           string    `json:"diff,omitempty"`
@@ -350,6 +354,12 @@ type Auth interface {
 	Operator(token string) (name string, ok bool)
 	// IsCaller reports whether token is a caller's (refused with 403).
 	IsCaller(token string) bool
+	// Blocked reports whether token starts like tokens that failed too
+	// often, and for how long it is refused unchecked; Fail counts a
+	// wrong token (at the login form and as a bearer). One count for
+	// every front end handed the same Auth (see internal/auththrottle).
+	Blocked(token string) (time.Duration, bool)
+	Fail(token string) bool
 }
 
 // Options configure a Console. A nil *Options, and every zero field, means

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
+	"github.com/agentbackplane/backplane/internal/opauth"
+	"github.com/agentbackplane/backplane/store"
 )
 
 // fakeBackend is a Backend over memory, for the HTTP behaviour of the
@@ -53,7 +54,7 @@ func (f *fakeBackend) GetApproval(_ context.Context, id string) (*Approval, erro
 			return &a, nil
 		}
 	}
-	return nil, fmt.Errorf("approval %s: %w", id, gateway.ErrNotFound)
+	return nil, fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
 }
 
 func (f *fakeBackend) DecideApproval(_ context.Context, id string, approve bool, operator, reason string) error {
@@ -76,7 +77,7 @@ func (f *fakeBackend) DecideApproval(_ context.Context, id string, approve bool,
 		f.decisions = append(f.decisions, strings.Join([]string{id, verdict, operator, reason}, " "))
 		return nil
 	}
-	return fmt.Errorf("approval %s: %w", id, gateway.ErrNotFound)
+	return fmt.Errorf("approval %s: %w", id, store.ErrNotFound)
 }
 
 func (f *fakeBackend) ListCalls(_ context.Context, q CallQuery) ([]Call, bool, error) {
@@ -107,7 +108,7 @@ func (f *fakeBackend) GetCall(_ context.Context, id string) (*Call, error) {
 			return &c, nil
 		}
 	}
-	return nil, fmt.Errorf("call %s: %w", id, gateway.ErrNotFound)
+	return nil, fmt.Errorf("call %s: %w", id, store.ErrNotFound)
 }
 
 func (f *fakeBackend) Budgets(context.Context) ([]Budget, error) {
@@ -150,7 +151,7 @@ func (f *fakeBackend) ResolveCall(_ context.Context, id string, executed bool, o
 		f.resolutions = append(f.resolutions, fmt.Sprintf("%s %v %s %s", id, executed, operator, reason))
 		return nil
 	}
-	return fmt.Errorf("call %s: %w", id, gateway.ErrNotFound)
+	return fmt.Errorf("call %s: %w", id, store.ErrNotFound)
 }
 
 func (f *fakeBackend) Overview(_ context.Context, since, until time.Time) (*Overview, error) {
@@ -658,7 +659,8 @@ func TestTrustedOriginIsAccepted(t *testing.T) {
 // block that token, even the right one, until the window ends.
 func TestLoginFailuresAreThrottled(t *testing.T) {
 	now := time.Unix(1000, 0)
-	c := New(&fakeBackend{}, NewTokenAuth(map[string]string{opToken: "ops"}, nil), &Options{Now: func() time.Time { return now }})
+	clock := func() time.Time { return now }
+	c := New(&fakeBackend{}, TokenAuthOf(opauth.New(map[string]string{opToken: "ops"}, nil, &opauth.Options{Now: clock})), &Options{Now: clock})
 	defer c.Close()
 	login := func(tok string) int {
 		req := httptest.NewRequest("POST", "http://127.0.0.1/ui/login", strings.NewReader(url.Values{"token": {tok}}.Encode()))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -20,9 +21,6 @@ import (
 type GatewayOptions struct {
 	// Budgets are the configured quotas, shown beside the use.
 	Budgets []budget.Quota
-	// Source names where a tool comes from (builtin, command, an upstream).
-	// Default: the upstream's name for a pinned tool NAME.TOOL, else "".
-	Source func(tool string) string
 	// Facts describe the process on the health page (version, listen
 	// address, configuration file).
 	Facts []Fact
@@ -37,7 +35,6 @@ type GatewayOptions struct {
 type gatewayBackend struct {
 	g       *gateway.Gateway
 	quotas  []budget.Quota
-	source  func(string) string
 	facts   []Fact
 	now     func() time.Time
 	started time.Time
@@ -54,12 +51,9 @@ func GatewayBackend(g *gateway.Gateway, opts *GatewayOptions) Backend {
 	if opts == nil {
 		opts = &GatewayOptions{}
 	}
-	b := &gatewayBackend{g: g, quotas: opts.Budgets, source: opts.Source, facts: opts.Facts, now: opts.Now, refused: opts.Refused}
+	b := &gatewayBackend{g: g, quotas: opts.Budgets, facts: opts.Facts, now: opts.Now, refused: opts.Refused}
 	if b.now == nil {
 		b.now = time.Now
-	}
-	if b.source == nil {
-		b.source = func(string) string { return "" }
 	}
 	b.started = b.now()
 	return b
@@ -73,14 +67,14 @@ func backendErr(err error) error {
 	}
 	switch {
 	case errors.Is(err, gateway.ErrActionNotFound):
-		return fmt.Errorf("%w: %w", gateway.ErrNotFound, err)
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	case errors.Is(err, gateway.ErrActionForbidden):
 		return fmt.Errorf("%w: %w", ErrForbidden, err)
 	case errors.Is(err, gateway.ErrActionConflict), errors.Is(err, gateway.ErrActionInvalid):
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %w", gateway.ErrNotFound, err)
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	}
 	return err
 }
@@ -97,7 +91,7 @@ func (b *gatewayBackend) summary(a *store.Approval) Approval {
 		ConsumedBy: a.ConsumedBy,
 	}
 	if t, _, ok := b.g.Tool(a.Tool); ok {
-		out.ToolDescription = t.Description
+		out.ToolDescription, out.MainArg = t.Description, t.MainArg
 	}
 	return out
 }
@@ -137,7 +131,7 @@ func (b *gatewayBackend) GetApproval(ctx context.Context, id string) (*Approval,
 }
 
 // why is the gateway's explanation as the console shows it.
-func why(w *gateway.ApprovalWhy) *Why {
+func why(w *opsview.ApprovalWhy) *Why {
 	if w == nil {
 		return nil
 	}
@@ -184,20 +178,20 @@ func call(in *store.Intent) Call {
 		ResolvedBy: in.ResolvedBy, CreatedAt: in.CreatedAt, SettledAt: in.SettledAt,
 		Client: in.ClientInfo, ProtocolVersion: in.ProtocolVersion,
 	}
-	c.ToolError = gateway.ToolReportedError(in)
+	c.ToolError = opsview.ToolReportedError(in)
 	c.ResultRefused = in.Status == store.StatusSucceeded && in.ErrorClass == string(tool.ClassInvalidResult)
 	return c
 }
 
 // refusal is a refused call as the console shows it.
 func refusal(r *store.Refusal) Call {
-	return Call{ID: r.CallID, Caller: r.Caller, Session: r.Session, Tool: r.Tool, Status: gateway.StatusRefused,
+	return Call{ID: r.CallID, Caller: r.Caller, Session: r.Session, Tool: r.Tool, Status: opsview.StatusRefused,
 		ErrorClass: r.Class, ErrorMessage: r.Message, ApprovalID: r.ApprovalID, CreatedAt: r.At,
 		Refused: true, Step: r.Step, ArgsDigest: r.ArgsDigest}
 }
 
 func (b *gatewayBackend) ListCalls(ctx context.Context, q CallQuery) ([]Call, bool, error) {
-	p, err := b.g.Journal(ctx, gateway.JournalQuery{Caller: q.Caller, Tool: q.Tool, Status: q.Status, Class: q.Class,
+	p, err := b.g.Journal(ctx, opsview.JournalQuery{Caller: q.Caller, Tool: q.Tool, Status: q.Status, Class: q.Class,
 		Text: q.Text, Since: q.Since, Until: q.Until, Offset: q.Offset, Limit: q.Limit})
 	if err != nil {
 		return nil, false, backendErr(err)
@@ -263,7 +257,7 @@ func (b *gatewayBackend) Upstreams(ctx context.Context) []Upstream {
 	}
 	tools := map[string]int{}
 	for _, t := range b.g.Tools() {
-		if name, ok := strings.CutPrefix(b.source(t.Name), "upstream "); ok {
+		if name, ok := tool.SourceServer(t.Source); ok {
 			tools[name]++
 		}
 	}
@@ -334,28 +328,25 @@ func (b *gatewayBackend) Tools(ctx context.Context) ([]Tool, error) {
 			}
 		}
 	}
-	var pins map[string]gateway.PinView // read once, when a tool is pinned
+	var pins map[string]opsview.Pin // read once, when a tool is pinned
 	for _, t := range ts {
 		_, hash, _ := b.g.Tool(t.Name)
 		ct := Tool{
-			Name: t.Name, Description: t.Description, Source: b.source(t.Name), InputSchema: t.InputSchema,
+			Name: t.Name, Description: t.Description, Source: t.Source, InputSchema: t.InputSchema,
 			OutputSchema: tool.OutputSchemaOf(t),
 			ReadOnly:     t.Safety.ReadOnly, Idempotent: t.Safety.Idempotent, RequiresApproval: t.Safety.RequiresApproval,
 			DefinitionHash: hash,
 		}
-		if name, ok := strings.CutPrefix(ct.Source, "upstream "); ok {
+		if name, ok := tool.SourceServer(t.Source); ok {
 			ct.Down = down[name] // its calls fail until the server is back
 		}
 		if t.Pinned {
-			if ct.Source == "" {
-				ct.Source, _, _ = strings.Cut(t.Name, ".")
-			}
 			if pins == nil {
 				list, err := b.g.ListPins(ctx)
 				if err != nil {
 					return nil, backendErr(err)
 				}
-				pins = make(map[string]gateway.PinView, len(list))
+				pins = make(map[string]opsview.Pin, len(list))
 				for _, p := range list {
 					pins[p.Tool] = p
 				}
@@ -380,12 +371,12 @@ func (b *gatewayBackend) Health(ctx context.Context) Health {
 	defer cancel()
 	// The checks of /healthz and /readyz (gateway.CheckHealth), and only
 	// those: the page answers 503 exactly when /readyz does, and its
-	// header is their overall state (gateway.State), as /healthz says it,
+	// header is their overall state (opsview.State), as /healthz says it,
 	// never "ok" above a failing row.
 	checks := b.g.CheckHealth(ctx)
-	h := Health{OK: gateway.Ready(checks) == nil, State: gateway.State(checks)}
+	h := Health{OK: opsview.Ready(checks) == nil, State: opsview.State(checks)}
 	for _, c := range checks {
-		hc := HealthCheck{Name: c.Name, OK: c.Err == nil, Detail: c.OK, State: gateway.CheckState(c)}
+		hc := HealthCheck{Name: c.Name, OK: c.Err == nil, Detail: c.OK, State: opsview.CheckState(c)}
 		if c.Err != nil {
 			hc.Detail = c.Err.Error()
 		}

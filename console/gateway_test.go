@@ -15,6 +15,7 @@ import (
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
@@ -218,7 +219,7 @@ func TestGatewayBackendAcceptsAChangedDefinition(t *testing.T) {
 	base := serveConsole(t, g)
 	ctx := context.Background()
 	tool := func(description string) tool.Tool {
-		return tool.Tool{Name: "up.echo", Description: description, Pinned: true,
+		return tool.Tool{Name: "up.echo", Description: description, Pinned: true, Source: tool.ServerSource("up"),
 			InputSchema: json.RawMessage(`{"type":"object"}`),
 			Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 				return &tool.Result{Content: c.Arguments}, nil
@@ -251,7 +252,7 @@ func TestGatewayBackendAcceptsAChangedDefinition(t *testing.T) {
 			held = &tools.Tools[i]
 		}
 	}
-	if held == nil || !held.Pin.Held() || held.Source != "up" {
+	if held == nil || !held.Pin.Held() || held.Source != "server up" {
 		t.Fatalf("up.echo in the catalog: %+v", held)
 	}
 	// A hash other than the one shown is refused: what is accepted is what
@@ -318,33 +319,28 @@ func TestGatewayBackendShowsBudgetWindows(t *testing.T) {
 func TestGatewayBackendShowsUpstreamsDown(t *testing.T) {
 	g := newGateway(t)
 	schema := json.RawMessage(`{"type":"object"}`)
-	if err := g.Register(context.Background(), tool.Tool{Name: "fs.read", InputSchema: schema, Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
+	if err := g.Register(context.Background(), tool.Tool{Name: "fs.read", InputSchema: schema, Source: tool.ServerSource("fs"), Backend: tool.BackendFunc(func(ctx context.Context, c *tool.Call) (*tool.Result, error) {
 		return nil, tool.ErrNotStarted
 	})}); err != nil {
 		t.Fatal(err)
 	}
 	var required atomic.Bool
 	up := atomic.Bool{}
-	g.SetUpstreams(func() []gateway.UpstreamState {
-		s := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 2, Phase: "up", Protocol: "2026-07-28"}
+	g.SetUpstreams(func() []opsview.UpstreamState {
+		s := opsview.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 2, Phase: "up", Protocol: "2026-07-28"}
 		if !s.Up {
 			s.Err = errors.New("the server stopped (exit status 1); reconnecting")
 			s.Phase, s.Protocol = "restarting", ""
 		}
-		return []gateway.UpstreamState{s}
+		return []opsview.UpstreamState{s}
 	})
-	b := console.GatewayBackend(g, &console.GatewayOptions{Source: func(name string) string {
-		if strings.HasPrefix(name, "fs.") {
-			return "upstream fs"
-		}
-		return "builtin"
-	}})
+	b := console.GatewayBackend(g, nil)
 	c := console.New(b, console.NewTokenAuth(map[string]string{"ops-tok": "ops"}, nil), nil)
 	srv := httptest.NewServer(c)
 	t.Cleanup(func() { c.Close(); srv.Close() })
 
 	h := b.Health(context.Background())
-	if !h.OK || h.State != gateway.StateDegraded {
+	if !h.OK || h.State != opsview.StateDegraded {
 		t.Errorf("an optional upstream down: ok %v state %q, want ok and degraded", h.OK, h.State)
 	}
 	code, body := request(t, "GET", srv.URL+"/ui/health", "ops-tok", "")

@@ -17,10 +17,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/store"
 )
 
 // Console serves the web console. Create it with New; it is an
@@ -35,8 +35,7 @@ type Console struct {
 	poll     time.Duration
 	now      func() time.Time
 	sessions *sessions
-	throttle *auththrottle.Throttle // failed tokens, at the form and as bearer
-	secure   bool                   // cookies are Secure whatever the request
+	secure   bool // cookies are Secure whatever the request
 	handler  http.Handler
 	// mcpSessions lists the gateway's MCP sessions (Options.Sessions);
 	// sessions above are the console's own logins.
@@ -103,7 +102,6 @@ func New(b Backend, auth Auth, opts *Options) *Console {
 		maxS = DefaultMaxSessions
 	}
 	c.sessions = &sessions{m: map[string]*session{}, ttl: ttl, max: maxS, now: c.now}
-	c.throttle = auththrottle.New(c.now)
 	c.secure = opts.SecureCookies
 	c.handler = c.routes()
 	return c
@@ -225,7 +223,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // status; an unexpected error is logged and not shown.
 func (c *Console) backendError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, gateway.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		c.fail(w, r, http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrConflict):
 		c.fail(w, r, http.StatusConflict, err.Error())
@@ -272,7 +270,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostForm.Get("next"))
 	// Throttled by what the token starts with, not by the address: every
 	// local process shares 127.0.0.1 (see internal/auththrottle).
-	if _, blocked := c.throttle.Blocked(tok); blocked {
+	if _, blocked := c.auth.Blocked(tok); blocked {
 		c.log.Warn("console: login refused: too many failures with tokens that start like it", "remote", r.RemoteAddr)
 		w.Header().Set("Retry-After", strconv.Itoa(int(auththrottle.Window/time.Second)))
 		c.render(w, r, http.StatusTooManyRequests, "login", "Log in", "", map[string]any{"Next": next,
@@ -285,7 +283,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		if c.auth.IsCaller(tok) {
 			status, msg = http.StatusForbidden, "this is a caller's token: the console is for operators only"
 		} else {
-			c.throttle.Fail(tok)
+			c.auth.Fail(tok)
 		}
 		c.log.Warn("console: login refused", "status", status, "remote", r.RemoteAddr)
 		c.render(w, r, status, "login", "Log in", "", map[string]any{"Next": next, "Error": msg})
@@ -386,7 +384,7 @@ func (c *Console) detailed(ctx context.Context, pending []Approval) ([]Approval,
 		switch {
 		case err == nil:
 			out[i] = *a
-		case errors.Is(err, gateway.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 		default:
 			return nil, err
 		}

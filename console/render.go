@@ -114,13 +114,18 @@ type pendingItem struct {
 const maxSubject = 80
 
 // subject is what a request is about, in a few words: the command, else
-// the path, else the first string argument.
+// the tool's main argument (as its registration recorded it), else, for a
+// tool that names none, the first of the usual members.
 func subject(a *Approval) string {
 	s := a.Command
 	if s == "" && len(a.Arguments) > 0 {
 		var args map[string]any
 		if json.Unmarshal(a.Arguments, &args) == nil {
-			for _, k := range []string{"command", "path", "url", "file", "name"} {
+			keys := []string{"command", "path", "url", "file", "name"}
+			if a.MainArg != "" {
+				keys = []string{a.MainArg}
+			}
+			for _, k := range keys {
 				if v, ok := args[k].(string); ok && v != "" {
 					s = v
 					break

@@ -8,17 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
-	"testing"
-	"time"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
 )
 
 // pendingID makes a call that must be held for approval and returns the
@@ -96,7 +94,7 @@ func TestApprovalSelfApprovalRefused(t *testing.T) {
 func TestApprovalDenialStandsUntilExpiry(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		clock := newFakeClock()
-		f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute}})
+		f := newFixture(t, mk, config{Clock: clock, Approvals: gateway.ApprovalOptions{Expire: 10 * time.Minute}})
 		danger := f.tool("danger", nil)
 		args := `{"text":"x"}`
 		id := pendingID(t, f, "alice", "danger", args)
@@ -218,7 +216,7 @@ func TestApprovalExpiry(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		t.Run("pending request expires", func(t *testing.T) {
 			clock := newFakeClock()
-			f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute}})
+			f := newFixture(t, mk, config{Clock: clock, Approvals: gateway.ApprovalOptions{Expire: 10 * time.Minute}})
 			danger := f.tool("danger", nil)
 			args := `{"text":"x"}`
 			id := pendingID(t, f, "alice", "danger", args)
@@ -249,7 +247,7 @@ func TestApprovalExpiry(t *testing.T) {
 		})
 		t.Run("approved but expired before use", func(t *testing.T) {
 			clock := newFakeClock()
-			f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute}})
+			f := newFixture(t, mk, config{Clock: clock, Approvals: gateway.ApprovalOptions{Expire: 10 * time.Minute}})
 			danger := f.tool("danger", nil)
 			args := `{"text":"x"}`
 			id := pendingID(t, f, "alice", "danger", args)
@@ -272,7 +270,7 @@ func TestApprovalExpiry(t *testing.T) {
 			// the expiry can end it, and a wait that ran out would answer
 			// approval_required, not forbidden.
 			clock := newFakeClock()
-			f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute, PollInterval: 10 * time.Millisecond}})
+			f := newFixture(t, mk, config{Clock: clock, Approvals: gateway.ApprovalOptions{Expire: 10 * time.Minute, PollInterval: 10 * time.Millisecond}})
 			danger := f.tool("danger", nil)
 			waiting := waitingSignal(f)
 			wait := time.Hour
@@ -299,7 +297,7 @@ func TestApprovalWait(t *testing.T) {
 			// wait is far longer than the test: a call that proceeds was
 			// released by the decision, not by the wait running out (which
 			// answers approval_required).
-			f := newFixture(t, mk, config{Approvals: approval.Options{Wait: time.Hour, PollInterval: 20 * time.Millisecond}})
+			f := newFixture(t, mk, config{Approvals: gateway.ApprovalOptions{Wait: time.Hour, PollInterval: 20 * time.Millisecond}})
 			danger := f.tool("danger", nil)
 			waiting := waitingSignal(f)
 			decided := make(chan error, 1)
@@ -328,7 +326,7 @@ func TestApprovalWait(t *testing.T) {
 			}
 		})
 		t.Run("wait elapses", func(t *testing.T) {
-			f := newFixture(t, mk, config{Approvals: approval.Options{PollInterval: 20 * time.Millisecond}})
+			f := newFixture(t, mk, config{Approvals: gateway.ApprovalOptions{PollInterval: 20 * time.Millisecond}})
 			danger := f.tool("danger", nil)
 			wait := 300 * time.Millisecond
 			start := time.Now()
@@ -350,7 +348,7 @@ func TestApprovalWait(t *testing.T) {
 		t.Run("caller cancels while waiting", func(t *testing.T) {
 			// The wait is far longer than the test: only the cancellation
 			// can end it (a wait that ran out answers approval_required).
-			f := newFixture(t, mk, config{Approvals: approval.Options{Wait: time.Hour, PollInterval: 20 * time.Millisecond}})
+			f := newFixture(t, mk, config{Approvals: gateway.ApprovalOptions{Wait: time.Hour, PollInterval: 20 * time.Millisecond}})
 			danger := f.tool("danger", nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -398,10 +396,10 @@ func TestApprovalRequiredByToolSafety(t *testing.T) {
 func TestApprover(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		t.Run("approves interactively", func(t *testing.T) {
-			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (approval.Answer, error) {
-				return approval.Answer{Approve: true, By: "bob", Channel: "cli"}, nil
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (gateway.ApprovalAnswer, error) {
+				return gateway.ApprovalAnswer{Approve: true, By: "bob", Channel: "cli"}, nil
 			}}
-			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
+			f := newFixture(t, mk, config{Approvals: gateway.ApprovalOptions{Approver: ap}})
 			danger := f.tool("danger", nil)
 			res, err := f.call("alice", "danger", `{"text":"x"}`)
 			if err != nil {
@@ -420,10 +418,10 @@ func TestApprover(t *testing.T) {
 			}
 		})
 		t.Run("denies interactively", func(t *testing.T) {
-			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (approval.Answer, error) {
-				return approval.Answer{Approve: false, By: "bob", Channel: "cli"}, nil
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (gateway.ApprovalAnswer, error) {
+				return gateway.ApprovalAnswer{Approve: false, By: "bob", Channel: "cli"}, nil
 			}}
-			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
+			f := newFixture(t, mk, config{Approvals: gateway.ApprovalOptions{Approver: ap}})
 			danger := f.tool("danger", nil)
 			_, err := f.call("alice", "danger", `{"text":"x"}`)
 			gwErr(t, err, tool.ClassForbidden)
@@ -432,10 +430,10 @@ func TestApprover(t *testing.T) {
 			}
 		})
 		t.Run("no decision leaves it pending", func(t *testing.T) {
-			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (approval.Answer, error) {
-				return approval.Answer{}, approval.ErrNoDecision
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (gateway.ApprovalAnswer, error) {
+				return gateway.ApprovalAnswer{}, gateway.ErrNoDecision
 			}}
-			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
+			f := newFixture(t, mk, config{Approvals: gateway.ApprovalOptions{Approver: ap}})
 			danger := f.tool("danger", nil)
 			id := pendingID(t, f, "alice", "danger", `{"text":"x"}`)
 			if f.approval(id).Status != store.ApprovalPending || danger.Count() != 0 {
@@ -443,10 +441,10 @@ func TestApprover(t *testing.T) {
 			}
 		})
 		t.Run("self-approval through the approver is refused", func(t *testing.T) {
-			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (approval.Answer, error) {
-				return approval.Answer{Approve: true, By: a.Caller, Channel: "cli"}, nil
+			ap := &recApprover{ask: func(ctx context.Context, a *store.Approval) (gateway.ApprovalAnswer, error) {
+				return gateway.ApprovalAnswer{Approve: true, By: a.Caller, Channel: "cli"}, nil
 			}}
-			f := newFixture(t, mk, config{Approvals: approval.Options{Approver: ap}})
+			f := newFixture(t, mk, config{Approvals: gateway.ApprovalOptions{Approver: ap}})
 			danger := f.tool("danger", nil)
 			// The answer is refused; the request stays for an operator.
 			_, err := f.call("alice", "danger", `{"text":"x"}`)
@@ -560,7 +558,7 @@ func TestApprovalLoserOfCommitRaceGetsItsOwnRequest(t *testing.T) {
 		t.Run("waits on its own request", func(t *testing.T) {
 			// The wait is far longer than the test: a losing call that
 			// runs was released by the decision on its new request.
-			f := newFixture(t, mk, config{Approvals: approval.Options{PollInterval: 20 * time.Millisecond}})
+			f := newFixture(t, mk, config{Approvals: gateway.ApprovalOptions{PollInterval: 20 * time.Millisecond}})
 			r := newCommitRace(t, f)
 			wait := time.Hour
 			loser := r.run(gateway.CallRequest{ApprovalWait: &wait}, func() error {
@@ -592,7 +590,7 @@ func TestApprovalLoserOfCommitRaceGetsItsOwnRequest(t *testing.T) {
 func TestApprovalExpiredAtCommitStaysForbidden(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		clock := newFakeClock()
-		f := newFixture(t, mk, config{Clock: clock, Approvals: approval.Options{Expire: 10 * time.Minute}})
+		f := newFixture(t, mk, config{Clock: clock, Approvals: gateway.ApprovalOptions{Expire: 10 * time.Minute}})
 		danger := f.tool("danger", nil)
 		args := `{"text":"x"}`
 		id := pendingID(t, f, "alice", "danger", args)

@@ -110,6 +110,19 @@ func (c *call) emitAudit(ctx context.Context, res *CallResult, ge *Error) {
 	c.g.log.LogAttrs(context.WithoutCancel(ctx), level, "call", attrs...)
 }
 
+// Record writes e into the audit log, the one the calls' events go to
+// (Options.Logger): the server's refusals by a limit and its content
+// reads, an upstream's relayed requests (the gateway is the Registry it
+// registers through, a tool.Recorder). No event is written when the log
+// takes neither info nor warn.
+func (g *Gateway) Record(ctx context.Context, e tool.Event) {
+	level := slog.LevelInfo
+	if e.Warn {
+		level = slog.LevelWarn
+	}
+	g.log.Log(context.WithoutCancel(ctx), level, e.Msg, e.Attrs...)
+}
+
 // millis is d in milliseconds, to the microsecond.
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 

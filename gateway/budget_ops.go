@@ -11,46 +11,28 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/budget"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 )
-
-// BudgetLine is the budget used in one (scope, key, window) as an operator
-// reads it.
-type BudgetLine struct {
-	Scope string `json:"scope"`
-	Key   string `json:"key"`
-	// Per is the window's length ("" for a budget without windows) and
-	// WindowStart its start; ResetsAt is when the window ends and the
-	// budget starts afresh (absent without windows: it never resets).
-	Per         string    `json:"per,omitempty"`
-	WindowStart time.Time `json:"window_start,omitzero"`
-	ResetsAt    time.Time `json:"resets_at,omitzero"`
-	// Ended is true for a window already over (kept until retention
-	// prunes it).
-	Ended     bool  `json:"ended,omitempty"`
-	Quota     int64 `json:"quota"`
-	Used      int64 `json:"used"`
-	Remaining int64 `json:"remaining"`
-}
 
 // Budgets lists the budget used per scope, key and window, as the store
 // holds it (shared with every process on the same store), with what
 // remains of each quota and when each window resets.
-func (g *Gateway) Budgets(ctx context.Context) ([]BudgetLine, error) {
+func (g *Gateway) Budgets(ctx context.Context) ([]opsview.BudgetLine, error) {
 	usage, err := g.store.BudgetUsage(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading budgets: %w", err)
 	}
 	now := g.now()
-	out := make([]BudgetLine, 0, len(usage))
+	out := make([]opsview.BudgetLine, 0, len(usage))
 	for _, u := range usage {
 		out = append(out, lineOf(u, now))
 	}
 	return out, nil
 }
 
-func lineOf(u store.Usage, now time.Time) BudgetLine {
-	l := BudgetLine{Scope: u.Scope, Key: u.Key, Quota: u.Quota, Used: u.Used, Remaining: max(0, u.Quota-u.Used)}
+func lineOf(u store.Usage, now time.Time) opsview.BudgetLine {
+	l := opsview.BudgetLine{Scope: u.Scope, Key: u.Key, Quota: u.Quota, Used: u.Used, Remaining: max(0, u.Quota-u.Used)}
 	if !u.Window.IsZero() {
 		l.Per = u.Window.Per.String()
 		l.WindowStart, l.ResetsAt = u.Window.Start.UTC(), u.Window.End().UTC()
@@ -59,27 +41,27 @@ func lineOf(u store.Usage, now time.Time) BudgetLine {
 	return l
 }
 
-// ErrBadBudgetReset is wrapped by the *OperatorError of a reset that names
+// errBadBudgetReset is wrapped by the *OperatorError of a reset that names
 // no operator or an unknown scope (class bad_reset).
-var ErrBadBudgetReset = errors.New("bad budget reset")
+var errBadBudgetReset = errors.New("bad budget reset")
 
 // ResetBudget forgets what (scope, key) has used, in every window: an
-// operator's action (see IsOperator), audited once with what was reset.
+// operator's action (see isOperator), audited once with what was reset.
 // Calls that held budget before the reset give nothing back if they are
 // later found not to have run. Refusals are *OperatorError: bad_reset,
 // not_operator.
-func (g *Gateway) ResetBudget(ctx context.Context, scope, key, operator string) ([]BudgetLine, error) {
-	refuse := func(e *OperatorError) ([]BudgetLine, error) {
+func (g *Gateway) ResetBudget(ctx context.Context, scope, key, operator string) ([]opsview.BudgetLine, error) {
+	refuse := func(e *OperatorError) ([]opsview.BudgetLine, error) {
 		g.log.Warn("budget", "step", "reset", "outcome", "refused", "scope", scope, "key", key, "by", operator, "reason", e.Class, "error", e.Message)
 		return nil, e
 	}
 	switch {
 	case operator == "":
-		return refuse(opError("bad_reset", "a budget reset must name the operator who makes it", ErrBadBudgetReset))
+		return refuse(opError("bad_reset", "a budget reset must name the operator who makes it", errBadBudgetReset))
 	case scope != string(budget.ScopeCaller) && scope != string(budget.ScopeSession):
-		return refuse(opError("bad_reset", fmt.Sprintf("scope %q: caller or session", scope), ErrBadBudgetReset))
-	case !g.IsOperator(operator):
-		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator))
+		return refuse(opError("bad_reset", fmt.Sprintf("scope %q: caller or session", scope), errBadBudgetReset))
+	case !g.isOperator(operator):
+		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator))
 	}
 	removed, err := g.store.ResetBudget(ctx, scope, key)
 	if err != nil {
@@ -87,7 +69,7 @@ func (g *Gateway) ResetBudget(ctx context.Context, scope, key, operator string) 
 		return nil, fmt.Errorf("resetting budget %s %q: %w", scope, key, err)
 	}
 	now := g.now()
-	lines := make([]BudgetLine, len(removed))
+	lines := make([]opsview.BudgetLine, len(removed))
 	var used int64
 	for i, u := range removed {
 		lines[i] = lineOf(u, now)

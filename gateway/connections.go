@@ -86,8 +86,8 @@ func (g *Gateway) RevokeConnection(ctx context.Context, server, caller, operator
 	switch {
 	case operator == "":
 		return refuse(opError("bad_revoke", "a revocation must name the operator who makes it", ErrActionInvalid))
-	case !g.IsOperator(operator):
-		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator))
+	case !g.isOperator(operator):
+		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator))
 	}
 	c := g.connections()
 	if c == nil {

@@ -31,7 +31,7 @@ type DecideRequest struct {
 	Tool      string
 	Arguments json.RawMessage
 	// ApprovalWait overrides Options.Approvals.Wait for this decision when
-	// set (0: do not wait; at most approval.MaxWait).
+	// set (0: do not wait; at most MaxApprovalWait).
 	ApprovalWait *time.Duration
 	// Progress, when set, is called about once a second while the decision
 	// waits for an approval.
@@ -71,7 +71,7 @@ type DecideResult struct {
 // *Error a call would get: forbidden (with the rule's reason),
 // approval_required (details.approval_id), budget_exceeded, not_found, ...
 func (g *Gateway) Decide(ctx context.Context, req DecideRequest) (*DecideResult, error) {
-	c := &call{g: g, id: NewID("call"), decideOnly: true, preview: req.Preview, req: CallRequest{
+	c := &call{g: g, id: newID("call"), decideOnly: true, preview: req.Preview, req: CallRequest{
 		Caller: req.Caller, Session: req.Session, Tool: req.Tool, Arguments: req.Arguments,
 		ApprovalWait: req.ApprovalWait, Progress: req.Progress,
 	}}

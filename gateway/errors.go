@@ -10,33 +10,14 @@ import (
 	"github.com/agentbackplane/backplane/tool"
 )
 
-// Sentinels, one per class: errors.Is(err, gateway.ErrForbidden).
-// ErrNotFound and ErrMalformedResult are the store's and the backends'
-// own sentinels, not copies: an unknown tool, approval request, intent or
-// pin matches ErrNotFound alike, and a backend's unreadable answer matches
-// ErrMalformedResult before and after the gateway classifies it.
-var (
-	ErrValidation       = errors.New(string(tool.ClassValidation))
-	ErrUnsupported      = errors.New(string(tool.ClassUnsupported))
-	ErrNotFound         = store.ErrNotFound
-	ErrForbidden        = errors.New(string(tool.ClassForbidden))
-	ErrApprovalRequired = errors.New(string(tool.ClassApprovalRequired))
-	ErrBudgetExceeded   = errors.New(string(tool.ClassBudgetExceeded))
-	ErrResourceConflict = errors.New(string(tool.ClassResourceConflict))
-	ErrTimeout          = errors.New(string(tool.ClassTimeout))
-	ErrCancelled        = errors.New(string(tool.ClassCancelled))
-	ErrExecutionFailure = errors.New(string(tool.ClassExecutionFailure))
-	ErrUnknownOutcome   = errors.New(string(tool.ClassUnknownOutcome))
-	ErrMalformedResult  = tool.ErrMalformedResult
-	ErrInvalidResult    = errors.New(string(tool.ClassInvalidResult))
-)
-
-var sentinels = map[tool.Class]error{
-	tool.ClassValidation: ErrValidation, tool.ClassUnsupported: ErrUnsupported, tool.ClassNotFound: ErrNotFound,
-	tool.ClassForbidden: ErrForbidden, tool.ClassApprovalRequired: ErrApprovalRequired, tool.ClassBudgetExceeded: ErrBudgetExceeded,
-	tool.ClassResourceConflict: ErrResourceConflict, tool.ClassTimeout: ErrTimeout, tool.ClassCancelled: ErrCancelled,
-	tool.ClassExecutionFailure: ErrExecutionFailure, tool.ClassUnknownOutcome: ErrUnknownOutcome, tool.ClassMalformedResult: ErrMalformedResult,
-	tool.ClassInvalidResult: ErrInvalidResult,
+// A call's error matches its class: errors.Is(err, tool.ClassForbidden).
+// A not_found error matches store.ErrNotFound too (an unknown tool,
+// approval request, intent or pin alike), and a malformed_result one
+// tool.ErrMalformedResult (a backend's unreadable answer before and after
+// the gateway classifies it): the one sentinel of each, not copies.
+var alsoMatches = map[tool.Class]error{
+	tool.ClassNotFound:        store.ErrNotFound,
+	tool.ClassMalformedResult: tool.ErrMalformedResult,
 }
 
 // Error is what a refused or failed call returns. Its JSON form is the wire
@@ -75,9 +56,13 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap exposes the class sentinel and the underlying cause, if any.
+// Unwrap exposes the class, the sentinel it also matches, and the
+// underlying cause, if any.
 func (e *Error) Unwrap() []error {
-	out := []error{sentinels[e.Class]}
+	out := []error{e.Class}
+	if s, ok := alsoMatches[e.Class]; ok {
+		out = append(out, s)
+	}
 	if e.cause != nil {
 		out = append(out, e.cause)
 	}

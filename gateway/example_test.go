@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -47,7 +48,7 @@ func Example() {
 		Caller: "mallory", Tool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`),
 	})
 	// To a caller no rule lets near it, the tool does not exist.
-	fmt.Println(errors.Is(err, gateway.ErrNotFound))
+	fmt.Println(errors.Is(err, store.ErrNotFound))
 	// Output:
 	// {"text":"hi"} <nil>
 	// validation $arguments.text type

@@ -9,3 +9,20 @@ func SetPinRecheck(d time.Duration) (restore func()) {
 	pinRecheck = d
 	return func() { pinRecheck = old }
 }
+
+// The refusals' reasons and the span attributes' names, for the tests
+// outside the package.
+var (
+	ErrNotOperator    = errNotOperator
+	ErrNotPinned      = errNotPinned
+	ErrBadBudgetReset = errBadBudgetReset
+)
+
+const (
+	AttrCallID     = attrCallID
+	AttrCaller     = attrCaller
+	AttrTool       = attrTool
+	AttrOutcome    = attrOutcome
+	AttrErrorClass = attrErrorClass
+	AttrStepMillis = attrStepMillis
+)

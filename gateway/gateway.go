@@ -49,6 +49,14 @@
 // an OpenTelemetry span, a child of the trace in the call's context, with
 // the same steps as events and the backend as a child span whose context
 // the backend receives (tool.Call.Trace); it too carries no values.
+//
+// The gateway is the audit log's one writer: what happens beside the calls
+// (a request refused by a limit, a resource read, a request an upstream
+// makes of a call's client) is written through [Gateway.Record]. A call's
+// error is an *[Error] that matches its class (errors.Is(err,
+// tool.ClassForbidden)). What front ends read (the journal, the overview,
+// health, an approval under review) comes back as package opsview's
+// types, filled here: no front end reads the store.
 package gateway
 
 import (
@@ -57,6 +65,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbackplane/backplane/budget"
+	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/internal/canonjson"
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/opsview"
+	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/tool"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -64,17 +82,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/budget"
-	"github.com/agentbackplane/backplane/inputschema"
-	"github.com/agentbackplane/backplane/internal/canonjson"
-	"github.com/agentbackplane/backplane/internal/jsonstrict"
-	"github.com/agentbackplane/backplane/internal/termtext"
-	"github.com/agentbackplane/backplane/policy"
-	"github.com/agentbackplane/backplane/store"
-	"github.com/agentbackplane/backplane/tool"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults.
@@ -110,7 +117,7 @@ type Options struct {
 	// Budgets are the quotas reserved for each call. Default: none.
 	Budgets []budget.Quota
 	// Approvals configure the approval step.
-	Approvals approval.Options
+	Approvals ApprovalOptions
 	// Logger receives the audit events: one per call (see docs/audit.md)
 	// and one per operator action. Default: discard.
 	Logger *slog.Logger
@@ -164,7 +171,7 @@ type Gateway struct {
 	store    Store
 	policy   policy.Policy
 	budgets  []budget.Quota
-	approval approval.Options
+	approval ApprovalOptions
 	log      *slog.Logger
 	timeout  time.Duration
 	maxRes   int
@@ -183,9 +190,9 @@ type Gateway struct {
 	reloads reloads // ReloadPolicy, one at a time (reload.go)
 
 	watchMu   sync.Mutex
-	watchers  []func()                               // OnChange
-	lastWrite atomic.Pointer[writeFailure]           // see StoreWriteError
-	upstreams atomic.Pointer[func() []UpstreamState] // see SetUpstreams
+	watchers  []func()                                       // OnChange
+	lastWrite atomic.Pointer[writeFailure]                   // see storeWriteError
+	upstreams atomic.Pointer[func() []opsview.UpstreamState] // see SetUpstreams
 	// refusals being written, and those not recorded (see refusals.go)
 	refusalSem      chan struct{}
 	refusalsDropped atomic.Int64
@@ -224,15 +231,15 @@ func New(opts *Options) *Gateway {
 		g.approval.Expire = DefaultApprovalExpiry
 	}
 	if g.approval.MaxPending <= 0 {
-		g.approval.MaxPending = approval.DefaultMaxPending
+		g.approval.MaxPending = defaultMaxPending
 	}
-	g.approval.Wait = min(max(g.approval.Wait, 0), approval.MaxWait)
+	g.approval.Wait = min(max(g.approval.Wait, 0), MaxApprovalWait)
 	if g.approval.SelfApproveTimeout <= 0 {
-		g.approval.SelfApproveTimeout = approval.DefaultSelfApproveTimeout
+		g.approval.SelfApproveTimeout = DefaultSelfApproveTimeout
 	}
-	g.approval.SelfApproveTimeout = min(g.approval.SelfApproveTimeout, approval.MaxSelfApproveTimeout)
+	g.approval.SelfApproveTimeout = min(g.approval.SelfApproveTimeout, policy.MaxSelfApproveTimeout)
 	if g.approval.ReadTimeout <= 0 {
-		g.approval.ReadTimeout = approval.DefaultReadTimeout
+		g.approval.ReadTimeout = defaultApprovalReadTimeout
 	}
 	return g
 }
@@ -293,14 +300,14 @@ func (g *Gateway) Register(ctx context.Context, t tool.Tool) error {
 	return nil
 }
 
-// NoAcceptedDefinition is the accepted hash of a pinned tool held at first
+// noAcceptedDefinition is the accepted hash of a pinned tool held at first
 // sight (tool.Tool.HoldUnseen): no definition's hash, so every definition
 // of it is held until an operator accepts one.
-const NoAcceptedDefinition = "none"
+const noAcceptedDefinition = "none"
 
 // holdUnseen records a pin that accepts nothing for a name never pinned:
 // the first SeePin of a name accepts what it sees, so it sees
-// NoAcceptedDefinition first. The store offers no insert-if-absent of a
+// noAcceptedDefinition first. The store offers no insert-if-absent of a
 // held pin; between the read and the write another process seeing the
 // tool at its own start would pin it accepted (that process's start
 // trusts its catalog).
@@ -309,7 +316,7 @@ func (g *Gateway) holdUnseen(ctx context.Context, name string) error {
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	_, err = g.store.SeePin(ctx, name, NoAcceptedDefinition, g.now())
+	_, err = g.store.SeePin(ctx, name, noAcceptedDefinition, g.now())
 	return err
 }
 
@@ -437,7 +444,7 @@ type CallRequest struct {
 	// (by the same caller) return the first call's recorded outcome.
 	IdempotencyKey string
 	// ApprovalWait overrides Options.Approvals.Wait for this call when set
-	// (0: do not wait; at most approval.MaxWait).
+	// (0: do not wait; at most MaxApprovalWait).
 	ApprovalWait *time.Duration
 	// Approver, when set, is the person at this call's own client (MCP
 	// elicitation). It is asked only where a policy rule sets self_approve
@@ -445,14 +452,14 @@ type CallRequest struct {
 	// Options.Approvals.SelfApproveTimeout; the call waits while it is
 	// asked. Its answer is recorded as the caller's, through
 	// ChannelElicitation.
-	Approver approval.Approver
+	Approver Approver
 	// Away, when set, reports whether the call's client is away: its
 	// connection dropped and it has not come back yet. An approval
 	// decided while the client is away is not consumed by the call: the
 	// call holds until the client is back (then goes on) or ctx ends (the
 	// client is gone for good: the call withdraws, and the approval stays
 	// for the client's retry). Whoever sets Away ends ctx when the client
-	// does not come back; the hold is bounded by approval.MaxWait anyway.
+	// does not come back; the hold is bounded by MaxApprovalWait anyway.
 	Away func() bool
 	// Progress, when set, is called about once a second while the call
 	// waits for an approval decision.
@@ -496,7 +503,7 @@ type CallResult struct {
 // backend produced a result (which may be a tool-level error: IsError), and
 // otherwise an *Error whose Class says why.
 func (g *Gateway) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
-	return (&call{g: g, req: req, id: NewID("call")}).execute(ctx)
+	return (&call{g: g, req: req, id: newID("call")}).execute(ctx)
 }
 
 // execute runs c through the pipeline with its audit event and span: the
@@ -529,8 +536,8 @@ func (c *call) execute(ctx context.Context) (*CallResult, error) {
 	return res, nil
 }
 
-// NewID returns a unique, roughly time-ordered id with a prefix.
-func NewID(prefix string) string {
+// newID returns a unique, roughly time-ordered id with a prefix.
+func newID(prefix string) string {
 	ms := time.Now().UnixMilli()
 	return prefix + "_" + strconv.FormatInt(ms, 36) + rand.Text()[:16]
 }
@@ -801,7 +808,7 @@ func (c *call) commit(ctx context.Context, approvalID string, retried bool) (exi
 	c.committed = true
 	c.audit("commit", "ok", "reservations", len(req.Reservations))
 	if req.ApprovalID != "" {
-		g.events.publish(ApprovalEvent{Kind: "consumed", Approval: store.Approval{
+		g.events.publish(opsview.ApprovalEvent{Kind: "consumed", Approval: store.Approval{
 			ID: req.ApprovalID, Caller: c.req.Caller, Tool: t.Name, Status: store.ApprovalApproved, ConsumedBy: c.id}})
 	}
 	c.approvalID = req.ApprovalID

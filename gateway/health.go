@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -14,7 +14,7 @@ import (
 // fail every write (a full disk): a health check that only reads would say
 // ok while every call fails. So the gateway remembers whether the last
 // write it made to the store (a commit or a settlement) failed, and
-// [Gateway.StoreWriteError] reports it until a later write succeeds.
+// [Gateway.storeWriteError] reports it until a later write succeeds.
 
 // writeFailure is the last failed store write.
 type writeFailure struct {
@@ -34,13 +34,13 @@ func (g *Gateway) noteStoreWrite(err error) {
 	g.lastWrite.Store(&writeFailure{err: err, at: g.now()})
 }
 
-// StoreWriteError returns the error of the gateway's last store write
+// storeWriteError returns the error of the gateway's last store write
 // (commit or settlement) when it failed less than a minute ago, and nil
 // when it succeeded, none was made, or the failure is older: /healthz
 // answers 503 while it is not nil, and ok again after a quiet minute, so
 // that a health-checked gateway gets calls again once the disk has room
 // (and is taken out again if they still fail).
-func (g *Gateway) StoreWriteError() error {
+func (g *Gateway) storeWriteError() error {
 	if f := g.lastWrite.Load(); f != nil && g.now().Sub(f.at) < storeFailureWindow {
 		return fmt.Errorf("the last store write, at %s, failed: %w", f.at.UTC().Format(time.RFC3339), f.err)
 	}
@@ -51,76 +51,14 @@ func (g *Gateway) StoreWriteError() error {
 // unhealthy when no write succeeds after it.
 const storeFailureWindow = time.Minute
 
-// HealthCheck is one check of [Gateway.CheckHealth]: what was checked, and
-// its error (nil when it passed).
-type HealthCheck struct {
-	Name string
-	// OK says what a passing check means, for a health page.
-	OK  string
-	Err error
-	// Kind says what a failure of the check means: the gateway cannot
-	// serve (CheckStore, the zero value), is not ready (CheckRequired),
-	// or serves degraded (CheckOptional).
-	Kind CheckKind
-	// Upstream names the upstream server the check is about ("" for
-	// the store's checks).
-	Upstream string
-}
-
-// CheckKind is what a failed [HealthCheck] means.
-type CheckKind int
-
-const (
-	// CheckStore: a failure means the gateway cannot serve any call (the
-	// store): /healthz (liveness) and /readyz answer 503.
-	CheckStore CheckKind = iota
-	// CheckRequired: a failure means a server marked required is down:
-	// the gateway is alive but not ready (/readyz answers 503).
-	CheckRequired
-	// CheckOptional: a failure means the gateway serves degraded (an
-	// upstream's tools fail, the others work): both answer 200 and say so.
-	CheckOptional
-	// CheckAttention: a failure means an operator has something to do
-	// (calls whose outcome is unknown wait to be resolved): the gateway
-	// serves, and says degraded, as for CheckOptional.
-	CheckAttention
-)
-
 // maxUncertainCount bounds how many uncertain intents a health check
 // reads to count them.
 const maxUncertainCount = 1000
 
-// Health states of a set of checks ([State]), worst last.
-const (
-	StateOK       = "ok"
-	StateDegraded = "degraded"  // an optional check failed
-	StateNotReady = "not_ready" // a required upstream is down
-	StateFailing  = "failing"   // a store check failed
-)
-
-// UpstreamState is the state of one upstream MCP server, for health.
-type UpstreamState struct {
-	Name     string
-	Required bool // serve.servers[].required
-	Up       bool
-	// Restarts counts the reconnections after the server went down.
-	Restarts int
-	// Err says why the server is down (nil while up).
-	Err error
-	// Protocol is the MCP revision the connection speaks ("" unknown, or
-	// down): 2026-07-28 where the server offers it, else 2025-11-25.
-	Protocol string
-	// Phase says more than Up: "up"; "starting" (never connected: its
-	// first connection failed at start and is retried in the background);
-	// "restarting" (it was up, went down, and is reconnected with
-	// backoff); "" when the source does not say.
-	Phase string
-}
-
 // SetUpstreams names where [Gateway.CheckHealth] and [Gateway.Upstreams]
 // read the upstreams' states (the upstreams are connected after the
 // gateway exists, by whoever built it). nil: none.
-func (g *Gateway) SetUpstreams(states func() []UpstreamState) {
+func (g *Gateway) SetUpstreams(states func() []opsview.UpstreamState) {
 	if states == nil {
 		g.upstreams.Store(nil)
 		return
@@ -130,7 +68,7 @@ func (g *Gateway) SetUpstreams(states func() []UpstreamState) {
 
 // Upstreams returns the upstreams' states, in the order SetUpstreams'
 // function gives them; none when it was not called.
-func (g *Gateway) Upstreams() []UpstreamState {
+func (g *Gateway) Upstreams() []opsview.UpstreamState {
 	if f := g.upstreams.Load(); f != nil {
 		return (*f)()
 	}
@@ -140,7 +78,7 @@ func (g *Gateway) Upstreams() []UpstreamState {
 // CheckHealth runs the gateway's health checks, in order: the store
 // answers a read, the store may serve (a store that says, as PostgreSQL
 // replicas do, whether this process holds the right to), the last store
-// write did not fail ([Gateway.StoreWriteError]), then one check per
+// write did not fail ([Gateway.storeWriteError]), then one check per
 // upstream server ([Gateway.SetUpstreams]): it is up; and last, when the
 // store answered, that no call's outcome is unknown (CheckAttention: an
 // operator resolves them; a failed read of them is no check). A store
@@ -149,23 +87,23 @@ func (g *Gateway) Upstreams() []UpstreamState {
 // check fails ([Healthy]), /readyz also while a required upstream is down
 // ([Ready]), and both they and the console's health page show the overall
 // [State] of these same checks.
-func (g *Gateway) CheckHealth(ctx context.Context) []HealthCheck {
+func (g *Gateway) CheckHealth(ctx context.Context) []opsview.HealthCheck {
 	_, err := g.store.BudgetUsage(ctx)
-	out := []HealthCheck{{Name: "store answers", OK: "reads succeed", Err: err}}
+	out := []opsview.HealthCheck{{Name: "store answers", OK: "reads succeed", Err: err}}
 	if err == nil {
 		if hc, ok := g.store.(store.HealthChecker); ok {
-			out = append(out, HealthCheck{Name: "store may serve", OK: "this process holds the right to serve", Err: hc.Healthy(ctx)})
+			out = append(out, opsview.HealthCheck{Name: "store may serve", OK: "this process holds the right to serve", Err: hc.Healthy(ctx)})
 		}
-		out = append(out, HealthCheck{Name: "store writes succeed", OK: "the last commit or settlement succeeded", Err: g.StoreWriteError()})
+		out = append(out, opsview.HealthCheck{Name: "store writes succeed", OK: "the last commit or settlement succeeded", Err: g.storeWriteError()})
 	}
 	for _, u := range g.Upstreams() {
-		c := HealthCheck{Name: "upstream " + u.Name, Upstream: u.Name, Kind: CheckOptional,
+		c := opsview.HealthCheck{Name: "upstream " + u.Name, Upstream: u.Name, Kind: opsview.CheckOptional,
 			OK: fmt.Sprintf("up (restarted %d times)", u.Restarts)}
 		if u.Protocol != "" {
 			c.OK = fmt.Sprintf("up, MCP %s (restarted %d times)", u.Protocol, u.Restarts)
 		}
 		if u.Required {
-			c.Kind = CheckRequired
+			c.Kind = opsview.CheckRequired
 		}
 		if !u.Up {
 			c.Err = u.Err
@@ -183,67 +121,14 @@ func (g *Gateway) CheckHealth(ctx context.Context) []HealthCheck {
 
 // checkUncertain is the check that no call's outcome is unknown; none
 // when they cannot be read (the store's own checks say why).
-func (g *Gateway) checkUncertain(ctx context.Context) []HealthCheck {
+func (g *Gateway) checkUncertain(ctx context.Context) []opsview.HealthCheck {
 	unc, err := g.store.ListIntents(ctx, store.IntentFilter{Status: store.StatusUncertain, Limit: maxUncertainCount})
 	if err != nil {
 		return nil
 	}
-	c := HealthCheck{Name: "no uncertain calls", OK: "none", Kind: CheckAttention}
+	c := opsview.HealthCheck{Name: "no uncertain calls", OK: "none", Kind: opsview.CheckAttention}
 	if len(unc) > 0 {
 		c.Err = fmt.Errorf("%d call(s) have an unknown outcome: resolve them (journal, status uncertain)", len(unc))
 	}
-	return []HealthCheck{c}
-}
-
-// Healthy returns the first failed store check's error, nil when they all
-// passed: whether the gateway is alive (/healthz). An upstream that is
-// down does not make it unhealthy.
-func Healthy(checks []HealthCheck) error {
-	return firstFailed(checks, CheckStore)
-}
-
-// Ready returns the first failed store or required-upstream check's
-// error, nil when none failed: whether the gateway is ready (/readyz).
-func Ready(checks []HealthCheck) error {
-	return firstFailed(checks, CheckStore, CheckRequired)
-}
-
-func firstFailed(checks []HealthCheck, kinds ...CheckKind) error {
-	for _, c := range checks {
-		if c.Err != nil && slices.Contains(kinds, c.Kind) {
-			return fmt.Errorf("%s: %w", c.Name, c.Err)
-		}
-	}
-	return nil
-}
-
-// State is the overall state of checks: the worst of their failures
-// (StateFailing, StateNotReady, StateDegraded), StateOK when none failed.
-func State(checks []HealthCheck) string {
-	worst := StateOK
-	rank := map[string]int{StateOK: 0, StateDegraded: 1, StateNotReady: 2, StateFailing: 3}
-	for _, c := range checks {
-		if c.Err == nil {
-			continue
-		}
-		s := CheckState(c)
-		if rank[s] > rank[worst] {
-			worst = s
-		}
-	}
-	return worst
-}
-
-// CheckState is the state one check puts the gateway in: StateOK when it
-// passed, else what its Kind says.
-func CheckState(c HealthCheck) string {
-	switch {
-	case c.Err == nil:
-		return StateOK
-	case c.Kind == CheckRequired:
-		return StateNotReady
-	case c.Kind == CheckOptional, c.Kind == CheckAttention:
-		return StateDegraded
-	}
-	return StateFailing
+	return []opsview.HealthCheck{c}
 }

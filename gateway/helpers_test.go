@@ -11,6 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbackplane/backplane/budget"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 	"log/slog"
 	"maps"
 	"slices"
@@ -20,15 +27,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/budget"
-	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/inputschema"
-	"github.com/agentbackplane/backplane/policy"
-	"github.com/agentbackplane/backplane/store"
-	"github.com/agentbackplane/backplane/store/memstore"
-	"github.com/agentbackplane/backplane/tool"
 )
 
 // storeFactories are the store implementations every table runs against.
@@ -348,10 +346,10 @@ func (b *recBackend) Calls() []*tool.Call {
 type recApprover struct {
 	mu    sync.Mutex
 	asked []store.Approval
-	ask   func(ctx context.Context, a *store.Approval) (approval.Answer, error)
+	ask   func(ctx context.Context, a *store.Approval) (gateway.ApprovalAnswer, error)
 }
 
-func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (approval.Answer, error) {
+func (r *recApprover) Ask(ctx context.Context, a *store.Approval) (gateway.ApprovalAnswer, error) {
 	r.mu.Lock()
 	r.asked = append(r.asked, *a)
 	r.mu.Unlock()
@@ -490,7 +488,7 @@ const noteSchema = `{"type":"object","properties":{"text":{"type":"string"},"n":
 type config struct {
 	Rules          []policy.Rule
 	Budgets        []budget.Quota
-	Approvals      approval.Options
+	Approvals      gateway.ApprovalOptions
 	Limits         inputschema.Limits
 	MaxResultBytes int
 	Timeout        time.Duration

@@ -33,7 +33,7 @@ func TestInvalidResult(t *testing.T) {
 		if !errors.As(err, &ge) || ge.Class != tool.ClassInvalidResult || ge.Step != "invoke" || ge.Pointer != "/n" || len(ge.Errors) != 2 {
 			t.Fatalf("%v, want invalid_result at invoke with both violations", err)
 		}
-		if !errors.Is(err, gateway.ErrInvalidResult) {
+		if !errors.Is(err, tool.ClassInvalidResult) {
 			t.Error("errors.Is(err, ErrInvalidResult) is false")
 		}
 		in, gerr := f.st.GetIntent(context.Background(), ge.CallID)

@@ -12,67 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 )
-
-// JournalQuery selects journal entries; zero fields match everything.
-type JournalQuery struct {
-	// Caller and Tool are exact names or path.Match globs ("fs.*").
-	Caller, Tool string
-	// Status is an intent status, StatusToolError (succeeded, and the tool
-	// reported an error) or StatusRefused (only refusals); "" means both
-	// intents and refusals.
-	Status string
-	// Class matches an intent's error class or a refusal's class.
-	Class string
-	// Text is searched, without regard to case, in ids (call, approval,
-	// session), error classes and messages.
-	Text string
-	// Since and Until bound the entry's time (Since <= t < Until).
-	Since, Until  time.Time
-	Offset, Limit int // Limit 0 means 50
-}
-
-// Journal statuses besides the intents' own.
-const (
-	StatusToolError = "tool_error"
-	StatusRefused   = "refused"
-)
-
-// JournalEntry is one intent or one refusal (exactly one is set).
-type JournalEntry struct {
-	Intent  *store.Intent
-	Refusal *store.Refusal
-}
-
-// At is when the entry's call was committed or refused.
-func (e JournalEntry) At() time.Time {
-	if e.Intent != nil {
-		return e.Intent.CreatedAt
-	}
-	return e.Refusal.At
-}
-
-// ID is the entry's call id.
-func (e JournalEntry) ID() string {
-	if e.Intent != nil {
-		return e.Intent.CallID
-	}
-	return e.Refusal.CallID
-}
-
-// JournalPage is one page of Journal.
-type JournalPage struct {
-	Entries []JournalEntry
-	More    bool // another page follows
-	// Truncated says the search stopped after MaxJournalScan rows of
-	// each kind: older matches may exist (narrow the time range).
-	Truncated bool
-}
-
-// MaxJournalScan bounds the rows of each kind (intents, refusals) one
-// Journal query reads.
-const MaxJournalScan = 20000
 
 // journalPageRows is how many intents one store page reads.
 const journalPageRows = 500
@@ -93,7 +35,7 @@ func nameMatch(pattern, name string) bool {
 }
 
 // ValidJournalQuery checks q's patterns.
-func ValidJournalQuery(q JournalQuery) error {
+func ValidJournalQuery(q opsview.JournalQuery) error {
 	for _, p := range []string{q.Caller, q.Tool} {
 		if _, err := path.Match(p, ""); err != nil {
 			return opError("bad_filter", "the pattern "+p+" is malformed: "+err.Error(), err)
@@ -115,15 +57,15 @@ func textMatch(text string, fields ...string) bool {
 	return false
 }
 
-func (q *JournalQuery) inRange(t time.Time) bool {
+func inRange(q *opsview.JournalQuery, t time.Time) bool {
 	return (q.Since.IsZero() || !t.Before(q.Since)) && (q.Until.IsZero() || t.Before(q.Until))
 }
 
-func (q *JournalQuery) intentMatch(in *store.Intent) bool {
+func intentMatch(q *opsview.JournalQuery, in *store.Intent) bool {
 	switch q.Status {
 	case "":
-	case StatusToolError:
-		if !ToolReportedError(in) {
+	case opsview.StatusToolError:
+		if !opsview.ToolReportedError(in) {
 			return false
 		}
 	default:
@@ -131,13 +73,13 @@ func (q *JournalQuery) intentMatch(in *store.Intent) bool {
 			return false
 		}
 	}
-	return nameMatch(q.Caller, in.Caller) && nameMatch(q.Tool, in.Tool) && q.inRange(in.CreatedAt) &&
+	return nameMatch(q.Caller, in.Caller) && nameMatch(q.Tool, in.Tool) && inRange(q, in.CreatedAt) &&
 		(q.Class == "" || q.Class == in.ErrorClass) &&
 		textMatch(q.Text, in.CallID, in.ApprovalID, in.Session, in.ErrorClass, in.ErrorMessage, in.IdempotencyKey, in.Tool, in.Caller)
 }
 
-func (q *JournalQuery) refusalMatch(r *store.Refusal) bool {
-	return nameMatch(q.Caller, r.Caller) && nameMatch(q.Tool, r.Tool) && q.inRange(r.At) &&
+func refusalMatch(q *opsview.JournalQuery, r *store.Refusal) bool {
+	return nameMatch(q.Caller, r.Caller) && nameMatch(q.Tool, r.Tool) && inRange(q, r.At) &&
 		(q.Class == "" || q.Class == r.Class) &&
 		textMatch(q.Text, r.CallID, r.ApprovalID, r.Session, r.Class, r.Message, r.Tool, r.Caller)
 }
@@ -145,18 +87,18 @@ func (q *JournalQuery) refusalMatch(r *store.Refusal) bool {
 // Journal lists the entries q selects, newest first: the intents (read a
 // store page at a time, newest commit first, until one older than
 // q.Since) and the refusals, merged by time.
-func (g *Gateway) Journal(ctx context.Context, q JournalQuery) (JournalPage, error) {
+func (g *Gateway) Journal(ctx context.Context, q opsview.JournalQuery) (opsview.JournalPage, error) {
 	if err := ValidJournalQuery(q); err != nil {
-		return JournalPage{}, err
+		return opsview.JournalPage{}, err
 	}
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
 	want := q.Offset + q.Limit + 1 // one more tells whether a page follows
-	var page JournalPage
-	var entries []JournalEntry
+	var page opsview.JournalPage
+	var entries []opsview.JournalEntry
 
-	if q.Status != StatusRefused {
+	if q.Status != opsview.StatusRefused {
 		f := store.IntentFilter{Limit: journalPageRows}
 		if !globMeta(q.Caller) {
 			f.Caller = q.Caller
@@ -165,8 +107,8 @@ func (g *Gateway) Journal(ctx context.Context, q JournalQuery) (JournalPage, err
 			f.Tool = q.Tool
 		}
 		switch q.Status {
-		case "", StatusToolError:
-			if q.Status == StatusToolError {
+		case "", opsview.StatusToolError:
+			if q.Status == opsview.StatusToolError {
 				f.Status = store.StatusSucceeded
 			}
 		default:
@@ -177,7 +119,7 @@ func (g *Gateway) Journal(ctx context.Context, q JournalQuery) (JournalPage, err
 		for {
 			p, err := g.store.PageIntents(ctx, f, cursor)
 			if err != nil {
-				return JournalPage{}, err
+				return opsview.JournalPage{}, err
 			}
 			for i := range p.Intents {
 				in := &p.Intents[i]
@@ -185,8 +127,8 @@ func (g *Gateway) Journal(ctx context.Context, q JournalQuery) (JournalPage, err
 				if !q.Since.IsZero() && in.CreatedAt.Before(q.Since) {
 					break intents // commit order is creation order, near enough
 				}
-				if q.intentMatch(in) {
-					entries = append(entries, JournalEntry{Intent: in})
+				if intentMatch(&q, in) {
+					entries = append(entries, opsview.JournalEntry{Intent: in})
 					if n++; n >= want {
 						break intents
 					}
@@ -195,15 +137,15 @@ func (g *Gateway) Journal(ctx context.Context, q JournalQuery) (JournalPage, err
 			if p.Next == "" {
 				break
 			}
-			if scanned >= MaxJournalScan {
+			if scanned >= opsview.MaxJournalScan {
 				page.Truncated = true
 				break
 			}
 			cursor = p.Next
 		}
 	}
-	if q.Status == "" || q.Status == StatusRefused {
-		f := store.RefusalFilter{Since: q.Since, Until: q.Until, Limit: MaxJournalScan}
+	if q.Status == "" || q.Status == opsview.StatusRefused {
+		f := store.RefusalFilter{Since: q.Since, Until: q.Until, Limit: opsview.MaxJournalScan}
 		if !globMeta(q.Caller) {
 			f.Caller = q.Caller
 		}
@@ -215,22 +157,22 @@ func (g *Gateway) Journal(ctx context.Context, q JournalQuery) (JournalPage, err
 		}
 		rs, err := g.ListRefusals(ctx, f)
 		if err != nil {
-			return JournalPage{}, err
+			return opsview.JournalPage{}, err
 		}
-		if len(rs) == MaxJournalScan {
+		if len(rs) == opsview.MaxJournalScan {
 			page.Truncated = true
 		}
 		n := 0
 		for i := range rs {
-			if q.refusalMatch(&rs[i]) {
-				entries = append(entries, JournalEntry{Refusal: &rs[i]})
+			if refusalMatch(&q, &rs[i]) {
+				entries = append(entries, opsview.JournalEntry{Refusal: &rs[i]})
 				if n++; n >= want {
 					break
 				}
 			}
 		}
 	}
-	slices.SortStableFunc(entries, func(a, b JournalEntry) int {
+	slices.SortStableFunc(entries, func(a, b opsview.JournalEntry) int {
 		if c := b.At().Compare(a.At()); c != 0 {
 			return c
 		}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
@@ -96,15 +97,15 @@ func opError(class, msg string, err error) *OperatorError {
 
 // Sentinels of operator refusals not already in package store.
 var (
-	ErrNotOperator = errors.New("not a configured operator")
-	ErrNotApprover = errors.New("not an approver of this request")
-	ErrNotPinned   = errors.New("the tool is not pinned")
+	errNotOperator = errors.New("not a configured operator")
+	errNotApprover = errors.New("not an approver of this request")
+	errNotPinned   = errors.New("the tool is not pinned")
 )
 
-// IsOperator reports whether name is a configured operator. With no
+// isOperator reports whether name is a configured operator. With no
 // operators configured, any name but an empty one is accepted (a single
 // person's set-up; the configuration's operators section turns this off).
-func (g *Gateway) IsOperator(name string) bool {
+func (g *Gateway) isOperator(name string) bool {
 	if name == "" {
 		return false
 	}
@@ -127,7 +128,7 @@ func (g *Gateway) approverRule(caller, tool string) policy.ApproverRule {
 
 // DecideApproval decides a pending approval request. The rules:
 //   - through the CLI or the console, only an operator decides (see
-//     IsOperator), one the policy names among the request's approvers, and
+//     isOperator), one the policy names among the request's approvers, and
 //     never the caller of the request;
 //   - through elicitation, only the caller's own person, and only where a
 //     policy rule sets self_approve;
@@ -152,21 +153,21 @@ func (g *Gateway) DecideApproval(ctx context.Context, id string, d ApprovalDecis
 	switch d.Channel {
 	case ChannelElicitation:
 		if d.Operator != a.Caller {
-			return refuse(opError("not_approver", fmt.Sprintf("an elicitation decides only for the caller's own person, not %s", d.Operator), ErrNotApprover))
+			return refuse(opError("not_approver", fmt.Sprintf("an elicitation decides only for the caller's own person, not %s", d.Operator), errNotApprover))
 		}
 		if !rule.SelfApprove {
 			return refuse(opError("self_approval", fmt.Sprintf(
 				"%s cannot approve its own call of %s: no policy rule sets self_approve for it; an operator decides", a.Caller, a.Tool), store.ErrSelfApproval))
 		}
 	case ChannelCLI, ChannelConsole:
-		if !g.IsOperator(d.Operator) {
-			return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator (operators: %v)", d.Operator, g.operators), ErrNotOperator))
+		if !g.isOperator(d.Operator) {
+			return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator (operators: %v)", d.Operator, g.operators), errNotOperator))
 		}
 		if d.Operator == a.Caller {
 			return refuse(opError("self_approval", fmt.Sprintf("%s made the call of request %s and cannot decide it: someone else must", d.Operator, id), store.ErrSelfApproval))
 		}
 		if !rule.MayApprove(d.Operator) {
-			return refuse(opError("not_approver", fmt.Sprintf("%s is not among the approvers of %s calling %s (%v)", d.Operator, a.Caller, a.Tool, rule.Approvers), ErrNotApprover))
+			return refuse(opError("not_approver", fmt.Sprintf("%s is not among the approvers of %s calling %s (%v)", d.Operator, a.Caller, a.Tool, rule.Approvers), errNotApprover))
 		}
 	default:
 		return nil, fmt.Errorf("gateway: DecideApproval: unknown channel %q", d.Channel)
@@ -190,7 +191,7 @@ func (g *Gateway) DecideApproval(ctx context.Context, id string, d ApprovalDecis
 	if !d.Approve {
 		a.Status = store.ApprovalDenied
 	}
-	g.events.publish(ApprovalEvent{Kind: "decided", Approval: *a})
+	g.events.publish(opsview.ApprovalEvent{Kind: "decided", Approval: *a})
 	return a, nil
 }
 
@@ -204,8 +205,8 @@ func (g *Gateway) ResolveIntent(ctx context.Context, callID string, executed boo
 		g.log.Warn("resolve", "call_id", callID, "step", "resolve", "outcome", "refused", "verdict", verdict, "by", operator, "reason", e.Class)
 		return nil, e
 	}
-	if !g.IsOperator(operator) {
-		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator))
+	if !g.isOperator(operator) {
+		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator))
 	}
 	err := g.store.ResolveIntent(ctx, callID, executed, operator, g.now())
 	switch {
@@ -224,32 +225,24 @@ func (g *Gateway) ResolveIntent(ctx context.Context, callID string, executed boo
 	return g.store.GetIntent(ctx, callID)
 }
 
-// Accepted is the outcome of AcceptDefinition.
-type Accepted struct {
-	Tool            string `json:"tool"`
-	DefinitionHash  string `json:"definition_hash"`
-	AcceptedBy      string `json:"accepted_by"`
-	AlreadyAccepted bool   `json:"already_accepted,omitempty"`
-}
-
 // AcceptDefinition makes the current definition of a pinned (upstream) tool
 // the accepted one, so that a held tool becomes callable. reviewed, when
 // not empty, must be that definition's hash: what is accepted is what the
 // operator reviewed.
-func (g *Gateway) AcceptDefinition(ctx context.Context, tool, operator, reviewed string) (*Accepted, error) {
-	refuse := func(e *OperatorError) (*Accepted, error) {
+func (g *Gateway) AcceptDefinition(ctx context.Context, tool, operator, reviewed string) (*opsview.Accepted, error) {
+	refuse := func(e *OperatorError) (*opsview.Accepted, error) {
 		g.log.Warn("pin", "tool", tool, "step", "accept", "outcome", "refused", "by", operator, "reason", e.Class)
 		return nil, e
 	}
-	if !g.IsOperator(operator) {
-		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator))
+	if !g.isOperator(operator) {
+		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator))
 	}
 	t, current, ok := g.Tool(tool)
 	switch {
 	case !ok:
 		return refuse(opError("not_found", fmt.Sprintf("no tool named %s is registered", tool), store.ErrNotFound))
 	case !t.Pinned:
-		return refuse(opError("not_pinned", fmt.Sprintf("%s is not an upstream tool: its definition comes from the configuration and is not pinned", tool), ErrNotPinned))
+		return refuse(opError("not_pinned", fmt.Sprintf("%s is not an upstream tool: its definition comes from the configuration and is not pinned", tool), errNotPinned))
 	case reviewed != "" && reviewed != current:
 		return refuse(opError("changed", fmt.Sprintf("the definition of %s is now %s, not %s: review it again", tool, current, reviewed), store.ErrPinChanged))
 	}
@@ -258,7 +251,7 @@ func (g *Gateway) AcceptDefinition(ctx context.Context, tool, operator, reviewed
 		return nil, fmt.Errorf("reading the pin of %s: %w", tool, err)
 	}
 	if pin.AcceptedHash == current {
-		return &Accepted{Tool: tool, DefinitionHash: current, AcceptedBy: pin.AcceptedBy, AlreadyAccepted: true}, nil
+		return &opsview.Accepted{Tool: tool, DefinitionHash: current, AcceptedBy: pin.AcceptedBy, AlreadyAccepted: true}, nil
 	}
 	err = g.store.AcceptPin(ctx, tool, current, operator, g.now())
 	if errors.Is(err, store.ErrPinChanged) {
@@ -269,32 +262,7 @@ func (g *Gateway) AcceptDefinition(ctx context.Context, tool, operator, reviewed
 	}
 	g.log.Info("pin", "tool", tool, "step", "accept", "outcome", "accepted", "by", operator,
 		"definition_hash", current, "previous_hash", pin.AcceptedHash)
-	return &Accepted{Tool: tool, DefinitionHash: current, AcceptedBy: operator}, nil
-}
-
-// ApprovalView is an approval request with what a person needs to decide
-// it.
-type ApprovalView struct {
-	store.Approval
-	// Status is as seen now (a pending request past its expiry is expired).
-	Description string `json:"description,omitempty"`
-	// Arguments are the call's arguments, indented.
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// Preview is what the call would do (a diff, a command), when its
-	// backend can tell.
-	Preview *tool.Preview `json:"preview,omitempty"`
-	// PreviewError says why there is no preview, when asking failed.
-	PreviewError string `json:"preview_error,omitempty"`
-	// Approvers may decide (empty: any operator); SelfApprove lets the
-	// caller's own person decide through elicitation.
-	Approvers   []string `json:"approvers,omitempty"`
-	SelfApprove bool     `json:"self_approve,omitempty"`
-	// Waiting reports whether a call of this process is waiting for the
-	// decision now; a pending request with none is taken by the caller's
-	// next identical call.
-	Waiting bool `json:"waiting"`
-	// HowToDecide lists the ways to decide it.
-	HowToDecide []string `json:"how_to_decide,omitempty"`
+	return &opsview.Accepted{Tool: tool, DefinitionHash: current, AcceptedBy: operator}, nil
 }
 
 // ListApprovals lists approval requests, newest first, status as seen now.
@@ -305,13 +273,13 @@ func (g *Gateway) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]
 // GetApproval returns one request with the tool's description, the
 // arguments pretty-printed, a preview of the call and how to decide it.
 // Errors wrap store.ErrNotFound for an unknown id.
-func (g *Gateway) GetApproval(ctx context.Context, id string) (*ApprovalView, error) {
+func (g *Gateway) GetApproval(ctx context.Context, id string) (*opsview.Approval, error) {
 	a, err := g.store.GetApproval(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	a.Status = store.EffectiveApprovalStatus(a, g.now())
-	v := &ApprovalView{Approval: *a, Waiting: g.waiters.waiting(id)}
+	v := &opsview.Approval{Approval: *a, Waiting: g.waiters.waiting(id)}
 	if len(a.Arguments) > 0 {
 		var buf bytes.Buffer
 		if json.Indent(&buf, a.Arguments, "", "  ") == nil {
@@ -368,35 +336,15 @@ func (g *Gateway) GetIntent(ctx context.Context, callID string) (*store.Intent, 
 	return g.store.GetIntent(ctx, callID)
 }
 
-// ToolReportedError reports whether in ran and its tool reported an error:
-// a succeeded intent whose recorded result has is_error set.
-func ToolReportedError(in *store.Intent) bool {
-	if in.Status != store.StatusSucceeded || len(in.Result) == 0 {
-		return false
-	}
-	var r struct {
-		IsError bool `json:"is_error"`
-	}
-	return json.Unmarshal(in.Result, &r) == nil && r.IsError
-}
-
-// PinView is a pinned tool's record with the definition registered now.
-type PinView struct {
-	store.Pin
-	// CurrentHash is the definition registered now ("" when the tool is not
-	// registered in this process).
-	CurrentHash string `json:"current_hash,omitempty"`
-}
-
 // ListPins lists the pinned tools' records.
-func (g *Gateway) ListPins(ctx context.Context) ([]PinView, error) {
+func (g *Gateway) ListPins(ctx context.Context) ([]opsview.Pin, error) {
 	pins, err := g.store.ListPins(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PinView, len(pins))
+	out := make([]opsview.Pin, len(pins))
 	for i, p := range pins {
-		out[i] = PinView{Pin: p}
+		out[i] = opsview.Pin{Pin: p}
 		if _, h, ok := g.Tool(p.Tool); ok {
 			out[i].CurrentHash = h
 		}
@@ -409,34 +357,24 @@ func (g *Gateway) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 	return g.store.BudgetUsage(ctx)
 }
 
-// ApprovalEvent tells subscribers what happened to a request in this
-// process: "pending" (a call created it), "decided", "withdrawn" (its
-// waiting call went away; the request stays for the retry), "consumed".
-type ApprovalEvent struct {
-	Kind     string         `json:"kind"`
-	Approval store.Approval `json:"approval"`
-	// HowToDecide is set on "pending".
-	HowToDecide []string `json:"how_to_decide,omitempty"`
-}
-
 // SubscribeApprovals returns a channel of the approval events of this
 // process and a function that ends the subscription. A subscriber that
 // does not keep up loses events (the channel is buffered; events are never
 // waited for): a front end re-reads the list when it needs the truth.
-func (g *Gateway) SubscribeApprovals() (<-chan ApprovalEvent, func()) {
+func (g *Gateway) SubscribeApprovals() (<-chan opsview.ApprovalEvent, func()) {
 	return g.events.subscribe()
 }
 
 type approvalEvents struct {
 	mu   sync.Mutex
-	subs map[chan ApprovalEvent]struct{}
+	subs map[chan opsview.ApprovalEvent]struct{}
 }
 
-func (e *approvalEvents) subscribe() (<-chan ApprovalEvent, func()) {
-	ch := make(chan ApprovalEvent, 64)
+func (e *approvalEvents) subscribe() (<-chan opsview.ApprovalEvent, func()) {
+	ch := make(chan opsview.ApprovalEvent, 64)
 	e.mu.Lock()
 	if e.subs == nil {
-		e.subs = map[chan ApprovalEvent]struct{}{}
+		e.subs = map[chan opsview.ApprovalEvent]struct{}{}
 	}
 	e.subs[ch] = struct{}{}
 	e.mu.Unlock()
@@ -451,7 +389,7 @@ func (e *approvalEvents) subscribe() (<-chan ApprovalEvent, func()) {
 	}
 }
 
-func (e *approvalEvents) publish(ev ApprovalEvent) {
+func (e *approvalEvents) publish(ev opsview.ApprovalEvent) {
 	ev.Approval.Arguments = nil // subscribers read the request for them
 	e.mu.Lock()
 	defer e.mu.Unlock()

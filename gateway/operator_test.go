@@ -4,20 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
+	"strings"
+	"testing"
+	"time"
 )
 
 // opGateway: alice's danger needs an approval that ops or sec-* decide;
 // her self tool needs one she may give herself through elicitation.
-func opGateway(t *testing.T, st store.Store, opts approval.Options) *gateway.Gateway {
+func opGateway(t *testing.T, st store.Store, opts gateway.ApprovalOptions) *gateway.Gateway {
 	t.Helper()
 	rules, err := policy.NewRules([]policy.Rule{
 		{Caller: "alice", Allow: []string{"danger"}, Approve: []string{"danger"}, Approvers: []string{"ops", "sec-*"}},
@@ -60,7 +58,7 @@ func wantRefusal(t *testing.T, err error, class string) {
 func TestDecideApprovalRules(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		ctx := context.Background()
-		g := opGateway(t, mk(t), approval.Options{})
+		g := opGateway(t, mk(t), gateway.ApprovalOptions{})
 		id := requestID(t, g, "danger", `{"x":1}`)
 		for _, c := range []struct {
 			d     gateway.ApprovalDecision
@@ -107,7 +105,7 @@ func TestDecideApprovalRules(t *testing.T) {
 func TestPendingCapCreatesNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		st := mk(t)
-		g := opGateway(t, st, approval.Options{MaxPending: 2})
+		g := opGateway(t, st, gateway.ApprovalOptions{MaxPending: 2})
 		requestID(t, g, "danger", `{"n":1}`)
 		requestID(t, g, "danger", `{"n":2}`)
 		requestID(t, g, "danger", `{"n":2}`) // the same call: the same request, no new one
@@ -128,7 +126,7 @@ func TestPendingCapCreatesNothing(t *testing.T) {
 func TestWaitingCallWithdraws(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		st := mk(t)
-		g := opGateway(t, st, approval.Options{Wait: approval.MaxWait, PollInterval: 5 * time.Millisecond})
+		g := opGateway(t, st, gateway.ApprovalOptions{Wait: gateway.MaxApprovalWait, PollInterval: 5 * time.Millisecond})
 		events, stop := g.SubscribeApprovals()
 		defer stop()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -146,7 +144,7 @@ func TestWaitingCallWithdraws(t *testing.T) {
 		}
 		cancel()
 		err := <-done
-		if !errors.Is(err, gateway.ErrCancelled) {
+		if !errors.Is(err, tool.ClassCancelled) {
 			t.Fatalf("withdrawn call: %v", err)
 		}
 		if ev := <-events; ev.Kind != "withdrawn" || ev.Approval.ID == "" {

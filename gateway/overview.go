@@ -9,71 +9,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 )
-
-// Outcomes an overview counts. A refusal counts as OutcomeRefused+class
-// ("refused:forbidden").
-const (
-	OutcomeSucceeded = "succeeded"
-	OutcomeToolError = "tool_error"
-	OutcomeFailed    = "failed"
-	OutcomeUncertain = "uncertain"
-	OutcomeStarted   = "started"
-	OutcomeResolved  = "resolved" // an uncertain call an operator resolved
-	OutcomeRefused   = "refused:"
-)
-
-// MaxOverviewScan bounds the rows of each kind one overview reads.
-const MaxOverviewScan = 50000
-
-// Overview is the gateway's activity from Since to Until.
-type Overview struct {
-	Since, Until time.Time
-	Bucket       time.Duration
-	// Buckets are consecutive, oldest first, Bucket long each.
-	Buckets []OverviewBucket
-	// Totals count the range's calls by outcome.
-	Totals map[string]int
-	// P50 and P95 are the latencies of the calls that settled (commit to
-	// settlement), over Settled calls.
-	P50, P95 time.Duration
-	Settled  int
-	// Pending approvals now; Decided in the range.
-	Pending, Decided int
-	// Truncated says the range held more than MaxOverviewScan rows of a
-	// kind: the counts are of the newest.
-	Truncated bool
-}
-
-// OverviewBucket counts the calls of one bucket by outcome.
-type OverviewBucket struct {
-	Start  time.Time
-	Counts map[string]int
-}
-
-// Outcome is how an intent's call ended, as the overview counts it.
-func Outcome(in *store.Intent) string {
-	switch in.Status {
-	case store.StatusSucceeded:
-		if ToolReportedError(in) {
-			return OutcomeToolError
-		}
-		return OutcomeSucceeded
-	case store.StatusFailed:
-		return OutcomeFailed
-	case store.StatusUncertain:
-		return OutcomeUncertain
-	case store.StatusStarted:
-		return OutcomeStarted
-	}
-	return OutcomeResolved
-}
 
 // Overview counts the calls from since to until (until zero: now) in
 // buckets of bucket (at least a minute; at most 500 buckets: a longer
 // range gets longer buckets).
-func (g *Gateway) Overview(ctx context.Context, since, until time.Time, bucket time.Duration) (*Overview, error) {
+func (g *Gateway) Overview(ctx context.Context, since, until time.Time, bucket time.Duration) (*opsview.Overview, error) {
 	if until.IsZero() {
 		until = g.now()
 	}
@@ -85,9 +28,9 @@ func (g *Gateway) Overview(ctx context.Context, since, until time.Time, bucket t
 		bucket *= 2
 	}
 	start := since.Truncate(bucket)
-	o := &Overview{Since: since, Until: until, Bucket: bucket, Totals: map[string]int{}}
+	o := &opsview.Overview{Since: since, Until: until, Bucket: bucket, Totals: map[string]int{}}
 	for t := start; t.Before(until); t = t.Add(bucket) {
-		o.Buckets = append(o.Buckets, OverviewBucket{Start: t, Counts: map[string]int{}})
+		o.Buckets = append(o.Buckets, opsview.OverviewBucket{Start: t, Counts: map[string]int{}})
 	}
 	count := func(at time.Time, outcome string) {
 		if at.Before(since) || !at.Before(until) {
@@ -113,11 +56,11 @@ scan:
 			if in.CreatedAt.Before(since) {
 				break scan
 			}
-			if scanned++; scanned > MaxOverviewScan {
+			if scanned++; scanned > opsview.MaxOverviewScan {
 				o.Truncated = true
 				break scan
 			}
-			count(in.CreatedAt, Outcome(in))
+			count(in.CreatedAt, opsview.Outcome(in))
 			if !in.SettledAt.IsZero() && in.Status != store.StatusExecuted && in.Status != store.StatusNotExecuted &&
 				!in.CreatedAt.Before(since) && in.CreatedAt.Before(until) {
 				lat = append(lat, in.SettledAt.Sub(in.CreatedAt))
@@ -128,15 +71,15 @@ scan:
 		}
 		cursor = p.Next
 	}
-	rs, err := g.ListRefusals(ctx, store.RefusalFilter{Since: since, Until: until, Limit: MaxOverviewScan})
+	rs, err := g.ListRefusals(ctx, store.RefusalFilter{Since: since, Until: until, Limit: opsview.MaxOverviewScan})
 	if err != nil {
 		return nil, err
 	}
-	if len(rs) == MaxOverviewScan {
+	if len(rs) == opsview.MaxOverviewScan {
 		o.Truncated = true
 	}
 	for _, r := range rs {
-		count(r.At, OutcomeRefused+r.Class)
+		count(r.At, opsview.OutcomeRefused+r.Class)
 	}
 	if len(lat) > 0 {
 		slices.Sort(lat)

@@ -32,7 +32,7 @@ func TestUnknownToolTouchesNothing(t *testing.T) {
 		note := f.tool("note", nil)
 		_, err := f.call("alice", "nope", `{"text":"`+secret+`"}`)
 		ge := gwErr(t, err, tool.ClassNotFound)
-		if !errors.Is(err, gateway.ErrNotFound) {
+		if !errors.Is(err, store.ErrNotFound) {
 			t.Error("errors.Is(err, ErrNotFound) is false")
 		}
 		if ge.Step != "lookup" || ge.CallID != "" || ge.Tool != "nope" {
@@ -140,7 +140,7 @@ func TestSchemaOutsideSubsetIsRegisteredButRefusedBeforePolicy(t *testing.T) {
 
 		_, err = f.call("alice", "note", `{"text":"abc"}`)
 		ge := gwErr(t, err, tool.ClassUnsupported)
-		if !errors.Is(err, gateway.ErrUnsupported) || ge.Step != "validate" || ge.Keyword != "pattern" {
+		if !errors.Is(err, tool.ClassUnsupported) || ge.Step != "validate" || ge.Keyword != "pattern" {
 			t.Errorf("call error %+v", ge)
 		}
 		if len(ge.Errors) == 0 || ge.Errors[0].Stage != inputschema.StageSchema {
@@ -173,7 +173,7 @@ func TestForbiddenLeavesNoApprovalIntentOrInvocation(t *testing.T) {
 		mark := f.log.Mark(t)
 		_, err := f.call("carol", "danger", `{"text":"`+secret+`"}`)
 		ge := gwErr(t, err, tool.ClassForbidden)
-		if !errors.Is(err, gateway.ErrForbidden) || ge.Step != "authorize" || ge.CallID != "" {
+		if !errors.Is(err, tool.ClassForbidden) || ge.Step != "authorize" || ge.CallID != "" {
 			t.Errorf("carol: %+v", ge)
 		}
 		if m := f.st.Methods(); len(m) != 0 {
@@ -298,7 +298,7 @@ func TestApprovalPendingLeavesNoIntentBudgetOrInvocation(t *testing.T) {
 		args := `{"text":"` + secret + `"}`
 		_, err := f.call("alice", "danger", args)
 		ge := gwErr(t, err, tool.ClassApprovalRequired)
-		if !errors.Is(err, gateway.ErrApprovalRequired) || ge.Step != "approve" || ge.CallID != "" {
+		if !errors.Is(err, tool.ClassApprovalRequired) || ge.Step != "approve" || ge.CallID != "" {
 			t.Errorf("%+v", ge)
 		}
 		id, _ := ge.Details["approval_id"].(string)
@@ -335,7 +335,7 @@ func TestBudgetExceededLeavesNoIntentOrInvocation(t *testing.T) {
 		note := f.tool("note", nil)
 		_, err := f.call("alice", "note", `{"text":"`+secret+`"}`)
 		ge := gwErr(t, err, tool.ClassBudgetExceeded)
-		if !errors.Is(err, gateway.ErrBudgetExceeded) || ge.Step != "reserve" || ge.CallID != "" {
+		if !errors.Is(err, tool.ClassBudgetExceeded) || ge.Step != "reserve" || ge.CallID != "" {
 			t.Errorf("%+v", ge)
 		}
 		if num(t, ge.Details["used"]) != 0 || num(t, ge.Details["requested"]) != 2 || num(t, ge.Details["quota"]) != 1 {

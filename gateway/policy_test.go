@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -43,7 +44,7 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 		_, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "bash", Arguments: args})
 		return err
 	}
-	if err := call("git status && touch x"); !errors.Is(err, gateway.ErrForbidden) {
+	if err := call("git status && touch x"); !errors.Is(err, tool.ClassForbidden) {
 		t.Fatalf("a compound command: %v", err)
 	}
 	var ge *gateway.Error
@@ -63,7 +64,7 @@ func TestPolicyInForceWhenAuthorized(t *testing.T) {
 		t.Fatalf("the call authorized before the reload: %v", err)
 	}
 	// The new policy names bash nowhere: for alice it is now no tool at all.
-	if err := call("git status"); !errors.Is(err, gateway.ErrNotFound) {
+	if err := call("git status"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after the reload: %v", err)
 	}
 	if tools := g.ToolsFor("alice"); len(tools) != 0 {
@@ -117,7 +118,7 @@ func TestPathsAreDecidedOnTheirRealPath(t *testing.T) {
 		_, err := g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "read", Arguments: json.RawMessage(`{"path":"` + p + `"}`)})
 		return err
 	}
-	if err := call("src/envlink"); !errors.Is(err, gateway.ErrForbidden) {
+	if err := call("src/envlink"); !errors.Is(err, tool.ClassForbidden) {
 		t.Errorf("src/envlink (a link to .env): %v, want forbidden", err)
 	}
 	if err := call("src/ok"); err != nil {

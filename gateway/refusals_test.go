@@ -3,13 +3,13 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/tool"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentbackplane/backplane/budget"
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 )
@@ -65,7 +65,7 @@ func TestRefusalsAreRecorded(t *testing.T) {
 			t.Errorf("the approval refusal lacks its request or digest: %+v", rs[1])
 		}
 		// The journal view lists both kinds, newest first, and filters.
-		p, err := f.g.Journal(ctx, gateway.JournalQuery{})
+		p, err := f.g.Journal(ctx, opsview.JournalQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,19 +73,19 @@ func TestRefusalsAreRecorded(t *testing.T) {
 			t.Fatalf("journal: %d entries, want 4 refusals above 1 intent: %+v", len(p.Entries), p.Entries)
 		}
 		for _, c := range []struct {
-			q    gateway.JournalQuery
+			q    opsview.JournalQuery
 			want int
 		}{
-			{gateway.JournalQuery{Status: gateway.StatusRefused}, 4},
-			{gateway.JournalQuery{Status: "succeeded"}, 1},
-			{gateway.JournalQuery{Tool: "no*"}, 4},
-			{gateway.JournalQuery{Tool: "n?te"}, 3},
-			{gateway.JournalQuery{Caller: "a*", Class: "budget_exceeded"}, 1},
-			{gateway.JournalQuery{Text: "NOPE"}, 1},
-			{gateway.JournalQuery{Text: ids[2][len(ids[2])-8:]}, 1},
-			{gateway.JournalQuery{Since: time.Now().Add(time.Hour)}, 0},
-			{gateway.JournalQuery{Until: time.Now().Add(-time.Hour)}, 0},
-			{gateway.JournalQuery{Limit: 2, Offset: 4}, 1},
+			{opsview.JournalQuery{Status: opsview.StatusRefused}, 4},
+			{opsview.JournalQuery{Status: "succeeded"}, 1},
+			{opsview.JournalQuery{Tool: "no*"}, 4},
+			{opsview.JournalQuery{Tool: "n?te"}, 3},
+			{opsview.JournalQuery{Caller: "a*", Class: "budget_exceeded"}, 1},
+			{opsview.JournalQuery{Text: "NOPE"}, 1},
+			{opsview.JournalQuery{Text: ids[2][len(ids[2])-8:]}, 1},
+			{opsview.JournalQuery{Since: time.Now().Add(time.Hour)}, 0},
+			{opsview.JournalQuery{Until: time.Now().Add(-time.Hour)}, 0},
+			{opsview.JournalQuery{Limit: 2, Offset: 4}, 1},
 		} {
 			p, err := f.g.Journal(ctx, c.q)
 			if err != nil {
@@ -95,10 +95,10 @@ func TestRefusalsAreRecorded(t *testing.T) {
 				t.Errorf("Journal(%+v): %d entries, want %d", c.q, len(p.Entries), c.want)
 			}
 		}
-		if p, _ := f.g.Journal(ctx, gateway.JournalQuery{Limit: 2}); !p.More {
+		if p, _ := f.g.Journal(ctx, opsview.JournalQuery{Limit: 2}); !p.More {
 			t.Error("a first page of 2 of 5 says no more follow")
 		}
-		if _, err := f.g.Journal(ctx, gateway.JournalQuery{Tool: "["}); err == nil {
+		if _, err := f.g.Journal(ctx, opsview.JournalQuery{Tool: "["}); err == nil {
 			t.Error("a malformed pattern is accepted")
 		}
 		if r, err := f.g.GetRefusal(ctx, ids[0]); err != nil || r.Tool != "nope" {

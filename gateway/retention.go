@@ -14,12 +14,12 @@ import (
 // Prune deletes what ended before before (see store.Retention: settled
 // intents, expired approvals, finished incarnations, ended budget
 // windows; never a started or uncertain intent): an operator's action (see
-// IsOperator; a refusal is an *OperatorError of class not_operator),
+// isOperator; a refusal is an *OperatorError of class not_operator),
 // audited once with what it removed.
 func (g *Gateway) Prune(ctx context.Context, before time.Time, operator string) (store.PruneResult, error) {
-	if !g.IsOperator(operator) {
+	if !g.isOperator(operator) {
 		g.log.Warn("retention", "step", "prune", "outcome", "refused", "before", before.UTC(), "by", operator, "reason", "not_operator")
-		return store.PruneResult{}, opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), ErrNotOperator)
+		return store.PruneResult{}, opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator)
 	}
 	return g.prune(ctx, before, operator)
 }

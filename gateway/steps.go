@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
+	"strings"
+	"time"
 )
 
 // approve finds or creates the approval request bound to this exact call
@@ -43,7 +42,7 @@ func (c *call) approve(ctx context.Context) (string, error) {
 
 	wait := g.approval.Wait
 	if c.req.ApprovalWait != nil {
-		wait = min(max(*c.req.ApprovalWait, 0), approval.MaxWait)
+		wait = min(max(*c.req.ApprovalWait, 0), MaxApprovalWait)
 	}
 	if c.req.ApprovalID != "" {
 		wait = 0 // a task is run once its request is decided
@@ -140,7 +139,7 @@ func boundedRead[T any](ctx context.Context, timeout time.Duration, read func(co
 // for an approval: the request stays as it is, for the client's retry.
 func (c *call) withdraw(a *store.Approval) error {
 	c.audit("approve", "withdrawn", "approval_id", a.ID)
-	c.g.events.publish(ApprovalEvent{Kind: "withdrawn", Approval: *a})
+	c.g.events.publish(opsview.ApprovalEvent{Kind: "withdrawn", Approval: *a})
 	return newError(tool.ClassCancelled, "approve",
 		"the call went away while waiting for approval; the request stays open for the same call made again", map[string]any{"approval_id": a.ID})
 }
@@ -150,18 +149,18 @@ func (c *call) withdraw(a *store.Approval) error {
 // for a while, like one whose connection broke and will resume, and the
 // approval must be consumed only by a call whose client is there. It
 // reports whether the client is there (at once, or back within the hold);
-// false when ctx ended first or the hold reached approval.MaxWait.
+// false when ctx ended first or the hold reached MaxApprovalWait.
 func (c *call) holdWhileAway(ctx context.Context) bool {
 	if c.req.Away == nil || !c.req.Away() {
 		return ctx.Err() == nil
 	}
 	poll := c.g.approval.PollInterval
 	if poll <= 0 {
-		poll = approval.DefaultPollInterval
+		poll = defaultPollInterval
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
-	bound := time.NewTimer(approval.MaxWait)
+	bound := time.NewTimer(MaxApprovalWait)
 	defer bound.Stop()
 	for c.req.Away() {
 		select {
@@ -185,7 +184,7 @@ func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*stor
 	// opened meanwhile (in this process or another replica): operators see
 	// one request, not many, and the caller's cap holds across replicas.
 	a, created, err := g.store.OpenApproval(ctx, &store.Approval{
-		ID: NewID("apr"), Caller: key.Caller, Session: c.req.Session, Tool: t.Name,
+		ID: newID("apr"), Caller: key.Caller, Session: c.req.Session, Tool: t.Name,
 		DefinitionHash: key.DefinitionHash, ArgsDigest: key.ArgsDigest, Arguments: c.req.Arguments,
 		Status: store.ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(g.approval.Expire),
 	}, g.approval.MaxPending)
@@ -202,7 +201,7 @@ func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*stor
 		return a, nil
 	}
 	c.audit("approve", "requested", "approval_id", a.ID)
-	g.events.publish(ApprovalEvent{Kind: "pending", Approval: *a, HowToDecide: g.hints(a.ID)})
+	g.events.publish(opsview.ApprovalEvent{Kind: "pending", Approval: *a, HowToDecide: g.hints(a.ID)})
 	return a, nil
 }
 
@@ -210,13 +209,13 @@ func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*stor
 // its answer through DecideApproval, under the same rules as any other
 // decision. The approver of the call itself (the person at the caller's own
 // client) is asked only where the policy lets that person decide.
-func (c *call) askApprover(ctx context.Context, a *store.Approval, approver approval.Approver, self bool) {
+func (c *call) askApprover(ctx context.Context, a *store.Approval, approver Approver, self bool) {
 	g := c.g
 	if self && !g.approverRule(a.Caller, a.Tool).SelfApprove {
 		return // operators only: the caller's own client is not asked
 	}
 	ans, err := approver.Ask(ctx, a)
-	if errors.Is(err, approval.ErrNoDecision) {
+	if errors.Is(err, ErrNoDecision) {
 		return
 	}
 	if err != nil {
@@ -244,7 +243,7 @@ func (c *call) awaitDecision(outer context.Context, a *store.Approval, wait time
 	g, id := c.g, a.ID
 	poll := g.approval.PollInterval
 	if poll <= 0 {
-		poll = approval.DefaultPollInterval
+		poll = defaultPollInterval
 	}
 	bound := wait
 	if selfAsk {

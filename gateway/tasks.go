@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -228,7 +229,7 @@ func (g *Gateway) CancelTask(ctx context.Context, caller, id string) (bool, erro
 	case err == nil:
 		a := v.Approval
 		a.Status, a.DecidedBy, a.DecidedAt, a.Channel, a.Reason = store.ApprovalDenied, caller, now, string(ChannelTask), "withdrawn"
-		g.events.publish(ApprovalEvent{Kind: "decided", Approval: a})
+		g.events.publish(opsview.ApprovalEvent{Kind: "decided", Approval: a})
 	case errors.Is(err, store.ErrAlreadyDecided), errors.Is(err, store.ErrApprovalExpired), errors.Is(err, store.ErrNotFound):
 		// Decided just before, or over: the task is cancelled all the same.
 	default:

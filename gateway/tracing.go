@@ -15,17 +15,17 @@ import (
 // Span attributes of a call. Like the audit log, a span carries the
 // argument digest at most, never argument values or results.
 const (
-	AttrCallID     = "backplane.call.id"
-	AttrCaller     = "backplane.caller"
-	AttrTool       = "backplane.tool"
-	AttrSession    = "backplane.session"
-	AttrOutcome    = "backplane.outcome"
-	AttrErrorClass = "backplane.error.class"
-	AttrStep       = "backplane.step"
-	AttrStepMillis = "backplane.step.duration_ms"
+	attrCallID     = "backplane.call.id"
+	attrCaller     = "backplane.caller"
+	attrTool       = "backplane.tool"
+	attrSession    = "backplane.session"
+	attrOutcome    = "backplane.outcome"
+	attrErrorClass = "backplane.error.class"
+	attrStep       = "backplane.step"
+	attrStepMillis = "backplane.step.duration_ms"
 )
 
-// Outcomes of a traced call (AttrOutcome), besides an error class.
+// Outcomes of a traced call (attrOutcome), besides an error class.
 const (
 	traceSucceeded = "succeeded"
 	traceToolError = "tool_error"
@@ -37,13 +37,13 @@ const (
 // span name.
 func (c *call) startSpan(ctx context.Context) context.Context {
 	attrs := []attribute.KeyValue{
-		attribute.String(AttrCallID, c.id),
-		attribute.String(AttrCaller, c.req.Caller),
-		attribute.String(AttrTool, c.req.Tool),
+		attribute.String(attrCallID, c.id),
+		attribute.String(attrCaller, c.req.Caller),
+		attribute.String(attrTool, c.req.Tool),
 		attribute.String("mcp.method.name", "tools/call"),
 	}
 	if c.req.Session != "" {
-		attrs = append(attrs, attribute.String(AttrSession, c.req.Session))
+		attrs = append(attrs, attribute.String(attrSession, c.req.Session))
 	}
 	ctx, c.span = c.g.tracer.Start(ctx, "tools/call", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return ctx
@@ -57,8 +57,8 @@ func (c *call) traceStep(now time.Time, step, outcome string) {
 		return
 	}
 	c.span.AddEvent(step, trace.WithTimestamp(now), trace.WithAttributes(
-		attribute.String(AttrOutcome, outcome),
-		attribute.Float64(AttrStepMillis, float64(now.Sub(c.mark).Microseconds())/1000),
+		attribute.String(attrOutcome, outcome),
+		attribute.Float64(attrStepMillis, float64(now.Sub(c.mark).Microseconds())/1000),
 	))
 }
 
@@ -72,12 +72,12 @@ func (c *call) endSpan(res *CallResult, ge *Error) {
 	}
 	switch {
 	case ge != nil:
-		c.span.SetAttributes(attribute.String(AttrOutcome, string(ge.Class)), attribute.String(AttrErrorClass, string(ge.Class)))
+		c.span.SetAttributes(attribute.String(attrOutcome, string(ge.Class)), attribute.String(attrErrorClass, string(ge.Class)))
 		c.span.SetStatus(codes.Error, string(ge.Class))
 	case res.IsError:
-		c.span.SetAttributes(attribute.String(AttrOutcome, traceToolError))
+		c.span.SetAttributes(attribute.String(attrOutcome, traceToolError))
 	default:
-		c.span.SetAttributes(attribute.String(AttrOutcome, traceSucceeded))
+		c.span.SetAttributes(attribute.String(attrOutcome, traceSucceeded))
 	}
 	c.span.End()
 }
@@ -90,7 +90,7 @@ func (c *call) startBackend(ctx context.Context, bc *tool.Call) (context.Context
 		return ctx, nil
 	}
 	ctx, span := c.g.tracer.Start(ctx, "backend "+c.tool.Name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String(AttrTool, c.tool.Name), attribute.String(AttrCallID, c.id)))
+		trace.WithAttributes(attribute.String(attrTool, c.tool.Name), attribute.String(attrCallID, c.id)))
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
 	bc.Trace = tool.TraceContext{Parent: carrier["traceparent"], State: carrier["tracestate"]}
@@ -107,6 +107,6 @@ func (c *call) endBackend(span trace.Span, res *tool.Result, err error) {
 	case err != nil:
 		span.SetStatus(codes.Error, "the backend failed")
 	case res != nil && res.IsError:
-		span.SetAttributes(attribute.String(AttrOutcome, traceToolError))
+		span.SetAttributes(attribute.String(attrOutcome, traceToolError))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
@@ -44,15 +45,15 @@ func TestCheckHealthUncertainCalls(t *testing.T) {
 	var audit bytes.Buffer
 	g, _ := liveGateway(t, &audit)
 	ctx := context.Background()
-	attention := func() *gateway.HealthCheck {
+	attention := func() *opsview.HealthCheck {
 		for _, c := range g.CheckHealth(ctx) {
-			if c.Kind == gateway.CheckAttention {
+			if c.Kind == opsview.CheckAttention {
 				return &c
 			}
 		}
 		return nil
 	}
-	if c := attention(); c == nil || c.Err != nil || gateway.State(g.CheckHealth(ctx)) != gateway.StateOK {
+	if c := attention(); c == nil || c.Err != nil || opsview.State(g.CheckHealth(ctx)) != opsview.StateOK {
 		t.Fatalf("before any call: %+v", c)
 	}
 	_, err := g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "flaky", Arguments: json.RawMessage(`{}`)})
@@ -65,8 +66,8 @@ func TestCheckHealthUncertainCalls(t *testing.T) {
 	if c == nil || c.Err == nil || !strings.Contains(c.Err.Error(), "1 call(s)") {
 		t.Fatalf("after an uncertain call: %+v", c)
 	}
-	if gateway.State(checks) != gateway.StateDegraded || gateway.Healthy(checks) != nil || gateway.Ready(checks) != nil {
-		t.Errorf("state %s, healthy %v, ready %v: want degraded, both passing", gateway.State(checks), gateway.Healthy(checks), gateway.Ready(checks))
+	if opsview.State(checks) != opsview.StateDegraded || opsview.Healthy(checks) != nil || opsview.Ready(checks) != nil {
+		t.Errorf("state %s, healthy %v, ready %v: want degraded, both passing", opsview.State(checks), opsview.Healthy(checks), opsview.Ready(checks))
 	}
 	if _, err := g.ResolveIntent(ctx, ge.CallID, false, "ops", "checked"); err != nil {
 		t.Fatal(err)

@@ -8,15 +8,13 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"sync/atomic"
-	"testing"
-	"time"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
+	"sync/atomic"
+	"testing"
+	"time"
 )
 
 // selfRules: alice's danger needs an approval her own client may give.
@@ -32,8 +30,8 @@ var selfRules = []policy.Rule{
 func TestSelfApproveUnderNoWait(t *testing.T) {
 	f := newFixture(t, stores(t)["sqlite"], config{Rules: selfRules})
 	danger := f.tool("danger", nil)
-	yes := &recApprover{ask: func(context.Context, *store.Approval) (approval.Answer, error) {
-		return approval.Answer{Approve: true}, nil
+	yes := &recApprover{ask: func(context.Context, *store.Approval) (gateway.ApprovalAnswer, error) {
+		return gateway.ApprovalAnswer{Approve: true}, nil
 	}}
 	noWait := time.Duration(0)
 	res, err := f.do(gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(`{"text":"x"}`),
@@ -59,13 +57,13 @@ func TestSelfApproveUnderNoWait(t *testing.T) {
 // the call then returns approval_required (the wait is 0).
 func TestSelfApproveBoundedByItsTimeout(t *testing.T) {
 	f := newFixture(t, stores(t)["sqlite"], config{Rules: selfRules,
-		Approvals: approval.Options{SelfApproveTimeout: 200 * time.Millisecond}})
+		Approvals: gateway.ApprovalOptions{SelfApproveTimeout: 200 * time.Millisecond}})
 	danger := f.tool("danger", nil)
 	var cancelled atomic.Bool
-	silent := &recApprover{ask: func(ctx context.Context, _ *store.Approval) (approval.Answer, error) {
+	silent := &recApprover{ask: func(ctx context.Context, _ *store.Approval) (gateway.ApprovalAnswer, error) {
 		<-ctx.Done()
 		cancelled.Store(true)
-		return approval.Answer{}, ctx.Err()
+		return gateway.ApprovalAnswer{}, ctx.Err()
 	}}
 	done := make(chan error, 1)
 	go func() {
@@ -88,7 +86,7 @@ func TestSelfApproveBoundedByItsTimeout(t *testing.T) {
 // case) returns a store failure after ReadTimeout, instead of hanging for
 // ever; the request is left as it was.
 func TestWaitSurvivesAStoreThatStopsAnswering(t *testing.T) {
-	f := newFixture(t, stores(t)["sqlite"], config{Approvals: approval.Options{ReadTimeout: 200 * time.Millisecond, PollInterval: 10 * time.Millisecond}})
+	f := newFixture(t, stores(t)["sqlite"], config{Approvals: gateway.ApprovalOptions{ReadTimeout: 200 * time.Millisecond, PollInterval: 10 * time.Millisecond}})
 	danger := f.tool("danger", nil)
 	block := make(chan struct{})
 	t.Cleanup(func() { close(block) }) // the blocked reads end with the test
@@ -137,7 +135,7 @@ func TestApprovedWhileAwayIsHeld(t *testing.T) {
 	for _, back := range []bool{true, false} {
 		name := map[bool]string{true: "client comes back", false: "client never comes back"}[back]
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, stores(t)["sqlite"], config{Approvals: approval.Options{PollInterval: 10 * time.Millisecond}})
+			f := newFixture(t, stores(t)["sqlite"], config{Approvals: gateway.ApprovalOptions{PollInterval: 10 * time.Millisecond}})
 			danger := f.tool("danger", nil)
 			var away atomic.Bool
 			away.Store(true)

@@ -8,53 +8,18 @@ package gateway
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 )
 
-// ApprovalWhy says why a request asks for a decision, and what deciding
-// it lets run.
-type ApprovalWhy struct {
-	// Effect, Rule and Reason are the policy's decision on the call now:
-	// Rule is the deciding rule's place (file:line), "" for the default.
-	Effect string `json:"effect"`
-	Rule   string `json:"rule,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// ToolAsks is set when the tool itself requires approval (it is not
-	// marked read-only), whatever the policy says.
-	ToolAsks bool `json:"tool_asks,omitempty"`
-	// Parts are a shell command's simple commands, each with its decision.
-	Parts []policy.Part `json:"parts,omitempty"`
-	// Sandbox describes where the call runs, when its backend says (nil:
-	// it runs in no process of Backplane's, e.g. an upstream's tool).
-	Sandbox *SandboxView `json:"sandbox,omitempty"`
-	// Source is where the tool comes from (an upstream server's name for
-	// a pinned tool, else "").
-	Source string `json:"source,omitempty"`
-	// Deciders are who may decide: the rule's approvers, or every
-	// configured operator when the rule names none; SelfApprove lets the
-	// caller's own person decide (elicitation).
-	Deciders    []string `json:"deciders,omitempty"`
-	AnyOperator bool     `json:"any_operator,omitempty"`
-	SelfApprove bool     `json:"self_approve,omitempty"`
-}
-
-// SandboxView is the sandbox a tool's process runs in.
-type SandboxView struct {
-	Sandboxed bool     `json:"sandboxed"`
-	Network   string   `json:"network,omitempty"`
-	Write     []string `json:"write,omitempty"`
-	Read      []string `json:"read,omitempty"`
-}
-
 // WhyApproval explains request a (see ApprovalWhy). The tool may be gone:
 // the decision is then the policy's on its name alone.
-func (g *Gateway) WhyApproval(a *store.Approval) *ApprovalWhy {
-	w := &ApprovalWhy{}
+func (g *Gateway) WhyApproval(a *store.Approval) *opsview.ApprovalWhy {
+	w := &opsview.ApprovalWhy{}
 	req := policy.Request{Caller: a.Caller, Session: a.Session, Tool: a.Tool}
 	if len(a.Arguments) > 0 {
 		if v, err := jsonstrict.Decode(a.Arguments, &jsonstrict.Options{MaxDepth: g.limits.MaxDepth, MaxBytes: g.limits.MaxArgumentBytes}); err == nil {
@@ -66,9 +31,7 @@ func (g *Gateway) WhyApproval(a *store.Approval) *ApprovalWhy {
 	g.mu.RUnlock()
 	if ok {
 		w.ToolAsks = t.Safety.RequiresApproval
-		if t.Pinned {
-			w.Source, _, _ = strings.Cut(t.Name, ".")
-		}
+		w.Source, _ = tool.SourceServer(t.Source)
 		if pr, ok := t.Backend.(tool.PathResolver); ok && len(a.Arguments) > 0 {
 			if rp, err := pr.ResolvePath(a.Arguments); err == nil && rp != nil {
 				req.RealPath = rp.Real
@@ -105,13 +68,13 @@ func (g *Gateway) WhyApproval(a *store.Approval) *ApprovalWhy {
 // sandboxView reads a backend's audit attributes (internal/sandbox's
 // AuditAttrs: sandboxed, sandbox_rules) as a SandboxView; nil when they
 // say nothing of a sandbox.
-func sandboxView(attrs []any) *SandboxView {
-	var v *SandboxView
+func sandboxView(attrs []any) *opsview.Sandbox {
+	var v *opsview.Sandbox
 	for i := 0; i+1 < len(attrs); i += 2 {
 		switch attrs[i] {
 		case "sandboxed":
 			if v == nil {
-				v = &SandboxView{}
+				v = &opsview.Sandbox{}
 			}
 			v.Sandboxed, _ = attrs[i+1].(bool)
 		case "sandbox_rules":
@@ -120,7 +83,7 @@ func sandboxView(attrs []any) *SandboxView {
 				continue
 			}
 			if v == nil {
-				v = &SandboxView{}
+				v = &opsview.Sandbox{}
 			}
 			v.Network = fmt.Sprint(rules["network"])
 			v.Write, _ = rules["write"].([]string)

@@ -302,7 +302,7 @@ func TestZitadelExchange(t *testing.T) {
 		// only for a token with the openid scope.
 		Scopes:    []string{"openid"},
 		PerCaller: upstream.CallerOAuth{Audience: rsClientID},
-	}}, &upstream.Options{Registry: g, Logger: log, Audit: log, Tokens: tokens})
+	}}, &upstream.Options{Registry: g, Logger: log, Tokens: tokens})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}

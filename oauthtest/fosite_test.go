@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/backend/upstream"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -20,12 +24,6 @@ import (
 	"github.com/ory/fosite/compose"
 	"github.com/ory/fosite/storage"
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend/upstream"
-	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/policy"
-	"github.com/agentbackplane/backplane/store/sqlite"
 )
 
 const (
@@ -215,7 +213,7 @@ func newGateway(t *testing.T, logs *syncBuffer) (*gateway.Gateway, *slog.Logger)
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return gateway.New(&gateway.Options{Store: st, Policy: rules, Logger: log, Approvals: approval.Options{}, Timeout: 20 * time.Second}), log
+	return gateway.New(&gateway.Options{Store: st, Policy: rules, Logger: log, Approvals: gateway.ApprovalOptions{}, Timeout: 20 * time.Second}), log
 }
 
 func connect(t *testing.T, g *gateway.Gateway, log *slog.Logger, u *peer, secret string) (*upstream.Upstream, error) {
@@ -224,7 +222,7 @@ func connect(t *testing.T, g *gateway.Gateway, log *slog.Logger, u *peer, secret
 	defer cancel()
 	up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: u.url(), OAuth: &upstream.OAuth{
 		ClientID: clientID, ClientSecret: secret, Scopes: []string{"tools"},
-	}}, &upstream.Options{Registry: g, Logger: log, Audit: log})
+	}}, &upstream.Options{Registry: g, Logger: log})
 	if err == nil {
 		t.Cleanup(func() { up.Close() })
 	}

@@ -222,7 +222,7 @@ func TestFositeLogin(t *testing.T) {
 	g, log := newGateway(t, logs)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	up, err := upstream.Connect(cctx, srv, &upstream.Options{Registry: g, Logger: log, Audit: log})
+	up, err := upstream.Connect(cctx, srv, &upstream.Options{Registry: g, Logger: log})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}

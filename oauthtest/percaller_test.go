@@ -18,6 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/backend/upstream"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/agentbackplane/backplane/tool"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -25,13 +30,6 @@ import (
 	"github.com/ory/fosite/compose"
 	"github.com/ory/fosite/storage"
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/backend/upstream"
-	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/policy"
-	"github.com/agentbackplane/backplane/store/sqlite"
-	"github.com/agentbackplane/backplane/tool"
 )
 
 // callerAS is fosite on 127.0.0.1 with the authorization code grant (PKCE
@@ -355,7 +353,7 @@ func newPerCallerRig(t *testing.T, life time.Duration) *perCallerRig {
 	defer cancel()
 	up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: p.url(), OAuth: &upstream.OAuth{
 		Mode: upstream.OAuthModePerCaller, ClientID: clientID, ClientSecret: clientSecret, Scopes: []string{"tools"},
-	}}, &upstream.Options{Registry: g, Logger: log, Audit: log, Tokens: tokens, Logins: logins})
+	}}, &upstream.Options{Registry: g, Logger: log, Tokens: tokens, Logins: logins})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
@@ -607,7 +605,7 @@ func TestFositePerCallerRefusesSessions(t *testing.T) {
 	defer cancel()
 	_, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: p.url(), OAuth: &upstream.OAuth{
 		Mode: upstream.OAuthModePerCaller, ClientID: clientID, ClientSecret: clientSecret, Scopes: []string{"tools"},
-	}}, &upstream.Options{Registry: g, Logger: log, Audit: log, Logins: logins})
+	}}, &upstream.Options{Registry: g, Logger: log, Logins: logins})
 	if err == nil || !strings.Contains(err.Error(), "needs MCP 2026-07-28") || !strings.Contains(err.Error(), "speaks 2025-11-25") {
 		t.Fatalf("Connect: %v, want the revision refused", err)
 	}
@@ -642,7 +640,7 @@ func newGatewayFor(t *testing.T, logs *syncBuffer, callers ...string) (*gateway.
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return gateway.New(&gateway.Options{Store: st, Policy: pr, Logger: log, Approvals: approval.Options{}, Timeout: 20 * time.Second}), log
+	return gateway.New(&gateway.Options{Store: st, Policy: pr, Logger: log, Approvals: gateway.ApprovalOptions{}, Timeout: 20 * time.Second}), log
 }
 
 // TestFositePerCallerCallbackRefusals: the callback refuses an unknown
@@ -766,7 +764,7 @@ func TestFositePerCallerWithoutCallback(t *testing.T) {
 	defer cancel()
 	up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: p.url(), OAuth: &upstream.OAuth{
 		Mode: upstream.OAuthModePerCaller, ClientID: clientID, ClientSecret: clientSecret, Scopes: []string{"tools"},
-	}}, &upstream.Options{Registry: g, Logger: log, Audit: log})
+	}}, &upstream.Options{Registry: g, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -795,7 +793,7 @@ func TestFositePerCallerRegistered(t *testing.T) {
 	defer cancel()
 	up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: p.url(), OAuth: &upstream.OAuth{
 		Mode: upstream.OAuthModePerCaller, Scopes: []string{"tools"},
-	}}, &upstream.Options{Registry: g, Logger: log, Audit: log, Logins: logins})
+	}}, &upstream.Options{Registry: g, Logger: log, Logins: logins})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}

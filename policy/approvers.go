@@ -1,6 +1,15 @@
 package policy
 
-import "path"
+import (
+	"path"
+	"time"
+)
+
+// MaxSelfApproveTimeout bounds how long the person at a caller's own client
+// may be given to answer an approval put to them (approvals:
+// self_approve_timeout, gateway.ApprovalOptions.SelfApproveTimeout): the
+// configuration checks it and the gateway clamps to it.
+const MaxSelfApproveTimeout = 10 * time.Minute
 
 // ApproverRule says who may decide the approval requests of one (caller,
 // tool).

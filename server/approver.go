@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbackplane/backplane/approval"
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // maxShownArguments caps the arguments shown in an elicitation message; the
@@ -22,7 +21,7 @@ const maxShownArguments = 8 << 10
 var approveSchema = json.RawMessage(`{"type":"object","properties":{"approve":{"type":"boolean","title":"Approve this call","description":"true lets the call run; false denies it"}},"required":["approve"]}`)
 
 // elicitApprover puts an approval request to the person at the client's end
-// of one session, through elicitation/create (the approval.Approver of one
+// of one session, through elicitation/create (the gateway.Approver of one
 // call). The gateway asks it only where a policy rule sets self_approve,
 // and records its answer as the caller's own, through the elicitation
 // channel; the gateway's wait bounds it (ctx).
@@ -33,24 +32,24 @@ type elicitApprover struct {
 	preview func(ctx context.Context, id string) string
 }
 
-// Ask implements approval.Approver. Accept with approve=true approves;
+// Ask implements gateway.Approver. Accept with approve=true approves;
 // decline, cancel and approve=false deny. A failed elicitation (the client
 // went away, timed out, refused the request) is an error: the request stays
 // pending and the call waits for an operator's decision as usual.
-func (a *elicitApprover) Ask(ctx context.Context, req *store.Approval) (approval.Answer, error) {
+func (a *elicitApprover) Ask(ctx context.Context, req *store.Approval) (gateway.ApprovalAnswer, error) {
 	res, err := a.ss.Elicit(ctx, &mcp.ElicitParams{
 		Mode:            "form",
 		Message:         approvalMessage(req, a.args, a.previewOf(ctx, req.ID)),
 		RequestedSchema: approveSchema,
 	})
 	if err != nil {
-		return approval.Answer{}, fmt.Errorf("elicitation: %w", err)
+		return gateway.ApprovalAnswer{}, fmt.Errorf("elicitation: %w", err)
 	}
 	approve := false
 	if res.Action == "accept" {
 		approve, _ = res.Content["approve"].(bool)
 	}
-	return approval.Answer{Approve: approve, Channel: "elicitation", Reason: "answered through the client (" + string(res.Action) + ")"}, nil
+	return gateway.ApprovalAnswer{Approve: approve, Channel: "elicitation", Reason: "answered through the client (" + string(res.Action) + ")"}, nil
 }
 
 func (a *elicitApprover) previewOf(ctx context.Context, id string) string {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbackplane/backplane/internal/resuri"
 	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // ContentSource is where the resources, resource templates, prompts and
@@ -187,11 +188,7 @@ func (s *Server) auditContent(caller, kind, name, outcome, reason string) {
 // auditContentStep writes one audit event of a read, get, completion or
 // subscription (step).
 func (s *Server) auditContentStep(step, caller, kind, name, outcome, reason string) {
-	log := s.opts.Audit
-	if log == nil {
-		return
-	}
-	log.Info(kind, "step", step, "outcome", outcome, "caller", caller, kind, name, "reason", reason)
+	s.g.Record(context.Background(), tool.Event{Msg: kind, Attrs: []any{"step", step, "outcome", outcome, "caller", caller, kind, name, "reason", reason}})
 }
 
 // complete answers completion/complete: the prompt or resource template

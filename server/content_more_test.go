@@ -11,15 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // everythingBare serves server-everything with prefix "" (its tools under
@@ -42,7 +40,7 @@ func everythingBare(t *testing.T) (*server.Server, *lockedBuffer) {
 	audit := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(audit, nil))
 	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules, Logger: log,
-		Approvals: approval.Options{Approver: approveAll{}}, Timeout: 60 * time.Second})
+		Approvals: gateway.ApprovalOptions{Approver: approveAll{}}, Timeout: 60 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	bare := ""
@@ -57,7 +55,7 @@ func everythingBare(t *testing.T) (*server.Server, *lockedBuffer) {
 		t.Fatal(err)
 	}
 	return server.New(g, &server.Options{StdioCaller: "alice", Tokens: map[string]string{"tok-b": "bob"},
-		Content: content, ContentPolicy: rules, Audit: log, ApprovalWait: 30 * time.Second}), audit
+		Content: content, ContentPolicy: rules, ApprovalWait: 30 * time.Second}), audit
 }
 
 // TestUpstreamToolByBareName: with prefix "", server-everything's echo is

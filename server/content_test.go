@@ -58,10 +58,9 @@ func TestUpstreamResourcesAndPrompts(t *testing.T) {
 		t.Fatal(err)
 	}
 	audit := &lockedBuffer{}
-	g := gateway.New(&gateway.Options{Store: memstore.New()})
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Logger: slog.New(slog.NewJSONHandler(audit, nil))})
 	serve := func(caller string) *mcp.ClientSession {
-		return connect(t, server.New(g, &server.Options{StdioCaller: caller, Content: content, ContentPolicy: rules,
-			Audit: slog.New(slog.NewJSONHandler(audit, nil))}), nil)
+		return connect(t, server.New(g, &server.Options{StdioCaller: caller, Content: content, ContentPolicy: rules}), nil)
 	}
 	ctx := context.Background()
 	alice := serve("alice")

@@ -9,13 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/hook"
 	"io"
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/hook"
 )
 
 // PathHooks is the prefix of the hook endpoints: PathHooks + AGENT.
@@ -73,7 +72,7 @@ func (s *Server) hookDecide(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("wait %q: want a duration such as 10s", v), http.StatusBadRequest)
 			return
 		}
-		wait = min(wait, approval.MaxWait)
+		wait = min(wait, gateway.MaxApprovalWait)
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, hook.MaxInput+1))
 	if err != nil || len(data) > hook.MaxInput {

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/oauth"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -113,7 +113,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		// does not lock out the holders of right ones (internal/auththrottle).
 		token, hasToken := bearer(r.Header.Get("Authorization"))
 		if hasToken {
-			if left, blocked := s.throttle.Blocked(token); blocked {
+			if left, blocked := s.opAuth.Blocked(token); blocked {
 				w.Header().Set("Retry-After", strconv.Itoa(int(max(left.Round(time.Second)/time.Second, 1))))
 				http.Error(w, "too many wrong bearer tokens that start like this one: wait and try again", http.StatusTooManyRequests)
 				return
@@ -121,7 +121,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		}
 		id, err := s.authenticate(r)
 		if err != nil && hasToken {
-			if s.throttle.Fail(token) {
+			if s.opAuth.Fail(token) {
 				s.log.Warn("bearer tokens that start alike failed too often: they are refused for a while", "remote", r.RemoteAddr)
 			}
 		}
@@ -159,13 +159,13 @@ func bearer(h string) (string, bool) {
 // upstream's name and whether it is up, never why (an error may name
 // paths or hosts): the console's health page has the reasons.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	s.health(w, r, gateway.Healthy)
+	s.health(w, r, opsview.Healthy)
 }
 
 // readyz is readiness: 503 also while an upstream marked required is
 // down, so that a load balancer sends calls elsewhere.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	s.health(w, r, gateway.Ready)
+	s.health(w, r, opsview.Ready)
 }
 
 // healthBody is what /healthz and /readyz answer.
@@ -175,7 +175,7 @@ type healthBody struct {
 	Upstreams map[string]string `json:"upstreams,omitempty"` // name -> "up" or "down"
 }
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request, pass func([]gateway.HealthCheck) error) {
+func (s *Server) health(w http.ResponseWriter, r *http.Request, pass func([]opsview.HealthCheck) error) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	w.Header().Set("Content-Type", "application/json")
@@ -183,7 +183,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, pass func([]gate
 	// The same checks as the console's health page (gateway.CheckHealth).
 	checks := s.g.CheckHealth(ctx)
 	err := pass(checks)
-	body := healthBody{OK: err == nil, State: gateway.State(checks)}
+	body := healthBody{OK: err == nil, State: opsview.State(checks)}
 	for _, c := range checks {
 		if c.Upstream == "" {
 			continue

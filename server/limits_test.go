@@ -20,6 +20,7 @@ import (
 	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/auththrottle"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
@@ -564,12 +565,12 @@ func get(t *testing.T, url, token string) (int, string) {
 func TestHealthAndReadinessNameUpstreams(t *testing.T) {
 	f := newFixture(t)
 	var up, required atomic.Bool
-	f.g.SetUpstreams(func() []gateway.UpstreamState {
-		fs := gateway.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 3}
+	f.g.SetUpstreams(func() []opsview.UpstreamState {
+		fs := opsview.UpstreamState{Name: "fs", Required: required.Load(), Up: up.Load(), Restarts: 3}
 		if !fs.Up {
 			fs.Err = errors.New("the server stopped (exit status 1) at /secret/path")
 		}
-		return []gateway.UpstreamState{fs, {Name: "web", Up: true}}
+		return []opsview.UpstreamState{fs, {Name: "web", Up: true}}
 	})
 	s := server.New(f.g, &server.Options{Operators: map[string]string{"tok-ops": "ops"}})
 	hs := httpServer(t, s)

@@ -7,13 +7,11 @@ import (
 	"github.com/agentbackplane/backplane/tool"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/canonjson"
 	"github.com/agentbackplane/backplane/store"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Approvals of 2026-07-28 calls (multi round-trip requests): where a
@@ -33,18 +31,18 @@ import (
 // inputRequests and inputResponses.
 const approvalInput = "backplane_approval"
 
-// askedApprover is the approval.Approver of a 2026-07-28 call: it cannot
+// askedApprover is the gateway.Approver of a 2026-07-28 call: it cannot
 // ask during the request, so it notes the approval request put to it
 // (the gateway asks it only where a rule sets self_approve) and reports
 // no decision; the call then answers approval_required, which callModern
 // turns into input_required.
 type askedApprover struct{ asked *store.Approval }
 
-// Ask implements approval.Approver.
-func (a *askedApprover) Ask(_ context.Context, req *store.Approval) (approval.Answer, error) {
+// Ask implements gateway.Approver.
+func (a *askedApprover) Ask(_ context.Context, req *store.Approval) (gateway.ApprovalAnswer, error) {
 	cp := *req
 	a.asked = &cp
-	return approval.Answer{}, approval.ErrNoDecision
+	return gateway.ApprovalAnswer{}, gateway.ErrNoDecision
 }
 
 // callModern runs a 2026-07-28 tools/call (cr is ready but for the

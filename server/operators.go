@@ -23,12 +23,12 @@ func (s *Server) Operator(r *http.Request) (string, int) {
 	if !ok {
 		return "", http.StatusUnauthorized
 	}
-	if _, blocked := s.throttle.Blocked(token); blocked {
+	if _, blocked := s.opAuth.Blocked(token); blocked {
 		return "", http.StatusTooManyRequests
 	}
 	name, status := s.OperatorOfToken(token)
 	if status == http.StatusUnauthorized {
-		s.throttle.Fail(token)
+		s.opAuth.Fail(token)
 	}
 	return name, status
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
+
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // Limits of the work one caller can make the gateway do (issue 22, item
@@ -146,9 +148,9 @@ func (s *Server) limited(caller, limit, method, detail string) {
 	s.refusals.warn(s.log, "limit "+limit+" "+caller, "request refused by a limit",
 		"caller", caller, "limit", limit, "method", method, "reason", detail)
 	write, count := s.refused.sample(caller, limit, time.Now())
-	if write && s.opts.Audit != nil {
-		s.opts.Audit.Warn("limit", "step", "limit", "outcome", "refused", "caller", caller,
-			"limit", limit, "method", method, "refused", count, "reason", detail)
+	if write {
+		s.g.Record(context.Background(), tool.Event{Msg: "limit", Warn: true, Attrs: []any{"step", "limit", "outcome", "refused", "caller", caller,
+			"limit", limit, "method", method, "refused", count, "reason", detail}})
 	}
 }
 

@@ -85,13 +85,12 @@ func limitServer(t *testing.T, opts server.Options) (*server.Server, *subContent
 		t.Fatal(err)
 	}
 	audit := &lockedBuffer{}
-	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules, Logger: slog.New(slog.NewJSONHandler(audit, nil))})
 	content := &subContent{}
 	opts.StdioCaller = "alice"
 	opts.Tokens = map[string]string{"tok-a": "alice"}
 	opts.Operators = map[string]string{"tok-ops": "ops"}
 	opts.Content, opts.ContentPolicy = content, rules
-	opts.Audit = slog.New(slog.NewJSONHandler(audit, nil))
 	return server.New(g, &opts), content, audit
 }
 

@@ -15,15 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The tests of this file put Backplane between a Go SDK client and the
@@ -33,8 +31,8 @@ import (
 
 type approveAll struct{}
 
-func (approveAll) Ask(context.Context, *store.Approval) (approval.Answer, error) {
-	return approval.Answer{Approve: true, By: "operator", Channel: "cli"}, nil
+func (approveAll) Ask(context.Context, *store.Approval) (gateway.ApprovalAnswer, error) {
+	return gateway.ApprovalAnswer{Approve: true, By: "operator", Channel: "cli"}, nil
 }
 
 // lockedBuffer is an audit log the test reads while the gateway writes.
@@ -82,11 +80,11 @@ func everything(t *testing.T, bridge *upstream.Bridge) (*server.Server, *lockedB
 	audit := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(audit, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	g := gateway.New(&gateway.Options{Store: st, Policy: rules, Logger: log,
-		Approvals: approval.Options{Approver: approveAll{}}, Timeout: 60 * time.Second})
+		Approvals: gateway.ApprovalOptions{Approver: approveAll{}}, Timeout: 60 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	u, err := upstream.Connect(ctx, upstream.Server{Name: "everything", Command: []string{bin},
-		Validator: upstream.ValidatorDraft2020, Bridge: bridge}, &upstream.Options{Registry: g, Audit: log})
+		Validator: upstream.ValidatorDraft2020, Bridge: bridge}, &upstream.Options{Registry: g})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,13 +44,13 @@
 //   - Approvals: a call needing approval returns approval_required at once
 //     by default, with the request id and the ways to decide it
 //     ([gateway.Gateway.ApprovalHints]); with [Options.ApprovalWait] > 0 it
-//     waits that long (at most approval.MaxWait, below the SDK clients' 60s
+//     waits that long (at most gateway.MaxApprovalWait, below the SDK clients' 60s
 //     timeout) for a decision taken elsewhere, sending notifications/progress
 //     when the request carried a progress token. Where a policy rule sets
 //     self_approve and the client declared elicitation, the request is put
 //     to the person at that client through elicitation/create, whatever
 //     the wait (0 included), bounded by the gateway's self-approval
-//     timeout (approval.Options.SelfApproveTimeout); the decision is
+//     timeout (gateway.ApprovalOptions.SelfApproveTimeout); the decision is
 //     recorded as the caller's, through the elicitation channel. A call
 //     ends when its client's HTTP request does (a disconnect) or on
 //     notifications/cancelled, and then never consumes an approval. While
@@ -75,7 +75,7 @@
 //     listed, read and got as [Options.ContentPolicy] grants them to the
 //     caller (policy keys resources and prompts; default deny): one not
 //     granted is answered as unknown. Each read and get is audited
-//     ([Options.Audit]). Resource templates are listed as the same
+//     (through the gateway, gateway.Gateway.Record). Resource templates are listed as the same
 //     globs grant their URI template; a URI no upstream lists as a
 //     resource is read from the upstream whose templates match it (none
 //     when templates of two upstreams do). completion/complete for a
@@ -170,18 +170,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/internal/auththrottle"
 	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/internal/opauth"
 	"github.com/agentbackplane/backplane/oauth"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/tool"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults.
@@ -228,12 +225,18 @@ type Options struct {
 	// read /metrics (and use the console). A caller's token is refused there
 	// with 403.
 	Operators map[string]string
+	// TokenAuth, when set, tells operators' tokens from callers' in place
+	// of a table made of Operators and Tokens, and keeps the count of
+	// wrong bearer tokens (/mcp, /metrics): serve hands the console the
+	// same one, so that tries spread over both are counted together.
+	// (internal/opauth: set within this module only.)
+	TokenAuth *opauth.Tokens
 	// StdioCaller is the caller of every call made over stdio (and over a
 	// transport given to Connect).
 	StdioCaller string
 	// ApprovalWait bounds how long a call waits for an approval decision
 	// taken elsewhere. 0 (the default), or a negative value, returns
-	// approval_required at once; at most approval.MaxWait, below the MCP
+	// approval_required at once; at most gateway.MaxApprovalWait, below the MCP
 	// SDK clients' 60s request timeout. (A question put to the person at
 	// the caller's own client has its own bound: the gateway's.)
 	ApprovalWait time.Duration
@@ -249,10 +252,6 @@ type Options struct {
 	// as ContentPolicy grants them to each caller (nil: none granted).
 	Content       ContentSource
 	ContentPolicy policy.ContentPolicy
-	// Audit receives the audit events of resource reads and prompt gets
-	// (the gateway's Options.Logger takes the calls'). Never Logger: the
-	// server's own events and the audit log stay apart. Default: discard.
-	Audit *slog.Logger
 	// ResumeBytes bounds the memory kept for resuming HTTP streams
 	// (Last-Event-ID). Default DefaultResumeBytes; negative: no resumption.
 	ResumeBytes int
@@ -332,11 +331,11 @@ type Server struct {
 	// refusals throttles the log lines of refused requests (logthrottle.go).
 	refusals *logThrottle
 	tokens   []tokenEntry
-	opAuth   *opauth.Tokens // operators' tokens told from callers' (operators.go)
-	metrics  *metrics
-	// throttle counts failed bearer tokens by what they start with, and
-	// blocks a start that failed too often (internal/auththrottle).
-	throttle *auththrottle.Throttle
+	// opAuth tells operators' tokens from callers' (operators.go) and
+	// counts failed bearer tokens by what they start with, blocking a start
+	// that failed too often (internal/opauth, internal/auththrottle).
+	opAuth  *opauth.Tokens
+	metrics *metrics
 
 	stdio  *mcp.Server // its caller is opts.StdioCaller
 	http   *mcp.Server // its caller comes with each request's token
@@ -387,7 +386,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), approval.MaxWait), log: o.Logger, refusals: newLogThrottle()}
+	s := &Server{g: g, opts: o, wait: min(max(o.ApprovalWait, 0), gateway.MaxApprovalWait), log: o.Logger, refusals: newLogThrottle()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -415,14 +414,16 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 		idle = 0 // the SDK's "never"
 	}
 	s.sess = sessions{byID: map[string]*sessionEntry{}, pending: map[string]int{}, converted: map[string]int{}}
-	s.throttle = auththrottle.New(nil)
 	s.origins = normOrigins(o.AllowedOrigins)
 	s.states = newStateSigner(o.RequestStateKey)
 	s.timeouts = o.Timeouts.withDefaults()
 	for tok, caller := range o.Tokens {
 		s.tokens = append(s.tokens, tokenEntry{[]byte(tok), caller})
 	}
-	s.opAuth = opauth.New(o.Operators, o.Tokens)
+	s.opAuth = o.TokenAuth
+	if s.opAuth == nil {
+		s.opAuth = opauth.New(o.Operators, o.Tokens, nil)
+	}
 	s.metrics = newMetrics(g, o.Collectors...)
 	s.metrics.reg.MustRegister(sessionCollector{s}, upstreamCollector{g})
 	s.stop, s.stopCalls = context.WithCancel(context.Background())

@@ -9,15 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbackplane/backplane/approval"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
 	"github.com/agentbackplane/backplane/tool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The tests of operator approvals as tasks (tasks.go), on the wire: a
@@ -50,7 +48,7 @@ func newTaskFixture(t *testing.T, expire time.Duration) *taskFixture {
 		t.Fatal(err)
 	}
 	f := &taskFixture{st: st}
-	f.g = gateway.New(&gateway.Options{Store: st, Policy: rules, Approvals: approval.Options{Expire: expire},
+	f.g = gateway.New(&gateway.Options{Store: st, Policy: rules, Approvals: gateway.ApprovalOptions{Expire: expire},
 		Logger: slog.New(slog.DiscardHandler)})
 	err = f.g.Register(context.Background(), tool.Tool{Name: "danger", Description: "Needs an approval.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"target":{"type":"string"}},"required":["target"]}`),

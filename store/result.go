@@ -21,7 +21,7 @@ type Result struct {
 // ErrUnreadableResult is returned by DecodeResult for bytes that are not a
 // recorded result (a damaged journal row). It is not a call's
 // malformed_result, which is a backend's unreadable answer
-// ([gateway.ErrMalformedResult]).
+// ([tool.ErrMalformedResult]).
 var ErrUnreadableResult = errors.New("not a recorded result")
 
 // EncodeResult returns the journal's encoding of r: {"is_error":B,"content":C}.

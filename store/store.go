@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentbackplane/backplane/budget"
 	"time"
 )
 
@@ -84,22 +85,10 @@ type Intent struct {
 	ProtocolVersion string `json:"protocol_version,omitempty"`
 }
 
-// Reservation is the budget one call takes from one (scope, key).
-type Reservation struct {
-	Scope  string `json:"scope"` // "caller" or "session"
-	Key    string `json:"key"`   // the caller name or the session id
-	Quota  int64  `json:"quota"` // the limit in force, checked at reservation
-	Amount int64  `json:"amount"`
-	// Window is the window the call counts in (the one holding the call's
-	// commit time); zero for a budget without windows. Each window of a
-	// (scope, key) has its own usage.
-	Window Window `json:"window,omitzero"`
-}
-
 // CommitRequest is everything CommitIntent writes in one transaction.
 type CommitRequest struct {
 	Intent       Intent // Status and Incarnation are set by the store
-	Reservations []Reservation
+	Reservations []budget.Reservation
 	// ApprovalID names an approved request to consume; "" when none is needed.
 	ApprovalID string
 }
@@ -181,9 +170,9 @@ type ApprovalFilter struct {
 
 // Usage is the budget used in one (scope, key) and window.
 type Usage struct {
-	Scope  string `json:"scope"`
-	Key    string `json:"key"`
-	Window Window `json:"window,omitzero"`
+	Scope  string        `json:"scope"`
+	Key    string        `json:"key"`
+	Window budget.Window `json:"window,omitzero"`
 	// Quota is the quota of the latest reservation made in this usage (the
 	// one in force then).
 	Quota int64 `json:"quota"`
@@ -332,7 +321,7 @@ type BudgetError struct {
 	Scope, Key             string
 	Used, Requested, Quota int64
 	// Window is the reservation's window; zero when the budget has none.
-	Window Window
+	Window budget.Window
 }
 
 func (e *BudgetError) Error() string {

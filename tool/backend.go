@@ -150,6 +150,26 @@ type DetailedError interface {
 	ErrorDetails() map[string]any
 }
 
+// Event is one audit event beside the calls' own: a request a front end
+// refused before any call (a rate limit), a resource read or a prompt get,
+// a request an upstream made of a call's client. Msg is the event's
+// message, Attrs its key, value pairs as log/slog takes them; Warn writes
+// it at warn level (a refusal), else at info.
+type Event struct {
+	Msg   string
+	Warn  bool
+	Attrs []any
+}
+
+// Recorder writes events into the one audit log, beside the calls'.
+// *gateway.Gateway is one: it is the only writer of audit events, so that
+// the log has one owner and one format. A [Registry] handed to a source of
+// tools may be one too: the source records through it what it does
+// beside its calls (backend/upstream: the requests it relays).
+type Recorder interface {
+	Record(ctx context.Context, e Event)
+}
+
 // Backend runs calls. Invoke must honour ctx's deadline and cancellation.
 //
 // The error tells the gateway what is known about the outcome:

@@ -7,7 +7,10 @@
 // [Backend] interface, the [Call] it is handed and the [Result] it returns,
 // the per-call interaction channels ([Asker], [Client]) and the sentinels
 // [ErrNotStarted] and [ErrMalformedResult]; and [Func], a tool written as
-// a typed Go function. The command backend
+// a typed Go function. A tool's [Tool.Source] and [Tool.MainArg] are
+// recorded by whoever registers it, and read everywhere from there. A
+// source of tools has the gateway record what it does beside its calls
+// through a [Recorder] ([Event]). The command backend
 // (backend/command), the built-in tools and MCP upstreams implement
 // [Backend].
 //
@@ -28,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentbackplane/backplane/internal/canonjson"
@@ -83,10 +87,46 @@ type Tool struct {
 	// error: served as the tool's outputSchema, part of its definition
 	// ([HashOf]). A Descriptor carries its own and this is then ignored.
 	OutputSchema json.RawMessage
+	// Source says where the tool comes from, recorded by whoever
+	// registers it so that no reader guesses it from the name: the
+	// section of the configuration ([SourceBuiltin], [SourceTools], or
+	// [ServerSource] of an upstream server's name), or "" (a tool an
+	// embedder registers). Not part of the definition.
+	Source string
+	// MainArg names the top-level member of the arguments that the tool
+	// is mainly about (the command of bash, the path of read, the one a
+	// configuration names with main_arg), recorded at registration for
+	// what shows a call in a few words; "" when it has none. The policy
+	// matches TOOL(PATTERN) entries against the same member (it is given
+	// the configuration's main arguments when compiled, before any tool is
+	// registered). Not part of the definition.
+	MainArg string
+}
+
+// The sources of [Tool.Source]: the configuration's sections.
+const (
+	SourceBuiltin = "builtin" // a built-in tool (builtin:)
+	SourceTools   = "tools"   // a command tool of the configuration (tools:)
+	sourceServer  = "server " // before an upstream server's name (servers:)
+)
+
+// ServerSource is the [Tool.Source] of the tools of the upstream server
+// named name.
+func ServerSource(name string) string { return sourceServer + name }
+
+// SourceServer returns the upstream server's name of a [Tool.Source] made
+// by [ServerSource], and whether it is one.
+func SourceServer(source string) (string, bool) {
+	return strings.CutPrefix(source, sourceServer)
 }
 
 // Class is a stable error class string; callers (and models) match on it.
+// It is an error too, so that a call's error matches its class:
+// errors.Is(err, tool.ClassForbidden).
 type Class string
+
+// Error is the class's name.
+func (c Class) Error() string { return string(c) }
 
 const (
 	ClassValidation       Class = "validation"

@@ -107,6 +107,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/backend/builtin/schemas"
+	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/sandbox"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -357,6 +358,8 @@ func (s *Set) describe() []tool.Tool {
 			Safety:       im.safety,
 			Timeout:      im.timeout,
 			Backend:      &toolBackend{s: s, name: st.Name, fn: fn, check: checker(st.Name)},
+			Source:       tool.SourceBuiltin,
+			MainArg:      policy.BuiltinMainArgs[st.Name].Field,
 		})
 	}
 	return out

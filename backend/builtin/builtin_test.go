@@ -160,7 +160,7 @@ func TestThroughTheGateway(t *testing.T) {
 
 	// The schema refuses before the backend runs.
 	_, err = callG("read", `{"path":"hello.txt","offset":0}`)
-	if !errors.Is(err, gateway.ErrValidation) {
+	if !errors.Is(err, tool.ClassValidation) {
 		t.Errorf("offset 0: %v", err)
 	}
 
@@ -170,7 +170,7 @@ func TestThroughTheGateway(t *testing.T) {
 		{"bash", `{"command":"touch ran"}`},
 	} {
 		_, err := callG(c.tool, c.a)
-		if !errors.Is(err, gateway.ErrApprovalRequired) {
+		if !errors.Is(err, tool.ClassApprovalRequired) {
 			t.Errorf("%s: %v, want approval_required", c.tool, err)
 		}
 	}

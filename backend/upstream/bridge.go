@@ -335,7 +335,7 @@ func (u *Upstream) bridgeMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 			outcome = "refused"
 			attrs = append(attrs, "error", err.Error())
 		}
-		u.audit.Info("upstream request", append(attrs, "outcome", outcome)...)
+		u.record(ctx, attrs, outcome)
 		return res, err
 	}
 }
@@ -547,4 +547,15 @@ func (u *Upstream) askForLogs(ctx context.Context, l *link) {
 	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		u.log.Debug("upstream logging/setLevel failed", "error", err.Error())
 	}
+}
+
+// record writes the audit event of one request the server made of a
+// call's client (outcome: relayed, deferred or refused) through the
+// gateway (a tool.Recorder), the audit log's one writer.
+func (u *Upstream) record(ctx context.Context, attrs []any, outcome string) {
+	if u.audit == nil {
+		return
+	}
+	attrs = append(append([]any{"server", u.srv.Name}, attrs...), "outcome", outcome)
+	u.audit.Record(ctx, tool.Event{Msg: "upstream request", Attrs: attrs})
 }

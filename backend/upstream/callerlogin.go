@@ -298,7 +298,7 @@ func (u *Upstream) login(ctx context.Context, call *tool.Call) error {
 			Requests: map[string]tool.InputRequest{loginInput: {Method: tool.RequestElicitation, Params: params}},
 			State:    loginStatePrefix + f.id,
 		}
-		u.audit.Info("upstream request", append(attrs, "via", "input_required", "outcome", "deferred")...)
+		u.record(ctx, append(attrs, "via", "input_required"), "deferred")
 		return le
 	}
 	if call.Client == nil {
@@ -315,7 +315,7 @@ func (u *Upstream) login(ctx context.Context, call *tool.Call) error {
 	if err != nil {
 		outcome = "refused"
 	}
-	u.audit.Info("upstream request", append(attrs, "via", "elicitation", "outcome", outcome, "action", res.Action)...)
+	u.record(ctx, append(attrs, "via", "elicitation", "action", res.Action), outcome)
 	if err != nil || res.Action != "accept" {
 		return le
 	}

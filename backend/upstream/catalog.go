@@ -387,6 +387,8 @@ func (u *Upstream) sync(ctx context.Context, tools []rawTool, atStart bool) erro
 			Pinned:      true,
 			HoldUnseen:  holdUnseen,
 			Descriptor:  t.Raw,
+			Source:      tool.ServerSource(u.srv.Name),
+			MainArg:     u.srv.MainArg,
 		})
 		var se *tool.SchemaError
 		switch {

@@ -7,6 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
+	"github.com/agentbackplane/backplane/store"
+	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/store/sqlite"
 	"io"
 	"log/slog"
 	"os"
@@ -17,13 +22,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/gateway"
-	"github.com/agentbackplane/backplane/policy"
-	"github.com/agentbackplane/backplane/store"
-	"github.com/agentbackplane/backplane/store/memstore"
-	"github.com/agentbackplane/backplane/store/sqlite"
 )
 
 // testServer is the Go MCP server of testdata/mcptestserver, built once.
@@ -93,11 +91,11 @@ type approveAll struct {
 	asked []string
 }
 
-func (a *approveAll) Ask(ctx context.Context, req *store.Approval) (approval.Answer, error) {
+func (a *approveAll) Ask(ctx context.Context, req *store.Approval) (gateway.ApprovalAnswer, error) {
 	a.mu.Lock()
 	a.asked = append(a.asked, req.Tool)
 	a.mu.Unlock()
-	return approval.Answer{Approve: true, By: "operator", Channel: "cli"}, nil
+	return gateway.ApprovalAnswer{Approve: true, By: "operator", Channel: "cli"}, nil
 }
 
 func (a *approveAll) tools() []string {
@@ -131,7 +129,7 @@ func newEnv(t *testing.T) *env {
 	e.log = slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.g = gateway.New(&gateway.Options{
 		Store: st, Policy: rules, Logger: e.log,
-		Approvals: approval.Options{Approver: e.approver},
+		Approvals: gateway.ApprovalOptions{Approver: e.approver},
 		Timeout:   20 * time.Second,
 	})
 	return e

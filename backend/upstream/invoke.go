@@ -113,7 +113,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 			return nil, fmt.Errorf("upstream %s still asked for input after %d rounds: giving up", u.srv.Name, round)
 		}
 		if defers && len(res.input.requests) > 0 {
-			return nil, u.deferred(in, res.input)
+			return nil, u.deferred(ctx, in, res.input)
 		}
 		responses, err := u.fulfil(ctx, in, res.input)
 		if err != nil {

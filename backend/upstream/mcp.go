@@ -157,6 +157,10 @@ type Server struct {
 	// Prefix, when not nil, is put before each tool's name instead of
 	// "NAME." ("" for none: the tools keep the server's names).
 	Prefix *string
+	// MainArg names the argument of every tool of the server that the
+	// policy's TOOL(PATTERN) entries match (recorded as each tool's
+	// tool.Tool.MainArg); "" for none.
+	MainArg string
 	// Command is the program and its arguments, run without a shell.
 	Command []string
 	// Env names the variables passed to the program besides PATH and HOME.
@@ -269,15 +273,14 @@ var (
 // the default.
 type Options struct {
 	// Registry receives the tools: the gateway (*gateway.Gateway is a
-	// tool.Registry).
+	// tool.Registry). When it is a tool.Recorder too (the gateway is), the
+	// requests the server makes of a call's client (sampling, elicitation,
+	// roots), relayed or refused, are recorded through it, one audit event
+	// each; else they are not recorded.
 	Registry tool.Registry
 	// Logger receives the upstream's operational events (starts, outages,
 	// catalog changes, schemas the validator refuses). Default: discard.
 	Logger *slog.Logger
-	// Audit receives one audit event per request the upstream sends that
-	// the bridge relays or refuses (sampling, elicitation, roots), never
-	// the operational events. Default: discard.
-	Audit *slog.Logger
 	// ConnectTimeout bounds the first start: the program or the HTTP
 	// connection, initialize and the whole tools/list. Default 30s.
 	ConnectTimeout time.Duration
@@ -306,10 +309,13 @@ type Options struct {
 // Upstream is a connected server whose tools are registered in the
 // gateway. It keeps the connection up until Close.
 type Upstream struct {
-	srv    Server
-	reg    tool.Registry
-	log    *slog.Logger
-	audit  *slog.Logger
+	srv Server
+	reg tool.Registry
+	log *slog.Logger
+	// audit is where the requests the server makes of a call's client
+	// are recorded: the registry, when it is a tool.Recorder (the
+	// gateway), else nowhere.
+	audit  tool.Recorder
 	client *sdk.Client
 	minB   time.Duration
 	maxB   time.Duration
@@ -374,7 +380,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 		srv.Validator = ValidatorSubset
 	}
 	u := &Upstream{
-		srv: srv, reg: o.Registry, log: o.Logger, audit: o.Audit,
+		srv: srv, reg: o.Registry, log: o.Logger,
 		minB: o.MinBackoff, maxB: o.MaxBackoff, connTO: o.ConnectTimeout, httpRT: o.HTTPTransport, d2020: o.Draft2020,
 		relist: make(chan struct{}, 1), done: make(chan struct{}),
 		tools: map[string]*upTool{},
@@ -387,10 +393,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 		u.log = slog.New(slog.DiscardHandler)
 	}
 	u.log = u.log.With("server", srv.Name)
-	if u.audit == nil {
-		u.audit = slog.New(slog.DiscardHandler)
-	}
-	u.audit = u.audit.With("server", srv.Name)
+	u.audit, _ = o.Registry.(tool.Recorder)
 	if u.minB <= 0 {
 		u.minB = DefaultMinBackoff
 	}

@@ -91,7 +91,7 @@ func (u *Upstream) fulfil(ctx context.Context, in *inflight, r *inputRound) (sdk
 			outcome = "refused"
 			attrs = append(attrs, "error", err.Error())
 		}
-		u.audit.Info("upstream request", append(attrs, "outcome", outcome)...)
+		u.record(ctx, attrs, outcome)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s asked the client for %s (input request %q): %w", u.srv.Name, req.Method, id, err)
 		}
@@ -107,7 +107,7 @@ func (u *Upstream) fulfil(ctx context.Context, in *inflight, r *inputRound) (sdk
 // deferred is the *tool.InputRequiredError of r, for a client that
 // answers by calling again (tool.InputDeferrer): the requests marked as
 // relayed ones are, and the server's request state as the error's state.
-func (u *Upstream) deferred(in *inflight, r *inputRound) error {
+func (u *Upstream) deferred(ctx context.Context, in *inflight, r *inputRound) error {
 	e := &tool.InputRequiredError{Server: u.srv.Name, Requests: make(map[string]tool.InputRequest, len(r.requests)), State: r.state}
 	for _, id := range slices.Sorted(maps.Keys(r.requests)) {
 		req := r.requests[id]
@@ -118,7 +118,7 @@ func (u *Upstream) deferred(in *inflight, r *inputRound) error {
 			outcome = "refused"
 			attrs = append(attrs, "error", err.Error())
 		}
-		u.audit.Info("upstream request", append(attrs, "outcome", outcome)...)
+		u.record(ctx, attrs, outcome)
 		if err != nil {
 			return fmt.Errorf("upstream %s asked the client for %s (input request %q): %w", u.srv.Name, req.Method, id, err)
 		}

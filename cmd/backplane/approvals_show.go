@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -49,7 +49,7 @@ With --json the answer is the request with "description", "arguments",
 	}
 }
 
-func writeApprovalView(out io.Writer, v *gateway.ApprovalView) {
+func writeApprovalView(out io.Writer, v *opsview.Approval) {
 	field := func(label, value string) {
 		if value != "" {
 			fmt.Fprintf(out, "%-12s %s\n", label+":", termtext.Line(value))

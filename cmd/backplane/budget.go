@@ -12,6 +12,7 @@ import (
 	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/spf13/cobra"
 )
 
@@ -61,7 +62,7 @@ without windows (it never resets).`,
 					quotas = []budget.Quota{}
 				}
 				return writeJSONLine(out, struct {
-					Budgets []gateway.BudgetLine `json:"budgets"`
+					Budgets []opsview.BudgetLine `json:"budgets"`
 					Quotas  []budget.Quota       `json:"quotas"`
 				}{lines, quotas})
 			}
@@ -87,7 +88,7 @@ without windows (it never resets).`,
 	}
 }
 
-func budgetTable(out io.Writer, lines []gateway.BudgetLine) error {
+func budgetTable(out io.Writer, lines []opsview.BudgetLine) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCOPE\tKEY\tWINDOW\tQUOTA\tUSED\tREMAINING\tRESETS")
 	for _, l := range lines {
@@ -151,14 +152,14 @@ lines as in budget show]}.`,
 			}
 			if f.asJSON {
 				if removed == nil {
-					removed = []gateway.BudgetLine{}
+					removed = []opsview.BudgetLine{}
 				}
 				return writeJSONLine(out, struct {
 					OK      bool                 `json:"ok"`
 					Scope   string               `json:"scope"`
 					Key     string               `json:"key"`
 					ResetBy string               `json:"reset_by"`
-					Removed []gateway.BudgetLine `json:"removed"`
+					Removed []opsview.BudgetLine `json:"removed"`
 				}{true, scope, key, as, removed})
 			}
 			if len(removed) == 0 {

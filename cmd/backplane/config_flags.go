@@ -245,7 +245,7 @@ func operatorOfToken(ops []config.Operator, tok string) (string, bool) {
 	for _, o := range ops {
 		tokens[o.Token] = o.Name
 	}
-	return opauth.New(tokens, nil).Operator(tok)
+	return opauth.New(tokens, nil, nil).Operator(tok)
 }
 
 // osUserAttrs are the audit attributes naming the OS account that runs

@@ -6,18 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/hook"
+	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/spf13/cobra"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"time"
-
-	"github.com/agentbackplane/backplane/approval"
-	"github.com/agentbackplane/backplane/config"
-	"github.com/agentbackplane/backplane/hook"
-	"github.com/agentbackplane/backplane/internal/termtext"
-	"github.com/spf13/cobra"
 )
 
 // watchdogSlack is how long past --timeout and --wait the hook lets its
@@ -87,7 +86,7 @@ allow).
 			// closed, a store that does not answer) blocks first, whatever
 			// it is stuck in.
 			stderr := cmd.ErrOrStderr()
-			limit := timeout + min(max(wait, 0), approval.MaxWait) + watchdogSlack
+			limit := timeout + min(max(wait, 0), gateway.MaxApprovalWait) + watchdogSlack
 			watchdog := time.AfterFunc(limit, func() {
 				fmt.Fprintf(stderr, "backplane hook: blocked: no decision within %v\n", limit)
 				os.Exit(exitUsage)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 	"github.com/spf13/cobra"
@@ -72,7 +73,7 @@ func entryOf(in *store.Intent) journalEntry {
 	e := journalEntry{
 		CallID: in.CallID, Tool: in.Tool, Caller: in.Caller, Session: in.Session, Status: in.Status,
 		ArgsDigest: in.ArgsDigest, ErrorClass: in.ErrorClass, CreatedAt: in.CreatedAt.UTC(),
-		ToolError: gateway.ToolReportedError(in), ResultRefused: isResultRefused(in),
+		ToolError: opsview.ToolReportedError(in), ResultRefused: isResultRefused(in),
 	}
 	if !in.SettledAt.IsZero() {
 		t := in.SettledAt.UTC()
@@ -123,11 +124,11 @@ null while an intent is started (and for a refusal, whose status is
 tool-reported error, result_refused for a result refused as invalid_result.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if status == gateway.StatusRefused {
+			if status == opsview.StatusRefused {
 				all = true
 			}
 			if all {
-				return listJournalAll(cmd, f, gateway.JournalQuery{Status: status, Caller: caller, Tool: tool}, limit)
+				return listJournalAll(cmd, f, opsview.JournalQuery{Status: status, Caller: caller, Tool: tool}, limit)
 			}
 			st := store.Status(status)
 			toolErrors := status == "tool_error"
@@ -160,7 +161,7 @@ tool-reported error, result_refused for a result refused as invalid_result.`,
 				if toolErrors {
 					// Tool errors are succeeded intents whose recorded result
 					// says so: filtered here, page by page.
-					page = slices.DeleteFunc(page, func(in store.Intent) bool { return !gateway.ToolReportedError(&in) })
+					page = slices.DeleteFunc(page, func(in store.Intent) bool { return !opsview.ToolReportedError(&in) })
 				}
 				if limit > 0 && len(page) > left {
 					page = page[:left]
@@ -188,7 +189,7 @@ tool-reported error, result_refused for a result refused as invalid_result.`,
 
 // listJournalAll is journal list --all: intents and refusals from the gateway's
 // journal view, a page at a time.
-func listJournalAll(cmd *cobra.Command, f *gatewayFlags, q gateway.JournalQuery, limit int) error {
+func listJournalAll(cmd *cobra.Command, f *gatewayFlags, q opsview.JournalQuery, limit int) error {
 	if limit < 0 {
 		return fmt.Errorf("--limit %d: must not be negative", limit)
 	}
@@ -218,7 +219,7 @@ func listJournalAll(cmd *cobra.Command, f *gatewayFlags, q gateway.JournalQuery,
 			}
 			r := e.Refusal
 			page = append(page, store.Intent{CallID: r.CallID, Tool: r.Tool, Caller: r.Caller, Session: r.Session,
-				Status: gateway.StatusRefused, ArgsDigest: r.ArgsDigest, ErrorClass: r.Class, CreatedAt: r.At})
+				Status: opsview.StatusRefused, ArgsDigest: r.ArgsDigest, ErrorClass: r.Class, CreatedAt: r.At})
 		}
 		if err := w.page(page); err != nil {
 			return err
@@ -283,7 +284,7 @@ func (w *journalWriter) page(intents []store.Intent) error {
 			// output schema: not a success the caller was handed.
 			status = resultRefused
 		}
-		if e.Status == gateway.StatusRefused {
+		if e.Status == opsview.StatusRefused {
 			status += " (" + e.ErrorClass + ")"
 		}
 		if e.ErrorClass == gateway.DecisionOnly {

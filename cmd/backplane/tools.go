@@ -13,6 +13,7 @@ import (
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/termtext"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 func newToolsCmd() *cobra.Command {
@@ -99,7 +100,7 @@ and the line that accepts them (validator: draft2020-12).`,
 					continue // unregistered meanwhile (an upstream's catalog changed)
 				}
 				e := toolEntry{
-					Name: t.Name, Source: orDash(s.rt.ToolSource(t.Name)), Pinned: t.Pinned,
+					Name: t.Name, Source: orDash(t.Source), Pinned: t.Pinned,
 					DefinitionHash: hash, Description: t.Description, InputSchema: t.InputSchema, Descriptor: t.Descriptor,
 					Callable: true,
 				}
@@ -119,7 +120,7 @@ and the line that accepts them (validator: draft2020-12).`,
 						e.Status = "held"
 					}
 				}
-				e.Sandbox = toolSandbox(s.rt, t.Name)
+				e.Sandbox = toolSandbox(s.rt, t)
 				if len(e.InputSchema) == 0 {
 					e.InputSchema = json.RawMessage("null")
 				}
@@ -163,14 +164,14 @@ and the line that accepts them (validator: draft2020-12).`,
 	}
 }
 
-// toolSandbox is the sandbox decision of the process behind tool: its
-// own, or its server's.
-func toolSandbox(rt *assemble.Runtime, tool string) string {
-	if d, ok := rt.Sandbox[tool]; ok {
+// toolSandbox is the sandbox decision of the process behind t: its own,
+// or its server's.
+func toolSandbox(rt *assemble.Runtime, t tool.Tool) string {
+	if d, ok := rt.Sandbox[t.Name]; ok {
 		return d.String()
 	}
-	if src := rt.ToolSource(tool); strings.HasPrefix(src, "server ") {
-		if d, ok := rt.Sandbox[strings.TrimPrefix(src, "server ")]; ok {
+	if srv, ok := tool.SourceServer(t.Source); ok {
+		if d, ok := rt.Sandbox[srv]; ok {
 			return d.String()
 		}
 	}

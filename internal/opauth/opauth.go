@@ -6,9 +6,20 @@
 // What it promises: a token is looked up by its SHA-256, so the time taken
 // does not depend on how much of a configured token it shares; the empty
 // token is no one's; a token in both tables is an operator's.
+//
+// Tokens also keep the one count of wrong tokens ([Tokens.Blocked],
+// [Tokens.Fail], over internal/auththrottle): the server's endpoints and
+// the console handed the same Tokens (assemble does) share it, so that a
+// guesser gets no more tries by spreading them over /mcp, /metrics and
+// the console's login.
 package opauth
 
-import "crypto/sha256"
+import (
+	"crypto/sha256"
+	"time"
+
+	"github.com/agentbackplane/backplane/internal/auththrottle"
+)
 
 // Who a token belongs to.
 type Who int
@@ -24,12 +35,23 @@ const (
 type Tokens struct {
 	operators map[[32]byte]string
 	callers   map[[32]byte]string
+	throttle  *auththrottle.Throttle
+}
+
+// Options configure [New]. A nil *Options means the defaults.
+type Options struct {
+	// Now is the clock of the count of wrong tokens. Default time.Now.
+	Now func() time.Time
 }
 
 // New returns the tokens of operators (token to operator name) and callers
 // (token to caller name). Empty tokens are left out.
-func New(operators, callers map[string]string) *Tokens {
-	t := &Tokens{operators: map[[32]byte]string{}, callers: map[[32]byte]string{}}
+func New(operators, callers map[string]string, opts *Options) *Tokens {
+	var now func() time.Time
+	if opts != nil {
+		now = opts.Now
+	}
+	t := &Tokens{operators: map[[32]byte]string{}, callers: map[[32]byte]string{}, throttle: auththrottle.New(now)}
 	for tok, name := range operators {
 		if tok != "" {
 			t.operators[sha256.Sum256([]byte(tok))] = name
@@ -77,4 +99,24 @@ func (t *Tokens) Operators() int {
 		return 0
 	}
 	return len(t.operators)
+}
+
+// Blocked reports whether token starts like tokens that failed too often
+// (see internal/auththrottle), and for how much longer it is refused: such
+// a token is refused unchecked, wherever it is presented.
+func (t *Tokens) Blocked(token string) (time.Duration, bool) {
+	if t == nil {
+		return 0, false
+	}
+	return t.throttle.Blocked(token)
+}
+
+// Fail counts a failed attempt with token (a wrong operator's token, or a
+// bearer token /mcp could not authenticate); it reports whether tokens
+// that start like it are now blocked.
+func (t *Tokens) Fail(token string) bool {
+	if t == nil {
+		return false
+	}
+	return t.throttle.Fail(token)
 }

@@ -3,7 +3,7 @@ package opauth
 import "testing"
 
 func TestCheck(t *testing.T) {
-	a := New(map[string]string{"op-tok": "ops", "both": "ops2", "": "empty"}, map[string]string{"call-tok": "alice", "both": "bob"})
+	a := New(map[string]string{"op-tok": "ops", "both": "ops2", "": "empty"}, map[string]string{"call-tok": "alice", "both": "bob"}, nil)
 	for _, tc := range []struct {
 		token string
 		who   Who

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -27,7 +28,7 @@ type Store struct {
 	seqs         []int64              // seqs[i] is the commit number of order[i]
 	seq          int64                // the last commit number
 	keys         map[[2]string]string // (caller, idempotency key) -> call id
-	reservations map[string][]store.Reservation
+	reservations map[string][]budget.Reservation
 	used         map[usageKey]*usage
 	approvals    map[string]*store.Approval
 	pins         map[string]*store.Pin
@@ -45,7 +46,7 @@ func New() *Store {
 		incarnation:  "mem-" + rand.Text()[:12],
 		intents:      map[string]*store.Intent{},
 		keys:         map[[2]string]string{},
-		reservations: map[string][]store.Reservation{},
+		reservations: map[string][]budget.Reservation{},
 		used:         map[usageKey]*usage{},
 		approvals:    map[string]*store.Approval{},
 		pins:         map[string]*store.Pin{},
@@ -64,7 +65,7 @@ type usageKey struct {
 
 type usage struct{ used, quota int64 }
 
-func keyOf(r store.Reservation) usageKey {
+func keyOf(r budget.Reservation) usageKey {
 	return usageKey{r.Scope, r.Key, r.Window.Per, r.Window.StartSeconds()}
 }
 
@@ -86,7 +87,7 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 		}
 	}
 	for _, r := range req.Reservations {
-		if err := store.CheckWindow(r.Window); err != nil {
+		if err := budget.CheckWindow(r.Window); err != nil {
 			return nil, fmt.Errorf("memstore: %w", err)
 		}
 	}
@@ -367,12 +368,12 @@ func (s *Store) ResetBudget(ctx context.Context, scope, key string) ([]store.Usa
 	var out []store.Usage
 	for k, u := range s.used {
 		if k.scope == scope && k.key == key {
-			out = append(out, store.Usage{Scope: scope, Key: key, Window: store.WindowOf(int64(k.per/time.Second), k.start), Quota: u.quota, Used: u.used})
+			out = append(out, store.Usage{Scope: scope, Key: key, Window: budget.WindowOf(int64(k.per/time.Second), k.start), Quota: u.quota, Used: u.used})
 			delete(s.used, k)
 		}
 	}
 	for id, rs := range s.reservations {
-		rs = slices.DeleteFunc(rs, func(r store.Reservation) bool { return r.Scope == scope && r.Key == key })
+		rs = slices.DeleteFunc(rs, func(r budget.Reservation) bool { return r.Scope == scope && r.Key == key })
 		if len(rs) == 0 {
 			delete(s.reservations, id)
 		} else {
@@ -536,7 +537,7 @@ func (s *Store) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 	defer s.mu.Unlock()
 	out := make([]store.Usage, 0, len(s.used))
 	for k, u := range s.used {
-		out = append(out, store.Usage{Scope: k.scope, Key: k.key, Window: store.WindowOf(int64(k.per/time.Second), k.start), Quota: u.quota, Used: u.used})
+		out = append(out, store.Usage{Scope: k.scope, Key: k.key, Window: budget.WindowOf(int64(k.per/time.Second), k.start), Quota: u.quota, Used: u.used})
 	}
 	slices.SortFunc(out, store.CompareUsage)
 	return out, nil

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
 func groupReq(callID, key string, quota, amount int64) *store.CommitRequest {
 	in := intent(callID, "alice")
 	in.IdempotencyKey = key
-	return &store.CommitRequest{Intent: in, Reservations: []store.Reservation{
+	return &store.CommitRequest{Intent: in, Reservations: []budget.Reservation{
 		{Scope: "caller", Key: "alice", Quota: quota, Amount: amount},
 		{Scope: "session", Key: "s-" + callID, Quota: quota, Amount: amount},
 	}}
@@ -115,7 +116,7 @@ func TestGroupedCommitsKeepTheQuota(t *testing.T) {
 			<-start
 			in := intent(fmt.Sprintf("c-%02d", i), "alice")
 			_, err := s.CommitIntent(ctx, &store.CommitRequest{Intent: in,
-				Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: quota, Amount: 1}}})
+				Reservations: []budget.Reservation{{Scope: "caller", Key: "alice", Quota: quota, Amount: 1}}})
 			errs <- err
 		}()
 	}
@@ -208,7 +209,7 @@ func TestSettlementsCommitAsynchronously(t *testing.T) {
 	}
 	for _, id := range []string{"alone", "failed", "g1", "g2"} {
 		_, err := s.CommitIntent(ctx, &store.CommitRequest{Intent: intent(id, "alice"),
-			Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: 10, Amount: 1}}})
+			Reservations: []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 10, Amount: 1}}})
 		must(t, err)
 	}
 	must(t, s.Settle(ctx, "alone", store.Settlement{Status: store.StatusSucceeded, At: time.Now()}))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -99,7 +100,7 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 		return nil, fmt.Errorf("commit intent %s: %w", in.CallID, ErrLeaseLost)
 	}
 	for _, r := range req.Reservations {
-		if err := store.CheckWindow(r.Window); err != nil {
+		if err := budget.CheckWindow(r.Window); err != nil {
 			return nil, fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
 		}
 	}
@@ -248,7 +249,7 @@ func (s *Store) whyNotInserted(ctx context.Context, c *pgx.Conn, in *store.Inten
 // transaction that tried is rolled back. It reports, as memstore does, the
 // first reservation in request order that does not fit what is held; nil
 // when all fit now (budget was released since the refusal).
-func budgetError(ctx context.Context, c *pgx.Conn, rs []store.Reservation) error {
+func budgetError(ctx context.Context, c *pgx.Conn, rs []budget.Reservation) error {
 	type key struct {
 		scope, key string
 		per, start int64
@@ -606,7 +607,7 @@ func scanUsage(r pgx.CollectableRow) (store.Usage, error) {
 	var u store.Usage
 	var per, start int64
 	err := r.Scan(&u.Scope, &u.Key, &per, &start, &u.Quota, &u.Used)
-	u.Window = store.WindowOf(per, start)
+	u.Window = budget.WindowOf(per, start)
 	return u, err
 }
 

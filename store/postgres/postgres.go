@@ -62,7 +62,7 @@
 //     calls: its renewal finds its row dead, logs it at error level, and
 //     the store refuses every further CommitIntent with [ErrLeaseLost].
 //   - Approvals decided through any replica are seen by all: the gateway
-//     polls GetApproval while a call waits (approval.Options.PollInterval,
+//     polls GetApproval while a call waits (gateway.ApprovalOptions.PollInterval,
 //     100ms by default), which bounds how late a waiting call learns of a
 //     decision made elsewhere. The store sends no notifications.
 //   - A write, once its connection is acquired, runs to its end even if the

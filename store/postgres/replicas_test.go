@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
 )
@@ -95,7 +96,7 @@ func TestHelperProcess(t *testing.T) {
 		}
 	case "crash":
 		for _, id := range append(append([]string{}, crashStarted...), "done-ok", "done-failed") {
-			r := &store.CommitRequest{Intent: intent(id, "alice"), Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: 100, Amount: 5}}}
+			r := &store.CommitRequest{Intent: intent(id, "alice"), Reservations: []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 100, Amount: 5}}}
 			if _, err := s.CommitIntent(ctx, r); err != nil {
 				fail(err)
 			}
@@ -120,9 +121,9 @@ func intent(callID, caller string) store.Intent {
 }
 
 // contendWindows are the two windows of contend with windows.
-var contendWindows = [2]store.Window{
-	store.WindowAt(time.Hour, time.Date(2030, 1, 1, 10, 30, 0, 0, time.UTC)),
-	store.WindowAt(time.Hour, time.Date(2030, 1, 1, 11, 30, 0, 0, time.UTC)),
+var contendWindows = [2]budget.Window{
+	budget.WindowAt(time.Hour, time.Date(2030, 1, 1, 10, 30, 0, 0, time.UTC)),
+	budget.WindowAt(time.Hour, time.Date(2030, 1, 1, 11, 30, 0, 0, time.UTC)),
 }
 
 // contend makes n concurrent commits against the shared quota, half of
@@ -139,7 +140,7 @@ func contend(s store.Store, prefix string, n int, windows bool) (int, error) {
 		wg.Go(func() {
 			in := intent(fmt.Sprintf("%s-%03d", prefix, i), "alice")
 			in.Session = fmt.Sprintf("s%d", i%sessions)
-			rs := []store.Reservation{
+			rs := []budget.Reservation{
 				{Scope: "caller", Key: "alice", Quota: sharedQuota, Amount: 1},
 				{Scope: "session", Key: in.Session, Quota: sessionQuota, Amount: 1},
 			}
@@ -147,8 +148,8 @@ func contend(s store.Store, prefix string, n int, windows bool) (int, error) {
 				rs[0], rs[1] = rs[1], rs[0]
 			}
 			if windows {
-				w := store.Reservation{Scope: "caller", Key: "alice", Quota: windowQuota, Amount: 1, Window: contendWindows[i%2]}
-				rs = append([]store.Reservation{w}, rs...)
+				w := budget.Reservation{Scope: "caller", Key: "alice", Quota: windowQuota, Amount: 1, Window: contendWindows[i%2]}
+				rs = append([]budget.Reservation{w}, rs...)
 			}
 			<-start
 			_, err := s.CommitIntent(context.Background(), &store.CommitRequest{Intent: in, Reservations: rs})
@@ -380,7 +381,7 @@ func TestLeaseRecoveryAfterSIGKILL(t *testing.T) {
 			default:
 			}
 			id := fmt.Sprintf("parent-%04d", i)
-			r := &store.CommitRequest{Intent: intent(id, "bob"), Reservations: []store.Reservation{{Scope: "caller", Key: "bob", Quota: 1 << 40, Amount: 1}}}
+			r := &store.CommitRequest{Intent: intent(id, "bob"), Reservations: []budget.Reservation{{Scope: "caller", Key: "bob", Quota: 1 << 40, Amount: 1}}}
 			_, err := parent.CommitIntent(ctx, r)
 			if err == nil {
 				err = parent.Settle(ctx, id, store.Settlement{Status: store.StatusSucceeded, Result: []byte(`{}`), At: time.Now()})
@@ -501,8 +502,8 @@ func TestFencing(t *testing.T) {
 	schema := newSchema(t)
 	a := openStore(t, schema, &postgres.Options{LeaseTTL: time.Second})
 	b := openStore(t, schema, &postgres.Options{LeaseTTL: time.Minute})
-	rs := func() []store.Reservation {
-		return []store.Reservation{{Scope: "caller", Key: "alice", Quota: 100, Amount: 1}}
+	rs := func() []budget.Reservation {
+		return []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 100, Amount: 1}}
 	}
 	for _, id := range []string{"a-1", "a-2", "a-3"} {
 		_, err := a.CommitIntent(ctx, &store.CommitRequest{Intent: intent(id, "alice"), Reservations: rs()})

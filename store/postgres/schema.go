@@ -119,7 +119,7 @@ ALTER TABLE approvals ADD COLUMN channel text NOT NULL DEFAULT '';
 ALTER TABLE approvals ADD COLUMN reason text NOT NULL DEFAULT '';
 CREATE INDEX approvals_caller_pending ON approvals (caller) WHERE status = 'pending';
 `,
-	// 3: budget windows (store.Window, kept as whole seconds: per is the
+	// 3: budget windows (budget.Window, kept as whole seconds: per is the
 	// window's length, 0 for no window; window_start its start since the
 	// epoch, 0 for no window) and the quota in force, so budget show can say
 	// what remains. Usage rows are locked in (scope, key, per, window_start)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
 	"github.com/jackc/pgx/v5"
@@ -42,7 +43,7 @@ func TestUpgradeFromSchema1(t *testing.T) {
 	}
 	_, err = s.CommitIntent(ctx, &store.CommitRequest{
 		Intent:       store.Intent{CallID: "c3", Caller: "alice", Tool: "note", ArgsDigest: "d", CreatedAt: time.Now()},
-		Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: 7, Amount: 5}},
+		Reservations: []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 7, Amount: 5}},
 	})
 	var be *store.BudgetError
 	if !errors.As(err, &be) || be.Used != 3 {
@@ -93,7 +94,7 @@ func TestUpgradeFromSchema3(t *testing.T) {
 	must(t, s.ResolveIntent(ctx, "c1", false, "op", time.Now()))
 	_, err = s.CommitIntent(ctx, &store.CommitRequest{
 		Intent:       store.Intent{CallID: "c2", Caller: "alice", Tool: "note", ArgsDigest: "d", CreatedAt: time.Now()},
-		Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: 5, Amount: 5}},
+		Reservations: []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 5, Amount: 5}},
 	})
 	if err != nil {
 		t.Fatalf("a reservation of the whole quota once c1's is released: %v", err)

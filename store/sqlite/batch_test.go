@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -59,13 +60,13 @@ func TestBatchBudgetExact(t *testing.T) {
 	var log batchLog
 	s.onBatch = log.record
 	const quota = 10
-	res := func(amount int64) store.Reservation {
-		return store.Reservation{Scope: "caller", Key: "alice", Quota: quota, Amount: amount}
+	res := func(amount int64) budget.Reservation {
+		return budget.Reservation{Scope: "caller", Key: "alice", Quota: quota, Amount: amount}
 	}
 	var fns []func() error
 	var existing [2]*store.Intent
 	for i := range 12 {
-		rs := []store.Reservation{res(1)}
+		rs := []budget.Reservation{res(1)}
 		if i%3 == 0 {
 			rs = append(rs, res(1)) // two reservations of one budget in one request
 		}
@@ -76,7 +77,7 @@ func TestBatchBudgetExact(t *testing.T) {
 	}
 	for i := range 2 {
 		fns = append(fns, func() error {
-			r := intentReq(fmt.Sprintf("k%d", i), "bob", store.Reservation{Scope: "caller", Key: "bob", Quota: 5, Amount: 1})
+			r := intentReq(fmt.Sprintf("k%d", i), "bob", budget.Reservation{Scope: "caller", Key: "bob", Quota: 5, Amount: 1})
 			r.Intent.IdempotencyKey = "same"
 			var err error
 			existing[i], err = s.CommitIntent(context.Background(), r)
@@ -84,7 +85,7 @@ func TestBatchBudgetExact(t *testing.T) {
 		})
 	}
 	fns = append(fns, func() error {
-		r := intentReq("appr", "carol", store.Reservation{Scope: "caller", Key: "carol", Quota: 5, Amount: 1})
+		r := intentReq("appr", "carol", budget.Reservation{Scope: "caller", Key: "carol", Quota: 5, Amount: 1})
 		r.ApprovalID = "no-such-approval"
 		_, err := s.CommitIntent(context.Background(), r)
 		return err
@@ -234,9 +235,9 @@ func TestBatchSettleGroup(t *testing.T) {
 func TestReservationsEncoding(t *testing.T) {
 	s := openDir(t, t.TempDir())
 	keys := []string{"alice", `a"b\c`, "é\n\x01<&>", ""}
-	var rs []store.Reservation
+	var rs []budget.Reservation
 	for _, k := range keys {
-		rs = append(rs, store.Reservation{Scope: "caller", Key: k, Quota: 10, Amount: 1})
+		rs = append(rs, budget.Reservation{Scope: "caller", Key: k, Quota: 10, Amount: 1})
 	}
 	if _, err := s.CommitIntent(context.Background(), intentReq("c1", "alice", rs...)); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
 )
@@ -46,7 +47,7 @@ func BenchmarkCommitIntent(b *testing.B) {
 			ctx := context.Background()
 			run := fmt.Sprintf("%08d", b.N%1e8)
 			result := []byte(`{"content":{"ok":true},"is_error":false}`)
-			reservation := []store.Reservation{{Scope: "caller", Key: "alice", Quota: math.MaxInt64, Amount: 1}}
+			reservation := []budget.Reservation{{Scope: "caller", Key: "alice", Quota: math.MaxInt64, Amount: 1}}
 			var next atomic.Int64
 			before := s.Stats()
 			b.ResetTimer()

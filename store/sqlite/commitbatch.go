@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -20,7 +21,7 @@ import (
 type commitOp struct {
 	in         store.Intent // Incarnation and Status are the store's
 	approvalID string       // the approval to consume; "" for none
-	res        []store.Reservation
+	res        []budget.Reservation
 	existing   *store.Intent // set with ErrDuplicateKey
 	seq        int64         // the intent's row, once inserted
 }
@@ -31,7 +32,7 @@ type budgetKey struct {
 	per, start int64
 }
 
-func keyOf(r store.Reservation) budgetKey {
+func keyOf(r budget.Reservation) budgetKey {
 	return budgetKey{r.Scope, r.Key, r.Window.PerSeconds(), r.Window.StartSeconds()}
 }
 
@@ -109,7 +110,7 @@ func (t *tally) get(w *wtx, k budgetKey) (*usage, error) {
 // order on top of what the batch holds (two reservations of one budget in
 // one request add up, as two statements would). It returns the first that
 // does not fit, as the contract's error.
-func (t *tally) check(w *wtx, rs []store.Reservation) (*store.BudgetError, error) {
+func (t *tally) check(w *wtx, rs []budget.Reservation) (*store.BudgetError, error) {
 	var extra map[budgetKey]int64 // this request's own earlier reservations
 	for i, r := range rs {
 		k := keyOf(r)
@@ -133,7 +134,7 @@ func (t *tally) check(w *wtx, rs []store.Reservation) (*store.BudgetError, error
 
 // add counts the reservations of an intent now inserted. check must have
 // accepted them in this transaction, with nothing added in between.
-func (t *tally) add(rs []store.Reservation) {
+func (t *tally) add(rs []budget.Reservation) {
 	for _, r := range rs {
 		u := t.used[keyOf(r)]
 		u.delta += r.Amount
@@ -147,7 +148,7 @@ func (t *tally) add(rs []store.Reservation) {
 // 5), each with its usage row's generation: nil (NULL) for none. check
 // must have read the budgets of rs in this transaction (all of them, unless
 // it refused rs, whose row is then undone).
-func (t *tally) encode(rs []store.Reservation) any {
+func (t *tally) encode(rs []budget.Reservation) any {
 	if len(rs) == 0 {
 		return nil
 	}

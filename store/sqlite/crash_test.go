@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
 )
@@ -28,8 +29,8 @@ var (
 	helperSettled = map[string]store.Status{"done-ok": store.StatusSucceeded, "done-failed": store.StatusFailed}
 )
 
-func helperReservation() []store.Reservation {
-	return []store.Reservation{{Scope: "caller", Key: "alice", Quota: 100, Amount: 5}}
+func helperReservation() []budget.Reservation {
+	return []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 100, Amount: 5}}
 }
 
 // TestHelperProcess is the child of TestCrashRecovery: a gateway-like

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -89,7 +90,7 @@ func (b *batchLog) total() (tx, reqs int) {
 	return len(b.sizes), reqs
 }
 
-func intentReq(id, caller string, rs ...store.Reservation) *store.CommitRequest {
+func intentReq(id, caller string, rs ...budget.Reservation) *store.CommitRequest {
 	return &store.CommitRequest{
 		Intent: store.Intent{
 			CallID: id, Caller: caller, Tool: "note", DefinitionHash: "sha256:def",
@@ -127,9 +128,9 @@ func TestGroupCommit(t *testing.T) {
 				id := fmt.Sprintf("call-%02d-%d", g, i)
 				var r *store.CommitRequest
 				if g%2 == 0 {
-					r = intentReq(id, "alice", store.Reservation{Scope: "caller", Key: "alice", Quota: quota, Amount: 1})
+					r = intentReq(id, "alice", budget.Reservation{Scope: "caller", Key: "alice", Quota: quota, Amount: 1})
 				} else {
-					r = intentReq(id, "bob", store.Reservation{Scope: "caller", Key: "bob", Quota: 1, Amount: 2})
+					r = intentReq(id, "bob", budget.Reservation{Scope: "caller", Key: "bob", Quota: 1, Amount: 2})
 				}
 				existing, err := s.CommitIntent(context.Background(), r)
 				if existing != nil {
@@ -215,7 +216,7 @@ func TestGroupCommitSettle(t *testing.T) {
 	const n = 64
 	for i := range n {
 		if _, err := s.CommitIntent(context.Background(),
-			intentReq(fmt.Sprintf("c%02d", i), "alice", store.Reservation{Scope: "caller", Key: "alice", Quota: n, Amount: 1})); err != nil {
+			intentReq(fmt.Sprintf("c%02d", i), "alice", budget.Reservation{Scope: "caller", Key: "alice", Quota: n, Amount: 1})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -377,7 +378,7 @@ func TestSettleIsNotSynced(t *testing.T) {
 	dir := t.TempDir()
 	s := openDir(t, dir)
 	ctx := context.Background()
-	res := store.Reservation{Scope: "caller", Key: "alice", Quota: 10, Amount: 1}
+	res := budget.Reservation{Scope: "caller", Key: "alice", Quota: 10, Amount: 1}
 	for i, st := range []store.Status{store.StatusSucceeded, store.StatusFailed} {
 		id := fmt.Sprint("c", i)
 		before := s.Stats()

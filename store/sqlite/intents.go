@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -38,7 +39,7 @@ func (s *Store) CommitIntent(ctx context.Context, req *store.CommitRequest) (*st
 		approvalID = req.ApprovalID
 	}
 	for _, r := range req.Reservations {
-		if err := store.CheckWindow(r.Window); err != nil {
+		if err := budget.CheckWindow(r.Window); err != nil {
 			return nil, fmt.Errorf("sqlite store: commit intent %s: %w", in.CallID, err)
 		}
 	}
@@ -349,7 +350,7 @@ func (s *Store) BudgetUsage(ctx context.Context) ([]store.Usage, error) {
 			if err := rows.Scan(&u.Scope, &u.Key, &per, &start, &u.Quota, &u.Used); err != nil {
 				return err
 			}
-			u.Window = store.WindowOf(per, start)
+			u.Window = budget.WindowOf(per, start)
 			out = append(out, u)
 		}
 		return rows.Err()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/sqlite"
 )
@@ -62,8 +63,8 @@ func TestPersistence(t *testing.T) {
 		t.Errorf("incarnation lock file while open: %v", err)
 	}
 
-	rs := func() []store.Reservation {
-		return []store.Reservation{{Scope: "caller", Key: "alice", Quota: 10, Amount: 2}, {Scope: "session", Key: "sess-1", Quota: 5, Amount: 1}}
+	rs := func() []budget.Reservation {
+		return []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 10, Amount: 2}, {Scope: "session", Key: "sess-1", Quota: 5, Amount: 1}}
 	}
 	pending := &store.Approval{ID: "apr-pending", Caller: "alice", Tool: "danger", DefinitionHash: "sha256:d", ArgsDigest: "sha256:x",
 		Status: store.ApprovalPending, CreatedAt: base, ExpiresAt: base.Add(time.Hour)}
@@ -150,7 +151,7 @@ func TestPersistence(t *testing.T) {
 		t.Errorf("budget after reopen: %v", usage)
 	}
 	// The session quota (5) is still enforced against what was persisted.
-	_, err = s2.CommitIntent(ctx, &store.CommitRequest{Intent: newIntent("i6", "alice", base), Reservations: []store.Reservation{{Scope: "session", Key: "sess-1", Quota: 5, Amount: 3}}})
+	_, err = s2.CommitIntent(ctx, &store.CommitRequest{Intent: newIntent("i6", "alice", base), Reservations: []budget.Reservation{{Scope: "session", Key: "sess-1", Quota: 5, Amount: 3}}})
 	var be *store.BudgetError
 	if !errors.As(err, &be) || be.Used != 3 {
 		t.Errorf("over-quota commit after reopen: %v", err)
@@ -185,7 +186,7 @@ func TestTwoStoresNeverOverspend(t *testing.T) {
 				for i := range each {
 					id := fmt.Sprintf("s%d-g%02d-%d", si, g, i)
 					_, err := s.CommitIntent(ctx, &store.CommitRequest{Intent: newIntent(id, "alice", time.Now()),
-						Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: quota, Amount: 1}}})
+						Reservations: []budget.Reservation{{Scope: "caller", Key: "alice", Quota: quota, Amount: 1}}})
 					var be *store.BudgetError
 					switch {
 					case err == nil:

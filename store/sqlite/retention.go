@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -202,7 +203,7 @@ func (s *Store) ResetBudget(ctx context.Context, scope, key string) ([]store.Usa
 				rows.Close()
 				return err
 			}
-			u.Window = store.WindowOf(per, start)
+			u.Window = budget.WindowOf(per, start)
 			out = append(out, u)
 		}
 		if err := rows.Close(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -68,7 +69,7 @@ func TestUpgradeFromSchema2(t *testing.T) {
 	// The carried-over usage is still enforced.
 	_, err = s.CommitIntent(ctx, &store.CommitRequest{
 		Intent:       store.Intent{CallID: "c3", Caller: "alice", Tool: "note", ArgsDigest: "d", CreatedAt: time.Now()},
-		Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: 7, Amount: 5}},
+		Reservations: []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 7, Amount: 5}},
 	})
 	var be *store.BudgetError
 	if !errors.As(err, &be) || be.Used != 3 {
@@ -202,7 +203,7 @@ func TestPruneReclaimsSpace(t *testing.T) {
 		id := fmt.Sprintf("c%04d", i)
 		_, err := s.CommitIntent(ctx, &store.CommitRequest{
 			Intent:       store.Intent{CallID: id, Caller: "alice", Tool: "note", Arguments: args, ArgsDigest: "d", CreatedAt: base.Add(time.Duration(i) * time.Second)},
-			Reservations: []store.Reservation{{Scope: "caller", Key: "alice", Quota: 1e9, Amount: 1, Window: store.WindowAt(time.Hour, base)}},
+			Reservations: []budget.Reservation{{Scope: "caller", Key: "alice", Quota: 1e9, Amount: 1, Window: budget.WindowAt(time.Hour, base)}},
 		})
 		if err != nil {
 			t.Fatal(err)

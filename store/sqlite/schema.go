@@ -107,7 +107,7 @@ ALTER TABLE approvals ADD COLUMN channel TEXT NOT NULL DEFAULT '';
 ALTER TABLE approvals ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 CREATE INDEX approvals_caller_pending ON approvals (caller) WHERE status = 'pending';
 `,
-	// 4: budget windows (store.Window, kept as whole seconds: per is the
+	// 4: budget windows (budget.Window, kept as whole seconds: per is the
 	// window's length, 0 for no window; window_start its start since the
 	// epoch, 0 for no window) and the quota in force, so budget show can say
 	// what remains. budget_usage is rebuilt, since its primary key grows.

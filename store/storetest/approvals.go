@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -382,7 +383,7 @@ func testConsumeApproved(f *fixture) {
 	t := f.t
 	in := f.intent("alice", "danger")
 	a := f.approved(in)
-	f.commit(&store.CommitRequest{Intent: in, ApprovalID: a.ID, Reservations: []store.Reservation{res("caller", "alice", 5, 1)}})
+	f.commit(&store.CommitRequest{Intent: in, ApprovalID: a.ID, Reservations: []budget.Reservation{res("caller", "alice", 5, 1)}})
 	want := f.stored(in)
 	want.ApprovalID = a.ID
 	wantIntent(t, f.get(in.CallID), want)
@@ -400,11 +401,11 @@ func testConsumeOnce(f *fixture) {
 	t := f.t
 	first := f.intent("alice", "danger")
 	a := f.approved(first)
-	f.commit(&store.CommitRequest{Intent: first, ApprovalID: a.ID, Reservations: []store.Reservation{res("caller", "alice", 5, 1)}})
+	f.commit(&store.CommitRequest{Intent: first, ApprovalID: a.ID, Reservations: []budget.Reservation{res("caller", "alice", 5, 1)}})
 	// The same call again, under a new call id and key.
 	second := first
 	second.CallID, second.IdempotencyKey = first.CallID+"-again", "k2"
-	_, err := f.s.CommitIntent(f.ctx, &store.CommitRequest{Intent: second, ApprovalID: a.ID, Reservations: []store.Reservation{res("caller", "alice", 5, 1)}})
+	_, err := f.s.CommitIntent(f.ctx, &store.CommitRequest{Intent: second, ApprovalID: a.ID, Reservations: []budget.Reservation{res("caller", "alice", 5, 1)}})
 	wantErr(t, "second commit with a consumed approval", err, store.ErrApprovalUnavailable)
 	f.absent(second.CallID)
 	_, err = f.s.GetIntentByKey(f.ctx, "alice", "k2")
@@ -472,7 +473,7 @@ func testConsumeRefused(f *fixture) {
 			before = a
 		}
 		existing, err := f.s.CommitIntent(f.ctx, &store.CommitRequest{
-			Intent: call, ApprovalID: id, Reservations: []store.Reservation{res("caller", call.Caller, 10, 1)},
+			Intent: call, ApprovalID: id, Reservations: []budget.Reservation{res("caller", call.Caller, 10, 1)},
 		})
 		wantErr(t, "commit with an approval "+c.name, err, store.ErrApprovalUnavailable)
 		if existing != nil {
@@ -519,14 +520,14 @@ func testConsumeAtomic(f *fixture) {
 	approvedState := f.getApproval(a.ID)
 
 	in.IdempotencyKey = "fresh"
-	_, err := f.s.CommitIntent(f.ctx, &store.CommitRequest{Intent: in, ApprovalID: a.ID, Reservations: []store.Reservation{res("caller", "alice", 1, 1)}})
+	_, err := f.s.CommitIntent(f.ctx, &store.CommitRequest{Intent: in, ApprovalID: a.ID, Reservations: []budget.Reservation{res("caller", "alice", 1, 1)}})
 	wantBudgetError(t, "commit with an approval over budget", err,
 		store.BudgetError{Scope: "caller", Key: "alice", Used: 1, Requested: 1, Quota: 1})
 	wantApproval(t, f.getApproval(a.ID), *approvedState)
 	f.absent(in.CallID)
 
 	in.IdempotencyKey = "taken"
-	existing, err := f.s.CommitIntent(f.ctx, &store.CommitRequest{Intent: in, ApprovalID: a.ID, Reservations: []store.Reservation{res("caller", "alice", 10, 1)}})
+	existing, err := f.s.CommitIntent(f.ctx, &store.CommitRequest{Intent: in, ApprovalID: a.ID, Reservations: []budget.Reservation{res("caller", "alice", 10, 1)}})
 	wantErr(t, "commit with an approval and a used key", err, store.ErrDuplicateKey)
 	if existing == nil || existing.CallID != taken.CallID {
 		t.Errorf("ErrDuplicateKey returned %v, want the intent %s", existing, taken.CallID)
@@ -536,7 +537,7 @@ func testConsumeAtomic(f *fixture) {
 	f.wantUsage(map[usageKey]int64{{"caller", "alice"}: 1})
 
 	in.IdempotencyKey = "fresh"
-	f.commit(&store.CommitRequest{Intent: in, ApprovalID: a.ID, Reservations: []store.Reservation{res("caller", "alice", 10, 1)}})
+	f.commit(&store.CommitRequest{Intent: in, ApprovalID: a.ID, Reservations: []budget.Reservation{res("caller", "alice", 10, 1)}})
 	if got := f.getApproval(a.ID); got.ConsumedBy != in.CallID {
 		t.Errorf("ConsumedBy = %q, want %s", got.ConsumedBy, in.CallID)
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -173,8 +174,8 @@ func testBudgetEmptyKey(f *fixture) {
 // executed, and then freed for new reservations.
 func testBudgetRelease(f *fixture) {
 	t := f.t
-	rs := func() []store.Reservation {
-		return []store.Reservation{res("caller", "alice", 100, 2), res("session", "s", 100, 1)}
+	rs := func() []budget.Reservation {
+		return []budget.Reservation{res("caller", "alice", 100, 2), res("session", "s", 100, 1)}
 	}
 	want := func(n int64) {
 		t.Helper()

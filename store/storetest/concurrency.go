@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -178,7 +179,7 @@ func testConcApprovalOnce(f *fixture) {
 	for i := range reqs {
 		c := in
 		c.CallID = fmt.Sprintf("%s-%02d", in.CallID, i)
-		reqs[i] = &store.CommitRequest{Intent: c, ApprovalID: a.ID, Reservations: []store.Reservation{res("caller", "alice", 100, 1)}}
+		reqs[i] = &store.CommitRequest{Intent: c, ApprovalID: a.ID, Reservations: []budget.Reservation{res("caller", "alice", 100, 1)}}
 	}
 	errs := parallel(n, func(i int) error {
 		_, err := f.s.CommitIntent(f.ctx, reqs[i])

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
 // Budget windows, the operator's reset, pruning and paging.
 
-func wres(scope, key string, quota, amount int64, w store.Window) store.Reservation {
-	return store.Reservation{Scope: scope, Key: key, Quota: quota, Amount: amount, Window: w}
+func wres(scope, key string, quota, amount int64, w budget.Window) budget.Reservation {
+	return budget.Reservation{Scope: scope, Key: key, Quota: quota, Amount: amount, Window: w}
 }
 
 // windowUsage returns BudgetUsage keyed by (scope, key, window start, per),
@@ -32,7 +33,7 @@ func (f *fixture) windowUsage() map[string]store.Usage {
 	return out
 }
 
-func wkey(scope, key string, w store.Window) string {
+func wkey(scope, key string, w budget.Window) string {
 	if w.IsZero() {
 		return scope + "/" + key
 	}
@@ -41,8 +42,8 @@ func wkey(scope, key string, w store.Window) string {
 
 func testBudgetWindows(f *fixture) {
 	t := f.t
-	w1 := store.WindowAt(hour, f.base)
-	w2 := store.WindowAt(hour, f.base.Add(hour))
+	w1 := budget.WindowAt(hour, f.base)
+	w2 := budget.WindowAt(hour, f.base.Add(hour))
 	if !w2.Start.Equal(w1.End()) {
 		t.Fatalf("WindowAt: next window starts %v, want %v", w2.Start, w1.End())
 	}
@@ -66,9 +67,9 @@ func testBudgetWindows(f *fixture) {
 
 	got := f.windowUsage()
 	want := map[string]store.Usage{
-		wkey("caller", "alice", w1):             {Scope: "caller", Key: "alice", Window: w1, Quota: 2, Used: 2},
-		wkey("caller", "alice", w2):             {Scope: "caller", Key: "alice", Window: w2, Quota: 2, Used: 2},
-		wkey("caller", "alice", store.Window{}): {Scope: "caller", Key: "alice", Quota: 5, Used: 1},
+		wkey("caller", "alice", w1):              {Scope: "caller", Key: "alice", Window: w1, Quota: 2, Used: 2},
+		wkey("caller", "alice", w2):              {Scope: "caller", Key: "alice", Window: w2, Quota: 2, Used: 2},
+		wkey("caller", "alice", budget.Window{}): {Scope: "caller", Key: "alice", Quota: 5, Used: 1},
 	}
 	for k, w := range want {
 		g, ok := got[k]
@@ -90,8 +91,8 @@ func testBudgetWindows(f *fixture) {
 // A release gives the budget back to the window the call counted in.
 func testBudgetWindowRelease(f *fixture) {
 	t := f.t
-	w1 := store.WindowAt(hour, f.base)
-	w2 := store.WindowAt(hour, f.base.Add(hour))
+	w1 := budget.WindowAt(hour, f.base)
+	w2 := budget.WindowAt(hour, f.base.Add(hour))
 	a := f.commitNew("alice", "note", wres("caller", "alice", 1, 1, w1))
 	f.commitNew("alice", "note", wres("caller", "alice", 1, 1, w2))
 	f.settle(a.CallID, store.StatusFailed)
@@ -109,8 +110,8 @@ func testBudgetWindowRelease(f *fixture) {
 // refused, and nothing is written.
 func testBudgetBadWindow(f *fixture) {
 	t := f.t
-	w := store.WindowAt(hour, f.base)
-	for _, bad := range []store.Window{
+	w := budget.WindowAt(hour, f.base)
+	for _, bad := range []budget.Window{
 		{Per: hour, Start: w.Start.Add(time.Second)},
 		{Per: 1500 * time.Millisecond, Start: time.Unix(0, 0)},
 		{Per: 0, Start: w.Start},
@@ -129,7 +130,7 @@ func testBudgetBadWindow(f *fixture) {
 // after it.
 func testBudgetReset(f *fixture) {
 	t := f.t
-	w1 := store.WindowAt(hour, f.base)
+	w1 := budget.WindowAt(hour, f.base)
 	held := f.uncertain("alice", "note", wres("caller", "alice", 2, 2, w1), res("caller", "alice", 9, 3))
 	f.commitNew("bob", "note", wres("caller", "bob", 2, 1, w1))
 	f.commitNew("alice", "note", res("session", "alice", 9, 1)) // same key, other scope
@@ -164,8 +165,8 @@ func testBudgetReset(f *fixture) {
 // than its cut, never a started or uncertain intent.
 func testPrune(f *fixture) {
 	t := f.t
-	w1 := store.WindowAt(hour, f.base)
-	wNow := store.WindowAt(hour, f.base.Add(3*hour))
+	w1 := budget.WindowAt(hour, f.base)
+	wNow := budget.WindowAt(hour, f.base.Add(3*hour))
 	ok := f.commitNew("alice", "note", wres("caller", "alice", 9, 1, w1))
 	f.settle(ok.CallID, store.StatusSucceeded) // settled at base+30m
 	keyed := f.intent("alice", "note")
@@ -212,7 +213,7 @@ func testPrune(f *fixture) {
 	if u := got[wkey("caller", "bob", wNow)]; u.Used != 1 {
 		t.Errorf("the current window holds %d after Prune, want 1", u.Used)
 	}
-	if u := got[wkey("caller", "alice", store.Window{})]; u.Used != 0 {
+	if u := got[wkey("caller", "alice", budget.Window{})]; u.Used != 0 {
 		// keyed's reservation was released when it failed.
 		t.Errorf("budget without window holds %d, want 0", u.Used)
 	}

@@ -49,6 +49,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/budget"
 	"github.com/agentbackplane/backplane/store"
 )
 
@@ -189,12 +190,12 @@ func (f *fixture) intent(caller, tool string) store.Intent {
 }
 
 // req wraps an intent with reservations.
-func req(in store.Intent, rs ...store.Reservation) *store.CommitRequest {
+func req(in store.Intent, rs ...budget.Reservation) *store.CommitRequest {
 	return &store.CommitRequest{Intent: in, Reservations: rs}
 }
 
-func res(scope, key string, quota, amount int64) store.Reservation {
-	return store.Reservation{Scope: scope, Key: key, Quota: quota, Amount: amount}
+func res(scope, key string, quota, amount int64) budget.Reservation {
+	return budget.Reservation{Scope: scope, Key: key, Quota: quota, Amount: amount}
 }
 
 // commit commits r and fails the test on any error.
@@ -211,7 +212,7 @@ func (f *fixture) commit(r *store.CommitRequest) {
 
 // commitNew commits a fresh intent of caller/tool with reservations and
 // returns it.
-func (f *fixture) commitNew(caller, tool string, rs ...store.Reservation) store.Intent {
+func (f *fixture) commitNew(caller, tool string, rs ...budget.Reservation) store.Intent {
 	f.t.Helper()
 	in := f.intent(caller, tool)
 	f.commit(req(in, rs...))
@@ -244,7 +245,7 @@ func (f *fixture) settle(callID string, st store.Status) {
 
 // uncertain commits a fresh intent holding reservations and settles it
 // uncertain.
-func (f *fixture) uncertain(caller, tool string, rs ...store.Reservation) store.Intent {
+func (f *fixture) uncertain(caller, tool string, rs ...budget.Reservation) store.Intent {
 	f.t.Helper()
 	in := f.commitNew(caller, tool, rs...)
 	f.settle(in.CallID, store.StatusUncertain)

@@ -1,12 +1,13 @@
-// Package approval holds what the gateway's approval step can be configured
-// with. Approval requests themselves are persisted by the store (see
-// store.Approval): each is bound to one exact call (caller, tool, the tool's
-// definition hash, the digest of the canonical arguments), expires, is
-// decided once, and is consumed by one call whose client is still there.
-// Who may decide is the gateway's rule (gateway.Gateway.DecideApproval):
+package gateway
+
+// What the approval step can be configured with (the step itself is in
+// steps.go: approveIfNeeded). Approval requests are persisted by the store
+// (see store.Approval): each is bound to one exact call (caller, tool, the
+// tool's definition hash, the digest of the canonical arguments), expires,
+// is decided once, and is consumed by one call whose client is still
+// there. Who may decide is the gateway's rule (Gateway.DecideApproval):
 // operators, those a policy rule names as approvers, and the caller's own
 // person through elicitation only where a rule sets self_approve.
-package approval
 
 import (
 	"context"
@@ -16,16 +17,16 @@ import (
 	"github.com/agentbackplane/backplane/store"
 )
 
-// DefaultPollInterval is how often a waiting call re-reads its request.
-const DefaultPollInterval = 100 * time.Millisecond
+// defaultPollInterval is how often a waiting call re-reads its request.
+const defaultPollInterval = 100 * time.Millisecond
 
-// DefaultMaxPending is how many pending requests one caller may have open.
-const DefaultMaxPending = 16
+// defaultMaxPending is how many pending requests one caller may have open.
+const defaultMaxPending = 16
 
-// MaxWait bounds every wait for a decision (and every elicitation): the MCP
+// MaxApprovalWait bounds every wait for a decision (and every elicitation): the MCP
 // SDK clients give up on a request after 60 seconds, and a call that
 // outlives its client must not be the one that consumes the approval.
-const MaxWait = 50 * time.Second
+const MaxApprovalWait = 50 * time.Second
 
 // DefaultSelfApproveTimeout bounds, by default, how long the person at a
 // caller's own client has to answer an approval put to them (where a rule
@@ -34,30 +35,27 @@ const MaxWait = 50 * time.Second
 // longer bound only helps clients whose request timeout is longer.
 const DefaultSelfApproveTimeout = 50 * time.Second
 
-// MaxSelfApproveTimeout bounds Options.SelfApproveTimeout.
-const MaxSelfApproveTimeout = 10 * time.Minute
-
-// DefaultReadTimeout bounds, by default, each store read of the approval
+// defaultApprovalReadTimeout bounds, by default, each store read of the approval
 // step: a store that stops answering fails the call instead of holding
 // it for ever.
-const DefaultReadTimeout = 10 * time.Second
+const defaultApprovalReadTimeout = 10 * time.Second
 
-// Options configure the approval step.
-type Options struct {
+// ApprovalOptions configure the approval step (Options.Approvals).
+type ApprovalOptions struct {
 	// Expire is how long a request stays open, and an approval usable.
 	// Default 10 minutes.
 	Expire time.Duration
 	// Wait is how long a call waits for a decision before it returns
 	// approval_required with the request id. Zero (or negative) means do
 	// not wait: it returns at once. The same holds for every approval wait
-	// in Backplane (server.Options.ApprovalWait, gateway.CallRequest's
+	// in Backplane (server.Options.ApprovalWait, CallRequest's
 	// override, the configuration's approvals.wait and serve.approval_wait),
 	// whose defaults, where they have one, apply only when left unset.
-	// At most MaxWait.
+	// At most MaxApprovalWait.
 	Wait time.Duration
 	// MaxPending caps the pending requests of one caller: beyond it a call
 	// needing a new request is refused and nothing is created. Default
-	// DefaultMaxPending.
+	// defaultMaxPending.
 	MaxPending int
 	// Hints, when set, returns the ways to decide request id that are told
 	// to the caller and the operator (the CLI command with the
@@ -66,19 +64,19 @@ type Options struct {
 	// PollInterval is how often a waiting call re-reads the request.
 	PollInterval time.Duration
 	// SelfApproveTimeout bounds how long the person at the caller's own
-	// client (a per-call approver: gateway.CallRequest.Approver) has to
+	// client (a per-call approver: CallRequest.Approver) has to
 	// answer, where a rule sets self_approve. That person is asked whatever
 	// Wait is (0 included): the call waits while the question is open, up
 	// to this bound, then as long as Wait says. Default
-	// DefaultSelfApproveTimeout; at most MaxSelfApproveTimeout.
+	// DefaultSelfApproveTimeout; at most policy.MaxSelfApproveTimeout.
 	SelfApproveTimeout time.Duration
 	// ReadTimeout bounds each store read of the approval step (finding the
-	// request, each poll of a wait). Default DefaultReadTimeout.
+	// request, each poll of a wait). Default 10 seconds.
 	ReadTimeout time.Duration
 	// Approver, when set, is an operator's own prompt (a terminal), asked
-	// as soon as a request is pending; its answer is decided as Answer.By
-	// through Answer.Channel, under the gateway's rules. (The person at a
-	// caller's own client is a per-call approver: gateway.CallRequest.)
+	// as soon as a request is pending; its answer is decided as ApprovalAnswer.By
+	// through ApprovalAnswer.Channel, under the gateway's rules. (The person at a
+	// caller's own client is a per-call approver: CallRequest.)
 	Approver Approver
 }
 
@@ -87,17 +85,17 @@ type Approver interface {
 	// Ask presents the request and returns the answer. It returns
 	// ErrNoDecision when none was made; the request then stays pending.
 	// Whether the person who answered may decide is the gateway's rule
-	// (gateway.DecideApproval), applied to the answer.
-	Ask(ctx context.Context, req *store.Approval) (Answer, error)
+	// (Gateway.DecideApproval), applied to the answer.
+	Ask(ctx context.Context, req *store.Approval) (ApprovalAnswer, error)
 }
 
 // ErrNoDecision means an Approver could not obtain a decision.
 var ErrNoDecision = errors.New("approval: no decision was made")
 
-// Answer is what an Approver obtained: the verdict, who gave it and
+// ApprovalAnswer is what an Approver obtained: the verdict, who gave it and
 // through which channel ("elicitation": the person at the caller's own
 // client; "cli": an operator at a terminal).
-type Answer struct {
+type ApprovalAnswer struct {
 	Approve bool
 	Reason  string
 	By      string
