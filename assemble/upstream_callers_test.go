@@ -13,7 +13,7 @@ import (
 // serve mounts the login callback only when a server is in mode
 // per_caller.
 func TestServerOptionsPerCaller(t *testing.T) {
-	rt := &Runtime{Config: &config.Config{}}
+	rt := &Runtime{Config: &config.Config{}, Tokens: &upstream.MemoryTokens{}}
 	rt.openCallerAuth(&Options{UpstreamCallback: "http://127.0.0.1:8787/oauth/upstream/callback"})
 	s := config.ServerConfig{Name: "docs", URL: "http://127.0.0.1:1/mcp", OAuth: &config.UpstreamOAuth{
 		Mode: config.UpstreamOAuthExchange, ClientID: "bp", ClientSecret: "s3",
@@ -21,7 +21,7 @@ func TestServerOptionsPerCaller(t *testing.T) {
 	}}
 	srv, opts := rt.serverOptions(s, SandboxDecision{}, nil)
 	want := &upstream.OAuth{Mode: upstream.OAuthModeExchange, ClientID: "bp", ClientSecret: "s3",
-		PerCaller: upstream.CallerOAuth{Audience: "docs", SubjectTokenType: "urn:ietf:params:oauth:token-type:jwt"}}
+		PerCaller: upstream.CallerOAuth{Audience: "docs", SubjectTokenType: "urn:ietf:params:oauth:token-type:jwt"}, Tokens: rt.Tokens}
 	if !reflect.DeepEqual(srv.OAuth, want) {
 		t.Errorf("OAuth %+v, want %+v", srv.OAuth, want)
 	}
