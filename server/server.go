@@ -608,6 +608,14 @@ func objectRoot(schema json.RawMessage) bool {
 
 // callTool runs one tools/call through the gateway.
 func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller string) (*mcp.CallToolResult, error) {
+	mc, modern := modernOf(req)
+	return s.runTool(ctx, req, caller, mc, modern)
+}
+
+// runTool is callTool once the request's era is known: mc describes a
+// 2026-07-28 request's client (modern), read by modernOf or by the fast
+// path (fastpath.go).
+func (s *Server) runTool(ctx context.Context, req *mcp.CallToolRequest, caller string, mc modernCall, modern bool) (*mcp.CallToolResult, error) {
 	s.active.Add(1)
 	defer s.active.Add(-1)
 	// The call ends with the request, or when shutdown gives up waiting.
@@ -621,7 +629,6 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	// While the client is away (its request dropped, no resumption yet)
 	// an approval decided meanwhile is held, never consumed (resume.go).
 	var away atomic.Bool
-	mc, modern := modernOf(req)
 	if req.Extra != nil && !modern {
 		if hctx, ok := s.httpRequestContext(req.Extra.Header); ok {
 			// With resumable streams, a client that comes back within
