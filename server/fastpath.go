@@ -98,8 +98,10 @@ func fastCandidate(r *http.Request) bool {
 	if !slices.Contains(StatelessProtocolVersions, h.Get("Mcp-Protocol-Version")) || len(h.Values("Last-Event-ID")) > 0 {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(h.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
+	if ct := h.Get("Content-Type"); ct != "application/json" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return false
+		}
 	}
 	if !acceptsBoth(h.Values("Accept")) {
 		return false
@@ -278,8 +280,31 @@ func fastMeta(raw []byte) (mcp.Meta, modernCall, error) {
 	// roots as a pointer, copied into the deprecated struct), decoded by
 	// the standard library only where the SDK's decoder, which matches
 	// member names exactly, would read the same.
-	if !exactNames(caps, capsType, 0) {
+	c, ok := fastCaps(caps)
+	if !ok {
 		return nil, mc, errNotFast
+	}
+	meta[mcp.MetaKeyClientCapabilities] = c
+	var client *mcp.Implementation
+	if info != nil {
+		if client, ok = fastImpl(info); !ok {
+			return nil, mc, errNotFast
+		}
+		meta[mcp.MetaKeyClientInfo] = client // the SDK's ClientInfo takes the typed value
+	}
+	return meta, modernCallOf(v, client, c), nil
+}
+
+// fastCaps decodes a request's clientCapabilities as the SDK reads them
+// (its clientCapabilitiesV2: roots as a pointer, copied into the
+// deprecated struct); false where the standard library and the SDK's
+// decoder, which matches member names exactly, could read it apart.
+func fastCaps(caps []byte) (*mcp.ClientCapabilities, bool) {
+	if string(caps) == "{}" {
+		return &mcp.ClientCapabilities{}, true
+	}
+	if !exactNames(caps, capsType, 0) {
+		return nil, false
 	}
 	var cv struct {
 		mcp.ClientCapabilities
@@ -287,7 +312,7 @@ func fastMeta(raw []byte) (mcp.Meta, modernCall, error) {
 		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
 	}
 	if json.Unmarshal(caps, &cv) != nil {
-		return nil, mc, errNotFast
+		return nil, false
 	}
 	c := cv.ClientCapabilities
 	//lint:ignore SA1019 roots is deprecated at 2026-07-28 and still in force; read as the SDK reads it
@@ -296,20 +321,40 @@ func fastMeta(raw []byte) (mcp.Meta, modernCall, error) {
 		//lint:ignore SA1019 the deprecated field the SDK still fills (its toV1)
 		c.Roots.ListChanged = cv.Roots.ListChanged
 	}
-	meta[mcp.MetaKeyClientCapabilities] = &c
-	var client *mcp.Implementation
-	if info != nil {
-		if info[0] != '{' || !exactNames(info, implType, 0) {
-			return nil, mc, errNotFast
-		}
-		var impl mcp.Implementation
-		if json.Unmarshal(info, &impl) != nil {
-			return nil, mc, errNotFast
-		}
-		client = &impl
-		meta[mcp.MetaKeyClientInfo] = &impl // the SDK's ClientInfo takes the typed value
+	return &c, true
+}
+
+// fastImpl decodes a request's clientInfo: a name and a version of plain
+// strings (the common case) directly, anything else as fastCaps does.
+func fastImpl(info []byte) (*mcp.Implementation, bool) {
+	if info[0] != '{' {
+		return nil, false
 	}
-	return meta, modernCallOf(v, client, &c), nil
+	var impl mcp.Implementation
+	if ms, err := jsonstrict.Members(info, nil); err == nil && len(ms) <= 2 {
+		plain := true
+		for _, m := range ms {
+			v, ok := plainString(m.Raw)
+			switch {
+			case !ok:
+				plain = false
+			case m.Name == "name" && impl.Name == "":
+				impl.Name = v
+			case m.Name == "version" && impl.Version == "":
+				impl.Version = v
+			default:
+				plain = false
+			}
+		}
+		if plain {
+			return &impl, true
+		}
+		impl = mcp.Implementation{}
+	}
+	if !exactNames(info, implType, 0) || json.Unmarshal(info, &impl) != nil {
+		return nil, false
+	}
+	return &impl, true
 }
 
 var (
