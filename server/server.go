@@ -134,7 +134,10 @@
 // by a stateless handler, nothing of an earlier request held in the
 // process: see docs/protocol.md), with server/discover, its headers
 // checked (-32020), resultType on every result and cacheScope private on
-// lists and reads; an initialize opens a 2025-11-25 (or older) session,
+// lists and reads (a tools/call that sends nothing before its result is
+// answered as one application/json body by a handler of the server's
+// own, which decodes the request once: fastpath.go; every other request
+// of that revision by the SDK's stateless handler); an initialize opens a 2025-11-25 (or older) session,
 // served as above. At 2026-07-28 nothing is sent to the client in the
 // middle of a request: a self-approval is answered input_required, with
 // an elicitation request and a signed requestState bound to the exact

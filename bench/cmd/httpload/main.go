@@ -353,15 +353,16 @@ func startBackplane(ctx context.Context, o options, name, dir string) (*gateway,
 	}
 	// JSON is YAML: every string quoted, whatever the paths hold. One
 	// caller makes every call: serve.rate_limit (100/s by default) is off,
-	// or it would be what is measured.
+	// or it would be what is measured, and the caller may hold a session
+	// per client (16 by default).
 	cfg := fmt.Sprintf(`{
   "store": %q,
   "workspace": %q,
-  "serve": {"http": "127.0.0.1:%d", "tokens": {%q: "bench"}, "rate_limit": {"per_second": 0}},
+  "serve": {"http": "127.0.0.1:%d", "tokens": {%q: "bench"}, "rate_limit": {"per_second": 0}, "max_sessions_per_caller": %d},
   "policy": [{"caller": "bench", "allow": ["echo.echo"]}],
   "servers": [{"name": "echo", "command": [%q]}]
 }
-`, filepath.Join(dir, "state"), filepath.Join(dir, "workspace"), port, token, o.echo)
+`, filepath.Join(dir, "state"), filepath.Join(dir, "workspace"), port, token, max(16, o.clients), o.echo)
 	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o700); err != nil {
 		return nil, err
 	}
@@ -633,6 +634,7 @@ func (g *gateway) profile(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	alloc0, aerr := totalAlloc(g.pprof)
 	stop := make(chan struct{})
 	driven := make(chan error, 1)
 	var calls int
@@ -667,11 +669,37 @@ func (g *gateway) profile(ctx context.Context, o options) error {
 	}
 	// The profile's samples divided by these calls give CPU per call by
 	// function.
+	alloc1, aerr1 := totalAlloc(g.pprof)
 	if cpu1, err := cpuTime(g.cmd.Process.Pid); err == nil && calls > 0 {
-		fmt.Printf("profiled: %d calls, CPU/call %s (load %s); allocations in %s.allocs\n",
-			calls, us((cpu1-cpu0)/time.Duration(calls)), loadAverage(), o.cpuProfile)
+		perCall := "?"
+		if aerr == nil && aerr1 == nil {
+			perCall = fmt.Sprintf("%.1f KB", float64(alloc1-alloc0)/float64(calls)/1000)
+		}
+		fmt.Printf("profiled: %d calls, CPU/call %s, allocated per call %s (the runtime's TotalAlloc; load %s); allocations in %s.allocs\n",
+			calls, us((cpu1-cpu0)/time.Duration(calls)), perCall, loadAverage(), o.cpuProfile)
 	}
 	return nil
+}
+
+// totalAlloc is the bytes the process at the pprof listener addr has
+// allocated so far (runtime.MemStats.TotalAlloc, as its allocs profile's
+// text form says it).
+func totalAlloc(addr string) (uint64, error) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/allocs?debug=1")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "# TotalAlloc = "); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("no TotalAlloc in the allocs profile")
 }
 
 // fetch writes what url answers into file.
