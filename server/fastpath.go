@@ -480,6 +480,9 @@ func plainID(raw []byte) bool {
 	digits := raw
 	if len(digits) > 0 && digits[0] == '-' {
 		digits = digits[1:]
+		if string(digits) == "0" {
+			return false // the SDK answers 0
+		}
 	}
 	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
 		return false

@@ -39,6 +39,8 @@ func TestParseFastCall(t *testing.T) {
 		"a long id":                body("1234567890123456", `"name":"echo",`+meta),
 		"an escaped id":            body(`"a\u0041"`, `"name":"echo",`+meta),
 		"a null id":                body("null", `"name":"echo",`+meta),
+		"a negative zero id":       body("-0", `"name":"echo",`+meta),
+		"a leading zero id":        body("07", `"name":"echo",`+meta),
 		"null arguments":           body("1", `"name":"echo","arguments":null,`+meta),
 		"array arguments":          body("1", `"name":"echo","arguments":[],`+meta),
 		"another name":             body("1", `"name":"danger",`+meta),
