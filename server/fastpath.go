@@ -158,8 +158,9 @@ type fastCall struct {
 	modern modernCall
 }
 
-// fastParams and fastMeta are the members the fast path takes in params
-// and in params._meta; a request with any other goes to the SDK.
+// fastParams and fastMetaStrings are the members the fast path takes in
+// params and (besides the client's capabilities and info) in
+// params._meta; a request with any other goes to the SDK.
 var fastParams = map[string]bool{"name": true, "arguments": true, "_meta": true}
 
 var fastMetaStrings = map[string]bool{
@@ -177,28 +178,35 @@ func parseFastCall(body []byte, version, name string) (fastCall, bool) {
 		return fc, false
 	}
 	var params []byte
+	var version2, method bool
 	for _, m := range members {
 		switch m.Name {
 		case "jsonrpc":
-			if string(m.Raw) != `"2.0"` {
+			if version2 || string(m.Raw) != `"2.0"` {
 				return fc, false
 			}
+			version2 = true
 		case "method":
-			if string(m.Raw) != `"tools/call"` {
+			if method || string(m.Raw) != `"tools/call"` {
 				return fc, false
 			}
+			method = true
 		case "id":
-			if !plainID(m.Raw) {
+			if fc.id != nil || !plainID(m.Raw) {
 				return fc, false
 			}
 			fc.id = m.Raw
 		case "params":
+			if params != nil {
+				return fc, false
+			}
 			params = m.Raw
 		default:
 			return fc, false
 		}
 	}
-	if fc.id == nil || params == nil {
+	// Four members, each once: the JSON-RPC envelope of one request.
+	if !version2 || !method || fc.id == nil || params == nil {
 		return fc, false
 	}
 	pm, err := jsonstrict.Members(params, nil)

@@ -35,6 +35,7 @@ func TestParseFastCall(t *testing.T) {
 		"another method":           strings.Replace(ok, `"tools/call"`, `"tools/list"`, 1),
 		"jsonrpc 1.0":              strings.Replace(ok, `"2.0"`, `"1.0"`, 1),
 		"a member more":            strings.Replace(ok, `"id":7`, `"id":7,"x":1`, 1),
+		"a repeated id":            strings.Replace(ok, `"jsonrpc":"2.0"`, `"id":8`, 1),
 		"a float id":               body("7.0", `"name":"echo",`+meta),
 		"a long id":                body("1234567890123456", `"name":"echo",`+meta),
 		"an escaped id":            body(`"a\u0041"`, `"name":"echo",`+meta),
