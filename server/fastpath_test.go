@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/server"
 )
 
@@ -171,4 +173,46 @@ func TestFastPathWire(t *testing.T) {
 			t.Errorf("Content-Type %q, want application/json", ct)
 		}
 	})
+}
+
+// TestFastPathUpstream: a 2026-07-28 call of an upstream's tool on the
+// fast path gets the upstream's result, as plain JSON; an upstream's
+// request in the middle of such a call (sampling) is refused as on the
+// SDK's path (2026-07-28 has no server-to-client request mid-request),
+// which the same call with a progress token (the SDK's path) shows.
+func TestFastPathUpstream(t *testing.T) {
+	s, audit := everything(t, &upstream.Bridge{Sampling: true})
+	hs := httpServer(t, s)
+	ct := &contentTypes{base: http.DefaultTransport}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fast-client", Version: "v1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled"}}, nil
+		},
+	}).Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: hs.URL + server.PathMCP, HTTPClient: &http.Client{Transport: bearerTransport{"tok-e", ct}}, MaxRetries: -1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	res := callCtx(t, cs, &mcp.CallToolParams{Name: "everything.echo", Arguments: map[string]any{"message": "fast 31"}})
+	if res.IsError || !strings.Contains(text(res), "fast 31") {
+		t.Fatalf("echo: %s", text(res))
+	}
+	fast := callCtx(t, cs, &mcp.CallToolParams{Name: "everything.trigger-sampling-request", Arguments: map[string]any{"prompt": "x", "maxTokens": 5}})
+	p := &mcp.CallToolParams{Name: "everything.trigger-sampling-request", Arguments: map[string]any{"prompt": "x", "maxTokens": 5}}
+	p.SetProgressToken("via-sdk")
+	viaSDK := callCtx(t, cs, p)
+	if fast.IsError != viaSDK.IsError || strings.Contains(text(fast), "sampled") {
+		t.Errorf("sampling mid-call: fast path %v %q, SDK path %v %q: want the same refusal", fast.IsError, text(fast), viaSDK.IsError, text(viaSDK))
+	}
+	if !auditHas(audit.String(), "upstream request", "sampling/createMessage", "refused") {
+		t.Errorf("the refusal is not audited:\n%s", audit)
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	want := []string{"application/json", "application/json", "text/event-stream"}
+	if !slices.Equal(ct.seen, want) {
+		t.Errorf("answers' Content-Type %v, want %v (fast, fast, the SDK's stream)", ct.seen, want)
+	}
 }
