@@ -184,8 +184,12 @@ func TestFastPathUpstream(t *testing.T) {
 	s, audit := everything(t, &upstream.Bridge{Sampling: true})
 	hs := httpServer(t, s)
 	ct := &contentTypes{base: http.DefaultTransport}
+	// A client that would answer sampling (deprecated at 2026-07-28, in
+	// force): it is never asked in the middle of a 2026-07-28 call.
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fast-client", Version: "v1"}, &mcp.ClientOptions{
+		//lint:ignore SA1019 sampling is deprecated at 2026-07-28 and still in force
 		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			//lint:ignore SA1019 as above
 			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled"}}, nil
 		},
 	}).Connect(context.Background(), &mcp.StreamableClientTransport{
