@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -143,7 +144,14 @@ func modernOf(req *mcp.CallToolRequest) (modernCall, bool) {
 	if !ok {
 		return modernCall{}, false
 	}
-	return modernCall{version: v, client: req.ClientInfo(), caps: req.ClientCapabilities()}, true
+	return modernCallOf(v, req.ClientInfo(), req.ClientCapabilities()), true
+}
+
+// modernCallOf is the modernCall of a request of version v from client
+// with caps: modernOf's, and the fast path's (fastpath.go), which reads
+// them itself.
+func modernCallOf(v string, client *mcp.Implementation, caps *mcp.ClientCapabilities) modernCall {
+	return modernCall{version: v, client: client, caps: caps}
 }
 
 // elicits reports whether the client declared form elicitation.
@@ -178,10 +186,17 @@ const maxClientInfo = 256
 // handlers produced (the tools here are served by middleware). The
 // unexported field is set the one way the SDK offers: decoding.
 func resultTyped(res *mcp.CallToolResult, rt string) *mcp.CallToolResult {
-	var out mcp.CallToolResult
-	if err := json.Unmarshal([]byte(`{"content":[],"resultType":"`+rt+`"}`), &out); err != nil {
-		return res // cannot happen: a constant document
+	tmpl, ok := typedResults.Load(rt)
+	if !ok {
+		var t mcp.CallToolResult
+		if err := json.Unmarshal([]byte(`{"content":[],"resultType":"`+rt+`"}`), &t); err != nil {
+			return res // cannot happen: a constant document
+		}
+		tmpl, _ = typedResults.LoadOrStore(rt, &t)
 	}
+	// A copy of the decoded template (the SDK's decoding allocates 32 KiB
+	// each time: once per resultType, not once per call).
+	out := *tmpl.(*mcp.CallToolResult)
 	out.Meta, out.Content, out.StructuredContent, out.IsError = res.Meta, res.Content, res.StructuredContent, res.IsError
 	out.InputRequests, out.RequestState = res.InputRequests, res.RequestState
 	if out.Content == nil && out.InputRequests == nil {
@@ -189,6 +204,10 @@ func resultTyped(res *mcp.CallToolResult, rt string) *mcp.CallToolResult {
 	}
 	return &out
 }
+
+// typedResults holds, per resultType, a CallToolResult decoded with it:
+// resultTyped copies it.
+var typedResults sync.Map // string -> *mcp.CallToolResult
 
 // completeTyped sets resultType "complete" on the results of the methods
 // that may also answer input_required (prompts/get, resources/read), which

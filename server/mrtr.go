@@ -50,9 +50,10 @@ func (a *askedApprover) Ask(_ context.Context, req *store.Approval) (gateway.App
 // decides the approval first.
 func (s *Server) callModern(ctx context.Context, req *mcp.CallToolRequest, cr gateway.CallRequest, mc modernCall) (*mcp.CallToolResult, error) {
 	p := req.Params
-	if ss := req.Session; ss != nil {
-		cr.Client = modernClient{&sessionClient{ss: ss, token: p.GetProgressToken()}}
-	}
+	// The fast path's requests (fastpath.go) have no session, and carry
+	// no progress token or log level: their client is the same, with
+	// nothing to send on.
+	cr.Client = modernClient{&sessionClient{ss: req.Session, token: p.GetProgressToken()}}
 	var asked *askedApprover
 	if mc.elicits() {
 		if p.RequestState != "" {

@@ -34,7 +34,10 @@ func (s *Server) capabilities(caps *mcp.ServerCapabilities) *mcp.ServerCapabilit
 // it (tool.Client): an upstream's progress goes out under the token of
 // this call's request, log messages to this session (filtered by its
 // logging/setLevel, which the SDK keeps), and an upstream's requests go to
-// this session when its client declared the capability.
+// this session when its client declared the capability. Without a
+// session (ss nil: a 2026-07-28 tools/call of the fast path, which asked
+// for no progress and set no log level) there is nothing to send on, and
+// nothing is sent.
 type sessionClient struct {
 	ss    *mcp.ServerSession
 	token any // the request's progress token; nil: it asked for none
@@ -48,7 +51,7 @@ func newSessionClient(ss *mcp.ServerSession, token any) tool.Client {
 }
 
 func (c *sessionClient) Progress(ctx context.Context, p tool.Progress) error {
-	if c.token == nil {
+	if c.token == nil || c.ss == nil {
 		return nil
 	}
 	return c.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
@@ -57,6 +60,9 @@ func (c *sessionClient) Progress(ctx context.Context, p tool.Progress) error {
 }
 
 func (c *sessionClient) Log(ctx context.Context, m tool.LogMessage) error {
+	if c.ss == nil {
+		return nil // a 2026-07-28 request on the fast path: it set no log level
+	}
 	var data any = json.RawMessage(m.Data)
 	if len(m.Data) == 0 {
 		data = nil
@@ -65,6 +71,9 @@ func (c *sessionClient) Log(ctx context.Context, m tool.LogMessage) error {
 }
 
 func (c *sessionClient) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if c.ss == nil {
+		return nil, fmt.Errorf("%w: the request has no stream to send %s on", tool.ErrNoChannel, method)
+	}
 	var caps *mcp.ClientCapabilities
 	if p := c.ss.InitializeParams(); p != nil {
 		caps = p.Capabilities

@@ -139,7 +139,10 @@
 // by a stateless handler, nothing of an earlier request held in the
 // process: see docs/protocol.md), with server/discover, its headers
 // checked (-32020), resultType on every result and cacheScope private on
-// lists and reads; an initialize opens a 2025-11-25 (or older) session,
+// lists and reads (a tools/call that sends nothing before its result is
+// answered as one application/json body by a handler of the server's
+// own, which decodes the request once: fastpath.go; every other request
+// of that revision by the SDK's stateless handler); an initialize opens a 2025-11-25 (or older) session,
 // served as above. At 2026-07-28 nothing is sent to the client in the
 // middle of a request: a self-approval is answered input_required, with
 // an elicitation request and a signed requestState bound to the exact
@@ -640,6 +643,14 @@ func objectRoot(schema json.RawMessage) bool {
 
 // callTool runs one tools/call through the gateway.
 func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller string) (*mcp.CallToolResult, error) {
+	mc, modern := modernOf(req)
+	return s.runTool(ctx, req, caller, mc, modern)
+}
+
+// runTool is callTool once the request's era is known: mc describes a
+// 2026-07-28 request's client (modern), read by modernOf or by the fast
+// path (fastpath.go).
+func (s *Server) runTool(ctx context.Context, req *mcp.CallToolRequest, caller string, mc modernCall, modern bool) (*mcp.CallToolResult, error) {
 	s.active.Add(1)
 	defer s.active.Add(-1)
 	// The call ends with the request, or when shutdown gives up waiting.
@@ -653,7 +664,6 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 	// While the client is away (its request dropped, no resumption yet)
 	// an approval decided meanwhile is held, never consumed (resume.go).
 	var away atomic.Bool
-	mc, modern := modernOf(req)
 	if req.Extra != nil && !modern {
 		if hctx, ok := s.httpRequestContext(req.Extra.Header); ok {
 			// With resumable streams, a client that comes back within

@@ -1,28 +1,41 @@
 // Command httpload compares gateways that serve a stdio MCP server over
-// streamable HTTP: Backplane's `backplane serve` and mcp-proxy (npm). It is
-// run by scripts/bench-http, which builds and installs what it needs; it is
-// no test (it measures time, on whatever else the machine is doing).
+// streamable HTTP: Backplane's `backplane serve`, mcp-proxy and
+// supergateway (npm), and a floor, rawhttp (plain net/http answering with
+// canned bodies of the same sizes). It is run by scripts/bench-http, which
+// builds and installs what it needs; it is no test (it measures time, on
+// whatever else the machine is doing).
 //
 // It starts each gateway once, on 127.0.0.1 only, with the same upstream
-// (the -echo program, started by the gateway), opens -clients MCP sessions
+// (the -echo program, started by the gateway), opens -clients MCP clients
 // to each with the official Go SDK client, warms them up, then runs
-// -rounds rounds, alternating the gateways within each round so that both
-// see the same machine state. A round makes -calls tools/call requests of
-// the echo tool, spread over the sessions, each session one request at a
-// time. For each round and gateway it prints calls/s, p50 and p99 latency,
-// and the CPU time per call of the gateway's process and of its upstream
-// (utime+stime from /proc/PID/stat, before and after the round); then the
-// medians over the rounds.
+// -rounds rounds; within a round the gateways take turns, in an order
+// rotated by one each round, so that each sees the same machine states. A
+// round makes -calls tools/call requests of the echo tool, spread over the
+// clients, each client one request at a time, each request bounded by
+// -timeout. A call that fails, times out or whose answer is not the echo
+// is counted as an error and the round goes on. For each round and
+// gateway it prints calls/s, p50 and p99 latency, errors, and the CPU
+// time per call of the gateway's process and of its upstream (utime+stime
+// from /proc/PID/stat, before and after the round), with /proc/loadavg;
+// then the medians, as a Markdown table, and the ratios the targets of
+// issue 27 name: each Backplane's calls/s over the fastest peer's (per
+// round, then the median) and its CPU per call over rawhttp's.
 //
 // Backplane runs with a configuration written to a temporary folder: a
 // SQLite store in that folder, serve.http on a free loopback port, one
 // caller token, a policy allowing only the upstream's echo tool; the audit
-// log goes to the store folder (the default). mcp-proxy runs with
-// --server stream and no API key.
+// log goes to the store folder (the default). Its clients speak -protocol
+// (2026-07-28: no session, every request self-contained; 2025-11-25: a
+// session each), or the version a gateway name gives (backplane@2025-11-25).
+// mcp-proxy runs with --server stream and no API key, supergateway with
+// --outputTransport streamableHttp --stateful (a session per client, as
+// its stateless mode starts an upstream per request), kept on loopback by
+// bench/http/loopback.cjs; both speak 2025-11-25 (they serve no
+// 2026-07-28), as does rawhttp.
 //
 // To compare builds or settings in the same run, -gateways may also name
 // backplane-b (the binary of -backplane-b) and either with more
-// environment: backplane:GOGC=100.
+// environment: backplane:GOGC=100, backplane@2025-11-25:GOGC=100.
 //
 // With -cpuprofile FILE, after the rounds, Backplane's process is profiled
 // under the same load for -profile-seconds (through its opt-in pprof
@@ -56,18 +69,25 @@ import (
 // 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// protocolVersion is what every client proposes: the newest version both
-// gateways serve over sessions (Backplane serves 2025-11-25 and older).
-const protocolVersion = "2025-11-25"
+// sessionVersion is what the clients of the peers propose: the newest
+// version they serve (over sessions).
+const sessionVersion = "2025-11-25"
+
+// statelessVersion is the MCP revision without sessions.
+const statelessVersion = "2026-07-28"
 
 const token = "bench-token"
 
 type options struct {
 	backplane, backplaneB  string
 	mcpProxy, echo         string
+	supergateway, rawHTTP  string
+	loopbackJS             string
+	protocol               string
 	gateways               []string
 	clients, calls, warmup int
 	rounds                 int
+	timeout                time.Duration
 	cpuProfile             string
 	profileSeconds         int
 	keep                   bool
@@ -79,10 +99,15 @@ func main() {
 	flag.StringVar(&o.backplane, "backplane", "", "the backplane binary")
 	flag.StringVar(&o.backplaneB, "backplane-b", "", "a second backplane binary, the gateway backplane-b (another build, to compare)")
 	flag.StringVar(&o.mcpProxy, "mcp-proxy", "", "the mcp-proxy program (bench/http/node_modules/.bin/mcp-proxy)")
+	flag.StringVar(&o.supergateway, "supergateway", "", "the supergateway program (bench/http/node_modules/.bin/supergateway)")
+	flag.StringVar(&o.loopbackJS, "loopback-js", "", "bench/http/loopback.cjs, preloaded into supergateway so that it listens on 127.0.0.1 only (required with supergateway)")
+	flag.StringVar(&o.rawHTTP, "rawhttp", "", "the rawhttp program (bench/cmd/rawhttp), the gateway raw")
+	flag.StringVar(&o.protocol, "protocol", statelessVersion, "the MCP version backplane's clients speak: 2026-07-28 (stateless) or 2025-11-25 (sessions); a gateway name's @VERSION overrides it")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound of each call; one that takes longer is an error")
 	flag.StringVar(&o.echo, "echo", "", "the upstream: a stdio MCP server with an echo tool taking {message} (bench/cmd/echoserver)")
 	flag.StringVar(&gateways, "gateways", "backplane,mcp-proxy",
-		"the gateways to compare, in this order within a round: backplane, backplane-b (-backplane-b) and mcp-proxy;\nbackplane:K=V:K=V is backplane with more environment (backplane:GOGC=400)")
-	flag.IntVar(&o.clients, "clients", 8, "concurrent MCP sessions per gateway")
+		"the gateways to compare (the order of the first round; rotated by one each round): backplane, backplane-b (-backplane-b), mcp-proxy, supergateway, raw (-rawhttp);\nbackplane@VERSION speaks VERSION (see -protocol); backplane:K=V:K=V is backplane with more environment (backplane:GOGC=400)")
+	flag.IntVar(&o.clients, "clients", 8, "concurrent MCP clients per gateway (sessions, at 2025-11-25)")
 	flag.IntVar(&o.calls, "calls", 4000, "calls per round and gateway, spread over the sessions")
 	flag.IntVar(&o.warmup, "warmup", 500, "calls per gateway before the first round, not measured")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds")
@@ -104,7 +129,9 @@ type gateway struct {
 	url      string
 	pprof    string // backplane's pprof listener, when profiling
 	sessions []*mcp.ClientSession
+	protocol string // what its clients speak
 	tool     string
+	timeout  time.Duration
 	stderr   *tailBuffer
 	exited   chan struct{} // closed when the process has exited
 }
@@ -116,6 +143,9 @@ type result struct {
 	cpuPerCall       time.Duration // the gateway's process
 	upstreamPerCall  time.Duration // its upstream's process
 	upstreamObserved bool
+	errors           int    // calls that failed, timed out or did not echo
+	firstError       string // the first of them
+	load             string // /proc/loadavg after the round
 }
 
 func run(o options) error {
@@ -142,35 +172,40 @@ func run(o options) error {
 	}()
 	for _, name := range o.gateways {
 		var g *gateway
-		switch {
-		case name == "backplane" || strings.HasPrefix(name, "backplane:") ||
-			name == "backplane-b" || strings.HasPrefix(name, "backplane-b:"):
+		switch base, _, _ := strings.Cut(name, ":"); {
+		case strings.HasPrefix(base, "backplane"):
 			g, err = startBackplane(ctx, o, name, filepath.Join(dir, fmt.Sprint(len(gws))))
 		case name == "mcp-proxy":
 			g, err = startMCPProxy(ctx, o)
+		case name == "supergateway":
+			g, err = startSupergateway(ctx, o)
+		case name == "raw":
+			g, err = startRaw(ctx, o)
 		default:
-			err = fmt.Errorf("unknown gateway %q (backplane, mcp-proxy)", name)
+			err = fmt.Errorf("unknown gateway %q (backplane, backplane-b, mcp-proxy, supergateway, raw)", name)
 		}
 		if err != nil {
 			return err
 		}
+		g.timeout = o.timeout
 		gws = append(gws, g)
 		if err := g.open(ctx, o.clients); err != nil {
 			return fmt.Errorf("%s: %w\n%s", name, err, g.stderr)
 		}
-		if _, err := g.round(ctx, o.warmup); err != nil {
-			return fmt.Errorf("%s: warm-up: %w\n%s", name, err, g.stderr)
+		if res, err := g.round(ctx, o.warmup); err != nil || res.errors > 0 {
+			return fmt.Errorf("%s: warm-up: %v %s\n%s", name, err, res.firstError, g.stderr)
 		}
 	}
 
-	fmt.Printf("%d sessions per gateway, %d calls per round, %d rounds; upstream %s\n", o.clients, o.calls, o.rounds, o.echo)
+	fmt.Printf("%d clients per gateway, %d calls per round, %d rounds, timeout %s per call; upstream %s\n", o.clients, o.calls, o.rounds, o.timeout, o.echo)
 	fmt.Printf("load average at start: %s\n", loadAverage())
 	all := map[string][]result{}
 	for r := 1; r <= o.rounds; r++ {
-		// Alternate the order from round to round as well.
-		order := slices.Clone(gws)
-		if r%2 == 0 {
-			slices.Reverse(order)
+		// Rotate the order by one each round: every gateway takes every
+		// place in turn.
+		order := make([]*gateway, len(gws))
+		for i := range gws {
+			order[i] = gws[(i+r-1)%len(gws)]
 		}
 		for _, g := range order {
 			res, err := g.round(ctx, o.calls)
@@ -178,60 +213,138 @@ func run(o options) error {
 				return fmt.Errorf("%s: round %d: %w\n%s", g.name, r, err, g.stderr)
 			}
 			all[g.name] = append(all[g.name], res)
-			fmt.Printf("round %d %-16s %8.0f calls/s  p50 %7s  p99 %7s  CPU/call %6s  upstream CPU/call %s  (load %s)\n",
-				r, g.name, res.callsPerSec, us(res.p50), us(res.p99), us(res.cpuPerCall), upstreamCPU(res), loadAverage())
+			fmt.Printf("round %d %-26s %8.0f calls/s  p50 %7s  p99 %7s  CPU/call %6s  upstream CPU/call %s  errors %d  (load %s)\n",
+				r, g.label(), res.callsPerSec, us(res.p50), us(res.p99), us(res.cpuPerCall), upstreamCPU(res), res.errors, res.load)
+			if res.errors > 0 {
+				fmt.Printf("        first error: %s\n", res.firstError)
+			}
 		}
 	}
 	fmt.Println()
-	fmt.Printf("medians of %d rounds:\n", o.rounds)
-	med := map[string]result{}
+	report(gws, all, o)
 	for _, g := range gws {
-		m := median(all[g.name])
-		med[g.name] = m
-		fmt.Printf("%-16s %8.0f calls/s  p50 %7s  p99 %7s  CPU/call %6s  upstream CPU/call %s\n",
-			g.name, m.callsPerSec, us(m.p50), us(m.p99), us(m.cpuPerCall), upstreamCPU(m))
-	}
-	if b, p := med["backplane"], med["mcp-proxy"]; b.callsPerSec > 0 && p.callsPerSec > 0 {
-		// The ratio of the medians; each round's ratio is printed too, as
-		// both gateways of one round saw the same machine.
-		var ratios []float64
-		for i := range all["backplane"] {
-			ratios = append(ratios, all["backplane"][i].callsPerSec/all["mcp-proxy"][i].callsPerSec)
-		}
-		slices.Sort(ratios)
-		fmt.Printf("backplane / mcp-proxy calls/s: %.2fx (per round, sorted: %s)\n", b.callsPerSec/p.callsPerSec, fmtRatios(ratios))
-	}
-	for _, g := range gws {
-		fmt.Printf("%-16s peak RSS %s, upstream %s\n", g.name, peakRSS(g.cmd.Process.Pid), peakRSS(firstOr0(descendants(g.cmd.Process.Pid))))
+		fmt.Printf("%-26s peak RSS %s, upstream %s\n", g.label(), peakRSS(g.cmd.Process.Pid), peakRSS(firstOr0(descendants(g.cmd.Process.Pid))))
 	}
 	fmt.Printf("load average at end: %s\n", loadAverage())
 
 	if o.cpuProfile != "" {
 		for _, g := range gws {
-			if g.name == "backplane" { // the first, plain one
+			if g.name == "backplane" || strings.HasPrefix(g.name, "backplane@") || strings.HasPrefix(g.name, "backplane:") { // the first plain one
 				if err := g.profile(ctx, o); err != nil {
 					return fmt.Errorf("profile: %w", err)
 				}
-				fmt.Printf("CPU profile of backplane (%ds under the same load): %s\n", o.profileSeconds, o.cpuProfile)
+				fmt.Printf("CPU profile of %s (%ds under the same load): %s\n", g.label(), o.profileSeconds, o.cpuProfile)
+				break
 			}
 		}
 	}
 	return nil
 }
 
+// label names g with the version its clients speak.
+func (g *gateway) label() string {
+	if strings.Contains(g.name, "@") {
+		return g.name
+	}
+	return g.name + " (" + g.protocol + ")"
+}
+
+// isPeer reports whether g is one of the gateways Backplane is compared
+// with (not Backplane, not the raw floor).
+func (g *gateway) isPeer() bool { return g.name == "mcp-proxy" || g.name == "supergateway" }
+
+// report prints the medians of the rounds as a Markdown table, then each
+// Backplane's calls/s over the fastest peer's and its CPU per call over
+// the raw floor's.
+func report(gws []*gateway, all map[string][]result, o options) {
+	fmt.Printf("medians of %d rounds, %d clients (load per round in the lines above):\n\n", o.rounds, o.clients)
+	fmt.Println("| gateway | calls/s | p50 | p99 | CPU per call | upstream CPU per call | errors |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	med := map[string]result{}
+	for _, g := range gws {
+		m := median(all[g.name])
+		med[g.name] = m
+		errs := 0
+		for _, r := range all[g.name] {
+			errs += r.errors
+		}
+		fmt.Printf("| %s | %.0f | %s | %s | %s | %s | %d |\n", g.label(), m.callsPerSec, ms(m.p50), ms(m.p99), us(m.cpuPerCall), upstreamCPU(m), errs)
+	}
+	fmt.Println()
+	var raw *gateway
+	for _, g := range gws {
+		if g.name == "raw" {
+			raw = g
+		}
+	}
+	for _, b := range gws {
+		if !strings.HasPrefix(b.name, "backplane") {
+			continue
+		}
+		// Per round: over the fastest peer of that round (the same
+		// machine state).
+		var ratios []float64
+		for i, br := range all[b.name] {
+			fastest := 0.0
+			for _, p := range gws {
+				if p.isPeer() {
+					fastest = max(fastest, all[p.name][i].callsPerSec)
+				}
+			}
+			if fastest > 0 {
+				ratios = append(ratios, br.callsPerSec/fastest)
+			}
+		}
+		if len(ratios) > 0 {
+			slices.Sort(ratios)
+			fmt.Printf("%s / fastest peer, calls/s: median %.2fx (per round, sorted: %s)\n", b.label(), medianOf(ratios), fmtRatios(ratios))
+		}
+		if raw != nil && med[raw.name].cpuPerCall > 0 {
+			var cpu []float64
+			for i, br := range all[b.name] {
+				if rr := all[raw.name][i].cpuPerCall; rr > 0 {
+					cpu = append(cpu, float64(br.cpuPerCall)/float64(rr))
+				}
+			}
+			slices.Sort(cpu)
+			fmt.Printf("%s / raw net/http, CPU per call: median %.1fx (per round, sorted: %s)\n", b.label(), medianOf(cpu), fmtRatios(cpu))
+		}
+	}
+}
+
+func medianOf(v []float64) float64 {
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
 // startBackplane writes a configuration into dir and starts `backplane
 // serve`; name is backplane or backplane-b (the binary of -backplane-b),
 // with :K=V:K=V for more environment.
 func startBackplane(ctx context.Context, o options, name, dir string) (*gateway, error) {
-	bin, flagName := o.backplane, "-backplane"
-	if name == "backplane-b" || strings.HasPrefix(name, "backplane-b:") {
+	base, e, hasEnv := strings.Cut(name, ":")
+	base, version, hasVersion := strings.Cut(base, "@")
+	if !hasVersion {
+		version = o.protocol
+	}
+	if version != statelessVersion && version != sessionVersion {
+		return nil, fmt.Errorf("%s: protocol version %q: want %s or %s", name, version, statelessVersion, sessionVersion)
+	}
+	var bin, flagName string
+	switch base {
+	case "backplane":
+		bin, flagName = o.backplane, "-backplane"
+	case "backplane-b":
 		bin, flagName = o.backplaneB, "-backplane-b"
+	default:
+		return nil, fmt.Errorf("unknown gateway %q", name)
 	}
 	if bin == "" {
 		return nil, fmt.Errorf("%s is required", flagName)
 	}
 	var env []string
-	if _, e, ok := strings.Cut(name, ":"); ok {
+	if hasEnv {
 		env = strings.Split(e, ":")
 	}
 	port, err := freePort()
@@ -240,15 +353,16 @@ func startBackplane(ctx context.Context, o options, name, dir string) (*gateway,
 	}
 	// JSON is YAML: every string quoted, whatever the paths hold. One
 	// caller makes every call: serve.rate_limit (100/s by default) is off,
-	// or it would be what is measured.
+	// or it would be what is measured, and the caller may hold a session
+	// per client (16 by default).
 	cfg := fmt.Sprintf(`{
   "store": %q,
   "workspace": %q,
-  "serve": {"http": "127.0.0.1:%d", "tokens": {%q: "bench"}, "rate_limit": {"per_second": 0}},
+  "serve": {"http": "127.0.0.1:%d", "tokens": {%q: "bench"}, "rate_limit": {"per_second": 0}, "max_sessions_per_caller": %d},
   "policy": [{"caller": "bench", "allow": ["echo.echo"]}],
   "servers": [{"name": "echo", "command": [%q]}]
 }
-`, filepath.Join(dir, "state"), filepath.Join(dir, "workspace"), port, token, o.echo)
+`, filepath.Join(dir, "state"), filepath.Join(dir, "workspace"), port, token, max(16, o.clients), o.echo)
 	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o700); err != nil {
 		return nil, err
 	}
@@ -256,7 +370,7 @@ func startBackplane(ctx context.Context, o options, name, dir string) (*gateway,
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	g := &gateway{name: name, url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), tool: "echo.echo"}
+	g := &gateway{name: name, url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), tool: "echo.echo", protocol: version}
 	g.cmd = exec.CommandContext(ctx, bin, "serve", "--config", path)
 	g.cmd.Env = append(os.Environ(), env...)
 	if o.cpuProfile != "" {
@@ -279,9 +393,41 @@ func startMCPProxy(ctx context.Context, o options) (*gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gateway{name: "mcp-proxy", url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), tool: "echo"}
+	g := &gateway{name: "mcp-proxy", url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), tool: "echo", protocol: sessionVersion}
 	g.cmd = exec.CommandContext(ctx, o.mcpProxy, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--server", "stream", "--streamEndpoint", "/mcp", "--", o.echo)
+	return g, g.start(port)
+}
+
+// startSupergateway starts supergateway over the upstream, streamable
+// HTTP with a session per client (its stateless mode would start an
+// upstream per request), listening on 127.0.0.1 only (-loopback-js).
+func startSupergateway(ctx context.Context, o options) (*gateway, error) {
+	if o.supergateway == "" || o.loopbackJS == "" {
+		return nil, errors.New("-supergateway and -loopback-js are required")
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{name: "supergateway", url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), tool: "echo", protocol: sessionVersion}
+	g.cmd = exec.CommandContext(ctx, o.supergateway, "--stdio", o.echo, "--outputTransport", "streamableHttp",
+		"--stateful", "--port", strconv.Itoa(port), "--streamableHttpPath", "/mcp", "--logLevel", "none")
+	g.cmd.Env = append(os.Environ(), "NODE_OPTIONS=--require "+o.loopbackJS)
+	return g, g.start(port)
+}
+
+// startRaw starts the raw net/http floor (no upstream).
+func startRaw(ctx context.Context, o options) (*gateway, error) {
+	if o.rawHTTP == "" {
+		return nil, errors.New("-rawhttp is required")
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{name: "raw", url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), tool: "echo", protocol: sessionVersion}
+	g.cmd = exec.CommandContext(ctx, o.rawHTTP, "-addr", fmt.Sprintf("127.0.0.1:%d", port))
 	return g, g.start(port)
 }
 
@@ -344,11 +490,20 @@ func (g *gateway) open(ctx context.Context, n int) error {
 	// request and its standalone stream.
 	hc := &http.Client{Transport: bearerTransport{&http.Transport{MaxIdleConnsPerHost: 4 * n}}}
 	client := mcp.NewClient(&mcp.Implementation{Name: "httpload", Version: "v0"}, nil)
+	// At 2026-07-28 the client discovers and sends self-contained
+	// requests (its default); at 2025-11-25 it opens a session.
+	var copts *mcp.ClientSessionOptions
+	if g.protocol != statelessVersion {
+		copts = &mcp.ClientSessionOptions{ProtocolVersion: g.protocol}
+	}
 	for range n {
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url, HTTPClient: hc},
-			&mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url, HTTPClient: hc, MaxRetries: -1}, copts)
 		if err != nil {
 			return fmt.Errorf("connect: %w", err)
+		}
+		if v := cs.InitializeResult().ProtocolVersion; v != g.protocol {
+			cs.Close()
+			return fmt.Errorf("the client speaks %s with %s, want %s", v, g.name, g.protocol)
 		}
 		g.sessions = append(g.sessions, cs)
 	}
@@ -362,10 +517,7 @@ func (g *gateway) round(ctx context.Context, calls int) (result, error) {
 		return result{}, err
 	}
 	up0, _ := upstreamCPUTime(g.cmd.Process.Pid)
-	lat, wall, err := g.drive(ctx, calls, nil)
-	if err != nil {
-		return result{}, err
-	}
+	lat, wall, errs, first := g.drive(ctx, calls, nil)
 	cpu1, err := cpuTime(g.cmd.Process.Pid)
 	if err != nil {
 		return result{}, err
@@ -375,6 +527,9 @@ func (g *gateway) round(ctx context.Context, calls int) (result, error) {
 		p50:         percentile(lat, 50),
 		p99:         percentile(lat, 99),
 		cpuPerCall:  (cpu1 - cpu0) / time.Duration(calls),
+		errors:      errs,
+		firstError:  first,
+		load:        loadAverage(),
 	}
 	// The upstream's CPU time is measured over the same processes before
 	// and after (it is started once, at the gateway's start).
@@ -385,18 +540,19 @@ func (g *gateway) round(ctx context.Context, calls int) (result, error) {
 }
 
 // drive makes calls calls (or, with stop, calls until stop is closed) from
-// every session at once, and returns every call's latency and the wall
-// time. A call that fails or whose answer is not the echo is an error.
-func (g *gateway) drive(ctx context.Context, calls int, stop <-chan struct{}) ([]time.Duration, time.Duration, error) {
+// every client at once, and returns the latency of every call that
+// succeeded, the wall time, and how many failed (an error, the timeout,
+// an answer that is not the echo), with the first failure. A failure
+// does not stop the others.
+func (g *gateway) drive(ctx context.Context, calls int, stop <-chan struct{}) ([]time.Duration, time.Duration, int, string) {
 	var (
 		next  atomic.Int64
 		mu    sync.Mutex
 		lat   = make([]time.Duration, 0, calls)
-		first error
+		errs  int
+		first string
 		wg    sync.WaitGroup
 	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	start := time.Now()
 	for c, cs := range g.sessions {
 		wg.Go(func() {
@@ -410,20 +566,21 @@ func (g *gateway) drive(ctx context.Context, calls int, stop <-chan struct{}) ([
 					break
 				}
 				msg := fmt.Sprintf("call %d of session %d", i, c)
+				cctx, cancel := context.WithTimeout(ctx, g.timeout)
 				t0 := time.Now()
-				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: g.tool, Arguments: map[string]any{"message": msg}})
+				res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: g.tool, Arguments: map[string]any{"message": msg}})
 				d := time.Since(t0)
+				cancel()
 				if err == nil {
 					err = checkEcho(res, msg)
 				}
 				if err != nil {
 					mu.Lock()
-					if first == nil {
-						first = err
-						cancel()
+					if errs++; errs == 1 {
+						first = err.Error()
 					}
 					mu.Unlock()
-					return
+					continue
 				}
 				mine = append(mine, d)
 			}
@@ -433,7 +590,7 @@ func (g *gateway) drive(ctx context.Context, calls int, stop <-chan struct{}) ([
 		})
 	}
 	wg.Wait()
-	return lat, time.Since(start), first
+	return lat, time.Since(start), errs, first
 }
 
 // stopped reports whether stop (nil: never) is closed.
@@ -477,13 +634,18 @@ func (g *gateway) profile(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	alloc0, aerr := totalAlloc(g.pprof)
 	stop := make(chan struct{})
 	driven := make(chan error, 1)
 	var calls int
 	go func() {
-		lat, _, err := g.drive(ctx, 0, stop)
+		lat, _, errs, first := g.drive(ctx, 0, stop)
 		calls = len(lat)
-		driven <- err
+		if errs > 0 {
+			driven <- fmt.Errorf("%d calls failed while profiling, the first: %s", errs, first)
+			return
+		}
+		driven <- nil
 	}()
 	// The CPU profile and the allocations over the same seconds.
 	var wg sync.WaitGroup
@@ -507,11 +669,37 @@ func (g *gateway) profile(ctx context.Context, o options) error {
 	}
 	// The profile's samples divided by these calls give CPU per call by
 	// function.
+	alloc1, aerr1 := totalAlloc(g.pprof)
 	if cpu1, err := cpuTime(g.cmd.Process.Pid); err == nil && calls > 0 {
-		fmt.Printf("profiled: %d calls, CPU/call %s (load %s); allocations in %s.allocs\n",
-			calls, us((cpu1-cpu0)/time.Duration(calls)), loadAverage(), o.cpuProfile)
+		perCall := "?"
+		if aerr == nil && aerr1 == nil {
+			perCall = fmt.Sprintf("%.1f KB", float64(alloc1-alloc0)/float64(calls)/1000)
+		}
+		fmt.Printf("profiled: %d calls, CPU/call %s, allocated per call %s (the runtime's TotalAlloc; load %s); allocations in %s.allocs\n",
+			calls, us((cpu1-cpu0)/time.Duration(calls)), perCall, loadAverage(), o.cpuProfile)
 	}
 	return nil
+}
+
+// totalAlloc is the bytes the process at the pprof listener addr has
+// allocated so far (runtime.MemStats.TotalAlloc, as its allocs profile's
+// text form says it).
+func totalAlloc(addr string) (uint64, error) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/allocs?debug=1")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "# TotalAlloc = "); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("no TotalAlloc in the allocs profile")
 }
 
 // fetch writes what url answers into file.
@@ -658,6 +846,8 @@ func median(rs []result) result {
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%dus", d.Microseconds()) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
 
 func upstreamCPU(r result) string {
 	if !r.upstreamObserved {
