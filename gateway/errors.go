@@ -29,6 +29,7 @@ var (
 	ErrUnknownOutcome   = errors.New(string(tool.ClassUnknownOutcome))
 	ErrMalformedResult  = tool.ErrMalformedResult
 	ErrInvalidResult    = errors.New(string(tool.ClassInvalidResult))
+	ErrInputRequired    = errors.New(string(tool.ClassInputRequired))
 )
 
 var sentinels = map[tool.Class]error{
@@ -36,7 +37,7 @@ var sentinels = map[tool.Class]error{
 	tool.ClassForbidden: ErrForbidden, tool.ClassApprovalRequired: ErrApprovalRequired, tool.ClassBudgetExceeded: ErrBudgetExceeded,
 	tool.ClassResourceConflict: ErrResourceConflict, tool.ClassTimeout: ErrTimeout, tool.ClassCancelled: ErrCancelled,
 	tool.ClassExecutionFailure: ErrExecutionFailure, tool.ClassUnknownOutcome: ErrUnknownOutcome, tool.ClassMalformedResult: ErrMalformedResult,
-	tool.ClassInvalidResult: ErrInvalidResult,
+	tool.ClassInvalidResult: ErrInvalidResult, tool.ClassInputRequired: ErrInputRequired,
 }
 
 // Error is what a refused or failed call returns. Its JSON form is the wire
