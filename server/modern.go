@@ -228,10 +228,13 @@ func isModernRequest(req mcp.Request) bool {
 
 // modernClient is what an upstream may send during a 2026-07-28 call:
 // its progress and log messages reach the client on the request's own
-// stream; its requests (sampling, elicitation, roots) are not relayed,
-// since that revision has no server-to-client request in the middle of a
-// request (relaying them as input_required is the upstream connector's
-// side: see tool.Client).
+// stream; its input requests are answered by the client calling again
+// (tool.InputDeferrer, relayinput.go). A request sent in the middle of the
+// call (a 2025-11-25 upstream's server-to-client request) is refused:
+// that revision has none, and answering it through input_required would
+// hold the upstream's running call in this process across the client's
+// round trip, which a stateless replica cannot promise (the retry may
+// reach another one).
 type modernClient struct{ *sessionClient }
 
 func (modernClient) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {

@@ -92,4 +92,7 @@ func (e *InputRequiredError) Error() string {
 type InputAnswers struct {
 	Responses map[string]json.RawMessage
 	State     string
+	// Round counts the rounds of answers before these (0: the first), for
+	// a host that bounds how often a call may ask again.
+	Round int
 }
