@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The tests of this file put the built `backplane serve` between real
+// clients and one stdio upstream (backend/upstream's Go test server, which
+// speaks 2026-07-28 and whose tool elicit asks its client for a token
+// before it answers): several calls in flight at once on that one
+// upstream, each client asked and each answered with its own token (issue
+// 24). At 2026-07-28 the upstream's request reaches the client as an
+// input_required answer whose retry continues the call; at 2025-11-25 as
+// elicitation/create during the call.
+
+// inflightServe starts serve with the elicit upstream; alice may call it.
+func inflightServe(t *testing.T) (*gwDir, *serveProc, string) {
+	t.Helper()
+	logFile := filepath.Join(t.TempDir(), "upstream.log")
+	g := newGWDir(t, `builtin: {enable: []}
+policy:
+  - caller: alice
+    allow: ["go.*"]
+servers:
+  - name: go
+    command: [`+jsonString(mcpTestServer(t))+`]
+    env: [MCPTEST_ELICIT, MCPTEST_LOG]
+serve:
+  tokens: {"alice-token": alice}
+`)
+	g.setEnv("MCPTEST_ELICIT", "1")
+	g.setEnv("MCPTEST_LOG", logFile)
+	return g, startServe(t, g), logFile
+}
+
+// upstreamAnswered counts the retries the upstream answered with a token.
+func upstreamAnswered(t *testing.T, logFile string) int {
+	t.Helper()
+	data, err := os.ReadFile(logFile)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.Count(string(data), "elicit answered state=elicit-state-1")
+}
+
+// checkInflightJournal: every call of go.elicit is journaled, each first
+// attempt failed as input_required (2026-07-28) and each completed call
+// succeeded; none is uncertain.
+func checkInflightJournal(t *testing.T, g *gwDir, succeeded, inputRequired int) {
+	t.Helper()
+	got := map[string]int{}
+	for _, in := range g.journal(t) {
+		if in["tool"] == "go.elicit" {
+			got[fmt.Sprint(in["status"], " ", in["error_class"])]++
+		}
+	}
+	want := map[string]int{"succeeded <nil>": succeeded}
+	if inputRequired > 0 {
+		want["failed input_required"] = inputRequired
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("journal of go.elicit %v, want %v", got, want)
+	}
+}
+
+// TestServeInflightElicitationGoClient2026: two Go SDK v1.8.0 clients at
+// 2026-07-28, one call each at once.
+func TestServeInflightElicitationGoClient2026(t *testing.T) {
+	g, p, logFile := inflightServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const n = 2
+	asked := make(chan string, n)
+	gate := make(chan struct{})
+	type outcome struct {
+		name string
+		res  *mcp.CallToolResult
+		err  error
+	}
+	done := make(chan outcome, n)
+	for i := range n {
+		name := fmt.Sprintf("go-client-%d", i+1)
+		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "v1.8.0"}, &mcp.ClientOptions{
+			ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				if !strings.HasPrefix(req.Params.Message, "[asked by MCP server go, not by Backplane] ") || req.Params.Meta["backplane/server"] != "go" {
+					t.Errorf("%s was asked %q (_meta %v): not marked with its server", name, req.Params.Message, req.Params.Meta)
+				}
+				asked <- name
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"token": name}}, nil
+			},
+		})
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp",
+			HTTPClient: &http.Client{Transport: tokenTransport("alice-token")}, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+			t.Fatalf("%s speaks %s", name, v)
+		}
+		go func() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "go.elicit", Arguments: map[string]any{}})
+			done <- outcome{name, res, err}
+		}()
+	}
+	seen := map[string]bool{}
+	for len(seen) < n {
+		select {
+		case name := <-asked:
+			seen[name] = true
+		case o := <-done:
+			t.Fatalf("%s ended before every client was asked: %v %+v\n%s", o.name, o.err, o.res, p.log())
+		case <-ctx.Done():
+			t.Fatalf("asked only %v\n%s", seen, p.log())
+		}
+	}
+	close(gate)
+	for range n {
+		o := <-done
+		if o.err != nil {
+			t.Errorf("%s: %v", o.name, o.err)
+			continue
+		}
+		data, _ := json.Marshal(o.res.Content)
+		if o.res.IsError || !strings.Contains(string(data), `\"token\":\"`+o.name+`\"`) {
+			t.Errorf("%s got %s, want its own answer", o.name, data)
+		}
+	}
+	if got := upstreamAnswered(t, logFile); got != n {
+		t.Errorf("the upstream answered %d retries, want %d", got, n)
+	}
+	checkInflightJournal(t, g, n, n)
+}
+
+// inflightReport is what inflight.mjs prints.
+type inflightReport struct {
+	Calls []struct {
+		Client          string `json:"client"`
+		ProtocolVersion string `json:"protocolVersion"`
+		Result          *struct {
+			IsError bool                          `json:"isError"`
+			Content []struct{ Type, Text string } `json:"content"`
+		} `json:"result"`
+		Error *struct {
+			Code    any    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+		Asked []struct {
+			Message string         `json:"message"`
+			Meta    map[string]any `json:"meta"`
+		} `json:"asked"`
+	} `json:"calls"`
+}
+
+// runInflight runs inflight.mjs with the given SDK against serve.
+func runInflight(t *testing.T, p *serveProc, sdk string, n int) inflightReport {
+	t.Helper()
+	node, script := tsClient(t)
+	script = filepath.Join(filepath.Dir(script), "inflight.mjs")
+	if sdk == "v2" {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(script)), "mcp-peers", "node_modules", "@modelcontextprotocol", "client", "package.json")); err != nil {
+			t.Skip("@modelcontextprotocol/client is not installed in testdata/mcp-peers (npm ci there): " + err.Error())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script, sdk, p.base+"/mcp", "alice-token", "go.elicit", fmt.Sprint(n))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("inflight.mjs %s: %v\n%s\n%s\nserve:\n%s", sdk, err, out.String(), errOut.String(), p.log())
+	}
+	var r inflightReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("report %q: %v", out.String(), err)
+	}
+	if len(r.Calls) != n {
+		t.Fatalf("%d calls reported, want %d: %s", len(r.Calls), n, out.String())
+	}
+	for _, c := range r.Calls {
+		if c.Error != nil || c.Result == nil || c.Result.IsError || len(c.Result.Content) == 0 ||
+			!strings.Contains(c.Result.Content[0].Text, `"token":"`+c.Client+`"`) {
+			t.Errorf("%s: %s, want its own answer", c.Client, callJSON(c))
+		}
+		if len(c.Asked) != 1 || !strings.HasPrefix(c.Asked[0].Message, "[asked by MCP server go, not by Backplane] ") || c.Asked[0].Meta["backplane/server"] != "go" {
+			t.Errorf("%s was asked %s, want once, marked with its server", c.Client, callJSON(c.Asked))
+		}
+	}
+	return r
+}
+
+// TestServeInflightElicitationTSClient2026: two TypeScript SDK v2 (2.4.0)
+// clients at 2026-07-28, one call each at once.
+func TestServeInflightElicitationTSClient2026(t *testing.T) {
+	g, p, logFile := inflightServe(t)
+	r := runInflight(t, p, "v2", 2)
+	for _, c := range r.Calls {
+		if c.ProtocolVersion != "2026-07-28" {
+			t.Errorf("%s negotiated %q", c.Client, c.ProtocolVersion)
+		}
+	}
+	if got := upstreamAnswered(t, logFile); got != 2 {
+		t.Errorf("the upstream answered %d retries, want 2", got)
+	}
+	checkInflightJournal(t, g, 2, 2)
+}
+
+// TestServeInflightElicitationTSClient2025: two TypeScript SDK 1.32.2
+// sessions at 2025-11-25, one call each at once: each session gets
+// elicitation/create during its call (the upstream's input_required is
+// fulfilled by the call's own client), and the journal has one entry per
+// call.
+func TestServeInflightElicitationTSClient2025(t *testing.T) {
+	g, p, logFile := inflightServe(t)
+	r := runInflight(t, p, "v1", 2)
+	for _, c := range r.Calls {
+		if c.ProtocolVersion != "2025-11-25" {
+			t.Errorf("%s negotiated %q", c.Client, c.ProtocolVersion)
+		}
+	}
+	if got := upstreamAnswered(t, logFile); got != 2 {
+		t.Errorf("the upstream answered %d retries, want 2", got)
+	}
+	checkInflightJournal(t, g, 2, 0)
+}
