@@ -190,28 +190,38 @@ func resultTyped(res *mcp.CallToolResult, rt string) *mcp.CallToolResult {
 	return &out
 }
 
-// completeTyped sets resultType "complete" on the results of the methods
-// that may also answer input_required (prompts/get, resources/read), which
-// the SDK leaves unset on results its own handlers did not produce; other
-// results are returned as they are (the SDK types the rest).
+// completeTyped sets resultType on the results of the methods that may
+// also answer input_required (prompts/get, resources/read), which the SDK
+// leaves unset on results its own handlers did not produce: "complete",
+// or "input_required" for one that carries input requests or a request
+// state; other results are returned as they are (the SDK types the rest).
 func completeTyped(res mcp.Result) mcp.Result {
 	switch r := res.(type) {
 	case *mcp.GetPromptResult:
 		var out mcp.GetPromptResult
-		if json.Unmarshal([]byte(`{"messages":[],"resultType":"complete"}`), &out) != nil {
+		if json.Unmarshal([]byte(`{"messages":[],"resultType":"`+typeOf(r.InputRequests, r.RequestState)+`"}`), &out) != nil {
 			return res
 		}
 		out.Meta, out.Description, out.Messages, out.InputRequests, out.RequestState = r.Meta, r.Description, r.Messages, r.InputRequests, r.RequestState
 		return &out
 	case *mcp.ReadResourceResult:
 		var out mcp.ReadResourceResult
-		if json.Unmarshal([]byte(`{"contents":[],"resultType":"complete"}`), &out) != nil {
+		if json.Unmarshal([]byte(`{"contents":[],"resultType":"`+typeOf(r.InputRequests, r.RequestState)+`"}`), &out) != nil {
 			return res
 		}
 		out.Meta, out.Cacheable, out.Contents, out.InputRequests, out.RequestState = r.Meta, r.Cacheable, r.Contents, r.InputRequests, r.RequestState
 		return &out
 	}
 	return res
+}
+
+// typeOf is the resultType of a result with these input requests and
+// request state.
+func typeOf(reqs mcp.InputRequestMap, state string) string {
+	if len(reqs) > 0 || state != "" {
+		return "input_required"
+	}
+	return "complete"
 }
 
 // isModernRequest reports whether req carries 2026-07-28 _meta.

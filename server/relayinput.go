@@ -2,11 +2,13 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/gateway"
@@ -152,21 +154,112 @@ func (s *Server) inputRequests(mc modernCall, ir *tool.InputRequiredError) (mcp.
 }
 
 // continueInput makes cr the continuation of the call st names, with the
-// client's answers to the requests st lists (answers to others are left
-// out, as the revision says a server ignores what it did not ask for).
+// client's answers to the requests st lists.
 func (s *Server) continueInput(cr *gateway.CallRequest, st requestState, responses mcp.InputResponseMap) error {
+	in, err := answersOf(st, responses)
+	if err != nil {
+		return s.stateRefused(*cr, "tools/call", err.Error())
+	}
+	cr.Continues, cr.Input = st.Call, in
+	return nil
+}
+
+// answersOf are the client's answers to the requests st lists, with the
+// upstream's state (answers to others are left out, as the revision says
+// a server ignores what it did not ask for; one missing is not sent, and
+// the upstream asks again).
+func answersOf(st requestState, responses mcp.InputResponseMap) (*tool.InputAnswers, error) {
 	in := &tool.InputAnswers{State: st.Upstream, Responses: map[string]json.RawMessage{}, Round: st.Round}
 	for _, k := range st.Keys {
 		v, ok := responses[k]
 		if !ok {
-			continue // the upstream asks again for what is missing
+			continue
 		}
 		raw, err := json.Marshal(v)
 		if err != nil {
-			return s.stateRefused(*cr, "tools/call", fmt.Sprintf("inputResponses[%q] cannot be read: %v", k, err))
+			return nil, fmt.Errorf("inputResponses[%q] cannot be read: %v", k, err)
 		}
 		in.Responses[k] = raw
 	}
-	cr.Continues, cr.Input = st.Call, in
-	return nil
+	return in, nil
+}
+
+// asInputRequired finds the upstream's input requests in err.
+func asInputRequired(err error) (*tool.InputRequiredError, bool) {
+	var ir *tool.InputRequiredError
+	return ir, errors.As(err, &ir)
+}
+
+// resources/read and prompts/get (the other requests that may answer
+// input_required): the same relay, without a journal entry (a read or a
+// get is not a call: its retry is sent to the upstream again with the
+// answers, as the revision's retry is a new request). The state binds the
+// method, the caller, the resource's URI or the prompt's name, the
+// upstream's state, the requests' ids and an expiry.
+
+// contentVia is what goes with a resources/read or prompts/get of name to
+// the content source: the request's client (its session's for a
+// 2025-11-25 session, one that defers input at 2026-07-28) and, on a
+// retry, the client's answers to the upstream's requests, from the
+// verified state.
+func (s *Server) contentVia(req mcp.Request, caller, method, name, state string, responses mcp.InputResponseMap) (*tool.Call, modernCall, error) {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	via := &tool.Call{CallID: gateway.NewID("content"), Caller: caller}
+	if !isModernRequest(req) {
+		via.Session = s.sessionID(ss)
+		via.Client = newSessionClient(ss, nil)
+		return via, modernCall{}, nil
+	}
+	mc := modernCall{version: ModernProtocolVersion}
+	switch r := req.(type) {
+	case *mcp.ReadResourceRequest:
+		mc.client, mc.caps = r.ClientInfo(), r.ClientCapabilities()
+	case *mcp.GetPromptRequest:
+		mc.client, mc.caps = r.ClientInfo(), r.ClientCapabilities()
+	}
+	if ss != nil {
+		via.Client = modernClient{&sessionClient{ss: ss}}
+	}
+	if state == "" {
+		return via, mc, nil
+	}
+	cr := gateway.CallRequest{Caller: caller, Tool: name}
+	st, err := s.verifyState(cr, state, method)
+	if err != nil {
+		return nil, mc, err
+	}
+	if st.Server == "" {
+		return nil, mc, s.stateRefused(cr, method, "it names no upstream request")
+	}
+	if via.Input, err = answersOf(st, responses); err != nil {
+		return nil, mc, s.stateRefused(cr, method, err.Error())
+	}
+	return via, mc, nil
+}
+
+// relayContentInput answers input_required for a resources/read or
+// prompts/get of name whose upstream asks ir; a request the client cannot
+// be sent fails the request.
+func (s *Server) relayContentInput(mc modernCall, method, caller, name string, via *tool.Call, ir *tool.InputRequiredError) (mcp.Result, error) {
+	reqs, keys, why := s.inputRequests(mc, ir)
+	round := 0
+	if via.Input != nil {
+		round = via.Input.Round + 1
+	}
+	if why == "" && round >= maxInputRounds {
+		why = fmt.Sprintf("it asked again after %d rounds", round)
+	}
+	if why != "" {
+		s.log.Info("upstream input not relayed", "method", method, "name", name, "server", ir.Server, "reason", why)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: method + ": the upstream server " + ir.Server + " asked for input this request cannot relay: " + why}
+	}
+	state := s.states.sign(requestState{
+		Method: method, Caller: caller, Tool: name, Server: ir.Server, Upstream: ir.State, Keys: keys, Round: round,
+		Expires: time.Now().Add(inputStateTTL).Unix(),
+	})
+	meta := mcp.Meta{MetaServer: ir.Server}
+	if method == "resources/read" {
+		return &mcp.ReadResourceResult{Meta: meta, InputRequests: reqs, RequestState: state}, nil
+	}
+	return &mcp.GetPromptResult{Meta: meta, InputRequests: reqs, RequestState: state}, nil
 }

@@ -142,3 +142,45 @@ func TestModernInputStateReplayAndTamper(t *testing.T) {
 		t.Errorf("a client without elicitation: %+v", plain)
 	}
 }
+
+// TestModernApprovalThenUpstreamInput: a call that needs the caller's own
+// approval and whose upstream then asks for input takes three rounds
+// through the Go SDK client (the approval, the upstream's request, the
+// result): one approval request, consumed by the first attempt that ran,
+// and its continuation is not put to the person again.
+func TestModernApprovalThenUpstreamInput(t *testing.T) {
+	f := newFixture(t)
+	var done atomic.Int64
+	err := f.g.Register(context.Background(), tool.Tool{Name: "guarded", InputSchema: json.RawMessage(emptyObject), Safety: tool.Safety{RequiresApproval: true},
+		Backend: tool.BackendFunc(func(_ context.Context, c *tool.Call) (*tool.Result, error) {
+			if c.Input == nil {
+				return nil, &tool.InputRequiredError{Server: "up", Requests: map[string]tool.InputRequest{
+					"token": {Method: tool.RequestElicitation, Params: json.RawMessage(`{"message":"[asked by MCP server up, not by Backplane] token?","requestedSchema":{"type":"object","properties":{"token":{"type":"string"}}}}`)},
+				}}
+			}
+			done.Add(1)
+			return &tool.Result{Content: json.RawMessage(`{"content":[{"type":"text","text":"guarded ran"}]}`)}, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httpServer(t, server.New(f.g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}}))
+	var messages []string
+	cs := connectModern(t, hs.URL, "tok-alice", &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		messages = append(messages, req.Params.Message)
+		if strings.HasPrefix(req.Params.Message, "[asked by MCP server up") {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"token": "t"}}, nil
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+	}})
+	res := call(t, cs, "guarded", map[string]any{})
+	if res.IsError || text(res) != "guarded ran" || done.Load() != 1 {
+		t.Fatalf("result %q (ran %d times); asked %q", text(res), done.Load(), messages)
+	}
+	if len(messages) != 2 || !strings.HasPrefix(messages[0], "Backplane approval request") {
+		t.Errorf("asked %q, want the approval then the upstream's request", messages)
+	}
+	if a := approvalsOf(t, f.st, "guarded"); len(a) != 1 || a[0].ConsumedBy == "" {
+		t.Errorf("approvals %+v, want one, consumed", a)
+	}
+}

@@ -33,14 +33,17 @@ func inflightServe(t *testing.T) (*gwDir, *serveProc, string) {
 policy:
   - caller: alice
     allow: ["go.*"]
+    resources: ["test://elicit"]
+    prompts: [go.elicit]
 servers:
   - name: go
     command: [`+jsonString(mcpTestServer(t))+`]
-    env: [MCPTEST_ELICIT, MCPTEST_LOG]
+    env: [MCPTEST_ELICIT, MCPTEST_ELICIT_CONTENT, MCPTEST_LOG]
 serve:
   tokens: {"alice-token": alice}
 `)
 	g.setEnv("MCPTEST_ELICIT", "1")
+	g.setEnv("MCPTEST_ELICIT_CONTENT", "1")
 	g.setEnv("MCPTEST_LOG", logFile)
 	return g, startServe(t, g), logFile
 }
@@ -239,4 +242,60 @@ func TestServeInflightElicitationTSClient2025(t *testing.T) {
 		t.Errorf("the upstream answered %d retries, want 2", got)
 	}
 	checkInflightJournal(t, g, 2, 0)
+}
+
+// TestServeContentElicitation: a resources/read and a prompts/get whose
+// upstream asks for a token, through serve, with the Go SDK client at
+// 2026-07-28 (input_required, retried with the answer) and at 2025-11-25
+// (elicitation/create during the request): each gets its answer, and the
+// request it asks names its server.
+func TestServeContentElicitation(t *testing.T) {
+	_, p, logFile := inflightServe(t)
+	for _, era := range []struct {
+		name string
+		opts *mcp.ClientSessionOptions
+	}{{"2026-07-28", nil}, {"2025-11-25", sessionEra}} {
+		t.Run(era.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var asked []*mcp.ElicitParams
+			c := mcp.NewClient(&mcp.Implementation{Name: "content-client", Version: "v1.8.0"}, &mcp.ClientOptions{
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					asked = append(asked, req.Params)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"token": "tok-" + era.name}}, nil
+				},
+			})
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp",
+				HTTPClient: &http.Client{Transport: tokenTransport("alice-token")}, MaxRetries: -1}, era.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if v := cs.InitializeResult().ProtocolVersion; v != era.name {
+				t.Fatalf("speaks %s", v)
+			}
+			read, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://elicit"})
+			if err != nil || len(read.Contents) != 1 || read.Contents[0].Text != `resource {"token":"tok-`+era.name+`"}` {
+				t.Errorf("resources/read: %+v %v\n%s", read, err, p.log())
+			}
+			got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "go.elicit"})
+			if err != nil || len(got.Messages) != 1 || got.Messages[0].Content.(*mcp.TextContent).Text != `prompt {"token":"tok-`+era.name+`"}` {
+				t.Errorf("prompts/get: %+v %v\n%s", got, err, p.log())
+			}
+			if len(asked) != 2 {
+				t.Fatalf("asked %d times, want twice", len(asked))
+			}
+			for _, a := range asked {
+				if !strings.HasPrefix(a.Message, "[asked by MCP server go, not by Backplane] token for the ") || a.Meta["backplane/server"] != "go" {
+					t.Errorf("asked %q (_meta %v): not marked with its server", a.Message, a.Meta)
+				}
+			}
+		})
+	}
+	data, _ := os.ReadFile(logFile)
+	for _, want := range []string{"elicit resource answered state=elicit-resource-state", "elicit prompt answered state=elicit-prompt-state"} {
+		if n := strings.Count(string(data), want); n != 2 {
+			t.Errorf("%q logged %d times, want twice (once per era)", want, n)
+		}
+	}
 }
