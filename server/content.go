@@ -442,7 +442,7 @@ const unsubscribeTimeout = 10 * time.Second
 // subscribed to uri (the SDK's record), and to no other.
 func (s *Server) resourceUpdated(uri string) {
 	p := &mcp.ResourceUpdatedNotificationParams{URI: uri}
-	for _, srv := range []*mcp.Server{s.stdio, s.http} {
+	for _, srv := range []*mcp.Server{s.stdio, s.http, s.modern} {
 		srv.ResourceUpdated(context.Background(), p)
 	}
 }

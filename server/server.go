@@ -436,6 +436,10 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	return s
 }
 
+// listenCaller is the context key of the caller of a subscriptions/listen
+// request, for the resource subscriptions the SDK makes on its behalf.
+type listenCaller struct{}
+
 // callerFromToken is the caller of an HTTP request: the authentication
 // middleware put it there. A request without it is refused (fail closed).
 func callerFromToken(req mcp.Request) (string, error) {
@@ -473,6 +477,13 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		if subscribe {
 			opts.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
 				caller, err := callerOf(req)
+				if c, ok := ctx.Value(listenCaller{}).(string); err != nil && ok && c != "" {
+					// A subscriptions/listen stream's subscription: the SDK
+					// makes the request itself, without the listen
+					// request's authentication, which the middleware
+					// read.
+					caller, err = c, nil
+				}
 				if err != nil {
 					return err
 				}
@@ -528,6 +539,22 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: missing params"}
 				}
 				return s.callTool(ctx, r, caller)
+			case "subscriptions/listen":
+				// 2026-07-28: the SDK holds the stream, acknowledges what
+				// is offered and delivers what is sent to the session;
+				// the session is told of the changes of what its caller
+				// may see (listchanged.go), and its resource
+				// subscriptions are decided as resources/subscribe's are.
+				caller, err := callerOf(req)
+				if err != nil {
+					return nil, err
+				}
+				if p, ok := req.GetParams().(*mcp.SubscriptionsListenParams); ok && p != nil && p.Notifications != nil && p.Notifications.ToolsListChanged {
+					if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+						s.sawListen(ss, caller)
+					}
+				}
+				return next(context.WithValue(ctx, listenCaller{}, caller), method, req)
 			}
 			if contentMethods[method] && s.opts.Content != nil {
 				caller, err := callerOf(req)
