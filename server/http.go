@@ -39,7 +39,7 @@ func (s *Server) Handler() http.Handler {
 	// A 2026-07-28 request (modern.go) has no session: neither the
 	// session cap nor the tracking of a session's requests applies.
 	legacy := s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler))))
-	modern := s.sdkAuth()(s.checkRequestIDs(s.modernHandler))
+	modern := s.sdkAuth()(s.checkRequestIDs(s.checkParamHeaders(s.modernHandler)))
 	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.rateLimitHTTP(s.routeEra(modern, legacy)))), true))
 	s.serveMetadata(mux)
 	s.serveHooks(mux)

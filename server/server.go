@@ -344,10 +344,12 @@ type Server struct {
 	shutdown    bool           // Shutdown was called
 	httpServers []*http.Server // those ServeHTTP runs, stopped by Shutdown
 
-	changes listChanges    // list_changed to the sessions whose catalog changed
-	subs    subscriptions  // resource subscriptions of the sessions (content.go)
-	rates   *rateLimits    // each caller's bucket (ratelimit.go)
-	refused refusalSampler // sampling of the limits' refusals for the audit log
+	changes listChanges   // list_changed to the sessions whose catalog changed
+	subs    subscriptions // resource subscriptions of the sessions (content.go)
+	// paramHeaders are the tools' x-mcp-header bindings (paramheaders.go).
+	paramHeaders paramHeaderCache
+	rates        *rateLimits    // each caller's bucket (ratelimit.go)
+	refused      refusalSampler // sampling of the limits' refusals for the audit log
 
 	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
