@@ -51,7 +51,9 @@ func TestModernListenToolsListChanged(t *testing.T) {
 	register := func(name string) {
 		t.Helper()
 		err := f.g.Register(context.Background(), tool.Tool{Name: name, InputSchema: json.RawMessage(emptyObject),
-			Backend: tool.BackendFunc(func(context.Context, *tool.Call) (*tool.Result, error) { return &tool.Result{Content: json.RawMessage(`{}`)}, nil })})
+			Backend: tool.BackendFunc(func(context.Context, *tool.Call) (*tool.Result, error) {
+				return &tool.Result{Content: json.RawMessage(`{}`)}, nil
+			})})
 		if err != nil {
 			t.Fatal(err)
 		}
