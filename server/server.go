@@ -139,9 +139,16 @@
 // middle of a request: a self-approval is answered input_required, with
 // an elicitation request and a signed requestState bound to the exact
 // call (mrtr.go, requeststate.go), whose retry decides the same approval
-// record; ask_user_question has no channel and an upstream's requests are
-// not relayed. Each call's client (clientInfo) and protocol version are
-// recorded in its audit event.
+// record; an upstream's input requests (tools/call, resources/read,
+// prompts/get) are answered input_required too, with a signed state whose
+// retry continues the call (relayinput.go: the attempt is journaled failed
+// as input_required, its continuation once under its own key);
+// ask_user_question has no channel, and a 2025-11-25 upstream's requests
+// in the middle of a call are refused. subscriptions/listen hears the
+// changes of what its caller may see and its resources' updates; the
+// Mcp-Param-* headers of the gateway's tools are checked against the body
+// (paramheaders.go). Each call's client (clientInfo) and protocol version
+// are recorded in its audit event.
 package server
 
 import (
@@ -723,10 +730,9 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller 
 
 	if modern {
 		// 2026-07-28 forbids requests to the client in the middle of a
-		// request: a self-approval is put to it as input_required
-		// (mrtr.go); ask_user_question has no channel, and an upstream's
-		// requests are not relayed (its progress and logs are not
-		// either: they would need the request's stream).
+		// request: a self-approval and an upstream's input requests are
+		// put to it as input_required (mrtr.go, relayinput.go);
+		// ask_user_question has no channel.
 		return s.callModern(ctx, req, cr, mc)
 	}
 	// ask_user_question puts its question to this session's client.
