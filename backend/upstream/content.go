@@ -521,7 +521,7 @@ func (c *Content) ReadResource(ctx context.Context, uri string, via *tool.Call) 
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
 	return contentRounds(ctx, u, via, func(resp sdk.InputResponseMap, state string) (*sdk.ReadResourceResult, error) {
-		return l.sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri, InputResponses: resp, RequestState: state})
+		return l.sess.ReadResource(ctx, &sdk.ReadResourceParams{Meta: u.contentMeta(l, via), URI: uri, InputResponses: resp, RequestState: state})
 	}, func(r *sdk.ReadResourceResult) (sdk.InputRequestMap, string, bool) {
 		return r.InputRequests, r.RequestState, r.NeedsInput()
 	})
@@ -555,7 +555,7 @@ func (c *Content) GetPrompt(ctx context.Context, name string, args map[string]st
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
 	return contentRounds(ctx, p.u, via, func(resp sdk.InputResponseMap, state string) (*sdk.GetPromptResult, error) {
-		return l.sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: p.name, Arguments: args, InputResponses: resp, RequestState: state})
+		return l.sess.GetPrompt(ctx, &sdk.GetPromptParams{Meta: p.u.contentMeta(l, via), Name: p.name, Arguments: args, InputResponses: resp, RequestState: state})
 	}, func(r *sdk.GetPromptResult) (sdk.InputRequestMap, string, bool) {
 		return r.InputRequests, r.RequestState, r.NeedsInput()
 	})

@@ -276,3 +276,46 @@ func roundOf(reqs sdk.InputRequestMap, state string) (*inputRound, error) {
 	}
 	return r, nil
 }
+
+// callCapabilities are the client capabilities a call to a 2026-07-28
+// server declares in its _meta: what the bridge relays and the call's
+// client declared (tool.CapableClient), so that the server asks only for
+// what can be answered (nil: the connection's own, for a server of an
+// earlier revision or a client that does not say).
+func (u *Upstream) callCapabilities(l *link, c tool.Client) map[string]any {
+	cc, ok := c.(tool.CapableClient)
+	if !ok || !l.modern() {
+		return nil
+	}
+	caps := cc.Capabilities()
+	out := map[string]any{}
+	if u.bridge.Sampling && caps.Sampling {
+		out["sampling"] = map[string]any{}
+	}
+	if u.bridge.Roots && caps.Roots {
+		out["roots"] = map[string]any{}
+	}
+	if u.bridge.Elicitation && (caps.Elicitation || caps.ElicitationURL) {
+		e := map[string]any{}
+		if caps.Elicitation {
+			e["form"] = map[string]any{}
+		}
+		if caps.ElicitationURL {
+			e["url"] = map[string]any{}
+		}
+		out["elicitation"] = e
+	}
+	return out
+}
+
+// contentMeta is the _meta of a resources/read or prompts/get sent for via:
+// its client's capabilities, as callCapabilities says.
+func (u *Upstream) contentMeta(l *link, via *tool.Call) sdk.Meta {
+	if via == nil {
+		return nil
+	}
+	if caps := u.callCapabilities(l, via.Client); caps != nil {
+		return sdk.Meta{sdk.MetaKeyClientCapabilities: caps}
+	}
+	return nil
+}

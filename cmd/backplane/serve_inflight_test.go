@@ -299,3 +299,44 @@ func TestServeContentElicitation(t *testing.T) {
 		}
 	}
 }
+
+// TestServeCallCapabilities: a 2026-07-28 upstream is told, with each
+// call, the capabilities the caller declared that the bridge relays (here
+// elicitation and roots, not sampling), whatever the caller's revision.
+// (The Go SDK client declares roots unasked.)
+func TestServeCallCapabilities(t *testing.T) {
+	_, p, _ := inflightServe(t)
+	for _, tc := range []struct {
+		name string
+		opts *mcp.ClientOptions
+		era  *mcp.ClientSessionOptions
+		want string
+	}{
+		{"2026-07-28 with elicitation and sampling", &mcp.ClientOptions{
+			ElicitationHandler:   func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, nil },
+			CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { return nil, nil },
+		}, nil, `{"elicitation":{"form":{}},"roots":{}}`},
+		{"2026-07-28 with nothing", nil, nil, `{"roots":{}}`},
+		{"2025-11-25 with elicitation", &mcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, nil },
+		}, sessionEra, `{"elicitation":{"form":{}},"roots":{}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "caps", Version: "1"}, tc.opts).Connect(ctx, &mcp.StreamableClientTransport{
+				Endpoint: p.base + "/mcp", HTTPClient: &http.Client{Transport: tokenTransport("alice-token")}, MaxRetries: -1}, tc.era)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "go.declared", Arguments: map[string]any{}})
+			if err != nil || res.IsError || len(res.Content) != 1 {
+				t.Fatalf("%+v %v", res, err)
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; got != tc.want {
+				t.Errorf("the upstream was told %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -19,6 +19,8 @@
 //	MCPTEST_ELICIT      if set, add the tool elicit, which asks its client for an "operator token"
 //	                    in a form titled as a Backplane approval, and returns the answer's JSON
 //	                    (a multi round-trip request; logs "elicit asks", then "elicit answered state=S")
+//	                    and the tool declared, which answers with the client capabilities its
+//	                    call declared (JSON)
 //	MCPTEST_ELICIT_CONTENT if set, add the prompt elicit and the resource test://elicit, which ask
 //	                    for a token the same way and answer with it (logs "elicit prompt answered
 //	                    state=S", "elicit resource answered state=S")
@@ -311,6 +313,14 @@ func main() {
 					}},
 					RequestState: "elicit-state-1",
 				}, nil
+			})
+	}
+	if os.Getenv("MCPTEST_ELICIT") != "" {
+		s.AddTool(&mcp.Tool{Name: "declared", Description: "Answers with the client capabilities of the call.", InputSchema: json.RawMessage(emptySchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				data, _ := json.Marshal(req.Params.Meta[mcp.MetaKeyClientCapabilities])
+				return &mcp.CallToolResult{Content: text(string(data))}, nil
 			})
 	}
 	if os.Getenv("MCPTEST_ELICIT_CONTENT") != "" {
