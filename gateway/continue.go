@@ -38,6 +38,11 @@ import (
 //
 // A continuation may itself answer input_required (another round); each
 // round continues the one before it.
+//
+// Answers without a call to continue (CallRequest.Input alone: a client
+// answering an upstream that asked with no request state of its own to
+// echo) are handed to the backend with a call of its own, which goes
+// through every step, its approval included.
 
 // ContinuationKey is the idempotency key under which the continuation of
 // the call callID is recorded.
@@ -47,10 +52,6 @@ func ContinuationKey(callID string) string { return "continues:" + callID }
 // this call may continue, and makes this call its continuation.
 func (c *call) continuing(ctx context.Context) error {
 	id := c.req.Continues
-	if id == "" {
-		c.audit("approve", "continuation_refused", "reason", errInputWithoutContinues.Error())
-		return newError(tool.ClassValidation, "approve", errInputWithoutContinues.Error(), nil)
-	}
 	refuse := func(why string) error {
 		c.audit("approve", "continuation_refused", "continues", id, "reason", why)
 		return newError(tool.ClassForbidden, "approve", "this call cannot continue call "+id+": "+why, map[string]any{"continues": id})
@@ -92,6 +93,3 @@ func (c *call) settleInputRequired(ctx context.Context, in *tool.InputRequiredEr
 	e.cause = in
 	return e
 }
-
-// errInputWithoutContinues refuses answers that continue no call.
-var errInputWithoutContinues = errors.New("the call carries input answers but continues no call")

@@ -31,8 +31,8 @@ func askingBackend(_ context.Context, c *tool.Call) (*tool.Result, error) {
 // its budget released), and its error carries the backend's requests; the
 // retry continuing it runs with the answers, without a second approval;
 // the same retry made again replays the continuation's outcome, never a
-// second run; a continuation of another caller's call, or answers that
-// continue no call, are refused before anything runs.
+// second run; a continuation of another caller's call, or of another
+// call, is refused before anything runs.
 func TestInputRequiredAndItsContinuation(t *testing.T) {
 	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
 		f := newFixture(t, mk, config{Budgets: []budget.Quota{{Scope: budget.ScopeCaller, Quota: 5}}})
@@ -85,8 +85,8 @@ func TestInputRequiredAndItsContinuation(t *testing.T) {
 			t.Fatalf("the retry made twice: %+v %v (ran %d times)", again, err, danger.Count())
 		}
 
-		// bob cannot continue alice's call; answers without a call to
-		// continue are refused.
+		// bob cannot continue alice's call, nor alice another tool's or
+		// arguments' call.
 		f2 := f.tool("note", askingBackend)
 		_, err = f.call("alice", "note", args)
 		ge2 := gwErr(t, err, tool.ClassInputRequired)
@@ -96,12 +96,16 @@ func TestInputRequiredAndItsContinuation(t *testing.T) {
 		}
 		_, err = f.do(gateway.CallRequest{Caller: "alice", Tool: "note", Arguments: json.RawMessage(`{"text":"other"}`), Continues: ge2.CallID, Input: retry.Input})
 		gwErr(t, err, tool.ClassForbidden)
-		_, err = f.do(gateway.CallRequest{Caller: "alice", Tool: "note", Arguments: json.RawMessage(args), Input: retry.Input})
-		gwErr(t, err, tool.ClassValidation)
+		// Answers alone (an upstream that asked with no state): a call of
+		// its own, the answers handed to the backend.
+		own, err := f.do(gateway.CallRequest{Caller: "alice", Tool: "note", Arguments: json.RawMessage(args), Input: retry.Input})
+		if err != nil || string(own.Result) != `{"got":"t-1"}` || f.intent(own.CallID).IdempotencyKey != "" {
+			t.Errorf("answers without a call to continue: %+v %v", own, err)
+		}
 		// A continuation of a call that completed is refused too.
 		_, err = f.do(gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(args), Continues: res.CallID, Input: retry.Input})
 		gwErr(t, err, tool.ClassForbidden)
-		if f2.Count() != 1 || danger.Count() != 2 {
+		if f2.Count() != 2 || danger.Count() != 2 {
 			t.Errorf("a refused continuation ran: note %d, danger %d", f2.Count(), danger.Count())
 		}
 	})

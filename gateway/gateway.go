@@ -581,7 +581,7 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.req.Continues != "" || c.req.Input != nil {
+	if c.req.Continues != "" {
 		if err := c.continuing(ctx); err != nil {
 			return nil, err
 		}

@@ -83,6 +83,15 @@ func (s *Server) modernRetry(ctx context.Context, cr *gateway.CallRequest, p *mc
 	if st != nil && st.Call != "" {
 		return nil, s.continueInput(cr, *st, p.InputResponses)
 	}
+	if st == nil && len(p.InputResponses) > 0 {
+		// Answers with no state to echo (an upstream that asked without
+		// one): handed on with a call of its own (relayinput.go).
+		in, err := unboundAnswers(p.InputResponses)
+		if err != nil {
+			return nil, s.stateRefused(*cr, "tools/call", err.Error())
+		}
+		cr.Input = in
+	}
 	if !mc.elicits() {
 		return nil, nil
 	}

@@ -184,6 +184,30 @@ func answersOf(st requestState, responses mcp.InputResponseMap) (*tool.InputAnsw
 	return in, nil
 }
 
+// maxUnboundAnswers caps the answers a call without a request state may
+// hand on.
+const maxUnboundAnswers = 64
+
+// unboundAnswers are the answers of a call that carries no request state
+// (the revision's retry of a server that asked without one): handed to the
+// backend as they are, with a call of its own (no continuation, the
+// approval asked as for any call). The upstream treats them as it treats
+// any input it did not ask for.
+func unboundAnswers(responses mcp.InputResponseMap) (*tool.InputAnswers, error) {
+	if len(responses) > maxUnboundAnswers {
+		return nil, fmt.Errorf("%d inputResponses without a requestState, over the %d handed on", len(responses), maxUnboundAnswers)
+	}
+	in := &tool.InputAnswers{Responses: make(map[string]json.RawMessage, len(responses))}
+	for k, v := range responses {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("inputResponses[%q] cannot be read: %v", k, err)
+		}
+		in.Responses[k] = raw
+	}
+	return in, nil
+}
+
 // asInputRequired finds the upstream's input requests in err.
 func asInputRequired(err error) (*tool.InputRequiredError, bool) {
 	var ir *tool.InputRequiredError
@@ -220,10 +244,17 @@ func (s *Server) contentVia(req mcp.Request, caller, method, name, state string,
 	if ss != nil {
 		via.Client = modernClient{&sessionClient{ss: ss}}
 	}
+	cr := gateway.CallRequest{Caller: caller, Tool: name}
 	if state == "" {
+		if len(responses) > 0 {
+			in, err := unboundAnswers(responses)
+			if err != nil {
+				return nil, mc, s.stateRefused(cr, method, err.Error())
+			}
+			via.Input = in
+		}
 		return via, mc, nil
 	}
-	cr := gateway.CallRequest{Caller: caller, Tool: name}
 	st, err := s.verifyState(cr, state, method)
 	if err != nil {
 		return nil, mc, err
