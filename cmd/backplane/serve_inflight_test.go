@@ -313,7 +313,8 @@ func TestServeCallCapabilities(t *testing.T) {
 		want string
 	}{
 		{"2026-07-28 with elicitation and sampling", &mcp.ClientOptions{
-			ElicitationHandler:   func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, nil },
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, nil },
+			//lint:ignore SA1019 sampling is deprecated at 2026-07-28 and still in force: the test shows the bridge leaves it out
 			CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { return nil, nil },
 		}, nil, `{"elicitation":{"form":{}},"roots":{}}`},
 		{"2026-07-28 with nothing", nil, nil, `{"roots":{}}`},

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling and roots are deprecated at 2026-07-28 and still in force; the suite's input-required-result scenarios ask for them.
+
 package conformancefixture
 
 import (
@@ -233,7 +235,6 @@ func addMRTR(s *mcp.Server) {
 		if caps != nil && caps.Elicitation != nil {
 			reqs["user_name"] = elicitFor("What is your name?", "name", "string")
 		}
-		//lint:ignore SA1019 sampling is deprecated at 2026-07-28 and still in force; the scenario asks for it
 		if caps != nil && caps.Sampling != nil {
 			reqs["capital_question"] = samplingFor("What is the capital of France?", 100)
 		}
