@@ -481,6 +481,18 @@ type CallRequest struct {
 	// key nor created anew; a request for another call, or one already
 	// used, refuses the call (forbidden), and the call does not wait.
 	ApprovalID string
+	// Input, when set, is handed to the backend with the call
+	// (tool.Call.Input): the client's answers to the requests an earlier
+	// call's backend made (*tool.InputRequiredError), with the state the
+	// backend gave. It goes with Continues.
+	Input *tool.InputAnswers
+	// Continues, when set, is the id of the earlier call of this caller
+	// whose backend answered *tool.InputRequiredError, and makes this call
+	// its continuation (continue.go): the earlier call's approval stands
+	// for it, and it is recorded under the idempotency key
+	// continuationKey(Continues), so that a second retry carrying the same
+	// answers replays this call's outcome instead of running it again.
+	Continues string
 	// ClientInfo names the MCP client that made the call ("name/version",
 	// from its initialize or, in 2026-07-28, the request's _meta), and
 	// ProtocolVersion the MCP revision it spoke: both recorded in the
@@ -563,6 +575,7 @@ type call struct {
 	// preview stops a decision after its approval step (DecideRequest.Preview).
 	preview    bool
 	approvalID string // the approval the commit consumed, if any
+	continued  string // the call this one continues (checked: continue.go)
 
 	// The audit event's (and the span's) record of the steps; mu guards it
 	// and step against an interactive approver's goroutine.
@@ -588,6 +601,11 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 	needsApproval, err := c.authorize(ctx, args)
 	if err != nil {
 		return nil, err
+	}
+	if c.req.Continues != "" {
+		if err := c.continuing(ctx); err != nil {
+			return nil, err
+		}
 	}
 	// A repeated idempotency key returns what is recorded, before any
 	// approval or budget is asked for again.
@@ -749,6 +767,14 @@ func (c *call) recorded(ctx context.Context) (*store.Intent, error) {
 func (c *call) approveIfNeeded(ctx context.Context, needed bool) (string, error) {
 	if !needed {
 		c.audit("approve", "not_required")
+		return "", nil
+	}
+	if c.continued != "" {
+		// The call this one continues was approved (and consumed its
+		// approval) for exactly this caller, tool, definition and
+		// arguments: the retry carrying the client's answers is the same
+		// call, not a second one to approve.
+		c.audit("approve", "continued", "continues", c.continued)
 		return "", nil
 	}
 	approvalID, err := c.approve(ctx)

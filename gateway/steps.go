@@ -320,6 +320,7 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		CallID: c.id, Tool: t.Name, Caller: c.req.Caller, Session: c.req.Session, Arguments: c.req.Arguments,
 		Asker:  c.req.Asker,
 		Client: c.req.Client,
+		Input:  c.req.Input,
 		Path:   c.path, PathDenied: c.pathDenied,
 		CallerToken: c.req.CallerToken,
 	}
@@ -336,6 +337,10 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 	var invalid *tool.InvalidResultError
 	if errors.As(err, &invalid) {
 		return nil, c.settleInvalidResult(sctx, invalid) // invalidresult.go
+	}
+	var input *tool.InputRequiredError
+	if errors.As(err, &input) {
+		return nil, c.settleInputRequired(sctx, input) // continue.go
 	}
 	if err != nil {
 		status, class := store.StatusUncertain, tool.ClassUnknownOutcome

@@ -97,6 +97,9 @@ func find[T text](n *node, name T) int {
 var allowedKeywords = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"additional_properties": true, "description": true, "minimum": true, "items": true, "oneOf": true,
+	// An annotation of MCP 2026-07-28 (D5a): it names the HTTP header a
+	// client mirrors the property's value into, and constrains no value.
+	"x-mcp-header": true,
 }
 
 func compileBytes(data []byte, l Limits) (*Schema, error) {
@@ -147,6 +150,9 @@ func compileValue(v any, l Limits) (*Schema, error) {
 
 type compiler struct {
 	maxDepth int
+	// headers are the x-mcp-header names met so far, folded to lower
+	// case, with where (D5a: unique without case in one schema).
+	headers map[string]string
 	// all: collect errors (CompileAll) instead of stopping at the first. A
 	// schema object still stops at its first error other than an unknown
 	// keyword; its parent records that error and goes on with its siblings.
@@ -178,6 +184,65 @@ func (c *compiler) childFailed(err error) bool {
 	if c.all {
 		c.add(err)
 		return false
+	}
+	return true
+}
+
+// header checks an x-mcp-header annotation h at ptr, on a schema of kind
+// k (D5a): a non-empty HTTP token, unique without case in the schema, on
+// a string, integer or boolean property reached from the root through
+// properties alone.
+func (c *compiler) header(h any, ptr string, k kind) error {
+	hptr := ptr + "/x-mcp-header"
+	name, ok := h.(string)
+	if !ok || name == "" || !isToken(name) {
+		return schemaErr(ClassValidation, hptr, "x-mcp-header", "x-mcp-header must be a non-empty HTTP token (RFC 9110 tchar)", nil)
+	}
+	if k != kindString && k != kindInteger && k != kindBoolean {
+		return schemaErr(ClassUnsupported, hptr, "x-mcp-header", "x-mcp-header applies to a string, integer or boolean property", map[string]any{"type": k.String()})
+	}
+	if !staticallyReachable(ptr) {
+		return schemaErr(ClassUnsupported, hptr, "x-mcp-header", "x-mcp-header applies only to a property reached from the root through properties alone", nil)
+	}
+	key := strings.ToLower(name)
+	if other, dup := c.headers[key]; dup {
+		return schemaErr(ClassValidation, hptr, "x-mcp-header", fmt.Sprintf("x-mcp-header %q is used at %s too (names are compared without case)", name, other), nil)
+	}
+	if c.headers == nil {
+		c.headers = map[string]string{}
+	}
+	c.headers[key] = hptr
+	return nil
+}
+
+// staticallyReachable reports whether the schema at ptr is reached from
+// the root through properties alone (/properties/a/properties/b).
+func staticallyReachable(ptr string) bool {
+	if ptr == "" {
+		return false // the root is no property
+	}
+	segs := strings.Split(ptr[1:], "/")
+	if len(segs)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(segs); i += 2 {
+		if segs[i] != "properties" {
+			return false
+		}
+	}
+	return true
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110: 1*tchar).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
 	}
 	return true
 }
@@ -239,6 +304,9 @@ func (c *compiler) schema(v any, ptr string, depth int, root bool) (*node, error
 		}
 	}
 	if one, ok := m["oneOf"]; ok {
+		if _, ok := m["x-mcp-header"]; ok {
+			return nil, schemaErr(ClassUnsupported, ptr+"/x-mcp-header", "x-mcp-header", "x-mcp-header applies to a string, integer or boolean property, not to a oneOf", nil)
+		}
 		return c.oneOf(m, keys, one, ptr, depth, root)
 	}
 
@@ -266,6 +334,12 @@ func (c *compiler) schema(v any, ptr string, depth int, root bool) (*node, error
 	}
 	if root && n.kind != kindObject {
 		return nil, schemaErr(ClassUnsupported, ptr+"/type", "type", "only object tool schemas are supported", map[string]any{"type": n.kind.String()})
+	}
+
+	if h, ok := m["x-mcp-header"]; ok {
+		if err := c.header(h, ptr, n.kind); err != nil {
+			return nil, err
+		}
 	}
 
 	props := map[string]*node{}

@@ -1720,3 +1720,41 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// ---------------------------------------------------------------- D5a
+
+// TestD5aMCPHeader: x-mcp-header (MCP 2026-07-28) is an annotation the
+// subset accepts where the revision allows it, and constrains no value;
+// anywhere else, or malformed, the schema is refused.
+func TestD5aMCPHeader(t *testing.T) {
+	specRunSchemaCases(t, []specSchemaCase{
+		{name: "D5a on a string, an integer, a boolean and a nested property", schema: `{"type":"object","properties":{
+			"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"},
+			"b":{"type":"boolean","x-mcp-header":"Flag"},"o":{"type":"object","properties":{"id":{"type":"string","x-mcp-header":"Id"}}}}}`},
+		{name: "D5a at the root", schema: `{"type":"object","x-mcp-header":"Root"}`,
+			want: specSchemaErr(uns, "/x-mcp-header", "x-mcp-header")},
+		{name: "D5a on a number", schema: `{"type":"object","properties":{"x":{"type":"number","x-mcp-header":"X"}}}`,
+			want: specSchemaErr(uns, "/properties/x/x-mcp-header", "x-mcp-header", "type", "number")},
+		{name: "D5a on an object", schema: `{"type":"object","properties":{"x":{"type":"object","x-mcp-header":"X"}}}`,
+			want: specSchemaErr(uns, "/properties/x/x-mcp-header", "x-mcp-header", "type", "object")},
+		{name: "D5a in items", schema: `{"type":"object","properties":{"l":{"type":"array","items":{"type":"string","x-mcp-header":"L"}}}}`,
+			want: specSchemaErr(uns, "/properties/l/items/x-mcp-header", "x-mcp-header")},
+		{name: "D5a in a oneOf branch", schema: `{"type":"object","properties":{"a":{"oneOf":[{"type":"string","x-mcp-header":"A"}]}}}`,
+			want: specSchemaErr(uns, "/properties/a/oneOf/0/x-mcp-header", "x-mcp-header")},
+		{name: "D5a beside oneOf", schema: `{"type":"object","properties":{"a":{"oneOf":[{"type":"string"}],"x-mcp-header":"A"}}}`,
+			want: specSchemaErr(uns, "/properties/a/x-mcp-header", "x-mcp-header")},
+		{name: "D5a not a token", schema: `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Bad Name"}}}`,
+			want: specSchemaErr(vld, "/properties/a/x-mcp-header", "x-mcp-header")},
+		{name: "D5a empty", schema: `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":""}}}`,
+			want: specSchemaErr(vld, "/properties/a/x-mcp-header", "x-mcp-header")},
+		{name: "D5a not a string", schema: `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":5}}}`,
+			want: specSchemaErr(vld, "/properties/a/x-mcp-header", "x-mcp-header")},
+		{name: "D5a twice without case", schema: `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Region"},"b":{"type":"string","x-mcp-header":"REGION"}}}`,
+			want: specSchemaErr(vld, "/properties/b/x-mcp-header", "x-mcp-header")},
+	})
+	specRunArgCases(t, []specArgCase{
+		{name: "D5a constrains no value", schema: `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`, args: `{"region":"anything at all"}`},
+		{name: "D5a the property's own type still holds", schema: `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`, args: `{"region":5}`,
+			want: specArgErr("$arguments.region", "/region", "/properties/region/type", "type", "type", "string")},
+	})
+}

@@ -22,9 +22,14 @@ import (
 type ContentSource interface {
 	ListResources(ctx context.Context) ([]*mcp.Resource, error)
 	ListResourceTemplates(ctx context.Context) ([]*mcp.ResourceTemplate, error)
-	ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error)
+	// ReadResource and GetPrompt take the request's channels in via (its
+	// Client, Session, CallID and Input): an upstream that asks for input
+	// while it answers is answered through them, or returns
+	// *tool.InputRequiredError for a client that answers by calling
+	// again (relayinput.go).
+	ReadResource(ctx context.Context, uri string, via *tool.Call) (*mcp.ReadResourceResult, error)
 	ListPrompts(ctx context.Context) ([]*mcp.Prompt, error)
-	GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error)
+	GetPrompt(ctx context.Context, name string, args map[string]string, via *tool.Call) (*mcp.GetPromptResult, error)
 	// Complete answers completion/complete for a prompt or a resource
 	// template.
 	Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error)
@@ -109,9 +114,17 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 			s.auditContent(caller, policy.KindResource, uri, "deny", d.Reason)
 			return nil, &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + p.URI}
 		}
-		res, err := src.ReadResource(ctx, uri)
+		via, mc, err := s.contentVia(req, caller, "resources/read", uri, p.RequestState, p.InputResponses)
+		if err != nil {
+			return nil, err
+		}
+		res, err := src.ReadResource(ctx, uri, via)
 		if res != nil {
 			res.CacheScope = privateScope // granted per caller
+		}
+		if ir, ok := asInputRequired(err); ok {
+			s.auditContent(caller, policy.KindResource, uri, "input_required", d.Reason)
+			return s.relayContentInput(mc, "resources/read", caller, uri, via, ir)
 		}
 		s.auditContent(caller, policy.KindResource, uri, outcomeOf(err), d.Reason)
 		return res, contentError(err, codeResourceNotFound, "resource not found: "+p.URI)
@@ -140,7 +153,15 @@ func (s *Server) serveContent(ctx context.Context, method string, req mcp.Reques
 			s.auditContent(caller, policy.KindPrompt, p.Name, "deny", d.Reason)
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt: " + p.Name}
 		}
-		res, err := src.GetPrompt(ctx, p.Name, p.Arguments)
+		via, mc, err := s.contentVia(req, caller, "prompts/get", p.Name, p.RequestState, p.InputResponses)
+		if err != nil {
+			return nil, err
+		}
+		res, err := src.GetPrompt(ctx, p.Name, p.Arguments, via)
+		if ir, ok := asInputRequired(err); ok {
+			s.auditContent(caller, policy.KindPrompt, p.Name, "input_required", d.Reason)
+			return s.relayContentInput(mc, "prompts/get", caller, p.Name, via, ir)
+		}
 		s.auditContent(caller, policy.KindPrompt, p.Name, outcomeOf(err), d.Reason)
 		return res, contentError(err, jsonrpc.CodeInvalidParams, "unknown prompt: "+p.Name)
 	}
@@ -417,7 +438,7 @@ const unsubscribeTimeout = 10 * time.Second
 // subscribed to uri (the SDK's record), and to no other.
 func (s *Server) resourceUpdated(uri string) {
 	p := &mcp.ResourceUpdatedNotificationParams{URI: uri}
-	for _, srv := range []*mcp.Server{s.stdio, s.http} {
+	for _, srv := range []*mcp.Server{s.stdio, s.http, s.modern} {
 		srv.ResourceUpdated(context.Background(), p)
 	}
 }

@@ -128,12 +128,12 @@ func TestUpstreamResourceCollisionRefusedWhenRead(t *testing.T) {
 	}
 	ctx := context.Background()
 	const uri = "demo://resource/static/document/architecture.md"
-	_, err = content.ReadResource(ctx, uri)
+	_, err = content.ReadResource(ctx, uri, nil)
 	if !errors.Is(err, upstream.ErrAmbiguousContent) || !strings.Contains(err.Error(), "one and two") {
 		t.Errorf("read of a URI both list: %v, want ErrAmbiguousContent naming one and two", err)
 	}
 	for _, name := range []string{"one.simple-prompt", "two.simple-prompt"} {
-		if res, err := content.GetPrompt(ctx, name, nil); err != nil || len(res.Messages) == 0 {
+		if res, err := content.GetPrompt(ctx, name, nil, nil); err != nil || len(res.Messages) == 0 {
 			t.Errorf("%s: %+v %v", name, res, err)
 		}
 	}

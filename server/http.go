@@ -43,8 +43,9 @@ func (s *Server) Handler() http.Handler {
 	// session cap nor the tracking of a session's requests applies.
 	legacy := s.limitSessions(s.sdkAuth()(s.trackRequests(s.checkRequestIDs(s.httpHandler))))
 	// A 2026-07-28 tools/call is served by the fast path (fastpath.go),
-	// every other 2026-07-28 request by the SDK's stateless handler.
-	modern := s.sdkAuth()(s.fastCalls(s.checkRequestIDs(s.checkTaskName(s.modernHandler))))
+	// every other 2026-07-28 request by the SDK's stateless handler; the
+	// Mcp-Param-* headers of a call are checked before either.
+	modern := s.sdkAuth()(s.checkParamHeaders(s.fastCalls(s.checkRequestIDs(s.checkTaskName(s.modernHandler)))))
 	mux.Handle(PathMCP, s.streamDeadlines(s.checkOrigin(s.requireToken(s.rateLimitHTTP(s.routeEra(modern, legacy)))), true))
 	s.serveMetadata(mux)
 	s.serveHooks(mux)

@@ -39,6 +39,10 @@ type view struct {
 	caller   string
 	digest   string
 	notified bool // told of a change since it last listed
+	// listen: the session of a 2026-07-28 subscriptions/listen stream,
+	// which lists on other requests: each change is told, and the digest
+	// it was told of is the one the next change is compared with.
+	listen bool
 }
 
 // catalogDigest digests the tools caller may see, with their definitions.
@@ -84,6 +88,19 @@ func (s *Server) catalogChanged() {
 	}()
 }
 
+// sawListen records that ss is a subscriptions/listen stream of caller
+// asking for tools/list_changed: it is told of each change of what caller
+// may see from now on.
+func (s *Server) sawListen(ss *mcp.ServerSession, caller string) {
+	s.sawList(ss, caller)
+	if got, ok := s.changes.views.Load(ss); ok {
+		v := got.(*view)
+		v.mu.Lock()
+		v.listen = true
+		v.mu.Unlock()
+	}
+}
+
 func (s *Server) notifyChangedViews() {
 	var anyDue bool
 	s.changes.views.Range(func(k, val any) bool {
@@ -91,11 +108,16 @@ func (s *Server) notifyChangedViews() {
 		v.mu.Lock()
 		caller, digest, notified := v.caller, v.digest, v.notified
 		v.mu.Unlock()
-		if notified || s.catalogDigest(caller) == digest {
+		now := s.catalogDigest(caller)
+		if notified || now == digest {
 			return true
 		}
 		v.mu.Lock()
-		v.notified = true
+		if v.listen {
+			v.digest = now
+		} else {
+			v.notified = true
+		}
 		v.mu.Unlock()
 		s.changes.due.Store(k, struct{}{})
 		anyDue = true
@@ -104,7 +126,7 @@ func (s *Server) notifyChangedViews() {
 	if !anyDue {
 		return
 	}
-	for _, srv := range []*mcp.Server{s.stdio, s.http} {
+	for _, srv := range []*mcp.Server{s.stdio, s.http, s.modern} {
 		srv.AddTool(&mcp.Tool{Name: changeSentinel, InputSchema: json.RawMessage(`{"type":"object"}`)},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return &mcp.CallToolResult{IsError: true}, nil

@@ -209,28 +209,38 @@ func resultTyped(res *mcp.CallToolResult, rt string) *mcp.CallToolResult {
 // resultTyped copies it.
 var typedResults sync.Map // string -> *mcp.CallToolResult
 
-// completeTyped sets resultType "complete" on the results of the methods
-// that may also answer input_required (prompts/get, resources/read), which
-// the SDK leaves unset on results its own handlers did not produce; other
-// results are returned as they are (the SDK types the rest).
+// completeTyped sets resultType on the results of the methods that may
+// also answer input_required (prompts/get, resources/read), which the SDK
+// leaves unset on results its own handlers did not produce: "complete",
+// or "input_required" for one that carries input requests or a request
+// state; other results are returned as they are (the SDK types the rest).
 func completeTyped(res mcp.Result) mcp.Result {
 	switch r := res.(type) {
 	case *mcp.GetPromptResult:
 		var out mcp.GetPromptResult
-		if json.Unmarshal([]byte(`{"messages":[],"resultType":"complete"}`), &out) != nil {
+		if json.Unmarshal([]byte(`{"messages":[],"resultType":"`+typeOf(r.InputRequests, r.RequestState)+`"}`), &out) != nil {
 			return res
 		}
 		out.Meta, out.Description, out.Messages, out.InputRequests, out.RequestState = r.Meta, r.Description, r.Messages, r.InputRequests, r.RequestState
 		return &out
 	case *mcp.ReadResourceResult:
 		var out mcp.ReadResourceResult
-		if json.Unmarshal([]byte(`{"contents":[],"resultType":"complete"}`), &out) != nil {
+		if json.Unmarshal([]byte(`{"contents":[],"resultType":"`+typeOf(r.InputRequests, r.RequestState)+`"}`), &out) != nil {
 			return res
 		}
 		out.Meta, out.Cacheable, out.Contents, out.InputRequests, out.RequestState = r.Meta, r.Cacheable, r.Contents, r.InputRequests, r.RequestState
 		return &out
 	}
 	return res
+}
+
+// typeOf is the resultType of a result with these input requests and
+// request state.
+func typeOf(reqs mcp.InputRequestMap, state string) string {
+	if len(reqs) > 0 || state != "" {
+		return "input_required"
+	}
+	return "complete"
 }
 
 // isModernRequest reports whether req carries 2026-07-28 _meta.
@@ -247,10 +257,13 @@ func isModernRequest(req mcp.Request) bool {
 
 // modernClient is what an upstream may send during a 2026-07-28 call:
 // its progress and log messages reach the client on the request's own
-// stream; its requests (sampling, elicitation, roots) are not relayed,
-// since that revision has no server-to-client request in the middle of a
-// request (relaying them as input_required is the upstream connector's
-// side: see tool.Client).
+// stream; its input requests are answered by the client calling again
+// (tool.InputDeferrer, relayinput.go). A request sent in the middle of the
+// call (a 2025-11-25 upstream's server-to-client request) is refused:
+// that revision has none, and answering it through input_required would
+// hold the upstream's running call in this process across the client's
+// round trip, which a stateless replica cannot promise (the retry may
+// reach another one).
 type modernClient struct{ *sessionClient }
 
 func (modernClient) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {

@@ -46,32 +46,79 @@ func (a *askedApprover) Ask(_ context.Context, req *store.Approval) (gateway.App
 }
 
 // callModern runs a 2026-07-28 tools/call (cr is ready but for the
-// approver): a retry carrying a requestState and the person's answer
-// decides the approval first.
+// approver and the client): modernRetry reads what a retry carries, the
+// gateway runs the call, and modernAnswer makes its result. (Each part is
+// a function of its own, for every path that serves such a call.)
 func (s *Server) callModern(ctx context.Context, req *mcp.CallToolRequest, cr gateway.CallRequest, mc modernCall) (*mcp.CallToolResult, error) {
 	p := req.Params
 	// The fast path's requests (fastpath.go) have no session, and carry
 	// no progress token or log level: their client is the same, with
 	// nothing to send on.
 	cr.Client = modernClient{&sessionClient{ss: req.Session, token: p.GetProgressToken()}}
-	var asked *askedApprover
-	if mc.elicits() {
-		if p.RequestState != "" {
-			if err := s.answerApproval(ctx, cr, p); err != nil {
-				return nil, err
-			}
-		}
-		asked = &askedApprover{}
-		cr.Approver = asked
+	asked, err := s.modernRetry(ctx, &cr, p, mc)
+	if err != nil {
+		return nil, err
 	}
 	if declaresTasks(mc.caps) {
 		var now time.Duration // a task is answered at once (tasks.go)
 		cr.ApprovalWait = &now
 	}
 	res, err := s.runCall(ctx, cr)
+	return s.modernAnswer(ctx, cr, mc, asked, res, err)
+}
+
+// modernRetry prepares cr from what a 2026-07-28 call carries: a retry
+// with the requestState of an upstream's input requests continues that
+// call with the client's answers (relayinput.go); one with the state of
+// an approval records the person's answer first. It returns the approver
+// that notes an approval to put to the client, nil when the client cannot
+// be asked (it declared no elicitation) or the call continues an earlier
+// one (whose approval stands).
+func (s *Server) modernRetry(ctx context.Context, cr *gateway.CallRequest, p *mcp.CallToolParamsRaw, mc modernCall) (*askedApprover, error) {
+	var st *requestState
+	if p.RequestState != "" {
+		v, err := s.verifyState(*cr, p.RequestState, "tools/call")
+		if err != nil {
+			return nil, err
+		}
+		st = &v
+	}
+	if st != nil && st.Call != "" {
+		return nil, s.continueInput(cr, *st, p.InputResponses)
+	}
+	if st == nil && len(p.InputResponses) > 0 {
+		// Answers with no state to echo (an upstream that asked without
+		// one): handed on with a call of its own (relayinput.go).
+		in, err := unboundAnswers(p.InputResponses)
+		if err != nil {
+			return nil, s.stateRefused(*cr, "tools/call", err.Error())
+		}
+		cr.Input = in
+	}
+	if !mc.elicits() {
+		return nil, nil
+	}
+	if st != nil {
+		if err := s.answerApproval(ctx, *cr, *st, p); err != nil {
+			return nil, err
+		}
+	}
+	asked := &askedApprover{}
+	cr.Approver = asked
+	return asked, nil
+}
+
+// modernAnswer is the MCP answer of a 2026-07-28 call's outcome: an
+// approval to put to the client, or an upstream's input requests, as
+// input_required; else the result, typed complete.
+func (s *Server) modernAnswer(ctx context.Context, cr gateway.CallRequest, mc modernCall, asked *askedApprover, res *gateway.CallResult, err error) (*mcp.CallToolResult, error) {
 	var ge *gateway.Error
 	if asked != nil && asked.asked != nil && errors.As(err, &ge) && ge.Class == tool.ClassApprovalRequired {
 		return s.inputRequired(ctx, cr, asked.asked), nil
+	}
+	var ir *tool.InputRequiredError
+	if errors.As(err, &ge) && ge.Class == tool.ClassInputRequired && errors.As(err, &ir) {
+		return s.relayInput(cr, mc, ge, ir), nil
 	}
 	if task, ok := s.callAsTask(ctx, cr, mc, err); ok {
 		return nil, taskAnswer{task}
@@ -105,33 +152,53 @@ func (s *Server) inputRequired(ctx context.Context, cr gateway.CallRequest, a *s
 // request the elicitation decides (what the console and the CLI show).
 const MetaApprovalID = "backplane/approval_id"
 
-// answerApproval checks the requestState of a retry against the call it
-// comes with and records the person's answer, when there is one. A state
-// that fails verification, names another call, or whose approval is no
-// longer pending (a replay) is invalid params; a retry without an answer
-// goes on (the call is put to the person again).
-func (s *Server) answerApproval(ctx context.Context, cr gateway.CallRequest, p *mcp.CallToolParamsRaw) error {
-	refuse := func(why string) error {
-		s.refusals.warn(s.log, "request state "+cr.Caller, "2026-07-28 retry refused: its request state does not hold", "caller", cr.Caller, "tool", cr.Tool, "reason", why)
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: requestState refused: " + why}
-	}
-	st, err := s.states.verify(p.RequestState, time.Now())
+// stateRefused is the refusal of a retry whose requestState does not
+// hold, logged (rate-limited) with why.
+func (s *Server) stateRefused(cr gateway.CallRequest, method, why string) error {
+	s.refusals.warn(s.log, "request state "+cr.Caller, "2026-07-28 retry refused: its request state does not hold", "caller", cr.Caller, "tool", cr.Tool, "method", method, "reason", why)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + ": requestState refused: " + why}
+}
+
+// verifyState checks the requestState of a retry of method against the
+// call it comes with: signed by this server (or a replica with its key),
+// unexpired, issued for this method, to this caller, for this tool (or
+// prompt, or resource), this definition and these arguments.
+func (s *Server) verifyState(cr gateway.CallRequest, state, method string) (requestState, error) {
+	st, err := s.states.verify(state, time.Now())
 	if err != nil {
-		return refuse(err.Error())
+		return st, s.stateRefused(cr, method, err.Error())
+	}
+	switch {
+	case st.Method != method:
+		return st, s.stateRefused(cr, method, "it was issued for "+st.Method)
+	case st.Caller != cr.Caller:
+		return st, s.stateRefused(cr, method, "it was issued to another caller")
+	case st.Tool != cr.Tool:
+		return st, s.stateRefused(cr, method, fmt.Sprintf("it was issued for %q", st.Tool))
+	}
+	if method != "tools/call" {
+		return st, nil
 	}
 	digest, derr := canonjson.Digest(cr.Arguments)
 	_, defHash, known := s.g.Tool(cr.Tool)
 	switch {
-	case st.Method != "tools/call":
-		return refuse("it was issued for " + st.Method)
-	case st.Caller != cr.Caller:
-		return refuse("it was issued to another caller")
-	case st.Tool != cr.Tool:
-		return refuse(fmt.Sprintf("it was issued for tool %q", st.Tool))
 	case derr != nil || digest != st.Digest:
-		return refuse("it was issued for other arguments")
+		return st, s.stateRefused(cr, method, "it was issued for other arguments")
 	case !known || defHash != st.DefHash:
-		return refuse("the tool's definition changed since it was issued")
+		return st, s.stateRefused(cr, method, "the tool's definition changed since it was issued")
+	}
+	return st, nil
+}
+
+// answerApproval records the person's answer that a retry carries with
+// the (verified) state st of an approval, when there is one. A state whose
+// approval is not the call's or no longer pending (a replay) is invalid
+// params; a retry without an answer goes on (the call is put to the person
+// again).
+func (s *Server) answerApproval(ctx context.Context, cr gateway.CallRequest, st requestState, p *mcp.CallToolParamsRaw) error {
+	refuse := func(why string) error { return s.stateRefused(cr, "tools/call", why) }
+	if st.Approval == "" {
+		return refuse("it names no approval request")
 	}
 	a, err := s.g.GetApproval(ctx, st.Approval)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // subContent is a ContentSource that offers subscriptions only and counts
@@ -36,11 +37,11 @@ func (c *subContent) ListResources(context.Context) ([]*mcp.Resource, error) { r
 func (c *subContent) ListResourceTemplates(context.Context) ([]*mcp.ResourceTemplate, error) {
 	return nil, nil
 }
-func (c *subContent) ReadResource(context.Context, string) (*mcp.ReadResourceResult, error) {
+func (c *subContent) ReadResource(context.Context, string, *tool.Call) (*mcp.ReadResourceResult, error) {
 	return nil, errors.New("none")
 }
 func (c *subContent) ListPrompts(context.Context) ([]*mcp.Prompt, error) { return nil, nil }
-func (c *subContent) GetPrompt(context.Context, string, map[string]string) (*mcp.GetPromptResult, error) {
+func (c *subContent) GetPrompt(context.Context, string, map[string]string, *tool.Call) (*mcp.GetPromptResult, error) {
 	return nil, errors.New("none")
 }
 func (c *subContent) Complete(context.Context, *mcp.CompleteParams) (*mcp.CompleteResult, error) {

@@ -129,3 +129,26 @@ func decodeParams(raw json.RawMessage, v any) error {
 	}
 	return nil
 }
+
+// Capabilities implements tool.CapableClient: what the session's client
+// declared (for a 2026-07-28 request, the request's own _meta). A
+// 2025-11-25 client's roots cannot be told from none (see Request): they
+// are taken as declared, and the client asked.
+func (c *sessionClient) Capabilities() tool.Capabilities {
+	p := c.ss.InitializeParams()
+	if p == nil || p.Capabilities == nil {
+		return tool.Capabilities{}
+	}
+	caps := p.Capabilities
+	out := tool.Capabilities{
+		//lint:ignore SA1019 sampling and roots are deprecated at 2026-07-28 and still in force: an upstream may ask for them
+		Sampling: caps.Sampling != nil,
+		//lint:ignore SA1019 sampling and roots are deprecated at 2026-07-28 and still in force: an upstream may ask for them
+		Roots: caps.RootsV2 != nil || p.ProtocolVersion < ModernProtocolVersion,
+	}
+	if e := caps.Elicitation; e != nil {
+		out.Elicitation = e.Form != nil || e.URL == nil
+		out.ElicitationURL = e.URL != nil
+	}
+	return out
+}

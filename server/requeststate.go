@@ -14,13 +14,16 @@ import (
 
 // The requestState of a 2026-07-28 input_required answer passes through
 // the client, which must echo it unchanged: it is attacker-controlled
-// input. Backplane's names the approval request it stands for and binds it
-// to the exact call (caller, tool, definition hash, argument digest) and an
-// expiry, signed with HMAC-SHA256 under the server's request-state key
-// (Options.RequestStateKey, the same on every replica). A state that does
-// not verify, or that names another caller, tool, definition or arguments
-// than the retry's, is refused; one whose approval was already decided
-// (the decision is taken once, in the store) is refused as a replay.
+// input. Backplane's names what it stands for (the approval request put to
+// the client, or the call whose upstream asked for input, with that
+// upstream's own state) and binds it to the exact call (caller, tool,
+// definition hash, argument digest) and an expiry, signed with HMAC-SHA256
+// under the server's request-state key (Options.RequestStateKey, the same
+// on every replica). A state that does not verify, or that names another
+// caller, tool, definition or arguments than the retry's, is refused; one
+// whose approval was already decided (the decision is taken once, in the
+// store) is refused as a replay, and one whose call was already continued
+// replays that continuation's outcome (the continuation key, "continues:" and the attempt's id).
 
 // ErrRequestState is the refusal of a requestState that fails verification.
 var ErrRequestState = errors.New("server: request state refused")
@@ -29,19 +32,33 @@ var ErrRequestState = errors.New("server: request state refused")
 const stateVersion = 1
 
 // maxRequestStateBytes caps the requestState read: a signed state is a
-// few hundred bytes.
-const maxRequestStateBytes = 4 << 10
+// few hundred bytes, more with an upstream's own state in it (at most
+// maxUpstreamStateBytes, base64 of JSON-escaped text).
+const maxRequestStateBytes = 4<<10 + 3*maxUpstreamStateBytes
+
+// maxUpstreamStateBytes caps the upstream's requestState that Backplane
+// carries in its own: an upstream with a larger one gets no relay.
+const maxUpstreamStateBytes = 16 << 10
 
 // requestState is the signed payload.
 type requestState struct {
 	V        int    `json:"v"`
-	Method   string `json:"m"` // tools/call
-	Approval string `json:"a"` // the approval request's id
-	Caller   string `json:"c"`
-	Tool     string `json:"t"`
-	DefHash  string `json:"d"`
-	Digest   string `json:"g"` // the arguments' digest
-	Expires  int64  `json:"e"` // Unix seconds
+	Method   string `json:"m"`           // tools/call
+	Approval string `json:"a,omitempty"` // the approval request's id
+	// Of an upstream's input requests relayed (relayinput.go): the call
+	// (its journal entry) that the retry continues, the upstream server
+	// and its own state, the ids of the requests asked, and how many
+	// rounds came before.
+	Call     string   `json:"k,omitempty"`
+	Server   string   `json:"s,omitempty"`
+	Upstream string   `json:"u,omitempty"`
+	Keys     []string `json:"i,omitempty"`
+	Round    int      `json:"r,omitempty"`
+	Caller   string   `json:"c"`
+	Tool     string   `json:"t"`
+	DefHash  string   `json:"d"`
+	Digest   string   `json:"g"` // the arguments' digest
+	Expires  int64    `json:"e"` // Unix seconds
 }
 
 // stateSigner signs and verifies request states under one key.

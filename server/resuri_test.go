@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // uriContent is a content source that records the URIs it is asked for.
@@ -27,14 +28,14 @@ func (c *uriContent) ListResources(context.Context) ([]*mcp.Resource, error) {
 func (c *uriContent) ListResourceTemplates(context.Context) ([]*mcp.ResourceTemplate, error) {
 	return nil, nil
 }
-func (c *uriContent) ReadResource(_ context.Context, uri string) (*mcp.ReadResourceResult, error) {
+func (c *uriContent) ReadResource(_ context.Context, uri string, _ *tool.Call) (*mcp.ReadResourceResult, error) {
 	c.mu.Lock()
 	c.reads = append(c.reads, uri)
 	c.mu.Unlock()
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "read " + uri}}}, nil
 }
 func (c *uriContent) ListPrompts(context.Context) ([]*mcp.Prompt, error) { return nil, nil }
-func (c *uriContent) GetPrompt(context.Context, string, map[string]string) (*mcp.GetPromptResult, error) {
+func (c *uriContent) GetPrompt(context.Context, string, map[string]string, *tool.Call) (*mcp.GetPromptResult, error) {
 	return nil, nil
 }
 func (c *uriContent) Complete(context.Context, *mcp.CompleteParams) (*mcp.CompleteResult, error) {

@@ -147,11 +147,18 @@
 // middle of a request: a self-approval is answered input_required, with
 // an elicitation request and a signed requestState bound to the exact
 // call (mrtr.go, requeststate.go), whose retry decides the same approval
-// record; ask_user_question has no channel and an upstream's requests are
-// not relayed. A call that waits for an operator, from a 2026-07-28
-// client that declared the tasks extension, is answered with a task
-// (tasks.go) that any replica's tasks/get follows to the call's answer;
-// the task is the approval request. Each call's client (clientInfo) and
+// record; an upstream's input requests (tools/call, resources/read,
+// prompts/get) are answered input_required too, with a signed state whose
+// retry continues the call (relayinput.go: the attempt is journaled failed
+// as input_required, its continuation once under its own key);
+// ask_user_question has no channel, and a 2025-11-25 upstream's requests
+// in the middle of a call are refused. A call that waits for an operator,
+// from a 2026-07-28 client that declared the tasks extension, is answered
+// with a task (tasks.go) that any replica's tasks/get follows to the
+// call's answer; the task is the approval request. subscriptions/listen
+// hears the changes of what its caller may see and its resources'
+// updates; the Mcp-Param-* headers of the gateway's tools are checked
+// against the body (paramheaders.go). Each call's client (clientInfo) and
 // protocol version are recorded in its audit event.
 package server
 
@@ -358,10 +365,12 @@ type Server struct {
 	shutdown    bool           // Shutdown was called
 	httpServers []*http.Server // those ServeHTTP runs, stopped by Shutdown
 
-	changes listChanges    // list_changed to the sessions whose catalog changed
-	subs    subscriptions  // resource subscriptions of the sessions (content.go)
-	rates   *rateLimits    // each caller's bucket (ratelimit.go)
-	refused refusalSampler // sampling of the limits' refusals for the audit log
+	changes listChanges   // list_changed to the sessions whose catalog changed
+	subs    subscriptions // resource subscriptions of the sessions (content.go)
+	// paramHeaders are the tools' x-mcp-header bindings (paramheaders.go).
+	paramHeaders paramHeaderCache
+	rates        *rateLimits    // each caller's bucket (ratelimit.go)
+	refused      refusalSampler // sampling of the limits' refusals for the audit log
 
 	sessionIDs   sync.Map // *mcp.ServerSession -> string, for sessions without a transport id
 	httpRequests sync.Map // requestHeader value -> the HTTP request's context
@@ -455,6 +464,10 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	return s
 }
 
+// listenCaller is the context key of the caller of a subscriptions/listen
+// request, for the resource subscriptions the SDK makes on its behalf.
+type listenCaller struct{}
+
 // callerFromToken is the caller of an HTTP request: the authentication
 // middleware put it there. A request without it is refused (fail closed).
 func callerFromToken(req mcp.Request) (string, error) {
@@ -492,6 +505,13 @@ func (s *Server) newMCPServer(callerOf func(mcp.Request) (string, error)) *mcp.S
 		if subscribe {
 			opts.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
 				caller, err := callerOf(req)
+				if c, ok := ctx.Value(listenCaller{}).(string); err != nil && ok && c != "" {
+					// A subscriptions/listen stream's subscription: the SDK
+					// makes the request itself, without the listen
+					// request's authentication, which the middleware
+					// read.
+					caller, err = c, nil
+				}
 				if err != nil {
 					return err
 				}
@@ -559,6 +579,22 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 					return task, nil
 				}
 				return res, err
+			case "subscriptions/listen":
+				// 2026-07-28: the SDK holds the stream, acknowledges what
+				// is offered and delivers what is sent to the session;
+				// the session is told of the changes of what its caller
+				// may see (listchanged.go), and its resource
+				// subscriptions are decided as resources/subscribe's are.
+				caller, err := callerOf(req)
+				if err != nil {
+					return nil, err
+				}
+				if p, ok := req.GetParams().(*mcp.SubscriptionsListenParams); ok && p != nil && p.Notifications != nil && p.Notifications.ToolsListChanged {
+					if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+						s.sawListen(ss, caller)
+					}
+				}
+				return next(context.WithValue(ctx, listenCaller{}, caller), method, req)
 			}
 			if contentMethods[method] && s.opts.Content != nil {
 				caller, err := callerOf(req)
@@ -737,10 +773,9 @@ func (s *Server) runTool(ctx context.Context, req *mcp.CallToolRequest, caller s
 
 	if modern {
 		// 2026-07-28 forbids requests to the client in the middle of a
-		// request: a self-approval is put to it as input_required
-		// (mrtr.go); ask_user_question has no channel, and an upstream's
-		// requests are not relayed (its progress and logs are not
-		// either: they would need the request's stream).
+		// request: a self-approval and an upstream's input requests are
+		// put to it as input_required (mrtr.go, relayinput.go);
+		// ask_user_question has no channel.
 		return s.callModern(ctx, req, cr, mc)
 	}
 	// ask_user_question puts its question to this session's client.

@@ -51,6 +51,23 @@ type LogMessage struct {
 	Data   json.RawMessage
 }
 
+// Capabilities are the server requests the client behind a call declared
+// it answers (its MCP client capabilities).
+type Capabilities struct {
+	Sampling       bool // sampling/createMessage
+	Elicitation    bool // elicitation/create, form mode
+	ElicitationURL bool // elicitation/create, URL mode
+	Roots          bool // roots/list
+}
+
+// CapableClient is implemented by a [Client] that knows what its caller
+// declared. A backend whose server takes its client's capabilities with
+// each request (MCP 2026-07-28) declares no more than these, so that the
+// server does not ask for what the caller cannot give.
+type CapableClient interface {
+	Capabilities() Capabilities
+}
+
 // InputDeferrer is implemented by a [Client] whose caller answers a
 // server's requests by calling again (MCP 2026-07-28 multi round-trip
 // requests) rather than during the call. When DefersInput reports true, a
@@ -92,4 +109,7 @@ func (e *InputRequiredError) Error() string {
 type InputAnswers struct {
 	Responses map[string]json.RawMessage
 	State     string
+	// Round counts the rounds of answers before these (0: the first), for
+	// a host that bounds how often a call may ask again.
+	Round int
 }

@@ -141,6 +141,11 @@ const (
 	ClassExecutionFailure Class = "execution_failure"
 	ClassUnknownOutcome   Class = "unknown_outcome"
 	ClassMalformedResult  Class = "malformed_result"
+	// ClassInputRequired: the backend answered that the call cannot
+	// complete before the client answers its requests (MCP 2026-07-28
+	// input_required, see InputRequiredError); the call did not complete,
+	// and its retry carrying the answers is a call of its own.
+	ClassInputRequired Class = "input_required"
 	// ClassInvalidResult: the tool ran and its structuredContent breaks
 	// its declared outputSchema; the result is not handed on as a success.
 	ClassInvalidResult Class = "invalid_result"

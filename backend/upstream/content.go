@@ -504,8 +504,13 @@ func (c *Content) owner(uri string) (*Upstream, error) {
 	return found, nil
 }
 
-// ReadResource reads uri from the server that answers for it.
-func (c *Content) ReadResource(ctx context.Context, uri string) (*sdk.ReadResourceResult, error) {
+// ReadResource reads uri from the server that answers for it. via, when
+// set, is the request's client and the answers of a retry (its Client,
+// Session, CallID and Input; its tool and arguments are not used): a
+// server that asks for input while reading (a 2026-07-28 server's
+// input_required, an earlier one's requests during the read) is answered
+// as during a tool call (contentRounds).
+func (c *Content) ReadResource(ctx context.Context, uri string, via *tool.Call) (*sdk.ReadResourceResult, error) {
 	u, err := c.owner(uri)
 	if err != nil {
 		return nil, err
@@ -515,7 +520,11 @@ func (c *Content) ReadResource(ctx context.Context, uri string) (*sdk.ReadResour
 		return nil, fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	return l.sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
+	return contentRounds(ctx, u, via, func(resp sdk.InputResponseMap, state string) (*sdk.ReadResourceResult, error) {
+		return l.sess.ReadResource(ctx, &sdk.ReadResourceParams{Meta: u.contentMeta(l, via), URI: uri, InputResponses: resp, RequestState: state})
+	}, func(r *sdk.ReadResourceResult) (sdk.InputRequestMap, string, bool) {
+		return r.InputRequests, r.RequestState, r.NeedsInput()
+	})
 }
 
 // prompt finds the server of the prompt name (with its prefix) and the
@@ -534,8 +543,8 @@ func (c *Content) prompt(name string) (upPrompt, error) {
 }
 
 // GetPrompt gets the prompt name (as listed: with the server's prefix) from
-// the server that lists it.
-func (c *Content) GetPrompt(ctx context.Context, name string, args map[string]string) (*sdk.GetPromptResult, error) {
+// the server that lists it; via is as for ReadResource.
+func (c *Content) GetPrompt(ctx context.Context, name string, args map[string]string, via *tool.Call) (*sdk.GetPromptResult, error) {
 	p, err := c.prompt(name)
 	if err != nil {
 		return nil, err
@@ -545,7 +554,11 @@ func (c *Content) GetPrompt(ctx context.Context, name string, args map[string]st
 		return nil, fmt.Errorf("server %s: %w", p.u.srv.Name, err)
 	}
 	defer l.nudgeWhileWaiting().stop() // a stalled Go server: see nudge.go
-	return l.sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: p.name, Arguments: args})
+	return contentRounds(ctx, p.u, via, func(resp sdk.InputResponseMap, state string) (*sdk.GetPromptResult, error) {
+		return l.sess.GetPrompt(ctx, &sdk.GetPromptParams{Meta: p.u.contentMeta(l, via), Name: p.name, Arguments: args, InputResponses: resp, RequestState: state})
+	}, func(r *sdk.GetPromptResult) (sdk.InputRequestMap, string, bool) {
+		return r.InputRequests, r.RequestState, r.NeedsInput()
+	})
 }
 
 // Complete asks for completions of an argument of a prompt (ref/prompt,

@@ -55,15 +55,15 @@ func TestContentTemplates(t *testing.T) {
 		"test://q/one": "test://{x}/one read test://q/one",
 		"test://b/two": "test://b/{y} read test://b/two",
 	} {
-		res, err := c.ReadResource(ctx, uri)
+		res, err := c.ReadResource(ctx, uri, nil)
 		if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != want {
 			t.Errorf("read %s: %+v %v, want %q", uri, res, err, want)
 		}
 	}
-	if _, err := c.ReadResource(ctx, "test://b/one"); !errors.Is(err, ErrAmbiguousContent) {
+	if _, err := c.ReadResource(ctx, "test://b/one", nil); !errors.Is(err, ErrAmbiguousContent) {
 		t.Errorf("a URI both templates match: %v, want ErrAmbiguousContent", err)
 	}
-	if _, err := c.ReadResource(ctx, "other://x"); !errors.Is(err, ErrUnknownContent) {
+	if _, err := c.ReadResource(ctx, "other://x", nil); !errors.Is(err, ErrUnknownContent) {
 		t.Errorf("a URI no template matches: %v, want ErrUnknownContent", err)
 	}
 	res, err := c.Complete(ctx, &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/resource", URI: "test://b/{y}"}, Argument: sdk.CompleteParamsArgument{Name: "y", Value: "tw"}})
@@ -186,19 +186,19 @@ func TestContentSharedByTwoServers(t *testing.T) {
 		t.Errorf("prompts %q, want one.help and two.help", names)
 	}
 	for _, who := range []string{"one", "two"} {
-		res, err := c.GetPrompt(ctx, who+".help", nil)
+		res, err := c.GetPrompt(ctx, who+".help", nil, nil)
 		if err != nil || res.Description != "help of "+who {
 			t.Errorf("%s.help: %+v %v", who, res, err)
 		}
 	}
-	if _, err := c.GetPrompt(ctx, "help", nil); !errors.Is(err, ErrUnknownContent) {
+	if _, err := c.GetPrompt(ctx, "help", nil, nil); !errors.Is(err, ErrUnknownContent) {
 		t.Errorf("the bare name: %v, want ErrUnknownContent", err)
 	}
 	res, err := c.ListResources(ctx)
 	if err != nil || len(res) != 1 || res[0].URI != "test://shared/doc" {
 		t.Errorf("resources %+v %v, want the shared URI once", res, err)
 	}
-	_, err = c.ReadResource(ctx, "test://shared/doc")
+	_, err = c.ReadResource(ctx, "test://shared/doc", nil)
 	if !errors.Is(err, ErrAmbiguousContent) || !strings.Contains(err.Error(), "one and two") {
 		t.Errorf("read of the shared URI: %v, want ErrAmbiguousContent naming one and two", err)
 	}
@@ -215,7 +215,7 @@ func TestContentSharedByTwoServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.GetPrompt(ctx, "help", nil)
+	_, err = c.GetPrompt(ctx, "help", nil, nil)
 	if !errors.Is(err, ErrAmbiguousContent) || !strings.Contains(err.Error(), "a and b") {
 		t.Errorf("help of two servers with prefix \"\": %v, want ErrAmbiguousContent naming a and b", err)
 	}

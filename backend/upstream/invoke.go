@@ -77,6 +77,12 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 		//lint:ignore SA1019 logging is deprecated at 2026-07-28 and still in force; upstream log messages are relayed
 		params.Meta[sdk.MetaKeyLogLevel] = "debug"
 	}
+	if meta := u.callCapabilities(l, call.Client); meta != nil {
+		if params.Meta == nil {
+			params.Meta = sdk.Meta{}
+		}
+		params.Meta[sdk.MetaKeyClientCapabilities] = meta
+	}
 	var asked bool // a round answered input_required
 	if call.Input != nil {
 		// The retry of a call answered *tool.InputRequiredError.

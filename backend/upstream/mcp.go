@@ -28,7 +28,10 @@
 //     annotations are invalid is not offered, and the refused-tools report
 //     ([Upstream.Visibility]) says why. A server's input_required answer
 //     is relayed to the client of that call and the call retried with its
-//     answers (mrtr.go). At 2025-11-25 over HTTP, a call's SSE stream the
+//     answers, or handed back to a client that answers by calling again
+//     (tool.InputDeferrer); so is one to resources/read and prompts/get
+//     (mrtr.go). Each request declares the capabilities its caller
+//     declared that the bridge relays (tool.CapableClient). At 2025-11-25 over HTTP, a call's SSE stream the
 //     server closes mid-call is resumed with Last-Event-ID as often as it
 //     is closed (transport.go's polls).
 //   - Catalog. tools/list is followed page by page (nextCursor). Each tool

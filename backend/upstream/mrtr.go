@@ -197,3 +197,125 @@ func (u *Upstream) fulfilOne(ctx context.Context, in *inflight, req inputRequest
 	}
 	return raw, err
 }
+
+// contentRounds runs a resources/read or prompts/get (send, one round with
+// the answers and state of the round before) until the server answers
+// without asking for input (needs reads a result: its requests, its
+// state, whether it asks). Its requests go to via's client as those of a
+// tools/call do: deferred to a client that answers by calling again
+// (*tool.InputRequiredError), else relayed and the server asked again.
+// While it runs, the request counts as a call in flight of via's session,
+// so that a 2025-11-25 server's requests during it reach that client under
+// the same rules as during a call (bridge.go). A read or a get is not a
+// journaled call: the rounds of a retry are simply sent again.
+func contentRounds[R any](ctx context.Context, u *Upstream, via *tool.Call, send func(sdk.InputResponseMap, string) (R, error), needs func(R) (sdk.InputRequestMap, string, bool)) (R, error) {
+	var zero R
+	if via == nil {
+		via = &tool.Call{}
+	}
+	in := u.calls.begin(ctx, via)
+	defer u.calls.end(in)
+	var responses sdk.InputResponseMap
+	var state string
+	if via.Input != nil {
+		var err error
+		if responses, err = answers(via.Input); err != nil {
+			return zero, err
+		}
+		state = via.Input.State
+	}
+	defers := false
+	if d, ok := via.Client.(tool.InputDeferrer); ok {
+		defers = d.DefersInput()
+	}
+	shed := 0
+	for round := 1; ; round++ {
+		res, err := send(responses, state)
+		if err != nil {
+			return zero, err
+		}
+		reqs, st, asks := needs(res)
+		if !asks {
+			return res, nil
+		}
+		r, err := roundOf(reqs, st)
+		if err != nil {
+			return zero, err
+		}
+		if len(r.requests) == 0 {
+			shed++
+		}
+		switch {
+		case shed >= maxShedRounds:
+			return zero, fmt.Errorf("upstream %s answered input_required with no request %d times (load shedding): giving up", u.srv.Name, shed)
+		case round >= maxRounds:
+			return zero, fmt.Errorf("upstream %s still asked for input after %d rounds: giving up", u.srv.Name, round)
+		}
+		if defers && len(r.requests) > 0 {
+			return zero, u.deferred(ctx, in, r)
+		}
+		if responses, err = u.fulfil(ctx, in, r); err != nil {
+			return zero, err
+		}
+		state = r.state
+	}
+}
+
+// roundOf is the inputRound of the SDK's decoded requests.
+func roundOf(reqs sdk.InputRequestMap, state string) (*inputRound, error) {
+	r := &inputRound{state: state}
+	if len(reqs) == 0 {
+		return r, nil
+	}
+	data, err := json.Marshal(reqs)
+	if err == nil {
+		err = json.Unmarshal(data, &r.requests)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: the input_required result: inputRequests: %v", tool.ErrMalformedResult, err)
+	}
+	return r, nil
+}
+
+// callCapabilities are the client capabilities a call to a 2026-07-28
+// server declares in its _meta: what the bridge relays and the call's
+// client declared (tool.CapableClient), so that the server asks only for
+// what can be answered (nil: the connection's own, for a server of an
+// earlier revision or a client that does not say).
+func (u *Upstream) callCapabilities(l *link, c tool.Client) map[string]any {
+	cc, ok := c.(tool.CapableClient)
+	if !ok || !l.modern() {
+		return nil
+	}
+	caps := cc.Capabilities()
+	out := map[string]any{}
+	if u.bridge.Sampling && caps.Sampling {
+		out["sampling"] = map[string]any{}
+	}
+	if u.bridge.Roots && caps.Roots {
+		out["roots"] = map[string]any{}
+	}
+	if u.bridge.Elicitation && (caps.Elicitation || caps.ElicitationURL) {
+		e := map[string]any{}
+		if caps.Elicitation {
+			e["form"] = map[string]any{}
+		}
+		if caps.ElicitationURL {
+			e["url"] = map[string]any{}
+		}
+		out["elicitation"] = e
+	}
+	return out
+}
+
+// contentMeta is the _meta of a resources/read or prompts/get sent for via:
+// its client's capabilities, as callCapabilities says.
+func (u *Upstream) contentMeta(l *link, via *tool.Call) sdk.Meta {
+	if via == nil {
+		return nil
+	}
+	if caps := u.callCapabilities(l, via.Client); caps != nil {
+		return sdk.Meta{sdk.MetaKeyClientCapabilities: caps}
+	}
+	return nil
+}

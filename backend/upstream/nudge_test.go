@@ -57,7 +57,7 @@ func TestStalledServerIsNudgedForPrompts(t *testing.T) {
 	for i := range 2 {
 		start := time.Now()
 		pctx, pcancel := context.WithTimeout(ctx, deadline)
-		res, err := c.GetPrompt(pctx, "go.stall", nil) // server go, default prefix
+		res, err := c.GetPrompt(pctx, "go.stall", nil, nil) // server go, default prefix
 		pcancel()
 		took := time.Since(start)
 		if err != nil {

@@ -89,7 +89,10 @@ func TestListChangedReachesConcernedSessions(t *testing.T) {
 		cs *sdk.ClientSession
 		n  atomic.Int64
 	}
-	client := func(caller string) *counted {
+	// A 2026-07-28 client (the SDK's default) with a list_changed handler
+	// opens subscriptions/listen, asking to be told: "never listed" means
+	// something only for a 2025-11-25 session, which quiet is.
+	client := func(caller string, opts *sdk.ClientSessionOptions) *counted {
 		c := &counted{}
 		s := server.New(e.g, &server.Options{StdioCaller: caller})
 		ct, st := sdk.NewInMemoryTransports()
@@ -98,7 +101,7 @@ func TestListChangedReachesConcernedSessions(t *testing.T) {
 		}
 		cs, err := sdk.NewClient(&sdk.Implementation{Name: caller, Version: "1"}, &sdk.ClientOptions{
 			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.n.Add(1) },
-		}).Connect(context.Background(), ct, nil)
+		}).Connect(context.Background(), ct, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +120,7 @@ func TestListChangedReachesConcernedSessions(t *testing.T) {
 		}
 		return out
 	}
-	alice, quiet, bob := client("alice"), client("alice"), client("bob")
+	alice, quiet, bob := client("alice", nil), client("alice", &sdk.ClientSessionOptions{ProtocolVersion: Protocol20251125}), client("bob", nil)
 	if names(alice)["go.extra"] {
 		t.Fatal("go.extra is listed before it is added")
 	}

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,5 +146,88 @@ func TestBalancerStatelessQuota(t *testing.T) {
 	spendQuota(ctx, t, g, css, perClient, quota, seen)
 	if n := len(seen.snapshot()); n < 3 {
 		t.Errorf("requests reached %v: want all three replicas", seen.snapshot())
+	}
+}
+
+// TestBalancerStatelessUpstreamInput: issue 24. A 2026-07-28 client behind
+// the round-robin balancer calls a tool whose upstream (each replica's own
+// stdio copy of it) asks for input: the input_required answer comes from
+// one replica, and the retry carrying the answer, signed state and all,
+// continues the call on whichever replica the balancer picks. Every call
+// gets its own answer, each attempt is journaled once as input_required
+// and each continuation once as succeeded.
+func TestBalancerStatelessUpstreamInput(t *testing.T) {
+	db := newPGSchema(t)
+	logFile := filepath.Join(t.TempDir(), "upstream.log")
+	g := newGWDir(t, fmt.Sprintf(replicasConfig, db.url, "{lease_ttl: 15s}", `  request_state_key_env: BACKPLANE_TEST_STATE_KEY
+policy:
+  - caller: alice
+    allow: ["go.*"]
+servers:
+  - name: go
+    command: [`+jsonString(mcpTestServer(t))+`]
+    env: [MCPTEST_ELICIT, MCPTEST_LOG]
+`))
+	g.setEnv("BACKPLANE_TEST_STATE_KEY", "a request-state key shared by the three replicas, 32+ bytes")
+	g.setEnv("MCPTEST_ELICIT", "1")
+	g.setEnv("MCPTEST_LOG", logFile)
+	reps := startReplicas(t, g, "A", "B", "C")
+	b := startBalancer(t, reps, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	var mu sync.Mutex
+	var calls []string // the replica that answered each tools/call request, in order
+	base := tokenTransport("alice-token")
+	tr := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := base.RoundTrip(r)
+		if err == nil && r.Header.Get("Mcp-Method") == "tools/call" {
+			mu.Lock()
+			calls = append(calls, resp.Header.Get(replicaHeader))
+			mu.Unlock()
+		}
+		return resp, err
+	})
+	var token string
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "balancer-input", Version: "v0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"token": token}}, nil
+		},
+	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.base + "/mcp", HTTPClient: &http.Client{Transport: tr}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	const n = 6
+	for i := range n {
+		token = fmt.Sprintf("token-%d", i)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "go.elicit", Arguments: map[string]any{}})
+		if err != nil || res.IsError || len(res.Content) != 1 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"token":"`+token+`"`) {
+			t.Fatalf("call %d: %+v %v (class %q)", i, res, err, errorClass(res))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	moved := 0
+	for i := 0; i+1 < len(calls); i += 2 {
+		if calls[i] != "" && calls[i+1] != "" && calls[i] != calls[i+1] {
+			moved++
+		}
+	}
+	t.Logf("tools/call requests answered by %v", calls)
+	if len(calls) != 2*n || moved == 0 {
+		t.Errorf("%d tools/call requests, %d retries on another replica than their first round; want %d and at least one", len(calls), moved, 2*n)
+	}
+	data, _ := os.ReadFile(logFile)
+	if got := strings.Count(string(data), "elicit answered state=elicit-state-1"); got != n {
+		t.Errorf("the upstreams answered %d retries, want %d", got, n)
+	}
+	status := map[string]int{}
+	for _, in := range g.pgJournal(t) {
+		status[fmt.Sprint(in["status"], " ", in["error_class"])]++
+	}
+	if want := map[string]int{"failed input_required": n, "succeeded <nil>": n}; fmt.Sprint(status) != fmt.Sprint(want) {
+		t.Errorf("journal %v, want %v", status, want)
 	}
 }

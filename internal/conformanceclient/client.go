@@ -166,7 +166,7 @@ func (d *driver) content(ctx context.Context, up *upstream.Upstream) {
 		d.fail(err)
 	}
 	for _, r := range res {
-		if _, err := c.ReadResource(ctx, r.URI); err != nil {
+		if _, err := c.ReadResource(ctx, r.URI, nil); err != nil {
 			d.fail(err)
 		}
 	}
@@ -175,7 +175,7 @@ func (d *driver) content(ctx context.Context, up *upstream.Upstream) {
 		d.fail(err)
 	}
 	for _, p := range prompts {
-		if _, err := c.GetPrompt(ctx, p.Name, nil); err != nil {
+		if _, err := c.GetPrompt(ctx, p.Name, nil, nil); err != nil {
 			d.fail(err)
 		}
 	}

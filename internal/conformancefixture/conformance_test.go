@@ -385,15 +385,27 @@ func TestSuite2026AgainstFixture(t *testing.T) {
 	compare(t, scenarios(t, node, script, spec2026...), runSuite(t, node, script, url, spec2026...), expectedDirect2026)
 }
 
+// backplaneConfig2026 is backplaneConfig with a second stdio upstream:
+// the fixture's multi round-trip tools and prompt alone (-mrtr), which
+// offer 2026-07-28, so Backplane relays their input requests to the suite
+// as input_required (the first upstream speaks 2025-11-25).
+var backplaneConfig2026 = strings.Replace(backplaneConfig, "policy:\n", `  - name: mrtr
+    command: [%[1]q, "-mrtr"]
+    prefix: ""
+    bridge: {sampling: true, elicitation: true, roots: true}
+policy:
+`, 1)
+
 // TestSuite2026ThroughBackplane runs them through `backplane serve`, the
-// fixture its stdio upstream (which it speaks 2025-11-25 to).
+// fixture its stdio upstream (which it speaks 2025-11-25 to), and the
+// fixture's multi round-trip part a second one (2026-07-28).
 func TestSuite2026ThroughBackplane(t *testing.T) {
 	t.Parallel()
 	node, script := suite2026(t)
 	backplane, fixture := binaries(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "backplane.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, backplaneConfig, fixture), 0o600); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, backplaneConfig2026, fixture), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	url := start(t, serveListening, dir, backplane, "serve", "--config", cfg)

@@ -43,36 +43,21 @@ var expectedThroughBackplane = map[string]expected{
 }
 
 // The reasons of the 2026-07-28 scenarios (suite 0.2.0-alpha.12) that the
-// fixture itself does not pass: it lacks the scenarios' own tools, which
-// would put input requests to the client (multi round-trip) or carry
-// x-mcp-header annotations. Through Backplane the same scenarios end the
-// same way; each passes through it once the fixture has its tool and
-// Backplane relays an upstream's input_required (the upstream connector).
+// fixture itself does not pass. (The multi round-trip tools and prompt of
+// the input-required-result-* scenarios, and the x-mcp-header tool of
+// http-custom-header-server-validation, are the fixture's mrtr.go: served
+// by the stateless fixture, and through Backplane by its second upstream,
+// the fixture's -mrtr mode at 2026-07-28, whose input requests Backplane
+// relays as input_required and whose Mcp-Param header Backplane checks.)
 const (
-	reasonNoMRTRTool     = "the fixture has no test_input_required_result_* tool (multi round-trip input requests of its own)"
-	reasonNoMRTRPrompt   = "the fixture has no test_input_required_result_prompt prompt"
-	reasonNoHeaderTool   = "the fixture has no tool with x-mcp-header annotations, so none of the checks can be exercised"
 	reasonStatelessTools = "the fixture lacks the diagnostic tools test_missing_capability, test_streaming_elicitation and test_logging_tool"
 	reasonSchemaKeywords = "the fixture's json_schema_2020_12_tool has no allOf, if/then/else or $anchor for the suite to find (0.1.16's scenario did not look for them)"
 )
 
 // expected2026 is what the fixture and Backplane alike do not pass.
 var expected2026 = map[string]expected{
-	"server-stateless":                              {fail, reasonStatelessTools},
-	"json-schema-2020-12":                           {fail, reasonSchemaKeywords},
-	"http-custom-header-server-validation":          {fail, reasonNoHeaderTool},
-	"input-required-result-basic-elicitation":       {fail, reasonNoMRTRTool},
-	"input-required-result-basic-sampling":          {fail, reasonNoMRTRTool},
-	"input-required-result-basic-list-roots":        {fail, reasonNoMRTRTool},
-	"input-required-result-request-state":           {fail, reasonNoMRTRTool},
-	"input-required-result-multiple-input-requests": {fail, reasonNoMRTRTool},
-	"input-required-result-multi-round":             {fail, reasonNoMRTRTool},
-	"input-required-result-missing-input-response":  {warn, reasonNoMRTRTool},
-	"input-required-result-non-tool-request":        {fail, reasonNoMRTRPrompt},
-	"input-required-result-result-type":             {fail, reasonNoMRTRTool},
-	"input-required-result-tampered-state":          {fail, reasonNoMRTRTool},
-	"input-required-result-capability-check":        {fail, reasonNoMRTRTool},
-	"input-required-result-ignore-extra-params":     {warn, reasonNoMRTRTool},
+	"server-stateless":    {fail, reasonStatelessTools},
+	"json-schema-2020-12": {fail, reasonSchemaKeywords},
 }
 
 // expectedDirect2026 lists the 2026-07-28 scenarios that do not pass

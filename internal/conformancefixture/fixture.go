@@ -54,7 +54,9 @@ func New() *mcp.Server {
 // itself): its tools that put requests to the client in the middle of a
 // call fail there, as that revision has no such requests.
 func NewStateless() *mcp.Server {
-	return newServer(mcp.SupportedProtocolVersions())
+	s := newServer(mcp.SupportedProtocolVersions())
+	addMRTR(s) // the multi round-trip tools of 2026-07-28 (mrtr.go)
+	return s
 }
 
 func newServer(versions []string) *mcp.Server {

@@ -19,6 +19,11 @@
 //	MCPTEST_ELICIT      if set, add the tool elicit, which asks its client for an "operator token"
 //	                    in a form titled as a Backplane approval, and returns the answer's JSON
 //	                    (a multi round-trip request; logs "elicit asks", then "elicit answered state=S")
+//	                    and the tool declared, which answers with the client capabilities its
+//	                    call declared (JSON)
+//	MCPTEST_ELICIT_CONTENT if set, add the prompt elicit and the resource test://elicit, which ask
+//	                    for a token the same way and answer with it (logs "elicit prompt answered
+//	                    state=S", "elicit resource answered state=S")
 //	MCPTEST_LEGACY      if set, speak only the revisions before 2026-07-28
 //	MCPTEST_SAY         if set, add the tool say, which sends a log message (info) during the call
 //	MCPTEST_DEEP        if set, a depth: add the tools deep and held (below)
@@ -308,6 +313,42 @@ func main() {
 					}},
 					RequestState: "elicit-state-1",
 				}, nil
+			})
+	}
+	if os.Getenv("MCPTEST_ELICIT") != "" {
+		s.AddTool(&mcp.Tool{Name: "declared", Description: "Answers with the client capabilities of the call.", InputSchema: json.RawMessage(emptySchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				data, _ := json.Marshal(req.Params.Meta[mcp.MetaKeyClientCapabilities])
+				return &mcp.CallToolResult{Content: text(string(data))}, nil
+			})
+	}
+	if os.Getenv("MCPTEST_ELICIT_CONTENT") != "" {
+		ask := func(what string) (mcp.InputRequestMap, string) {
+			return mcp.InputRequestMap{"token": &mcp.ElicitParams{
+				Message:         "token for the " + what,
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"token": map[string]any{"type": "string"}}},
+			}}, "elicit-" + what + "-state"
+		}
+		s.AddPrompt(&mcp.Prompt{Name: "elicit", Description: "Asks its client for a token."},
+			func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				if res, ok := req.Params.InputResponses["token"].(*mcp.ElicitResult); ok {
+					logLine("elicit prompt answered state=" + req.Params.RequestState)
+					data, _ := json.Marshal(res.Content)
+					return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "prompt " + string(data)}}}}, nil
+				}
+				reqs, state := ask("prompt")
+				return &mcp.GetPromptResult{InputRequests: reqs, RequestState: state}, nil
+			})
+		s.AddResource(&mcp.Resource{Name: "elicit", URI: "test://elicit", MIMEType: "text/plain"},
+			func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				if res, ok := req.Params.InputResponses["token"].(*mcp.ElicitResult); ok {
+					logLine("elicit resource answered state=" + req.Params.RequestState)
+					data, _ := json.Marshal(res.Content)
+					return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://elicit", MIMEType: "text/plain", Text: "resource " + string(data)}}}, nil
+				}
+				reqs, state := ask("resource")
+				return &mcp.ReadResourceResult{InputRequests: reqs, RequestState: state}, nil
 			})
 	}
 	var transport mcp.Transport = &mcp.StdioTransport{}

@@ -4,7 +4,9 @@
 // event store). With -http it prints "listening on http://HOST:PORT/mcp"
 // to stderr once it accepts connections, so ADDR may use port 0. With
 // -stateless as well, it serves MCP 2026-07-28 (and the earlier versions
-// without sessions) through the SDK's stateless handler.
+// without sessions) through the SDK's stateless handler. With -mrtr (and
+// no -http) it serves only the multi round-trip tools and prompt of
+// 2026-07-28 over stdio, every version offered (conformancefixture.NewMRTR).
 package main
 
 import (
@@ -28,13 +30,17 @@ import (
 func main() {
 	addr := flag.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:0) instead of stdio")
 	stateless := flag.Bool("stateless", false, "with -http: serve 2026-07-28, statelessly")
+	mrtr := flag.Bool("mrtr", false, "over stdio: serve only the multi round-trip tools and prompt, 2026-07-28 offered")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if *addr == "" {
+	switch {
+	case *addr == "" && *mrtr:
+		err = conformancefixture.NewMRTR().Run(ctx, &mcp.StdioTransport{})
+	case *addr == "":
 		err = conformancefixture.New().Run(ctx, &mcp.StdioTransport{})
-	} else {
+	default:
 		err = serveHTTP(ctx, *addr, *stateless)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
