@@ -264,7 +264,20 @@ func isModernRequest(req mcp.Request) bool {
 // hold the upstream's running call in this process across the client's
 // round trip, which a stateless replica cannot promise (the retry may
 // reach another one).
-type modernClient struct{ *sessionClient }
+type modernClient struct {
+	*sessionClient
+	// caps are the request's own, from its _meta: the fast path's requests
+	// (fastpath.go) have no session to read them from. Nil: the session's.
+	caps *mcp.ClientCapabilities
+}
+
+// Capabilities implements tool.CapableClient: the request's own.
+func (c modernClient) Capabilities() tool.Capabilities {
+	if c.caps != nil {
+		return capabilitiesOf(c.caps, ModernProtocolVersion)
+	}
+	return c.sessionClient.Capabilities()
+}
 
 func (modernClient) Request(context.Context, string, json.RawMessage) (json.RawMessage, error) {
 	return nil, fmt.Errorf("%w: a 2026-07-28 request takes no server-to-client request in its middle", tool.ErrNoChannel)

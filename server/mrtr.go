@@ -54,7 +54,7 @@ func (s *Server) callModern(ctx context.Context, req *mcp.CallToolRequest, cr ga
 	// The fast path's requests (fastpath.go) have no session, and carry
 	// no progress token or log level: their client is the same, with
 	// nothing to send on.
-	cr.Client = modernClient{&sessionClient{ss: req.Session, token: p.GetProgressToken()}}
+	cr.Client = modernClient{sessionClient: &sessionClient{ss: req.Session, token: p.GetProgressToken()}, caps: mc.caps}
 	asked, err := s.modernRetry(ctx, &cr, p, mc)
 	if err != nil {
 		return nil, err

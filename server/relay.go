@@ -135,16 +135,27 @@ func decodeParams(raw json.RawMessage, v any) error {
 // 2025-11-25 client's roots cannot be told from none (see Request): they
 // are taken as declared, and the client asked.
 func (c *sessionClient) Capabilities() tool.Capabilities {
+	if c.ss == nil {
+		return tool.Capabilities{} // the fast path's: modernClient says
+	}
 	p := c.ss.InitializeParams()
 	if p == nil || p.Capabilities == nil {
 		return tool.Capabilities{}
 	}
-	caps := p.Capabilities
+	return capabilitiesOf(p.Capabilities, p.ProtocolVersion)
+}
+
+// capabilitiesOf is what a client that declared caps at protocol version
+// version may be asked.
+func capabilitiesOf(caps *mcp.ClientCapabilities, version string) tool.Capabilities {
+	if caps == nil {
+		return tool.Capabilities{}
+	}
 	out := tool.Capabilities{
 		//lint:ignore SA1019 sampling and roots are deprecated at 2026-07-28 and still in force: an upstream may ask for them
 		Sampling: caps.Sampling != nil,
 		//lint:ignore SA1019 sampling and roots are deprecated at 2026-07-28 and still in force: an upstream may ask for them
-		Roots: caps.RootsV2 != nil || p.ProtocolVersion < ModernProtocolVersion,
+		Roots: caps.RootsV2 != nil || version < ModernProtocolVersion,
 	}
 	if e := caps.Elicitation; e != nil {
 		out.Elicitation = e.Form != nil || e.URL == nil

@@ -243,7 +243,7 @@ func (s *Server) contentVia(req mcp.Request, caller, method, name, state string,
 		mc.client, mc.caps = r.ClientInfo(), r.ClientCapabilities()
 	}
 	if ss != nil {
-		via.Client = modernClient{&sessionClient{ss: ss}}
+		via.Client = modernClient{sessionClient: &sessionClient{ss: ss}}
 	}
 	cr := gateway.CallRequest{Caller: caller, Tool: name}
 	if state == "" {
