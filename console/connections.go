@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/agentbackplane/backplane/gateway"
 )
@@ -63,20 +62,10 @@ type revokeBody struct {
 }
 
 func (c *Console) revokeConnection(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	var body revokeBody
-	isJSON := strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
-	if isJSON {
-		if err := decodeJSON(r.Body, &body); err != nil {
-			c.fail(w, r, http.StatusBadRequest, err.Error())
-			return
-		}
-	} else {
-		if err := r.ParseForm(); err != nil {
-			c.fail(w, r, http.StatusBadRequest, "the form could not be read")
-			return
-		}
-		body.Server, body.Caller = r.PostForm.Get("server"), r.PostForm.Get("caller")
+	isJSON, ok := c.readAction(w, r, &body, func(f url.Values) { body.Server, body.Caller = f.Get("server"), f.Get("caller") })
+	if !ok {
+		return
 	}
 	if body.Server == "" {
 		c.fail(w, r, http.StatusBadRequest, "server is required")

@@ -803,6 +803,28 @@ func (c *Console) toolsPage(w http.ResponseWriter, r *http.Request) {
 		"Refused": refused, "Keywords": keywords})
 }
 
+// readAction reads an operator action's body, at most maxFormBytes: JSON
+// into body, else the form, whose values form copies into it. isJSON says
+// which it was (the answer takes the same form); when the body cannot be
+// read it has answered 400 and ok is false.
+func (c *Console) readAction(w http.ResponseWriter, r *http.Request, body any, form func(url.Values)) (isJSON, ok bool) {
+	isJSON = strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if isJSON {
+		if err := decodeJSON(r.Body, body); err != nil {
+			c.fail(w, r, http.StatusBadRequest, err.Error())
+			return true, false
+		}
+		return true, true
+	}
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "the form could not be read")
+		return false, false
+	}
+	form(r.PostForm)
+	return false, true
+}
+
 // acceptBody is the JSON form of accepting a definition.
 type acceptBody struct {
 	Tool string `json:"tool"`
@@ -810,20 +832,10 @@ type acceptBody struct {
 }
 
 func (c *Console) accept(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	var body acceptBody
-	isJSON := strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
-	if isJSON {
-		if err := decodeJSON(r.Body, &body); err != nil {
-			c.fail(w, r, http.StatusBadRequest, err.Error())
-			return
-		}
-	} else {
-		if err := r.ParseForm(); err != nil {
-			c.fail(w, r, http.StatusBadRequest, "the form could not be read")
-			return
-		}
-		body.Tool, body.Hash = r.PostForm.Get("tool"), r.PostForm.Get("hash")
+	isJSON, ok := c.readAction(w, r, &body, func(f url.Values) { body.Tool, body.Hash = f.Get("tool"), f.Get("hash") })
+	if !ok {
+		return
 	}
 	if body.Tool == "" || body.Hash == "" {
 		c.fail(w, r, http.StatusBadRequest, "tool and hash are required")
