@@ -72,6 +72,20 @@ func (s *Server) Handler() http.Handler {
 // SDK's own limit, beyond which it answers 413 itself.
 const maxIDCheckBytes = 4 << 20
 
+// peekBody reads up to maxIDCheckBytes of r's body for a check, and puts
+// what it read back in front of the rest, so that the next handler reads
+// the body whole. ok is false for a body too large to check, or one that
+// could not be read: the next handler (the SDK) answers those (413, or
+// its own error).
+func peekBody(r *http.Request) (body []byte, ok bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxIDCheckBytes+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	return body, err == nil && len(body) <= maxIDCheckBytes
+}
+
 // checkRequestIDs answers -32600 (HTTP 400, id null) a POST whose request
 // id the SDK's answer would not carry back as sent: a lone surrogate
 // escape or invalid UTF-8 in a string id (the SDK decodes it as U+FFFD,
@@ -84,14 +98,8 @@ func (s *Server) checkRequestIDs(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxIDCheckBytes+1))
-		// What was read goes on to the SDK, with the rest (an oversized
-		// body is the SDK's 413; a read error its own).
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		if err != nil || len(body) > maxIDCheckBytes {
+		body, ok := peekBody(r)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}

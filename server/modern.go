@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -79,14 +78,8 @@ func (s *Server) routeEra(modern, legacy http.Handler) http.Handler {
 			modern.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxIDCheckBytes+1))
-		// What was read goes on, with the rest (an oversized body is the
-		// SDK's 413, a read error its own).
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		if err == nil && bytes.Contains(body, []byte(mcp.MetaKeyProtocolVersion)) && bodyIsModern(body) {
+		body, ok := peekBody(r)
+		if ok && bytes.Contains(body, []byte(mcp.MetaKeyProtocolVersion)) && bodyIsModern(body) {
 			modern.ServeHTTP(w, r)
 			return
 		}

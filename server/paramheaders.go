@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -306,11 +305,7 @@ func (s *Server) checkParamHeaders(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxIDCheckBytes+1))
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		body, read := peekBody(r)
 		var msg struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
@@ -319,7 +314,7 @@ func (s *Server) checkParamHeaders(next http.Handler) http.Handler {
 				Arguments json.RawMessage `json:"arguments"`
 			} `json:"params"`
 		}
-		if err != nil || len(body) > maxIDCheckBytes || json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != name {
+		if !read || json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != name {
 			next.ServeHTTP(w, r) // a batch, or not this call: the SDK's to answer
 			return
 		}

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -374,11 +372,7 @@ func (s *Server) checkTaskName(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxIDCheckBytes+1))
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		body, read := peekBody(r)
 		var msg struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
@@ -386,7 +380,7 @@ func (s *Server) checkTaskName(next http.Handler) http.Handler {
 				TaskID string `json:"taskId"`
 			} `json:"params"`
 		}
-		if err != nil || json.Unmarshal(body, &msg) != nil || !isTaskMethod(msg.Method) {
+		if !read || json.Unmarshal(body, &msg) != nil || !isTaskMethod(msg.Method) {
 			next.ServeHTTP(w, r) // the SDK answers what it cannot read, or a mismatched Mcp-Method
 			return
 		}
