@@ -292,7 +292,11 @@ func (u *Upstream) login(ctx context.Context, call *tool.Call) error {
 		"message": fmt.Sprintf("Connect your %s account: Backplane calls it as you, for your calls only. Open the link, sign in, then the call goes on.", u.srv.Name),
 	})
 	attrs := []any{"method", tool.RequestElicitation, "mode", "url", "purpose", "upstream_login", "caller", call.Caller, "call_id", call.CallID}
-	if d, ok := call.Client.(tool.InputDeferrer); ok && d.DefersInput() {
+	// A client that answers by calling again is asked with input_required,
+	// when it can show a URL; any other such client gets the error, whose
+	// details carry the URL.
+	cc, capable := call.Client.(tool.CapableClient)
+	if d, ok := call.Client.(tool.InputDeferrer); ok && d.DefersInput() && capable && cc.Capabilities().ElicitationURL {
 		le.input = &tool.InputRequiredError{
 			Server:   u.srv.Name,
 			Requests: map[string]tool.InputRequest{loginInput: {Method: tool.RequestElicitation, Params: params}},
