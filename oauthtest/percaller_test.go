@@ -538,7 +538,9 @@ func (deferringClient) DefersInput() bool { return true }
 
 // Capabilities: it can show a URL-mode elicitation (a client that cannot
 // gets the error with the URL instead).
-func (deferringClient) Capabilities() tool.Capabilities { return tool.Capabilities{ElicitationURL: true} }
+func (deferringClient) Capabilities() tool.Capabilities {
+	return tool.Capabilities{ElicitationURL: true}
+}
 
 // TestFositePerCallerElicitation: a client that takes a URL-mode
 // elicitation during the call is asked, signs in, and the very call then
