@@ -51,13 +51,7 @@ policy:
 approvals:
   expire: 10m
 tools:
-`+noteTool+`  - name: danger
-    description: Record the call, once someone approved it.
-    input_schema: {type: object, properties: {text: {type: string}}, required: [text]}
-    command: [sh, -c, 'printf "%s\n" "$(cat)" >> "$NOTE_LOG"; echo "{\"done\":true}"']
-    env: [NOTE_LOG]
-    timeout: 10s
-`))
+`+noteTool+dangerTool))
 	reps := startReplicas(t, g, "A", "B", "C")
 	b := startBalancer(t, reps, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -265,6 +265,16 @@ const noteTool = `  - name: note
     timeout: 10s
 `
 
+// dangerTool is noteTool's kin for the approval tests: the call, recorded
+// in $NOTE_LOG once someone approved it.
+const dangerTool = `  - name: danger
+    description: Record the call, once someone approved it.
+    input_schema: {type: object, properties: {text: {type: string}}, required: [text]}
+    command: [sh, -c, 'printf "%s\n" "$(cat)" >> "$NOTE_LOG"; echo "{\"done\":true}"']
+    env: [NOTE_LOG]
+    timeout: 10s
+`
+
 var noteN = regexp.MustCompile(`"n":(\d+)`)
 
 // recordedNotes returns the n of every invocation of note.
@@ -613,13 +623,7 @@ policy:
 approvals:
   expire: 10m
 tools:
-  - name: danger
-    description: Record the call, once someone approved it.
-    input_schema: {type: object, properties: {text: {type: string}}, required: [text]}
-    command: [sh, -c, 'printf "%s\n" "$(cat)" >> "$NOTE_LOG"; echo "{\"done\":true}"']
-    env: [NOTE_LOG]
-    timeout: 10s
-`))
+`+dangerTool))
 	reps := startReplicas(t, g, "A")
 	a := reps[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
