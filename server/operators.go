@@ -104,6 +104,10 @@ func (s *Server) trackRequests(next http.Handler) http.Handler {
 			s.sessionActive(session, 1)
 			defer s.sessionActive(session, -1)
 		}
+		if resuming {
+			s.serveResumption(next, w, r)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }

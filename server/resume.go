@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -204,4 +206,96 @@ func (s *Server) cancelUnlessResumed(ctx context.Context, ss *mcp.ServerSession,
 			context.AfterFunc(ctx, func() { stop() })
 		}
 	}()
+}
+
+// ResumeConflictWait bounds how long a request resuming a stream waits for
+// the request the stream began on to let it go.
+const ResumeConflictWait = 5 * time.Second
+
+// serveResumption serves a GET that resumes a stream (Last-Event-ID). The
+// SDK refuses it (409 Conflict) while the stream is still held by the
+// request it began on, and that is the usual case for a client that comes
+// back at once: it saw its connection end before this server did (the old
+// connection's end is noticed by another goroutine, later under load). A
+// client such as the TypeScript SDK's does not retry a refused resumption,
+// so its call would wait for an answer that never comes. A conflict is
+// therefore retried here, with backoff, until the old request lets the
+// stream go, for at most ResumeConflictWait; meanwhile the events of the
+// stream are kept in the event store and replayed once it is resumed.
+func (s *Server) serveResumption(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	deadline := time.Now().Add(ResumeConflictWait)
+	delay := 5 * time.Millisecond
+	for {
+		saved := w.Header().Clone()
+		hw := &heldConflict{ResponseWriter: w}
+		next.ServeHTTP(hw, r)
+		if !hw.conflict {
+			return
+		}
+		if time.Now().Add(delay).After(deadline) || r.Context().Err() != nil {
+			hw.release()
+			return
+		}
+		// The refused attempt's headers (http.Error's) go; the next
+		// attempt starts from the request's own.
+		clear(w.Header())
+		for k, v := range saved {
+			w.Header()[k] = v
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+		case <-t.C:
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// heldConflict is a response writer that holds back a 409 Conflict
+// written before anything else (serveResumption may retry instead of
+// sending it); everything else passes through.
+type heldConflict struct {
+	http.ResponseWriter
+	conflict bool // a 409 was written first: held, with its body
+	started  bool // something else was written: passed through
+	code     int
+	body     bytes.Buffer
+}
+
+func (h *heldConflict) WriteHeader(code int) {
+	if !h.started && !h.conflict && code == http.StatusConflict {
+		h.conflict, h.code = true, code
+		return
+	}
+	if h.conflict {
+		return
+	}
+	h.started = true
+	h.ResponseWriter.WriteHeader(code)
+}
+
+func (h *heldConflict) Write(p []byte) (int, error) {
+	if h.conflict {
+		return h.body.Write(p)
+	}
+	h.started = true
+	return h.ResponseWriter.Write(p)
+}
+
+// FlushError flushes what passed through; a held conflict stays held.
+func (h *heldConflict) FlushError() error {
+	if h.conflict {
+		return nil
+	}
+	h.started = true
+	return http.NewResponseController(h.ResponseWriter).Flush()
+}
+
+func (h *heldConflict) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// release sends the held conflict: the wait is over.
+func (h *heldConflict) release() {
+	h.ResponseWriter.WriteHeader(h.code)
+	h.ResponseWriter.Write(h.body.Bytes())
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -369,4 +370,127 @@ func TestStandaloneStreamIsNoResumption(t *testing.T) {
 	if err != nil || res.IsError || f.dangers.Load() != 1 {
 		t.Errorf("the retry: %v %+v, ran %d times", err, res, f.dangers.Load())
 	}
+}
+
+// TestResumeBeforeTheServerSeesTheDrop: a client resumes a call's stream
+// (Last-Event-ID) while the connection the call began on is still open, as
+// when the client saw the drop before the server did. The SDK refuses such
+// a resumption (409: the stream is held) and the TypeScript SDK's client
+// does not retry it, so the server waits for the old connection to go
+// instead: the resumption gets the stream, carries the answer once the
+// call is approved, and the call runs once.
+func TestResumeBeforeTheServerSeesTheDrop(t *testing.T) {
+	f := newFixture(t)
+	s := server.New(f.g, &server.Options{Tokens: map[string]string{"tok-a": "alice"}, ApprovalWait: 30 * time.Second})
+	hs := httpServer(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	send := func(client *http.Client, method, session, body string, hdr map[string]string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, hs.URL+server.PathMCP, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer tok-a")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := send(http.DefaultClient, http.MethodPost, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize: %s, session %q", resp.Status, session)
+	}
+	resp = send(http.DefaultClient, http.MethodPost, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	resp.Body.Close()
+
+	// The call, on a connection of its own, read up to its first progress
+	// event; the connection stays open for now.
+	first := &http.Client{Transport: &http.Transport{}}
+	call := send(first, http.MethodPost, session, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"danger","arguments":{"target":"prod-db"},"_meta":{"progressToken":"p1"}}}`, nil)
+	if !strings.HasPrefix(call.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("the call answered %s %s", call.Status, call.Header.Get("Content-Type"))
+	}
+	progress, _ := firstEvent(bufio.NewScanner(call.Body), "notifications/progress")
+	lastID := progress.id
+	if lastID == "" {
+		t.Fatal("no progress event with an id before the drop")
+	}
+
+	// The resumption, while the first connection is still open.
+	type answer struct {
+		resp *http.Response
+		at   time.Time
+	}
+	resumed := make(chan answer, 1)
+	go func() {
+		r := send(&http.Client{Transport: &http.Transport{}}, http.MethodGet, session, "", map[string]string{"Last-Event-ID": lastID, "Accept": "text/event-stream"})
+		resumed <- answer{r, time.Now()}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	dropped := time.Now()
+	call.Body.Close() // the connection goes
+	a := <-resumed
+	defer a.resp.Body.Close()
+	if a.resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(a.resp.Body)
+		t.Fatalf("the resumption was refused: %s %s", a.resp.Status, b)
+	}
+	if a.at.Before(dropped) {
+		t.Errorf("the resumption was answered before the stream it resumes was let go")
+	}
+	aprs := approvalsOf(t, f.st, "danger")
+	if len(aprs) != 1 || aprs[0].Status != store.ApprovalPending {
+		t.Fatalf("approvals %+v", aprs)
+	}
+	if err := f.st.DecideApproval(ctx, aprs[0].ID, store.ApprovalDecision{Approve: true, By: "carol", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	answered, _ := firstEvent(bufio.NewScanner(a.resp.Body), `"id":2`)
+	result := answered.data
+	if !strings.Contains(result, `"result"`) || strings.Contains(result, `"isError":true`) {
+		t.Fatalf("the resumed stream's answer: %q", result)
+	}
+	if n := f.dangers.Load(); n != 1 {
+		t.Errorf("danger ran %d times, want once", n)
+	}
+}
+
+// sseEvent is one server-sent event: its id and its data.
+type sseEvent struct{ id, data string }
+
+// firstEvent reads events from sc until one whose data contains want;
+// false when the stream ends first.
+func firstEvent(sc *bufio.Scanner, want string) (sseEvent, bool) {
+	var e sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if strings.Contains(e.data, want) {
+				return e, true
+			}
+			e = sseEvent{}
+		case strings.HasPrefix(line, "id:"):
+			e.id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+		case strings.HasPrefix(line, "data:"):
+			e.data += strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+		}
+	}
+	return sseEvent{}, false
 }
