@@ -278,6 +278,48 @@ type sessionSubs struct {
 // granted is answered as unknown), within the caps, audited (step
 // "subscribe"; a refusal by a cap sampled, see Server.limited), passed to
 // the upstream that answers for the URI. A URI the session holds already
+// keepPermittedSubscriptions leaves, of a subscriptions/listen request's
+// resource subscriptions, those its caller may read, when it may read one
+// of them at least: the SDK subscribes to each in turn and fails the whole
+// stream on the first refusal, so a client that listens for several
+// resources would lose them all for one it may not read. What is left out
+// is not acknowledged (the acknowledgement lists what the stream carries)
+// and is audited as resources/subscribe's refusal is. When none may be
+// read, the request is left whole: the first refusal is its answer, as for
+// resources/subscribe.
+func (s *Server) keepPermittedSubscriptions(r *mcp.SubscriptionsListenRequest, caller string) {
+	if r.Params == nil || r.Params.Notifications == nil || len(r.Params.Notifications.ResourceSubscriptions) < 2 || s.opts.Content == nil {
+		return
+	}
+	uris := r.Params.Notifications.ResourceSubscriptions
+	kept := make([]string, 0, len(uris))
+	type refusal struct{ uri, reason string }
+	var refused []refusal
+	for _, raw := range uris {
+		uri, err := normalURI("subscriptions/listen", raw)
+		if err != nil {
+			kept = append(kept, raw) // the SDK's subscribe says why, as for one
+			continue
+		}
+		if d := s.contentPolicy().DecideContent(caller, policy.KindResource, uri); d.Allow {
+			kept = append(kept, raw)
+		} else {
+			refused = append(refused, refusal{uri, d.Reason})
+		}
+	}
+	if len(refused) == 0 || len(kept) == 0 {
+		return
+	}
+	for _, x := range refused {
+		s.auditContentStep("subscribe", caller, policy.KindResource, x.uri, "deny", x.reason)
+	}
+	p := *r.Params
+	n := *p.Notifications
+	n.ResourceSubscriptions = kept
+	p.Notifications = &n
+	r.Params = &p
+}
+
 // is answered at once, and costs nothing.
 func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest, caller string) error {
 	if req.Params == nil || req.Session == nil {

@@ -1,16 +1,23 @@
 package server_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
+	"github.com/agentbackplane/backplane/store/memstore"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -131,5 +138,81 @@ func TestModernListenResourceUpdates(t *testing.T) {
 			t.Fatal("the ended listen stream's subscription was not released upstream")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestModernListenLeavesOutRefusedResources: a subscriptions/listen
+// stream for two resources, one of which its caller may not read, carries
+// the other: the acknowledgement lists only it, its updates arrive, and the
+// refused one is audited. A stream for the refused one alone is refused,
+// as resources/subscribe is.
+func TestModernListenLeavesOutRefusedResources(t *testing.T) {
+	audit := &lockedBuffer{}
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Logger: slog.New(slog.NewJSONHandler(audit, nil))})
+	content := &updContent{}
+	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Resources: []string{"test://watched"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(g, &server.Options{Tokens: map[string]string{"tok-alice": "alice"}, Content: content, ContentPolicy: rules})
+	hs := httpServer(t, s)
+	listen := func(ctx context.Context, uris ...string) *http.Response {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": map[string]any{
+			"notifications": map[string]any{"resourceSubscriptions": uris}, "_meta": modernMeta(`{}`)}})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+server.PathMCP, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer tok-alice")
+		req.Header.Set("Mcp-Protocol-Version", server.ModernProtocolVersion)
+		req.Header.Set("Mcp-Method", "subscriptions/listen")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	alone := listen(ctx, "test://secret")
+	answer, _ := firstEvent(bufio.NewScanner(alone.Body), `"id":9`)
+	alone.Body.Close()
+	if !strings.Contains(answer.data, `"error"`) || !strings.Contains(answer.data, "resource not found") {
+		t.Errorf("a stream for a refused resource alone: %q", answer.data)
+	}
+
+	both := listen(ctx, "test://watched", "test://secret")
+	defer both.Body.Close()
+	sc := bufio.NewScanner(both.Body)
+	ack, ok := firstEvent(sc, "notifications/subscriptions/acknowledged")
+	if !ok {
+		t.Fatal("no acknowledgement on the stream")
+	}
+	var n struct {
+		Params struct {
+			Notifications struct {
+				ResourceSubscriptions []string `json:"resourceSubscriptions"`
+			} `json:"notifications"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(ack.data), &n); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Params.Notifications.ResourceSubscriptions; len(got) != 1 || got[0] != "test://watched" {
+		t.Errorf("acknowledged %v, want only test://watched", got)
+	}
+	content.update("test://watched")
+	if upd, ok := firstEvent(sc, "notifications/resources/updated"); !ok || !strings.Contains(upd.data, "test://watched") {
+		t.Errorf("the update on the stream: %q", upd.data)
+	}
+	denied := 0
+	for line := range strings.Lines(audit.String()) {
+		if strings.Contains(line, `"step":"subscribe"`) && strings.Contains(line, `"outcome":"deny"`) && strings.Contains(line, "test://secret") {
+			denied++
+		}
+	}
+	if denied != 2 {
+		t.Errorf("%d refusals of test://secret audited, want one per stream:\n%s", denied, audit)
 	}
 }

@@ -594,6 +594,9 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 						s.sawListen(ss, caller)
 					}
 				}
+				if r, ok := req.(*mcp.SubscriptionsListenRequest); ok {
+					s.keepPermittedSubscriptions(r, caller)
+				}
 				return next(context.WithValue(ctx, listenCaller{}, caller), method, req)
 			}
 			if contentMethods[method] && s.opts.Content != nil {
