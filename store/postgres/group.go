@@ -209,19 +209,22 @@ func (s *Store) commitGroup(group []*commitJob) {
 var errNotTogether = errors.New("reservations of one budget with different quotas")
 
 // insertIntents inserts started intents, one per element of its arrays,
-// while this incarnation ($1) is alive with an unexpired lease (see
-// insertIntent, which it is the many-rows form of), with their open rows.
+// with their reservations, while this incarnation ($1) is alive with an
+// unexpired lease (see insertIntent, which it is the many-rows form of),
+// with their open rows. It runs after reserveSums, in the same
+// transaction (see insertIntent for why).
 const insertIntents = `WITH i AS (INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, created_at, client, protocol_version)
+		args_digest, idempotency_key, approval_id, incarnation, created_at, client, protocol_version, reservations)
 	SELECT u.call_id, u.caller, u.session, u.tool, u.definition_hash, u.arguments,
-		u.args_digest, u.idempotency_key, u.approval_id, inc.id, u.created_at, u.client, u.protocol_version
+		u.args_digest, u.idempotency_key, u.approval_id, inc.id, u.created_at, u.client, u.protocol_version,
+		u.reservations::jsonb
 	FROM (SELECT coalesce((SELECT i.id FROM incarnations i
 			WHERE i.id = $1 AND i.state = 'alive' AND i.lease_expires_at > clock_timestamp()
 			FOR KEY SHARE), backplane_refuse('incarnation')) AS id) inc,
 		unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::text[],
-			$9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[]) WITH ORDINALITY
+			$9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[], $14::text[]) WITH ORDINALITY
 			AS u(call_id, caller, session, tool, definition_hash, arguments, args_digest,
-				idempotency_key, approval_id, created_at, client, protocol_version, n)
+				idempotency_key, approval_id, created_at, client, protocol_version, reservations, n)
 	ORDER BY u.n
 	RETURNING seq, incarnation)
 	INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM i`
@@ -247,10 +250,6 @@ const reserveSums = `WITH u AS (
 		RETURNING 1)
 	SELECT CASE WHEN (SELECT count(*) FROM u) = cardinality($1::text[]) THEN 'reserved' ELSE backplane_refuse('budget') END`
 
-// insertReservations records the reservations, one per element.
-const insertReservations = `INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start)
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])`
-
 // budgetKey is one budget row: a (scope, key) in one window.
 type budgetKey struct {
 	scope, key string
@@ -265,13 +264,12 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		callIDs, callers, sessions, tools, defs, digests = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		args                                             = make([][]byte, n)
 		keys, approvals                                  = make([]pgtype.Text, n), make([]pgtype.Text, n)
-		clients, protocols                               = make([]pgtype.Text, n), make([]pgtype.Text, n)
+		clients, protocols, held                         = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		created                                          = make([]pgtype.Timestamptz, n)
 
-		rCall, rScope, rKey           []string
-		rQuota, rAmount, rPer, rStart []int64
-		quota                         = map[budgetKey]int64{}
-		sum                           = map[budgetKey]int64{}
+		quota = map[budgetKey]int64{}
+		sum   = map[budgetKey]int64{}
+		buf   []byte
 	)
 	for i, j := range jobs {
 		in := &j.req.Intent
@@ -284,6 +282,10 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		if !in.CreatedAt.IsZero() {
 			created[i] = pgtype.Timestamptz{Time: in.CreatedAt, Valid: true}
 		}
+		if len(j.req.Reservations) > 0 {
+			buf = appendReservations(buf[:0], j.req.Reservations)
+			held[i] = pgtype.Text{String: string(buf), Valid: true}
+		}
 		for _, r := range j.req.Reservations {
 			k := budgetKey{r.Scope, r.Key, r.Window.PerSeconds(), r.Window.StartSeconds()}
 			if q, ok := quota[k]; ok && q != r.Quota || r.Amount < 0 {
@@ -291,8 +293,6 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 			}
 			quota[k] = r.Quota
 			sum[k] += r.Amount
-			rCall, rScope, rKey = append(rCall, in.CallID), append(rScope, r.Scope), append(rKey, r.Key)
-			rQuota, rAmount, rPer, rStart = append(rQuota, r.Quota), append(rAmount, r.Amount), append(rPer, k.per), append(rStart, k.start)
 		}
 	}
 	// Budget rows in the one global order every transaction locks them in.
@@ -304,14 +304,14 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 	for i, k := range rows {
 		bScope[i], bKey[i], bPer[i], bStart[i], bQuota[i], bSum[i] = k.scope, k.key, k.per, k.start, quota[k], sum[k]
 	}
+	// The budget rows first, then the intents (see insertIntent).
 	b := &pgx.Batch{}
-	b.Queue(insertIntents, s.incarnation, callIDs, callers, sessions, tools, defs, args, digests, keys, approvals, created, clients, protocols)
 	if len(rows) > 0 {
 		b.Queue(reserveSums, bScope, bKey, bPer, bStart, bQuota, bSum)
-		b.Queue(insertReservations, rCall, rScope, rKey, rQuota, rAmount, rPer, rStart)
 	}
+	b.Queue(insertIntents, s.incarnation, callIDs, callers, sessions, tools, defs, args, digests, keys, approvals, created, clients, protocols, held)
 	return s.writeConn(context.Background(), func(ctx context.Context, c *pgx.Conn) error {
-		if err := prepare(ctx, c, insertIntents, reserveSums, insertReservations); err != nil {
+		if err := prepare(ctx, c, insertIntents, reserveSums); err != nil {
 			return fmt.Errorf("postgres store: commit %d intents together: %w", n, err)
 		}
 		if _, err := sendBatch(ctx, c, b); err != nil {
