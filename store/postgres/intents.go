@@ -52,7 +52,8 @@ const intentFrom = ` FROM intents i LEFT JOIN settlements s ON s.seq = i.seq`
 // transaction, and once it has declared the incarnation dead the subquery
 // finds no row. A repeated call id or idempotency key fails with a unique
 // violation (after waiting for a concurrent insert of the same key to
-// commit or roll back). The intent's open_intents row is inserted with it.
+// commit or roll back). The intent's open_intents row is inserted with it;
+// its seq is returned, for its settlement (see Store.open).
 const insertIntent = `WITH i AS (INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
 		args_digest, idempotency_key, approval_id, incarnation, created_at, client, protocol_version, reservations)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
@@ -60,8 +61,9 @@ const insertIntent = `WITH i AS (INSERT INTO intents (call_id, caller, session, 
 			WHERE i.id = $10 AND i.state = 'alive' AND i.lease_expires_at > clock_timestamp()
 			FOR KEY SHARE), backplane_refuse('incarnation')),
 		$11, $12, $13, $14::text::jsonb)
-	RETURNING seq, incarnation)
-	INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM i`
+	RETURNING seq, incarnation),
+	o AS (INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM i)
+	SELECT seq FROM i`
 
 // reserveBudget adds $4 to the usage of ($1, $2) in window ($5 seconds
 // long, starting at $6) unless that takes it above the quota $3; it is
@@ -156,14 +158,24 @@ func (s *Store) commitOne(ctx context.Context, req *store.CommitRequest) (*store
 	}
 
 	var existing *store.Intent
+	var seq int64
+	readSeq := func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&seq); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
 	err := s.writeConn(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		if err := prepare(ctx, c, insertIntent, reserveBudget); err != nil {
 			return fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
 		}
 		for attempt := 1; ; attempt++ {
-			failed, err := sendBatch(ctx, c, b)
+			failed, err := sendBatch(ctx, c, b, len(order), readSeq)
 			switch {
 			case err == nil:
+				s.opened(in.CallID, seq)
 				return nil
 			case retryable(err) && attempt <= txRetries:
 				s.log.Debug("commit retried", "attempt", attempt, "error", err)
@@ -272,11 +284,26 @@ func appendJSONString(b []byte, s string) []byte {
 
 // sendBatch runs b in one implicit transaction and returns nil once the
 // transaction is committed, or the index of the statement that failed (-1
-// for the commit itself) and its error.
-func sendBatch(ctx context.Context, c *pgx.Conn, b *pgx.Batch) (int, error) {
+// for the commit itself) and its error. The rows of statement number read
+// are given to scan (none when read is -1); what scan sees is committed
+// only if sendBatch returns nil.
+func sendBatch(ctx context.Context, c *pgx.Conn, b *pgx.Batch, read int, scan func(pgx.Rows) error) (int, error) {
 	br := c.SendBatch(ctx, b)
 	for i := range b.Len() {
-		if _, err := br.Exec(); err != nil {
+		var err error
+		if i == read {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				err = scan(rows)
+				rows.Close()
+				if err == nil {
+					err = rows.Err()
+				}
+			}
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			br.Close()
 			return i, err
 		}
@@ -396,12 +423,13 @@ func release(ctx context.Context, tx pgx.Tx, callID string) error {
 	return nil
 }
 
-// settleIntent settles call $6 with the values $1-$5 if it is still
-// started by this incarnation ($7) and this incarnation is alive: its open
-// row is deleted and its settlement row inserted (the intent's own row is
-// not written). The row count is the settlements inserted.
+// settleIntent settles call $6, whose seq is $8 (NULL when this Store
+// does not know it: then it is looked up), with the values $1-$5 if it is
+// still started by this incarnation ($7) and this incarnation is alive:
+// its open row is deleted and its settlement row inserted (the intent's
+// own row is not written). The row count is the settlements inserted.
 const settleIntent = `WITH o AS (DELETE FROM open_intents
-		WHERE seq = (SELECT seq FROM intents WHERE call_id = $6) AND incarnation = $7
+		WHERE seq = coalesce($8::bigint, (SELECT seq FROM intents WHERE call_id = $6)) AND incarnation = $7
 		AND EXISTS (SELECT 1 FROM incarnations WHERE id = $7 AND state = 'alive')
 		RETURNING seq)
 	INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
@@ -431,12 +459,19 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 // asynchronously (see asyncCommit); a failed settlement releases the
 // call's budget in the same transaction.
 func (s *Store) settleOne(ctx context.Context, callID string, st store.Settlement) error {
+	// Settled or refused, the intent is no longer this Store's to settle;
+	// a settlement that failed otherwise finds it by its call id.
+	var seq any
+	if n, ok := s.openSeq(callID); ok {
+		seq = n
+	}
+	defer s.forget(callID)
 	settle := func(ctx context.Context, tx querier) error {
 		// The status and incarnation conditions are what make recovery
 		// safe: once another replica has marked this intent uncertain (and
 		// this incarnation dead, in the same transaction), or when it
 		// belongs to another incarnation, nothing here can move it.
-		tag, err := tx.Exec(ctx, settleIntent, string(st.Status), st.Result, st.ErrorClass, st.ErrorMessage, ts(st.At), callID, s.incarnation)
+		tag, err := tx.Exec(ctx, settleIntent, string(st.Status), st.Result, st.ErrorClass, st.ErrorMessage, ts(st.At), callID, s.incarnation, seq)
 		if err != nil {
 			return fmt.Errorf("postgres store: settle %s: %w", callID, err)
 		}

@@ -154,6 +154,14 @@ type Store struct {
 	keepDone chan struct{}
 
 	commits committers
+
+	// open maps the call ids of the intents this Store committed and has
+	// not settled to their seq, so that their settlements find their rows
+	// by seq instead of looking each up by call id (see group.go). It is
+	// filled when a commit's transaction has committed and emptied by the
+	// settlements; an intent missing from it is looked up.
+	openMu sync.Mutex
+	open   map[string]int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -231,6 +239,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		leaseTTL:    o.LeaseTTL,
 		renewEvery:  o.RenewEvery,
 		keepDone:    make(chan struct{}),
+		open:        map[string]int64{},
 	}
 	s.log = o.Logger.With("store", "postgres", "schema", schema, "incarnation", s.incarnation)
 	ok := false
@@ -268,6 +277,29 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// opened records the seq of an intent this Store committed.
+func (s *Store) opened(callID string, seq int64) {
+	s.openMu.Lock()
+	s.open[callID] = seq
+	s.openMu.Unlock()
+}
+
+// openSeq returns the seq of callID's intent if this Store committed it
+// and has not settled it.
+func (s *Store) openSeq(callID string) (int64, bool) {
+	s.openMu.Lock()
+	seq, ok := s.open[callID]
+	s.openMu.Unlock()
+	return seq, ok
+}
+
+// forget removes callID from the intents this Store may settle by seq.
+func (s *Store) forget(callID string) {
+	s.openMu.Lock()
+	delete(s.open, callID)
+	s.openMu.Unlock()
 }
 
 // Healthy reports ErrLeaseLost once another replica has declared this one
