@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/agentbackplane/backplane/store"
@@ -39,11 +40,36 @@ func (s *Store) CommitTogether(reqs ...*store.CommitRequest) error {
 }
 
 // SettleTogether settles the call ids as one group and returns those it
-// settled.
+// settled. The seq of an intent this Store no longer counts as open (it
+// settled it) is read from the database, so that the group's own
+// conditions are what refuses it; a call id of no intent gets seq -1.
 func (s *Store) SettleTogether(st store.Settlement, callIDs ...string) (map[string]bool, error) {
+	ctx := context.Background()
 	jobs := make([]*settleJob, len(callIDs))
 	for i, id := range callIDs {
-		jobs[i] = &settleJob{ctx: context.Background(), callID: id, st: st, done: make(chan struct{})}
+		seq, ok := s.openSeq(id)
+		if !ok {
+			seq = -1
+			err := s.conn(ctx, func(c *pgx.Conn) error {
+				err := c.QueryRow(ctx, `SELECT seq FROM intents WHERE call_id = $1`, id).Scan(&seq)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		jobs[i] = &settleJob{ctx: ctx, callID: id, seq: seq, st: st, done: make(chan struct{})}
 	}
-	return s.settleTogether(jobs)
+	settled, err := s.settleTogether(jobs)
+	byID := map[string]bool{}
+	for _, j := range jobs {
+		if settled[j.seq] {
+			byID[j.callID] = true
+			s.forget(j.callID)
+		}
+	}
+	return byID, err
 }

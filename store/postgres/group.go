@@ -209,22 +209,26 @@ func (s *Store) commitGroup(group []*commitJob) {
 var errNotTogether = errors.New("reservations of one budget with different quotas")
 
 // insertIntents inserts started intents, one per element of its arrays,
-// while this incarnation ($1) is alive with an unexpired lease (see
-// insertIntent, which it is the many-rows form of), with their open rows.
+// with their reservations, while this incarnation ($1) is alive with an
+// unexpired lease (see insertIntent, which it is the many-rows form of),
+// with their open rows, and returns each one's call id and seq. It runs
+// after reserveSums, in the same transaction (see insertIntent for why).
 const insertIntents = `WITH i AS (INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, created_at, client, protocol_version)
+		args_digest, idempotency_key, approval_id, incarnation, created_at, client, protocol_version, reservations)
 	SELECT u.call_id, u.caller, u.session, u.tool, u.definition_hash, u.arguments,
-		u.args_digest, u.idempotency_key, u.approval_id, inc.id, u.created_at, u.client, u.protocol_version
+		u.args_digest, u.idempotency_key, u.approval_id, inc.id, u.created_at, u.client, u.protocol_version,
+		u.reservations::jsonb
 	FROM (SELECT coalesce((SELECT i.id FROM incarnations i
 			WHERE i.id = $1 AND i.state = 'alive' AND i.lease_expires_at > clock_timestamp()
 			FOR KEY SHARE), backplane_refuse('incarnation')) AS id) inc,
 		unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::text[],
-			$9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[]) WITH ORDINALITY
+			$9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[], $14::text[]) WITH ORDINALITY
 			AS u(call_id, caller, session, tool, definition_hash, arguments, args_digest,
-				idempotency_key, approval_id, created_at, client, protocol_version, n)
+				idempotency_key, approval_id, created_at, client, protocol_version, reservations, n)
 	ORDER BY u.n
-	RETURNING seq, incarnation)
-	INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM i`
+	RETURNING seq, call_id, incarnation),
+	o AS (INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM i)
+	SELECT call_id, seq FROM i`
 
 // reserveSums adds to the usage of each budget row named by the elements
 // of its arrays (scope $1, key $2, window $3 seconds long starting at $4)
@@ -247,10 +251,6 @@ const reserveSums = `WITH u AS (
 		RETURNING 1)
 	SELECT CASE WHEN (SELECT count(*) FROM u) = cardinality($1::text[]) THEN 'reserved' ELSE backplane_refuse('budget') END`
 
-// insertReservations records the reservations, one per element.
-const insertReservations = `INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start)
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])`
-
 // budgetKey is one budget row: a (scope, key) in one window.
 type budgetKey struct {
 	scope, key string
@@ -265,13 +265,12 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		callIDs, callers, sessions, tools, defs, digests = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		args                                             = make([][]byte, n)
 		keys, approvals                                  = make([]pgtype.Text, n), make([]pgtype.Text, n)
-		clients, protocols                               = make([]pgtype.Text, n), make([]pgtype.Text, n)
+		clients, protocols, held                         = make([]pgtype.Text, n), make([]pgtype.Text, n), make([]pgtype.Text, n)
 		created                                          = make([]pgtype.Timestamptz, n)
 
-		rCall, rScope, rKey           []string
-		rQuota, rAmount, rPer, rStart []int64
-		quota                         = map[budgetKey]int64{}
-		sum                           = map[budgetKey]int64{}
+		quota = map[budgetKey]int64{}
+		sum   = map[budgetKey]int64{}
+		buf   []byte
 	)
 	for i, j := range jobs {
 		in := &j.req.Intent
@@ -284,6 +283,10 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 		if !in.CreatedAt.IsZero() {
 			created[i] = pgtype.Timestamptz{Time: in.CreatedAt, Valid: true}
 		}
+		if len(j.req.Reservations) > 0 {
+			buf = appendReservations(buf[:0], j.req.Reservations)
+			held[i] = pgtype.Text{String: string(buf), Valid: true}
+		}
 		for _, r := range j.req.Reservations {
 			k := budgetKey{r.Scope, r.Key, r.Window.PerSeconds(), r.Window.StartSeconds()}
 			if q, ok := quota[k]; ok && q != r.Quota || r.Amount < 0 {
@@ -291,8 +294,6 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 			}
 			quota[k] = r.Quota
 			sum[k] += r.Amount
-			rCall, rScope, rKey = append(rCall, in.CallID), append(rScope, r.Scope), append(rKey, r.Key)
-			rQuota, rAmount, rPer, rStart = append(rQuota, r.Quota), append(rAmount, r.Amount), append(rPer, k.per), append(rStart, k.start)
 		}
 	}
 	// Budget rows in the one global order every transaction locks them in.
@@ -304,19 +305,37 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 	for i, k := range rows {
 		bScope[i], bKey[i], bPer[i], bStart[i], bQuota[i], bSum[i] = k.scope, k.key, k.per, k.start, quota[k], sum[k]
 	}
+	// The budget rows first, then the intents (see insertIntent).
 	b := &pgx.Batch{}
-	b.Queue(insertIntents, s.incarnation, callIDs, callers, sessions, tools, defs, args, digests, keys, approvals, created, clients, protocols)
 	if len(rows) > 0 {
 		b.Queue(reserveSums, bScope, bKey, bPer, bStart, bQuota, bSum)
-		b.Queue(insertReservations, rCall, rScope, rKey, rQuota, rAmount, rPer, rStart)
+	}
+	b.Queue(insertIntents, s.incarnation, callIDs, callers, sessions, tools, defs, args, digests, keys, approvals, created, clients, protocols, held)
+	ids, seqs := make([]string, 0, n), make([]int64, 0, n)
+	readSeqs := func(rows pgx.Rows) error {
+		ids, seqs = ids[:0], seqs[:0]
+		for rows.Next() {
+			var id string
+			var seq int64
+			if err := rows.Scan(&id, &seq); err != nil {
+				return err
+			}
+			ids, seqs = append(ids, id), append(seqs, seq)
+		}
+		return rows.Err()
 	}
 	return s.writeConn(context.Background(), func(ctx context.Context, c *pgx.Conn) error {
-		if err := prepare(ctx, c, insertIntents, reserveSums, insertReservations); err != nil {
+		if err := prepare(ctx, c, insertIntents, reserveSums); err != nil {
 			return fmt.Errorf("postgres store: commit %d intents together: %w", n, err)
 		}
-		if _, err := sendBatch(ctx, c, b); err != nil {
+		if _, err := sendBatch(ctx, c, b, b.Len()-1, readSeqs); err != nil {
 			return fmt.Errorf("postgres store: commit %d intents together: %w", n, err)
 		}
+		s.openMu.Lock()
+		for i, id := range ids {
+			s.open[id] = seqs[i]
+		}
+		s.openMu.Unlock()
 		return nil
 	})
 }
@@ -324,10 +343,14 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 // Group settlement: the settlements (succeeded or uncertain) queued at the
 // moment are written by one statement (their open rows deleted, their
 // settlement rows inserted) in one asynchronously committed
-// transaction (see asyncCommit). The intents it could not settle (no
-// longer started, of another incarnation, or this incarnation no longer
-// alive) are settled again on their own by settleOne, which returns the
-// exact error; so are the second and later settlements of one call id in a
+// transaction (see asyncCommit). The statement names the intents by seq,
+// which this Store learnt when it committed them (Store.open), so it
+// reads no journal row: a join of the call ids with intents was planned,
+// for a prepared statement, as a scan of the whole journal. The intents it
+// could not settle (no longer started, of another incarnation, or this
+// incarnation no longer alive), and those whose seq this Store does not
+// know, are settled on their own by settleOne, which returns the exact
+// error; so are the second and later settlements of one call id in a
 // group, after the group, so that exactly one of them wins. Failed
 // settlements release budget and are always settled on their own.
 
@@ -335,26 +358,25 @@ func (s *Store) commitTogether(jobs []*commitJob) error {
 type settleJob struct {
 	ctx    context.Context
 	callID string
+	seq    int64 // the intent's, when this Store knows it (Store.open)
 	st     store.Settlement
 	err    error
 	done   chan struct{}
 }
 
 // settleIntents settles the started intents of this incarnation ($1, while
-// it is alive) named in $2, each with the values at the same index, and
-// returns the call ids it settled: the open rows of those still started by
+// it is alive) whose seqs are $2, each with the values at the same index,
+// and returns the seqs it settled: the open rows of those still started by
 // $1 are deleted and their settlement rows inserted (see settleIntent).
-const settleIntents = `WITH u AS (
-		SELECT i.seq, u.* FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[])
-			AS u(call_id, status, result, error_class, error_message, settled_at)
-		JOIN intents i ON i.call_id = u.call_id),
-	o AS (DELETE FROM open_intents WHERE seq IN (SELECT seq FROM u) AND incarnation = $1
+const settleIntents = `WITH o AS (DELETE FROM open_intents WHERE seq = ANY($2::bigint[]) AND incarnation = $1
 		AND EXISTS (SELECT 1 FROM incarnations WHERE id = $1 AND state = 'alive')
-		RETURNING seq),
-	s AS (INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
-		SELECT u.seq, u.status, u.result, u.error_class, u.error_message, u.settled_at FROM u JOIN o ON o.seq = u.seq
 		RETURNING seq)
-	SELECT u.call_id FROM u JOIN s ON s.seq = u.seq`
+	INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
+	SELECT u.seq, u.status, u.result, u.error_class, u.error_message, u.settled_at
+	FROM unnest($2::bigint[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[])
+		AS u(seq, status, result, error_class, error_message, settled_at)
+	JOIN o ON o.seq = u.seq
+	RETURNING seq`
 
 // enqueueSettle hands a settlement to a settler and waits for its outcome
 // (see enqueueCommit).
@@ -383,7 +405,7 @@ func (s *Store) settler() {
 // settleGroup settles the jobs, together when there are several, and ends
 // each job.
 func (s *Store) settleGroup(group []*settleJob) {
-	var together, later []*settleJob
+	var together, alone, later []*settleJob
 	seen := map[string]bool{}
 	for _, j := range group {
 		switch {
@@ -394,24 +416,29 @@ func (s *Store) settleGroup(group []*settleJob) {
 			later = append(later, j)
 		default:
 			seen[j.callID] = true
-			together = append(together, j)
+			if seq, ok := s.openSeq(j.callID); ok {
+				j.seq = seq
+				together = append(together, j)
+			} else {
+				alone = append(alone, j)
+			}
 		}
 	}
-	var alone []*settleJob
 	if len(together) > 1 {
 		settled, err := s.settleTogether(together)
 		if err != nil {
 			s.log.Debug("group settlement fell back to single settlements", "intents", len(together), "error", err)
 		}
 		for _, j := range together {
-			if settled[j.callID] {
+			if settled[j.seq] {
+				s.forget(j.callID)
 				close(j.done)
 			} else {
 				alone = append(alone, j)
 			}
 		}
 	} else {
-		alone = together
+		alone = append(alone, together...)
 	}
 	run := func(jobs []*settleJob) {
 		var wg sync.WaitGroup
@@ -427,21 +454,22 @@ func (s *Store) settleGroup(group []*settleJob) {
 	run(later)
 }
 
-// settleTogether settles the jobs' intents in one asynchronously committed
-// transaction and returns the call ids it settled.
-func (s *Store) settleTogether(jobs []*settleJob) (map[string]bool, error) {
+// settleTogether settles the jobs' intents, whose seqs are known, in one
+// asynchronously committed transaction and returns the seqs it settled.
+func (s *Store) settleTogether(jobs []*settleJob) (map[int64]bool, error) {
 	n := len(jobs)
-	ids, statuses, classes, messages := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seqs := make([]int64, n)
+	statuses, classes, messages := make([]string, n), make([]string, n), make([]string, n)
 	results := make([][]byte, n)
 	at := make([]pgtype.Timestamptz, n)
 	for i, j := range jobs {
-		ids[i], statuses[i], classes[i], messages[i] = j.callID, string(j.st.Status), j.st.ErrorClass, j.st.ErrorMessage
+		seqs[i], statuses[i], classes[i], messages[i] = j.seq, string(j.st.Status), j.st.ErrorClass, j.st.ErrorMessage
 		results[i] = j.st.Result
 		if !j.st.At.IsZero() {
 			at[i] = pgtype.Timestamptz{Time: j.st.At, Valid: true}
 		}
 	}
-	settled := make(map[string]bool, n)
+	settled := make(map[int64]bool, n)
 	err := s.writeConn(context.Background(), func(ctx context.Context, c *pgx.Conn) error {
 		clear(settled)
 		if err := prepare(ctx, c, asyncCommit, settleIntents); err != nil {
@@ -449,13 +477,13 @@ func (s *Store) settleTogether(jobs []*settleJob) (map[string]bool, error) {
 		}
 		b := &pgx.Batch{}
 		b.Queue(asyncCommit)
-		b.Queue(settleIntents, s.incarnation, ids, statuses, results, classes, messages, at).Query(func(rows pgx.Rows) error {
+		b.Queue(settleIntents, s.incarnation, seqs, statuses, results, classes, messages, at).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
+				var seq int64
+				if err := rows.Scan(&seq); err != nil {
 					return err
 				}
-				settled[id] = true
+				settled[seq] = true
 			}
 			return rows.Err()
 		})

@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -35,40 +36,49 @@ const intentFrom = ` FROM intents i LEFT JOIN settlements s ON s.seq = i.seq`
 // backplane_refuse (SQLSTATE refusedCode), so no statement after it runs
 // and nothing is written; CommitIntent then reads, outside the rolled-back
 // transaction, what to report.
+//
+// The budget rows are reserved first and the intent inserted after them:
+// the intent's seq is drawn while the transaction holds its budget rows'
+// locks, which is what makes a reset's mark exact (see schema version 10).
+// The contract's order of refusals (call id, idempotency key, budget,
+// approval) is restored by commitOne, which looks for the call id and
+// the key before it reports a budget refusal.
 
-// insertIntent writes the intent only while this incarnation ($10) is alive
-// with an unexpired lease, on the database's clock; otherwise it is refused
+// insertIntent writes the intent, with its reservations ($14, see schema
+// version 10), only while this incarnation ($10) is alive with an
+// unexpired lease, on the database's clock; otherwise it is refused
 // ('incarnation'). FOR KEY SHARE holds the incarnation row until commit:
 // Recover locks it FOR UPDATE before marking anything, so it waits for this
 // transaction, and once it has declared the incarnation dead the subquery
 // finds no row. A repeated call id or idempotency key fails with a unique
 // violation (after waiting for a concurrent insert of the same key to
-// commit or roll back). The intent's open_intents row is inserted with it.
+// commit or roll back). The intent's open_intents row is inserted with it;
+// its seq is returned, for its settlement (see Store.open).
 const insertIntent = `WITH i AS (INSERT INTO intents (call_id, caller, session, tool, definition_hash, arguments,
-		args_digest, idempotency_key, approval_id, incarnation, created_at, client, protocol_version)
+		args_digest, idempotency_key, approval_id, incarnation, created_at, client, protocol_version, reservations)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
 		coalesce((SELECT i.id FROM incarnations i
 			WHERE i.id = $10 AND i.state = 'alive' AND i.lease_expires_at > clock_timestamp()
 			FOR KEY SHARE), backplane_refuse('incarnation')),
-		$11, $12, $13)
-	RETURNING seq, incarnation)
-	INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM i`
+		$11, $12, $13, $14::text::jsonb)
+	RETURNING seq, incarnation),
+	o AS (INSERT INTO open_intents (seq, incarnation) SELECT seq, incarnation FROM i)
+	SELECT seq FROM i`
 
-// reserveBudget adds $5 to the usage of ($2, $3) in window ($6 seconds
-// long, starting at $7) unless that takes it above the quota $4, and
-// records the reservation of call $1; it is refused ('budget') otherwise.
-// The upsert locks the usage row (even when its condition refuses the
-// update) until commit: a concurrent reservation of the same key and
-// window, from any replica, waits and then sees this one's sum.
+// reserveBudget adds $4 to the usage of ($1, $2) in window ($5 seconds
+// long, starting at $6) unless that takes it above the quota $3; it is
+// refused ('budget') otherwise. The upsert locks the usage row (even when
+// its condition refuses the update) until commit: a concurrent reservation
+// of the same key and window, from any replica, waits and then sees this
+// one's sum. The reservation itself is recorded in the intent's row.
 const reserveBudget = `WITH u AS (
 		INSERT INTO budget_usage AS b (scope, key, per, window_start, quota, used)
-		VALUES ($2, $3, $6::bigint, $7::bigint, $4::bigint,
-			CASE WHEN $5::bigint <= $4::bigint THEN $5::bigint ELSE backplane_refuse('budget')::bigint END)
+		VALUES ($1, $2, $5::bigint, $6::bigint, $3::bigint,
+			CASE WHEN $4::bigint <= $3::bigint THEN $4::bigint ELSE backplane_refuse('budget')::bigint END)
 		ON CONFLICT (scope, key, per, window_start) DO UPDATE SET used = b.used + excluded.used, quota = excluded.quota
-		WHERE b.used + excluded.used <= $4::bigint
+		WHERE b.used + excluded.used <= $3::bigint
 		RETURNING 1)
-	INSERT INTO reservations (call_id, scope, key, quota, amount, per, window_start)
-	VALUES ($1, $2, $3, $4::bigint, coalesce((SELECT $5::bigint FROM u), backplane_refuse('budget')::bigint), $6::bigint, $7::bigint)`
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM u) THEN 'reserved' ELSE backplane_refuse('budget') END`
 
 // consumeApproval marks approval $2 consumed by call $1 if it approves
 // exactly this call, unused and unexpired at the call's creation; it is
@@ -136,35 +146,51 @@ func (s *Store) commitOne(ctx context.Context, req *store.CommitRequest) (*store
 			cmp.Compare(ra.Window.PerSeconds(), rb.Window.PerSeconds()), cmp.Compare(ra.Window.StartSeconds(), rb.Window.StartSeconds()))
 	})
 	b := &pgx.Batch{}
-	b.Queue(insertIntent, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, in.Arguments,
-		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, ts(in.CreatedAt),
-		nullString(in.ClientInfo), nullString(in.ProtocolVersion))
 	for _, i := range order {
 		r := req.Reservations[i]
-		b.Queue(reserveBudget, in.CallID, r.Scope, r.Key, r.Quota, r.Amount, r.Window.PerSeconds(), r.Window.StartSeconds())
+		b.Queue(reserveBudget, r.Scope, r.Key, r.Quota, r.Amount, r.Window.PerSeconds(), r.Window.StartSeconds())
 	}
+	b.Queue(insertIntent, in.CallID, in.Caller, in.Session, in.Tool, in.DefinitionHash, in.Arguments,
+		in.ArgsDigest, nullString(in.IdempotencyKey), nullString(approvalID), s.incarnation, ts(in.CreatedAt),
+		nullString(in.ClientInfo), nullString(in.ProtocolVersion), encodeReservations(nil, req.Reservations))
 	if req.ApprovalID != "" {
 		b.Queue(consumeApproval, in.CallID, req.ApprovalID, cmpTS(in.CreatedAt), in.Caller, in.Tool, in.DefinitionHash, in.ArgsDigest)
 	}
 
 	var existing *store.Intent
+	var seq int64
+	readSeq := func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&seq); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
 	err := s.writeConn(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		if err := prepare(ctx, c, insertIntent, reserveBudget); err != nil {
 			return fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
 		}
 		for attempt := 1; ; attempt++ {
-			failed, err := sendBatch(ctx, c, b)
+			failed, err := sendBatch(ctx, c, b, len(order), readSeq)
 			switch {
 			case err == nil:
+				s.opened(in.CallID, seq)
 				return nil
 			case retryable(err) && attempt <= txRetries:
 				s.log.Debug("commit retried", "attempt", attempt, "error", err)
 				time.Sleep(time.Duration(attempt) * 5 * time.Millisecond)
 				continue
-			case failed == 0:
+			case failed == len(order):
 				existing, err = s.whyNotInserted(ctx, c, &in, err)
 				return err
-			case failed <= len(order) && refused(err):
+			case failed >= 0 && failed < len(order) && refused(err):
+				// The budget is checked before the intent is inserted,
+				// but a taken call id or key is the refusal to report.
+				var taken bool
+				if existing, taken, err = takenBy(ctx, c, &in); taken || err != nil {
+					return err
+				}
 				berr := budgetError(ctx, c, req.Reservations)
 				if berr == nil && attempt <= txRetries {
 					continue // budget released meanwhile: it fits now
@@ -185,13 +211,99 @@ func (s *Store) commitOne(ctx context.Context, req *store.CommitRequest) (*store
 	return nil, nil
 }
 
+// takenBy reports whether in's call id, or its caller's idempotency key,
+// belongs to a committed intent, with the error CommitIntent returns then
+// (and, for the key, the intent that holds it).
+func takenBy(ctx context.Context, c *pgx.Conn, in *store.Intent) (*store.Intent, bool, error) {
+	var n int
+	if err := c.QueryRow(ctx, `SELECT count(*) FROM intents WHERE call_id = $1`, in.CallID).Scan(&n); err != nil {
+		return nil, false, fmt.Errorf("postgres store: commit intent %s: %w", in.CallID, err)
+	}
+	if n > 0 {
+		return nil, true, fmt.Errorf("postgres store: call id %q already committed", in.CallID)
+	}
+	if in.IdempotencyKey == "" {
+		return nil, false, nil
+	}
+	prev, err := scanIntent(c.QueryRow(ctx, `SELECT `+intentCols+intentFrom+` WHERE i.caller = $1 AND i.idempotency_key = $2`,
+		in.Caller, in.IdempotencyKey))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("postgres store: read intent of idempotency key %q: %w", in.IdempotencyKey, err)
+	}
+	return prev, true, fmt.Errorf("idempotency key %q of %s: %w", in.IdempotencyKey, in.Caller, store.ErrDuplicateKey)
+}
+
+// encodeReservations appends to b the intents.reservations value of rs
+// (see schema version 10) and returns it as text, or nil (NULL) for none.
+func encodeReservations(b []byte, rs []budget.Reservation) any {
+	if len(rs) == 0 {
+		return nil
+	}
+	return string(appendReservations(b, rs))
+}
+
+// appendReservations appends the JSON array of rs: one element [scope,
+// key, quota, amount, per, window_start, 0] per reservation.
+func appendReservations(b []byte, rs []budget.Reservation) []byte {
+	b = append(b, '[')
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendJSONString(b, r.Scope)
+		b = append(b, ',')
+		b = appendJSONString(b, r.Key)
+		for _, n := range [...]int64{r.Quota, r.Amount, r.Window.PerSeconds(), r.Window.StartSeconds(), 0} {
+			b = append(b, ',')
+			b = strconv.AppendInt(b, n, 10)
+		}
+		b = append(b, ']')
+	}
+	return append(b, ']')
+}
+
+// appendJSONString appends s as a JSON string. Budget scopes and keys are
+// names (a caller, a tool, a session id): the plain ones are copied, any
+// other goes through encoding/json. A NUL, which PostgreSQL's text cannot
+// hold, is refused by the server as it is in any other column.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
 // sendBatch runs b in one implicit transaction and returns nil once the
 // transaction is committed, or the index of the statement that failed (-1
-// for the commit itself) and its error.
-func sendBatch(ctx context.Context, c *pgx.Conn, b *pgx.Batch) (int, error) {
+// for the commit itself) and its error. The rows of statement number read
+// are given to scan (none when read is -1); what scan sees is committed
+// only if sendBatch returns nil.
+func sendBatch(ctx context.Context, c *pgx.Conn, b *pgx.Batch, read int, scan func(pgx.Rows) error) (int, error) {
 	br := c.SendBatch(ctx, b)
 	for i := range b.Len() {
-		if _, err := br.Exec(); err != nil {
+		var err error
+		if i == read {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				err = scan(rows)
+				rows.Close()
+				if err == nil {
+					err = rows.Err()
+				}
+			}
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			br.Close()
 			return i, err
 		}
@@ -278,32 +390,46 @@ func budgetError(ctx context.Context, c *pgx.Conn, rs []budget.Reservation) erro
 	return nil
 }
 
-// release returns the budget held by callID's reservations, locking the
-// usage rows in (scope, key, per, window_start) order first, as
-// reservations do. A usage row pruned since (its window ended) or reset is
-// not matched: there is nothing to give back.
+// heldBy is the reservations of call $1 that still count (gen 0, see
+// schema version 10), summed per usage row, with the intent's seq.
+const heldBy = `i AS (SELECT seq, reservations FROM intents WHERE call_id = $1),
+	h AS (SELECT e->>0 AS scope, e->>1 AS key, (e->>4)::bigint AS per, (e->>5)::bigint AS window_start,
+			sum((e->>3)::bigint) AS amount
+		FROM i, jsonb_array_elements(i.reservations) e WHERE (e->>6)::bigint = 0
+		GROUP BY 1, 2, 3, 4)`
+
+// release returns the budget held by callID's reservations (in its row's
+// reservations, see schema version 10), locking the usage rows in (scope,
+// key, per, window_start) order first, as reservations do. A usage row
+// pruned since (its window ended), or made after an operator's reset of
+// the row the reservation counted in (a reset mark above the intent's
+// seq), is not matched: there is nothing to give back. It runs with the
+// status change that releases (started to failed, uncertain to
+// not_executed), which happens once per intent, so nothing is ever given
+// back twice.
 func release(ctx context.Context, tx pgx.Tx, callID string) error {
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM budget_usage
-		WHERE (scope, key, per, window_start) IN (SELECT scope, key, per, window_start FROM reservations WHERE call_id = $1 AND NOT released)
-		ORDER BY scope, key, per, window_start FOR UPDATE`, callID); err != nil {
+	if _, err := tx.Exec(ctx, `WITH `+heldBy+`
+		SELECT 1 FROM budget_usage b JOIN h ON b.scope = h.scope AND b.key = h.key AND b.per = h.per AND b.window_start = h.window_start
+		ORDER BY b.scope, b.key, b.per, b.window_start FOR UPDATE OF b`, callID); err != nil {
 		return fmt.Errorf("postgres store: release budget of %s: %w", callID, err)
 	}
-	if _, err := tx.Exec(ctx, `WITH r AS (
-			UPDATE reservations SET released = true WHERE call_id = $1 AND NOT released RETURNING scope, key, per, window_start, amount),
-		t AS (SELECT scope, key, per, window_start, sum(amount) AS amount FROM r GROUP BY scope, key, per, window_start)
-		UPDATE budget_usage b SET used = b.used - t.amount FROM t
-		WHERE b.scope = t.scope AND b.key = t.key AND b.per = t.per AND b.window_start = t.window_start`, callID); err != nil {
+	if _, err := tx.Exec(ctx, `WITH `+heldBy+`
+		UPDATE budget_usage b SET used = b.used - h.amount FROM h
+		WHERE b.scope = h.scope AND b.key = h.key AND b.per = h.per AND b.window_start = h.window_start
+		AND NOT EXISTS (SELECT 1 FROM budget_resets r, i WHERE r.scope = b.scope AND r.key = b.key
+			AND r.per = b.per AND r.window_start = b.window_start AND r.mark > i.seq)`, callID); err != nil {
 		return fmt.Errorf("postgres store: release budget of %s: %w", callID, err)
 	}
 	return nil
 }
 
-// settleIntent settles call $6 with the values $1-$5 if it is still
-// started by this incarnation ($7) and this incarnation is alive: its open
-// row is deleted and its settlement row inserted (the intent's own row is
-// not written). The row count is the settlements inserted.
+// settleIntent settles call $6, whose seq is $8 (NULL when this Store
+// does not know it: then it is looked up), with the values $1-$5 if it is
+// still started by this incarnation ($7) and this incarnation is alive:
+// its open row is deleted and its settlement row inserted (the intent's
+// own row is not written). The row count is the settlements inserted.
 const settleIntent = `WITH o AS (DELETE FROM open_intents
-		WHERE seq = (SELECT seq FROM intents WHERE call_id = $6) AND incarnation = $7
+		WHERE seq = coalesce($8::bigint, (SELECT seq FROM intents WHERE call_id = $6)) AND incarnation = $7
 		AND EXISTS (SELECT 1 FROM incarnations WHERE id = $7 AND state = 'alive')
 		RETURNING seq)
 	INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
@@ -333,12 +459,19 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 // asynchronously (see asyncCommit); a failed settlement releases the
 // call's budget in the same transaction.
 func (s *Store) settleOne(ctx context.Context, callID string, st store.Settlement) error {
+	// Settled or refused, the intent is no longer this Store's to settle;
+	// a settlement that failed otherwise finds it by its call id.
+	var seq any
+	if n, ok := s.openSeq(callID); ok {
+		seq = n
+	}
+	defer s.forget(callID)
 	settle := func(ctx context.Context, tx querier) error {
 		// The status and incarnation conditions are what make recovery
 		// safe: once another replica has marked this intent uncertain (and
 		// this incarnation dead, in the same transaction), or when it
 		// belongs to another incarnation, nothing here can move it.
-		tag, err := tx.Exec(ctx, settleIntent, string(st.Status), st.Result, st.ErrorClass, st.ErrorMessage, ts(st.At), callID, s.incarnation)
+		tag, err := tx.Exec(ctx, settleIntent, string(st.Status), st.Result, st.ErrorClass, st.ErrorMessage, ts(st.At), callID, s.incarnation, seq)
 		if err != nil {
 			return fmt.Errorf("postgres store: settle %s: %w", callID, err)
 		}

@@ -15,8 +15,9 @@
 //     commit with synchronous_commit=off (visible at once, on disk within
 //     the server's wal_writer_delay; see docs/durability.md for what a
 //     crash of the database server can lose). CommitIntent is one
-//     transaction: the intent row, each reservation and the approval's
-//     consumption, or nothing; its statements are sent in one round trip
+//     transaction: each budget row's reservation, then the intent row
+//     (which records its reservations, schema version 10), and the
+//     approval's consumption, or nothing; its statements are sent in one round trip
 //     (a pipelined batch, run by the server as one implicit transaction),
 //     and a condition that refuses the commit raises an error in its
 //     statement, which rolls the whole transaction back. The statements
@@ -31,9 +32,11 @@
 //     by one, each with the outcome it would have had alone. A settler
 //     likewise writes the settlements queued at the moment in one
 //     statement. The journal is append-only (schema version 7): an intent's
-//     row is written once; its settlement is a row of settlements (keyed
-//     by the intent's seq) and the deletion of its open_intents row, the
-//     table of the calls in flight that recovery reads.
+//     row is written once, with its reservations (schema version 10); its
+//     settlement is a row of settlements (keyed by the intent's seq, which
+//     the Store keeps from the commit) and the deletion of its
+//     open_intents row, the table of the calls in flight that recovery
+//     reads. No statement a call runs reads the journal's rows.
 //   - Budget reservations are atomic across replicas without SERIALIZABLE:
 //     each is one conditional upsert of the (scope, key) row of
 //     budget_usage (INSERT ... ON CONFLICT DO UPDATE ... WHERE used + amount
@@ -42,7 +45,12 @@
 //     against the committed sum. Rows are locked in one global order (scope,
 //     then key, byte order), so reservations never deadlock each other; a
 //     deadlock or serialization failure that still happens (40P01, 40001)
-//     is retried a few times with the whole transaction. A group takes each
+//     is retried a few times with the whole transaction. The budget rows
+//     are locked before the intent is inserted, so an intent's seq is
+//     drawn while its transaction holds them: an operator's reset marks
+//     the rows it removes with a value of the same sequence, and a later
+//     release gives back only to a row no mark above its intent's seq
+//     covers. A group takes each
 //     budget row's lock once for all its intents, so the rate at which a
 //     row is locked is at most one per WAL flush per replica while the
 //     calls per flush grow with the load.
@@ -154,6 +162,14 @@ type Store struct {
 	keepDone chan struct{}
 
 	commits committers
+
+	// open maps the call ids of the intents this Store committed and has
+	// not settled to their seq, so that their settlements find their rows
+	// by seq instead of looking each up by call id (see group.go). It is
+	// filled when a commit's transaction has committed and emptied by the
+	// settlements; an intent missing from it is looked up.
+	openMu sync.Mutex
+	open   map[string]int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -231,6 +247,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		leaseTTL:    o.LeaseTTL,
 		renewEvery:  o.RenewEvery,
 		keepDone:    make(chan struct{}),
+		open:        map[string]int64{},
 	}
 	s.log = o.Logger.With("store", "postgres", "schema", schema, "incarnation", s.incarnation)
 	ok := false
@@ -268,6 +285,29 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// opened records the seq of an intent this Store committed.
+func (s *Store) opened(callID string, seq int64) {
+	s.openMu.Lock()
+	s.open[callID] = seq
+	s.openMu.Unlock()
+}
+
+// openSeq returns the seq of callID's intent if this Store committed it
+// and has not settled it.
+func (s *Store) openSeq(callID string) (int64, bool) {
+	s.openMu.Lock()
+	seq, ok := s.open[callID]
+	s.openMu.Unlock()
+	return seq, ok
+}
+
+// forget removes callID from the intents this Store may settle by seq.
+func (s *Store) forget(callID string) {
+	s.openMu.Lock()
+	delete(s.open, callID)
+	s.openMu.Unlock()
 }
 
 // Healthy reports ErrLeaseLost once another replica has declared this one

@@ -330,10 +330,8 @@ func testNeverOverspend(t *testing.T, windows bool) {
 	if windows {
 		perCommit = 3
 	}
-	var reservations int
-	must(t, sqlConn(t, schema).QueryRow(ctx, `SELECT count(*) FROM reservations`).Scan(&reservations))
-	if reservations != perCommit*want {
-		t.Errorf("%d reservation rows, want %d", reservations, perCommit*want)
+	if n := countReservations(t, schema); n != perCommit*want {
+		t.Errorf("%d reservations recorded in the intents, want %d", n, perCommit*want)
 	}
 }
 

@@ -14,21 +14,20 @@ import (
 const pruneChunk = 1000
 
 // pruneIntents examines the pruneChunk intents after seq $1 (commit order)
-// and deletes those settled (terminal) before $3 with their reservations,
-// in one statement. It returns the last seq examined, how many were
-// examined, whether any was created before $3, and how many reservations
-// and intents it deleted.
+// and deletes those settled (terminal) before $3, in one statement (their
+// reservations are in their rows). It returns the last seq examined, how
+// many were examined, whether any was created before $3, and how many
+// reservations and intents it deleted.
 const pruneIntents = `WITH c AS (
 		SELECT i.seq, i.call_id, s.status, s.settled_at, i.created_at FROM intents i LEFT JOIN settlements s ON s.seq = i.seq
 		WHERE i.seq > $1 ORDER BY i.seq LIMIT $2),
 	d AS (SELECT seq FROM c WHERE status IN ('succeeded', 'failed', 'executed', 'not_executed') AND settled_at < $3),
 	ds AS (DELETE FROM settlements WHERE seq IN (SELECT seq FROM d)
 		AND status IN ('succeeded', 'failed', 'executed', 'not_executed') RETURNING seq),
-	r AS (DELETE FROM reservations WHERE call_id IN (SELECT call_id FROM c WHERE seq IN (SELECT seq FROM ds)) RETURNING 1),
-	i AS (DELETE FROM intents WHERE seq IN (SELECT seq FROM ds) RETURNING 1)
+	i AS (DELETE FROM intents WHERE seq IN (SELECT seq FROM ds) RETURNING coalesce(jsonb_array_length(reservations), 0) AS n)
 	SELECT coalesce((SELECT max(seq) FROM c), $1), (SELECT count(*) FROM c),
 		coalesce((SELECT bool_or(created_at IS NULL OR created_at < $3) FROM c), false),
-		(SELECT count(*) FROM r), (SELECT count(*) FROM i)`
+		(SELECT coalesce(sum(n), 0) FROM i), (SELECT count(*) FROM i)`
 
 // Prune deletes what ended before before (see store.Retention). Intents
 // are walked in commit order (the primary key) rather than through an
@@ -80,6 +79,11 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 			return err
 		}
 		r.Windows = tag.RowsAffected()
+		// The reset marks of ended windows go with them: a release finds
+		// no usage row there to give back to.
+		if _, err = tx.Exec(ctx, `DELETE FROM budget_resets WHERE per > 0 AND window_start + per <= $1`, before.Unix()); err != nil {
+			return err
+		}
 		tag, err = tx.Exec(ctx, `DELETE FROM refusals WHERE at < $1`, before)
 		if err != nil {
 			return err
@@ -94,10 +98,13 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 	return total, nil
 }
 
-// ResetBudget removes (scope, key)'s usage in every window; its
-// reservations are marked released so that a later release of one gives
-// nothing back. The usage rows are locked first, in the order reservations
-// lock them.
+// ResetBudget removes (scope, key)'s usage in every window. Its
+// reservations, inside their intents' rows, stay as they are: each usage
+// row removed gets a reset mark (see schema version 10), drawn once the
+// rows are locked (in the order reservations lock them), so that a later
+// release of a reservation counted in it gives nothing back. A usage row
+// made by a reservation committing meanwhile is not seen, not removed and
+// not marked: that reservation came after the reset.
 func (s *Store) ResetBudget(ctx context.Context, scope, key string) ([]store.Usage, error) {
 	var out []store.Usage
 	err := s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -106,13 +113,23 @@ func (s *Store) ResetBudget(ctx context.Context, scope, key string) ([]store.Usa
 		if err != nil {
 			return err
 		}
-		if out, err = pgx.CollectRows(rows, scanUsage); err != nil {
+		if out, err = pgx.CollectRows(rows, scanUsage); err != nil || len(out) == 0 {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE reservations SET released = true WHERE scope = $1 AND key = $2 AND NOT released`, scope, key); err != nil {
-			return err
+		pers, starts := make([]int64, len(out)), make([]int64, len(out))
+		for i, u := range out {
+			pers[i], starts[i] = u.Window.PerSeconds(), u.Window.StartSeconds()
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM budget_usage WHERE scope = $1 AND key = $2`, scope, key)
+		// Exactly the rows locked above; the mark is drawn after their
+		// locks were taken, so above the seq of every intent counted in
+		// them.
+		_, err = tx.Exec(ctx, `WITH m AS (SELECT nextval(pg_get_serial_sequence('intents', 'seq')) AS mark),
+			d AS (DELETE FROM budget_usage WHERE scope = $1 AND key = $2
+				AND (per, window_start) IN (SELECT * FROM unnest($3::bigint[], $4::bigint[]))
+				RETURNING scope, key, per, window_start)
+			INSERT INTO budget_resets (scope, key, per, window_start, mark)
+			SELECT d.scope, d.key, d.per, d.window_start, m.mark FROM d, m
+			ON CONFLICT (scope, key, per, window_start) DO UPDATE SET mark = excluded.mark`, scope, key, pers, starts)
 		return err
 	})
 	if err != nil {

@@ -254,6 +254,46 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_expires ON tasks (expires_at);
 `,
+	// 10: reservations kept in their intent's row (issue 27), as on SQLite
+	// (its schema 5), instead of a table of their own: a row and two index
+	// entries per reservation on every call, and a statement per group.
+	// intents.reservations is a JSON array with one element per
+	// reservation, [scope, key, quota, amount, per, window_start, gen],
+	// NULL for none; gen is 0, or -1 for a reservation released before
+	// this version (by its own release or an operator's reset), which
+	// gives nothing back. A release happens once per intent, with the
+	// status change that implies it (started to failed, uncertain to
+	// not_executed), so it needs no flag.
+	//
+	// An operator's reset can no longer mark reservations released (they
+	// are inside journal rows no index finds by budget): it deletes the
+	// usage rows and records, per row deleted, a reset mark in
+	// budget_resets, a value drawn from the intents' seq sequence while it
+	// holds the rows' locks. A release gives back only to a usage row with
+	// no reset mark above its intent's seq. That is exact because
+	// CommitIntent takes its budget rows' locks before it inserts the
+	// intent (the intent's seq is drawn while it holds them): a
+	// reservation counted in a row that a reset deleted drew its seq
+	// before the reset could lock the row, hence below the mark, and one
+	// counted in a row made after the reset drew its seq after the reset
+	// committed, hence above it.
+	`
+ALTER TABLE intents ADD COLUMN reservations jsonb;
+UPDATE intents i SET reservations = r.j FROM (
+	SELECT call_id, jsonb_agg(jsonb_build_array(scope, key, quota, amount, per, window_start,
+		CASE WHEN released THEN -1 ELSE 0 END) ORDER BY ctid) AS j
+	FROM reservations GROUP BY call_id) r
+WHERE r.call_id = i.call_id;
+DROP TABLE reservations;
+CREATE TABLE budget_resets (
+	scope        text COLLATE "C" NOT NULL,
+	key          text COLLATE "C" NOT NULL,
+	per          bigint NOT NULL,
+	window_start bigint NOT NULL,
+	mark         bigint NOT NULL, -- from the intents' seq sequence
+	PRIMARY KEY (scope, key, per, window_start)
+);
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.
