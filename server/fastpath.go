@@ -513,6 +513,7 @@ func (s *Server) serveFastCall(w http.ResponseWriter, r *http.Request, fc fastCa
 	}
 	var (
 		res *mcp.CallToolResult
+		raw []byte // the result written as bytes (fastresult.go), if it was
 		err error
 	)
 	if caller, cerr := callerFromToken(req); cerr != nil {
@@ -521,7 +522,9 @@ func (s *Server) serveFastCall(w http.ResponseWriter, r *http.Request, fc fastCa
 		// The call ends when its HTTP request does (2026-07-28 has no
 		// resumption), as PropagateRequestCancellation makes it on the
 		// SDK's path.
-		res, err = s.runTool(r.Context(), req, caller, fc.modern, true)
+		mc := fc.modern
+		mc.raw = &raw
+		res, err = s.runTool(r.Context(), req, caller, mc, true)
 	}
 	var result any = res
 	if task, ok := asTaskAnswer(err); ok {
@@ -532,11 +535,19 @@ func (s *Server) serveFastCall(w http.ResponseWriter, r *http.Request, fc fastCa
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")
-	buf := bytes.NewBuffer(make([]byte, 0, 512))
+	size := 512
+	if raw != nil {
+		size = len(raw) + len(fc.id) + 32 // the envelope around it
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
 	buf.WriteString(`{"jsonrpc":"2.0","id":`)
 	buf.Write(fc.id)
 	status := http.StatusOK
-	if err == nil {
+	switch {
+	case err == nil && raw != nil:
+		buf.WriteString(`,"result":`)
+		buf.Write(raw)
+	case err == nil:
 		buf.WriteString(`,"result":`)
 		enc := json.NewEncoder(buf)
 		enc.SetEscapeHTML(false) // as the SDK encodes its messages

@@ -123,6 +123,14 @@ func (s *Server) modernAnswer(ctx context.Context, cr gateway.CallRequest, mc mo
 	if task, ok := s.callAsTask(ctx, cr, mc, err); ok {
 		return nil, taskAnswer{task}
 	}
+	if mc.raw != nil && err == nil && res != nil {
+		// The fast path's answer, as bytes where nothing needs the
+		// result decoded (fastresult.go).
+		if b, ok := appendFastResult(make([]byte, 0, len(res.Result)+160), res); ok {
+			*mc.raw = b
+			return nil, nil
+		}
+	}
 	out, err := toolResult(res, err, s.declaresOutput(cr.Tool, res, err))
 	if err != nil {
 		return nil, err
