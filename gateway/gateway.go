@@ -725,8 +725,27 @@ type docValidator interface {
 }
 
 // parsers are the gateway's strict parsers, reused: once warm a parse of
-// the arguments allocates nothing.
+// the arguments or of a result allocates nothing. A document over
+// pooledParse bytes gets a parser of its own, so that the pool holds no
+// large tape (nor a reference to a large document).
 var parsers = sync.Pool{New: func() any { return new(jsonstrict.Parser) }}
+
+const pooledParse = 64 << 10
+
+// getParser returns a parser for a document of n bytes; putParser gives
+// it back.
+func getParser(n int) *jsonstrict.Parser {
+	if n > pooledParse {
+		return new(jsonstrict.Parser)
+	}
+	return parsers.Get().(*jsonstrict.Parser)
+}
+
+func putParser(p *jsonstrict.Parser, n int) {
+	if n <= pooledParse {
+		parsers.Put(p)
+	}
+}
 
 // argOptions are the limits the arguments are parsed and digested under:
 // g.limits, with jsonstrict's defaults (which are inputschema's) for a
@@ -754,8 +773,8 @@ func effective(o jsonstrict.Options) jsonstrict.Options {
 // are validate's.
 func (c *call) validateParsed(dv docValidator) (any, error) {
 	g, t := c.g, c.tool
-	p := parsers.Get().(*jsonstrict.Parser)
-	defer parsers.Put(p)
+	p := getParser(len(c.req.Arguments))
+	defer putParser(p, len(c.req.Arguments))
 	opts := g.argOptions()
 	doc, err := p.Parse(c.req.Arguments, &opts)
 	if err != nil {

@@ -513,9 +513,11 @@ func (s *Server) serveFastCall(w http.ResponseWriter, r *http.Request, fc fastCa
 	}
 	var (
 		res *mcp.CallToolResult
-		raw []byte // the result written as bytes (fastresult.go), if it was
 		err error
 	)
+	// The result written as bytes (fastresult.go), where it is, after
+	// the envelope's start.
+	raw := &rawAnswer{prefix: append(append([]byte(`{"jsonrpc":"2.0","id":`), fc.id...), `,"result":`...)}
 	if caller, cerr := callerFromToken(req); cerr != nil {
 		err = cerr
 	} else {
@@ -523,7 +525,7 @@ func (s *Server) serveFastCall(w http.ResponseWriter, r *http.Request, fc fastCa
 		// resumption), as PropagateRequestCancellation makes it on the
 		// SDK's path.
 		mc := fc.modern
-		mc.raw = &raw
+		mc.raw = raw
 		res, err = s.runTool(r.Context(), req, caller, mc, true)
 	}
 	var result any = res
@@ -535,19 +537,16 @@ func (s *Server) serveFastCall(w http.ResponseWriter, r *http.Request, fc fastCa
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")
-	size := 512
-	if raw != nil {
-		size = len(raw) + len(fc.id) + 32 // the envelope around it
+	if err == nil && raw.out != nil {
+		w.WriteHeader(http.StatusOK)
+		w.Write(append(raw.out, '}'))
+		return
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
+	buf := bytes.NewBuffer(make([]byte, 0, 512))
 	buf.WriteString(`{"jsonrpc":"2.0","id":`)
 	buf.Write(fc.id)
 	status := http.StatusOK
-	switch {
-	case err == nil && raw != nil:
-		buf.WriteString(`,"result":`)
-		buf.Write(raw)
-	case err == nil:
+	if err == nil {
 		buf.WriteString(`,"result":`)
 		enc := json.NewEncoder(buf)
 		enc.SetEscapeHTML(false) // as the SDK encodes its messages

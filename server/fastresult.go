@@ -34,6 +34,13 @@ import (
 // one strict JSON value are the gateway's, before any of this
 // (gateway.Options.MaxResultBytes).
 
+// rawAnswer is the fast path's answer with its result written as bytes:
+// prefix is what comes before the result (the JSON-RPC envelope), out the
+// answer up to the result's end, nil where the typed path answers.
+type rawAnswer struct {
+	prefix, out []byte
+}
+
 // appendFastResult appends the JSON of r's MCP result to dst, or returns
 // false when r takes the typed path (above).
 func appendFastResult(dst []byte, r *gateway.CallResult) ([]byte, bool) {

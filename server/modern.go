@@ -128,7 +128,7 @@ type modernCall struct {
 	caps    *mcp.ClientCapabilities
 	// raw, set by the fast path, takes a successful call's result written
 	// as bytes (appendFastResult): the call then answers no typed result.
-	raw *[]byte
+	raw *rawAnswer
 }
 
 // modernOf returns the per-request identity of a 2026-07-28 call.

@@ -126,8 +126,11 @@ func (s *Server) modernAnswer(ctx context.Context, cr gateway.CallRequest, mc mo
 	if mc.raw != nil && err == nil && res != nil {
 		// The fast path's answer, as bytes where nothing needs the
 		// result decoded (fastresult.go).
-		if b, ok := appendFastResult(make([]byte, 0, len(res.Result)+160), res); ok {
-			*mc.raw = b
+		// Room for the result twice (Backplane's own: as text and as
+		// structuredContent) and its _meta: one allocation.
+		buf := make([]byte, 0, len(mc.raw.prefix)+2*len(res.Result)+192)
+		if b, ok := appendFastResult(append(buf, mc.raw.prefix...), res); ok {
+			mc.raw.out = b
 			return nil, nil
 		}
 	}
