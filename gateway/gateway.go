@@ -4,7 +4,10 @@
 //
 //  1. lookup of the tool by exact name (not_found);
 //  2. validation of the arguments against the tool's compiled schema, every
-//     violation reported (validation, unsupported_capability);
+//     violation reported (validation, unsupported_capability); one strict
+//     parse of the arguments serves validation and their canonical digest
+//     (and the policy's Go values, built only for a decision that reads
+//     them) where the validator is the subset one;
 //  3. authorization by the policy in force, on the validated arguments,
 //     default deny (forbidden; a shell command that does not parse is
 //     validation); a tool.PathResolver's path argument is decided on

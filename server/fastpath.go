@@ -39,7 +39,10 @@ import (
 //     self-approval), with the request's own client identity;
 //   - the answer is one application/json body: the call sends nothing
 //     before its result (no progress token, no log level: below), so it
-//     needs no event stream.
+//     needs no event stream. A result nothing needs decoded (an
+//     upstream's text result, Backplane's own value) is written as bytes
+//     (fastresult.go), the upstream's kept as they came; any other goes
+//     through the SDK's types, which rewrite what they must.
 //
 // Only a request the SDK's path would serve, and would answer with a
 // result or a JSON-RPC error from the call, takes this path: anything

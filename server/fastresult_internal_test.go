@@ -141,3 +141,37 @@ func TestFastResultAllocations(t *testing.T) {
 	}
 	t.Logf("%v allocations as bytes, %v typed", bytesPath, typed)
 }
+
+// BenchmarkFastResult is a successful call's result made into the fast
+// path's answer, as bytes (appendFastResult) and through the SDK's types
+// (successResult, resultTyped, the encoder), for an upstream's text
+// result and for a value of Backplane's own.
+//
+//	go test ./server -run '^$' -bench FastResult -benchmem
+func BenchmarkFastResult(b *testing.B) {
+	for _, c := range []struct{ name, result string }{
+		{"upstream-text", `{"content":[{"type":"text","text":"Echo: write the quarterly summary for the team, in plain words"}],"isError":false}`},
+		{"own", `{"echo":{"text":"write the quarterly summary for the team, in plain words","n":3}}`},
+	} {
+		r := &gateway.CallResult{CallID: "call_mkq3x2k9abcdefghijklmnop", Result: json.RawMessage(c.result)}
+		b.Run(c.name+"/bytes", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := appendFastResult(make([]byte, 0, 2*len(r.Result)+192), r); !ok {
+					b.Fatal("not written as bytes")
+				}
+			}
+		})
+		b.Run(c.name+"/typed", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				buf := bytes.NewBuffer(make([]byte, 0, 512))
+				enc := json.NewEncoder(buf)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(resultTyped(successResult(r, false), "complete")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
