@@ -93,6 +93,9 @@ func TestDigestDocMatchesDigestValue(t *testing.T) {
 
 // A parsed document's digest allocates only its result once warm.
 func TestDigestDocAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items: allocation counts mean nothing under it")
+	}
 	data := []byte(`{"text":"hello \u00e9","b":[1,2.5,{"z":null,"\u0041":true}],"a":"x"}`)
 	var parser jsonstrict.Parser
 	doc, err := parser.Parse(data, nil)
