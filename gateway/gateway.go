@@ -4,7 +4,10 @@
 //
 //  1. lookup of the tool by exact name (not_found);
 //  2. validation of the arguments against the tool's compiled schema, every
-//     violation reported (validation, unsupported_capability);
+//     violation reported (validation, unsupported_capability); one strict
+//     parse of the arguments serves validation and their canonical digest
+//     (and the policy's Go values, built only for a decision that reads
+//     them) where the validator is the subset one;
 //  3. authorization by the policy in force, on the validated arguments,
 //     default deny (forbidden; a shell command that does not parse is
 //     validation); a tool.PathResolver's path argument is decided on
@@ -556,11 +559,15 @@ func newID(prefix string) string {
 
 // call is the state of one call through the pipeline.
 type call struct {
-	g         *Gateway
-	req       CallRequest
-	id        string
-	step      string
-	tool      *registered
+	g    *Gateway
+	req  CallRequest
+	id   string
+	step string
+	tool *registered
+	// pol is the policy in force when the call began (a *policy.Live's
+	// current one): what validate asks whether the decision reads the
+	// arguments is what decides it.
+	pol       policy.Policy
 	digest    string
 	rule      string // the policy rule that authorized the call (file:line)
 	committed bool
@@ -593,6 +600,10 @@ type call struct {
 func (c *call) run(ctx context.Context) (*CallResult, error) {
 	if err := c.lookup(); err != nil {
 		return nil, err
+	}
+	c.pol = c.g.policy
+	if live, ok := c.pol.(*policy.Live); ok {
+		c.pol = live.Load()
 	}
 	args, err := c.validate()
 	if err != nil {
@@ -670,12 +681,21 @@ func (c *call) lookup() error {
 // validate is step 2: the schema first (D4-D11), then every violation of
 // the arguments, their digest, and the backend's own check of them, still
 // before anything is approved, reserved or recorded. It returns the
-// decoded arguments, which the policy decides on.
+// decoded arguments, which the policy decides on (nil when the policy
+// says its decision does not read them: policy.ArgsReader).
+//
+// The arguments are parsed once (validateParsed) where the validator
+// takes a parsed document under the limits the digest is computed under
+// (the subset validator, inputschema, does); another validator parses
+// them itself, and the digest parses them again.
 func (c *call) validate() (any, error) {
 	g, t := c.g, c.tool
 	if t.schemaErr != nil {
 		c.audit("validate", "unsupported_schema")
 		return nil, schemaError("validate", t.schemaErr)
+	}
+	if dv, ok := t.validator.(docValidator); ok && effective(dv.ArgumentLimits()) == g.argOptions() {
+		return c.validateParsed(dv)
 	}
 	if err := t.validator.ValidateJSONAll(c.req.Arguments); err != nil {
 		c.audit("validate", "invalid")
@@ -689,18 +709,134 @@ func (c *call) validate() (any, error) {
 		digest, err = canonjson.DigestValue(v)
 	}
 	if err != nil {
-		c.audit("validate", "invalid")
-		return nil, newError(tool.ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
+		return nil, c.uncanonical(err)
 	}
 	c.digest = digest
-	if ck, ok := t.Backend.(tool.Checker); ok {
-		if err := ck.Check(c.req.Arguments); err != nil {
-			c.audit("validate", "invalid")
-			return nil, checkError(err)
-		}
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	c.audit("validate", "ok")
 	return v, nil
+}
+
+// docValidator is a validator that takes arguments already parsed
+// (inputschema.Schema): ValidateDocAll gives ValidateJSONAll's errors for
+// a document parsed under ArgumentLimits.
+type docValidator interface {
+	ArgumentLimits() jsonstrict.Options
+	ValidateDocAll(doc *jsonstrict.Doc) error
+}
+
+// parsers are the gateway's strict parsers, reused: once warm a parse of
+// the arguments or of a result allocates nothing. A document over
+// pooledParse bytes gets a parser of its own, so that the pool holds no
+// large tape (nor a reference to a large document).
+var parsers = sync.Pool{New: func() any { return new(jsonstrict.Parser) }}
+
+const pooledParse = 64 << 10
+
+// getParser returns a parser for a document of n bytes; putParser gives
+// it back.
+func getParser(n int) *jsonstrict.Parser {
+	if n > pooledParse {
+		return new(jsonstrict.Parser)
+	}
+	return parsers.Get().(*jsonstrict.Parser)
+}
+
+func putParser(p *jsonstrict.Parser, n int) {
+	if n <= pooledParse {
+		parsers.Put(p)
+	}
+}
+
+// argOptions are the limits the arguments are parsed and digested under:
+// g.limits, with jsonstrict's defaults (which are inputschema's) for a
+// zero field.
+func (g *Gateway) argOptions() jsonstrict.Options {
+	return effective(jsonstrict.Options{MaxDepth: g.limits.MaxDepth, MaxBytes: g.limits.MaxArgumentBytes})
+}
+
+// effective is o with its zero fields set to the defaults they stand for.
+func effective(o jsonstrict.Options) jsonstrict.Options {
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = jsonstrict.DefaultMaxDepth
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = jsonstrict.DefaultMaxBytes
+	}
+	return o
+}
+
+// validateParsed is validate from one parse of the arguments: the schema
+// checks the parsed document, the digest is written from it
+// (canonjson.DigestDoc, the digest DigestValue gives of the decoded
+// value), and the Go values the policy decides on are built from it only
+// when the policy reads them. The outcome, its errors and its audit
+// are validate's.
+func (c *call) validateParsed(dv docValidator) (any, error) {
+	g, t := c.g, c.tool
+	p := getParser(len(c.req.Arguments))
+	defer putParser(p, len(c.req.Arguments))
+	opts := g.argOptions()
+	doc, err := p.Parse(c.req.Arguments, &opts)
+	if err != nil {
+		// Refused as the validator refuses it, in its words (its
+		// decoding error); the same parser and limits cannot accept it.
+		verr := t.validator.ValidateJSONAll(c.req.Arguments)
+		if verr == nil {
+			return nil, c.uncanonical(err)
+		}
+		c.audit("validate", "invalid")
+		return nil, schemaError("validate", verr)
+	}
+	if err := dv.ValidateDocAll(doc); err != nil {
+		c.audit("validate", "invalid")
+		return nil, schemaError("validate", err)
+	}
+	digest, err := canonjson.DigestDoc(doc)
+	if err != nil {
+		return nil, c.uncanonical(err)
+	}
+	c.digest = digest
+	var args any
+	if c.readsArgs() {
+		args = doc.Value(0)
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	c.audit("validate", "ok")
+	return args, nil
+}
+
+// readsArgs reports whether the call's authorization needs its arguments
+// as Go values: the policy reads them (one that cannot say does), or the
+// backend resolves a path argument (the walk's deny check decides on the
+// arguments with the path replaced).
+func (c *call) readsArgs() bool {
+	if _, ok := c.tool.Backend.(tool.PathResolver); ok {
+		return true
+	}
+	ar, ok := c.pol.(policy.ArgsReader)
+	return !ok || ar.ReadsArgs(c.req.Caller, c.tool.Name)
+}
+
+// uncanonical refuses arguments whose digest cannot be written.
+func (c *call) uncanonical(err error) error {
+	c.audit("validate", "invalid")
+	return newError(tool.ClassValidation, "validate", "arguments cannot be canonicalised: "+err.Error(), nil)
+}
+
+// check is the backend's own check of the arguments (tool.Checker).
+func (c *call) check() error {
+	if ck, ok := c.tool.Backend.(tool.Checker); ok {
+		if err := ck.Check(c.req.Arguments); err != nil {
+			c.audit("validate", "invalid")
+			return checkError(err)
+		}
+	}
+	return nil
 }
 
 // authorize is step 3: default deny, on the validated arguments args; the
@@ -725,7 +861,7 @@ func (c *call) authorize(ctx context.Context, args any) (needsApproval bool, _ e
 			return deniesPath(pol, c.req.Caller, c.req.Session, t.Name, args, rp.Field, real)
 		}
 	}
-	d := g.policy.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: args, RealPath: realPath})
+	d := c.pol.Decide(policy.Request{Caller: c.req.Caller, Session: c.req.Session, Tool: t.Name, Args: args, RealPath: realPath})
 	if d.Err != nil {
 		c.audit("authorize", "invalid", "reason", d.Reason)
 		return false, newError(tool.ClassValidation, "authorize", d.Err.Error(), nil)

@@ -389,8 +389,18 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 }
 
 func validResult(b json.RawMessage) bool {
-	return len(b) > 0 && jsonstrict.Valid(b, &jsonstrict.Options{MaxBytes: 1 << 30}) == nil
+	if len(b) == 0 {
+		return false
+	}
+	p := getParser(len(b))
+	defer putParser(p, len(b))
+	_, err := p.Parse(b, &resultLimits)
+	return err == nil
 }
+
+// resultLimits bound the check of a result: its size is the gateway's
+// MaxResultBytes to cap, checked before.
+var resultLimits = jsonstrict.Options{MaxBytes: 1 << 30}
 
 func (c *call) settleError(ctx context.Context, status store.Status, class tool.Class, msg string) error {
 	st := store.Settlement{Status: status, ErrorClass: string(class), ErrorMessage: msg, At: c.g.now()}

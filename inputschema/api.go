@@ -65,3 +65,21 @@ func (s *Schema) ValidateJSON(args []byte) error {
 func (s *Schema) ValidateJSONAll(args []byte) error {
 	return s.validateJSON(args, true)
 }
+
+// ArgumentLimits are the limits [Schema.ValidateJSON] and
+// [Schema.ValidateJSONAll] parse arguments under (the schema's Limits,
+// defaults filled in).
+func (s *Schema) ArgumentLimits() jsonstrict.Options { return s.argOpts }
+
+// ValidateDocAll is ValidateJSONAll for arguments already parsed strictly
+// under [Schema.ArgumentLimits] (the gateway parses once, for validation
+// and for the digest): the same errors, in the same order, as
+// ValidateJSONAll gives for the bytes doc was parsed from. It allocates
+// nothing for valid arguments once warm.
+func (s *Schema) ValidateDocAll(doc *jsonstrict.Doc) error {
+	v := s.getValidator(true)
+	defer s.putValidator(v)
+	v.doc = doc
+	v.tape(s.root, 0)
+	return v.result()
+}

@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	"github.com/agentbackplane/backplane/inputschema"
+	"github.com/agentbackplane/backplane/internal/jsonstrict"
 )
 
 // specAny marks a string field of specWant as not checked; a field holding
@@ -364,6 +365,17 @@ func specValidateAllForms(t *testing.T, s *inputschema.Schema, c specArgCase) {
 	list := specCheckList(t, "ValidateJSONAll", s.ValidateJSONAll([]byte(c.args)), first, c.want != nil)
 	if c.all != nil && list != nil {
 		specCheckListEntries(t, "ValidateJSONAll", list, c.all)
+	}
+	// The gateway's form: one parse under the schema's limits, then the
+	// parsed document validated; the same errors as from the bytes.
+	opts := s.ArgumentLimits()
+	var parser jsonstrict.Parser
+	if doc, perr := parser.Parse([]byte(c.args), &opts); perr == nil {
+		if got, want := s.ValidateDocAll(doc), s.ValidateJSONAll([]byte(c.args)); !reflect.DeepEqual(got, want) {
+			t.Errorf("ValidateDocAll differs from ValidateJSONAll:\n doc   %v\n bytes %v", got, want)
+		}
+	} else if s.ValidateJSONAll([]byte(c.args)) == nil {
+		t.Errorf("the arguments do not parse under ArgumentLimits (%v), yet ValidateJSONAll accepts them", perr)
 	}
 	if c.bytesOnly {
 		return

@@ -214,8 +214,19 @@ func NewRules(rules []Rule) (*Rules, error) {
 	return Compile(rules, nil)
 }
 
+// ArgsReader is a Policy that can say, before deciding, whether its
+// decision on caller calling tool reads Request.Args: where it does not,
+// the gateway leaves Args nil and need not build the arguments as Go
+// values. A Policy that is not one is always given them.
+type ArgsReader interface {
+	ReadsArgs(caller, tool string) bool
+}
+
 // DenyAll refuses every call.
 type DenyAll struct{}
+
+// ReadsArgs implements [ArgsReader]: DenyAll reads nothing.
+func (DenyAll) ReadsArgs(caller, tool string) bool { return false }
 
 func (DenyAll) Decide(Request) Decision {
 	return Decision{Effect: EffectDeny, Reason: "no policy configured (default deny)"}

@@ -369,6 +369,18 @@ func (r *Rules) Visible(caller, tool string) bool {
 	return may
 }
 
+// ReadsArgs implements [ArgsReader]: a decision on caller calling tool
+// reads the arguments only where a rule that applies has a condition or
+// an argument pattern.
+func (r *Rules) ReadsArgs(caller, tool string) bool {
+	for _, e := range r.entriesFor(caller, tool) {
+		if e.cond != nil || e.hasPat {
+			return true
+		}
+	}
+	return false
+}
+
 // Decide decides one call; see the package documentation for the order.
 func (r *Rules) Decide(req Request) (d Decision) {
 	defer func() {

@@ -327,3 +327,38 @@ func FuzzTextGlob(f *testing.F) {
 		}
 	})
 }
+
+// ReadsArgs is true exactly where a rule that applies has a condition or
+// an argument pattern; where it is false, deciding without the arguments
+// gives the decision with them.
+func TestReadsArgs(t *testing.T) {
+	r, err := Compile([]Rule{
+		{Caller: "alice", Allow: []string{"note", "read(tmp/*)"}, Deny: []string{"rm"}},
+		{Caller: "bob", Allow: []string{"note"}, Conditions: []Condition{{Effect: EffectDeny, Tool: "note", If: `args.n > 3`}}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"text": "x", "path": "tmp/a", "n": int64(1)}
+	for _, c := range []struct {
+		caller, tool string
+		reads        bool
+	}{
+		{"alice", "note", false}, {"alice", "rm", false}, {"alice", "other", false}, {"carol", "note", false},
+		{"alice", "read", true}, {"bob", "note", true},
+	} {
+		if got := r.ReadsArgs(c.caller, c.tool); got != c.reads {
+			t.Errorf("ReadsArgs(%s, %s) = %v, want %v", c.caller, c.tool, got, c.reads)
+		}
+		if !c.reads {
+			with := r.Decide(Request{Caller: c.caller, Tool: c.tool, Args: args})
+			without := r.Decide(Request{Caller: c.caller, Tool: c.tool})
+			if with.Effect != without.Effect || with.Reason != without.Reason || with.Source != without.Source {
+				t.Errorf("%s %s: %+v with the arguments, %+v without", c.caller, c.tool, with, without)
+			}
+		}
+	}
+	if (DenyAll{}).ReadsArgs("alice", "note") {
+		t.Error("DenyAll reads arguments")
+	}
+}

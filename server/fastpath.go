@@ -39,7 +39,10 @@ import (
 //     self-approval), with the request's own client identity;
 //   - the answer is one application/json body: the call sends nothing
 //     before its result (no progress token, no log level: below), so it
-//     needs no event stream.
+//     needs no event stream. A result nothing needs decoded (an
+//     upstream's text result, Backplane's own value) is written as bytes
+//     (fastresult.go), the upstream's kept as they came; any other goes
+//     through the SDK's types, which rewrite what they must.
 //
 // Only a request the SDK's path would serve, and would answer with a
 // result or a JSON-RPC error from the call, takes this path: anything
@@ -515,13 +518,18 @@ func (s *Server) serveFastCall(w http.ResponseWriter, r *http.Request, fc fastCa
 		res *mcp.CallToolResult
 		err error
 	)
+	// The result written as bytes (fastresult.go), where it is, after
+	// the envelope's start.
+	raw := &rawAnswer{prefix: append(append([]byte(`{"jsonrpc":"2.0","id":`), fc.id...), `,"result":`...)}
 	if caller, cerr := callerFromToken(req); cerr != nil {
 		err = cerr
 	} else {
 		// The call ends when its HTTP request does (2026-07-28 has no
 		// resumption), as PropagateRequestCancellation makes it on the
 		// SDK's path.
-		res, err = s.runTool(r.Context(), req, caller, fc.modern, true)
+		mc := fc.modern
+		mc.raw = raw
+		res, err = s.runTool(r.Context(), req, caller, mc, true)
 	}
 	var result any = res
 	if task, ok := asTaskAnswer(err); ok {
@@ -532,6 +540,11 @@ func (s *Server) serveFastCall(w http.ResponseWriter, r *http.Request, fc fastCa
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")
+	if err == nil && raw.out != nil {
+		w.WriteHeader(http.StatusOK)
+		w.Write(append(raw.out, '}'))
+		return
+	}
 	buf := bytes.NewBuffer(make([]byte, 0, 512))
 	buf.WriteString(`{"jsonrpc":"2.0","id":`)
 	buf.Write(fc.id)

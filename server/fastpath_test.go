@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -218,5 +219,78 @@ func TestFastPathUpstream(t *testing.T) {
 	want := []string{"application/json", "application/json", "text/event-stream"}
 	if !slices.Equal(ct.seen, want) {
 		t.Errorf("answers' Content-Type %v, want %v (fast, fast, the SDK's stream)", ct.seen, want)
+	}
+}
+
+// TestFastPathUpstreamResults: an upstream's results on the fast path
+// (text results as the upstream's bytes, fastresult.go; images, resource
+// links, embedded resources, annotations and structured content through
+// the SDK's types) are the results the SDK's path gives the same call,
+// the gateway's call id (and the SDK's serverInfo) aside.
+func TestFastPathUpstreamResults(t *testing.T) {
+	s, _ := everything(t, nil)
+	hs := httpServer(t, s)
+	withoutCallID := func(t *testing.T, res map[string]json.RawMessage) map[string]any {
+		t.Helper()
+		out := map[string]any{}
+		for k, raw := range res {
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				t.Fatalf("%s: %v", k, err)
+			}
+			out[k] = v
+		}
+		meta, _ := out["_meta"].(map[string]any)
+		if id, _ := meta[server.MetaCallID].(string); id == "" {
+			t.Errorf("no call id in %v", out["_meta"])
+		}
+		delete(meta, server.MetaCallID)
+		// The SDK's handler adds its serverInfo to what it answers; the
+		// fast path never did (on either of its result paths).
+		delete(meta, "io.modelcontextprotocol/serverInfo")
+		return out
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		kind string // a content type the result must hold
+	}{
+		{"echo", map[string]any{"message": "fast <&> \"q\"\n"}, "text"},
+		{"get-sum", map[string]any{"a": 2, "b": 3.5}, "text"},
+		{"get-structured-content", map[string]any{"location": "Chicago"}, "text"},
+		{"get-tiny-image", map[string]any{}, "image"},
+		{"get-resource-links", map[string]any{"count": 2}, "resource_link"},
+		{"get-annotated-message", map[string]any{"messageType": "error", "includeImage": true}, "image"},
+		{"get-resource-reference", map[string]any{"resourceId": 2}, "resource"},
+	} {
+		params := func(progress bool) map[string]any {
+			meta := modernMeta(`{}`)
+			if progress {
+				meta["progressToken"] = "via-sdk" // the SDK's path
+			}
+			return map[string]any{"name": "everything." + c.tool, "arguments": c.args, "_meta": meta}
+		}
+		fast := post(t, hs.URL, "tok-e", "tools/call", params(false), nil)
+		viaSDK := post(t, hs.URL, "tok-e", "tools/call", params(true), nil)
+		if fast.Error != nil || viaSDK.Error != nil {
+			t.Fatalf("%s: %+v / %+v", c.tool, fast.Error, viaSDK.Error)
+		}
+		if ct := fast.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: Content-Type %q, want the fast path's application/json", c.tool, ct)
+		}
+		if !strings.Contains(string(fast.Result["content"]), `"type":"`+c.kind+`"`) {
+			t.Errorf("%s: content %s holds no %s block", c.tool, fast.Result["content"], c.kind)
+		}
+		if c.tool == "echo" && !strings.Contains(string(fast.Result["content"]), "<&>") {
+			// The upstream (JavaScript's JSON.stringify) leaves <&> as
+			// they are; encoding/json, the typed path, escapes them.
+			t.Errorf("echo: content %s is not the upstream's bytes", fast.Result["content"])
+		}
+		got, want := withoutCallID(t, fast.Result), withoutCallID(t, viaSDK.Result)
+		if !reflect.DeepEqual(got, want) {
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			t.Errorf("%s: the fast path's result\n %.600s\nthe SDK path's\n %.600s", c.tool, g, w)
+		}
 	}
 }

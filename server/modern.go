@@ -126,6 +126,9 @@ type modernCall struct {
 	version string
 	client  *mcp.Implementation
 	caps    *mcp.ClientCapabilities
+	// raw, set by the fast path, takes a successful call's result written
+	// as bytes (appendFastResult): the call then answers no typed result.
+	raw *rawAnswer
 }
 
 // modernOf returns the per-request identity of a 2026-07-28 call.

@@ -123,6 +123,17 @@ func (s *Server) modernAnswer(ctx context.Context, cr gateway.CallRequest, mc mo
 	if task, ok := s.callAsTask(ctx, cr, mc, err); ok {
 		return nil, taskAnswer{task}
 	}
+	if mc.raw != nil && err == nil && res != nil {
+		// The fast path's answer, as bytes where nothing needs the
+		// result decoded (fastresult.go).
+		// Room for the result twice (Backplane's own: as text and as
+		// structuredContent) and its _meta: one allocation.
+		buf := make([]byte, 0, len(mc.raw.prefix)+2*len(res.Result)+192)
+		if b, ok := appendFastResult(append(buf, mc.raw.prefix...), res); ok {
+			mc.raw.out = b
+			return nil, nil
+		}
+	}
 	out, err := toolResult(res, err, s.declaresOutput(cr.Tool, res, err))
 	if err != nil {
 		return nil, err

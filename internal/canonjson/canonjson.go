@@ -57,6 +57,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
@@ -75,6 +76,99 @@ func Digest(data []byte) (string, error) {
 		return "", err
 	}
 	return DigestValue(v)
+}
+
+// DigestDoc returns the digest of the canonical form of the document doc
+// holds (its node 0), as parsed by [jsonstrict.Parser]: the digest
+// [Digest] returns for the same bytes, written from the parse the caller
+// already has (the gateway's, which validated the arguments) without
+// building Go values.
+func DigestDoc(doc *jsonstrict.Doc) (string, error) {
+	w := docWriters.Get().(*docWriter)
+	defer docWriters.Put(w)
+	b, err := w.append(w.buf[:0], doc, 0)
+	w.buf = b[:0]
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return DigestVersion + hex.EncodeToString(sum[:]), nil
+}
+
+// AppendDoc appends the canonical form of node i of doc and all it
+// contains: what [Append] writes for doc.Value(i).
+func AppendDoc(dst []byte, doc *jsonstrict.Doc, i int) ([]byte, error) {
+	w := docWriters.Get().(*docWriter)
+	defer docWriters.Put(w)
+	return w.append(dst, doc, i)
+}
+
+// docWriter is the scratch space of a walk of a parsed document, pooled
+// so that a digest allocates nothing once warm.
+type docWriter struct {
+	buf  []byte // the canonical form being written (DigestDoc)
+	str  []byte // one string's unescaped text
+	keys []int  // the name nodes of the open objects, each object's sorted
+}
+
+var docWriters = sync.Pool{New: func() any { return new(docWriter) }}
+
+// append writes node i as Append writes the value Doc.Value(i) gives:
+// the same names, sorted the same way, the same strings and literals.
+func (w *docWriter) append(dst []byte, d *jsonstrict.Doc, i int) ([]byte, error) {
+	switch d.Kind(i) {
+	case jsonstrict.KindNull:
+		return append(dst, "null"...), nil
+	case jsonstrict.KindFalse:
+		return append(dst, "false"...), nil
+	case jsonstrict.KindTrue:
+		return append(dst, "true"...), nil
+	case jsonstrict.KindNumber:
+		lit := d.Raw(i)
+		if !isNumber(lit) {
+			return dst, fmt.Errorf("canonjson: invalid number %q", lit)
+		}
+		return append(dst, lit...), nil
+	case jsonstrict.KindString:
+		w.str = d.AppendStr(w.str[:0], i)
+		return appendString(dst, w.str), nil
+	case jsonstrict.KindArray:
+		dst = append(dst, '[')
+		for j, end := i+1, d.Next(i); j < end; j = d.Next(j) {
+			if j > i+1 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = w.append(dst, d, j); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, ']'), nil
+	case jsonstrict.KindObject:
+		base := len(w.keys)
+		for j, end := i+1, d.Next(i); j < end; j = d.Next(j + 1) {
+			w.keys = append(w.keys, j)
+		}
+		n := len(w.keys) - base
+		slices.SortFunc(w.keys[base:], func(a, b int) int { return compareUTF16(d.Raw(a), d.Raw(b)) })
+		dst = append(dst, '{')
+		for m := 0; m < n; m++ {
+			k := w.keys[base+m] // by index: the walk below may grow w.keys
+			if m > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, d.Raw(k)) // a name's Raw is its unescaped text
+			dst = append(dst, ':')
+			var err error
+			if dst, err = w.append(dst, d, k+1); err != nil {
+				w.keys = w.keys[:base]
+				return dst, err
+			}
+		}
+		w.keys = w.keys[:base]
+		return append(dst, '}'), nil
+	}
+	return dst, fmt.Errorf("canonjson: node %d is not a JSON value", i)
 }
 
 // DigestValue returns the digest of the canonical form of v:
@@ -159,15 +253,20 @@ func Append(dst []byte, v any) ([]byte, error) {
 }
 
 // compareUTF16 orders member names by their UTF-16 code units (RFC 8785 §3.2.3).
-func compareUTF16(a, b string) int {
+func compareUTF16[T ~string | ~[]byte](a, b T) int {
 	if isASCII(a) && isASCII(b) {
-		return strings.Compare(a, b)
+		for i := 0; i < len(a) && i < len(b); i++ {
+			if a[i] != b[i] {
+				return int(a[i]) - int(b[i])
+			}
+		}
+		return len(a) - len(b)
 	}
-	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
+	ua, ub := utf16.Encode([]rune(string(a))), utf16.Encode([]rune(string(b)))
 	return slices.Compare(ua, ub)
 }
 
-func isASCII(s string) bool {
+func isASCII[T ~string | ~[]byte](s T) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= 0x80 {
 			return false
@@ -176,7 +275,7 @@ func isASCII(s string) bool {
 	return true
 }
 
-func appendString(dst []byte, s string) []byte {
+func appendString[T ~string | ~[]byte](dst []byte, s T) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i := 0; i < len(s); i++ {
@@ -215,7 +314,7 @@ func appendNumber(dst []byte, lit string) ([]byte, error) {
 
 // isNumber reports whether s is exactly one JSON number:
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func isNumber(s string) bool {
+func isNumber[T ~string | ~[]byte](s T) bool {
 	i := 0
 	if i < len(s) && s[i] == '-' {
 		i++
@@ -250,7 +349,7 @@ func isNumber(s string) bool {
 }
 
 // digits returns the index after the run of ASCII digits starting at i.
-func digits(s string, i int) int {
+func digits[T ~string | ~[]byte](s T, i int) int {
 	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 		i++
 	}

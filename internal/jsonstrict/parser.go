@@ -95,6 +95,17 @@ func (d *Doc) Str(i int) string {
 	return string(d.Raw(i))
 }
 
+// AppendStr appends the unescaped text of string node i (a value or a
+// name) to dst: [Doc.Str] without making a string, for a reader that
+// walks the tape once (the canonical digest).
+func (d *Doc) AppendStr(dst []byte, i int) []byte {
+	nd := &d.nodes[i]
+	if nd.flags&flagEscaped != 0 && nd.flags&flagInKeybuf == 0 {
+		return appendUnescaped(dst, d.Raw(i))
+	}
+	return append(dst, d.Raw(i)...)
+}
+
 // Value converts node i and its contents to Go values: map[string]any, []any,
 // string, bool, nil and [Number].
 func (d *Doc) Value(i int) any {
