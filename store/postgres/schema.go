@@ -254,6 +254,22 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_expires ON tasks (expires_at);
 `,
+	// 10: the per_caller logins in progress (store.PendingLogin), so that
+	// the callback may reach any replica: found by a digest of the state,
+	// their secrets sealed by the gateway.
+	`
+CREATE TABLE pending_logins (
+	key     text PRIMARY KEY,
+	server  text NOT NULL,
+	caller  text NOT NULL,
+	scopes  text NOT NULL DEFAULT '',
+	created timestamptz NOT NULL,
+	expires timestamptz NOT NULL,
+	sealed  bytea NOT NULL
+);
+CREATE INDEX pending_logins_caller ON pending_logins (caller, server);
+CREATE INDEX pending_logins_expires ON pending_logins (expires);
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.
