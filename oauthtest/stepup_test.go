@@ -4,15 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/tool"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/ory/fosite"
 )
 
 func (r *perCallerRig) callTool(t *testing.T, caller, name string, client tool.Client) (*gateway.CallResult, error) {
@@ -152,5 +159,70 @@ func TestFositePerCallerStepUpDeferred(t *testing.T) {
 		Input: &tool.InputAnswers{Responses: map[string]json.RawMessage{"backplane_login": json.RawMessage(`{"action":"accept"}`)}, State: ire.State}})
 	if err != nil || !strings.Contains(string(res.Content), "noted by acct-alice with tools admin") {
 		t.Fatalf("the retry: %v %v", res, err)
+	}
+}
+
+// TestFositeServiceStepUpNamesScope: the service mode (client
+// credentials) does not widen the gateway's own credential when a server
+// demands more: a call of the tool that demands admin fails, not run,
+// naming the scope and the setting that grants it, and fosite is asked
+// for no second token.
+func TestFositeServiceStepUpNamesScope(t *testing.T) {
+	l := listen(t)
+	resource := "http://" + l.Addr().String() + "/mcp"
+	a := startAS(t, time.Hour, resource)
+	a.store.Clients[clientID].(*fosite.DefaultClient).Scopes = []string{"tools", "admin"} // fosite would grant it
+	var ran atomic.Int32
+	s := sdk.NewServer(&sdk.Implementation{Name: "scoped-upstream", Version: "1"}, nil)
+	s.AddTool(&sdk.Tool{Name: "admin_note", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			ran.Add(1)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "noted"}}}, nil
+		})
+	prm := "http://" + l.Addr().String() + "/meta/prm"
+	mux := http.NewServeMux()
+	mux.Handle("GET /meta/prm", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource: resource, AuthorizationServers: []string{a.issuer()}, ScopesSupported: []string{"tools", "admin"},
+	}))
+	protected := auth.RequireBearerToken(a.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prm, Scopes: []string{"tools"}})(
+		sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: true}))
+	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// 2026-07-28 (stateless): each request names its tool in Mcp-Name.
+		if r.Header.Get("Mcp-Name") == "admin_note" {
+			ti, err := a.verify(r.Context(), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), r)
+			if err == nil && !slices.Contains(ti.Scopes, "admin") {
+				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope="tools admin", resource_metadata=%q`, prm))
+				http.Error(w, "insufficient scope", http.StatusForbidden)
+				return
+			}
+		}
+		protected.ServeHTTP(w, r)
+	}))
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+
+	logs := &syncBuffer{}
+	g, log := newGateway(t, logs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: resource, OAuth: &upstream.OAuth{
+		ClientID: clientID, ClientSecret: clientSecret, Scopes: []string{"tools"},
+	}}, &upstream.Options{Registry: g, Logger: log})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer up.Close()
+	_, err = g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "remote.admin_note", Arguments: json.RawMessage(`{}`)})
+	var ge *gateway.Error
+	if !errors.As(err, &ge) || ge.Details["status"] != "failed" || !strings.Contains(ge.Message, "scope tools admin (insufficient_scope)") ||
+		!strings.Contains(ge.Message, "auth.oauth.scopes") {
+		t.Fatalf("%v, want failed (not run) naming the scope and auth.oauth.scopes", err)
+	}
+	if n := ran.Load(); n != 0 {
+		t.Errorf("the tool ran %d times", n)
+	}
+	if issued, _, _ := a.snapshot(); len(issued) != 1 {
+		t.Errorf("fosite issued %d tokens, want the 1 of the configured scopes (no step-up by itself)", len(issued))
 	}
 }
