@@ -72,6 +72,7 @@ func newPGSchema(t *testing.T) (string, *pgx.Conn) {
 type serveReplica struct {
 	addr, dir string
 	log       syncBuffer
+	stop      func() // stops it and waits for it to exit (once)
 }
 
 const replicaConfig = `workspace: work
@@ -120,11 +121,15 @@ func startServeReplica(t *testing.T, bin, storeURL, addr, upstreamURL string, ke
 	var waited sync.WaitGroup
 	waited.Add(1)
 	go func() { cmd.Wait(); waited.Done() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		waited.Wait()
-		cancel()
-	})
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			cmd.Process.Signal(os.Interrupt)
+			waited.Wait()
+			cancel()
+		})
+	}
+	t.Cleanup(r.stop)
 	waitHealthy(t, "http://"+addr+"/healthz", &r.log)
 	return r
 }
@@ -214,8 +219,12 @@ func TestPerCallerLoginAcrossReplicas(t *testing.T) {
 
 	cb := signInVia(t, "acct-alice", as.issuer(), authURL, b)
 	code, _ := url.Parse(cb)
-	if !strings.Contains(b.log.String(), "upstream account connected") {
-		t.Errorf("replica B's log does not say it connected the account")
+	// serve's output reaches the buffer through a pipe: a moment later.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(b.log.String(), "upstream account connected"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("replica B's log does not say it connected the account")
+			break
+		}
 	}
 	for _, r := range []*serveReplica{a, b} {
 		replay := strings.Replace(cb, b.addr, r.addr, 1)
@@ -257,6 +266,7 @@ func TestPerCallerLoginAcrossReplicas(t *testing.T) {
 	secrets = append(secrets, clientSecret, state, code.Query().Get("code"), uu.Query().Get("state"), c2.Query().Get("code"))
 	texts := map[string]string{}
 	for _, r := range []*serveReplica{a, b} {
+		r.stop() // its logs complete
 		audit, err := os.ReadFile(filepath.Join(r.dir, "audit.log"))
 		if err != nil {
 			t.Fatal(err)
