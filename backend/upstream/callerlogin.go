@@ -147,6 +147,18 @@ func (l *Logins) serve(a *callerAuth) {
 	l.mu.Unlock()
 }
 
+// forget undoes serve, unless another Upstream of the name replaced a.
+func (l *Logins) forget(a *callerAuth) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.servers[a.server] == a {
+		delete(l.servers, a.server)
+	}
+	l.mu.Unlock()
+}
+
 func (l *Logins) server(name string) *callerAuth {
 	l.mu.Lock()
 	defer l.mu.Unlock()

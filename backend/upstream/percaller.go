@@ -203,9 +203,6 @@ func newCallerAuth(base http.RoundTripper, srv Server, tokens TokenStore, logins
 		svc.Mode = OAuthModeService
 		a.service = newOAuthTransport(base, srv.Name, srv.URL, svc)
 	}
-	if srv.OAuth.Mode == OAuthModePerCaller {
-		logins.serve(a) // its flows complete at this process's callback too
-	}
 	return a
 }
 

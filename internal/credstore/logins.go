@@ -119,7 +119,13 @@ func (l *Logins) TakeLogin(ctx context.Context, state string) (upstream.PendingL
 	if err != nil {
 		return upstream.PendingLogin{}, err
 	}
-	return l.open(r)
+	p, err := l.open(r)
+	if err != nil {
+		// Taken, and unusable (sealed with a key no longer configured, or
+		// altered): for the callback, as good as gone.
+		return upstream.PendingLogin{}, fmt.Errorf("%w: %w", upstream.ErrNoLogin, err)
+	}
+	return p, nil
 }
 
 func (l *Logins) open(r *store.PendingLogin) (upstream.PendingLogin, error) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,8 +93,8 @@ func TestLoginsBoundToTheirRow(t *testing.T) {
 	if err := st.AddPendingLogin(ctx, row, time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ls.TakeLogin(ctx, "s-alice"); err == nil || errors.Is(err, upstream.ErrNoLogin) {
-		t.Fatalf("a login moved to another caller opened: %v", err)
+	if _, err := ls.TakeLogin(ctx, "s-alice"); !errors.Is(err, upstream.ErrNoLogin) || !strings.Contains(err.Error(), "caller mallory") {
+		t.Fatalf("a login moved to another caller: %v, want ErrNoLogin saying it does not open", err)
 	}
 	if _, err := ls.TakeLogin(ctx, "s-alice"); !errors.Is(err, upstream.ErrNoLogin) {
 		t.Fatalf("the moved login was not used up: %v", err)
