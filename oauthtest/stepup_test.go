@@ -226,3 +226,92 @@ func TestFositeServiceStepUpNamesScope(t *testing.T) {
 		t.Errorf("fosite issued %d tokens, want the 1 of the configured scopes (no step-up by itself)", len(issued))
 	}
 }
+
+// sharedCallback serves, at /cb on a listener of its own, logins whose
+// flows are in store: one replica's callback of several.
+func sharedCallback(t *testing.T, store upstream.LoginStore) (*upstream.Logins, string) {
+	t.Helper()
+	l := listen(t)
+	redirect := "http://" + l.Addr().String() + "/cb"
+	logins := upstream.NewLogins(&upstream.LoginsOptions{RedirectURL: redirect, Store: store})
+	srv := &http.Server{Handler: logins}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return logins, redirect
+}
+
+// crossClient is a 2025-11-25 client that takes a URL-mode elicitation:
+// it signs in, and its browser's redirect reaches the callback at
+// another replica (callback), as a load balancer may send it.
+type crossClient struct {
+	elicitingClient
+	callback string
+}
+
+func (c *crossClient) Request(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	c.asked = append(c.asked, params)
+	var p struct{ Mode, URL string }
+	if method != tool.RequestElicitation || json.Unmarshal(params, &p) != nil || p.Mode != "url" {
+		return nil, fmt.Errorf("%w: unexpected %s", tool.ErrNoChannel, method)
+	}
+	b := browser(c.t, c.account, c.issuer)
+	b.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := b.Get(p.URL)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		return nil, err
+	}
+	to, _ := url.Parse(c.callback)
+	loc.Host = to.Host
+	// Accepted at once; the sign-in completes at the other replica a
+	// moment later, while the call waits.
+	go func() {
+		if resp, err := http.Get(loc.String()); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	return json.RawMessage(`{"action":"accept"}`), nil
+}
+
+// TestFositePerCallerLoginWaitAcrossReplicas: two gateways (replicas)
+// share the logins in progress and the tokens; a call at A whose client
+// accepts the URL-mode elicitation waits while the sign-in completes at
+// B's callback, sees the token B saved, and runs, once.
+func TestFositePerCallerLoginWaitAcrossReplicas(t *testing.T) {
+	shared, tokens := &upstream.MemoryLogins{}, &upstream.MemoryTokens{}
+	loginsA, redirectA := sharedCallback(t, shared)
+	loginsB, redirectB := sharedCallback(t, shared)
+	l := listen(t)
+	a := startCallerAS(t, time.Hour, "http://"+l.Addr().String()+"/mcp", redirectA)
+	a.store.Clients[clientID].(*fosite.DefaultClient).RedirectURIs = []string{redirectA, redirectB}
+	p := startAccountPeer(t, l, a.issuer(), a.verifyAccount)
+	connectAt := func(logins *upstream.Logins) *gateway.Gateway {
+		g, log := newGatewayFor(t, &syncBuffer{}, "alice")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		up, err := upstream.Connect(ctx, upstream.Server{Name: "remote", URL: p.url(), OAuth: &upstream.OAuth{
+			Mode: upstream.OAuthModePerCaller, ClientID: clientID, ClientSecret: clientSecret, Scopes: []string{"tools"},
+		}}, &upstream.Options{Registry: g, Logger: log, Tokens: tokens, Logins: logins})
+		if err != nil {
+			t.Fatalf("Connect: %v", err)
+		}
+		t.Cleanup(func() { up.Close() })
+		return g
+	}
+	gA := connectAt(loginsA)
+	connectAt(loginsB)
+	c := &crossClient{elicitingClient: elicitingClient{t: t, account: "acct-alice", issuer: a.issuer()}, callback: redirectB}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := gA.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "remote.whoami", Arguments: json.RawMessage(`{}`), Client: c})
+	if err != nil || !strings.Contains(string(res.Result), "you are acct-alice") {
+		t.Fatalf("the call at A: %v %v", res, err)
+	}
+	if len(c.asked) != 1 || len(p.runs()) != 1 {
+		t.Errorf("asked %d times, ran %d times: want 1 and 1", len(c.asked), len(p.runs()))
+	}
+}
