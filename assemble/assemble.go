@@ -184,6 +184,9 @@ type Runtime struct {
 	// The per_caller servers' logins in progress (upstream_callers.go);
 	// their tokens are kept in Tokens, as the service mode's are.
 	logins *upstream.Logins
+	// loginStore keeps them: sealed in the store with secrets: set (so a
+	// callback may reach any replica), else nil (this process's memory).
+	loginStore upstream.LoginStore
 }
 
 // Close closes what Open opened, in the reverse order. It may be called
@@ -213,7 +216,6 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 		o.Stderr = os.Stderr
 	}
 	rt := &Runtime{Config: cfg, Log: o.Log, version: o.Version}
-	rt.openCallerAuth(&o) // upstream_callers.go
 	if rt.Log == nil {
 		rt.Log = slog.New(slog.NewTextHandler(o.Stderr, nil))
 	}
@@ -276,6 +278,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if err := rt.openTokens(); err != nil {
 		return nil, err
 	}
+	rt.openCallerAuth(&o) // upstream_callers.go: after openTokens, for its store
 
 	// Tracing before the gateway (which takes its tracer); closed after
 	// the upstreams, whose calls end spans, and before the store.

@@ -30,6 +30,7 @@ func (rt *Runtime) openTokens() error {
 	}
 	rt.sealed = credstore.New(rt.Store, sl)
 	rt.Tokens = rt.sealed
+	rt.loginStore = credstore.NewLogins(rt.Store, sl) // upstream_callers.go
 	return nil
 }
 

@@ -8,11 +8,13 @@ import (
 )
 
 // openCallerAuth makes the per_caller servers' logins in progress, whose
-// callback serve mounts (Serving's UpstreamCallback). Their tokens are
-// kept in rt.Tokens (tokens.go): sealed in the store with secrets: set,
-// so every replica uses a caller's connection.
+// callback serve mounts (Serving's UpstreamCallback). With secrets: set,
+// the logins in progress and the tokens they get are both sealed in the
+// store (tokens.go): a login begun at one replica completes at the
+// callback of any other, and every replica then uses the caller's
+// connection. Without it, both stay in this process's memory.
 func (rt *Runtime) openCallerAuth(o *Options) {
-	rt.logins = upstream.NewLogins(&upstream.LoginsOptions{RedirectURL: o.UpstreamCallback})
+	rt.logins = upstream.NewLogins(&upstream.LoginsOptions{RedirectURL: o.UpstreamCallback, Store: rt.loginStore})
 }
 
 // callerOAuth copies a server's per-caller settings.

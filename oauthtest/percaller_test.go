@@ -53,7 +53,7 @@ func startCallerAS(t *testing.T, life time.Duration, audience, redirect string) 
 	a.store.Clients[clientID] = &fosite.DefaultClient{
 		ID: clientID, Secret: hash, RedirectURIs: []string{redirect},
 		GrantTypes:    []string{"authorization_code", "refresh_token", "client_credentials"},
-		ResponseTypes: []string{"code"}, Scopes: []string{"tools"}, Audience: []string{audience},
+		ResponseTypes: []string{"code"}, Scopes: []string{"tools", "admin"}, Audience: []string{audience},
 	}
 	cfg := &fosite.Config{
 		AccessTokenLifespan: life, GlobalSecret: []byte("a-global-secret-of-32-bytes-long"),
@@ -188,12 +188,16 @@ func (a *callerAS) verifyAccount(ctx context.Context, tok string, _ *http.Reques
 // seenCall is what the upstream saw of one request.
 type seenCall struct {
 	user, token string
-	call        bool // a tools/call (its Mcp-Method header)
+	call        bool   // a tools/call (its Mcp-Method header)
+	tool        string // its Mcp-Name header
+	refused     bool   // answered 403 insufficient_scope
 }
 
 // accountPeer is a Go SDK server behind auth.RequireBearerToken that
 // records, for every request, the account and the token it carried; its
-// tool whoami answers the account it ran as.
+// tool whoami answers the account it ran as. Its tool admin_note needs
+// the scope admin besides tools: a call of it with a token without admin
+// is answered 403 insufficient_scope (RFC 6750 3.1) naming both.
 type accountPeer struct {
 	addr string
 	mu   sync.Mutex
@@ -215,6 +219,11 @@ func startAccountPeerAt(t *testing.T, l net.Listener, issuer string, verify auth
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "you are " + req.Extra.TokenInfo.UserID}}}, nil
 		})
+	s.AddTool(&sdk.Tool{Name: "admin_note", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "noted by " + req.Extra.TokenInfo.UserID +
+				" with " + strings.Join(req.Extra.TokenInfo.Scopes, " ")}}}, nil
+		})
 	mux := http.NewServeMux()
 	mux.Handle("GET /meta/prm", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource: u.url(), AuthorizationServers: []string{issuer}, ScopesSupported: []string{"tools"},
@@ -227,15 +236,22 @@ func startAccountPeerAt(t *testing.T, l net.Listener, issuer string, verify auth
 	})(handler)
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		rec := seenCall{token: tok, call: r.Header.Get("Mcp-Method") == "tools/call"}
+		rec := seenCall{token: tok, call: r.Header.Get("Mcp-Method") == "tools/call", tool: r.Header.Get("Mcp-Name")}
+		var ti *auth.TokenInfo
 		if tok != "" {
-			if ti, err := verify(r.Context(), tok, r); err == nil {
-				rec.user = ti.UserID
+			if info, err := verify(r.Context(), tok, r); err == nil {
+				ti, rec.user = info, info.UserID
 			}
 		}
+		rec.refused = rec.call && rec.tool == "admin_note" && ti != nil && !slices.Contains(ti.Scopes, "admin")
 		u.mu.Lock()
 		u.seen = append(u.seen, rec)
 		u.mu.Unlock()
+		if rec.refused {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope="tools admin", resource_metadata=%q`, "http://"+u.addr+"/meta/prm"))
+			http.Error(w, "insufficient scope", http.StatusForbidden)
+			return
+		}
 		if openCatalog && !rec.call && r.Method == http.MethodPost {
 			handler.ServeHTTP(w, r)
 			return
@@ -267,7 +283,7 @@ func (u *accountPeer) calls() []seenCall {
 func (u *accountPeer) runs() []seenCall {
 	var out []seenCall
 	for _, s := range u.calls() {
-		if s.user != "" {
+		if s.user != "" && !s.refused {
 			out = append(out, s)
 		}
 	}

@@ -197,6 +197,7 @@ type Store interface {
 	Retention
 	Refusals
 	Credentials
+	PendingLogins
 	Tasks
 
 	Close() error

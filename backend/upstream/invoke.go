@@ -98,8 +98,21 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 		defers = d.DefersInput()
 	}
 	shed := 0
+	steppedUp := false
 	for round := 1; ; round++ {
 		res, err := b.round(ctx, l, in, call, params, asked)
+		if err != nil && !asked && !steppedUp {
+			// Refused for lack of a scope (per_caller): the caller is asked
+			// to grant it, and the call, which did not run, is sent again
+			// once it has (percaller.go).
+			if serr, ok := u.stepUp(ctx, call); ok {
+				if serr != nil {
+					return nil, serr
+				}
+				steppedUp = true
+				continue
+			}
+		}
 		if err != nil || res.input == nil {
 			if res != nil {
 				return res.result, nil

@@ -451,6 +451,9 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 		return nil, fmt.Errorf("server %s: %w", srv.Name, u.startTimedOut(ctx, cctx, err))
 	}
 	u.link = l
+	if u.perCaller != nil && u.perCaller.cfg.Mode == OAuthModePerCaller {
+		u.logins.serve(u.perCaller) // its logins complete at this process's callback, whoever began them
+	}
 	u.log.Info("upstream connected", "transport", u.transport(), "protocol", l.protocol, "tools", len(tools))
 	u.logVisibility()
 	u.wg.Add(1)
@@ -498,6 +501,9 @@ func (u *Upstream) Close() error {
 	}
 	u.wg.Wait()
 	u.unregisterAll()
+	if u.perCaller != nil {
+		u.logins.forget(u.perCaller)
+	}
 	if t, ok := u.httpRT.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}

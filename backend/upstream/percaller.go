@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -129,6 +130,35 @@ type callerKey struct{}
 type callerCred struct {
 	caller  string
 	subject string // the caller's own token, for an exchange; a secret
+	// need is where callerTransport records the scope a server demanded
+	// of the call's token (insufficient_scope), for Invoke to step up.
+	need *scopeNeed
+}
+
+// scopeNeed is a server's insufficient_scope answer to a caller's call.
+type scopeNeed struct {
+	mu     sync.Mutex
+	scope  string   // the challenge's scope ("" when it names none)
+	held   []string // the scopes the refused token was granted
+	demand bool     // set once a 403 insufficient_scope came back
+}
+
+func (n *scopeNeed) set(scope string, held []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.scope, n.held, n.demand = scope, held, true
+}
+
+// take returns and clears what was recorded.
+func (n *scopeNeed) take() (scope string, held []string, ok bool) {
+	if n == nil {
+		return "", nil, false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	scope, held, ok = n.scope, n.held, n.demand
+	n.scope, n.held, n.demand = "", nil, false
+	return scope, held, ok
 }
 
 func withCaller(ctx context.Context, c callerCred) context.Context {
@@ -221,6 +251,12 @@ func (t callerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, err := a.base.RoundTrip(authorized(req, tok))
+	if err == nil && resp.StatusCode == http.StatusForbidden {
+		if err := a.insufficientScope(req.Context(), cc, resp); err != nil {
+			drain(resp)
+			return nil, err
+		}
+	}
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, err
 	}
@@ -244,6 +280,53 @@ func (t callerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return a.base.RoundTrip(authorized(retry, tok2))
+}
+
+// insufficientScope is the error for a 403 to a caller's request whose
+// challenge says insufficient_scope (RFC 6750 3.1): an *OAuthError, so
+// that the tap marks the request refused (the server refused it before
+// running it). In per_caller mode it records the demand in cc.need, and
+// Invoke asks the caller for a step-up login; an exchanged token's scopes
+// are the configuration's, which only an operator widens. nil for any
+// other 403, which passes through.
+func (a *callerAuth) insufficientScope(ctx context.Context, cc callerCred, resp *http.Response) error {
+	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if err != nil {
+		return nil
+	}
+	for _, c := range cs {
+		if c.Scheme != "bearer" || c.Params["error"] != "insufficient_scope" {
+			continue
+		}
+		scope := strings.Join(strings.Fields(c.Params["scope"]), " ")
+		what := "more scope"
+		if scope != "" {
+			what = "scope " + quoteScope(scope)
+		}
+		if a.cfg.Mode == OAuthModeExchange || cc.need == nil {
+			return a.fail("the server needs %s (insufficient_scope) for caller %s's call: add it to auth.oauth.scopes", what, cc.caller)
+		}
+		var held []string
+		if st, err := a.tokens.Token(ctx, TokenKey{Server: a.server, Caller: cc.caller}); err == nil {
+			held = st.Scopes
+		}
+		cc.need.set(scope, held)
+		return a.fail("the server needs %s (insufficient_scope) for caller %s's call: the caller is asked to grant it", what, cc.caller)
+	}
+	return nil
+}
+
+// stepUpScopes are the scopes a step-up login asks for: the
+// configuration's, those the refused token held, and those the server
+// demanded, each once, in that order.
+func (a *callerAuth) stepUpScopes(held []string, demanded string) []string {
+	var out []string
+	for _, s := range slices.Concat(a.cfg.Scopes, held, strings.Fields(demanded)) {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // errNeedsLogin: the caller has no usable token (per_caller): it has to
@@ -271,6 +354,7 @@ func (a *callerAuth) token(ctx context.Context, cc callerCred, refused *oauth2.T
 		return st.Token, nil
 	}
 	var tok *oauth2.Token
+	var prev *StoredToken // the token a refresh replaces
 	switch a.cfg.Mode {
 	case OAuthModeExchange:
 		if cc.subject == "" {
@@ -287,7 +371,7 @@ func (a *callerAuth) token(ctx context.Context, cc callerCred, refused *oauth2.T
 			}
 			return nil, errNeedsLogin
 		}
-		tok, err = a.refresh(ctx, st.Token)
+		tok, err = a.refresh(ctx, st)
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) && re.ErrorCode == "invalid_grant" {
 			// The account's grant is gone (revoked, expired): it has to
@@ -306,8 +390,9 @@ func (a *callerAuth) token(ctx context.Context, cc callerCred, refused *oauth2.T
 		if tok.RefreshToken == "" {
 			tok.RefreshToken = st.Token.RefreshToken
 		}
+		prev = &st
 	}
-	if err := a.save(ctx, cc.caller, tok); err != nil {
+	if err := a.save(ctx, cc.caller, tok, prev); err != nil {
 		return nil, err
 	}
 	return tok, nil
@@ -319,11 +404,34 @@ func (a *callerAuth) deleteToken(ctx context.Context, key TokenKey) {
 	}
 }
 
-// save keeps tok as the caller's, with its granted scopes.
-func (a *callerAuth) save(ctx context.Context, caller string, tok *oauth2.Token) error {
+// save keeps tok, refreshed or exchanged, as the caller's: with the
+// granted scopes, and the client of the token it replaces (prev; nil for
+// an exchange, whose client is the configuration's).
+func (a *callerAuth) save(ctx context.Context, caller string, tok *oauth2.Token, prev *StoredToken) error {
 	st := StoredToken{Token: tok, Mode: a.cfg.Mode, Scopes: grantedScopes(tok, a.cfg.Scopes), Updated: time.Now()}
+	if prev != nil {
+		st.ClientID, st.ClientSecret = prev.ClientID, prev.ClientSecret
+		if _, ok := tok.Extra("scope").(string); !ok {
+			st.Scopes = prev.Scopes // a refresh keeps the grant's scopes (RFC 6749 6)
+		}
+	}
 	if err := a.tokens.SaveToken(ctx, TokenKey{Server: a.server, Caller: caller}, st); err != nil {
 		return a.fail("saving caller %s's token: %v", caller, err)
+	}
+	return nil
+}
+
+// saveLogin keeps the token a login f obtained as its caller's, with the
+// scopes granted (else those asked for) and f's client when it is not the
+// configuration's: one registered (RFC 7591) by the process that began
+// the login, which the refreshes need, whichever process makes them.
+func (a *callerAuth) saveLogin(ctx context.Context, f PendingLogin, tok *oauth2.Token) error {
+	st := StoredToken{Token: tok, Mode: a.cfg.Mode, Scopes: grantedScopes(tok, f.Scopes), Updated: time.Now()}
+	if f.ClientID != a.cfg.ClientID {
+		st.ClientID, st.ClientSecret = f.ClientID, f.ClientSecret
+	}
+	if err := a.tokens.SaveToken(ctx, TokenKey{Server: a.server, Caller: f.Caller}, st); err != nil {
+		return a.fail("saving caller %s's token: %v", f.Caller, err)
 	}
 	return nil
 }
@@ -466,7 +574,10 @@ func (a *callerAuth) style() oauth2.AuthStyle {
 // grant asks the token endpoint for a token with another grant than the
 // client credentials one (x/oauth2's clientcredentials lets grant_type be
 // set: the client authentication and the answer's reading are its own).
-func (a *callerAuth) grant(ctx context.Context, params url.Values, scopes []string) (*oauth2.Token, error) {
+//
+// The client is the configuration's (or the one this process registered),
+// unless client is set: the one a login saved with the token.
+func (a *callerAuth) grant(ctx context.Context, params url.Values, scopes []string, client *StoredToken) (*oauth2.Token, error) {
 	m, err := a.endpoints(ctx)
 	if err != nil {
 		return nil, err
@@ -476,6 +587,12 @@ func (a *callerAuth) grant(ctx context.Context, params url.Values, scopes []stri
 		ClientID: a.clientID, ClientSecret: a.clientSecret,
 		TokenURL: m.TokenEndpoint, Scopes: scopes, EndpointParams: params, AuthStyle: a.style(),
 	}
+	if client != nil && client.ClientID != "" {
+		cc.ClientID, cc.ClientSecret = client.ClientID, client.ClientSecret
+		if cc.ClientSecret == "" {
+			cc.AuthStyle = oauth2.AuthStyleInParams
+		}
+	}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: a.base, Timeout: time.Minute})
 	tok, err := cc.Token(ctx)
 	if err == nil && tok.AccessToken == "" {
@@ -484,9 +601,10 @@ func (a *callerAuth) grant(ctx context.Context, params url.Values, scopes []stri
 	return tok, err
 }
 
-// refresh is the refresh token grant (RFC 6749 6) for a caller's token.
-func (a *callerAuth) refresh(ctx context.Context, tok *oauth2.Token) (*oauth2.Token, error) {
-	return a.grant(ctx, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.RefreshToken}}, nil)
+// refresh is the refresh token grant (RFC 6749 6) for a caller's token,
+// as the client it was issued to.
+func (a *callerAuth) refresh(ctx context.Context, st StoredToken) (*oauth2.Token, error) {
+	return a.grant(ctx, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {st.Token.RefreshToken}}, nil, &st)
 }
 
 // exchange is RFC 8693's token exchange of the caller's own token for one
@@ -506,7 +624,7 @@ func (a *callerAuth) exchange(ctx context.Context, subject string) (*oauth2.Toke
 		"subject_token_type":   {typ},
 		"requested_token_type": {TokenTypeAccessToken},
 		"audience":             {aud},
-	}, a.cfg.Scopes)
+	}, a.cfg.Scopes, nil)
 	if err != nil {
 		var oe *OAuthError
 		if errors.As(err, &oe) {
@@ -536,13 +654,13 @@ func (u *Upstream) ready(ctx context.Context, call *tool.Call) (context.Context,
 		c.Input = nil
 		call = &c
 	}
-	cc := callerCred{caller: call.Caller, subject: call.CallerToken}
+	cc := callerCred{caller: call.Caller, subject: call.CallerToken, need: &scopeNeed{}}
 	if cc.caller == "" {
 		return ctx, call, fmt.Errorf("%w: upstream %s: %s needs a caller", tool.ErrNotStarted, u.srv.Name, a.cfg.Mode)
 	}
 	_, err := a.token(ctx, cc, nil)
 	if errors.Is(err, errNeedsLogin) {
-		err = u.login(ctx, call)
+		err = u.login(ctx, call, a.cfg.Scopes, "")
 	}
 	if err != nil {
 		if !errors.Is(err, tool.ErrNotStarted) {
@@ -551,6 +669,45 @@ func (u *Upstream) ready(ctx context.Context, call *tool.Call) (context.Context,
 		return ctx, call, err
 	}
 	return withCaller(ctx, cc), call, nil
+}
+
+// stepUp answers a call the server refused with 403 insufficient_scope
+// (per_caller): it asks the caller for a login with the scopes its token
+// held, those demanded and the configuration's (login, as for a first
+// login). It returns the error to answer the call with, or nil when the
+// login completed during the call: the call is then sent again (it did
+// not run), once. ok is false when the call's failure was no such
+// refusal.
+func (u *Upstream) stepUp(ctx context.Context, call *tool.Call) (err error, ok bool) {
+	cc, found := callerFrom(ctx)
+	if u.perCaller == nil || !found {
+		return nil, false
+	}
+	scope, held, demanded := cc.need.take()
+	if !demanded {
+		return nil, false
+	}
+	a := u.perCaller
+	if scope == "" {
+		return &notStartedError{a.fail("the server refused caller %s's call for lack of a scope it does not name (insufficient_scope without scope)", call.Caller)}, true
+	}
+	missing := false
+	for _, s := range strings.Fields(scope) {
+		missing = missing || !slices.Contains(held, s)
+	}
+	if !missing {
+		// A new login would ask for what the token was granted already.
+		return &notStartedError{a.fail("the server refused caller %s's call for lack of scope %s, which the caller's token was granted: the server and its authorization server disagree", call.Caller, quoteScope(scope))}, true
+	}
+	want := a.stepUpScopes(held, scope)
+	a.log.Info("upstream step-up: the server demands more scope", "caller", call.Caller, "scope", quoteScope(scope))
+	if err := u.login(ctx, call, want, scope); err != nil {
+		if !errors.Is(err, tool.ErrNotStarted) {
+			err = &notStartedError{err}
+		}
+		return err, true
+	}
+	return nil, true
 }
 
 // checkPerCallerProtocol refuses a connection at a revision that shares

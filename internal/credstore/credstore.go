@@ -7,6 +7,10 @@
 // What an operator may see (mode, scopes, subject, expiry, when it
 // changed) stays plain beside it. Every replica on one store shares the
 // tokens: one replica's refresh is the others' next read.
+//
+// Logins (logins.go) is the same for the per_caller logins in progress,
+// an upstream.LoginStore over store.PendingLogins: a login begun at one
+// replica completes at any replica's callback, once.
 package credstore
 
 import (

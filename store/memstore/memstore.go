@@ -35,6 +35,7 @@ type Store struct {
 	refusals     []store.Refusal // in the order recorded
 	refused      map[string]bool // their call ids
 	creds        map[[2]string]store.Credential
+	logins       map[string]store.PendingLogin // by key
 	tasks        map[string]*store.Task
 }
 
@@ -52,6 +53,7 @@ func New() *Store {
 		pins:         map[string]*store.Pin{},
 		refused:      map[string]bool{},
 		creds:        map[[2]string]store.Credential{},
+		logins:       map[string]store.PendingLogin{},
 		tasks:        map[string]*store.Task{},
 	}
 }

@@ -294,6 +294,22 @@ CREATE TABLE budget_resets (
 	PRIMARY KEY (scope, key, per, window_start)
 );
 `,
+	// 11: the per_caller logins in progress (store.PendingLogin), so that
+	// the callback may reach any replica: found by a digest of the state,
+	// their secrets sealed by the gateway.
+	`
+CREATE TABLE pending_logins (
+	key     text PRIMARY KEY,
+	server  text NOT NULL,
+	caller  text NOT NULL,
+	scopes  text NOT NULL DEFAULT '',
+	created timestamptz NOT NULL,
+	expires timestamptz NOT NULL,
+	sealed  bytea NOT NULL
+);
+CREATE INDEX pending_logins_caller ON pending_logins (caller, server);
+CREATE INDEX pending_logins_expires ON pending_logins (expires);
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

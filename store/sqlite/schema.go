@@ -282,6 +282,22 @@ CREATE TABLE tasks (
 ) WITHOUT ROWID;
 CREATE INDEX tasks_expires ON tasks (expires_at);
 `,
+	// 11: the per_caller logins in progress (store.PendingLogin), so that
+	// the callback may reach any process on the store: found by a digest
+	// of the state, their secrets sealed by the gateway.
+	`
+CREATE TABLE pending_logins (
+	key     TEXT PRIMARY KEY,
+	server  TEXT NOT NULL,
+	caller  TEXT NOT NULL,
+	scopes  TEXT NOT NULL DEFAULT '',
+	created INTEGER NOT NULL,
+	expires INTEGER NOT NULL,
+	sealed  BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX pending_logins_caller ON pending_logins (caller, server);
+CREATE INDEX pending_logins_expires ON pending_logins (expires);
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

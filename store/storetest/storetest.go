@@ -113,6 +113,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Pins/ChangeHeldUntilAccepted", testPinChangeHeld},
 		{"Pins/AcceptRefusesAnotherHash", testPinAcceptOtherHash},
 		{"Credentials/PutGetListDelete", testCredentials},
+		{"PendingLogins/AddListTake", testPendingLogins},
 		{"Tasks/RoundTrip", testTaskRoundTrip},
 		{"Tasks/OnePerApproval", testTaskOnePerApproval},
 		{"Tasks/Moves", testTaskMoves},
@@ -137,6 +138,7 @@ func RunConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Concurrency/ResolvedOnce", testConcResolveOnce},
 		{"Concurrency/ReleaseWhileReserving", testConcReleaseWhileReserving},
 		{"Concurrency/TaskClaimedOnce", testConcTaskClaimedOnce},
+		{"Concurrency/LoginTakenOnce", testConcLoginTakenOnce},
 	})
 }
 
