@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,7 +60,8 @@ func (t *callTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	t.conn = &callConn{Connection: c, s: t.s, base: context.WithoutCancel(ctx),
-		calls: map[jsonrpc.ID]context.CancelFunc{}, sdkCalls: map[jsonrpc.ID]bool{}}
+		calls: map[jsonrpc.ID]context.CancelFunc{}, sdkCalls: map[jsonrpc.ID]bool{},
+		idle: make(chan func()), done: make(chan struct{})}
 	return t.conn, nil
 }
 
@@ -74,6 +76,12 @@ type callConn struct {
 	// base is the calls' context: the SDK's connection's, without its
 	// cancellation (as the SDK's own handlers get it).
 	base context.Context
+
+	// idle hands a call to a worker waiting for one (serve's workers,
+	// below); done ends the workers once reading ended.
+	idle     chan func()
+	done     chan struct{}
+	doneOnce sync.Once
 
 	mu       sync.Mutex
 	calls    map[jsonrpc.ID]context.CancelFunc // the calls served here, running
@@ -94,6 +102,7 @@ func (c *callConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			// once its own work is done, which does not count these.
 			c.cancelAll()
 			c.running.Wait()
+			c.doneOnce.Do(func() { close(c.done) })
 			return msg, err
 		}
 		req, ok := msg.(*jsonrpc.Request)
@@ -204,7 +213,7 @@ func (c *callConn) serve(req *jsonrpc.Request) bool {
 	c.calls[req.ID] = cancel
 	c.running.Add(1)
 	c.mu.Unlock()
-	go func() {
+	c.spawn(func() {
 		defer c.running.Done()
 		res, err := c.s.stdioCall(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
 		resp := &jsonrpc.Response{ID: req.ID, Error: err}
@@ -221,8 +230,42 @@ func (c *callConn) serve(req *jsonrpc.Request) bool {
 		cancel()
 		// Written whatever became of ctx, as the SDK writes an answer.
 		c.Connection.Write(c.base, resp)
-	}()
+	})
 	return true
+}
+
+// workerIdle is how long a worker waits for another call before it ends.
+const workerIdle = 10 * time.Second
+
+// spawn runs call on a worker of the connection: one waiting for work, else
+// a new one. Why not a goroutine per call, as the SDK starts: a call runs
+// the whole pipeline, whose depth grows a new goroutine's stack several
+// times (runtime.newstack and copystack were 8% of the CPU of a stdio
+// call); a worker keeps the stack it grew for the next call.
+func (c *callConn) spawn(call func()) {
+	select {
+	case c.idle <- call:
+	default:
+		go c.work(call)
+	}
+}
+
+// work runs call, then the calls handed to it while it waits, until it
+// waited workerIdle for none or reading ended.
+func (c *callConn) work(call func()) {
+	timer := time.NewTimer(workerIdle)
+	defer timer.Stop()
+	for {
+		call()
+		timer.Reset(workerIdle)
+		select {
+		case call = <-c.idle:
+		case <-timer.C:
+			return
+		case <-c.done:
+			return
+		}
+	}
 }
 
 // stdioCall is what the stdio server's receiving middleware does with a
