@@ -284,8 +284,13 @@ func (s *Server) stdioCall(ctx context.Context, req *mcp.CallToolRequest) (mcp.R
 }
 
 // encodeResult is the JSON of a call's result as the SDK's connection
-// encodes one (encoding/json without HTML escaping).
+// encodes one (encoding/json without HTML escaping). A tool result is its
+// own MarshalJSON's bytes: what the encoder would write for it, compacted
+// without escaping, which leaves json.Marshal's compact output as it is.
 func encodeResult(res mcp.Result) (json.RawMessage, error) {
+	if r, ok := res.(*mcp.CallToolResult); ok && r != nil {
+		return r.MarshalJSON()
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

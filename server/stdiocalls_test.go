@@ -107,6 +107,7 @@ func TestStdioCallsAnswerAsTheSDK(t *testing.T) {
 	for i, params := range []string{
 		`{"name":"echo","arguments":{ "text" : "a  b",  "n":  2 }}`,
 		`{"name":"echo","arguments":{"text":"<&>\u00e9\"q\""}}`,
+		"{\"name\":\"echo\",\"arguments\":{\"text\":\"line\u2028sep \u2029 <b>\"}}",
 		`{"arguments":{"text":"x"},"name":"echo"}`,
 		`{"name":"echo"}`,
 		`{"name":"echo","arguments":{"text":7}}`,
