@@ -468,7 +468,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			return c.writeBatch(answers)
 		}
 	}
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := EncodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("mcpstream: encoding a message: %w", err)
 	}
@@ -479,7 +479,7 @@ func (c *conn) writeBatch(answers []*jsonrpc.Response) error {
 	var b bytes.Buffer
 	b.WriteByte('[')
 	for i, a := range answers {
-		data, err := jsonrpc.EncodeMessage(a)
+		data, err := EncodeMessage(a)
 		if err != nil {
 			return fmt.Errorf("mcpstream: encoding a message: %w", err)
 		}
