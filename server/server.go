@@ -130,7 +130,9 @@
 //     JSON-RPC error (-32700, -32600) and skipped. A request read before
 //     the end of input is answered before the session ends, within
 //     [Options.StdioDrain] (10s by default): a call still running then
-//     is cancelled.
+//     is cancelled. A session's tools/call whose params the server reads
+//     exactly as the SDK would is served without the SDK's decoding of
+//     them, by the same code and with the same answer (stdiocalls.go).
 //
 // The server speaks MCP 2026-07-28 and the session-based versions
 // ([StatelessProtocolVersions], [ProtocolVersions]) on one endpoint and

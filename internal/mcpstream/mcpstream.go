@@ -36,7 +36,8 @@
 //   - With Options.Drain, the end of the stream reaches Read only once the
 //     requests read before it are answered, or Drain has passed.
 //   - Write is safe for concurrent use; each message is one Write call on
-//     the stream. Close closes both ends once, makes a blocked Read return
+//     the stream, encoded as jsonrpc.EncodeMessage encodes it (without its
+//     reflection where the message allows: EncodeMessage). Close closes both ends once, makes a blocked Read return
 //     io.EOF, and later Writes fail with mcp.ErrConnectionClosed.
 //   - A stream with read deadlines (a pipe or socket in Go's poller: what
 //     os.Pipe and exec.Cmd's pipes give, a net.Conn; see [Unclosed]) is read
