@@ -217,10 +217,9 @@ func (c *callConn) serve(req *jsonrpc.Request) bool {
 		defer c.running.Done()
 		res, err := c.s.stdioCall(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
 		resp := &jsonrpc.Response{ID: req.ID, Error: err}
+		var encErr error
 		if err == nil {
-			if resp.Result, err = encodeResult(res); err != nil {
-				resp.Error = fmt.Errorf("jsonrpc2: a malformed result for %q: %w", req.Method, err)
-			}
+			resp.Result, encErr = encodeResult(res)
 		}
 		// The id is free again once answered: forgotten before the
 		// answer is written, as the SDK does.
@@ -228,6 +227,12 @@ func (c *callConn) serve(req *jsonrpc.Request) bool {
 		delete(c.calls, req.ID)
 		c.mu.Unlock()
 		cancel()
+		if encErr != nil {
+			// The SDK's connection writes no answer for a result it
+			// cannot encode, and reports it as an internal error.
+			c.s.sdkLog.Error("jsonrpc2 internal error", "error", fmt.Errorf("a malformed result for %q: %w", req.Method, encErr))
+			return
+		}
 		// Written whatever became of ctx, as the SDK writes an answer.
 		c.Connection.Write(c.base, resp)
 	})

@@ -211,3 +211,29 @@ func TestStdioCallAllocations(t *testing.T) {
 		t.Errorf("a stdio call allocates %d bytes, the SDK's path %d: not 48 KiB less", own, sdk)
 	}
 }
+
+// A call over the stdio caller's rate is refused before any work, the
+// same answer on both paths.
+func TestStdioCallsRateLimited(t *testing.T) {
+	f := newFixture(t)
+	// A bucket of 3: initialize and notifications/initialized take two.
+	c := rawStdioSession(t, server.New(f.g, &server.Options{StdioCaller: "alice", RateLimit: 1, RateBurst: 3}))
+	var answers [2]string
+	for j, p := range []string{`{"name":"echo","arguments":{"text":"r"}}`, toSDK(`{"name":"echo","arguments":{"text":"r"}}`)} {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, 50+j, p))
+		answers[j] = strings.Replace(c.recv(), fmt.Sprint(50+j), "ID", 1)
+	}
+	// The first call may have the bucket's last token or not (a second
+	// passed since initialize): either way the next is refused.
+	c.send(`{"jsonrpc":"2.0","id":52,"method":"tools/call","params":{"name":"echo","arguments":{"text":"r"}}}`)
+	own := strings.Replace(c.recv(), "52", "ID", 1)
+	if !strings.Contains(own, `"code":-32029`) && !strings.Contains(own, "rate limited") {
+		t.Fatalf("a call over the rate was answered %s", own)
+	}
+	if strings.Contains(answers[1], "rate limited") && own != answers[1] {
+		t.Errorf("over the rate, answered\n%s\nby the SDK's path\n%s", own, answers[1])
+	}
+	if f.echoes.Load() > 2 {
+		t.Errorf("%d echoes ran for a bucket of 3", f.echoes.Load())
+	}
+}
