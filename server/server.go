@@ -130,7 +130,9 @@
 //     JSON-RPC error (-32700, -32600) and skipped. A request read before
 //     the end of input is answered before the session ends, within
 //     [Options.StdioDrain] (10s by default): a call still running then
-//     is cancelled.
+//     is cancelled. A session's tools/call whose params the server reads
+//     exactly as the SDK would is served without the SDK's decoding of
+//     them, by the same code and with the same answer (stdiocalls.go).
 //
 // The server speaks MCP 2026-07-28 and the session-based versions
 // ([StatelessProtocolVersions], [ProtocolVersions]) on one endpoint and
@@ -574,11 +576,7 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 				if !ok || r.Params == nil {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: missing params"}
 				}
-				res, err := s.callTool(ctx, r, caller)
-				if task, ok := asTaskAnswer(err); ok { // answered with a task (tasks.go)
-					return task, nil
-				}
-				return res, err
+				return s.toolsCall(ctx, r, caller)
 			case "subscriptions/listen":
 				// 2026-07-28: the SDK holds the stream, acknowledges what
 				// is offered and delivers what is sent to the session;
@@ -678,6 +676,16 @@ func objectRoot(schema json.RawMessage) bool {
 	}
 	var typ string
 	return json.Unmarshal(root["type"], &typ) == nil && typ == "object"
+}
+
+// toolsCall answers a tools/call of caller: the middleware's, and a stdio
+// session's served without the SDK (stdiocalls.go).
+func (s *Server) toolsCall(ctx context.Context, req *mcp.CallToolRequest, caller string) (mcp.Result, error) {
+	res, err := s.callTool(ctx, req, caller)
+	if task, ok := asTaskAnswer(err); ok { // answered with a task (tasks.go)
+		return task, nil
+	}
+	return res, err
 }
 
 // callTool runs one tools/call through the gateway.
@@ -883,7 +891,12 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 	if s.opts.StdioCaller == "" {
 		return nil, ErrNoStdioCaller
 	}
-	return s.stdio.Connect(ctx, t, nil)
+	t, ct := s.stdioTransport(t) // stdiocalls.go
+	ss, err := s.stdio.Connect(ctx, t, nil)
+	if err == nil && ct != nil && ct.conn != nil {
+		ct.conn.session.Store(ss)
+	}
+	return ss, err
 }
 
 // ServeStdio serves one session over r and w (newline-delimited JSON-RPC,

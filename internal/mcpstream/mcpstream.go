@@ -36,7 +36,8 @@
 //   - With Options.Drain, the end of the stream reaches Read only once the
 //     requests read before it are answered, or Drain has passed.
 //   - Write is safe for concurrent use; each message is one Write call on
-//     the stream. Close closes both ends once, makes a blocked Read return
+//     the stream, encoded as jsonrpc.EncodeMessage encodes it (without its
+//     reflection where the message allows: EncodeMessage). Close closes both ends once, makes a blocked Read return
 //     io.EOF, and later Writes fail with mcp.ErrConnectionClosed.
 //   - A stream with read deadlines (a pipe or socket in Go's poller: what
 //     os.Pipe and exec.Cmd's pipes give, a net.Conn; see [Unclosed]) is read
@@ -468,7 +469,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			return c.writeBatch(answers)
 		}
 	}
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := EncodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("mcpstream: encoding a message: %w", err)
 	}
@@ -479,7 +480,7 @@ func (c *conn) writeBatch(answers []*jsonrpc.Response) error {
 	var b bytes.Buffer
 	b.WriteByte('[')
 	for i, a := range answers {
-		data, err := jsonrpc.EncodeMessage(a)
+		data, err := EncodeMessage(a)
 		if err != nil {
 			return fmt.Errorf("mcpstream: encoding a message: %w", err)
 		}

@@ -602,10 +602,14 @@ func FuzzDecode(f *testing.F) {
 				// back as a request; the server answers it -32601.
 				continue
 			}
-			// What was accepted encodes, and reads back the same.
+			// What was accepted encodes, as the SDK encodes it, and reads
+			// back the same.
 			data, err := jsonrpc.EncodeMessage(m)
 			if err != nil {
 				t.Fatalf("%#v does not encode: %v", m, err)
+			}
+			if ours, err := mcpstream.EncodeMessage(m); err != nil || !bytes.Equal(ours, data) {
+				t.Fatalf("%#v encodes as %s (%v), the SDK's %s", m, ours, err, data)
 			}
 			back, err := mcpstream.DecodeMessage(data)
 			if err != nil {
@@ -842,6 +846,53 @@ func FuzzScanID(f *testing.F) {
 		}
 		if isReq != wantReq {
 			t.Fatalf("%q: the scan says request %v, the decoder %v", line, isReq, wantReq)
+		}
+	})
+}
+
+// EncodeMessage writes the bytes the SDK's encoder writes, or fails where
+// it fails, for any method, id and params or result text.
+func FuzzEncodeMessage(f *testing.F) {
+	for _, seed := range []struct {
+		method, raw string
+		id          int64
+		sid         string
+	}{
+		{"tools/call", `{"name":"echo","arguments":{"text":"a b"}}`, 1, ""},
+		{"", `{"content":[{"type":"text","text":"x"}],"isError":false}`, 0, "s-1"},
+		{"notifications/progress", `{ "progressToken" : 1 }`, -1, ""},
+		{"m\u00e9", `[1,2.5e3,"<&>\u2028",null,true]`, 7, "quo\"te"},
+		{"x", `{"a":1,"a":2}`, 3, "é"},
+		{"x", `{"a":"\ud800"}`, 3, ""},
+		{"x", "\"\x01\"", 3, ""},
+		{"x", `01`, 3, ""},
+		{"x", "\"\xff\"", 3, ""},
+		{"x", "\"\u2028\"", 3, ""},
+		{"x", "\"\xe2\x80\xa8\"", 3, ""},
+	} {
+		f.Add(seed.method, []byte(seed.raw), seed.id, seed.sid)
+	}
+	f.Fuzz(func(t *testing.T, method string, raw []byte, n int64, sid string) {
+		var v any = float64(n) // MakeID's number
+		if sid != "" {
+			v = sid
+		}
+		if n < 0 {
+			v = nil
+		}
+		id, err := jsonrpc.MakeID(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []jsonrpc.Message{
+			&jsonrpc.Request{ID: id, Method: method, Params: raw},
+			&jsonrpc.Response{ID: id, Result: raw},
+		} {
+			want, werr := jsonrpc.EncodeMessage(m)
+			got, gerr := mcpstream.EncodeMessage(m)
+			if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+				t.Fatalf("%#v: encoded %q (%v), the SDK %q (%v)", m, got, gerr, want, werr)
+			}
 		}
 	})
 }
