@@ -575,7 +575,11 @@ type call struct {
 	// preview stops a decision after its approval step (DecideRequest.Preview).
 	preview    bool
 	approvalID string // the approval the commit consumed, if any
-	continued  string // the call this one continues (checked: continue.go)
+	// approvedPath is the resolved path recorded with the approval the
+	// approval step returned (store.Approval.ResolvedPath): the commit
+	// uses that approval only if this call's path leads there too.
+	approvedPath string
+	continued    string // the call this one continues (checked: continue.go)
 
 	// The audit event's (and the span's) record of the steps; mu guards it
 	// and step against an interactive approver's goroutine.
@@ -627,6 +631,9 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			return nil, err
 		}
 		if c.preview {
+			if err := c.checkApprovedPath(approvalID); err != nil {
+				return nil, err // what the commit would answer
+			}
 			c.audit("commit", "preview", "approval_id", approvalID)
 			c.approvalID = approvalID
 			return &CallResult{}, nil // nothing reserved, recorded or consumed
@@ -808,6 +815,9 @@ func (c *call) commit(ctx context.Context, approvalID string, retried bool) (exi
 		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
 		ApprovalID:   approvalID,
 	}
+	if err := c.checkApprovedPath(approvalID); err != nil {
+		return nil, false, err
+	}
 	existing, err := g.store.CommitIntent(ctx, req)
 	if err != nil {
 		var be *store.BudgetError
@@ -839,6 +849,40 @@ func (c *call) commit(ctx context.Context, approvalID string, retried bool) (exi
 	}
 	c.approvalID = req.ApprovalID
 	return nil, false, nil
+}
+
+// resolvedPath is what the call's path argument led to when the policy
+// decided (tool.ResolvedPath.Real), "" for a tool without a path argument
+// or a path that could not be resolved (the backend refuses that one).
+func (c *call) resolvedPath() string {
+	if c.path == nil || c.path.Err != nil {
+		return ""
+	}
+	return c.path.Real
+}
+
+// checkApprovedPath refuses to use approval id when the file the call's
+// path leads to now is not the one it led to when the request was made:
+// the digest binds the text of the arguments, and the same text may name
+// another file since (a link swapped, a relative path that means another
+// file). The approval is left unused.
+func (c *call) checkApprovedPath(id string) error {
+	now := c.resolvedPath()
+	if id == "" || c.approvedPath == now {
+		return nil
+	}
+	c.audit("commit", "path_changed", "approval_id", id, "approved_path", c.approvedPath, "resolved_path", now)
+	was := fmt.Sprintf("%q", c.approvedPath)
+	if c.approvedPath == "" {
+		was = "no recorded path (the request predates resolved paths, or its path could not be resolved)"
+	}
+	field := "path"
+	if c.path != nil && c.path.Field != "" {
+		field = c.path.Field
+	}
+	return newError(tool.ClassForbidden, "commit", fmt.Sprintf(
+		"approval request %s was made when the %s argument led to %s; it now leads to %q (a link swapped, or a relative path that names another file now): the approval was not used, and the call did not run",
+		id, field, was, now), map[string]any{"approval_id": id, "approved_path": c.approvedPath, "resolved_path": now})
 }
 
 // consumedByAnother returns the id of the call that used approval id, when

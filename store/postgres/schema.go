@@ -254,6 +254,12 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_expires ON tasks (expires_at);
 `,
+	// 10: the path an approval request's call resolved to
+	// (store.Approval.ResolvedPath): '' for the requests made before, and
+	// for tools without a path argument.
+	`
+ALTER TABLE approvals ADD COLUMN resolved_path text NOT NULL DEFAULT '';
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

@@ -282,6 +282,12 @@ CREATE TABLE tasks (
 ) WITHOUT ROWID;
 CREATE INDEX tasks_expires ON tasks (expires_at);
 `,
+	// 11: the path an approval request's call resolved to
+	// (store.Approval.ResolvedPath): '' for the requests made before, and
+	// for tools without a path argument.
+	`
+ALTER TABLE approvals ADD COLUMN resolved_path TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.
