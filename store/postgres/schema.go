@@ -260,6 +260,13 @@ CREATE INDEX tasks_expires ON tasks (expires_at);
 	`
 ALTER TABLE approvals ADD COLUMN resolved_path text NOT NULL DEFAULT '';
 `,
+	// 11: the lease of a running task's claim (store.Task.LeaseUntil),
+	// NULL for the tasks claimed before (lapsed); and the open tasks, which
+	// every replica's sweeper reads (store.Tasks.DueTasks), by status.
+	`
+ALTER TABLE tasks ADD COLUMN lease_until timestamptz;
+CREATE INDEX tasks_open ON tasks (status, created_at) WHERE status IN ('waiting', 'running');
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

@@ -288,6 +288,13 @@ CREATE INDEX tasks_expires ON tasks (expires_at);
 	`
 ALTER TABLE approvals ADD COLUMN resolved_path TEXT NOT NULL DEFAULT '';
 `,
+	// 12: the lease of a running task's claim (store.Task.LeaseUntil),
+	// NULL for the tasks claimed before (lapsed); and the open tasks, which
+	// every serve's sweeper reads (store.Tasks.DueTasks), by status.
+	`
+ALTER TABLE tasks ADD COLUMN lease_until INTEGER;
+CREATE INDEX tasks_open ON tasks (status, created_at) WHERE status IN ('waiting', 'running');
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.
