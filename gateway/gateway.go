@@ -118,6 +118,11 @@ type Options struct {
 	Budgets []budget.Quota
 	// Approvals configure the approval step.
 	Approvals ApprovalOptions
+	// TaskLease is how long a runner's claim on a task lasts unless it
+	// renews it (it does, every third of it, while the call runs): a
+	// running task whose lease lapsed was left by a runner that died, and
+	// another runner acts on it (see tasks.go). Default DefaultTaskLease.
+	TaskLease time.Duration
 	// Logger receives the audit events: one per call (see docs/audit.md)
 	// and one per operator action. Default: discard.
 	Logger *slog.Logger
@@ -172,6 +177,7 @@ type Gateway struct {
 	policy   policy.Policy
 	budgets  []budget.Quota
 	approval ApprovalOptions
+	lease    time.Duration // Options.TaskLease
 	log      *slog.Logger
 	timeout  time.Duration
 	maxRes   int
@@ -207,7 +213,7 @@ func New(opts *Options) *Gateway {
 	}
 	o := *opts
 	g := &Gateway{
-		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
+		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals, lease: o.TaskLease,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
 		operators: slices.Clone(o.Operators), tools: map[string]*registered{}, tracer: o.Tracer,
 		refusalSem: make(chan struct{}, refusalWrites),
@@ -226,6 +232,9 @@ func New(opts *Options) *Gateway {
 	}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	if g.lease <= 0 {
+		g.lease = DefaultTaskLease
 	}
 	if g.approval.Expire <= 0 {
 		g.approval.Expire = DefaultApprovalExpiry

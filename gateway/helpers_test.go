@@ -745,6 +745,11 @@ func (r *recStore) CreateTask(ctx context.Context, t *store.Task) (*store.Task, 
 	return r.real.CreateTask(ctx, t)
 }
 
+func (r *recStore) DueTasks(ctx context.Context, now time.Time, limit int) ([]store.Task, error) {
+	r.rec("DueTasks", now, limit)
+	return r.real.DueTasks(ctx, now, limit)
+}
+
 func (r *recStore) GetTask(ctx context.Context, id string) (*store.Task, error) {
 	r.rec("GetTask", id)
 	return r.real.GetTask(ctx, id)
