@@ -121,7 +121,7 @@ type Options struct {
 	// TaskLease is how long a runner's claim on a task lasts unless it
 	// renews it (it does, every third of it, while the call runs): a
 	// running task whose lease lapsed was left by a runner that died, and
-	// another runner acts on it (see tasks.go). Default DefaultTaskLease.
+	// another runner acts on it (see tasks.go). Default 30 seconds.
 	TaskLease time.Duration
 	// Logger receives the audit events: one per call (see docs/audit.md)
 	// and one per operator action. Default: discard.
@@ -234,7 +234,7 @@ func New(opts *Options) *Gateway {
 		g.now = time.Now
 	}
 	if g.lease <= 0 {
-		g.lease = DefaultTaskLease
+		g.lease = defaultTaskLease
 	}
 	if g.approval.Expire <= 0 {
 		g.approval.Expire = DefaultApprovalExpiry

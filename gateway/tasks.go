@@ -45,13 +45,6 @@ const TaskKeep = time.Hour
 // tasks (a store.Store does: every implementation has store.Tasks).
 var ErrNoTasks = errors.New("the store keeps no tasks")
 
-// KeepsTasks reports whether the store keeps tasks (the task methods
-// answer ErrNoTasks otherwise).
-func (g *Gateway) KeepsTasks() bool {
-	_, err := g.tasks()
-	return err == nil
-}
-
 func (g *Gateway) tasks() (store.Tasks, error) {
 	ts, ok := g.store.(store.Tasks)
 	if !ok {
@@ -113,10 +106,10 @@ type TaskView struct {
 	Orphaned *Error
 }
 
-// DefaultTaskLease is how long a runner's claim on a task lasts unless
+// defaultTaskLease is how long a runner's claim on a task lasts unless
 // renewed (Options.TaskLease): a runner renews it every third of it while
 // the call runs, so a lapsed lease means the runner is gone.
-const DefaultTaskLease = 30 * time.Second
+const defaultTaskLease = 30 * time.Second
 
 // taskOrphanAfter is, for a task claimed before leases were kept (no
 // LeaseUntil), how long after its claim it is taken for left by its runner.

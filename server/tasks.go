@@ -244,9 +244,6 @@ func (s *Server) startTaskSweeper() {
 	if every == 0 {
 		every = DefaultTaskSweep
 	}
-	if !s.g.KeepsTasks() {
-		return
-	}
 	go func() {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
@@ -259,6 +256,8 @@ func (s *Server) startTaskSweeper() {
 			}
 			err := s.sweepTasks()
 			switch {
+			case errors.Is(err, gateway.ErrNoTasks):
+				return // the store keeps none: nothing to sweep, ever
 			case err != nil && !failing && s.stop.Err() == nil:
 				s.log.Warn("task sweep failed; retrying", "error", err)
 				failing = true
