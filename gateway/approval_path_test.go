@@ -142,3 +142,83 @@ func countIntents(t *testing.T, st store.Store) int {
 	}
 	return len(in)
 }
+
+// An approval recorded before resolved paths were kept (ResolvedPath "",
+// as the migration leaves every older row) stays good for a tool without
+// a path argument, and is refused for a path tool, whose file it cannot
+// vouch for.
+func TestApprovalWithoutResolvedPath(t *testing.T) {
+	forEachStore(t, func(t *testing.T, mk func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		ws := t.TempDir()
+		set, err := builtin.New(&builtin.Options{Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { set.Close() })
+		rules, err := policy.Compile([]policy.Rule{{Caller: "alice", Allow: []string{"write(**)", "danger"}, Approve: []string{"write(**)", "danger"}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := mk(t)
+		g := gateway.New(&gateway.Options{Store: st, Policy: rules, Operators: []string{"ops"}})
+		w, _ := set.Tool("write")
+		var runs int
+		if err := g.Register(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Register(ctx, tool.Tool{Name: "danger", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Backend: tool.BackendFunc(func(context.Context, *tool.Call) (*tool.Result, error) {
+				runs++
+				return &tool.Result{Content: json.RawMessage(`{}`)}, nil
+			})}); err != nil {
+			t.Fatal(err)
+		}
+		wait := new(time.Duration)
+		// oldApproval turns the call's request into one as an older row
+		// reads back: the same call, no resolved path, approved.
+		oldApproval := func(toolName, args string) string {
+			t.Helper()
+			_, err := g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: toolName, Arguments: json.RawMessage(args), ApprovalWait: wait})
+			var ge *gateway.Error
+			if !errors.As(err, &ge) || ge.Class != tool.ClassApprovalRequired {
+				t.Fatalf("%s: %v, want approval_required", toolName, err)
+			}
+			a, err := st.GetApproval(ctx, ge.Details["approval_id"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.DecideApproval(ctx, a.ID, gateway.ApprovalDecision{Operator: "ops", Approve: false, Channel: gateway.ChannelCLI}); err != nil {
+				t.Fatal(err)
+			}
+			old := *a
+			old.ID, old.ResolvedPath, old.CreatedAt = a.ID+"-old", "", a.CreatedAt.Add(time.Millisecond)
+			if err := st.CreateApproval(ctx, &old); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.DecideApproval(ctx, old.ID, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
+				t.Fatal(err)
+			}
+			return old.ID
+		}
+		id := oldApproval("danger", `{"x":1}`)
+		if _, err := g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "danger", Arguments: json.RawMessage(`{"x":1}`), ApprovalWait: wait}); err != nil || runs != 1 {
+			t.Fatalf("danger with an approval without a resolved path: %v (runs %d), want it used", err, runs)
+		}
+		if a, _ := st.GetApproval(ctx, id); a == nil || a.ConsumedBy == "" {
+			t.Errorf("the older approval of danger was not consumed: %+v", a)
+		}
+		id = oldApproval("write", `{"path":"f.txt","content":"x"}`)
+		_, err = g.Call(ctx, gateway.CallRequest{Caller: "alice", Tool: "write", Arguments: json.RawMessage(`{"path":"f.txt","content":"x"}`), ApprovalWait: wait})
+		var ge *gateway.Error
+		if !errors.As(err, &ge) || ge.Class != tool.ClassForbidden || ge.Details["approved_path"] != "" || ge.Details["resolved_path"] != "f.txt" {
+			t.Fatalf("write with an approval without a resolved path: %#v, want forbidden naming f.txt", err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "f.txt")); err == nil {
+			t.Error("f.txt was written")
+		}
+		if a, _ := st.GetApproval(ctx, id); a == nil || a.ConsumedBy != "" {
+			t.Errorf("the older approval of write was consumed: %+v", a)
+		}
+	})
+}
