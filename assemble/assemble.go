@@ -314,6 +314,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 			Approver:           o.Approver,
 			Hints:              hints,
 		},
+		TaskLease:      cfg.Approvals.TaskLease,
 		Operators:      cfg.OperatorNames(),
 		Logger:         rt.Audit,
 		Timeout:        cfg.Limits.Timeout,

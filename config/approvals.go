@@ -1,6 +1,8 @@
 package config
 
 import (
+	"time"
+
 	"github.com/agentbackplane/backplane/policy"
 	"go.yaml.in/yaml/v3"
 )
@@ -35,6 +37,15 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 				return p.errAt(v, "approvals self_approve_timeout %s: must be from 1s to %s (how long the person at the caller's client has to answer)", d, policy.MaxSelfApproveTimeout)
 			}
 			c.Approvals.SelfApproveTimeout = d
+		case "task_lease":
+			d, err := p.duration(v, "task_lease")
+			if err != nil {
+				return err
+			}
+			if d < time.Second || d > time.Hour {
+				return p.errAt(v, "approvals task_lease %s: must be from 1s to 1h (how long a task's runner holds its claim unless it renews it)", d)
+			}
+			c.Approvals.TaskLease = d
 		case "max_pending":
 			n, err := p.integer(v, "max_pending")
 			if err != nil {
@@ -46,5 +57,5 @@ func (p *parser) approvals(c *Config, v *yaml.Node) error {
 			c.Approvals.MaxPending = int(n)
 		}
 		return nil
-	}, "expire", "wait", "self_approve_timeout", "max_pending")
+	}, "expire", "wait", "self_approve_timeout", "max_pending", "task_lease")
 }

@@ -187,6 +187,11 @@ type Approvals struct {
 	// MaxPending caps one caller's pending requests (default 16): beyond
 	// it a call needing a new request is refused and nothing is created.
 	MaxPending int
+	// TaskLease is how long the serve running an approved task (the MCP
+	// tasks extension) holds its claim unless it renews it, which it does
+	// while the call runs: a serve that died is taken for gone that long
+	// after (gateway.Options.TaskLease; default 30s, from 1s to 1h).
+	TaskLease time.Duration
 }
 
 // Limits bound calls.

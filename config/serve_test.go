@@ -244,6 +244,21 @@ func TestSelfApproveTimeout(t *testing.T) {
 	}
 }
 
+// TestApprovalsTaskLease: approvals.task_lease is read, and bounded
+// (from 1s: a runner renews a third of it at a time).
+func TestApprovalsTaskLease(t *testing.T) {
+	c, err := Parse([]byte("approvals: {task_lease: 2s}\n"), "backplane.yaml")
+	if err != nil || c.Approvals.TaskLease != 2*time.Second {
+		t.Fatalf("2s: %v %+v", err, c.Approvals)
+	}
+	for _, bad := range []string{"0s", "500ms", "2h", "soon"} {
+		_, err := Parse([]byte("approvals: {task_lease: "+bad+"}\n"), "backplane.yaml")
+		if err == nil || !strings.Contains(err.Error(), "task_lease") {
+			t.Errorf("%s: %v, want an error naming task_lease", bad, err)
+		}
+	}
+}
+
 // TestServeRateAndSubscriptionLimits: serve.rate_limit and the
 // subscription caps (issue 22, item 7); left out, the rate's defaults
 // and the server's caps (0 here); per_second 0 turns the rate limit off.

@@ -121,6 +121,11 @@ type Options struct {
 	Budgets []budget.Quota
 	// Approvals configure the approval step.
 	Approvals ApprovalOptions
+	// TaskLease is how long a runner's claim on a task lasts unless it
+	// renews it (it does, every third of it, while the call runs): a
+	// running task whose lease lapsed was left by a runner that died, and
+	// another runner acts on it (see tasks.go). Default 30 seconds.
+	TaskLease time.Duration
 	// Logger receives the audit events: one per call (see docs/audit.md)
 	// and one per operator action. Default: discard.
 	Logger *slog.Logger
@@ -175,6 +180,7 @@ type Gateway struct {
 	policy   policy.Policy
 	budgets  []budget.Quota
 	approval ApprovalOptions
+	lease    time.Duration // Options.TaskLease
 	log      *slog.Logger
 	timeout  time.Duration
 	maxRes   int
@@ -210,7 +216,7 @@ func New(opts *Options) *Gateway {
 	}
 	o := *opts
 	g := &Gateway{
-		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals,
+		store: o.Store, policy: o.Policy, budgets: o.Budgets, approval: o.Approvals, lease: o.TaskLease,
 		log: o.Logger, timeout: o.Timeout, maxRes: o.MaxResultBytes, limits: o.Limits, now: o.Now,
 		operators: slices.Clone(o.Operators), tools: map[string]*registered{}, tracer: o.Tracer,
 		refusalSem: make(chan struct{}, refusalWrites),
@@ -229,6 +235,9 @@ func New(opts *Options) *Gateway {
 	}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	if g.lease <= 0 {
+		g.lease = defaultTaskLease
 	}
 	if g.approval.Expire <= 0 {
 		g.approval.Expire = DefaultApprovalExpiry
@@ -582,7 +591,11 @@ type call struct {
 	// preview stops a decision after its approval step (DecideRequest.Preview).
 	preview    bool
 	approvalID string // the approval the commit consumed, if any
-	continued  string // the call this one continues (checked: continue.go)
+	// approvedPath is the resolved path recorded with the approval the
+	// approval step returned (store.Approval.ResolvedPath): the commit
+	// uses that approval only if this call's path leads there too.
+	approvedPath string
+	continued    string // the call this one continues (checked: continue.go)
 
 	// The audit event's (and the span's) record of the steps; mu guards it
 	// and step against an interactive approver's goroutine.
@@ -638,6 +651,9 @@ func (c *call) run(ctx context.Context) (*CallResult, error) {
 			return nil, err
 		}
 		if c.preview {
+			if err := c.checkApprovedPath(approvalID); err != nil {
+				return nil, err // what the commit would answer
+			}
 			c.audit("commit", "preview", "approval_id", approvalID)
 			c.approvalID = approvalID
 			return &CallResult{}, nil // nothing reserved, recorded or consumed
@@ -944,6 +960,9 @@ func (c *call) commit(ctx context.Context, approvalID string, retried bool) (exi
 		Reservations: budget.Plan(g.budgets, c.req.Caller, c.req.Session, t.Name, now),
 		ApprovalID:   approvalID,
 	}
+	if err := c.checkApprovedPath(approvalID); err != nil {
+		return nil, false, err
+	}
 	existing, err := g.store.CommitIntent(ctx, req)
 	if err != nil {
 		var be *store.BudgetError
@@ -975,6 +994,40 @@ func (c *call) commit(ctx context.Context, approvalID string, retried bool) (exi
 	}
 	c.approvalID = req.ApprovalID
 	return nil, false, nil
+}
+
+// resolvedPath is what the call's path argument led to when the policy
+// decided (tool.ResolvedPath.Real), "" for a tool without a path argument
+// or a path that could not be resolved (the backend refuses that one).
+func (c *call) resolvedPath() string {
+	if c.path == nil || c.path.Err != nil {
+		return ""
+	}
+	return c.path.Real
+}
+
+// checkApprovedPath refuses to use approval id when the file the call's
+// path leads to now is not the one it led to when the request was made:
+// the digest binds the text of the arguments, and the same text may name
+// another file since (a link swapped, a relative path that means another
+// file). The approval is left unused.
+func (c *call) checkApprovedPath(id string) error {
+	now := c.resolvedPath()
+	if id == "" || c.approvedPath == now {
+		return nil
+	}
+	c.audit("commit", "path_changed", "approval_id", id, "approved_path", c.approvedPath, "resolved_path", now)
+	was := fmt.Sprintf("%q", c.approvedPath)
+	if c.approvedPath == "" {
+		was = "no recorded path (the request predates resolved paths, or its path could not be resolved)"
+	}
+	field := "path"
+	if c.path != nil && c.path.Field != "" {
+		field = c.path.Field
+	}
+	return newError(tool.ClassForbidden, "commit", fmt.Sprintf(
+		"approval request %s was made when the %s argument led to %s; it now leads to %q (a link swapped, or a relative path that names another file now): the approval was not used, and the call did not run",
+		id, field, was, now), map[string]any{"approval_id": id, "approved_path": c.approvedPath, "resolved_path": now})
 }
 
 // consumedByAnother returns the id of the call that used approval id, when

@@ -255,6 +255,21 @@ func (r *recStore) GetCredential(ctx context.Context, server, caller string) (*s
 	return r.real.GetCredential(ctx, server, caller)
 }
 
+func (r *recStore) AddPendingLogin(ctx context.Context, l *store.PendingLogin, now time.Time, max int) error {
+	r.rec("AddPendingLogin", l.Server, l.Caller)
+	return r.real.AddPendingLogin(ctx, l, now, max)
+}
+
+func (r *recStore) ListPendingLogins(ctx context.Context, server, caller string, now time.Time) ([]store.PendingLogin, error) {
+	r.rec("ListPendingLogins", server, caller)
+	return r.real.ListPendingLogins(ctx, server, caller, now)
+}
+
+func (r *recStore) TakePendingLogin(ctx context.Context, key string) (*store.PendingLogin, error) {
+	r.rec("TakePendingLogin")
+	return r.real.TakePendingLogin(ctx, key)
+}
+
 func (r *recStore) ListCredentials(ctx context.Context, server string) ([]store.Credential, error) {
 	r.rec("ListCredentials", server)
 	return r.real.ListCredentials(ctx, server)
@@ -743,6 +758,11 @@ func (r *recStore) ListRefusals(ctx context.Context, f store.RefusalFilter) ([]s
 func (r *recStore) CreateTask(ctx context.Context, t *store.Task) (*store.Task, error) {
 	r.rec("CreateTask", t.ID)
 	return r.real.CreateTask(ctx, t)
+}
+
+func (r *recStore) DueTasks(ctx context.Context, now time.Time, limit int) ([]store.Task, error) {
+	r.rec("DueTasks", now, limit)
+	return r.real.DueTasks(ctx, now, limit)
 }
 
 func (r *recStore) GetTask(ctx context.Context, id string) (*store.Task, error) {

@@ -80,6 +80,7 @@ func (c *call) approve(ctx context.Context) (string, error) {
 	switch store.EffectiveApprovalStatus(a, g.now()) {
 	case store.ApprovalApproved:
 		c.audit("approve", "approved", "approval_id", a.ID, "decided_by", a.DecidedBy, "channel", a.Channel)
+		c.approvedPath = a.ResolvedPath // the commit checks the call's path still leads there
 		return a.ID, nil
 	case store.ApprovalDenied:
 		c.audit("approve", "denied", "approval_id", a.ID, "decided_by", a.DecidedBy, "channel", a.Channel)
@@ -186,7 +187,8 @@ func (c *call) createApproval(ctx context.Context, key store.ApprovalKey) (*stor
 	a, created, err := g.store.OpenApproval(ctx, &store.Approval{
 		ID: newID("apr"), Caller: key.Caller, Session: c.req.Session, Tool: t.Name,
 		DefinitionHash: key.DefinitionHash, ArgsDigest: key.ArgsDigest, Arguments: c.req.Arguments,
-		Status: store.ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(g.approval.Expire),
+		ResolvedPath: c.resolvedPath(),
+		Status:       store.ApprovalPending, CreatedAt: now, ExpiresAt: now.Add(g.approval.Expire),
 	}, g.approval.MaxPending)
 	switch {
 	case errors.Is(err, store.ErrTooManyPending):

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agentbackplane/backplane/opsview"
@@ -17,12 +18,20 @@ import (
 // request is the record operators see and decide (console, CLI, approvals
 // show); the task (store.Task) is what the caller polls, bound to that
 // request and to the caller. Once the request is decided, the first
-// poller to claim the task (store.Tasks.UpdateTask, waiting to running:
-// one claim wins, in any process) runs the call again through the whole
-// pipeline with that request (CallRequest.ApprovalID), so it runs once,
-// or gets the refusal of a denial or an expiry, and records its answer in
-// the task. The front end decides what the answer looks like; the gateway
-// keeps it.
+// runner to claim the task (a poller, or the sweeper every serve runs over
+// DueTasks; store.Tasks.UpdateTask, waiting to running: one claim wins, in
+// any process) runs the call again through the whole pipeline with that
+// request (CallRequest.ApprovalID), so it runs once, or gets the refusal
+// of a denial or an expiry, and records its answer in the task. The front
+// end decides what the answer looks like; the gateway keeps it.
+//
+// A claim is a lease (Options.TaskLease), renewed while the call runs. A
+// runner that died before its call's intent was written (its approval
+// unused) ran nothing: once the lease lapsed another runner takes the
+// claim over and runs the call. One that died after it left a call whose
+// outcome is unknown: the store's recovery marks it uncertain in the
+// journal, and the task ends with the uncertain-call error
+// (TaskView.Orphaned), never run again.
 
 // ChannelTask is how a caller withdraws its own approval request by
 // cancelling its task.
@@ -89,17 +98,21 @@ type TaskView struct {
 	// Hints are the ways an operator decides the request (the CLI
 	// commands, the console's page), while it is pending.
 	Hints []string
-	// Orphaned, for a running task whose runner is gone (its call's
-	// intent left started long ago, and no answer was recorded: the
-	// process died), is the error the task ends with: the call is never
-	// run again, and its outcome is the journal's (uncertain: an operator
-	// resolves it).
+	// Orphaned, for a running task whose runner is gone after its call's
+	// intent was written (its lease lapsed, no answer recorded, and the
+	// intent settled or marked uncertain by the store's recovery), is the
+	// error the task ends with: the call is never run again, and its
+	// outcome is the journal's (uncertain: an operator resolves it).
 	Orphaned *Error
 }
 
-// taskOrphanAfter is how long after its call's intent left started a
-// running task without an answer is taken for orphaned: a live runner
-// records the answer at once.
+// defaultTaskLease is how long a runner's claim on a task lasts unless
+// renewed (Options.TaskLease): a runner renews it every third of it while
+// the call runs, so a lapsed lease means the runner is gone.
+const defaultTaskLease = 30 * time.Second
+
+// taskOrphanAfter is, for a task claimed before leases were kept (no
+// LeaseUntil), how long after its claim it is taken for left by its runner.
 const taskOrphanAfter = 30 * time.Second
 
 // GetTask returns caller's task id. Another caller's task, like one that
@@ -118,6 +131,39 @@ func (g *Gateway) GetTask(ctx context.Context, caller, id string) (*TaskView, er
 	if err != nil {
 		return nil, fmt.Errorf("reading task: %w", err)
 	}
+	return g.viewTask(ctx, t, now)
+}
+
+// DueTasks returns the tasks a runner should act on now, as their callers
+// would see them: waiting ones whose request was decided or expired, and
+// running ones whose runner's lease lapsed (store.Tasks.DueTasks). A
+// sweeper (every serve has one) claims each (ClaimTask: one claim wins,
+// across replicas) and runs it, or ends an orphaned one
+// (TaskView.Orphaned), so that a decision made anywhere (the CLI, the
+// console, another replica) leads to the call without its client polling.
+func (g *Gateway) DueTasks(ctx context.Context, limit int) ([]*TaskView, error) {
+	ts, err := g.tasks()
+	if err != nil {
+		return nil, err
+	}
+	now := g.now()
+	due, err := ts.DueTasks(ctx, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing due tasks: %w", err)
+	}
+	out := make([]*TaskView, 0, len(due))
+	for i := range due {
+		v, err := g.viewTask(ctx, &due[i], now)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// viewTask is t with its approval request as they stand at now.
+func (g *Gateway) viewTask(ctx context.Context, t *store.Task, now time.Time) (*TaskView, error) {
 	a, err := g.store.GetApproval(ctx, t.ApprovalID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("reading approval %s: %w", t.ApprovalID, err)
@@ -133,40 +179,119 @@ func (g *Gateway) GetTask(ctx context.Context, caller, id string) (*TaskView, er
 	if v.Approval.Status == store.ApprovalPending {
 		v.Hints = g.hints(t.ApprovalID)
 	}
-	if t.Status == store.TaskRunning && v.Approval.ConsumedBy != "" {
-		in, err := g.store.GetIntent(ctx, v.Approval.ConsumedBy)
-		if err == nil && in.Status != store.StatusStarted && (in.SettledAt.IsZero() || now.Sub(in.SettledAt) > taskOrphanAfter) &&
-			now.Sub(t.UpdatedAt) > taskOrphanAfter {
-			v.Orphaned = newError(tool.ClassUnknownOutcome, "task", fmt.Sprintf(
-				"the process that ran this task's call (%s) stopped before recording its answer; the call is %s in the journal (%s) and is never run again",
-				t.RunBy, in.Status, in.CallID), map[string]any{"call_id": in.CallID, "approval_id": t.ApprovalID, "status": string(in.Status)})
-			v.Orphaned.CallID = in.CallID
-		}
+	if t.Status == store.TaskRunning && v.Approval.ConsumedBy != "" && g.leaseLapsed(t, now) {
+		v.Orphaned = g.orphaned(ctx, t, v.Approval.ConsumedBy)
 	}
 	return v, nil
 }
 
-// ClaimTask claims a waiting task whose request is decided (or expired),
-// for this process to run (RunTask). It reports whether this process won
-// the claim: of any number of pollers, in any replicas, one does.
+// leaseLapsed reports whether the claim of running task t lapsed at now.
+func (g *Gateway) leaseLapsed(t *store.Task, now time.Time) bool {
+	if t.LeaseUntil.IsZero() {
+		return now.Sub(t.UpdatedAt) > taskOrphanAfter
+	}
+	return !now.Before(t.LeaseUntil)
+}
+
+// orphaned is the error a running task ends with whose runner is gone
+// after its call's intent callID was written (its approval consumed): the
+// call may have run, so it is never run again; its outcome is the
+// journal's. An intent still started is left to the store's recovery
+// first (Store.Recover: a process whose lock no one holds, a replica whose
+// lease lapsed), which marks it uncertain for an operator to resolve;
+// while its process is alive (a runner merely late), nil: the task waits.
+func (g *Gateway) orphaned(ctx context.Context, t *store.Task, callID string) *Error {
+	in, err := g.store.GetIntent(ctx, callID)
+	if err != nil {
+		return nil
+	}
+	if in.Status == store.StatusStarted {
+		if _, err := g.store.Recover(ctx); err != nil {
+			g.log.Warn("task", "task_id", t.ID, "outcome", "recover_failed", "error", err.Error())
+			return nil
+		}
+		if in, err = g.store.GetIntent(ctx, callID); err != nil || in.Status == store.StatusStarted {
+			return nil
+		}
+	}
+	e := newError(tool.ClassUnknownOutcome, "task", fmt.Sprintf(
+		"the process that ran this task's call (%s) stopped before recording its answer; the call is %s in the journal (%s) and is never run again",
+		t.RunBy, in.Status, in.CallID), map[string]any{"call_id": in.CallID, "approval_id": t.ApprovalID, "status": string(in.Status), "run_by": t.RunBy})
+	e.CallID = in.CallID
+	return e
+}
+
+// ClaimTask claims a task for this process to run (RunTask): a waiting
+// task whose request is decided (or expired), or a running one whose
+// runner's lease lapsed before its call's intent was written (the approval
+// is unused: nothing ran, and the call is run here instead). It reports
+// whether this process won the claim: of any number of pollers and
+// sweepers, in any replicas, one does. Should the first runner still be
+// alive and commit after all, the approval's single use decides which
+// call runs: never both.
 func (g *Gateway) ClaimTask(ctx context.Context, v *TaskView, by string) (bool, error) {
 	ts, err := g.tasks()
 	if err != nil {
 		return false, err
 	}
-	if v.Task.Status != store.TaskWaiting || v.Approval.Status == store.ApprovalPending {
+	now := g.now()
+	u := store.TaskUpdate{To: store.TaskRunning, RunBy: by, LeaseUntil: now.Add(g.lease), At: now}
+	outcome := "claimed"
+	switch {
+	case v.Task.Status == store.TaskWaiting && v.Approval.Status != store.ApprovalPending:
+		u.From = store.TaskWaiting
+	case v.Task.Status == store.TaskRunning && v.Approval.ConsumedBy == "" && v.Orphaned == nil && g.leaseLapsed(&v.Task, now):
+		u.From, u.Holder, outcome = store.TaskRunning, v.Task.RunBy, "taken_over"
+	default:
 		return false, nil
 	}
-	err = ts.UpdateTask(ctx, v.Task.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: by, At: g.now()})
+	err = ts.UpdateTask(ctx, v.Task.ID, u)
 	if errors.Is(err, store.ErrTaskMoved) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	v.Task.Status, v.Task.RunBy = store.TaskRunning, by
-	g.log.Info("task", "task_id", v.Task.ID, "approval_id", v.Task.ApprovalID, "outcome", "claimed", "by", by)
+	g.log.Info("task", "task_id", v.Task.ID, "approval_id", v.Task.ApprovalID, "outcome", outcome, "by", by, "from", v.Task.RunBy)
+	v.Task.Status, v.Task.RunBy, v.Task.LeaseUntil = store.TaskRunning, by, u.LeaseUntil
 	return true, nil
+}
+
+// holdTask renews the lease of claimed task t every third of it until the
+// returned stop is called. A renewal refused because the claim moved (a
+// runner that was taken for gone) stops renewing: the approval's single
+// use still keeps the call from running twice.
+func (g *Gateway) holdTask(t *store.Task) (stop func()) {
+	ts, err := g.tasks()
+	if err != nil || t.RunBy == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(max(g.lease/3, time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), max(g.lease/3, time.Second))
+			now := g.now()
+			err := ts.UpdateTask(ctx, t.ID, store.TaskUpdate{From: store.TaskRunning, To: store.TaskRunning,
+				RunBy: t.RunBy, Holder: t.RunBy, LeaseUntil: now.Add(g.lease), At: now})
+			cancel()
+			switch {
+			case errors.Is(err, store.ErrTaskMoved):
+				g.log.Warn("task", "task_id", t.ID, "outcome", "claim_lost", "by", t.RunBy, "error", err.Error())
+				return
+			case err != nil:
+				g.log.Warn("task", "task_id", t.ID, "outcome", "lease_not_renewed", "by", t.RunBy, "error", err.Error())
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 // RunTask runs a claimed task's call through the whole pipeline with its
@@ -174,16 +299,37 @@ func (g *Gateway) ClaimTask(ctx context.Context, v *TaskView, by string) (bool, 
 // or gets the refusal a retry would (denied, expired, no longer allowed).
 // base carries what the front end adds (its client channels, progress);
 // its caller, tool, arguments and approval are the task's.
+//
+// The claim's lease is renewed while the call runs. A call refused because
+// the task's approval was used by another call (a runner taken for gone
+// that committed after all) ends with that call's uncertain outcome: it
+// is in the journal, and this task never runs it again.
 func (g *Gateway) RunTask(ctx context.Context, t *store.Task, base CallRequest) (*CallResult, error) {
+	stop := g.holdTask(t)
+	defer stop()
 	base.Caller, base.Tool, base.Arguments, base.ApprovalID = t.Caller, t.Tool, t.Arguments, t.ApprovalID
 	base.ClientInfo, base.ProtocolVersion = t.ClientInfo, t.ProtocolVersion
 	base.Approver, base.ApprovalWait, base.IdempotencyKey = nil, nil, ""
-	return g.Call(ctx, base)
+	res, err := g.Call(ctx, base)
+	var ge *Error
+	if errors.As(err, &ge) && ge.Class == tool.ClassForbidden && ge.Step == "approve" {
+		if by, _ := ge.Details["consumed_by"].(string); by != "" {
+			e := newError(tool.ClassUnknownOutcome, "task", fmt.Sprintf(
+				"this task's approval %s was used by call %s, made by an earlier runner of the task taken for gone; that call's outcome is the journal's and it is never run again",
+				t.ApprovalID, by), map[string]any{"call_id": by, "approval_id": t.ApprovalID})
+			e.CallID = by
+			return nil, e
+		}
+	}
+	return res, err
 }
 
 // EndTask records the answer of a claimed task's call: completed (a
-// result) or failed (a protocol error), as the front end writes it.
-func (g *Gateway) EndTask(ctx context.Context, id string, failed bool, outcome []byte) error {
+// result) or failed (a protocol error), as the front end writes it. by is
+// the runner that holds the claim (store.Task.RunBy; for an orphaned
+// task, the gone runner's): a runner whose claim was taken over cannot
+// write over the answer of the one that took it.
+func (g *Gateway) EndTask(ctx context.Context, id, by string, failed bool, outcome []byte) error {
 	ts, err := g.tasks()
 	if err != nil {
 		return err
@@ -192,7 +338,7 @@ func (g *Gateway) EndTask(ctx context.Context, id string, failed bool, outcome [
 	if failed {
 		to = store.TaskFailed
 	}
-	if err := ts.UpdateTask(ctx, id, store.TaskUpdate{From: store.TaskRunning, To: to, Outcome: outcome, At: g.now()}); err != nil {
+	if err := ts.UpdateTask(ctx, id, store.TaskUpdate{From: store.TaskRunning, To: to, Outcome: outcome, Holder: by, At: g.now()}); err != nil {
 		return fmt.Errorf("ending task %s: %w", id, err)
 	}
 	g.log.Info("task", "task_id", id, "outcome", string(to))

@@ -99,13 +99,16 @@ func TestTaskClaimedAndRunOnce(t *testing.T) {
 	if err != nil || res.IsError || runs.Load() != 1 {
 		t.Fatalf("RunTask = %+v, %v (runs %d): want one run", res, err, runs.Load())
 	}
-	// The request is used: running it again is refused, never run.
+	// The request is used: running it again never runs the call; the
+	// answer is the first call's outcome, the journal's (a second runner
+	// is one that took the claim of a runner taken for gone, which may
+	// have run it), not a refusal that reads as "it did not run".
 	_, err = g.RunTask(ctx, tk, gateway.CallRequest{})
 	var ge *gateway.Error
-	if !errors.As(err, &ge) || ge.Class != tool.ClassForbidden || runs.Load() != 1 {
-		t.Errorf("second RunTask = %v (runs %d): want forbidden, no run", err, runs.Load())
+	if !errors.As(err, &ge) || ge.Class != tool.ClassUnknownOutcome || ge.CallID != res.CallID || runs.Load() != 1 {
+		t.Errorf("second RunTask = %v (runs %d): want unknown_outcome naming call %s, no run", err, runs.Load(), res.CallID)
 	}
-	if err := g.EndTask(ctx, tk.ID, false, []byte(`{"content":[]}`)); err != nil {
+	if err := g.EndTask(ctx, tk.ID, "r", false, []byte(`{"content":[]}`)); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := g.GetTask(ctx, "alice", tk.ID); v.Task.Status != store.TaskCompleted || v.Orphaned != nil {

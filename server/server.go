@@ -252,6 +252,12 @@ type Options struct {
 	// SDK clients' 60s request timeout. (A question put to the person at
 	// the caller's own client has its own bound: the gateway's.)
 	ApprovalWait time.Duration
+	// TaskSweep is how often the server looks for tasks to act on
+	// (tasks.go): approved ones to run without waiting for their client's
+	// next tasks/get, and ones whose runner died. Default
+	// DefaultTaskSweep; negative: never (the tasks then move only when
+	// polled).
+	TaskSweep time.Duration
 	// Logger receives the server's own events (not the gateway's audit).
 	// Default: discard.
 	Logger *slog.Logger
@@ -441,6 +447,7 @@ func New(g *gateway.Gateway, opts *Options) *Server {
 	s.metrics = newMetrics(g, o.Collectors...)
 	s.metrics.reg.MustRegister(sessionCollector{s}, upstreamCollector{g})
 	s.stop, s.stopCalls = context.WithCancel(context.Background())
+	s.startTaskSweeper()
 	stdioCaller := func(mcp.Request) (string, error) {
 		if s.opts.StdioCaller == "" {
 			return "", ErrNoStdioCaller

@@ -31,11 +31,21 @@ import (
 //   - tasks/get reports it "working" while the request waits for an
 //     operator, with the request's id and how to decide it (the CLI
 //     commands, the console's page) in statusMessage and _meta;
-//   - once an operator decides (console, CLI, in any process), the first
-//     tasks/get to see it claims the task (one claim wins, across
-//     replicas) and runs the call again through the whole pipeline with
-//     that request, in the background: an approved call runs once; a
-//     denied or expired one gets the refusal it would have got;
+//   - once an operator decides (console, CLI, in any process), the task
+//     is claimed (one claim wins, across replicas) by the sweeper of a
+//     serve (every Options.TaskSweep), or by the first tasks/get to see
+//     it, whichever comes first, and the call is run again through the
+//     whole pipeline with that request, in the background: an approved
+//     call runs once, whether its client polls or not; a denied or
+//     expired one gets the refusal it would have got;
+//   - the runner renews its claim's lease while the call runs
+//     (gateway.Options.TaskLease). A runner that died before the call's
+//     intent was written ran nothing: another replica takes the claim
+//     over once the lease lapsed, and runs the call. One that died after
+//     left a call whose outcome is unknown: the task fails with the
+//     uncertain-call error (unknown_outcome, the journal's call_id), the
+//     journal marks the call uncertain for an operator, and it is never
+//     run again;
 //   - the call's answer is the task's end: "completed" with the tool
 //     result the call would have returned (a refusal is a tool result with
 //     isError, as for any call: the extension reserves "failed" for
@@ -173,21 +183,105 @@ func (s *Server) tasksMethod(ctx context.Context, method string, req mcp.Request
 		}
 		return &ackResult{ResultType: "complete"}, nil
 	}
-	if v.Orphaned != nil {
-		// Its runner died: the task ends with what the journal says.
-		_, outcome := taskOutcome(nil, v.Orphaned, s.declaresOutput(v.Task.Tool, nil, v.Orphaned))
-		if err := s.g.EndTask(ctx, v.Task.ID, false, outcome); err == nil {
-			v.Task.Status, v.Task.Outcome = store.TaskCompleted, outcome
-		} else if v, err = s.g.GetTask(ctx, caller, p.TaskID); err != nil {
-			return nil, taskError(method, err)
-		}
-	}
-	if claimed, err := s.g.ClaimTask(ctx, v, s.taskRunner()); err != nil {
+	if v, err = s.advanceTask(ctx, v, func() (*gateway.TaskView, error) { return s.g.GetTask(ctx, caller, p.TaskID) }); err != nil {
 		return nil, taskError(method, err)
-	} else if claimed {
-		s.runTask(v.Task)
 	}
 	return s.taskView(v, "complete"), nil
+}
+
+// DefaultTaskSweep is how often a server's sweeper looks for tasks to act
+// on (Options.TaskSweep).
+const DefaultTaskSweep = time.Second
+
+// advanceTask does what is due for task v, for tasks/get and the sweeper
+// alike: an orphaned task (its runner died after its call's intent was
+// written) ends, failed with the uncertain-call error; a task ready to run
+// (decided, or left by a runner that died before its intent) is claimed
+// and, when this server wins the claim, run. reread reads the task again
+// when ending it lost to another replica.
+func (s *Server) advanceTask(ctx context.Context, v *gateway.TaskView, reread func() (*gateway.TaskView, error)) (*gateway.TaskView, error) {
+	if v.Orphaned != nil {
+		outcome := orphanOutcome(v.Orphaned)
+		if err := s.g.EndTask(ctx, v.Task.ID, v.Task.RunBy, true, outcome); err == nil {
+			v.Task.Status, v.Task.Outcome = store.TaskFailed, outcome
+			s.log.Warn("task failed: its runner stopped after its call's intent was written; the call is uncertain and never run again",
+				"task_id", v.Task.ID, "approval_id", v.Task.ApprovalID, "call_id", v.Orphaned.CallID, "run_by", v.Task.RunBy)
+			return v, nil
+		}
+		return reread()
+	}
+	claimed, err := s.g.ClaimTask(ctx, v, s.taskRunner())
+	if err != nil {
+		return nil, err
+	}
+	if claimed {
+		s.runTask(v.Task)
+	}
+	return v, nil
+}
+
+// orphanOutcome is the JSON-RPC error an orphaned task fails with: the
+// uncertain-call error in the one error shape as its data.
+func orphanOutcome(ge *gateway.Error) []byte {
+	data, _ := json.Marshal(ge)
+	b, err := json.Marshal(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ge.Message, Data: data})
+	if err != nil {
+		return []byte(`{"code":-32603,"message":"the call's outcome is unknown"}`)
+	}
+	return b
+}
+
+// startTaskSweeper starts the loop that acts on due tasks every
+// Options.TaskSweep, until Shutdown: a decision made in another process
+// (the CLI, another replica's console) reaches its task without waiting
+// for the client's next tasks/get, and a task left by a runner that died
+// moves on. Exactly one replica runs a task: the claim decides.
+func (s *Server) startTaskSweeper() {
+	every := s.opts.TaskSweep
+	if every < 0 {
+		return
+	}
+	if every == 0 {
+		every = DefaultTaskSweep
+	}
+	go func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		failing := false // a store error is logged once, until a sweep works again
+		for {
+			select {
+			case <-s.stop.Done():
+				return
+			case <-tick.C:
+			}
+			err := s.sweepTasks()
+			switch {
+			case errors.Is(err, gateway.ErrNoTasks):
+				return // the store keeps none: nothing to sweep, ever
+			case err != nil && !failing && s.stop.Err() == nil:
+				s.log.Warn("task sweep failed; retrying", "error", err)
+				failing = true
+			case err == nil:
+				failing = false
+			}
+		}
+	}()
+}
+
+// sweepTasks acts once on every due task.
+func (s *Server) sweepTasks() error {
+	ctx, cancel := context.WithTimeout(s.stop, 30*time.Second)
+	defer cancel()
+	due, err := s.g.DueTasks(ctx, 0)
+	for _, v := range due {
+		if ctx.Err() != nil {
+			break
+		}
+		if _, aerr := s.advanceTask(ctx, v, func() (*gateway.TaskView, error) { return v, nil }); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+	}
+	return err
 }
 
 // taskError is the JSON-RPC error of a task method: an unknown task (or
@@ -233,7 +327,7 @@ func (s *Server) runTask(t store.Task) {
 		// shutdown: the task must not stay running for ever.
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer wcancel()
-		if err := s.g.EndTask(wctx, t.ID, failed, outcome); err != nil {
+		if err := s.g.EndTask(wctx, t.ID, t.RunBy, failed, outcome); err != nil {
 			s.log.Error("task answer not recorded", "task_id", t.ID, "approval_id", t.ApprovalID, "error", err)
 		}
 	}()

@@ -144,6 +144,14 @@ type Approval struct {
 	DecidedAt time.Time `json:"decided_at,omitzero"`
 	// ConsumedBy is the call id that used an approved request.
 	ConsumedBy string `json:"consumed_by,omitempty"`
+	// ResolvedPath is what the call's path argument led to when the
+	// request was made (tool.ResolvedPath.Real: every link resolved,
+	// relative to the workspace), "" for a tool without one (or a request
+	// recorded before it was kept). The text of the arguments is what the
+	// digest binds; this binds the file: a call whose path now leads
+	// elsewhere (a link swapped, a relative path that names another file)
+	// cannot use the request.
+	ResolvedPath string `json:"resolved_path,omitempty"`
 }
 
 // ApprovalKey identifies the exact call an approval is bound to.

@@ -61,6 +61,9 @@ func writeApprovalView(out io.Writer, v *opsview.Approval) {
 	field("session", v.Session)
 	field("tool", v.Tool)
 	field("definition", v.DefinitionHash)
+	// What the path argument led to when the call asked: the request is
+	// good for that file only (a link swapped since is refused).
+	field("resolves to", v.ResolvedPath)
 	field("created", v.CreatedAt.UTC().Format(time.RFC3339))
 	field("expires", v.ExpiresAt.UTC().Format(time.RFC3339))
 	field("decided by", v.DecidedBy)

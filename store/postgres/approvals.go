@@ -15,7 +15,7 @@ import (
 )
 
 const approvalCols = `id, caller, session, tool, definition_hash, args_digest, status, decided_by,
-	created_at, expires_at, decided_at, consumed_by, arguments, channel, reason`
+	created_at, expires_at, decided_at, consumed_by, arguments, channel, reason, resolved_path`
 
 // CreateApproval records a new approval request; its id must be new.
 func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
@@ -84,9 +84,9 @@ func insertApproval(ctx context.Context, db interface {
 	if status == "" {
 		status = store.ApprovalPending
 	}
-	_, err := db.Exec(ctx, `INSERT INTO approvals (`+approvalCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+	_, err := db.Exec(ctx, `INSERT INTO approvals (`+approvalCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		a.ID, a.Caller, a.Session, a.Tool, a.DefinitionHash, a.ArgsDigest, string(status), a.DecidedBy,
-		ts(a.CreatedAt), ts(a.ExpiresAt), ts(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason)
+		ts(a.CreatedAt), ts(a.ExpiresAt), ts(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason, a.ResolvedPath)
 	if err != nil {
 		if isUnique(err) {
 			return fmt.Errorf("postgres store: approval %q exists: %w", a.ID, err)
@@ -213,7 +213,7 @@ func scanApproval(r pgx.Row) (*store.Approval, error) {
 	var created, expires, decided pgtype.Timestamptz
 	var consumed pgtype.Text
 	if err := r.Scan(&a.ID, &a.Caller, &a.Session, &a.Tool, &a.DefinitionHash, &a.ArgsDigest, &status, &a.DecidedBy,
-		&created, &expires, &decided, &consumed, &a.Arguments, &a.Channel, &a.Reason); err != nil {
+		&created, &expires, &decided, &consumed, &a.Arguments, &a.Channel, &a.Reason, &a.ResolvedPath); err != nil {
 		return nil, err
 	}
 	a.Status, a.ConsumedBy = store.ApprovalStatus(status), consumed.String

@@ -12,7 +12,7 @@ import (
 )
 
 const approvalCols = `id, caller, session, tool, definition_hash, args_digest, status, decided_by,
-	created_at, expires_at, decided_at, consumed_by, arguments, channel, reason`
+	created_at, expires_at, decided_at, consumed_by, arguments, channel, reason, resolved_path`
 
 // CreateApproval records a new approval request; its id must be new.
 func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
@@ -72,9 +72,9 @@ func insertApproval(w *wtx, a *store.Approval) error {
 	if status == "" {
 		status = store.ApprovalPending
 	}
-	_, err := w.exec(`INSERT INTO approvals (`+approvalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := w.exec(`INSERT INTO approvals (`+approvalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.Caller, a.Session, a.Tool, a.DefinitionHash, a.ArgsDigest, string(status), a.DecidedBy,
-		nanos(a.CreatedAt), nanos(a.ExpiresAt), nanos(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason)
+		nanos(a.CreatedAt), nanos(a.ExpiresAt), nanos(a.DecidedAt), nullString(a.ConsumedBy), a.Arguments, a.Channel, a.Reason, a.ResolvedPath)
 	if err != nil {
 		if isUnique(err) {
 			return fmt.Errorf("sqlite store: approval %q exists: %w", a.ID, err)
@@ -205,7 +205,7 @@ func scanApproval(r scanner) (*store.Approval, error) {
 	var created, expires, decided sql.NullInt64
 	var consumed sql.NullString
 	if err := r.Scan(&a.ID, &a.Caller, &a.Session, &a.Tool, &a.DefinitionHash, &a.ArgsDigest, &status, &a.DecidedBy,
-		&created, &expires, &decided, &consumed, &a.Arguments, &a.Channel, &a.Reason); err != nil {
+		&created, &expires, &decided, &consumed, &a.Arguments, &a.Channel, &a.Reason, &a.ResolvedPath); err != nil {
 		return nil, err
 	}
 	a.Status, a.ConsumedBy = store.ApprovalStatus(status), consumed.String

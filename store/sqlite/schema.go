@@ -298,6 +298,19 @@ CREATE TABLE pending_logins (
 CREATE INDEX pending_logins_caller ON pending_logins (caller, server);
 CREATE INDEX pending_logins_expires ON pending_logins (expires);
 `,
+	// 12: the path an approval request's call resolved to
+	// (store.Approval.ResolvedPath): '' for the requests made before, and
+	// for tools without a path argument.
+	`
+ALTER TABLE approvals ADD COLUMN resolved_path TEXT NOT NULL DEFAULT '';
+`,
+	// 13: the lease of a running task's claim (store.Task.LeaseUntil),
+	// NULL for the tasks claimed before (lapsed); and the open tasks, which
+	// every serve's sweeper reads (store.Tasks.DueTasks), by status.
+	`
+ALTER TABLE tasks ADD COLUMN lease_until INTEGER;
+CREATE INDEX tasks_open ON tasks (status, created_at) WHERE status IN ('waiting', 'running');
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

@@ -41,7 +41,7 @@ func wantApproval(t *testing.T, got *store.Approval, want store.Approval) {
 		{"ArgsDigest", g.ArgsDigest, w.ArgsDigest}, {"Status", string(g.Status), string(w.Status)},
 		{"DecidedBy", g.DecidedBy, w.DecidedBy}, {"ConsumedBy", g.ConsumedBy, w.ConsumedBy},
 		{"Arguments", string(g.Arguments), string(w.Arguments)}, {"Channel", g.Channel, w.Channel},
-		{"Reason", g.Reason, w.Reason},
+		{"Reason", g.Reason, w.Reason}, {"ResolvedPath", g.ResolvedPath, w.ResolvedPath},
 	} {
 		if c.g != c.w {
 			t.Errorf("approval %s: %s = %q, want %q", want.ID, c.field, c.g, c.w)
@@ -67,7 +67,7 @@ func testApprovalRoundTrip(f *fixture) {
 	a := &store.Approval{
 		ID: "apr-round", Caller: "alice", Session: "sess-9", Tool: "danger",
 		DefinitionHash: "sha256:def", ArgsDigest: "sha256:args", Status: store.ApprovalPending,
-		Arguments: []byte(`{"path": "a.txt", "content": "x\u00e9"}`),
+		Arguments: []byte(`{"path": "a.txt", "content": "x\u00e9"}`), ResolvedPath: "src/a\u00e9.txt",
 		CreatedAt: f.base.In(zone).Add(123 * ms), ExpiresAt: f.base.In(zone).Add(10 * time.Minute).Add(456 * ms),
 	}
 	if err := f.s.CreateApproval(f.ctx, a); err != nil {
@@ -581,6 +581,7 @@ func testApprovalOpen(f *fixture) {
 	t := f.t
 	in := f.intent("alice", "danger")
 	first := f.newApproval(in, "apr-open-1")
+	first.ResolvedPath = "notes/real.txt" // kept as opened
 	got, created, err := f.s.OpenApproval(f.ctx, first, 0)
 	if err != nil || !created {
 		t.Fatalf("OpenApproval on an empty store: created %v, %v", created, err)

@@ -118,6 +118,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Tasks/OnePerApproval", testTaskOnePerApproval},
 		{"Tasks/Moves", testTaskMoves},
 		{"Tasks/Prune", testTaskPrune},
+		{"Tasks/Lease", testTaskLease},
+		{"Tasks/Due", testTaskDue},
 	})
 	RunConcurrency(t, open)
 }

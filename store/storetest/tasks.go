@@ -79,15 +79,18 @@ func testTaskMoves(f *fixture) {
 	if err := f.s.UpdateTask(f.ctx, "task-none", store.TaskUpdate{From: store.TaskWaiting, To: store.TaskCancelled, At: at}); !errors.Is(err, store.ErrNotFound) {
 		f.t.Errorf("update of an unknown task = %v, want ErrNotFound", err)
 	}
-	if err := f.s.UpdateTask(f.ctx, tk.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: "inc-1", At: at}); err != nil {
+	if err := f.s.UpdateTask(f.ctx, tk.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: "inc-1", LeaseUntil: at.Add(time.Minute), At: at}); err != nil {
 		f.t.Fatalf("claim: %v", err)
 	}
-	if err := f.s.UpdateTask(f.ctx, tk.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: "inc-2", At: at}); !errors.Is(err, store.ErrTaskMoved) {
+	if err := f.s.UpdateTask(f.ctx, tk.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: "inc-2", LeaseUntil: at.Add(time.Minute), At: at}); !errors.Is(err, store.ErrTaskMoved) {
 		f.t.Errorf("second claim = %v, want ErrTaskMoved", err)
 	}
 	got, err := f.s.GetTask(f.ctx, tk.ID)
-	if err != nil || got.Status != store.TaskRunning || got.RunBy != "inc-1" || !got.UpdatedAt.Equal(at) {
-		f.t.Fatalf("after the claim: %+v, %v; want running by inc-1 at %v", got, err, at)
+	if err != nil || got.Status != store.TaskRunning || got.RunBy != "inc-1" || !got.UpdatedAt.Equal(at) || !got.LeaseUntil.Equal(at.Add(time.Minute)) {
+		f.t.Fatalf("after the claim: %+v, %v; want running by inc-1 at %v, its lease a minute on", got, err, at)
+	}
+	if err := f.s.UpdateTask(f.ctx, tk.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: "inc-2", At: at}); !errors.Is(err, store.ErrTaskMove) {
+		f.t.Errorf("a claim without a lease = %v, want ErrTaskMove", err)
 	}
 	outcome := []byte(`{"content":[{"type":"text","text":"é"}]}`)
 	if err := f.s.UpdateTask(f.ctx, tk.ID, store.TaskUpdate{From: store.TaskRunning, To: store.TaskCompleted, Outcome: outcome, At: at.Add(ms)}); err != nil {
@@ -110,7 +113,7 @@ func testTaskMoves(f *fixture) {
 	if err := f.s.UpdateTask(f.ctx, tk2.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskCancelled, At: at}); err != nil {
 		f.t.Fatalf("cancel: %v", err)
 	}
-	if err := f.s.UpdateTask(f.ctx, tk2.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: "inc-1", At: at}); !errors.Is(err, store.ErrTaskMoved) {
+	if err := f.s.UpdateTask(f.ctx, tk2.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: "inc-1", LeaseUntil: at.Add(time.Minute), At: at}); !errors.Is(err, store.ErrTaskMoved) {
 		f.t.Errorf("claim after cancel = %v, want ErrTaskMoved", err)
 	}
 	if got, err := f.s.GetTask(f.ctx, tk2.ID); err != nil || got.Status != store.TaskCancelled || got.RunBy != "" {
@@ -127,7 +130,7 @@ func testConcTaskClaimedOnce(f *fixture) {
 	for i := range n {
 		wg.Go(func() {
 			errs[i] = f.s.UpdateTask(f.ctx, tk.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning,
-				RunBy: fmt.Sprintf("inc-%d", i), At: f.base.Add(ms)})
+				RunBy: fmt.Sprintf("inc-%d", i), LeaseUntil: f.base.Add(time.Minute), At: f.base.Add(ms)})
 		})
 	}
 	wg.Wait()
@@ -166,4 +169,123 @@ func testTaskPrune(f *fixture) {
 	if _, err := f.s.GetTask(f.ctx, old.ID); !errors.Is(err, store.ErrNotFound) {
 		f.t.Errorf("a pruned task is still there: %v", err)
 	}
+}
+
+// testTaskLease: a running task's claim is its runner's while its lease
+// runs: renewed by it, taken over by another runner only once it lapsed
+// (of several, one), ended only by the runner that holds it.
+func testTaskLease(f *fixture) {
+	tk := f.task("alice")
+	at := f.base.Add(5 * ms)
+	lease := at.Add(time.Minute)
+	claim := store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: "inc-1", LeaseUntil: lease, At: at}
+	if err := f.s.UpdateTask(f.ctx, tk.ID, claim); err != nil {
+		f.t.Fatalf("claim: %v", err)
+	}
+	move := func(u store.TaskUpdate) error { return f.s.UpdateTask(f.ctx, tk.ID, u) }
+	running := func(by, holder string, until, at time.Time) store.TaskUpdate {
+		return store.TaskUpdate{From: store.TaskRunning, To: store.TaskRunning, RunBy: by, Holder: holder, LeaseUntil: until, At: at}
+	}
+	if err := move(running("inc-2", "inc-1", at.Add(2*time.Minute), at.Add(time.Second))); !errors.Is(err, store.ErrTaskMoved) {
+		f.t.Errorf("a take-over before the lease lapsed = %v, want ErrTaskMoved", err)
+	}
+	if err := move(running("inc-2", "inc-9", at.Add(2*time.Minute), lease.Add(time.Second))); !errors.Is(err, store.ErrTaskMoved) {
+		f.t.Errorf("a take-over from a runner that does not hold it = %v, want ErrTaskMoved", err)
+	}
+	// Renewed by its runner, at any time before or after its lease.
+	renewed := at.Add(3 * time.Minute)
+	if err := move(running("inc-1", "inc-1", renewed, lease.Add(time.Second))); err != nil {
+		f.t.Fatalf("renew: %v", err)
+	}
+	if err := move(running("inc-2", "inc-1", renewed.Add(time.Minute), lease.Add(2*time.Second))); !errors.Is(err, store.ErrTaskMoved) {
+		f.t.Errorf("a take-over of a renewed lease = %v, want ErrTaskMoved", err)
+	}
+	if due, err := f.s.DueTasks(f.ctx, renewed.Add(-time.Second), 0); err != nil || len(due) != 0 {
+		f.t.Errorf("DueTasks before the lease lapsed = %v, %v; want none", due, err)
+	}
+	due, err := f.s.DueTasks(f.ctx, renewed, 0)
+	if err != nil || len(due) != 1 || due[0].ID != tk.ID || due[0].RunBy != "inc-1" || !due[0].LeaseUntil.Equal(renewed) {
+		f.t.Fatalf("DueTasks once the lease lapsed = %+v, %v; want the task run by inc-1", due, err)
+	}
+	// Lapsed: of several runners taking over at once, one wins.
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = move(running(fmt.Sprintf("inc-%d", 10+i), "inc-1", renewed.Add(time.Hour), renewed.Add(time.Second)))
+		})
+	}
+	wg.Wait()
+	won := ""
+	for i, err := range errs {
+		switch {
+		case err == nil && won != "":
+			f.t.Errorf("take-overs %s and inc-%d both won", won, 10+i)
+		case err == nil:
+			won = fmt.Sprintf("inc-%d", 10+i)
+		case !errors.Is(err, store.ErrTaskMoved):
+			f.t.Errorf("take-over %d: %v, want nil or ErrTaskMoved", i, err)
+		}
+	}
+	if won == "" {
+		f.t.Fatal("no take-over won")
+	}
+	// The runner that lost it cannot end it; the one that holds it can.
+	end := store.TaskUpdate{From: store.TaskRunning, To: store.TaskCompleted, Outcome: []byte(`{"late":true}`), Holder: "inc-1", At: renewed.Add(2 * time.Second)}
+	if err := move(end); !errors.Is(err, store.ErrTaskMoved) {
+		f.t.Errorf("the end by the runner that lost the claim = %v, want ErrTaskMoved", err)
+	}
+	end.Holder, end.Outcome = won, []byte(`{"ok":true}`)
+	if err := move(end); err != nil {
+		f.t.Fatalf("the end by %s: %v", won, err)
+	}
+	got, err := f.s.GetTask(f.ctx, tk.ID)
+	if err != nil || got.Status != store.TaskCompleted || got.RunBy != won || string(got.Outcome) != `{"ok":true}` {
+		f.t.Errorf("after the end: %+v, %v; want completed by %s with its outcome", got, err, won)
+	}
+}
+
+// testTaskDue: DueTasks lists the waiting tasks whose request is decided,
+// expired or gone, and the running ones whose lease lapsed, oldest first;
+// not the pending, the ended, nor those past their own expiry.
+func testTaskDue(f *fixture) {
+	at := f.base.Add(time.Second)
+	pending := f.task("alice")
+	decided := f.task("alice")
+	f.decide(decided.ApprovalID, false)
+	running := f.task("alice")
+	f.decide(running.ApprovalID, true)
+	if err := f.s.UpdateTask(f.ctx, running.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskRunning, RunBy: "inc-1", LeaseUntil: at.Add(time.Minute), At: at}); err != nil {
+		f.t.Fatal(err)
+	}
+	ended := f.task("alice")
+	if err := f.s.UpdateTask(f.ctx, ended.ID, store.TaskUpdate{From: store.TaskWaiting, To: store.TaskCancelled, At: at}); err != nil {
+		f.t.Fatal(err)
+	}
+	ids := func(now time.Time, limit int) []string {
+		f.t.Helper()
+		due, err := f.s.DueTasks(f.ctx, now, limit)
+		if err != nil {
+			f.t.Fatalf("DueTasks: %v", err)
+		}
+		var out []string
+		for _, t := range due {
+			out = append(out, t.ID)
+		}
+		return out
+	}
+	want := func(what string, got []string, want ...string) {
+		f.t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			f.t.Errorf("DueTasks %s = %v, want %v", what, got, want)
+		}
+	}
+	want("with one request decided", ids(at, 0), decided.ID)
+	want("once a lease lapsed", ids(at.Add(time.Minute), 0), decided.ID, running.ID)
+	want("limited to one", ids(at.Add(time.Minute), 1), decided.ID)
+	// The pending request expires (an hour on): its task is due too.
+	want("once the pending request expired", ids(f.base.Add(hour), 0), pending.ID, decided.ID, running.ID)
+	// Past the tasks' own expiry (two hours on): none.
+	want("past the tasks' expiry", ids(f.base.Add(2*hour), 0))
 }
