@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -116,5 +117,23 @@ func TestTokenSharedExpired(t *testing.T) {
 	}
 	if store.turns.Load() != 1 {
 		t.Errorf("%d turns taken, want 1", store.turns.Load())
+	}
+}
+
+// TestServiceLoginsRefusals: without a callback URL a console login
+// cannot start; a redirect whose state is no flow's is not taken.
+func TestServiceLoginsRefusals(t *testing.T) {
+	l := NewServiceLogins(nil)
+	defer l.Close()
+	srv := Server{Name: "remote", URL: "http://127.0.0.1:1/mcp", OAuth: &OAuth{Grant: GrantAuthorizationCode}}
+	if _, err := l.Start(context.Background(), srv, nil); !errors.Is(err, ErrNoCallback) || !errors.Is(err, ErrLogin) {
+		t.Errorf("Start without a callback: %v", err)
+	}
+	if l.Handles("") || l.Handles("some-state") {
+		t.Errorf("Handles a state no flow has")
+	}
+	r, _ := http.NewRequest("GET", "http://127.0.0.1/oauth/upstream/callback?state=some-state&code=c", nil)
+	if server, err := l.Complete(r); !errors.Is(err, ErrNoServiceLogin) || server != "" {
+		t.Errorf("Complete of an unknown state: %q %v", server, err)
 	}
 }
