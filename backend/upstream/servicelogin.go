@@ -87,6 +87,9 @@ func (l *ServiceLogins) Start(ctx context.Context, srv Server, save func(context
 	if l.redirect == "" {
 		return "", fmt.Errorf("upstream %s: %w: %w", srv.Name, ErrLogin, ErrNoCallback)
 	}
+	if save == nil {
+		return "", fmt.Errorf("upstream %s: %w: nowhere to save the token", srv.Name, ErrLogin)
+	}
 	f := &serviceFlow{server: srv.Name, cb: newCallback(), done: make(chan struct{})}
 	shown := make(chan string, 1)
 	ended := make(chan error, 1)
