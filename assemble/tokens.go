@@ -95,6 +95,7 @@ func (rt *Runtime) saveLogin(ctx context.Context, name, by, via string, st upstr
 	}
 	rt.Audit.Info("connection", "step", "login", "outcome", "connected", "server", name, "mode", st.Mode,
 		"scopes", strings.Join(st.Scopes, " "), "by", by, "via", via)
+	rt.late.now(name) // down at start for want of this token: connect it now
 	return &gateway.Connection{Server: name, Mode: st.Mode, Scopes: st.Scopes, Expiry: st.Token.Expiry, Updated: st.Updated}, nil
 }
 
