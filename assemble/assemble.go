@@ -176,6 +176,9 @@ type Runtime struct {
 	// process's memory (tokens.go).
 	Tokens upstream.TokenStore
 	sealed *credstore.Tokens // Tokens when sealed; nil otherwise
+	// The service mode's logins started from the console, completed at
+	// serve's callback (tokens.go).
+	serviceLogins *upstream.ServiceLogins
 
 	version   string // Options.Version
 	closers   []io.Closer
@@ -278,7 +281,8 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Runtime, e
 	if err := rt.openTokens(); err != nil {
 		return nil, err
 	}
-	rt.openCallerAuth(&o) // upstream_callers.go: after openTokens, for its store
+	rt.openCallerAuth(&o)    // upstream_callers.go: after openTokens, for its store
+	rt.openServiceLogins(&o) // tokens.go
 
 	// Tracing before the gateway (which takes its tracer); closed after
 	// the upstreams, whose calls end spans, and before the store.

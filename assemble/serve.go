@@ -241,7 +241,7 @@ func (s *Serving) openServer() error {
 	}
 	if !s.stdio {
 		opts.Console = s.newConsole(consoleSessions(&served), tokens)
-		opts.UpstreamCallback = rt.upstreamCallback() // upstream_callers.go
+		opts.UpstreamCallback = rt.loginCallback() // tokens.go
 	}
 	// The agents' hook endpoints (backplane hook --url) only decide, never
 	// run a tool, and take the callers' tokens as /mcp does.

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/console"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/credstore"
 	"github.com/agentbackplane/backplane/internal/secrets"
@@ -61,24 +63,92 @@ func (rt *Runtime) LoginServer(ctx context.Context, name, by string, show func(s
 			rt.Audit.Warn("connection", "step", "login", "outcome", "failed", "server", name, "by", by, "error", err.Error())
 		}
 	}()
-	sc, ok := rt.serverConfig(name)
-	if !ok {
-		return nil, fmt.Errorf("no server named %s in %s: %w", name, rt.Config.Path, ErrNotLoginServer)
+	srv, err := rt.loginTarget(name)
+	if err != nil {
+		return nil, err
 	}
-	if sc.OAuth == nil || sc.OAuth.Grant != config.GrantAuthorizationCode {
-		return nil, fmt.Errorf("server %s: %w (the client credentials grant needs no login)", name, ErrNotLoginServer)
-	}
-	srv, _ := rt.serverOptions(sc, SandboxDecision{}, nil)
 	st, err := upstream.Login(ctx, srv, &upstream.LoginOptions{Show: show})
 	if err != nil {
 		return nil, err
 	}
+	return rt.saveLogin(ctx, name, by, "cli", st)
+}
+
+// loginTarget is the server named, when it is one an operator's login
+// connects (mode service, grant authorization_code).
+func (rt *Runtime) loginTarget(name string) (upstream.Server, error) {
+	sc, ok := rt.serverConfig(name)
+	if !ok {
+		return upstream.Server{}, fmt.Errorf("no server named %s in %s: %w", name, rt.Config.Path, ErrNotLoginServer)
+	}
+	if sc.OAuth == nil || sc.OAuth.Grant != config.GrantAuthorizationCode {
+		return upstream.Server{}, fmt.Errorf("server %s: %w (the client credentials grant needs no login)", name, ErrNotLoginServer)
+	}
+	srv, _ := rt.serverOptions(sc, SandboxDecision{}, nil)
+	return srv, nil
+}
+
+// saveLogin saves a login's token where serve reads it (every replica
+// sharing the store picks it up at its next read), and audits it.
+func (rt *Runtime) saveLogin(ctx context.Context, name, by, via string, st upstream.StoredToken) (*gateway.Connection, error) {
 	if err := rt.Tokens.SaveToken(ctx, upstream.TokenKey{Server: name}, st); err != nil {
 		return nil, fmt.Errorf("saving the token of %s: %w", name, err)
 	}
 	rt.Audit.Info("connection", "step", "login", "outcome", "connected", "server", name, "mode", st.Mode,
-		"scopes", strings.Join(st.Scopes, " "), "by", by)
+		"scopes", strings.Join(st.Scopes, " "), "by", by, "via", via)
+	rt.late.now(name) // down at start for want of this token: connect it now
 	return &gateway.Connection{Server: name, Mode: st.Mode, Scopes: st.Scopes, Expiry: st.Token.Expiry, Updated: st.Updated}, nil
+}
+
+// openServiceLogins makes the console's logins (Connect on the
+// Connections page), which complete at serve's callback.
+func (rt *Runtime) openServiceLogins(o *Options) {
+	rt.serviceLogins = upstream.NewServiceLogins(&upstream.ServiceLoginsOptions{RedirectURL: o.UpstreamCallback})
+	rt.closers = append(rt.closers, rt.serviceLogins)
+}
+
+// consentServers names the servers an operator's login connects.
+func (rt *Runtime) consentServers() []string {
+	var out []string
+	for _, s := range rt.Config.Servers {
+		if s.URL != "" && s.OAuth != nil && (s.OAuth.Mode == config.UpstreamOAuthService || s.OAuth.Mode == "") && s.OAuth.Grant == config.GrantAuthorizationCode {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// loginCallback is what serve mounts at server.PathUpstreamCallback: the
+// console's service logins by their state, else the per_caller logins'
+// callback (upstream_callers.go); nil when there is neither.
+func (rt *Runtime) loginCallback() http.Handler {
+	next := rt.upstreamCallback()
+	if len(rt.consentServers()) == 0 || rt.serviceLogins == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if next != nil && !rt.serviceLogins.Handles(r.URL.Query().Get("state")) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		server, err := rt.serviceLogins.Complete(r)
+		back := console.Prefix + "/connections?connected=" + url.QueryEscape(server)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return // the browser went away
+			}
+			rt.Log.Warn("upstream login from the console failed", "server", server, "error", err.Error())
+			rt.Audit.Warn("connection", "step", "login", "outcome", "failed", "server", server, "via", "console", "error", err.Error())
+			if server == "" {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			back = console.Prefix + "/connections?failed=" + url.QueryEscape(server) + "&note=" + url.QueryEscape(err.Error())
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Referrer-Policy", "no-referrer") // the code and state stay here
+		http.Redirect(w, r, back, http.StatusSeeOther)
+	})
 }
 
 func (rt *Runtime) serverConfig(name string) (config.ServerConfig, bool) {
@@ -93,6 +163,27 @@ func (rt *Runtime) serverConfig(name string) (config.ServerConfig, bool) {
 // connections is the gateway's view of the upstream credentials: the
 // store's rows (their plain metadata only), and revocation.
 type connections struct{ rt *Runtime }
+
+// ConsentServers is what the gateway asks for its Connect (ConsentServers).
+func (c *connections) ConsentServers() []string { return c.rt.consentServers() }
+
+// StartLogin is the gateway's StartConnection: upstream.Login, through
+// ServiceLogins, its token saved and audited (by the operator, via the
+// console) once the redirect comes back to serve's callback.
+func (c *connections) StartLogin(ctx context.Context, server, operator string) (string, error) {
+	rt := c.rt
+	srv, err := rt.loginTarget(server)
+	if errors.Is(err, ErrNotLoginServer) {
+		return "", fmt.Errorf("%w: %w", gateway.ErrNoConnection, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	return rt.serviceLogins.Start(ctx, srv, func(ctx context.Context, st upstream.StoredToken) error {
+		_, err := rt.saveLogin(ctx, server, operator, "console", st)
+		return err // a failure is audited where the callback learns of it
+	})
+}
 
 func (c *connections) ListConnections(ctx context.Context, server string) ([]gateway.Connection, error) {
 	if c.rt.sealed == nil {

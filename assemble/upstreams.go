@@ -36,18 +36,21 @@ type lateUpstreams struct {
 	failed map[string]error              // server name -> its last failure, while not connected
 	up     map[string]*upstream.Upstream // connected by a retry
 	order  []*upstream.Upstream
+	wake   map[string]chan struct{} // server name -> its retry's "try now" (now)
 }
 
 func newLateUpstreams() *lateUpstreams {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &lateUpstreams{ctx: ctx, cancel: cancel, failed: map[string]error{}, up: map[string]*upstream.Upstream{}}
+	return &lateUpstreams{ctx: ctx, cancel: cancel, failed: map[string]error{}, up: map[string]*upstream.Upstream{}, wake: map[string]chan struct{}{}}
 }
 
 // retry records that s failed with err and retries it until it connects
 // or Close.
 func (l *lateUpstreams) retry(s config.ServerConfig, srv upstream.Server, opts *upstream.Options, err error, log *slog.Logger) {
+	wake := make(chan struct{}, 1)
 	l.mu.Lock()
 	l.failed[s.Name] = err
+	l.wake[s.Name] = wake
 	l.mu.Unlock()
 	l.wg.Add(1)
 	go func() {
@@ -58,6 +61,8 @@ func (l *lateUpstreams) retry(s config.ServerConfig, srv upstream.Server, opts *
 			case <-l.ctx.Done():
 				return
 			case <-time.After(delay):
+			case <-wake:
+				delay = lateMinBackoff // what it lacked may be there now: back off from the start
 			}
 			delay = min(delay*2, lateMaxBackoff)
 			u, err := upstream.Connect(l.ctx, srv, opts)
@@ -80,6 +85,7 @@ func (l *lateUpstreams) retry(s config.ServerConfig, srv upstream.Server, opts *
 				continue
 			}
 			delete(l.failed, s.Name)
+			delete(l.wake, s.Name)
 			l.up[s.Name] = u
 			l.order = append(l.order, u)
 			l.mu.Unlock()
@@ -87,6 +93,23 @@ func (l *lateUpstreams) retry(s config.ServerConfig, srv upstream.Server, opts *
 			return
 		}
 	}()
+}
+
+// now makes the named server's retry try at once, when it is waiting:
+// what it failed for may be there now (an operator's login from the
+// console saved its token).
+func (l *lateUpstreams) now(name string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w, ok := l.wake[name]; ok {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // failure is why the named server is not connected, nil when it is or

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/store"
 )
 
 // connBackend is the fake backend with upstream connections.
@@ -73,5 +75,87 @@ func TestConnectionsPage(t *testing.T) {
 	}
 	if resp, _ := do(t, noRedirect(), "POST", srv.URL+"/ui/connections/revoke", opToken, strings.NewReader("caller=alice"), form); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("revoke without a server: %d", resp.StatusCode)
+	}
+}
+
+// consentBackend is connBackend that can start a login.
+type consentBackend struct {
+	*connBackend
+	started []string // "server operator"
+}
+
+func (b *consentBackend) ConsentServers(context.Context) []string { return []string{"tracker", "wiki"} }
+
+func (b *consentBackend) StartConnection(_ context.Context, server, operator string) (string, error) {
+	if server != "tracker" && server != "wiki" {
+		return "", fmt.Errorf("%w: no such server", store.ErrNotFound)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.started = append(b.started, server+" "+operator)
+	return "http://127.0.0.1:9/authorize?state=s-" + server + "&client_id=backplane", nil
+}
+
+// TestConnectionsConnect: the page offers Connect for each server that
+// needs an operator's consent, saying which are connected (with their
+// scopes); the Connect form's POST reaches the backend as the operator's
+// action and answers with a link to the authorization server (not a
+// redirect, which form-action 'self' would stop); the JSON API gives the
+// URL; a caller, a cross-site POST and an unknown server are refused; the
+// callback's return shows the outcome.
+func TestConnectionsConnect(t *testing.T) {
+	cb := &consentBackend{connBackend: &connBackend{fakeBackend: &fakeBackend{}, conns: []gateway.Connection{
+		{Server: "tracker", Mode: "service", Scopes: []string{"tools.read"}, Expiry: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Updated: time.Now()},
+	}}}
+	c := New(cb, NewTokenAuth(map[string]string{opToken: "ops"}, map[string]string{callerToken: "alice"}), nil)
+	mux := http.NewServeMux()
+	mux.Handle(Prefix+"/", c)
+	srv := httptest.NewServer(mux)
+	defer func() { c.Close(); srv.Close() }()
+
+	resp, body := do(t, noRedirect(), "GET", srv.URL+"/ui/connections", opToken, nil, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/ui/connections: %d", resp.StatusCode)
+	}
+	for _, want := range []string{`action="/ui/connections/connect"`, `name="server" value="wiki"`, "not connected", "Connect again", "connected (<code>tools.read</code>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	if resp, _ := do(t, noRedirect(), "POST", srv.URL+"/ui/connections/connect", callerToken, strings.NewReader("server=wiki"), form); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a caller's Connect: %d, want 403", resp.StatusCode)
+	}
+	cross := map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "cross-site", "Origin": "http://evil.example"}
+	if resp, _ := do(t, noRedirect(), "POST", srv.URL+"/ui/connections/connect", opToken, strings.NewReader("server=wiki"), cross); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a cross-site Connect: %d, want 403", resp.StatusCode)
+	}
+	if len(cb.started) != 0 {
+		t.Fatalf("refused Connects reached the backend: %q", cb.started)
+	}
+	resp, body = do(t, noRedirect(), "POST", srv.URL+"/ui/connections/connect", opToken, strings.NewReader("server=wiki"), form)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `href="http://127.0.0.1:9/authorize?state=s-wiki&amp;client_id=backplane"`) {
+		t.Fatalf("Connect: %d\n%s", resp.StatusCode, body)
+	}
+	if len(cb.started) != 1 || cb.started[0] != "wiki ops" {
+		t.Errorf("started %q", cb.started)
+	}
+	resp, body = do(t, noRedirect(), "POST", srv.URL+"/ui/api/connections/connect", opToken, strings.NewReader(`{"server":"tracker"}`), map[string]string{"Content-Type": "application/json"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"authorization_url": "http://127.0.0.1:9/authorize?state=s-tracker`) {
+		t.Errorf("the API's Connect: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, noRedirect(), "POST", srv.URL+"/ui/connections/connect", opToken, strings.NewReader("server=nope"), form); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("Connect of an unknown server: %d, want 404", resp.StatusCode)
+	}
+	if resp, _ := do(t, noRedirect(), "POST", srv.URL+"/ui/connections/connect", opToken, strings.NewReader(""), form); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("Connect without a server: %d, want 400", resp.StatusCode)
+	}
+	_, body = do(t, noRedirect(), "GET", srv.URL+"/ui/connections?connected=wiki", opToken, nil, nil)
+	if !strings.Contains(body, "Connected the gateway to wiki.") {
+		t.Errorf("the page after a login lacks its outcome")
+	}
+	_, body = do(t, noRedirect(), "GET", srv.URL+"/ui/connections?failed=wiki&note=the+authorization+server+refused%3A+access_denied", opToken, nil, nil)
+	if !strings.Contains(body, "not connected to wiki: the authorization server refused: access_denied") {
+		t.Errorf("the page after a failed login lacks why")
 	}
 }

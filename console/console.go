@@ -10,9 +10,10 @@
 //     stored in the browser). A caller's token is refused with 403; any
 //     other token, or none, with 401 (pages redirect to the login form).
 //   - State-changing requests (decide an approval, resolve an uncertain
-//     call, accept a definition, log in or out) are POSTs protected against cross-site requests by
-//     http.CrossOriginProtection; requests whose Host is not an allowed host
-//     are refused (DNS rebinding).
+//     call, accept a definition, connect or revoke an upstream
+//     connection, log in or out) are POSTs protected against cross-site
+//     requests by http.CrossOriginProtection; requests whose Host is not
+//     an allowed host are refused (DNS rebinding).
 //   - Pages are server-rendered html/template documents that work without
 //     JavaScript (the overview's charts are SVG drawn on the server); one
 //     small embedded script adds live updates of pending approvals through

@@ -146,6 +146,7 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET "+p+"/sessions", op(c.sessionsPage))
 	mux.Handle("GET "+p+"/connections", op(c.connectionsPage))
 	mux.Handle("POST "+p+"/connections/revoke", op(c.revokeConnection))
+	mux.Handle("POST "+p+"/connections/connect", op(c.connect))
 	mux.Handle("GET "+p+"/events", op(c.events))
 
 	mux.Handle("GET "+p+"/api/approvals", op(c.apiApprovals))
@@ -160,6 +161,7 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET "+p+"/api/sessions", op(c.apiSessions))
 	mux.Handle("GET "+p+"/api/connections", op(c.apiConnections))
 	mux.Handle("POST "+p+"/api/connections/revoke", op(c.revokeConnection))
+	mux.Handle("POST "+p+"/api/connections/connect", op(c.connect))
 	mux.Handle("GET "+p+"/api/overview", op(c.apiOverview))
 	mux.Handle("GET "+p+"/api/upstreams", op(c.apiUpstreams))
 	mux.Handle("POST "+p+"/api/journal/{id}/resolve", op(c.resolve))

@@ -21,7 +21,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // pages are the templates rendered as whole documents.
-var pages = []string{"login", "error", "overview", "approvals", "approval", "journal", "call", "budgets", "tools", "health", "sessions", "upstreams", "connections"}
+var pages = []string{"login", "error", "overview", "approvals", "approval", "journal", "call", "budgets", "tools", "health", "sessions", "upstreams", "connections", "connect"}
 
 // maxShown bounds a JSON document shown on a page; the JSON endpoints
 // return it whole.

@@ -118,3 +118,58 @@ func callerText(c string) string {
 	}
 	return "caller " + c
 }
+
+// connector is implemented by Connections that can start an operator's
+// consent for a server from a front end (the console's Connect): the
+// service mode's authorization code flow, completed at serve's callback.
+// Unexported: assemble's Connections implements it by its methods alone.
+type connector interface {
+	// ConsentServers names the servers whose own credential is an
+	// operator's consent (mode service, grant authorization_code), in the
+	// configuration's order.
+	ConsentServers() []string
+	// StartLogin begins server's login for operator and returns the
+	// authorization URL to send the operator's browser to. ErrNoConnection
+	// when server is not one of ConsentServers.
+	StartLogin(ctx context.Context, server, operator string) (string, error)
+}
+
+// ConsentServers names the servers an operator connects the gateway to
+// with their consent (none when the Connections cannot start a login).
+func (g *Gateway) ConsentServers() []string {
+	if c, ok := g.connections().(connector); ok {
+		return c.ConsentServers()
+	}
+	return nil
+}
+
+// StartConnection is an operator's Connect: it begins the authorization
+// code flow of server's own credential and returns the authorization URL
+// for the operator's browser; the flow completes at serve's callback,
+// which saves the token. Audited (the start here; the outcome where the
+// token is saved).
+func (g *Gateway) StartConnection(ctx context.Context, server, operator string) (string, error) {
+	refuse := func(e *OperatorError) (string, error) {
+		g.log.Warn("connection", "step", "login_start", "outcome", "refused", "server", server, "by", operator, "reason", e.Class, "error", e.Message)
+		return "", e
+	}
+	switch {
+	case operator == "":
+		return refuse(opError("bad_login", "a login must name the operator who starts it", ErrActionInvalid))
+	case !g.isOperator(operator):
+		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator))
+	}
+	c, ok := g.connections().(connector)
+	if !ok {
+		return refuse(opError("not_found", "no server here is connected by an operator's login", ErrNoConnection))
+	}
+	u, err := c.StartLogin(ctx, server, operator)
+	if errors.Is(err, ErrNoConnection) {
+		return refuse(opError("not_found", fmt.Sprintf("%s is not a server the gateway connects to with an operator's login (mode service, grant authorization_code)", server), err))
+	}
+	if err != nil {
+		return refuse(opError("login_failed", err.Error(), err))
+	}
+	g.log.Info("connection", "step", "login_start", "outcome", "started", "server", server, "by", operator)
+	return u, nil
+}

@@ -62,9 +62,12 @@ var (
 	// not_approver, self_approval).
 	ErrActionForbidden = errors.New("not permitted")
 	// ErrActionConflict: the record's state does not allow it (expired,
-	// already_decided, not_uncertain, not_pinned, changed).
+	// already_decided, not_uncertain, not_pinned, changed), or the
+	// upstream's authorization server did not let a login start
+	// (login_failed).
 	ErrActionConflict = errors.New("not in a state that allows it")
-	// ErrActionInvalid: the request itself is malformed (bad_reset).
+	// ErrActionInvalid: the request itself is malformed (bad_reset,
+	// bad_revoke, bad_login).
 	ErrActionInvalid = errors.New("invalid request")
 )
 
@@ -74,7 +77,8 @@ var operatorKinds = map[string]error{
 	"not_operator": ErrActionForbidden, "not_approver": ErrActionForbidden, "self_approval": ErrActionForbidden,
 	"expired": ErrActionConflict, "already_decided": ErrActionConflict, "not_uncertain": ErrActionConflict,
 	"not_pinned": ErrActionConflict, "changed": ErrActionConflict,
-	"bad_reset": ErrActionInvalid, "bad_revoke": ErrActionInvalid,
+	"bad_reset": ErrActionInvalid, "bad_revoke": ErrActionInvalid, "bad_login": ErrActionInvalid,
+	"login_failed": ErrActionConflict,
 }
 
 func (e *OperatorError) Error() string { return e.Message }

@@ -46,7 +46,7 @@ func startCodeAS(t *testing.T, life time.Duration, iss string) *codeAS {
 	t.Helper()
 	a := &codeAS{as: &as{store: storage.NewMemoryStore()}, iss: iss}
 	a.store.Clients[publicClient] = &fosite.DefaultClient{
-		ID: publicClient, Public: true, RedirectURIs: []string{"http://127.0.0.1/callback"},
+		ID: publicClient, Public: true, RedirectURIs: []string{"http://127.0.0.1/callback", "http://127.0.0.1/oauth/upstream/callback"},
 		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
 		Scopes: []string{"tools", "offline_access"},
 	}

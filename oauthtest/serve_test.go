@@ -150,6 +150,20 @@ func TestServeLoginNoTokenLeaks(t *testing.T) {
 		"/ui/budgets", "/ui/sessions", "/ui/approvals", "/ui/api/connections", "/ui/api/journal", "/ui/api/upstreams", "/ui/api/health"} {
 		pages[p] = get(p)
 	}
+	// The Connect page (a login started from the console, never finished).
+	creq, _ := http.NewRequest("POST", s.URL()+"/ui/connections/connect", strings.NewReader("server=remote"))
+	creq.Header.Set("Authorization", "Bearer ops-token-5e1a")
+	creq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if cres, err := http.DefaultClient.Do(creq); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(cres.Body)
+		cres.Body.Close()
+		if cres.StatusCode != http.StatusOK || !strings.Contains(string(b), a.issuer()+"/authorize?") {
+			t.Errorf("the Connect page: %d", cres.StatusCode)
+		}
+		pages["POST /ui/connections/connect"] = string(b)
+	}
 	var api struct {
 		Connections []struct {
 			Server, Caller, Mode string

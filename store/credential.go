@@ -48,3 +48,15 @@ type Credentials interface {
 // ErrCredentialChanged is PutCredential's refusal to replace a row that
 // changed since it was read.
 var ErrCredentialChanged = errors.New("credential changed since it was read")
+
+// CredentialLocker is implemented by stores whose replicas can take turns
+// on one credential (PostgreSQL: an advisory lock). LockCredential runs fn
+// while no other replica of the store runs fn for (server, caller), and
+// returns fn's error; it waits for its turn as long as ctx allows. The
+// gateway reads the row again inside fn before it asks an authorization
+// server for a token, so replicas whose token expired together ask once:
+// the others find the one the first wrote. A store without it leaves each
+// process to take turns only with itself.
+type CredentialLocker interface {
+	LockCredential(ctx context.Context, server, caller string, fn func(ctx context.Context) error) error
+}

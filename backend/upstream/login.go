@@ -31,6 +31,12 @@ type LoginOptions struct {
 	// 127.0.0.1:0 (a random port; RFC 8252 section 7.3 lets a native
 	// client's loopback redirect use any port).
 	Listen string
+
+	// redirect and cb, set by ServiceLogins: the redirect comes back to
+	// the gateway's callback, which hands it to cb; no listener of
+	// Login's own.
+	redirect string
+	cb       *callback
 }
 
 // ErrLogin wraps every failure of Login.
@@ -76,19 +82,22 @@ func Login(ctx context.Context, srv Server, opts *LoginOptions) (StoredToken, er
 	hc := &http.Client{Transport: o.Transport, Timeout: time.Minute}
 	cfg := srv.OAuth
 
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return fail("the redirect listener: %v", err)
+	redirect, cb := o.redirect, o.cb
+	if cb == nil {
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return fail("the redirect listener: %v", err)
+		}
+		if ip := net.ParseIP(ln.Addr().(*net.TCPAddr).IP.String()); ip == nil || !ip.IsLoopback() {
+			ln.Close()
+			return fail("the redirect listener %s is not on a loopback address", ln.Addr())
+		}
+		redirect = "http://" + ln.Addr().String() + "/callback"
+		cb = newCallback()
+		hs := &http.Server{Handler: cb, ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ln)
+		defer hs.Close()
 	}
-	if ip := net.ParseIP(ln.Addr().(*net.TCPAddr).IP.String()); ip == nil || !ip.IsLoopback() {
-		ln.Close()
-		return fail("the redirect listener %s is not on a loopback address", ln.Addr())
-	}
-	redirect := "http://" + ln.Addr().String() + "/callback"
-	cb := newCallback()
-	hs := &http.Server{Handler: cb, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	defer hs.Close()
 
 	// The probe: the server's 401 says where its metadata is.
 	probe, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(
@@ -229,18 +238,28 @@ func (c *callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	q := r.URL.Query()
+	status, msg := c.deliver(r.URL.Query())
+	if status != http.StatusOK {
+		http.Error(w, msg, status)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprintf(w, "<!doctype html><title>Backplane</title><p>%s</p>\n", html.EscapeString(msg))
+}
+
+// deliver hands a redirect's query to the waiting Login when its state is
+// the one expected, and says what to answer the browser: the status (200
+// once delivered, a refusal included) and a message.
+func (c *callback) deliver(q url.Values) (int, string) {
 	var want string
 	select {
 	case want = <-c.state:
 	default:
-		http.Error(w, "no sign-in is waiting (or it already ended)", http.StatusGone)
-		return
+		return http.StatusGone, "no sign-in is waiting (or it already ended)"
 	}
 	if q.Get("state") != want || want == "" {
 		c.state <- want // still waiting for the real one
-		http.Error(w, "this redirect is not the one Backplane is waiting for (state does not match)", http.StatusBadRequest)
-		return
+		return http.StatusBadRequest, "this redirect is not the one Backplane is waiting for (state does not match)"
 	}
 	var res callbackResult
 	if e := q.Get("error"); e != "" {
@@ -249,12 +268,10 @@ func (c *callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res.res = &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}
 	}
 	c.done <- res
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	msg := "Backplane has the authorization: you may close this page."
 	if res.err != nil {
-		msg = "Backplane: the sign-in was refused. See the terminal."
+		return http.StatusOK, "Backplane: the sign-in was refused. See the terminal."
 	}
-	fmt.Fprintf(w, "<!doctype html><title>Backplane</title><p>%s</p>\n", html.EscapeString(msg))
+	return http.StatusOK, "Backplane has the authorization: you may close this page."
 }
 
 // Revoke asks the authorization server to revoke a saved token (RFC

@@ -179,22 +179,21 @@ type authRefusal struct {
 
 // token returns the token to send: the cached one while it is fresh, else
 // a new one. Before the token endpoint is known (no token_url, nothing
-// discovered yet) it returns nil, and the request goes without one: its
-// 401 says where the metadata is. After a refusal the token that was
-// refused is replaced, once: a request that carried an older token than
-// the cached one just uses the cached one (concurrent 401s fetch one
-// token, not one each).
+// discovered yet, nothing in the store) it returns nil, and the request
+// goes without one: its 401 says where the metadata is. After a refusal
+// the token that was refused is replaced, once: a request that carried an
+// older token than the cached one just uses the cached one (concurrent
+// 401s fetch one token, not one each).
 //
 // The lock is held across discovery and the token request on purpose:
 // requests that need a token wait for the one being fetched rather than
 // each asking the endpoint (each request bounded by its own context and
-// the clients' one-minute timeout).
+// the clients' one-minute timeout). With a TokenStore (oauthshared.go)
+// the token is the store's, which replicas share, and is obtained in the
+// store's turn, so replicas do the same among themselves.
 func (t *oauthTransport) token(ctx context.Context, r *authRefusal) (*oauth2.Token, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.cfg.Grant == GrantAuthorizationCode {
-		return t.consentToken(ctx, r)
-	}
 	if r != nil && t.tok != nil && t.tok != r.tok {
 		return t.tok, nil
 	}
@@ -204,6 +203,24 @@ func (t *oauthTransport) token(ctx context.Context, r *authRefusal) (*oauth2.Tok
 	if t.failed != nil && time.Since(t.failedAt) < failHold {
 		return nil, t.failed
 	}
+	if t.cfg.Tokens != nil {
+		return t.shared(ctx, r)
+	}
+	// This process's own token (no store: the client credentials grant
+	// only, as Connect refuses an authorization code grant without one).
+	tok, err := t.clientCredentials(ctx, r)
+	if tok == nil || err != nil {
+		return nil, err
+	}
+	t.use(tok)
+	return tok, nil
+}
+
+// clientCredentials asks the token endpoint for a token by the client
+// credentials grant, discovering the endpoint first from r's challenge
+// when it is not known; nil, nil when it is not known and there is no
+// challenge to discover it from. t.mu is held.
+func (t *oauthTransport) clientCredentials(ctx context.Context, r *authRefusal) (*oauth2.Token, error) {
 	if t.tokenURL == "" {
 		if r == nil {
 			return nil, nil
@@ -226,16 +243,7 @@ func (t *oauthTransport) token(ctx context.Context, r *authRefusal) (*oauth2.Tok
 		err = errors.New("an answer without an access token")
 	}
 	if err != nil {
-		t.tok = nil
-		t.failed, t.failedAt = t.fail("no token from the token endpoint %s: %s", t.tokenURL, describeTokenError(err)), time.Now()
-		return nil, t.failed
-	}
-	t.failed = nil
-	t.tok = tok
-	t.replace = time.Now().Add(100 * 365 * 24 * time.Hour) // no expiry given: until a 401
-	if !tok.Expiry.IsZero() {
-		life := time.Until(tok.Expiry)
-		t.replace = tok.Expiry.Add(-min(tokenEarly, life/2))
+		return nil, t.failNow("no token from the token endpoint %s: %s", t.tokenURL, describeTokenError(err))
 	}
 	return tok, nil
 }

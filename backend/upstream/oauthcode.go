@@ -22,59 +22,14 @@ import (
 //   - A token is used until shortly before it expires (tokenEarly), then
 //     refreshed with its refresh token at the endpoint Login found; the
 //     new token is written back, so every replica sharing the store uses
-//     it. Before refreshing, the store is read again: a token another
-//     replica (or a new login) wrote meanwhile is used instead.
+//     it. The refresh is made in the store's turn (oauthshared.go), after
+//     reading the store again: a token another replica (or a new login)
+//     wrote meanwhile is used instead, so replicas refresh once.
 //   - A 401 refreshes once (RoundTrip's one retry); a refresh the
 //     authorization server refuses (the refresh token revoked or already
 //     used by a replica that raced this one) reads the store once more,
 //     then fails naming the login command.
 //   - There is no other retry: the next call tries again, after failHold.
-
-// consentToken is token for GrantAuthorizationCode; t.mu is held.
-func (t *oauthTransport) consentToken(ctx context.Context, r *authRefusal) (*oauth2.Token, error) {
-	if r == nil && t.tok != nil && time.Now().Before(t.replace) {
-		return t.tok, nil
-	}
-	if t.failed != nil && time.Since(t.failedAt) < failHold {
-		return nil, t.failed
-	}
-	key := TokenKey{Server: t.server}
-	st, err := t.cfg.Tokens.Token(ctx, key)
-	if errors.Is(err, ErrNoToken) {
-		return nil, t.failNow("no token yet: an operator runs `backplane servers login %s` once", t.server)
-	}
-	if err != nil {
-		return nil, t.failNow("reading the token: %v", err)
-	}
-	// A token in the store that is not the one refused, and fresh: another
-	// replica's refresh, or a new login.
-	if st.Token != nil && st.Token.AccessToken != "" && (r == nil || r.tok == nil || st.Token.AccessToken != r.tok.AccessToken) &&
-		(st.Token.Expiry.IsZero() || time.Now().Before(replaceAt(st.Token))) {
-		t.use(st.Token)
-		return st.Token, nil
-	}
-	tok, err := t.refresh(ctx, st)
-	if err != nil {
-		// The refresh token may have been used by another replica, which
-		// wrote its result: one more read.
-		if again, gerr := t.cfg.Tokens.Token(ctx, key); gerr == nil && again.Token != nil && st.Token != nil &&
-			again.Token.AccessToken != st.Token.AccessToken {
-			t.use(again.Token)
-			return again.Token, nil
-		}
-		return nil, err
-	}
-	st.Token, st.Updated = tok, time.Now()
-	// A store that does not take the new token does not fail the call:
-	// the token works and stays in this process's memory. Another replica
-	// then refreshes with the old refresh token; if the server rotated it,
-	// that refresh is refused and names the login.
-	if err := t.cfg.Tokens.SaveToken(ctx, key, st); err != nil && t.log != nil {
-		t.log.Warn("upstream oauth: the refreshed token was not saved; it is used from memory", "error", err.Error())
-	}
-	t.use(tok)
-	return tok, nil
-}
 
 func (t *oauthTransport) failNow(format string, args ...any) error {
 	t.tok = nil

@@ -85,3 +85,14 @@ func (s *MemoryTokens) DeleteToken(_ context.Context, key TokenKey) error {
 	delete(s.m, key)
 	return nil
 }
+
+// TokenLocker is implemented by a TokenStore that replicas share and that
+// can make them take turns on one key: WithTokenLock runs fn while no
+// other replica (and no other caller in this process) runs fn for key,
+// and returns fn's error. The service mode obtains or refreshes its token
+// inside it, after reading the store again: replicas whose token expired
+// together, or that were refused it together, ask the token endpoint once,
+// and the others use what the first saved.
+type TokenLocker interface {
+	WithTokenLock(ctx context.Context, key TokenKey, fn func(ctx context.Context) error) error
+}

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -32,9 +33,15 @@ type Tokens struct {
 	creds  store.Credentials
 	sealer *secrets.Sealer
 	now    func() time.Time
+
+	mu    sync.Mutex
+	turns map[upstream.TokenKey]chan struct{} // this process's turns, by key
 }
 
-var _ upstream.TokenStore = (*Tokens)(nil)
+var (
+	_ upstream.TokenStore  = (*Tokens)(nil)
+	_ upstream.TokenLocker = (*Tokens)(nil)
+)
 
 // New makes the TokenStore over creds, sealing with sealer.
 func New(creds store.Credentials, sealer *secrets.Sealer) *Tokens {
@@ -163,6 +170,35 @@ func (t *Tokens) Reseal(ctx context.Context) (n int, err error) {
 		}
 	}
 	return n, err
+}
+
+// WithTokenLock implements upstream.TokenLocker: fn runs in this
+// process's turn for key, and, when the store can make its replicas take
+// turns (store.CredentialLocker: PostgreSQL's advisory lock), in the
+// replicas' turn too. Without that (SQLite, memory) each process takes
+// turns only with itself. The process's turn is taken first, so a process
+// holds at most one of the store's turns (and one connection) per key.
+func (t *Tokens) WithTokenLock(ctx context.Context, key upstream.TokenKey, fn func(ctx context.Context) error) error {
+	t.mu.Lock()
+	if t.turns == nil {
+		t.turns = map[upstream.TokenKey]chan struct{}{}
+	}
+	turn, ok := t.turns[key]
+	if !ok {
+		turn = make(chan struct{}, 1)
+		t.turns[key] = turn
+	}
+	t.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-turn }()
+	if l, ok := t.creds.(store.CredentialLocker); ok {
+		return l.LockCredential(ctx, key.Server, key.Caller, fn)
+	}
+	return fn(ctx)
 }
 
 func describe(k upstream.TokenKey) string {

@@ -150,6 +150,7 @@ type Store struct {
 	log         *slog.Logger
 	leaseTTL    time.Duration
 	renewEvery  time.Duration
+	maxConns    int32 // the pool's size (LockCredential needs two)
 
 	lost        atomic.Bool // declared dead by another replica
 	renewPaused atomic.Bool // test hook: the lease is not renewed
@@ -246,6 +247,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		incarnation: newIncarnationID(),
 		leaseTTL:    o.LeaseTTL,
 		renewEvery:  o.RenewEvery,
+		maxConns:    o.MaxConns,
 		keepDone:    make(chan struct{}),
 		open:        map[string]int64{},
 	}
