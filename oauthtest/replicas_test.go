@@ -75,7 +75,7 @@ type serveReplica struct {
 	stop      func() // stops it and waits for it to exit (once)
 }
 
-const replicaConfig = `workspace: work
+const perCallerReplicaConfig = `workspace: work
 store: '%[1]s'
 secrets: {key_file: secrets.key}
 log: {file: audit.log}
@@ -102,7 +102,7 @@ func startServeReplica(t *testing.T, bin, storeURL, addr, upstreamURL string, ke
 	for name, data := range map[string][]byte{
 		"secrets.key":    []byte(base64.StdEncoding.EncodeToString(key)),
 		"tracker.secret": []byte(clientSecret + "\n"),
-		"backplane.yaml": fmt.Appendf(nil, replicaConfig, storeURL, addr, upstreamURL, clientID),
+		"backplane.yaml": fmt.Appendf(nil, perCallerReplicaConfig, storeURL, addr, upstreamURL, clientID),
 	} {
 		if err := os.WriteFile(filepath.Join(r.dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
