@@ -35,7 +35,7 @@ func (g *Gateway) prune(ctx context.Context, before time.Time, by string) (store
 	}
 	g.log.Info("retention", "step", "prune", "outcome", "ok", "before", before.UTC(), "by", by,
 		"intents", r.Intents, "reservations", r.Reservations, "approvals", r.Approvals,
-		"incarnations", r.Incarnations, "windows", r.Windows, "refusals", r.Refusals, "tasks", r.Tasks)
+		"incarnations", r.Incarnations, "windows", r.Windows, "refusals", r.Refusals, "tasks", r.Tasks, "logins", r.Logins)
 	return r, nil
 }
 

@@ -20,8 +20,9 @@
 //     runs); never while its incarnation is alive. Nothing is ever re-run.
 //   - An approval is decided once, before it expires, and is consumed by
 //     exactly one call. Who may decide it is the gateway's rule.
-//   - Prune deletes only what has ended (settled intents, expired approvals,
-//     finished incarnations, ended windows, refusals) before its cut; a
+//   - Prune deletes only what has ended (settled intents, expired approvals
+//     and tasks, finished incarnations, ended windows, refusals, expired
+//     logins in progress) before its cut; a
 //     started or uncertain intent is never pruned.
 //   - Refused calls are kept as light rows (Refusal), at most MaxRefusals,
 //     the oldest dropped first.

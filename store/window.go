@@ -46,6 +46,7 @@ type PruneResult struct {
 	Windows      int64 `json:"windows"`
 	Refusals     int64 `json:"refusals"`
 	Tasks        int64 `json:"tasks,omitempty"`
+	Logins       int64 `json:"logins,omitempty"` // per_caller logins in progress that expired
 }
 
 // Add adds o to r.
@@ -57,6 +58,7 @@ func (r *PruneResult) Add(o PruneResult) {
 	r.Windows += o.Windows
 	r.Refusals += o.Refusals
 	r.Tasks += o.Tasks
+	r.Logins += o.Logins
 }
 
 // IntentPage is one page of PageIntents. Next is the cursor of the

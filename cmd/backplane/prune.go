@@ -68,8 +68,8 @@ With --json the answer is {"ok":true,"before","intents","reservations",
 					store.PruneResult
 				}{true, cut.UTC(), r})
 			}
-			_, err = fmt.Fprintf(out, "ok: pruned before %s: %d intents, %d reservations, %d approvals, %d tasks, %d incarnations, %d budget windows, %d refusals\n",
-				cut.UTC().Format(time.RFC3339), r.Intents, r.Reservations, r.Approvals, r.Tasks, r.Incarnations, r.Windows, r.Refusals)
+			_, err = fmt.Fprintf(out, "ok: pruned before %s: %d intents, %d reservations, %d approvals, %d tasks, %d incarnations, %d budget windows, %d refusals, %d expired logins\n",
+				cut.UTC().Format(time.RFC3339), r.Intents, r.Reservations, r.Approvals, r.Tasks, r.Incarnations, r.Windows, r.Refusals, r.Logins)
 			return err
 		},
 	}

@@ -281,6 +281,12 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 			r.Tasks++
 		}
 	}
+	for k, l := range s.logins {
+		if l.Expires.Before(before) {
+			delete(s.logins, k)
+			r.Logins++
+		}
+	}
 	for k := range s.used {
 		if k.per > 0 && !time.Unix(k.start, 0).Add(k.per).After(before) {
 			delete(s.used, k)

@@ -66,6 +66,10 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 			return err
 		}
 		r.Tasks = tag.RowsAffected()
+		if tag, err = tx.Exec(ctx, `DELETE FROM pending_logins WHERE expires < $1`, before); err != nil {
+			return err
+		}
+		r.Logins = tag.RowsAffected()
 		// An incarnation some intent still names stays: its intents are
 		// younger or unsettled (and recovery reads their incarnation).
 		tag, err = tx.Exec(ctx, `DELETE FROM incarnations WHERE state IN ('closed', 'dead') AND ended_at < $1

@@ -105,6 +105,9 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (store.PruneResult,
 		if r.Tasks, err = w.affected(`DELETE FROM tasks WHERE expires_at < ?`, cut); err != nil {
 			return err
 		}
+		if r.Logins, err = w.affected(`DELETE FROM pending_logins WHERE expires < ?`, cut); err != nil {
+			return err
+		}
 		// An incarnation some intent still names stays (the intents'
 		// foreign key): its intents are younger or unsettled.
 		if r.Incarnations, err = w.affected(`DELETE FROM incarnations WHERE state IN ('closed', 'dead') AND ended_at < ?

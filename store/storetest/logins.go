@@ -154,3 +154,28 @@ func testConcLoginTakenOnce(f *fixture) {
 		t.Fatalf("%d of %d concurrent logins added past a cap of 3, want 3", added, n)
 	}
 }
+
+// testLoginPrune: Prune deletes the logins in progress that expired before
+// its cut (a login is otherwise deleted only when a later one is added),
+// and only those.
+func testLoginPrune(f *fixture) {
+	now := f.base
+	for _, l := range []*store.PendingLogin{
+		f.pendingLogin("k-old", "tracker", "alice", now, hour),
+		f.pendingLogin("k-new", "tracker", "alice", now, 3*hour),
+	} {
+		if err := f.s.AddPendingLogin(f.ctx, l, now, 0); err != nil {
+			f.t.Fatalf("AddPendingLogin %s: %v", l.Key, err)
+		}
+	}
+	r, err := f.s.Prune(f.ctx, now.Add(2*hour))
+	if err != nil || r.Logins != 1 {
+		f.t.Fatalf("Prune = %+v, %v: want one login pruned", r, err)
+	}
+	if _, err := f.s.TakePendingLogin(f.ctx, "k-old"); !errors.Is(err, store.ErrNotFound) {
+		f.t.Errorf("the expired login is still there: %v", err)
+	}
+	if l, err := f.s.TakePendingLogin(f.ctx, "k-new"); err != nil || l.Key != "k-new" {
+		f.t.Errorf("the login not yet expired: %+v, %v", l, err)
+	}
+}

@@ -118,6 +118,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Tasks/OnePerApproval", testTaskOnePerApproval},
 		{"Tasks/Moves", testTaskMoves},
 		{"Tasks/Prune", testTaskPrune},
+		{"PendingLogins/Prune", testLoginPrune},
 		{"Tasks/Lease", testTaskLease},
 		{"Tasks/Due", testTaskDue},
 	})
