@@ -101,9 +101,11 @@ func (rt *Runtime) saveLogin(ctx context.Context, name, by, via string, st upstr
 }
 
 // openServiceLogins makes the console's logins (Connect on the
-// Connections page), which complete at serve's callback.
+// Connections page), which complete at serve's callback: at any replica
+// when the flows are recorded in the store (secrets: set), else at the
+// one the operator clicked on.
 func (rt *Runtime) openServiceLogins(o *Options) {
-	rt.serviceLogins = upstream.NewServiceLogins(&upstream.ServiceLoginsOptions{RedirectURL: o.UpstreamCallback})
+	rt.serviceLogins = upstream.NewServiceLogins(&upstream.ServiceLoginsOptions{RedirectURL: o.UpstreamCallback, Store: rt.loginStore})
 	rt.closers = append(rt.closers, rt.serviceLogins)
 }
 
@@ -127,11 +129,14 @@ func (rt *Runtime) loginCallback() http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if next != nil && !rt.serviceLogins.Handles(r.URL.Query().Get("state")) {
+		// Complete knows a flow of another replica's only by taking it
+		// from the store, so it is asked first; a state that is no
+		// service flow's is the per_caller logins'.
+		server, err := rt.serviceLogins.Complete(r)
+		if errors.Is(err, upstream.ErrNoServiceLogin) && next != nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		server, err := rt.serviceLogins.Complete(r)
 		back := console.Prefix + "/connections?connected=" + url.QueryEscape(server)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {

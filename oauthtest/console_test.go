@@ -43,14 +43,23 @@ func newConsoleRig(t *testing.T, iss string) *consoleRig {
 	l := listen(t)
 	r := &consoleRig{a: startCodeAS(t, time.Hour, iss)}
 	r.u = startUpstream(t, l, r.a.as)
-	dir := t.TempDir()
 	k := make([]byte, 32)
 	rand.Read(k)
+	r.open(t, "state", k)
+	return r
+}
+
+// open starts r's serve over the store named store (a folder, or a
+// PostgreSQL URL replicas share), sealing with key, and logs its browser
+// in to the console.
+func (r *consoleRig) open(t *testing.T, store string, k []byte) {
+	t.Helper()
+	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "secrets.key"), []byte(base64.StdEncoding.EncodeToString(k)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, config.DefaultFile)
-	yaml := "store: state\n" +
+	yaml := "store: '" + store + "'\n" +
 		"secrets: {key_file: secrets.key}\n" +
 		"policy:\n  - caller: alice\n    allow: [\"*\"]\n" +
 		"operators:\n  - name: ops\n    token: ops-token-5e1a\n" +
@@ -92,7 +101,6 @@ func newConsoleRig(t *testing.T, iss string) *consoleRig {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "<h1>Connections</h1>") {
 		t.Fatalf("the console's login: %d", resp.StatusCode)
 	}
-	return r
 }
 
 // page GETs a console page (or follows a link) in the operator's browser.
@@ -304,5 +312,115 @@ func TestConsoleConnectWrongIss(t *testing.T) {
 	}
 	if _, api := r.page(t, "/ui/api/connections"); strings.Contains(api, `"server": "remote"`) {
 		t.Errorf("a connection was saved: %s", api)
+	}
+}
+
+// TestConsoleConnectAcrossReplicas: two serve replicas share one
+// PostgreSQL store and secrets key. The operator clicks Connect on A's
+// console; fosite's redirect, routed (as a load balancer would) to B's
+// callback, completes there: B relays it through the store to A, which
+// checks it (state, iss) and exchanges the code with its PKCE verifier;
+// the token is saved as the server's, and calls through A run with it.
+// The same redirect again, at B or at A, is refused, and no login is left
+// in progress in the store.
+func TestConsoleConnectAcrossReplicas(t *testing.T) {
+	storeURL, db := newPGSchema(t)
+	l := listen(t)
+	a := &consoleRig{a: startCodeAS(t, time.Hour, "issuer")}
+	a.u = startUpstream(t, l, a.a.as)
+	key := make([]byte, 32)
+	rand.Read(key)
+	a.open(t, storeURL, key)
+	b := &consoleRig{a: a.a, u: a.u}
+	b.open(t, storeURL, key)
+
+	_, body := a.page(t, "/ui/connections")
+	if !strings.Contains(body, `action="/ui/connections/connect"`) {
+		t.Fatalf("A's Connections page offers no Connect for remote:\n%s", body)
+	}
+	resp, body := a.submit(t, "/ui/connections/connect", url.Values{"server": {"remote"}})
+	m := continueLink.FindStringSubmatch(body)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("Connect at A: %d, no link to the authorization server:\n%s", resp.StatusCode, body)
+	}
+	authURL := html.UnescapeString(m[1])
+	au, _ := url.Parse(authURL)
+	if q := au.Query(); q.Get("code_challenge_method") != "S256" || q.Get("redirect_uri") != a.s.URL()+"/oauth/upstream/callback" || q.Get("resource") != a.u.url() {
+		t.Fatalf("the authorization request: %v", q)
+	}
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM pending_logins WHERE server = 'remote' AND caller = ''`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the console's login in progress is not in the store: %d rows (%v)", n, err)
+	}
+
+	// fosite consents at once and redirects to A's callback; the load
+	// balancer sends it to B instead.
+	noFollow := &http.Client{Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil || !strings.HasSuffix(loc.Path, "/oauth/upstream/callback") {
+		t.Fatalf("fosite answered %s, not a redirect to the callback (%v)", resp.Status, err)
+	}
+	bu, _ := url.Parse(b.s.URL())
+	loc.Host = bu.Host
+	resp, err = noFollow.Get(loc.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if back := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(back, "connected=remote") {
+		t.Fatalf("B's callback: %s, back to %q", resp.Status, back)
+	}
+	if _, resources, _ := a.a.snapshot(); len(resources) != 1 || resources[0] != a.u.url() {
+		t.Errorf("the code exchanges' resources: %q, want one, %s", resources, a.u.url())
+	}
+
+	// Replayed, at either replica: refused.
+	for _, r := range []*consoleRig{b, a} {
+		ru, _ := url.Parse(r.s.URL())
+		loc.Host = ru.Host
+		resp, err := noFollow.Get(loc.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("the redirect replayed at %s: %s, want 400", ru.Host, resp.Status)
+		}
+	}
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM pending_logins`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d logins left in progress (%v), want 0", n, err)
+	}
+
+	// A's upstream, down at start for want of a token, reconnects with
+	// the token B's callback had A save.
+	c := sdk.NewClient(&sdk.Implementation{Name: "console-test", Version: "1"}, nil)
+	ctx := context.Background()
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: a.s.URL() + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{"alice-token-77c2", http.DefaultTransport}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	deadline := time.Now().Add(70 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: "remote.greet", Arguments: map[string]any{}})
+		cancel()
+		if err == nil && !res.IsError {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("remote.greet never ran at A after the login completed at B: %v %+v", err, res)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	issued, _, _ := a.a.snapshot()
+	if seen := a.u.tokensSeen(); len(seen) == 0 || seen[0] != issued[0] {
+		t.Errorf("the tool ran without the console login's token")
 	}
 }
