@@ -2,8 +2,6 @@ package assemble
 
 import (
 	"context"
-	"crypto/rand"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,45 +11,19 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/internal/testkit"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/postgres"
 )
 
-// postgresURLEnv names the database the PostgreSQL tests may create
-// schemas in (as in store/postgres).
-const postgresURLEnv = "BACKPLANE_TEST_POSTGRES_URL"
-
 // A postgres:// store in the file opens the PostgreSQL store, in the
 // schema the URL's search_path names, and the gateway journals there.
 func TestOpenPostgresStore(t *testing.T) {
-	base := os.Getenv(postgresURLEnv)
-	if base == "" {
-		t.Skip(postgresURLEnv + " is unset: it names a PostgreSQL database this test creates and drops a schema in " +
-			"(e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-	}
 	ctx := context.Background()
-	schema := "bp_test_" + strings.ToLower(rand.Text()[:12])
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
+	u, schema := testkit.PostgresSchema(t)
 
 	dir := t.TempDir()
-	src := "store: '" + u.String() + "'\n" +
+	src := "store: '" + u + "'\n" +
 		"policy:\n  - caller: alice\n    allow: [echo]\n" +
 		"budgets:\n  - scope: caller\n    quota: 1\n" +
 		"tools:\n  - name: echo\n    command: [cat]\n    input_schema: {type: object}\n"
@@ -63,7 +35,7 @@ func TestOpenPostgresStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Store != u.String() {
+	if c.Store != u {
 		t.Errorf("Store = %q, want the URL as written", c.Store)
 	}
 	rt, err := Open(ctx, c, nil)
@@ -87,7 +59,7 @@ func TestOpenPostgresStore(t *testing.T) {
 	}
 	// The journal and the budget are in the database, where another
 	// replica sees them.
-	other, err := postgres.Open(ctx, u.String(), nil)
+	other, err := postgres.Open(ctx, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,36 +124,13 @@ func TestOpenPostgresFromEnvErrorNamesTheSource(t *testing.T) {
 // The section reaches the store: the incarnation's lease in the database
 // is lease_ttl long, and it is renewed every renew_every.
 func TestPostgresSectionOpensStoreWithLease(t *testing.T) {
-	base := os.Getenv(postgresURLEnv)
-	if base == "" {
-		t.Skip(postgresURLEnv + " is unset: it names a PostgreSQL database this test creates and drops a schema in " +
-			"(e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-	}
 	ctx := context.Background()
-	schema := "bp_test_" + strings.ToLower(rand.Text()[:12])
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
+	u, schema := testkit.PostgresSchema(t)
 
 	// A lease of an hour renewed every second: the default renewal (every
 	// 20 minutes) would not move it during the test.
 	path := filepath.Join(t.TempDir(), "bp.yaml")
-	src := "store: '" + u.String() + "'\npostgres: {lease_ttl: 1h, renew_every: 1s, max_conns: 2}\n"
+	src := "store: '" + u + "'\npostgres: {lease_ttl: 1h, renew_every: 1s, max_conns: 2}\n"
 	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +148,7 @@ func TestPostgresSectionOpensStoreWithLease(t *testing.T) {
 		t.Fatalf("store is %T, want *postgres.Store", rt.Store)
 	}
 
-	conn, err := pgx.Connect(ctx, base)
+	conn, err := pgx.Connect(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/ory/fosite"
-)
 
-// pgURLEnv names the database the replica tests may create schemas in.
-const pgURLEnv = "BACKPLANE_TEST_POSTGRES_URL"
+	"github.com/agentbackplane/backplane/internal/testkit"
+)
 
 // newPGSchema returns the store URL of a schema of its own (the store
 // creates it) and a connection into it; the schema is dropped, with
@@ -30,42 +29,19 @@ const pgURLEnv = "BACKPLANE_TEST_POSTGRES_URL"
 // last: after every serve using the schema is gone.
 func newPGSchema(t *testing.T) (string, *pgx.Conn) {
 	t.Helper()
-	base := os.Getenv(pgURLEnv)
-	if base == "" {
-		t.Skip(pgURLEnv + " is unset: it names a PostgreSQL database the replica tests create and drop their own schemas in " +
-			"(e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("%s: %v", pgURLEnv, err)
-	}
-	schema := "bp_test_" + strings.ToLower(rand.Text()[:12])
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
+	storeURL, schema := testkit.PostgresSchema(t)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	cfg, err := pgx.ParseConfig(base)
+	cfg, err := pgx.ParseConfig(storeURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		t.Skipf("PostgreSQL at %s: %v", pgURLEnv, err)
+		t.Skipf("PostgreSQL at %s: %v", testkit.PostgresURLEnv, err)
 	}
 	t.Cleanup(func() { c.Close(ctx) })
-	return u.String(), c
+	return storeURL, c
 }
 
 // serveReplica is one `backplane serve` process of a replica test.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,56 +14,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/config"
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/internal/testkit"
 	"github.com/agentbackplane/backplane/store/postgres"
 )
-
-// postgresURLEnv names the database the replica tests create a schema in
-// (as in store/postgres and assemble).
-const postgresURLEnv = "BACKPLANE_TEST_POSTGRES_URL"
 
 // replicaStore is the URL of a fresh PostgreSQL schema, migrated, dropped
 // when the test ends; the test skips without BACKPLANE_TEST_POSTGRES_URL.
 func replicaStore(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv(postgresURLEnv)
-	if base == "" {
-		t.Skip(postgresURLEnv + " is unset: it names a PostgreSQL database the replica tests create and drop a schema in " +
-			"(e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-	}
+	storeURL, _ := testkit.PostgresSchema(t)
 	ctx := context.Background()
-	schema := "bp_test_" + strings.ToLower(rand.Text()[:12])
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
 	// Migrated once here, so that the replicas' concurrent starts only
 	// find the schema.
-	st, err := postgres.Open(ctx, u.String(), &postgres.Options{Logger: slog.New(slog.DiscardHandler)})
+	st, err := postgres.Open(ctx, storeURL, &postgres.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
-	return u.String()
+	return storeURL
 }
 
 // replicaConfig writes a configuration whose store is storeURL, with a

@@ -1,5 +1,6 @@
 // Package testkit holds helpers that the tests of several packages share
-// (here: the signing keys and JWKS endpoint of a test OAuth issuer). Only
+// (the signing keys and JWKS endpoint of a test OAuth issuer; a fresh
+// PostgreSQL schema per test). Only
 // _test.go files import it: it imports package testing, and the product
 // binary must not depend on it (go list -deps ./cmd/backplane does not
 // list it).
