@@ -290,19 +290,30 @@ func (t callerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // are the configuration's, which only an operator widens. nil for any
 // other 403, which passes through.
 func (a *callerAuth) insufficientScope(ctx context.Context, cc callerCred, resp *http.Response) error {
-	scope, what, ok := scopeDemand(resp)
-	if !ok {
+	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if err != nil {
 		return nil
 	}
-	if a.cfg.Mode == OAuthModeExchange || cc.need == nil {
-		return a.fail("the server needs %s (insufficient_scope) for caller %s's call: add it to auth.oauth.scopes", what, cc.caller)
+	for _, c := range cs {
+		if c.Scheme != "bearer" || c.Params["error"] != "insufficient_scope" {
+			continue
+		}
+		scope := strings.Join(strings.Fields(c.Params["scope"]), " ")
+		what := "more scope"
+		if scope != "" {
+			what = "scope " + quoteScope(scope)
+		}
+		if a.cfg.Mode == OAuthModeExchange || cc.need == nil {
+			return a.fail("the server needs %s (insufficient_scope) for caller %s's call: add it to auth.oauth.scopes", what, cc.caller)
+		}
+		var held []string
+		if st, err := a.tokens.Token(ctx, TokenKey{Server: a.server, Caller: cc.caller}); err == nil {
+			held = st.Scopes
+		}
+		cc.need.set(scope, held)
+		return a.fail("the server needs %s (insufficient_scope) for caller %s's call: the caller is asked to grant it", what, cc.caller)
 	}
-	var held []string
-	if st, err := a.tokens.Token(ctx, TokenKey{Server: a.server, Caller: cc.caller}); err == nil {
-		held = st.Scopes
-	}
-	cc.need.set(scope, held)
-	return a.fail("the server needs %s (insufficient_scope) for caller %s's call: the caller is asked to grant it", what, cc.caller)
+	return nil
 }
 
 // stepUpScopes are the scopes a step-up login asks for: the
