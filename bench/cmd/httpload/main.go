@@ -15,9 +15,10 @@
 // -timeout. A call that fails, times out or whose answer is not the echo
 // is counted as an error and the round goes on. For each round and
 // gateway it prints calls/s, p50 and p99 latency, errors, and the CPU
-// time per call of the gateway's process and of its upstream (utime+stime
-// from /proc/PID/stat, before and after the round), with /proc/loadavg;
-// then the medians, as a Markdown table, and the ratios the targets of
+// time per call of the gateway's process, of its upstream and of the
+// clients, this process (utime+stime from /proc/PID/stat, before and
+// after the round), with /proc/loadavg; then the medians, as a Markdown
+// table with the CPU-bound ceiling the three imply, and the ratios the targets of
 // issue 27 name: each Backplane's calls/s over the fastest peer's (per
 // round, then the median) and its CPU per call over rawhttp's.
 //
@@ -54,6 +55,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +144,7 @@ type result struct {
 	p50, p99         time.Duration
 	cpuPerCall       time.Duration // the gateway's process
 	upstreamPerCall  time.Duration // its upstream's process
+	clientPerCall    time.Duration // this process: the clients driving it
 	upstreamObserved bool
 	errors           int    // calls that failed, timed out or did not echo
 	firstError       string // the first of them
@@ -213,8 +216,8 @@ func run(o options) error {
 				return fmt.Errorf("%s: round %d: %w\n%s", g.name, r, err, g.stderr)
 			}
 			all[g.name] = append(all[g.name], res)
-			fmt.Printf("round %d %-26s %8.0f calls/s  p50 %7s  p99 %7s  CPU/call %6s  upstream CPU/call %s  errors %d  (load %s)\n",
-				r, g.label(), res.callsPerSec, us(res.p50), us(res.p99), us(res.cpuPerCall), upstreamCPU(res), res.errors, res.load)
+			fmt.Printf("round %d %-26s %8.0f calls/s  p50 %7s  p99 %7s  CPU/call %6s  upstream CPU/call %s  client CPU/call %s  errors %d  (load %s)\n",
+				r, g.label(), res.callsPerSec, us(res.p50), us(res.p99), us(res.cpuPerCall), upstreamCPU(res), us(res.clientPerCall), res.errors, res.load)
 			if res.errors > 0 {
 				fmt.Printf("        first error: %s\n", res.firstError)
 			}
@@ -258,8 +261,8 @@ func (g *gateway) isPeer() bool { return g.name == "mcp-proxy" || g.name == "sup
 // the raw floor's.
 func report(gws []*gateway, all map[string][]result, o options) {
 	fmt.Printf("medians of %d rounds, %d clients (load per round in the lines above):\n\n", o.rounds, o.clients)
-	fmt.Println("| gateway | calls/s | p50 | p99 | CPU per call | upstream CPU per call | errors |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| gateway | calls/s | p50 | p99 | CPU per call | upstream CPU per call | client CPU per call | CPU-bound ceiling | errors |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	med := map[string]result{}
 	for _, g := range gws {
 		m := median(all[g.name])
@@ -268,9 +271,10 @@ func report(gws []*gateway, all map[string][]result, o options) {
 		for _, r := range all[g.name] {
 			errs += r.errors
 		}
-		fmt.Printf("| %s | %.0f | %s | %s | %s | %s | %d |\n", g.label(), m.callsPerSec, ms(m.p50), ms(m.p99), us(m.cpuPerCall), upstreamCPU(m), errs)
+		fmt.Printf("| %s | %.0f | %s | %s | %s | %s | %s | %s | %d |\n", g.label(), m.callsPerSec, ms(m.p50), ms(m.p99), us(m.cpuPerCall), upstreamCPU(m), us(m.clientPerCall), ceiling(m), errs)
 	}
 	fmt.Println()
+	fmt.Printf("CPU-bound ceiling: the calls/s at which the gateway, its upstream and the clients, at their CPU per call, would use all %d cores.\n\n", runtime.NumCPU())
 	var raw *gateway
 	for _, g := range gws {
 		if g.name == "raw" {
@@ -517,7 +521,9 @@ func (g *gateway) round(ctx context.Context, calls int) (result, error) {
 		return result{}, err
 	}
 	up0, _ := upstreamCPUTime(g.cmd.Process.Pid)
+	self0, _ := cpuTime(os.Getpid())
 	lat, wall, errs, first := g.drive(ctx, calls, nil)
+	self1, _ := cpuTime(os.Getpid())
 	cpu1, err := cpuTime(g.cmd.Process.Pid)
 	if err != nil {
 		return result{}, err
@@ -527,9 +533,13 @@ func (g *gateway) round(ctx context.Context, calls int) (result, error) {
 		p50:         percentile(lat, 50),
 		p99:         percentile(lat, 99),
 		cpuPerCall:  (cpu1 - cpu0) / time.Duration(calls),
-		errors:      errs,
-		firstError:  first,
-		load:        loadAverage(),
+		// The generator's own CPU: on a machine whose cores the gateway,
+		// its upstream and the clients share, the three together bound
+		// the calls/s (see report).
+		clientPerCall: (self1 - self0) / time.Duration(calls),
+		errors:        errs,
+		firstError:    first,
+		load:          loadAverage(),
 	}
 	// The upstream's CPU time is measured over the same processes before
 	// and after (it is started once, at the gateway's start).
@@ -841,6 +851,7 @@ func median(rs []result) result {
 		p99:              time.Duration(pick(func(r result) float64 { return float64(r.p99) })),
 		cpuPerCall:       time.Duration(pick(func(r result) float64 { return float64(r.cpuPerCall) })),
 		upstreamPerCall:  time.Duration(pick(func(r result) float64 { return float64(r.upstreamPerCall) })),
+		clientPerCall:    time.Duration(pick(func(r result) float64 { return float64(r.clientPerCall) })),
 		upstreamObserved: len(rs) > 0 && rs[0].upstreamObserved,
 	}
 }
@@ -854,6 +865,19 @@ func upstreamCPU(r result) string {
 		return "n/a"
 	}
 	return us(r.upstreamPerCall)
+}
+
+// ceiling is the calls/s at which the machine's cores would be busy with
+// r's three processes alone: NumCPU seconds of CPU per second over the CPU
+// one call costs all of them. No gateway can go faster here, whatever its
+// latency; at 2x a peer's calls/s, Backplane's three together must cost at
+// most half the cores' time per call.
+func ceiling(r result) string {
+	per := r.cpuPerCall + r.upstreamPerCall + r.clientPerCall
+	if per <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", float64(runtime.NumCPU())*float64(time.Second)/float64(per))
 }
 
 func fmtRatios(r []float64) string {
