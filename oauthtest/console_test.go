@@ -258,31 +258,7 @@ func TestConsoleConnectionsConnect(t *testing.T) {
 
 	// serve's upstream, down at start for want of a token, reconnects (its
 	// retries back off from a second) and calls run with the token.
-	c := sdk.NewClient(&sdk.Implementation{Name: "console-test", Version: "1"}, nil)
-	ctx := context.Background()
-	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: r.s.URL() + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{"alice-token-77c2", http.DefaultTransport}}, MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	deadline := time.Now().Add(70 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: "remote.greet", Arguments: map[string]any{}})
-		cancel()
-		if err == nil && !res.IsError {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("remote.greet never ran after the console's login: %v %+v", err, res)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	issued, _, _ := r.a.snapshot()
-	if seen := r.u.tokensSeen(); len(seen) == 0 || seen[0] != issued[0] {
-		t.Errorf("the tool ran without the console login's token")
-	}
+	r.greetsWithIssuedToken(t, "after the console's login")
 
 	resp, body := r.submit(t, "/ui/connections/revoke", url.Values{"server": {"remote"}, "caller": {""}})
 	seen["the page after Revoke"] = body
@@ -404,9 +380,19 @@ func TestConsoleConnectAcrossReplicas(t *testing.T) {
 
 	// A's upstream, down at start for want of a token, reconnects with
 	// the token B's callback had A save.
+	a.greetsWithIssuedToken(t, "at A after the login completed at B")
+}
+
+// greetsWithIssuedToken calls remote.greet through r's serve until it runs
+// (its upstream, down at start for want of a token, reconnects once a
+// login saved one: its retries back off from a second), then checks that
+// the call reached the upstream with the first token the authorization
+// server issued. when says, in a failure, after what.
+func (r *consoleRig) greetsWithIssuedToken(t *testing.T, when string) {
+	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "console-test", Version: "1"}, nil)
 	ctx := context.Background()
-	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: a.s.URL() + "/mcp",
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: r.s.URL() + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{"alice-token-77c2", http.DefaultTransport}}, MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -421,12 +407,12 @@ func TestConsoleConnectAcrossReplicas(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("remote.greet never ran at A after the login completed at B: %v %+v", err, res)
+			t.Fatalf("remote.greet never ran %s: %v %+v", when, err, res)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	issued, _, _ := a.a.snapshot()
-	if seen := a.u.tokensSeen(); len(seen) == 0 || seen[0] != issued[0] {
-		t.Errorf("the tool ran without the console login's token")
+	issued, _, _ := r.a.snapshot()
+	if seen := r.u.tokensSeen(); len(seen) == 0 || seen[0] != issued[0] {
+		t.Errorf("the tool ran %s without the console login's token", when)
 	}
 }
