@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
+	"github.com/agentbackplane/backplane/internal/jsonstring"
 	"github.com/agentbackplane/backplane/tool"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -140,16 +140,16 @@ func (s auditSteps) MarshalJSON() ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"step":`...)
-		b = appendJSONString(b, st.step)
+		b = jsonstring.Slog.Append(b, st.step)
 		b = append(b, `,"outcome":`...)
-		b = appendJSONString(b, st.outcome)
+		b = jsonstring.Slog.Append(b, st.outcome)
 		for j := 0; j+1 < len(st.attrs); j += 2 {
 			k, ok := st.attrs[j].(string)
 			if !ok {
 				continue // not a key: slog would say !BADKEY; the gateway never passes one
 			}
 			b = append(b, ',')
-			b = appendJSONString(b, k)
+			b = jsonstring.Slog.Append(b, k)
 			b = append(b, ':')
 			var err error
 			if b, err = appendJSONValue(b, st.attrs[j+1]); err != nil {
@@ -169,7 +169,7 @@ func (s auditSteps) MarshalText() ([]byte, error) { return s.MarshalJSON() }
 func appendJSONValue(b []byte, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case string:
-		return appendJSONString(b, x), nil
+		return jsonstring.Slog.Append(b, x), nil
 	case bool:
 		return strconv.AppendBool(b, x), nil
 	case int:
@@ -184,55 +184,4 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, j...), nil
-}
-
-// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
-// U+FFFD, as encoding/json writes it.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' { // as encoding/json does, for JavaScript
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -582,33 +582,42 @@ func TestFositePerCallerElicitation(t *testing.T) {
 // carrying the gateway's own state runs as a new call.
 func TestFositePerCallerDeferred(t *testing.T) {
 	r := newPerCallerRig(t, time.Hour)
-	tl, _, ok := r.g.Tool("remote.whoami")
+	r.invokeDeferred(t, "remote.whoami", "you are acct-alice", func(string) {
+		if n := len(r.peer.calls()); n != 0 {
+			t.Fatalf("the upstream saw %d calls", n)
+		}
+	})
+}
+
+// invokeDeferred calls tool name as alice from a 2026-07-28 client that
+// answers by calling again: the first call must answer input_required,
+// not started, with one URL-mode elicitation, backplane_login, whose URL
+// atLogin checks before alice signs in there; the retry, carrying the
+// gateway's state, must run and answer text containing want.
+func (r *perCallerRig) invokeDeferred(t *testing.T, name, want string, atLogin func(url string)) {
+	t.Helper()
+	tl, _, ok := r.g.Tool(name)
 	if !ok {
-		t.Fatal("remote.whoami is not registered")
+		t.Fatalf("%s is not registered", name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := &deferringClient{elicitingClient{t: t}}
-	_, err := tl.Backend.Invoke(ctx, &tool.Call{CallID: "c1", Tool: "remote.whoami", Caller: "alice", Arguments: json.RawMessage(`{}`), Client: c})
+	_, err := tl.Backend.Invoke(ctx, &tool.Call{CallID: "c1", Tool: name, Caller: "alice", Arguments: json.RawMessage(`{}`), Client: c})
 	var ire *tool.InputRequiredError
 	if !errors.As(err, &ire) || !errors.Is(err, tool.ErrNotStarted) || len(ire.Requests) != 1 {
 		t.Fatalf("Invoke: %v, want an input_required answer that did not start", err)
 	}
-	var req tool.InputRequest
-	for _, v := range ire.Requests {
-		req = v
-	}
+	req := ire.Requests["backplane_login"]
 	var p struct{ Mode, URL string }
 	if req.Method != tool.RequestElicitation || json.Unmarshal(req.Params, &p) != nil || p.Mode != "url" {
-		t.Fatalf("the input request: %s %s", req.Method, req.Params)
+		t.Fatalf("the input request: %v", ire.Requests)
 	}
-	if n := len(r.peer.calls()); n != 0 {
-		t.Fatalf("the upstream saw %d calls", n)
-	}
+	atLogin(p.URL)
 	signIn(t, "acct-alice", r.as.issuer(), p.URL)
-	res, err := tl.Backend.Invoke(ctx, &tool.Call{CallID: "c2", Tool: "remote.whoami", Caller: "alice", Arguments: json.RawMessage(`{}`), Client: c,
+	res, err := tl.Backend.Invoke(ctx, &tool.Call{CallID: "c2", Tool: name, Caller: "alice", Arguments: json.RawMessage(`{}`), Client: c,
 		Input: &tool.InputAnswers{Responses: map[string]json.RawMessage{"backplane_login": json.RawMessage(`{"action":"accept"}`)}, State: ire.State}})
-	if err != nil || !strings.Contains(string(res.Content), "you are acct-alice") {
+	if err != nil || !strings.Contains(string(res.Content), want) {
 		t.Fatalf("the retry: %v %v", res, err)
 	}
 }

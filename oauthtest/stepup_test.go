@@ -138,28 +138,11 @@ func TestFositePerCallerStepUpElicitation(t *testing.T) {
 func TestFositePerCallerStepUpDeferred(t *testing.T) {
 	r := newPerCallerRig(t, time.Hour)
 	signIn(t, "acct-alice", r.as.issuer(), r.loginURL(t, "alice"))
-	tl, _, ok := r.g.Tool("remote.admin_note")
-	if !ok {
-		t.Fatal("remote.admin_note is not registered")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c := &deferringClient{elicitingClient{t: t}}
-	_, err := tl.Backend.Invoke(ctx, &tool.Call{CallID: "s1", Tool: "remote.admin_note", Caller: "alice", Arguments: json.RawMessage(`{}`), Client: c})
-	var ire *tool.InputRequiredError
-	if !errors.As(err, &ire) || !errors.Is(err, tool.ErrNotStarted) || len(ire.Requests) != 1 {
-		t.Fatalf("Invoke: %v, want input_required, not started", err)
-	}
-	var p struct{ Mode, URL string }
-	if json.Unmarshal(ire.Requests["backplane_login"].Params, &p) != nil || p.Mode != "url" || !strings.Contains(p.URL, "scope=tools+admin") {
-		t.Fatalf("the input request: %s", ire.Requests["backplane_login"].Params)
-	}
-	signIn(t, "acct-alice", r.as.issuer(), p.URL)
-	res, err := tl.Backend.Invoke(ctx, &tool.Call{CallID: "s2", Tool: "remote.admin_note", Caller: "alice", Arguments: json.RawMessage(`{}`), Client: c,
-		Input: &tool.InputAnswers{Responses: map[string]json.RawMessage{"backplane_login": json.RawMessage(`{"action":"accept"}`)}, State: ire.State}})
-	if err != nil || !strings.Contains(string(res.Content), "noted by acct-alice with tools admin") {
-		t.Fatalf("the retry: %v %v", res, err)
-	}
+	r.invokeDeferred(t, "remote.admin_note", "noted by acct-alice with tools admin", func(u string) {
+		if !strings.Contains(u, "scope=tools+admin") {
+			t.Fatalf("the step-up's URL asks for no admin: %s", u)
+		}
+	})
 }
 
 // TestFositeServiceStepUpNamesScope: the service mode (client

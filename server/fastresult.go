@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/jsonstrict"
+	"github.com/agentbackplane/backplane/internal/jsonstring"
 )
 
 // The fast path's results as bytes (issue 27): a successful call's result
@@ -67,7 +68,7 @@ func appendFastResult(dst []byte, r *gateway.CallResult) ([]byte, bool) {
 	}
 	dst = appendResultMeta(dst, r)
 	dst = append(dst, `,"content":[{"type":"text","text":`...)
-	dst = appendJSONString(dst, r.Result)
+	dst = jsonstring.HTML.AppendBytes(dst, r.Result)
 	dst = append(dst, `}]`...)
 	if isObject(r.Result) {
 		dst = append(dst, `,"structuredContent":`...)
@@ -165,7 +166,7 @@ func plainStringOK(raw []byte) bool {
 // successResult's (a map: names sorted).
 func appendResultMeta(dst []byte, r *gateway.CallResult) []byte {
 	dst = append(dst, `{"_meta":{"`+MetaCallID+`":`...)
-	dst = appendJSONString(dst, []byte(r.CallID))
+	dst = jsonstring.HTML.Append(dst, r.CallID)
 	if r.Replayed {
 		dst = append(dst, `,"`+MetaReplayed+`":true`...)
 	}
@@ -192,61 +193,4 @@ func appendCompactHTML(dst, src []byte) ([]byte, bool) {
 	out := bytes.NewBuffer(dst)
 	json.HTMLEscape(out, buf.Bytes())
 	return out.Bytes(), true
-}
-
-// appendJSONString appends s as a JSON string exactly as encoding/json
-// writes a Go string with HTML escaping (json.Marshal, which the SDK's
-// TextContent encoding uses): \b \f \n \r \t and \" \\ by name, other
-// control characters and <, >, & as \u00XX, U+2028 and U+2029 escaped,
-// invalid UTF-8 as U+FFFD.
-func appendJSONString(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRune(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

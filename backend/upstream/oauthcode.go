@@ -129,25 +129,37 @@ func (p *resourceParam) RoundTrip(req *http.Request) (*http.Response, error) {
 // own credential lacks a scope, which only an operator can grant. It is
 // nil for any other 403, which passes through.
 func (t *oauthTransport) insufficientScope(resp *http.Response) error {
+	_, what, ok := scopeDemand(resp)
+	if !ok {
+		return nil
+	}
+	if t.cfg.Grant == GrantAuthorizationCode {
+		return t.fail("the server needs %s (insufficient_scope): add it to auth.oauth.scopes and run `backplane servers login %s` again", what, t.server)
+	}
+	return t.fail("the server needs %s (insufficient_scope): add it to auth.oauth.scopes (and grant it to client %s)", what, t.cfg.ClientID)
+}
+
+// scopeDemand reads a 403's insufficient_scope challenge (RFC 6750
+// section 3.1): the scope it demands, space-separated ("" when it names
+// none), and the same said for an error message. ok is false for a 403
+// without one.
+func scopeDemand(resp *http.Response) (scope, what string, ok bool) {
 	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
 	if err != nil {
-		return nil
+		return "", "", false
 	}
 	for _, c := range cs {
 		if c.Scheme != "bearer" || c.Params["error"] != "insufficient_scope" {
 			continue
 		}
-		scope := strings.Join(strings.Fields(c.Params["scope"]), " ")
-		what := "more scope"
+		scope = strings.Join(strings.Fields(c.Params["scope"]), " ")
+		what = "more scope"
 		if scope != "" {
 			what = "scope " + quoteScope(scope)
 		}
-		if t.cfg.Grant == GrantAuthorizationCode {
-			return t.fail("the server needs %s (insufficient_scope): add it to auth.oauth.scopes and run `backplane servers login %s` again", what, t.server)
-		}
-		return t.fail("the server needs %s (insufficient_scope): add it to auth.oauth.scopes (and grant it to client %s)", what, t.cfg.ClientID)
+		return scope, what, true
 	}
-	return nil
+	return "", "", false
 }
 
 // quoteScope keeps a server's scope text printable and short.

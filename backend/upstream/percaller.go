@@ -290,30 +290,19 @@ func (t callerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // are the configuration's, which only an operator widens. nil for any
 // other 403, which passes through.
 func (a *callerAuth) insufficientScope(ctx context.Context, cc callerCred, resp *http.Response) error {
-	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
-	if err != nil {
+	scope, what, ok := scopeDemand(resp)
+	if !ok {
 		return nil
 	}
-	for _, c := range cs {
-		if c.Scheme != "bearer" || c.Params["error"] != "insufficient_scope" {
-			continue
-		}
-		scope := strings.Join(strings.Fields(c.Params["scope"]), " ")
-		what := "more scope"
-		if scope != "" {
-			what = "scope " + quoteScope(scope)
-		}
-		if a.cfg.Mode == OAuthModeExchange || cc.need == nil {
-			return a.fail("the server needs %s (insufficient_scope) for caller %s's call: add it to auth.oauth.scopes", what, cc.caller)
-		}
-		var held []string
-		if st, err := a.tokens.Token(ctx, TokenKey{Server: a.server, Caller: cc.caller}); err == nil {
-			held = st.Scopes
-		}
-		cc.need.set(scope, held)
-		return a.fail("the server needs %s (insufficient_scope) for caller %s's call: the caller is asked to grant it", what, cc.caller)
+	if a.cfg.Mode == OAuthModeExchange || cc.need == nil {
+		return a.fail("the server needs %s (insufficient_scope) for caller %s's call: add it to auth.oauth.scopes", what, cc.caller)
 	}
-	return nil
+	var held []string
+	if st, err := a.tokens.Token(ctx, TokenKey{Server: a.server, Caller: cc.caller}); err == nil {
+		held = st.Scopes
+	}
+	cc.need.set(scope, held)
+	return a.fail("the server needs %s (insufficient_scope) for caller %s's call: the caller is asked to grant it", what, cc.caller)
 }
 
 // stepUpScopes are the scopes a step-up login asks for: the

@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/internal/testkit"
 )
 
 // The replica tests run two real `backplane serve` processes on one
@@ -32,13 +32,10 @@ import (
 // (while the other goes on serving), and an approval decided elsewhere
 // releasing the call that waits for it.
 
-// pgURLEnv names the database the tests may create schemas in.
-const pgURLEnv = "BACKPLANE_TEST_POSTGRES_URL"
-
-// pgSchema is a schema of its own for one test, in the test database.
+// pgSchema is a schema of its own for one test, in the test database
+// (testkit.PostgresSchema).
 type pgSchema struct {
-	base   string // the database, as given
-	url    string // base with search_path naming the schema
+	url    string // the database's URL with search_path naming the schema
 	schema string
 }
 
@@ -47,41 +44,15 @@ type pgSchema struct {
 // runs last: after every process using the schema is gone.
 func newPGSchema(t *testing.T) *pgSchema {
 	t.Helper()
-	base := os.Getenv(pgURLEnv)
-	if base == "" {
-		t.Skip(pgURLEnv + " is unset: it names a PostgreSQL database the replica tests create and drop their own schemas in " +
-			"(e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("%s: %v", pgURLEnv, err)
-	}
-	d := &pgSchema{base: base, schema: "bp_test_" + strings.ToLower(rand.Text()[:12])}
-	q := u.Query()
-	q.Set("search_path", d.schema)
-	u.RawQuery = q.Encode()
-	d.url = u.String()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", d.schema, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{d.schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", d.schema, err)
-		}
-	})
-	return d
+	u, schema := testkit.PostgresSchema(t)
+	return &pgSchema{url: u, schema: schema}
 }
 
 // conn is a plain connection into the schema, for what the tests read
 // behind the gateway's back; closed when the test ends.
 func (d *pgSchema) conn(t *testing.T) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(d.base)
+	cfg, err := pgx.ParseConfig(d.url)
 	if err != nil {
 		t.Fatal(err)
 	}
