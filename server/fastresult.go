@@ -34,33 +34,72 @@ import (
 // one strict JSON value are the gateway's, before any of this
 // (gateway.Options.MaxResultBytes).
 
-// rawAnswer is the fast path's answer with its result written as bytes:
-// prefix is what comes before the result (the JSON-RPC envelope), out the
-// answer up to the result's end, nil where the typed path answers.
+// rawAnswer is a call's answer with its result written as bytes: prefix
+// is what comes before the result (the fast path's JSON-RPC envelope;
+// none for a stdio session's call, whose connection writes the envelope),
+// out the answer up to the result's end, nil where the typed path answers.
 type rawAnswer struct {
 	prefix, out []byte
 }
 
-// appendFastResult appends the JSON of r's MCP result to dst, or returns
-// false when r takes the typed path (above).
+// appendFastResult appends the JSON of r's MCP result to dst, as the fast
+// path answers it (above), or returns false when r takes the typed path.
 func appendFastResult(dst []byte, r *gateway.CallResult) ([]byte, bool) {
+	return appendResult(dst, r, false)
+}
+
+// appendSessionResult appends the JSON of r's MCP result to dst as a stdio
+// session's call is answered (stdiocalls.go), or returns false when r
+// takes the typed path: byte for byte what the SDK's encoding of
+// successResult's value writes (encodeResult), where the fast path may
+// keep an upstream's bytes: an upstream's text blocks are encoded again
+// (HTML escaped, as the SDK's TextContent writes them) and its
+// structuredContent compacted and HTML escaped, and the result has no
+// resultType. A session's answer must not change with the path that
+// served it (TestStdioCallsAnswerAsTheSDK).
+func appendSessionResult(dst []byte, r *gateway.CallResult) ([]byte, bool) {
+	return appendResult(dst, r, true)
+}
+
+// appendResult is appendFastResult, or with session appendSessionResult.
+func appendResult(dst []byte, r *gateway.CallResult, session bool) ([]byte, bool) {
 	members, mcpShaped, ok := resultShape(r.Result)
 	if !ok {
 		return dst, false
 	}
 	if mcpShaped {
-		if !textOnly(members) {
+		texts, ok := textOnly(members)
+		if !ok {
 			return dst, false
 		}
 		isError := r.IsError || string(members.isErrorRaw) == "true"
 		dst = appendResultMeta(dst, r)
 		dst = append(dst, `,"content":`...)
-		dst = append(dst, members.content...)
+		if !session {
+			dst = append(dst, members.content...)
+		} else {
+			dst = append(dst, '[')
+			for i, text := range texts {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, `{"type":"text","text":`...)
+				if dst, ok = appendTextAgain(dst, text); !ok {
+					return dst, false
+				}
+				dst = append(dst, '}')
+			}
+			dst = append(dst, ']')
+		}
 		if members.structured != nil {
 			dst = append(dst, `,"structuredContent":`...)
-			dst = append(dst, members.structured...)
+			if !session {
+				dst = append(dst, members.structured...)
+			} else if dst, ok = appendCompactHTML(dst, members.structured); !ok {
+				return dst, false
+			}
 		}
-		return appendResultEnd(dst, isError), true
+		return appendResultEnd(dst, isError, !session), true
 	}
 	if r.IsError {
 		return dst, false // schemaSafeError may move its object: the typed path
@@ -76,7 +115,22 @@ func appendFastResult(dst []byte, r *gateway.CallResult) ([]byte, bool) {
 			return dst, false
 		}
 	}
-	return appendResultEnd(dst, false), true
+	return appendResultEnd(dst, false, !session), true
+}
+
+// appendTextAgain appends the JSON string raw (one textOnly took) as the
+// SDK writes the string it reads from it: read as plainString reads it,
+// written as encoding/json writes a Go string (appendJSONString).
+func appendTextAgain(dst, raw []byte) ([]byte, bool) {
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return appendJSONString(dst, inner), true // the string's own bytes
+	}
+	s, ok := plainString(raw)
+	if !ok {
+		return dst, false
+	}
+	return appendJSONString(dst, []byte(s)), true
 }
 
 // fastMembers are the members of an MCP result, as sent (nil: absent).
@@ -119,40 +173,46 @@ func resultShape(b []byte) (m fastMembers, mcpShaped, ok bool) {
 }
 
 // textOnly reports whether textResult reads m: text blocks only, no
-// _meta, a boolean or null isError.
-func textOnly(m fastMembers) bool {
+// _meta, a boolean or null isError; texts are the blocks' text members,
+// as sent.
+func textOnly(m fastMembers) (texts [][]byte, ok bool) {
 	if m.meta != nil {
-		return false
+		return nil, false
 	}
 	switch string(m.isErrorRaw) {
 	case "true", "false", "null", "":
 	default:
-		return false
+		return nil, false
 	}
 	limits := &jsonstrict.Options{MaxDepth: 2, MaxBytes: len(m.content) + 1}
 	blocks, err := jsonstrict.Elements(m.content, limits)
 	if err != nil {
-		return false
+		return nil, false
 	}
+	texts = make([][]byte, 0, len(blocks))
 	for _, block := range blocks {
 		ms, err := jsonstrict.Members(block, limits)
 		if err != nil || len(ms) != 2 {
-			return false
+			return nil, false
 		}
-		var isText, hasText bool
+		var isText bool
+		var text []byte
 		for _, x := range ms {
 			switch x.Name {
 			case "type":
 				isText = string(x.Raw) == `"text"`
 			case "text":
-				hasText = plainStringOK(x.Raw)
+				if plainStringOK(x.Raw) {
+					text = x.Raw
+				}
 			}
 		}
-		if !isText || !hasText {
-			return false
+		if !isText || text == nil {
+			return nil, false
 		}
+		texts = append(texts, text)
 	}
-	return true
+	return texts, true
 }
 
 // plainStringOK is plainString's verdict without the string: a JSON
@@ -173,12 +233,15 @@ func appendResultMeta(dst []byte, r *gateway.CallResult) []byte {
 }
 
 // appendResultEnd closes the result: isError when set (the SDK omits
-// false), resultType complete.
-func appendResultEnd(dst []byte, isError bool) []byte {
+// false), and with typed resultType complete (2026-07-28).
+func appendResultEnd(dst []byte, isError, typed bool) []byte {
 	if isError {
 		dst = append(dst, `,"isError":true`...)
 	}
-	return append(dst, `,"resultType":"complete"}`...)
+	if typed {
+		dst = append(dst, `,"resultType":"complete"`...)
+	}
+	return append(dst, '}')
 }
 
 // appendCompactHTML appends the JSON value src as encoding/json writes a
