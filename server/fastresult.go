@@ -118,19 +118,33 @@ func appendResult(dst []byte, r *gateway.CallResult, session bool) ([]byte, bool
 	return appendResultEnd(dst, false, !session), true
 }
 
-// appendTextAgain appends the JSON string raw (one textOnly took) as the
-// SDK writes the string it reads from it: read as plainString reads it,
-// written as encoding/json writes a Go string (appendJSONString).
+// appendTextAgain appends the JSON string raw (one textOnly took: valid
+// UTF-8, no \u escape) as the SDK writes the string it reads from it,
+// without decoding it into a string first: each named escape is what it
+// stands for, written as encoding/json writes a Go string (\/ becomes /,
+// the others stay), every other byte as appendJSONString writes it.
 func appendTextAgain(dst, raw []byte) ([]byte, bool) {
 	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
-		return appendJSONString(dst, inner), true // the string's own bytes
+	dst = append(dst, '"')
+	for {
+		i := bytes.IndexByte(inner, '\\')
+		if i < 0 {
+			return append(appendJSONChars(dst, inner), '"'), true
+		}
+		dst = appendJSONChars(dst, inner[:i])
+		if i+1 >= len(inner) {
+			return dst, false
+		}
+		switch c := inner[i+1]; c {
+		case '"', '\\', 'b', 'f', 'n', 'r', 't':
+			dst = append(dst, '\\', c)
+		case '/':
+			dst = append(dst, '/')
+		default:
+			return dst, false // \u, or not JSON
+		}
+		inner = inner[i+2:]
 	}
-	s, ok := plainString(raw)
-	if !ok {
-		return dst, false
-	}
-	return appendJSONString(dst, []byte(s)), true
 }
 
 // fastMembers are the members of an MCP result, as sent (nil: absent).
@@ -263,8 +277,13 @@ func appendCompactHTML(dst, src []byte) ([]byte, bool) {
 // control characters and <, >, & as \u00XX, U+2028 and U+2029 escaped,
 // invalid UTF-8 as U+FFFD.
 func appendJSONString(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
+	return append(appendJSONChars(dst, s), '"')
+}
+
+// appendJSONChars is appendJSONString without the quotes.
+func appendJSONChars(dst, s []byte) []byte {
+	const hex = "0123456789abcdef"
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
@@ -310,6 +329,5 @@ func appendJSONString(dst, s []byte) []byte {
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, s[start:]...)
 }
