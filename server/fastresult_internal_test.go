@@ -199,13 +199,16 @@ func TestFastResultAllocations(t *testing.T) {
 
 // BenchmarkFastResult is a successful call's result made into the fast
 // path's answer, as bytes (appendFastResult) and through the SDK's types
-// (successResult, resultTyped, the encoder), for an upstream's text
-// result and for a value of Backplane's own.
+// (successResult, resultTyped, the encoder), and into a stdio session's
+// (appendSessionResult, against successResult and encodeResult), for an
+// upstream's text result and for a value of Backplane's own.
 //
 //	go test ./server -run '^$' -bench FastResult -benchmem
 func BenchmarkFastResult(b *testing.B) {
 	for _, c := range []struct{ name, result string }{
 		{"upstream-text", `{"content":[{"type":"text","text":"Echo: write the quarterly summary for the team, in plain words"}],"isError":false}`},
+		// What internal/mcpbench's Go echo upstream answers.
+		{"upstream-echo", `{"content":[{"type":"text","text":"{\"text\":\"benchmark call\"}"}],"structuredContent":{"text":"benchmark call"}}`},
 		{"own", `{"echo":{"text":"write the quarterly summary for the team, in plain words","n":3}}`},
 	} {
 		r := &gateway.CallResult{CallID: "call_mkq3x2k9abcdefghijklmnop", Result: json.RawMessage(c.result)}
@@ -214,6 +217,22 @@ func BenchmarkFastResult(b *testing.B) {
 			for b.Loop() {
 				if _, ok := appendFastResult(make([]byte, 0, 2*len(r.Result)+192), r); !ok {
 					b.Fatal("not written as bytes")
+				}
+			}
+		})
+		b.Run(c.name+"/session-bytes", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := appendSessionResult(make([]byte, 0, 2*len(r.Result)+192), r); !ok {
+					b.Fatal("not written as bytes")
+				}
+			}
+		})
+		b.Run(c.name+"/session-typed", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := encodeResult(successResult(r, false)); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
