@@ -262,6 +262,11 @@ func appendResultEnd(dst []byte, isError, typed bool) []byte {
 // json.RawMessage inside the SDK's MarshalJSON: compacted, with <, >, &,
 // U+2028 and U+2029 escaped.
 func appendCompactHTML(dst, src []byte) ([]byte, bool) {
+	if compactHTMLSafe(src) {
+		if _, err := jsonstrict.SyntaxKind(src, &jsonstrict.Options{MaxBytes: len(src)}); err == nil {
+			return append(dst, src...), true // compacting and escaping leave it as it is
+		}
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, src); err != nil {
 		return dst, false
@@ -269,6 +274,36 @@ func appendCompactHTML(dst, src []byte) ([]byte, bool) {
 	out := bytes.NewBuffer(dst)
 	json.HTMLEscape(out, buf.Bytes())
 	return out.Bytes(), true
+}
+
+// compactHTMLSafe reports whether appendCompactHTML would leave src as
+// it is, were it JSON: no whitespace outside its strings, and no <, > or &
+// and no 0xE2 byte anywhere (U+2028 and U+2029 start with it; the other
+// characters that do are left to the slow path too).
+func compactHTMLSafe(src []byte) bool {
+	inString, escaped := false, false
+	for _, c := range src {
+		switch c {
+		case '<', '>', '&', 0xE2:
+			return false
+		}
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 // appendJSONString appends s as a JSON string exactly as encoding/json
