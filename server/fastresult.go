@@ -35,33 +35,72 @@ import (
 // one strict JSON value are the gateway's, before any of this
 // (gateway.Options.MaxResultBytes).
 
-// rawAnswer is the fast path's answer with its result written as bytes:
-// prefix is what comes before the result (the JSON-RPC envelope), out the
-// answer up to the result's end, nil where the typed path answers.
+// rawAnswer is a call's answer with its result written as bytes: prefix
+// is what comes before the result (the fast path's JSON-RPC envelope;
+// none for a stdio session's call, whose connection writes the envelope),
+// out the answer up to the result's end, nil where the typed path answers.
 type rawAnswer struct {
 	prefix, out []byte
 }
 
-// appendFastResult appends the JSON of r's MCP result to dst, or returns
-// false when r takes the typed path (above).
+// appendFastResult appends the JSON of r's MCP result to dst, as the fast
+// path answers it (above), or returns false when r takes the typed path.
 func appendFastResult(dst []byte, r *gateway.CallResult) ([]byte, bool) {
+	return appendResult(dst, r, false)
+}
+
+// appendSessionResult appends the JSON of r's MCP result to dst as a stdio
+// session's call is answered (stdiocalls.go), or returns false when r
+// takes the typed path: byte for byte what the SDK's encoding of
+// successResult's value writes (encodeResult), where the fast path may
+// keep an upstream's bytes: an upstream's text blocks are encoded again
+// (HTML escaped, as the SDK's TextContent writes them) and its
+// structuredContent compacted and HTML escaped, and the result has no
+// resultType. A session's answer must not change with the path that
+// served it (TestStdioCallsAnswerAsTheSDK).
+func appendSessionResult(dst []byte, r *gateway.CallResult) ([]byte, bool) {
+	return appendResult(dst, r, true)
+}
+
+// appendResult is appendFastResult, or with session appendSessionResult.
+func appendResult(dst []byte, r *gateway.CallResult, session bool) ([]byte, bool) {
 	members, mcpShaped, ok := resultShape(r.Result)
 	if !ok {
 		return dst, false
 	}
 	if mcpShaped {
-		if !textOnly(members) {
+		texts, ok := textOnly(members)
+		if !ok {
 			return dst, false
 		}
 		isError := r.IsError || string(members.isErrorRaw) == "true"
 		dst = appendResultMeta(dst, r)
 		dst = append(dst, `,"content":`...)
-		dst = append(dst, members.content...)
+		if !session {
+			dst = append(dst, members.content...)
+		} else {
+			dst = append(dst, '[')
+			for i, text := range texts {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, `{"type":"text","text":`...)
+				if dst, ok = appendTextAgain(dst, text); !ok {
+					return dst, false
+				}
+				dst = append(dst, '}')
+			}
+			dst = append(dst, ']')
+		}
 		if members.structured != nil {
 			dst = append(dst, `,"structuredContent":`...)
-			dst = append(dst, members.structured...)
+			if !session {
+				dst = append(dst, members.structured...)
+			} else if dst, ok = appendCompactHTML(dst, members.structured); !ok {
+				return dst, false
+			}
 		}
-		return appendResultEnd(dst, isError), true
+		return appendResultEnd(dst, isError, !session), true
 	}
 	if r.IsError {
 		return dst, false // schemaSafeError may move its object: the typed path
@@ -77,7 +116,37 @@ func appendFastResult(dst []byte, r *gateway.CallResult) ([]byte, bool) {
 			return dst, false
 		}
 	}
-	return appendResultEnd(dst, false), true
+	return appendResultEnd(dst, false, !session), true
+}
+
+// appendTextAgain appends the JSON string raw (one textOnly took: valid
+// UTF-8, no \u escape) as the SDK writes the string it reads from it,
+// without decoding it into a string first: each named escape is what it
+// stands for, written as encoding/json writes a Go string (\/ becomes /,
+// the others stay), every other byte as encoding/json writes it
+// (jsonstring.HTML).
+func appendTextAgain(dst, raw []byte) ([]byte, bool) {
+	inner := raw[1 : len(raw)-1]
+	dst = append(dst, '"')
+	for {
+		i := bytes.IndexByte(inner, '\\')
+		if i < 0 {
+			return append(jsonstring.HTML.AppendEscaped(dst, inner), '"'), true
+		}
+		dst = jsonstring.HTML.AppendEscaped(dst, inner[:i])
+		if i+1 >= len(inner) {
+			return dst, false
+		}
+		switch c := inner[i+1]; c {
+		case '"', '\\', 'b', 'f', 'n', 'r', 't':
+			dst = append(dst, '\\', c)
+		case '/':
+			dst = append(dst, '/')
+		default:
+			return dst, false // \u, or not JSON
+		}
+		inner = inner[i+2:]
+	}
 }
 
 // fastMembers are the members of an MCP result, as sent (nil: absent).
@@ -120,40 +189,46 @@ func resultShape(b []byte) (m fastMembers, mcpShaped, ok bool) {
 }
 
 // textOnly reports whether textResult reads m: text blocks only, no
-// _meta, a boolean or null isError.
-func textOnly(m fastMembers) bool {
+// _meta, a boolean or null isError; texts are the blocks' text members,
+// as sent.
+func textOnly(m fastMembers) (texts [][]byte, ok bool) {
 	if m.meta != nil {
-		return false
+		return nil, false
 	}
 	switch string(m.isErrorRaw) {
 	case "true", "false", "null", "":
 	default:
-		return false
+		return nil, false
 	}
 	limits := &jsonstrict.Options{MaxDepth: 2, MaxBytes: len(m.content) + 1}
 	blocks, err := jsonstrict.Elements(m.content, limits)
 	if err != nil {
-		return false
+		return nil, false
 	}
+	texts = make([][]byte, 0, len(blocks))
 	for _, block := range blocks {
 		ms, err := jsonstrict.Members(block, limits)
 		if err != nil || len(ms) != 2 {
-			return false
+			return nil, false
 		}
-		var isText, hasText bool
+		var isText bool
+		var text []byte
 		for _, x := range ms {
 			switch x.Name {
 			case "type":
 				isText = string(x.Raw) == `"text"`
 			case "text":
-				hasText = plainStringOK(x.Raw)
+				if plainStringOK(x.Raw) {
+					text = x.Raw
+				}
 			}
 		}
-		if !isText || !hasText {
-			return false
+		if !isText || text == nil {
+			return nil, false
 		}
+		texts = append(texts, text)
 	}
-	return true
+	return texts, true
 }
 
 // plainStringOK is plainString's verdict without the string: a JSON
@@ -174,18 +249,26 @@ func appendResultMeta(dst []byte, r *gateway.CallResult) []byte {
 }
 
 // appendResultEnd closes the result: isError when set (the SDK omits
-// false), resultType complete.
-func appendResultEnd(dst []byte, isError bool) []byte {
+// false), and with typed resultType complete (2026-07-28).
+func appendResultEnd(dst []byte, isError, typed bool) []byte {
 	if isError {
 		dst = append(dst, `,"isError":true`...)
 	}
-	return append(dst, `,"resultType":"complete"}`...)
+	if typed {
+		dst = append(dst, `,"resultType":"complete"`...)
+	}
+	return append(dst, '}')
 }
 
 // appendCompactHTML appends the JSON value src as encoding/json writes a
 // json.RawMessage inside the SDK's MarshalJSON: compacted, with <, >, &,
 // U+2028 and U+2029 escaped.
 func appendCompactHTML(dst, src []byte) ([]byte, bool) {
+	if compactHTMLSafe(src) {
+		if _, err := jsonstrict.SyntaxKind(src, &jsonstrict.Options{MaxBytes: len(src)}); err == nil {
+			return append(dst, src...), true // compacting and escaping leave it as it is
+		}
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, src); err != nil {
 		return dst, false
@@ -193,4 +276,34 @@ func appendCompactHTML(dst, src []byte) ([]byte, bool) {
 	out := bytes.NewBuffer(dst)
 	json.HTMLEscape(out, buf.Bytes())
 	return out.Bytes(), true
+}
+
+// compactHTMLSafe reports whether appendCompactHTML would leave src as
+// it is, were it JSON: no whitespace outside its strings, and no <, > or &
+// and no 0xE2 byte anywhere (U+2028 and U+2029 start with it; the other
+// characters that do are left to the slow path too).
+func compactHTMLSafe(src []byte) bool {
+	inString, escaped := false, false
+	for _, c := range src {
+		switch c {
+		case '<', '>', '&', 0xE2:
+			return false
+		}
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }

@@ -33,34 +33,38 @@ func jsonValue(t *testing.T, b []byte) any {
 	return v
 }
 
+// resultCases are successful results the bytes paths write themselves.
+var resultCases = []struct {
+	name     string
+	result   string
+	isError  bool
+	replayed bool
+	sameText bool // own: the fast path's bytes are the typed path's
+}{
+	{name: "own object", result: `{"echo":{"text":"hello"}}`, sameText: true},
+	{name: "own object, spaced, HTML, U+2028, escapes", result: "{ \"a\" : \"<b>&amp;</b>\u2028\\n\\u00e9\\\"\" ,\n \"n\": [1, 2.50] }", sameText: true},
+	{name: "own array", result: `[1,"x",null]`, sameText: true},
+	{name: "own string", result: `"a\tb<>"`, sameText: true},
+	{name: "own number", result: `12.50`, sameText: true},
+	{name: "own, replayed", result: `{"ok":true}`, replayed: true, sameText: true},
+	{name: "own, not an MCP result (an extra member)", result: `{"content":[],"extra":1}`, sameText: true},
+	{name: "own, content not an array", result: `{"content":"x"}`, sameText: true},
+	{name: "upstream text", result: `{"content":[{"type":"text","text":"hello"}],"isError":false}`},
+	{name: "upstream text, spaced, two blocks, escapes", result: "{ \"content\" : [ {\"text\": \"a\\nb \\\"q\\\" <&> \\/\", \"type\":\"text\"}, {\"type\":\"text\",\"text\":\"\"} ] }"},
+	{name: "upstream text, error", result: `{"content":[{"type":"text","text":"boom"}],"isError":true}`, isError: true},
+	{name: "upstream text, isError null", result: `{"content":[{"type":"text","text":"x"}],"isError":null}`},
+	{name: "upstream text, structured", result: `{"content":[{"type":"text","text":"{\"n\":1}"}],"structuredContent": { "n" : 1, "s": "<x>" },"isError":false}`},
+	{name: "upstream text, structured null", result: `{"content":[{"type":"text","text":"x"}],"structuredContent":null}`},
+	{name: "upstream, no content blocks", result: `{"content":[]}`},
+	{name: "upstream text, replayed", result: `{"content":[{"type":"text","text":"x"}],"isError":false}`, replayed: true},
+	{name: "upstream text, U+2028, HTML, invalid-free UTF-8", result: "{\"content\":[{\"type\":\"text\",\"text\":\"\u2028 \u00e9 <a href=\\\"x\\\">&</a>\\t\"}],\"structuredContent\":{ \"s\" : \"\u2029<&>\", \"a\": [ 1 , {} ] }}"},
+}
+
 // The results written as bytes are the typed path's: the same bytes for
 // Backplane's own results, the same JSON value (the upstream's bytes kept)
 // for an upstream's text result.
 func TestFastResultIsTheTypedResult(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		result   string
-		isError  bool
-		replayed bool
-		sameText bool // own: byte for byte
-	}{
-		{name: "own object", result: `{"echo":{"text":"hello"}}`, sameText: true},
-		{name: "own object, spaced, HTML, U+2028, escapes", result: "{ \"a\" : \"<b>&amp;</b>\u2028\\n\\u00e9\\\"\" ,\n \"n\": [1, 2.50] }", sameText: true},
-		{name: "own array", result: `[1,"x",null]`, sameText: true},
-		{name: "own string", result: `"a\tb<>"`, sameText: true},
-		{name: "own number", result: `12.50`, sameText: true},
-		{name: "own, replayed", result: `{"ok":true}`, replayed: true, sameText: true},
-		{name: "own, not an MCP result (an extra member)", result: `{"content":[],"extra":1}`, sameText: true},
-		{name: "own, content not an array", result: `{"content":"x"}`, sameText: true},
-		{name: "upstream text", result: `{"content":[{"type":"text","text":"hello"}],"isError":false}`},
-		{name: "upstream text, spaced, two blocks, escapes", result: "{ \"content\" : [ {\"text\": \"a\\nb \\\"q\\\" <&> \\/\", \"type\":\"text\"}, {\"type\":\"text\",\"text\":\"\"} ] }"},
-		{name: "upstream text, error", result: `{"content":[{"type":"text","text":"boom"}],"isError":true}`, isError: true},
-		{name: "upstream text, isError null", result: `{"content":[{"type":"text","text":"x"}],"isError":null}`},
-		{name: "upstream text, structured", result: `{"content":[{"type":"text","text":"{\"n\":1}"}],"structuredContent": { "n" : 1, "s": "<x>" },"isError":false}`},
-		{name: "upstream text, structured null", result: `{"content":[{"type":"text","text":"x"}],"structuredContent":null}`},
-		{name: "upstream, no content blocks", result: `{"content":[]}`},
-		{name: "upstream text, replayed", result: `{"content":[{"type":"text","text":"x"}],"isError":false}`, replayed: true},
-	} {
+	for _, c := range resultCases {
 		r := &gateway.CallResult{CallID: "call_01 \"x\"", Result: json.RawMessage(c.result), IsError: c.isError, Replayed: c.replayed}
 		got, ok := appendFastResult(nil, r)
 		if !ok {
@@ -78,6 +82,54 @@ func TestFastResultIsTheTypedResult(t *testing.T) {
 			t.Errorf("%s: not JSON: %s", c.name, got)
 		}
 	}
+}
+
+// sdkAnswer is a session call's result as the typed path writes it:
+// successResult, then encodeResult (the SDK's encoding).
+func sdkAnswer(t testing.TB, r *gateway.CallResult) []byte {
+	t.Helper()
+	b, err := encodeResult(successResult(r, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A stdio session's result written as bytes is byte for byte the SDK's
+// encoding of the typed result, upstream results included.
+func TestSessionResultIsTheSDKs(t *testing.T) {
+	for _, c := range resultCases {
+		r := &gateway.CallResult{CallID: "call_01 \"x\"", Result: json.RawMessage(c.result), IsError: c.isError, Replayed: c.replayed}
+		got, ok := appendSessionResult(nil, r)
+		if !ok {
+			t.Errorf("%s: not written as bytes", c.name)
+			continue
+		}
+		if want := sdkAnswer(t, r); !bytes.Equal(got, want) {
+			t.Errorf("%s:\n bytes %s\n   SDK %s", c.name, got, want)
+		}
+	}
+}
+
+// Whatever a session's result written as bytes is, it is the SDK's
+// encoding of the typed result.
+func FuzzSessionResult(f *testing.F) {
+	for _, c := range resultCases {
+		f.Add(c.result, c.isError, c.replayed)
+	}
+	f.Fuzz(func(t *testing.T, result string, isError, replayed bool) {
+		if !json.Valid([]byte(result)) {
+			return // the gateway passes only one strict JSON value
+		}
+		r := &gateway.CallResult{CallID: "call_1", Result: json.RawMessage(result), IsError: isError, Replayed: replayed}
+		got, ok := appendSessionResult(nil, r)
+		if !ok {
+			return
+		}
+		if want := sdkAnswer(t, r); !bytes.Equal(got, want) {
+			t.Errorf("%s:\n bytes %s\n   SDK %s", result, got, want)
+		}
+	})
 }
 
 // What the typed path rewrites is never written as bytes: other content
@@ -109,6 +161,9 @@ func TestFastResultLeavesRewritesToTheTypedPath(t *testing.T) {
 		r := &gateway.CallResult{CallID: "call_1", Result: json.RawMessage(c.result), IsError: c.isError}
 		if got, ok := appendFastResult(nil, r); ok {
 			t.Errorf("%s: written as bytes (%s); the typed path must answer it", c.name, got)
+		}
+		if got, ok := appendSessionResult(nil, r); ok {
+			t.Errorf("%s: a session's written as bytes (%s); the typed path must answer it", c.name, got)
 		}
 	}
 	// The typed path does rewrite them: the forged call id is replaced,
@@ -144,13 +199,16 @@ func TestFastResultAllocations(t *testing.T) {
 
 // BenchmarkFastResult is a successful call's result made into the fast
 // path's answer, as bytes (appendFastResult) and through the SDK's types
-// (successResult, resultTyped, the encoder), for an upstream's text
-// result and for a value of Backplane's own.
+// (successResult, resultTyped, the encoder), and into a stdio session's
+// (appendSessionResult, against successResult and encodeResult), for an
+// upstream's text result and for a value of Backplane's own.
 //
 //	go test ./server -run '^$' -bench FastResult -benchmem
 func BenchmarkFastResult(b *testing.B) {
 	for _, c := range []struct{ name, result string }{
 		{"upstream-text", `{"content":[{"type":"text","text":"Echo: write the quarterly summary for the team, in plain words"}],"isError":false}`},
+		// What internal/mcpbench's Go echo upstream answers.
+		{"upstream-echo", `{"content":[{"type":"text","text":"{\"text\":\"benchmark call\"}"}],"structuredContent":{"text":"benchmark call"}}`},
 		{"own", `{"echo":{"text":"write the quarterly summary for the team, in plain words","n":3}}`},
 	} {
 		r := &gateway.CallResult{CallID: "call_mkq3x2k9abcdefghijklmnop", Result: json.RawMessage(c.result)}
@@ -159,6 +217,22 @@ func BenchmarkFastResult(b *testing.B) {
 			for b.Loop() {
 				if _, ok := appendFastResult(make([]byte, 0, 2*len(r.Result)+192), r); !ok {
 					b.Fatal("not written as bytes")
+				}
+			}
+		})
+		b.Run(c.name+"/session-bytes", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := appendSessionResult(make([]byte, 0, 2*len(r.Result)+192), r); !ok {
+					b.Fatal("not written as bytes")
+				}
+			}
+		})
+		b.Run(c.name+"/session-typed", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := encodeResult(successResult(r, false)); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -128,6 +128,8 @@ type modernCall struct {
 	caps    *mcp.ClientCapabilities
 	// raw, set by the fast path, takes a successful call's result written
 	// as bytes (appendFastResult): the call then answers no typed result.
+	// (A stdio session's call served by callConn sets it too, for
+	// appendSessionResult: see callTool.)
 	raw *rawAnswer
 }
 

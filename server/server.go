@@ -583,7 +583,7 @@ func (s *Server) middleware(callerOf func(mcp.Request) (string, error)) mcp.Midd
 				if !ok || r.Params == nil {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: missing params"}
 				}
-				return s.toolsCall(ctx, r, caller)
+				return s.toolsCall(ctx, r, caller, nil)
 			case "subscriptions/listen":
 				// 2026-07-28: the SDK holds the stream, acknowledges what
 				// is offered and delivers what is sent to the session;
@@ -686,18 +686,25 @@ func objectRoot(schema json.RawMessage) bool {
 }
 
 // toolsCall answers a tools/call of caller: the middleware's, and a stdio
-// session's served without the SDK (stdiocalls.go).
-func (s *Server) toolsCall(ctx context.Context, req *mcp.CallToolRequest, caller string) (mcp.Result, error) {
-	res, err := s.callTool(ctx, req, caller)
+// session's served without the SDK (stdiocalls.go), whose raw takes the
+// result as bytes where it can (see callTool).
+func (s *Server) toolsCall(ctx context.Context, req *mcp.CallToolRequest, caller string, raw *rawAnswer) (mcp.Result, error) {
+	res, err := s.callTool(ctx, req, caller, raw)
 	if task, ok := asTaskAnswer(err); ok { // answered with a task (tasks.go)
 		return task, nil
 	}
 	return res, err
 }
 
-// callTool runs one tools/call through the gateway.
-func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller string) (*mcp.CallToolResult, error) {
+// callTool runs one tools/call through the gateway. raw, when set, is a
+// stdio session's call served by callConn: its successful result is
+// written into raw as bytes where appendSessionResult can (the call then
+// returns no typed result).
+func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, caller string, raw *rawAnswer) (*mcp.CallToolResult, error) {
 	mc, modern := modernOf(req)
+	if !modern {
+		mc.raw = raw
+	}
 	return s.runTool(ctx, req, caller, mc, modern)
 }
 
@@ -800,12 +807,22 @@ func (s *Server) runTool(ctx context.Context, req *mcp.CallToolRequest, caller s
 	cr.Asker = newElicitAsker(req.Session)
 	// An upstream's progress, log messages and requests reach this client.
 	cr.Client = newSessionClient(req.Session, p.GetProgressToken())
-	return s.finishCall(ctx, cr)
+	return s.finishCall(ctx, cr, mc.raw)
 }
 
-// finishCall runs cr through the gateway and makes its MCP result.
-func (s *Server) finishCall(ctx context.Context, cr gateway.CallRequest) (*mcp.CallToolResult, error) {
+// finishCall runs a session's cr through the gateway and makes its MCP
+// result; with raw, a successful one written as bytes where it can be
+// (callTool).
+func (s *Server) finishCall(ctx context.Context, cr gateway.CallRequest, raw *rawAnswer) (*mcp.CallToolResult, error) {
 	res, err := s.runCall(ctx, cr)
+	if raw != nil && err == nil && res != nil {
+		// Room for the result twice (Backplane's own: as text and as
+		// structuredContent) and its _meta: one allocation.
+		if b, ok := appendSessionResult(make([]byte, 0, 2*len(res.Result)+192), res); ok {
+			raw.out = b
+			return nil, nil
+		}
+	}
 	return toolResult(res, err, s.declaresOutput(cr.Tool, res, err))
 }
 

@@ -215,10 +215,15 @@ func (c *callConn) serve(req *jsonrpc.Request) bool {
 	c.mu.Unlock()
 	c.spawn(func() {
 		defer c.running.Done()
-		res, err := c.s.stdioCall(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
+		raw := &rawAnswer{}
+		res, err := c.s.stdioCall(ctx, &mcp.CallToolRequest{Session: ss, Params: p}, raw)
 		resp := &jsonrpc.Response{ID: req.ID, Error: err}
 		var encErr error
-		if err == nil {
+		switch {
+		case err != nil:
+		case raw.out != nil:
+			resp.Result = raw.out // written as the SDK encodes it (appendSessionResult)
+		default:
 			resp.Result, encErr = encodeResult(res)
 		}
 		// The id is free again once answered: forgotten before the
@@ -275,8 +280,9 @@ func (c *callConn) work(call func()) {
 
 // stdioCall is what the stdio server's receiving middleware does with a
 // tools/call (rateLimitStdio, then middleware's tools/call), for a call
-// served by callConn.
-func (s *Server) stdioCall(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+// served by callConn; raw takes a successful result as bytes where it can
+// (callTool).
+func (s *Server) stdioCall(ctx context.Context, req *mcp.CallToolRequest, raw *rawAnswer) (mcp.Result, error) {
 	caller := s.opts.StdioCaller
 	if caller == "" {
 		return nil, ErrNoStdioCaller
@@ -285,7 +291,7 @@ func (s *Server) stdioCall(ctx context.Context, req *mcp.CallToolRequest) (mcp.R
 		s.limited(caller, limitRate, "tools/call", s.describeRate())
 		return nil, s.rateLimitError(caller, retry)
 	}
-	return s.toolsCall(ctx, req, caller)
+	return s.toolsCall(ctx, req, caller, raw)
 }
 
 // encodeResult is the JSON of a call's result as the SDK's connection

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"regexp"
@@ -10,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/server"
+	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // rawStdio is a client of ServeStdio that writes and reads the lines
@@ -236,4 +242,46 @@ func TestStdioCallsRateLimited(t *testing.T) {
 	if f.echoes.Load() > 2 {
 		t.Errorf("%d echoes ran for a bucket of 3", f.echoes.Load())
 	}
+}
+
+// BenchmarkStdioCall is a 2025-11-25 session's tools/call over stdio (the
+// path of stdiocalls.go) from the raw line client, over in-memory pipes,
+// to a tool that answers as the Go echo upstream of internal/mcpbench
+// does (text and structuredContent), on the in-memory store: the server's
+// and the gateway's own work per call, without the upstream's process or
+// the store's. It reports cpu-us/op, the process's CPU time per call.
+//
+//	go test ./server -run '^$' -bench StdioCall -benchtime 20000x -count 3
+func BenchmarkStdioCall(b *testing.B) {
+	rules, err := policy.NewRules([]policy.Rule{{Caller: "bench", Allow: []string{"echo"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules})
+	err = g.Register(context.Background(), tool.Tool{Name: "echo", Description: "Echo the text.", InputSchema: json.RawMessage(echoSchema),
+		Safety: tool.Safety{ReadOnly: true},
+		Backend: tool.BackendFunc(func(context.Context, *tool.Call) (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`{"content":[{"type":"text","text":"{\"text\":\"benchmark call\"}"}],"structuredContent":{"text":"benchmark call"}}`)}, nil
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := rawStdioSession(b, server.New(g, &server.Options{StdioCaller: "bench"}))
+	call := func(id int) {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"benchmark call"}}}`, id))
+		if line := c.recv(); !strings.Contains(line, `"structuredContent":{"text":"benchmark call"}`) {
+			b.Fatalf("answered %s", line)
+		}
+	}
+	for i := range 20 {
+		call(i)
+	}
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for i := range b.N {
+		call(100 + i)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Result is what a succeeded call returned, as the journal records it in
@@ -28,8 +29,15 @@ var ErrUnreadableResult = errors.New("not a recorded result")
 // It is built by hand, not with json.Marshal, which would compact Content
 // and escape <, > and &: a replay must return the bytes the call returned.
 // r.Content must be one JSON value (the gateway checks it before settling).
+// (Appended, not formatted with fmt: this runs once per call, and fmt's
+// formatting was ~4 us of it.)
 func EncodeResult(r Result) []byte {
-	return fmt.Appendf(nil, `{"is_error":%t,"content":%s}`, r.IsError, r.Content)
+	b := make([]byte, 0, len(`{"is_error":false,"content":}`)+len(r.Content))
+	b = append(b, `{"is_error":`...)
+	b = strconv.AppendBool(b, r.IsError)
+	b = append(b, `,"content":`...)
+	b = append(b, r.Content...)
+	return append(b, '}')
 }
 
 // DecodeResult reads what EncodeResult wrote, returning Content as the exact

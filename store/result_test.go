@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -14,6 +15,9 @@ func TestResultRoundTripKeepsBytes(t *testing.T) {
 	} {
 		for _, isErr := range []bool{false, true} {
 			b := EncodeResult(Result{IsError: isErr, Content: []byte(content)})
+			if want := fmt.Sprintf(`{"is_error":%t,"content":%s}`, isErr, content); string(b) != want {
+				t.Errorf("EncodeResult = %s, want the journal's format %s", b, want)
+			}
 			r, err := DecodeResult(b)
 			if err != nil {
 				t.Fatalf("DecodeResult(%s): %v", b, err)

@@ -43,8 +43,26 @@ const hex = "0123456789abcdef"
 
 // Append appends s to dst as a JSON string, quoted, escaped as e says.
 func (e Escaping) Append(dst []byte, s string) []byte {
+	return append(e.appendEscaped(append(dst, '"'), s), '"')
+}
+
+// AppendBytes is Append for text held as bytes, which it reads in place
+// (no copy into a string).
+func (e Escaping) AppendBytes(dst, s []byte) []byte {
+	return append(e.AppendEscaped(append(dst, '"'), s), '"')
+}
+
+// AppendEscaped appends s escaped as e says, without the quotes: for a
+// string written in pieces. Each piece must end on a character's boundary
+// (a rune split in two would be written as two invalid bytes).
+func (e Escaping) AppendEscaped(dst, s []byte) []byte {
+	// The string views s only for the call: appendEscaped neither keeps
+	// it nor runs while s could change.
+	return e.appendEscaped(dst, unsafe.String(unsafe.SliceData(s), len(s)))
+}
+
+func (e Escaping) appendEscaped(dst []byte, s string) []byte {
 	safe := &plain[e]
-	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
@@ -96,14 +114,5 @@ func (e Escaping) Append(dst []byte, s string) []byte {
 		i += size
 		start = i
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// AppendBytes is Append for text held as bytes, which it reads in place
-// (no copy into a string).
-func (e Escaping) AppendBytes(dst, s []byte) []byte {
-	// The string views s only for the call: Append neither keeps it nor
-	// runs while s could change.
-	return e.Append(dst, unsafe.String(unsafe.SliceData(s), len(s)))
+	return append(dst, s[start:]...)
 }

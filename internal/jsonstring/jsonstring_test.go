@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentbackplane/backplane/internal/jsonstring"
 )
@@ -100,5 +101,24 @@ func TestAppendAllocatesNothing(t *testing.T) {
 		jsonstring.HTML.AppendBytes(dst, b)
 	}); n != 0 {
 		t.Errorf("%v allocations, want none into a buffer large enough", n)
+	}
+}
+
+// A string written in pieces with AppendEscaped, cut at any character's
+// boundary and quoted by hand, is the string Append writes whole.
+func TestAppendEscapedPieces(t *testing.T) {
+	s := "a<b>\"c\\d\n\x01é\u2028\xff&z"
+	for _, e := range []jsonstring.Escaping{jsonstring.Slog, jsonstring.HTML} {
+		want := string(e.Append(nil, s))
+		for cut := 0; cut <= len(s); cut++ {
+			if !utf8.RuneStart(s[min(cut, len(s)-1)]) && cut < len(s) {
+				continue
+			}
+			got := append([]byte{'"'}, e.AppendEscaped(nil, []byte(s[:cut]))...)
+			got = append(e.AppendEscaped(got, []byte(s[cut:])), '"')
+			if string(got) != want {
+				t.Errorf("escaping %d, cut at %d: %s, want %s", e, cut, got, want)
+			}
+		}
 	}
 }
