@@ -3,6 +3,10 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestParseFastCall: what the fast path takes, and what it leaves to the
@@ -68,5 +72,27 @@ func TestParseFastCall(t *testing.T) {
 	}
 	if _, taken := parseFastCall([]byte(ok), "2099-01-01", "echo"); taken {
 		t.Error("a body whose version is not the header's is taken")
+	}
+}
+
+// TestFastPathClientListensToNothing: the fast path's requests carry no
+// progress token and no log level, so their client tells the upstream
+// backend to ask its server for neither (tool.ListeningClient); a
+// session's request with a token takes progress and log messages.
+func TestFastPathClientListensToNothing(t *testing.T) {
+	var c tool.Client = modernClient{sessionClient: &sessionClient{}}
+	lc, ok := c.(tool.ListeningClient)
+	if !ok {
+		t.Fatal("the fast path's client is not a tool.ListeningClient")
+	}
+	if progress, logs := lc.Listens(); progress || logs {
+		t.Errorf("Listens() = %v, %v; want false, false", progress, logs)
+	}
+	ss := &mcp.ServerSession{}
+	if progress, logs := (&sessionClient{ss: ss, token: "t"}).Listens(); !progress || !logs {
+		t.Errorf("a session's call with a token: Listens() = %v, %v; want true, true", progress, logs)
+	}
+	if progress, logs := (&sessionClient{ss: ss}).Listens(); progress || !logs {
+		t.Errorf("a session's call without a token: Listens() = %v, %v; want false, true", progress, logs)
 	}
 }

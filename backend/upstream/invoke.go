@@ -60,7 +60,8 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 		Name:      b.name,
 		Arguments: json.RawMessage(call.Arguments),
 	}
-	if call.Client != nil {
+	progress, logs := listens(call.Client)
+	if progress {
 		// The gateway's own token, unique on the connection: the client's
 		// is not (two clients may both use 1), and is restored on relay.
 		if params.Meta == nil {
@@ -68,7 +69,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 		}
 		params.Meta["progressToken"] = in.token
 	}
-	if l.logs {
+	if l.logs && logs {
 		// Every message, as logging/setLevel debug asks at 2025-11-25:
 		// each calling session filters by its own level when relayed.
 		if params.Meta == nil {
@@ -142,6 +143,20 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 		next.InputResponses, next.RequestState = responses, res.input.state
 		params = &next
 	}
+}
+
+// listens is what of a call's notifications its client can take (see
+// tool.ListeningClient): progress only with a client, both when the client
+// does not say. What it cannot take is not asked of the server: a Go SDK
+// server, say, reads each member of a request's _meta it is sent.
+func listens(c tool.Client) (progress, logs bool) {
+	if c == nil {
+		return false, true
+	}
+	if lc, ok := c.(tool.ListeningClient); ok {
+		return lc.Listens()
+	}
+	return true, true
 }
 
 // roundResult is what one tools/call round came to: the call's result, or
