@@ -174,7 +174,14 @@ func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *to
 	u := b.u
 	e := &exchange{method: "tools/call"}
 	nudge := l.nudgeWhileWaiting() // a stalled Go server: see nudge.go
-	res, callErr := l.sess.CallTool(withExchange(withTrace(ctx, call.Trace), e), params)
+	var res *sdk.CallToolResult
+	var callErr error
+	if meta, ok := l.directMeta(params); ok {
+		args, _ := params.Arguments.(json.RawMessage) // directMeta checked
+		callErr = l.callDirect(ctx, e, meta, params.Name, args)
+	} else {
+		res, callErr = l.sess.CallTool(withExchange(withTrace(ctx, call.Trace), e), params)
+	}
 	nudge.stop()
 	l.wire.forget(e)
 	sent, done, raw, rpcErr := e.state()
