@@ -1,6 +1,7 @@
 package server
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -94,5 +95,36 @@ func TestFastPathClientListensToNothing(t *testing.T) {
 	}
 	if progress, logs := (&sessionClient{ss: ss}).Listens(); progress || !logs {
 		t.Errorf("a session's call without a token: Listens() = %v, %v; want false, true", progress, logs)
+	}
+}
+
+// TestPlainCapsAsDecoded: the capabilities plainCaps reads directly are
+// the values decodeCaps (the standard library, where it reads as the
+// SDK's decoder) gives, and what it does not read is left to decodeCaps.
+func TestPlainCapsAsDecoded(t *testing.T) {
+	for _, caps := range []string{
+		`{"roots":{}}`, `{"sampling":{}}`, `{"elicitation":{}}`, `{"elicitation":{"form":{}}}`, `{"elicitation":{"url":{}}}`,
+		`{"elicitation":{"form":{},"url":{}},"roots":{}}`, `{"roots":{},"sampling":{},"elicitation":{"url":{},"form":{}}}`,
+	} {
+		plain, ok := plainCaps([]byte(caps))
+		if !ok {
+			t.Errorf("%s: not read directly", caps)
+			continue
+		}
+		decoded, ok := decodeCaps([]byte(caps))
+		if !ok {
+			t.Fatalf("%s: not decoded", caps)
+		}
+		if !reflect.DeepEqual(plain, decoded) {
+			t.Errorf("%s: read as %+v, decoded as %+v", caps, plain, decoded)
+		}
+	}
+	for _, caps := range []string{
+		`{"roots":{"listChanged":true}}`, `{"roots":{},"roots":{}}`, `{"Roots":{}}`, `{"sampling":{"tools":{}}}`,
+		`{"elicitation":{"form":{},"form":{}}}`, `{"elicitation":{"form":null}}`, `{"experimental":{}}`, `{"roots":null}`,
+	} {
+		if c, ok := plainCaps([]byte(caps)); ok {
+			t.Errorf("%s: read directly as %+v; it is decodeCaps's (or the SDK's) to read", caps, c)
+		}
 	}
 }

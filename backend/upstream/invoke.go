@@ -185,8 +185,11 @@ func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *to
 	nudge.stop()
 	l.wire.forget(e)
 	sent, done, raw, rpcErr := e.state()
+	var m map[string]json.RawMessage // raw's members, read once
+	var merr error
 	if done && rpcErr == nil {
-		if ir, ok, err := inputRequired(raw); ok {
+		m, merr = members(raw)
+		if ir, ok, err := inputRequired(m, merr); ok {
 			if err != nil {
 				return nil, err
 			}
@@ -213,7 +216,7 @@ func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *to
 		// The raw answer is what counts, even when the SDK could not decode
 		// it: the tool ran. (Over stdio the SDK does not decode it at all:
 		// callErr is errTakenRaw, see trackedConn.Read.)
-		r, err := b.checked(resultOf(raw))
+		r, err := b.checked(resultOfMembers(raw, m, merr))
 		return wrapRound(r, err)
 	case !sent:
 		if callErr == nil {
@@ -311,6 +314,11 @@ func inResult(err error) error {
 // and only those it sent, isError always (false when absent).
 func resultOf(raw []byte) (*tool.Result, error) {
 	m, err := members(raw)
+	return resultOfMembers(raw, m, err)
+}
+
+// resultOfMembers is resultOf given raw's members (members(raw)).
+func resultOfMembers(raw []byte, m map[string]json.RawMessage, err error) (*tool.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the tools/call result: %v", tool.ErrMalformedResult, err)
 	}
