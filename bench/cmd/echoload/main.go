@@ -37,7 +37,7 @@ var shapes = map[string]string{
 
 func main() {
 	server := flag.String("server", "", "the echo server")
-	shape := flag.String("shape", "2025", "2025, 2026-full, 2026-nolog, 2026-min")
+	shape := flag.String("shape", "2025", "the request's shape: 2025 (after initialize), or 2026-full (what Backplane sent before), 2026-noprog, 2026-nolog, 2026-noinfo, 2026-info, 2026-caps (what it sends now), 2026-req, 2026-min")
 	calls := flag.Int("calls", 5000, "calls")
 	inflight := flag.Int("inflight", 1, "requests outstanding")
 	flag.Parse()
@@ -45,10 +45,19 @@ func main() {
 	if !ok {
 		log.Fatalf("unknown shape %q", *shape)
 	}
+	if *server == "" || *calls <= 0 || *inflight <= 0 {
+		log.Fatal("-server is required; -calls and -inflight must be positive")
+	}
 	cmd := exec.Command(*server)
 	cmd.Stderr = os.Stderr
-	in, _ := cmd.StdinPipe()
-	outp, _ := cmd.StdoutPipe()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +66,9 @@ func main() {
 	if strings.HasPrefix(*shape, "2026") {
 		hello = discover
 	}
-	io.WriteString(in, hello+"\n")
+	if _, err := io.WriteString(in, hello+"\n"); err != nil {
+		log.Fatal(err)
+	}
 	if _, err := out.ReadBytes('\n'); err != nil {
 		log.Fatal(err)
 	}
