@@ -24,15 +24,15 @@ const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pro
 
 // shapes are the params of a call, %d the call's number.
 var shapes = map[string]string{
-	"2025":       `{"name":"echo","arguments":{"message":"call %d of session 0"}}`,
-	"2026-full":  `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"backplane","version":"1"},"io.modelcontextprotocol/logLevel":"debug","io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"backplane-%[1]d"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
-	"2026-nolog": `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"backplane","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"backplane-%[1]d"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
+	"2025":        `{"name":"echo","arguments":{"message":"call %d of session 0"}}`,
+	"2026-full":   `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"backplane","version":"1"},"io.modelcontextprotocol/logLevel":"debug","io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"backplane-%[1]d"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
+	"2026-nolog":  `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"backplane","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"backplane-%[1]d"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
 	"2026-noprog": `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"backplane","version":"1"},"io.modelcontextprotocol/logLevel":"debug","io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
 	"2026-noinfo": `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/logLevel":"debug","io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"backplane-%[1]d"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
 	"2026-caps":   `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
 	"2026-info":   `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/clientInfo":{"name":"backplane","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
 	"2026-req":    `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
-	"2026-min":   `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"backplane","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
+	"2026-min":    `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"backplane","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{"message":"call %[1]d of session 0"}}`,
 }
 
 func main() {
