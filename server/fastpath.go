@@ -322,7 +322,8 @@ func fastCaps(caps []byte) (*mcp.ClientCapabilities, bool) {
 
 // plainCaps reads the capabilities clients commonly declare directly:
 // roots, sampling and elicitation, each an empty object (elicitation's
-// form and url too), each at most once; false for anything else, which
+// form and url too; roots also {"listChanged":true}), each at most once;
+// false for anything else, which
 // decodeCaps reads (to the same values: TestPlainCapsAsDecoded).
 func plainCaps(caps []byte) (*mcp.ClientCapabilities, bool) {
 	ms, err := jsonstrict.Members(caps, nil)
@@ -333,9 +334,13 @@ func plainCaps(caps []byte) (*mcp.ClientCapabilities, bool) {
 	for _, m := range ms {
 		switch {
 		//lint:ignore SA1019 roots is deprecated at 2026-07-28 and still in force; read as the SDK reads it
-		case m.Name == "roots" && c.RootsV2 == nil && string(m.Raw) == "{}":
+		case m.Name == "roots" && c.RootsV2 == nil && (string(m.Raw) == "{}" || string(m.Raw) == `{"listChanged":true}`):
+			// {"listChanged":true}: the Go SDK client's default.
+			listChanged := len(m.Raw) > 2
 			//lint:ignore SA1019 roots is deprecated at 2026-07-28 and still in force; read as the SDK reads it
-			c.RootsV2 = &mcp.RootCapabilities{}
+			c.RootsV2 = &mcp.RootCapabilities{ListChanged: listChanged}
+			//lint:ignore SA1019 the deprecated field the SDK still fills (its toV1)
+			c.Roots.ListChanged = listChanged
 		//lint:ignore SA1019 sampling is deprecated at 2026-07-28 and still in force; read as the SDK reads it
 		case m.Name == "sampling" && c.Sampling == nil && string(m.Raw) == "{}":
 			//lint:ignore SA1019 sampling is deprecated at 2026-07-28 and still in force; read as the SDK reads it

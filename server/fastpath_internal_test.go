@@ -103,8 +103,8 @@ func TestFastPathClientListensToNothing(t *testing.T) {
 // SDK's decoder) gives, and what it does not read is left to decodeCaps.
 func TestPlainCapsAsDecoded(t *testing.T) {
 	for _, caps := range []string{
-		`{"roots":{}}`, `{"sampling":{}}`, `{"elicitation":{}}`, `{"elicitation":{"form":{}}}`, `{"elicitation":{"url":{}}}`,
-		`{"elicitation":{"form":{},"url":{}},"roots":{}}`, `{"roots":{},"sampling":{},"elicitation":{"url":{},"form":{}}}`,
+		`{"roots":{}}`, `{"roots":{"listChanged":true}}`, `{"sampling":{}}`, `{"elicitation":{}}`, `{"elicitation":{"form":{}}}`, `{"elicitation":{"url":{}}}`,
+		`{"elicitation":{"form":{},"url":{}},"roots":{}}`, `{"roots":{"listChanged":true},"sampling":{},"elicitation":{"url":{},"form":{}}}`,
 	} {
 		plain, ok := plainCaps([]byte(caps))
 		if !ok {
@@ -120,7 +120,7 @@ func TestPlainCapsAsDecoded(t *testing.T) {
 		}
 	}
 	for _, caps := range []string{
-		`{"roots":{"listChanged":true}}`, `{"roots":{},"roots":{}}`, `{"Roots":{}}`, `{"sampling":{"tools":{}}}`,
+		`{"roots":{"listChanged":false}}`, `{"roots":{ "listChanged":true}}`, `{"roots":{},"roots":{}}`, `{"Roots":{}}`, `{"sampling":{"tools":{}}}`,
 		`{"elicitation":{"form":{},"form":{}}}`, `{"elicitation":{"form":null}}`, `{"experimental":{}}`, `{"roots":null}`,
 	} {
 		if c, ok := plainCaps([]byte(caps)); ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -43,12 +45,77 @@ import (
 // directSeq numbers the direct requests of every connection.
 var directSeq atomic.Uint64
 
-// directParams is a tools/call's params as written: _meta first, as the
-// SDK writes them.
-type directParams struct {
-	Meta      map[string]any  `json:"_meta,omitempty"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
+// appendParams appends the JSON text of a tools/call's params to dst,
+// _meta first as the SDK writes them, then name and arguments: the same
+// bytes as encoding/json writes (TestAppendParamsAsMarshal), the strings and objects of strings a call's _meta holds
+// directly (names sorted, as encoding/json writes a map), anything else
+// through encoding/json; args as they are (the connection's encoder
+// compacts what is not compact, and refuses what is not JSON).
+func appendParams(dst []byte, meta map[string]any, name string, args json.RawMessage) ([]byte, error) {
+	dst = append(dst, '{')
+	if len(meta) > 0 {
+		dst = append(dst, `"_meta":`...)
+		var err error
+		if dst, err = appendValue(dst, meta); err != nil {
+			return nil, err
+		}
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"name":`...)
+	dst, err := appendValue(dst, name)
+	if err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"arguments":`...)
+	dst = append(dst, args...)
+	return append(dst, '}'), nil
+}
+
+func appendValue(dst []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case string:
+		if plainJSONString(v) {
+			dst = append(dst, '"')
+			dst = append(dst, v...)
+			return append(dst, '"'), nil
+		}
+	case sdk.Meta:
+		return appendValue(dst, map[string]any(v))
+	case map[string]any:
+		dst = append(dst, '{')
+		for i, k := range slices.Sorted(maps.Keys(v)) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendValue(dst, k); err != nil {
+				return nil, err
+			}
+			dst = append(dst, ':')
+			if dst, err = appendValue(dst, v[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, data...), nil
+}
+
+// plainJSONString reports whether s is written by encoding/json as itself
+// in quotes: printable ASCII without '"', '\\' or what it escapes for
+// HTML ('<', '>', '&').
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // directMeta reports whether params can be sent by callDirect on l, and
@@ -80,7 +147,7 @@ func (l *link) callDirect(ctx context.Context, e *exchange, meta map[string]any,
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`) // as the SDK sends no arguments
 	}
-	data, err := json.Marshal(directParams{Meta: meta, Name: name, Arguments: args})
+	data, err := appendParams(nil, meta, name, args)
 	if err != nil {
 		return fmt.Errorf("encoding the call: %w", err)
 	}
