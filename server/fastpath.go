@@ -314,6 +314,75 @@ func fastCaps(caps []byte) (*mcp.ClientCapabilities, bool) {
 	if string(caps) == "{}" {
 		return &mcp.ClientCapabilities{}, true
 	}
+	if c, ok := plainCaps(caps); ok {
+		return c, true
+	}
+	return decodeCaps(caps)
+}
+
+// plainCaps reads the capabilities clients commonly declare directly:
+// roots, sampling and elicitation, each an empty object (elicitation's
+// form and url too; roots also {"listChanged":true}), each at most once;
+// false for anything else, which
+// decodeCaps reads (to the same values: TestPlainCapsAsDecoded).
+func plainCaps(caps []byte) (*mcp.ClientCapabilities, bool) {
+	ms, err := jsonstrict.Members(caps, nil)
+	if err != nil {
+		return nil, false
+	}
+	var c mcp.ClientCapabilities
+	for _, m := range ms {
+		switch {
+		//lint:ignore SA1019 roots is deprecated at 2026-07-28 and still in force; read as the SDK reads it
+		case m.Name == "roots" && c.RootsV2 == nil && (string(m.Raw) == "{}" || string(m.Raw) == `{"listChanged":true}`):
+			// {"listChanged":true}: the Go SDK client's default.
+			listChanged := len(m.Raw) > 2
+			//lint:ignore SA1019 roots is deprecated at 2026-07-28 and still in force; read as the SDK reads it
+			c.RootsV2 = &mcp.RootCapabilities{ListChanged: listChanged}
+			//lint:ignore SA1019 the deprecated field the SDK still fills (its toV1)
+			c.Roots.ListChanged = listChanged
+		//lint:ignore SA1019 sampling is deprecated at 2026-07-28 and still in force; read as the SDK reads it
+		case m.Name == "sampling" && c.Sampling == nil && string(m.Raw) == "{}":
+			//lint:ignore SA1019 sampling is deprecated at 2026-07-28 and still in force; read as the SDK reads it
+			c.Sampling = &mcp.SamplingCapabilities{}
+		case m.Name == "elicitation" && c.Elicitation == nil:
+			e, ok := plainElicitation(m.Raw)
+			if !ok {
+				return nil, false
+			}
+			c.Elicitation = e
+		default:
+			return nil, false
+		}
+	}
+	return &c, true
+}
+
+// plainElicitation reads {} or an object of form and url, each {}.
+func plainElicitation(raw []byte) (*mcp.ElicitationCapabilities, bool) {
+	ms, err := jsonstrict.Members(raw, nil)
+	if err != nil {
+		return nil, false
+	}
+	var e mcp.ElicitationCapabilities
+	for _, m := range ms {
+		switch {
+		case string(m.Raw) != "{}":
+			return nil, false
+		case m.Name == "form" && e.Form == nil:
+			e.Form = &mcp.FormElicitationCapabilities{}
+		case m.Name == "url" && e.URL == nil:
+			e.URL = &mcp.URLElicitationCapabilities{}
+		default:
+			return nil, false
+		}
+	}
+	return &e, true
+}
+
+// decodeCaps is fastCaps for any capabilities: the standard library's
+// decoding where it reads what the SDK's would.
+func decodeCaps(caps []byte) (*mcp.ClientCapabilities, bool) {
 	if !exactNames(caps, capsType, 0) {
 		return nil, false
 	}

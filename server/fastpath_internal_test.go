@@ -1,8 +1,13 @@
 package server
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbackplane/backplane/tool"
 )
 
 // TestParseFastCall: what the fast path takes, and what it leaves to the
@@ -68,5 +73,58 @@ func TestParseFastCall(t *testing.T) {
 	}
 	if _, taken := parseFastCall([]byte(ok), "2099-01-01", "echo"); taken {
 		t.Error("a body whose version is not the header's is taken")
+	}
+}
+
+// TestFastPathClientListensToNothing: the fast path's requests carry no
+// progress token and no log level, so their client tells the upstream
+// backend to ask its server for neither (tool.ListeningClient); a
+// session's request with a token takes progress and log messages.
+func TestFastPathClientListensToNothing(t *testing.T) {
+	var c tool.Client = modernClient{sessionClient: &sessionClient{}}
+	lc, ok := c.(tool.ListeningClient)
+	if !ok {
+		t.Fatal("the fast path's client is not a tool.ListeningClient")
+	}
+	if progress, logs := lc.Listens(); progress || logs {
+		t.Errorf("Listens() = %v, %v; want false, false", progress, logs)
+	}
+	ss := &mcp.ServerSession{}
+	if progress, logs := (&sessionClient{ss: ss, token: "t"}).Listens(); !progress || !logs {
+		t.Errorf("a session's call with a token: Listens() = %v, %v; want true, true", progress, logs)
+	}
+	if progress, logs := (&sessionClient{ss: ss}).Listens(); progress || !logs {
+		t.Errorf("a session's call without a token: Listens() = %v, %v; want false, true", progress, logs)
+	}
+}
+
+// TestPlainCapsAsDecoded: the capabilities plainCaps reads directly are
+// the values decodeCaps (the standard library, where it reads as the
+// SDK's decoder) gives, and what it does not read is left to decodeCaps.
+func TestPlainCapsAsDecoded(t *testing.T) {
+	for _, caps := range []string{
+		`{"roots":{}}`, `{"roots":{"listChanged":true}}`, `{"sampling":{}}`, `{"elicitation":{}}`, `{"elicitation":{"form":{}}}`, `{"elicitation":{"url":{}}}`,
+		`{"elicitation":{"form":{},"url":{}},"roots":{}}`, `{"roots":{"listChanged":true},"sampling":{},"elicitation":{"url":{},"form":{}}}`,
+	} {
+		plain, ok := plainCaps([]byte(caps))
+		if !ok {
+			t.Errorf("%s: not read directly", caps)
+			continue
+		}
+		decoded, ok := decodeCaps([]byte(caps))
+		if !ok {
+			t.Fatalf("%s: not decoded", caps)
+		}
+		if !reflect.DeepEqual(plain, decoded) {
+			t.Errorf("%s: read as %+v, decoded as %+v", caps, plain, decoded)
+		}
+	}
+	for _, caps := range []string{
+		`{"roots":{"listChanged":false}}`, `{"roots":{ "listChanged":true}}`, `{"roots":{},"roots":{}}`, `{"Roots":{}}`, `{"sampling":{"tools":{}}}`,
+		`{"elicitation":{"form":{},"form":{}}}`, `{"elicitation":{"form":null}}`, `{"experimental":{}}`, `{"roots":null}`,
+	} {
+		if c, ok := plainCaps([]byte(caps)); ok {
+			t.Errorf("%s: read directly as %+v; it is decodeCaps's (or the SDK's) to read", caps, c)
+		}
 	}
 }

@@ -130,6 +130,15 @@ func decodeParams(raw json.RawMessage, v any) error {
 	return nil
 }
 
+// Listens implements tool.ListeningClient: progress when the request
+// carried a token; log messages whenever there is a session (a session's
+// client may set its level while the call runs; a 2026-07-28 request's
+// own level is read when a message is sent). The fast path's requests
+// (no session) take neither.
+func (c *sessionClient) Listens() (progress, logs bool) {
+	return c.ss != nil && c.token != nil, c.ss != nil
+}
+
 // Capabilities implements tool.CapableClient: what the session's client
 // declared (for a 2026-07-28 request, the request's own _meta). A
 // 2025-11-25 client's roots cannot be told from none (see Request): they

@@ -68,6 +68,19 @@ type CapableClient interface {
 	Capabilities() Capabilities
 }
 
+// ListeningClient is implemented by a [Client] that knows, when the call
+// starts, what of the call's notifications can reach its caller: progress
+// only when its request carried a progress token, log messages only when
+// it has a log level or may set one while the call runs (a 2026-07-28
+// request without a log level never can). A backend need not ask its
+// server for what would be dropped: an MCP upstream is then sent no
+// progress token or no log level with the call, which also spares the
+// server the work of reading them. A client without it is taken to listen
+// to both.
+type ListeningClient interface {
+	Listens() (progress, logs bool)
+}
+
 // InputDeferrer is implemented by a [Client] whose caller answers a
 // server's requests by calling again (MCP 2026-07-28 multi round-trip
 // requests) rather than during the call. When DefersInput reports true, a

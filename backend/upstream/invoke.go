@@ -60,7 +60,8 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 		Name:      b.name,
 		Arguments: json.RawMessage(call.Arguments),
 	}
-	if call.Client != nil {
+	progress, logs := listens(call.Client)
+	if progress {
 		// The gateway's own token, unique on the connection: the client's
 		// is not (two clients may both use 1), and is restored on relay.
 		if params.Meta == nil {
@@ -68,7 +69,7 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 		}
 		params.Meta["progressToken"] = in.token
 	}
-	if l.logs {
+	if l.logs && logs {
 		// Every message, as logging/setLevel debug asks at 2025-11-25:
 		// each calling session filters by its own level when relayed.
 		if params.Meta == nil {
@@ -144,6 +145,20 @@ func (b *toolBackend) Invoke(ctx context.Context, call *tool.Call) (*tool.Result
 	}
 }
 
+// listens is what of a call's notifications its client can take (see
+// tool.ListeningClient): progress only with a client, both when the client
+// does not say. What it cannot take is not asked of the server: a Go SDK
+// server, say, reads each member of a request's _meta it is sent.
+func listens(c tool.Client) (progress, logs bool) {
+	if c == nil {
+		return false, true
+	}
+	if lc, ok := c.(tool.ListeningClient); ok {
+		return lc.Listens()
+	}
+	return true, true
+}
+
 // roundResult is what one tools/call round came to: the call's result, or
 // the input the server asks for before it answers.
 type roundResult struct {
@@ -159,12 +174,22 @@ func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *to
 	u := b.u
 	e := &exchange{method: "tools/call"}
 	nudge := l.nudgeWhileWaiting() // a stalled Go server: see nudge.go
-	res, callErr := l.sess.CallTool(withExchange(withTrace(ctx, call.Trace), e), params)
+	var res *sdk.CallToolResult
+	var callErr error
+	if meta, ok := l.directMeta(params); ok {
+		args, _ := params.Arguments.(json.RawMessage) // directMeta checked
+		callErr = l.callDirect(ctx, e, meta, params.Name, args)
+	} else {
+		res, callErr = l.sess.CallTool(withExchange(withTrace(ctx, call.Trace), e), params)
+	}
 	nudge.stop()
 	l.wire.forget(e)
 	sent, done, raw, rpcErr := e.state()
+	var m map[string]json.RawMessage // raw's members, read once
+	var merr error
 	if done && rpcErr == nil {
-		if ir, ok, err := inputRequired(raw); ok {
+		m, merr = members(raw)
+		if ir, ok, err := inputRequired(m, merr); ok {
 			if err != nil {
 				return nil, err
 			}
@@ -191,7 +216,7 @@ func (b *toolBackend) round(ctx context.Context, l *link, in *inflight, call *to
 		// The raw answer is what counts, even when the SDK could not decode
 		// it: the tool ran. (Over stdio the SDK does not decode it at all:
 		// callErr is errTakenRaw, see trackedConn.Read.)
-		r, err := b.checked(resultOf(raw))
+		r, err := b.checked(resultOfMembers(raw, m, merr))
 		return wrapRound(r, err)
 	case !sent:
 		if callErr == nil {
@@ -289,6 +314,11 @@ func inResult(err error) error {
 // and only those it sent, isError always (false when absent).
 func resultOf(raw []byte) (*tool.Result, error) {
 	m, err := members(raw)
+	return resultOfMembers(raw, m, err)
+}
+
+// resultOfMembers is resultOf given raw's members (members(raw)).
+func resultOfMembers(raw []byte, m map[string]json.RawMessage, err error) (*tool.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the tools/call result: %v", tool.ErrMalformedResult, err)
 	}

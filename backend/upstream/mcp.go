@@ -31,7 +31,11 @@
 //     answers, or handed back to a client that answers by calling again
 //     (tool.InputDeferrer); so is one to resources/read and prompts/get
 //     (mrtr.go). Each request declares the capabilities its caller
-//     declared that the bridge relays (tool.CapableClient). At 2025-11-25 over HTTP, a call's SSE stream the
+//     declared that the bridge relays (tool.CapableClient). A call asks
+//     for progress and log messages only when its client can take them
+//     (tool.ListeningClient). Over stdio, a first-round tools/call is
+//     written by the gateway itself with only what the revision asks of
+//     each request, no per-request clientInfo (direct.go). At 2025-11-25 over HTTP, a call's SSE stream the
 //     server closes mid-call is resumed with Last-Event-ID as often as it
 //     is closed (transport.go's polls).
 //   - Catalog. tools/list is followed page by page (nextCursor). Each tool

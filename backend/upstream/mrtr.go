@@ -51,14 +51,18 @@ type inputRequest struct {
 	Params json.RawMessage `json:"params"`
 }
 
-// inputRequired reads a tools/call result: ok when it is input_required.
-func inputRequired(raw []byte) (r *inputRound, ok bool, err error) {
-	m, err := members(raw)
-	if err != nil {
+// inputRequired reads a tools/call result, given its members (members(raw)
+// and its error): ok when it is input_required.
+func inputRequired(m map[string]json.RawMessage, merr error) (r *inputRound, ok bool, err error) {
+	if merr != nil {
 		return nil, false, nil // resultOf says what is wrong with it
 	}
+	v, has := m["resultType"]
+	if !has || string(v) == `"complete"` {
+		return nil, false, nil // the common answer, without decoding it
+	}
 	var rt string
-	if v, has := m["resultType"]; !has || json.Unmarshal(v, &rt) != nil || rt != "input_required" {
+	if json.Unmarshal(v, &rt) != nil || rt != "input_required" {
 		return nil, false, nil
 	}
 	r = &inputRound{}

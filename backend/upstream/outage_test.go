@@ -155,39 +155,44 @@ func TestRestartBackoffAndFastFailure(t *testing.T) {
 
 // TestInterruptedCallSettlesUncertain: the server dies while a call it
 // received is running; the call's outcome is unknown and the journal says
-// uncertain.
+// uncertain. Both ways a call is written: by the SDK (a client that does
+// not say what it declares) and by the gateway itself (direct.go).
 func TestInterruptedCallSettlesUncertain(t *testing.T) {
-	e := newEnv(t)
-	srv, logFile := testServerSpec(t, "go")
-	u := e.connect(t, srv, nil)
+	for _, client := range []tool.Client{nil, capableQuietClient{}} {
+		t.Run(fmt.Sprintf("%T", client), func(t *testing.T) {
+			e := newEnv(t)
+			srv, logFile := testServerSpec(t, "go")
+			u := e.connect(t, srv, nil)
 
-	type outcome struct {
-		res *gateway.CallResult
-		ge  *gateway.Error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := e.g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "go.slow", Arguments: json.RawMessage(`{}`)})
-		var ge *gateway.Error
-		errors.As(err, &ge)
-		done <- outcome{res, ge}
-	}()
-	eventually(t, 10*time.Second, "the server received the call", func() bool {
-		return countPrefix(serverLog(t, logFile), "call slow") == 1
-	})
-	killUpstream(t, u)
-	var o outcome
-	select {
-	case o = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the interrupted call did not return")
-	}
-	if o.ge == nil || o.ge.Class != tool.ClassUnknownOutcome || o.ge.Details["status"] != string(store.StatusUncertain) {
-		t.Fatalf("interrupted call: %+v %+v, want unknown_outcome, uncertain", o.res, o.ge)
-	}
-	in, err := e.st.GetIntent(context.Background(), o.ge.CallID)
-	if err != nil || in.Status != store.StatusUncertain {
-		t.Errorf("journal: %+v, %v; want uncertain", in, err)
+			type outcome struct {
+				res *gateway.CallResult
+				ge  *gateway.Error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				res, err := e.g.Call(context.Background(), gateway.CallRequest{Caller: "alice", Tool: "go.slow", Arguments: json.RawMessage(`{}`), Client: client})
+				var ge *gateway.Error
+				errors.As(err, &ge)
+				done <- outcome{res, ge}
+			}()
+			eventually(t, 10*time.Second, "the server received the call", func() bool {
+				return countPrefix(serverLog(t, logFile), "call slow") == 1
+			})
+			killUpstream(t, u)
+			var o outcome
+			select {
+			case o = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the interrupted call did not return")
+			}
+			if o.ge == nil || o.ge.Class != tool.ClassUnknownOutcome || o.ge.Details["status"] != string(store.StatusUncertain) {
+				t.Fatalf("interrupted call: %+v %+v, want unknown_outcome, uncertain", o.res, o.ge)
+			}
+			in, err := e.st.GetIntent(context.Background(), o.ge.CallID)
+			if err != nil || in.Status != store.StatusUncertain {
+				t.Errorf("journal: %+v, %v; want uncertain", in, err)
+			}
+		})
 	}
 }
 

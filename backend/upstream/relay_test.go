@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -544,5 +545,70 @@ func TestInputRequiredDeferredToTheCaller(t *testing.T) {
 	}
 	if n := countPrefix(serverLog(t, logFile), "elicit answered state=elicit-state-1"); n != 1 {
 		t.Errorf("the server saw the answered retry %d times", n)
+	}
+}
+
+// quietClient is a client whose caller takes no progress and no log
+// messages (tool.ListeningClient), as a 2026-07-28 request of serve's fast
+// path.
+type quietClient struct{ nopClient }
+
+func (quietClient) Listens() (progress, logs bool) { return false, false }
+
+// capableQuietClient is a quietClient that declares roots
+// (tool.CapableClient), as serve's clients do: its 2026-07-28 calls are
+// written by the gateway itself (direct.go).
+type capableQuietClient struct{ quietClient }
+
+func (capableQuietClient) Capabilities() tool.Capabilities { return tool.Capabilities{Roots: true} }
+
+// TestCallAsksOnlyWhatItsClientTakes: the server is sent a progress token
+// and (at 2026-07-28, to a server that logs) a log level only for a client
+// that can take progress and log messages; the 2026-07-28 call carries its
+// protocol version and capabilities either way, and the SDK's clientInfo
+// only when the SDK writes the call (a client that does not say what it
+// declares): the gateway's own (direct.go) leaves it to server/discover.
+func TestCallAsksOnlyWhatItsClientTakes(t *testing.T) {
+	for _, tc := range []struct {
+		protocol string
+		legacy   bool
+		client   tool.Client
+		want     string
+	}{
+		{Protocol20260728, false, nopClient{}, "io.modelcontextprotocol/clientCapabilities io.modelcontextprotocol/clientInfo io.modelcontextprotocol/logLevel io.modelcontextprotocol/protocolVersion progressToken"},
+		{Protocol20260728, false, quietClient{}, "io.modelcontextprotocol/clientCapabilities io.modelcontextprotocol/clientInfo io.modelcontextprotocol/protocolVersion"},
+		{Protocol20260728, false, nil, "io.modelcontextprotocol/clientCapabilities io.modelcontextprotocol/clientInfo io.modelcontextprotocol/logLevel io.modelcontextprotocol/protocolVersion"},
+		{Protocol20260728, false, capableQuietClient{}, "io.modelcontextprotocol/clientCapabilities io.modelcontextprotocol/protocolVersion"},
+		{Protocol20251125, true, nopClient{}, "progressToken"},
+		{Protocol20251125, true, quietClient{}, ""},
+	} {
+		t.Run(fmt.Sprintf("%s/%T", tc.protocol, tc.client), func(t *testing.T) {
+			e := newEnv(t)
+			srv, _ := testServerSpec(t, "go")
+			srv.Env = append(srv.Env, "MCPTEST_SAY", "MCPTEST_LEGACY")
+			t.Setenv("MCPTEST_SAY", "1")
+			if tc.legacy {
+				t.Setenv("MCPTEST_LEGACY", "1")
+			}
+			u := e.connect(t, srv, nil)
+			if u.Protocol() != tc.protocol {
+				t.Fatalf("protocol %q", u.Protocol())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := e.g.Call(ctx, gateway.CallRequest{Caller: "alice", Session: "s", Tool: "go.meta", Arguments: json.RawMessage(`{}`), Client: tc.client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Content []struct{ Text string } `json:"content"`
+			}
+			if err := json.Unmarshal(res.Result, &got); err != nil || len(got.Content) != 1 {
+				t.Fatalf("result %s: %v", res.Result, err)
+			}
+			if got.Content[0].Text != tc.want {
+				t.Errorf("the server's _meta holds\n%q, want\n%q", got.Content[0].Text, tc.want)
+			}
+		})
 	}
 }

@@ -52,6 +52,9 @@ type link struct {
 	// logs says each call asks for every log message in its _meta
 	// (2026-07-28, a server that declared logging: askForLogs).
 	logs bool
+	// direct is the stdio connection, on which tools/call requests are
+	// written by the gateway itself (direct.go); nil over HTTP.
+	direct *trackedConn
 
 	// pages are the raw tools/list pages last read, by cursor: at
 	// 2026-07-28 the SDK answers ListTools from its own cache while the
@@ -126,6 +129,7 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 	w.seen = u.calls.seen
 	l := &link{wire: w, started: time.Now()}
 	var t sdk.Transport
+	var tracked *trackedTransport // stdio's
 	if u.srv.URL != "" {
 		t = &sdk.StreamableClientTransport{
 			Endpoint:   u.srv.URL,
@@ -148,7 +152,8 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 		l.cmd = cmd
 		l.group = procsup.NewGroup(cmd)
 		l.cleanup = cleanup
-		t = &trackedTransport{inner: &procTransport{cmd: cmd, group: l.group, cleanup: cleanup, terminate: terminateDelay, onDropped: u.droppedLine}, wire: w}
+		tracked = &trackedTransport{inner: &procTransport{cmd: cmd, group: l.group, cleanup: cleanup, terminate: terminateDelay, onDropped: u.droppedLine}, wire: w}
+		t = tracked
 	}
 	sess, err := u.client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
@@ -167,6 +172,9 @@ func (u *Upstream) dial(ctx context.Context) (*link, error) {
 		return nil, fmt.Errorf("connecting over %s: %s", u.transport(), reason)
 	}
 	l.sess = sess
+	if tracked != nil {
+		l.direct = tracked.conn
+	}
 	if ir := sess.InitializeResult(); ir != nil {
 		l.protocol = ir.ProtocolVersion
 	}
@@ -225,6 +233,10 @@ type exchange struct {
 	done   bool // answered
 	result []byte
 	rpcErr error
+	// ready, for a request the gateway writes itself (direct.go), is
+	// closed once the request is answered or its connection ends (lost).
+	ready chan struct{}
+	lost  error
 }
 
 func (e *exchange) markSent() {
@@ -269,6 +281,9 @@ type wire struct {
 	// seen, when set, is told of each message read, in the order read,
 	// before the SDK handles it.
 	seen func(jsonrpc.Message)
+	// closed is why the connection ended, once it has: a direct request
+	// (direct.go) is not followed, or sent, after it.
+	closed error
 }
 
 func newWire() *wire { return &wire{pending: map[jsonrpc.ID]*exchange{}} }
@@ -318,6 +333,9 @@ func (w *wire) settle(msg jsonrpc.Message, owned bool) *exchange {
 		e.result = bytes.Clone(resp.Result)
 	}
 	e.rpcErr = resp.Error
+	if e.ready != nil {
+		close(e.ready)
+	}
 	e.mu.Unlock()
 	return e
 }
@@ -348,6 +366,7 @@ func (w *wire) forget(e *exchange) {
 type trackedTransport struct {
 	inner sdk.Transport
 	wire  *wire
+	conn  *trackedConn // once connected
 }
 
 func (t *trackedTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -355,7 +374,8 @@ func (t *trackedTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &trackedConn{Connection: c, wire: t.wire}, nil
+	t.conn = &trackedConn{Connection: c, wire: t.wire}
+	return t.conn, nil
 }
 
 type trackedConn struct {
@@ -375,20 +395,31 @@ func (c *trackedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 func (c *trackedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if err != nil {
-		return msg, err
-	}
-	if e := c.wire.settle(msg, true); e != nil && e.method == "tools/call" {
-		if resp := msg.(*jsonrpc.Response); resp.Error == nil {
-			// The gateway returns the raw result (toolBackend.Invoke), so
-			// the SDK need not decode it a second time, into types the
-			// gateway would not read: it is told the call ended, with an
-			// error that Invoke knows and does not report.
-			msg = &jsonrpc.Response{ID: resp.ID, Error: errTakenRaw, Extra: resp.Extra}
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			// A read error ends the connection (package mcpstream): the
+			// direct requests waiting are told.
+			c.wire.end(fmt.Errorf("%w: %v", sdk.ErrConnectionClosed, err))
+			return msg, err
 		}
+		e := c.wire.settle(msg, true)
+		if e != nil && e.ready != nil {
+			// The answer to a request the gateway wrote itself (direct.go):
+			// the SDK never sent it, and is not told.
+			continue
+		}
+		if e != nil && e.method == "tools/call" {
+			if resp := msg.(*jsonrpc.Response); resp.Error == nil {
+				// The gateway returns the raw result (toolBackend.Invoke), so
+				// the SDK need not decode it a second time, into types the
+				// gateway would not read: it is told the call ended, with an
+				// error that Invoke knows and does not report.
+				msg = &jsonrpc.Response{ID: resp.ID, Error: errTakenRaw, Extra: resp.Extra}
+			}
+		}
+		return msg, nil
 	}
-	return msg, nil
 }
 
 // tapTransport is the HTTP client's transport for a URL server: it adds the

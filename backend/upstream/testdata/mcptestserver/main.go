@@ -25,7 +25,8 @@
 //	                    for a token the same way and answer with it (logs "elicit prompt answered
 //	                    state=S", "elicit resource answered state=S")
 //	MCPTEST_LEGACY      if set, speak only the revisions before 2026-07-28
-//	MCPTEST_SAY         if set, add the tool say, which sends a log message (info) during the call
+//	MCPTEST_SAY         if set, add the tool say, which sends a log message (info) during the call,
+//	                    and the tool meta, which answers with the names in its call's _meta, sorted
 //	MCPTEST_DEEP        if set, a depth: add the tools deep and held (below)
 //	MCPTEST_TEMPLATE    a resource template to offer (its reads answer "TEMPLATE read URI"), with
 //	                    subscriptions (each subscribe and unsubscribe logged) and the tool touch
@@ -288,6 +289,16 @@ func main() {
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "mcptest", Data: "said during the call"})
 				return &mcp.CallToolResult{Content: text("said")}, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "meta", Description: "Answers with the names in its call's _meta.", InputSchema: json.RawMessage(emptySchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				names := []string{}
+				for k := range req.Params.Meta {
+					names = append(names, k)
+				}
+				sort.Strings(names)
+				return &mcp.CallToolResult{Content: text(strings.Join(names, " "))}, nil
 			})
 	}
 	if os.Getenv("MCPTEST_ELICIT") != "" {
