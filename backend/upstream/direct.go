@@ -20,15 +20,13 @@ import (
 // client adds: a first round (no input responses), and at 2026-07-28 a
 // client that says what it declares (tool.CapableClient). Why:
 //
-//   - The request carries only what the revision asks of each request:
-//     at 2026-07-28 the protocol version and the client's capabilities
-//     (which the server must not infer from an earlier request), with the
-//     call's progress token, log level and trace context when it has
-//     them. The SDK's client also sends its clientInfo with every request,
-//     which the revision leaves optional (a SHOULD) and which a Go SDK
-//     server decodes twice per request (about 50 us of its CPU per call
-//     in bench/cmd/echoload): the gateway names itself once, in
-//     server/discover, as the SDK's Connect does.
+//   - The request carries what the revision asks of each request: at
+//     2026-07-28 the protocol version, the client's capabilities (which
+//     the server must not infer from an earlier request) and the client's
+//     info (a SHOULD: kept, although a Go SDK server spends about 50 us
+//     of its CPU per call decoding it twice, bench/cmd/echoload), with the
+//     call's progress token, log level and trace context only when it has
+//     them, all written without reflection.
 //   - The gateway's side skips the SDK's sending path (its params
 //     encoded by reflection, its middleware, its call table); the answer
 //     was already the wire's, read raw (errTakenRaw).
@@ -41,6 +39,11 @@ import (
 // SDK (progress, log messages, a 2025-11-25 server's requests). The ids
 // are strings ("backplane-call-N"), which the SDK's own (integers) never
 // are.
+
+// clientInfoMeta is clientImpl as the SDK's client writes it in a
+// request's _meta (name, then version; the empty members omitted), held
+// as a map of strings, which appendValue writes without reflection.
+var clientInfoMeta = map[string]any{"name": clientImpl.Name, "version": clientImpl.Version}
 
 // directSeq numbers the direct requests of every connection.
 var directSeq atomic.Uint64
@@ -120,7 +123,7 @@ func plainJSONString(s string) bool {
 
 // directMeta reports whether params can be sent by callDirect on l, and
 // the _meta to send: the call's own (params.Meta), with at 2026-07-28 the
-// protocol version. A 2026-07-28 call must carry its client's
+// protocol version and the gateway's clientInfo. A 2026-07-28 call must carry its client's
 // capabilities (Invoke puts them in params.Meta for a tool.CapableClient);
 // without them it is left to the SDK, which declares its own.
 func (l *link) directMeta(params *sdk.CallToolParams) (map[string]any, bool) {
@@ -133,11 +136,12 @@ func (l *link) directMeta(params *sdk.CallToolParams) (map[string]any, bool) {
 	if _, ok := params.Meta[sdk.MetaKeyClientCapabilities]; !ok {
 		return nil, false
 	}
-	meta := make(map[string]any, len(params.Meta)+1)
+	meta := make(map[string]any, len(params.Meta)+2)
 	for k, v := range params.Meta {
 		meta[k] = v
 	}
 	meta[sdk.MetaKeyProtocolVersion] = l.protocol
+	meta[sdk.MetaKeyClientInfo] = clientInfoMeta
 	return meta, true
 }
 

@@ -35,7 +35,7 @@
 //     for progress and log messages only when its client can take them
 //     (tool.ListeningClient). Over stdio, a first-round tools/call is
 //     written by the gateway itself with only what the revision asks of
-//     each request, no per-request clientInfo (direct.go). At 2025-11-25 over HTTP, a call's SSE stream the
+//     each request (direct.go). At 2025-11-25 over HTTP, a call's SSE stream the
 //     server closes mid-call is resumed with Last-Event-ID as often as it
 //     is closed (transport.go's polls).
 //   - Catalog. tools/list is followed page by page (nextCursor). Each tool
@@ -367,6 +367,9 @@ type Upstream struct {
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errors.New("mcp: the upstream is closed")
 
+// clientImpl is how the gateway names itself to upstream servers.
+var clientImpl = &sdk.Implementation{Name: "backplane", Version: "1"}
+
 // Connect starts (or connects to) srv, lists its tools and registers them in
 // opts.Registry, then keeps the connection up until Close. It fails, leaving
 // nothing registered and nothing running, when the server cannot be
@@ -431,7 +434,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Upstream, error) 
 		u.oauth.log = u.log
 	}
 	u.sdkLog = &headerLog{}
-	u.client = sdk.NewClient(&sdk.Implementation{Name: "backplane", Version: "1"}, u.clientOptions())
+	u.client = sdk.NewClient(clientImpl, u.clientOptions())
 	u.client.AddReceivingMiddleware(u.bridgeMiddleware)
 
 	cctx, cancel := context.WithTimeout(ctx, u.connTO)

@@ -565,9 +565,9 @@ func (capableQuietClient) Capabilities() tool.Capabilities { return tool.Capabil
 // TestCallAsksOnlyWhatItsClientTakes: the server is sent a progress token
 // and (at 2026-07-28, to a server that logs) a log level only for a client
 // that can take progress and log messages; the 2026-07-28 call carries its
-// protocol version and capabilities either way, and the SDK's clientInfo
-// only when the SDK writes the call (a client that does not say what it
-// declares): the gateway's own (direct.go) leaves it to server/discover.
+// protocol version, capabilities and clientInfo either way, whether the
+// SDK writes the call (a client that does not say what it declares) or
+// the gateway does (direct.go).
 func TestCallAsksOnlyWhatItsClientTakes(t *testing.T) {
 	for _, tc := range []struct {
 		protocol string
@@ -578,7 +578,7 @@ func TestCallAsksOnlyWhatItsClientTakes(t *testing.T) {
 		{Protocol20260728, false, nopClient{}, "io.modelcontextprotocol/clientCapabilities io.modelcontextprotocol/clientInfo io.modelcontextprotocol/logLevel io.modelcontextprotocol/protocolVersion progressToken"},
 		{Protocol20260728, false, quietClient{}, "io.modelcontextprotocol/clientCapabilities io.modelcontextprotocol/clientInfo io.modelcontextprotocol/protocolVersion"},
 		{Protocol20260728, false, nil, "io.modelcontextprotocol/clientCapabilities io.modelcontextprotocol/clientInfo io.modelcontextprotocol/logLevel io.modelcontextprotocol/protocolVersion"},
-		{Protocol20260728, false, capableQuietClient{}, "io.modelcontextprotocol/clientCapabilities io.modelcontextprotocol/protocolVersion"},
+		{Protocol20260728, false, capableQuietClient{}, "io.modelcontextprotocol/clientCapabilities io.modelcontextprotocol/clientInfo io.modelcontextprotocol/protocolVersion"},
 		{Protocol20251125, true, nopClient{}, "progressToken"},
 		{Protocol20251125, true, quietClient{}, ""},
 	} {
