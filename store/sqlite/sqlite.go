@@ -130,20 +130,35 @@ type Store struct {
 
 	queue      chan *writeReq
 	writerDone chan struct{}
+	syncs      chan syncGroup // from the writer to the syncer (see syncer)
+	syncerDone chan struct{}
+	// syncErr is set by the first failed sync: every write fails after it
+	// (see syncer).
+	syncErr atomic.Pointer[error]
+	// handed counts the groups the writer handed to the syncer that no
+	// sync has taken yet; the syncer signals took when it takes them, and
+	// syncing is true while it syncs. The writer reads them to time its
+	// commits (see writer).
+	handed  atomic.Int32
+	took    chan struct{}
+	syncing atomic.Bool
 
 	closeMu  sync.RWMutex
 	closed   bool
 	inflight sync.WaitGroup
 
 	nTx, nSynced, nReq, nWALSync atomic.Int64
-	// pendingSync is true while a commit is not yet synced (see
-	// syncWAL). Only the writer goroutine touches it.
+	// pendingSync is true while a commit is not yet handed to the syncer.
+	// Only the writer goroutine touches it.
 	pendingSync bool
 
 	// onBatch, when set (by internal tests, before the writes it observes),
 	// is told the size of each committed transaction and how many of its
 	// requests failed alone.
 	onBatch func(size, failed int)
+	// syncFault, when set (by internal tests), runs after each successful
+	// sync of the WAL, and an error it returns is taken as the sync's.
+	syncFault atomic.Pointer[func() error]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -189,6 +204,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 		rstm:        map[string]*sql.Stmt{},
 		queue:       make(chan *writeReq, o.MaxBatch),
 		writerDone:  make(chan struct{}),
+		syncs:       make(chan syncGroup, o.MaxBatch),
+		syncerDone:  make(chan struct{}),
+		took:        make(chan struct{}, 1),
 	}
 	ok, writing := false, false
 	defer func() {
