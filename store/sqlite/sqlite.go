@@ -6,16 +6,25 @@
 // What it promises beyond the store contract:
 //
 //   - Every write but a settlement is committed with journal_mode=WAL and
-//     then synced (the writer fsyncs the WAL after the commit, which is
-//     what synchronous=FULL does inside it; the connection runs with
-//     synchronous=NORMAL, set once): when a method returns without error,
-//     its write is on stable storage. Settle returns once its write is
-//     committed and visible (written to the WAL, which survives the
-//     process dying) but before it is synced: the sync that follows the
-//     same transaction, the next synced commit, or the writer 100 ms
-//     later, syncs it. An operating-system crash can thus lose the
-//     settlements of that moment, leaving their intents started, for
-//     recovery to mark uncertain; see docs/durability.md.
+//     then synced (the connection runs with synchronous=NORMAL, set once,
+//     and a syncer goroutine fdatasyncs the WAL after the commit, which is
+//     what synchronous=FULL does inside it): when a method returns without
+//     error, its write is on stable storage. The writer does not wait for
+//     that sync: it runs the next transaction meanwhile, and a request is
+//     answered only by a sync that started after its COMMIT. So another
+//     connection may read a write a moment before it is synced (and a
+//     crash in that moment loses it, its caller never told it succeeded).
+//     Settle returns once its write is committed and visible (written to
+//     the WAL, which survives the process dying) but before it is synced:
+//     the sync that follows the same transaction, the next synced commit,
+//     or the writer 100 ms later, syncs it. An operating-system crash can
+//     thus lose the settlements of that moment, leaving their intents
+//     started, for recovery to mark uncertain; see docs/durability.md.
+//   - A sync that fails fails its callers and breaks the Store for
+//     writing: every later write fails (the kernel may have dropped the
+//     pages it could not write, so no later sync can vouch for them), and
+//     the Store must be closed and the folder opened again, which recovers
+//     this incarnation's started intents as uncertain.
 //   - Writes of concurrent goroutines share transactions (group commit): one
 //     writer goroutine takes everything queued, up to Options.MaxBatch
 //     requests, and runs it in one transaction, in which a request that
@@ -86,9 +95,10 @@ type Options struct {
 type Stats struct {
 	// Transactions is the number of write transactions committed.
 	Transactions int64
-	// Synced is how many of them were synced to stable storage at their
-	// commit; the others (settlements alone) were made durable by the next
-	// synced commit or checkpoint.
+	// Synced is how many of them held durable requests, answered after a
+	// sync of the WAL (one sync may cover several); the others
+	// (settlements alone) were made durable by the next sync or
+	// checkpoint.
 	Synced int64
 	// WALSyncs counts the syncs of the write-ahead log the writer made
 	// because no synced commit followed a lazy one soon enough.
@@ -287,8 +297,8 @@ func pragmas(busy time.Duration) string {
 		// is written (see ensureIncrementalVacuum for older files).
 		"_pragma=auto_vacuum(2)",
 		"_pragma=journal_mode(WAL)",
-		// Set once: the writer syncs the WAL itself after each commit
-		// that needs it (Store.syncWAL), so a settlement's commit does not
+		// Set once: the syncer syncs the WAL itself after each commit
+		// that needs it (Store.syncer), so a settlement's commit does not
 		// pay a sync, and the mode is never switched.
 		"_pragma=synchronous(NORMAL)",
 		"_pragma=foreign_keys(1)",
