@@ -7,19 +7,17 @@
 //
 //   - Every write but a settlement is committed with journal_mode=WAL and
 //     then synced (the connection runs with synchronous=NORMAL, set once,
-//     and a syncer goroutine fdatasyncs the WAL after the commit, which is
-//     what synchronous=FULL does inside it): when a method returns without
-//     error, its write is on stable storage. The writer does not wait for
-//     that sync: it runs the next transaction meanwhile, and a request is
-//     answered only by a sync that started after its COMMIT. So another
-//     connection may read a write a moment before it is synced (and a
-//     crash in that moment loses it, its caller never told it succeeded).
-//     Settle returns once its write is committed and visible (written to
-//     the WAL, which survives the process dying) but before it is synced:
-//     the sync that follows the same transaction, the next synced commit,
-//     or the writer 100 ms later, syncs it. An operating-system crash can
-//     thus lose the settlements of that moment, leaving their intents
-//     started, for recovery to mark uncertain; see docs/durability.md.
+//     and the writer fdatasyncs the WAL after the commit, which is what
+//     synchronous=FULL does inside it): when a method returns without
+//     error, its write is on stable storage. Another connection may read a
+//     write in the moment between its commit and that sync (a crash in that
+//     moment loses it, its caller never told it succeeded). Settle returns
+//     once its write is committed and visible (written to the WAL, which
+//     survives the process dying) but before it is synced: the sync that
+//     follows the same transaction, the next synced commit, or the writer
+//     100 ms later, syncs it. An operating-system crash can thus lose the
+//     settlements of that moment, leaving their intents started, for
+//     recovery to mark uncertain; see docs/durability.md.
 //   - A sync that fails fails its callers and breaks the Store for
 //     writing: every later write fails (the kernel may have dropped the
 //     pages it could not write, so no later sync can vouch for them), and
@@ -95,10 +93,9 @@ type Options struct {
 type Stats struct {
 	// Transactions is the number of write transactions committed.
 	Transactions int64
-	// Synced is how many of them held durable requests, answered after a
-	// sync of the WAL (one sync may cover several); the others
-	// (settlements alone) were made durable by the next sync or
-	// checkpoint.
+	// Synced is how many of them were synced to stable storage at their
+	// commit; the others (settlements alone) were made durable by the next
+	// synced commit or checkpoint.
 	Synced int64
 	// WALSyncs counts the syncs of the write-ahead log the writer made
 	// because no synced commit followed a lazy one soon enough.
@@ -140,26 +137,18 @@ type Store struct {
 
 	queue      chan *writeReq
 	writerDone chan struct{}
-	syncs      chan syncGroup // from the writer to the syncer (see syncer)
-	syncerDone chan struct{}
+	wal        *walFile // the writer's (see syncWAL)
 	// syncErr is set by the first failed sync: every write fails after it
-	// (see syncer).
+	// (see syncWAL).
 	syncErr atomic.Pointer[error]
-	// handed counts the groups the writer handed to the syncer that no
-	// sync has taken yet; the syncer signals took when it takes them, and
-	// syncing is true while it syncs. The writer reads them to time its
-	// commits (see writer).
-	handed  atomic.Int32
-	took    chan struct{}
-	syncing atomic.Bool
 
 	closeMu  sync.RWMutex
 	closed   bool
 	inflight sync.WaitGroup
 
 	nTx, nSynced, nReq, nWALSync atomic.Int64
-	// pendingSync is true while a commit is not yet handed to the syncer.
-	// Only the writer goroutine touches it.
+	// pendingSync is true while a commit is not yet synced (see
+	// syncWAL). Only the writer goroutine touches it.
 	pendingSync bool
 
 	// onBatch, when set (by internal tests, before the writes it observes),
@@ -214,9 +203,6 @@ func Open(dir string, opts *Options) (*Store, error) {
 		rstm:        map[string]*sql.Stmt{},
 		queue:       make(chan *writeReq, o.MaxBatch),
 		writerDone:  make(chan struct{}),
-		syncs:       make(chan syncGroup, o.MaxBatch),
-		syncerDone:  make(chan struct{}),
-		took:        make(chan struct{}, 1),
 	}
 	ok, writing := false, false
 	defer func() {
@@ -297,8 +283,8 @@ func pragmas(busy time.Duration) string {
 		// is written (see ensureIncrementalVacuum for older files).
 		"_pragma=auto_vacuum(2)",
 		"_pragma=journal_mode(WAL)",
-		// Set once: the syncer syncs the WAL itself after each commit
-		// that needs it (Store.syncer), so a settlement's commit does not
+		// Set once: the writer syncs the WAL itself after each commit
+		// that needs it (Store.syncWAL), so a settlement's commit does not
 		// pay a sync, and the mode is never switched.
 		"_pragma=synchronous(NORMAL)",
 		"_pragma=foreign_keys(1)",

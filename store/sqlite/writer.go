@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -101,10 +102,12 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 
 // writer is the only goroutine that writes through s.wc. It commits what is
 // queued, as soon as it is queued, in one transaction per round (see
-// runBatch), and hands the durable requests of each to the syncer, which
-// answers them once the WAL is synced: while one transaction syncs, the
-// writer already runs the next, with the requests that piled up in the
-// queue meanwhile.
+// runBatch), and syncs the WAL after each that holds a durable request:
+// while it syncs, the next requests pile up in the queue and share the
+// following commit. (Syncing beside the writer, while it runs the next
+// transaction, was tried: the rounds got shorter and their transactions
+// smaller, which cost more CPU per request than the overlap saved; see
+// docs/benchmarks.md, issue 27 fifth session.)
 //
 // One refinement: the callers answered by a transaction tend to come back
 // together (a gateway call commits its intent, then settles it), but not all
@@ -114,21 +117,18 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 // transaction's duration (capped by maxLinger). A caller alone expects
 // nobody and never waits; a wait that times out (the callers went off to do
 // something slower) is not repeated for the next transaction; and a wait
-// never exceeds what a transaction costs anyway.
+// never exceeds what a sync costs anyway.
 func (s *Store) writer() {
-	go s.syncer()
-	defer func() {
-		close(s.syncs)
-		<-s.syncerDone
-		close(s.writerDone)
-	}()
+	defer close(s.writerDone)
+	s.wal = &walFile{path: filepath.Join(s.dir, DBFile) + "-wal", dir: s.dir}
+	defer s.wal.close()
 	w := &wtx{s: s, tally: newTally(), queries: map[multiRowKey]string{}, open: map[string]int64{}}
 	batch := make([]*writeReq, 0, s.maxBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var (
 		expect   int           // requests expected for the next transaction
-		lastDur  time.Duration // how long the last transaction took
+		lastDur  time.Duration // how long the last transaction took, sync included
 		timedOut bool          // the last wait gave up
 	)
 	// flush bounds how long a lazy commit stays unsynced when no synced
@@ -146,25 +146,16 @@ func (s *Store) writer() {
 			batch = append(batch, r)
 		case <-flush.C:
 			flushArmed = false
-			s.handOff(nil)
+			s.flushLazy()
 			continue
 		}
 		s.drain(&batch)
 		linger := min(lastDur/2, maxLinger)
-		switch {
-		case s.handed.Load() > 0:
-			// A transaction committed already waits for the next sync:
-			// this one would be answered by the same sync, so it may
-			// as well collect what comes until that sync starts.
-			s.collectUntilTaken(&batch)
-			timedOut = false
-		case s.syncing.Load():
-			// Commit now, while the WAL syncs: the next sync covers it.
-		case min(expect, s.maxBatch) > len(batch) && !timedOut:
+		if want := min(expect, s.maxBatch); len(batch) < want && !timedOut {
 			if linger > 0 {
-				timedOut = !s.collect(&batch, min(expect, s.maxBatch), linger, timer)
+				timedOut = !s.collect(&batch, want, linger, timer)
 			}
-		default:
+		} else {
 			timedOut = false
 		}
 		t0 := time.Now()
@@ -183,17 +174,18 @@ func (s *Store) writer() {
 	}
 }
 
-// lazyFlush is the longest a lazy commit stays unsynced: the writer has
-// the WAL synced this long after it unless a synced commit did so before.
+// lazyFlush is the longest a lazy commit stays unsynced: the writer syncs
+// the WAL this long after it unless a synced commit did so before.
 const lazyFlush = 100 * time.Millisecond
 
-// handOff gives the syncer the durable requests of a transaction just
-// committed (none: a sync alone, for the lazy commits before it). Every
-// commit so far is covered by the sync that answers them.
-func (s *Store) handOff(g syncGroup) {
-	s.handed.Add(1)
-	s.syncs <- g
-	s.pendingSync = false
+// flushLazy syncs the WAL for the lazy commits no synced commit followed.
+func (s *Store) flushLazy() {
+	if err := s.syncWAL(); err != nil {
+		// The settlements' callers are gone; every later write fails.
+		s.log.Error("sync of the write-ahead log failed", "error", err)
+		return
+	}
+	s.nWALSync.Add(1)
 }
 
 // collect adds queued requests to batch until it holds want of them,
@@ -224,23 +216,6 @@ func (s *Store) collect(batch *[]*writeReq, want int, linger time.Duration, time
 	return true
 }
 
-// collectUntilTaken adds queued requests to batch until the syncer has
-// taken every group handed to it (or batch is full).
-func (s *Store) collectUntilTaken(batch *[]*writeReq) {
-	for len(*batch) < s.maxBatch && s.handed.Load() > 0 {
-		select {
-		case r, ok := <-s.queue:
-			if !ok {
-				return
-			}
-			*batch = append(*batch, r)
-			s.drain(batch)
-		case <-s.took:
-			// handed is checked again: the signal may be an old one.
-		}
-	}
-}
-
 // drain appends to batch what is queued, without waiting.
 func (s *Store) drain(batch *[]*writeReq) {
 	for len(*batch) < s.maxBatch {
@@ -262,7 +237,7 @@ const maxLinger = time.Millisecond
 // runBatch commits what batch holds in one transaction: intent commits,
 // settlements and every other write together, in queue order. The
 // settlements (lazy requests) are answered as soon as it is committed and
-// visible; the others once the WAL is synced after it (see syncer). One
+// visible; the others once the WAL is synced after it (see syncWAL). One
 // transaction per round, whatever it holds, where a settlement used to take
 // an unsynced transaction of its own before the intents' synced one.
 //
@@ -277,7 +252,7 @@ func (s *Store) runBatch(w *wtx, batch []*writeReq) int {
 		}
 	}
 	if err := s.syncFailed(); err != nil {
-		// Nothing written from now on could be made durable (see syncer).
+		// Nothing written from now on could be made durable (see syncWAL).
 		for _, r := range live {
 			r.done <- err
 		}
@@ -289,9 +264,8 @@ func (s *Store) runBatch(w *wtx, batch []*writeReq) int {
 	return len(live)
 }
 
-// runTx runs live in one transaction, in order, then answers the lazy
-// requests and hands the others to the syncer (any of them durable), or
-// answers them all (none durable). Runs of
+// runTx runs live in one transaction, in order, then syncs the WAL if any
+// of live is durable (see syncWAL). Runs of
 // settlements are grouped (settleGroup), runs of intent commits too
 // (commitGroup); what is not grouped runs alone (runCommit, or fn). The
 // budgets the commits took are written (tally.flush) before any other
@@ -430,14 +404,14 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 		}
 		s.onBatch(len(live), failed)
 	}
+	s.pendingSync = true
 	if !synced {
-		s.pendingSync = true
 		finish(nil)
 		return
 	}
-	// The lazy requests need only the commit: they are answered now; the
-	// others once the WAL is synced (see syncer).
-	durable := make(syncGroup, 0, len(live))
+	// The lazy requests need only the commit: they are answered before
+	// the sync; the others are kept, in place, for after it.
+	durable := live[:0]
 	for _, r := range live {
 		if r.lazy {
 			r.done <- r.err
@@ -445,7 +419,17 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 			durable = append(durable, r)
 		}
 	}
-	s.handOff(durable)
+	live = durable // finish answers these
+	if err := s.syncWAL(); err != nil {
+		// Committed and visible, but perhaps not on stable storage: the
+		// callers are told it failed, the safe side (the gateway invokes
+		// nothing; an intent left started is recovered as uncertain once
+		// this process is gone).
+		finish(err)
+		return
+	}
+	s.nSynced.Add(1)
+	finish(nil)
 }
 
 // rollback ends a broken transaction, if SQLite has not already, and

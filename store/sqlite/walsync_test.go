@@ -63,58 +63,11 @@ func waitResult(t *testing.T, ch chan error, what string) error {
 	}
 }
 
-// waitCommitted waits until the writer has committed more than n
-// transactions.
-func waitCommitted(t *testing.T, s *Store, n int64, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); s.Stats().Transactions <= n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was never committed", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// TestSyncPipelined holds the WAL's syncs to show the order the writer and
-// the syncer keep: a commit made while a sync runs is committed (and
-// visible) at once, but its caller is answered only by a sync that started
-// after it, never by the one in progress.
-func TestSyncPipelined(t *testing.T) {
-	s := openDir(t, t.TempDir())
-	g := gateSyncs(t, s)
-
-	a := commitAsync(s, "a")
-	g.waitStarted(t, "a")
-	tx := s.Stats().Transactions
-	b := commitAsync(s, "b")
-	waitCommitted(t, s, tx, "b")
-	if _, err := s.GetIntent(context.Background(), "b"); err != nil {
-		t.Errorf("b, committed during a's sync, is not visible: %v", err)
-	}
-	g.release <- nil // a's sync succeeds
-	if err := waitResult(t, a, "a"); err != nil {
-		t.Fatalf("a: %v", err)
-	}
-	g.waitStarted(t, "b") // the sync that covers b, started after its commit
-	select {
-	case err := <-b:
-		t.Fatalf("b was answered (%v) before a sync that started after its commit returned", err)
-	default:
-	}
-	g.release <- nil
-	if err := waitResult(t, b, "b"); err != nil {
-		t.Fatalf("b: %v", err)
-	}
-	if st := s.Stats(); st.Synced < 2 {
-		t.Errorf("stats %+v: want a and b counted synced", st)
-	}
-}
-
-// TestSyncFailureBreaksWrites fails one sync of the WAL: its callers are
-// told, so is the caller committed while it ran (whose later sync would
-// succeed, but cannot vouch for the frames the failed one lost), and every
-// write after it is refused. Reopening the folder recovers the intents the
-// callers were told failed as uncertain: none is ever run again.
+// TestSyncFailureBreaksWrites fails one sync of the WAL: its caller is
+// told, so is the caller queued behind it (whose own sync would succeed,
+// but cannot vouch for the frames the failed one lost), and every write
+// after it is refused. Reopening the folder recovers the intent whose
+// caller was told it failed as uncertain: it is never run again.
 func TestSyncFailureBreaksWrites(t *testing.T) {
 	dir := t.TempDir()
 	s := openDir(t, dir)
@@ -126,15 +79,18 @@ func TestSyncFailureBreaksWrites(t *testing.T) {
 
 	c := commitAsync(s, "c")
 	g.waitStarted(t, "c")
-	tx := s.Stats().Transactions
-	d := commitAsync(s, "d")
-	waitCommitted(t, s, tx, "d")
+	d := commitAsync(s, "d") // queued while c's sync runs
+	for deadline := time.Now().Add(30 * time.Second); len(s.queue) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("d was never queued")
+		}
+	}
 	g.release <- errors.New("injected I/O error")
 	if err := waitResult(t, c, "c"); err == nil || !strings.Contains(err.Error(), "injected I/O error") {
 		t.Errorf("c, whose sync failed: %v, want the sync's error", err)
 	}
 	if err := waitResult(t, d, "d"); !errors.Is(err, errSyncFailed) {
-		t.Errorf("d, committed during the failed sync: %v, want errSyncFailed", err)
+		t.Errorf("d, queued during the failed sync: %v, want errSyncFailed", err)
 	}
 	select {
 	case <-g.started:
@@ -147,15 +103,17 @@ func TestSyncFailureBreaksWrites(t *testing.T) {
 	if err := s.Settle(ctx, "before", store.Settlement{Status: store.StatusSucceeded, At: time.Now()}); !errors.Is(err, errSyncFailed) {
 		t.Errorf("a settlement after the failure: %v, want errSyncFailed", err)
 	}
-	if _, err := s.GetIntent(ctx, "e"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("e, refused, reads back: %v", err)
+	for _, id := range []string{"d", "e"} {
+		if _, err := s.GetIntent(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s, refused, reads back: %v", id, err)
+		}
 	}
 	if err := s.Close(); !errors.Is(err, errSyncFailed) {
 		t.Errorf("Close of the broken store: %v, want errSyncFailed", err)
 	}
 
 	again := openDir(t, dir)
-	for _, id := range []string{"before", "c", "d"} {
+	for _, id := range []string{"before", "c"} {
 		in, err := again.GetIntent(ctx, id)
 		if err != nil || in.Status != store.StatusUncertain {
 			t.Errorf("%s after reopening: %+v, %v; want uncertain", id, in, err)
@@ -163,7 +121,34 @@ func TestSyncFailureBreaksWrites(t *testing.T) {
 	}
 }
 
-// TestWALFileKept checks what the syncer's held descriptor rests on: the
+// TestFailedFlushBreaksWrites fails the sync the writer makes on its own
+// for settlements no durable commit followed: nothing is waiting for it,
+// but the writes after it are refused all the same.
+func TestFailedFlushBreaksWrites(t *testing.T) {
+	s := openDir(t, t.TempDir())
+	ctx := context.Background()
+	if _, err := s.CommitIntent(ctx, intentReq("a", "alice")); err != nil {
+		t.Fatal(err)
+	}
+	f := func() error { return errors.New("injected I/O error") }
+	s.syncFault.Store(&f)
+	if err := s.Settle(ctx, "a", store.Settlement{Status: store.StatusSucceeded, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); s.syncFailed() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the settlement's sync never ran")
+		}
+	}
+	if _, err := s.CommitIntent(ctx, intentReq("b", "alice")); !errors.Is(err, errSyncFailed) {
+		t.Errorf("a commit after the failed flush: %v, want errSyncFailed", err)
+	}
+	if st := s.Stats(); st.WALSyncs != 0 {
+		t.Errorf("stats %+v: the failed flush counted as a sync", st)
+	}
+}
+
+// TestWALFileKept checks what the writer's held descriptor rests on: the
 // WAL file stays the same file while the Store is open, through
 // checkpoints that rewind it, one that truncates it, and other
 // connections opening and closing the database.
