@@ -26,6 +26,9 @@ import (
 // which marks this incarnation's started intents uncertain (never re-run).
 // Only the writer goroutine calls it.
 func (s *Store) syncWAL() error {
+	// Whatever the outcome, there is nothing left to flush: the commits
+	// are synced, or no sync will ever vouch for them.
+	s.pendingSync = false
 	if err := s.syncFailed(); err != nil {
 		return err
 	}
@@ -37,7 +40,6 @@ func (s *Store) syncWAL() error {
 		s.breakSync(err)
 		return fmt.Errorf("sqlite store: sync: %w", err)
 	}
-	s.pendingSync = false
 	return nil
 }
 
