@@ -311,6 +311,27 @@ ALTER TABLE approvals ADD COLUMN resolved_path TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN lease_until INTEGER;
 CREATE INDEX tasks_open ON tasks (status, created_at) WHERE status IN ('waiting', 'running');
 `,
+	// 14: settlements' status CHECK as comparisons rather than IN: SQLite
+	// evaluates an IN list of more than two values by building a temporary
+	// index, for every row inserted, which cost 3-5 us per settlement (a
+	// third of its INSERT). The same statuses; the table is rewritten once.
+	`
+CREATE TABLE settlements_new (
+	seq           INTEGER PRIMARY KEY, -- the intent's
+	status        TEXT NOT NULL CHECK (status = 'succeeded' OR status = 'failed' OR status = 'uncertain'
+		OR status = 'executed' OR status = 'not_executed'),
+	result        BLOB,
+	error_class   TEXT NOT NULL DEFAULT '',
+	error_message TEXT NOT NULL DEFAULT '',
+	resolved_by   TEXT NOT NULL DEFAULT '',
+	settled_at    INTEGER
+);
+INSERT INTO settlements_new (seq, status, result, error_class, error_message, resolved_by, settled_at)
+	SELECT seq, status, result, error_class, error_message, resolved_by, settled_at FROM settlements;
+DROP TABLE settlements;
+ALTER TABLE settlements_new RENAME TO settlements;
+CREATE INDEX settlements_rare ON settlements (status) WHERE status <> 'succeeded';
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

@@ -6,16 +6,23 @@
 // What it promises beyond the store contract:
 //
 //   - Every write but a settlement is committed with journal_mode=WAL and
-//     then synced (the writer fsyncs the WAL after the commit, which is
-//     what synchronous=FULL does inside it; the connection runs with
-//     synchronous=NORMAL, set once): when a method returns without error,
-//     its write is on stable storage. Settle returns once its write is
-//     committed and visible (written to the WAL, which survives the
-//     process dying) but before it is synced: the sync that follows the
-//     same transaction, the next synced commit, or the writer 100 ms
-//     later, syncs it. An operating-system crash can thus lose the
+//     then synced (the connection runs with synchronous=NORMAL, set once,
+//     and the writer fdatasyncs the WAL after the commit, which is what
+//     synchronous=FULL does inside it): when a method returns without
+//     error, its write is on stable storage. Another connection may read a
+//     write in the moment between its commit and that sync (a crash in that
+//     moment loses it, its caller never told it succeeded). Settle returns
+//     once its write is committed and visible (written to the WAL, which
+//     survives the process dying) but before it is synced: the sync that
+//     follows the same transaction, the next synced commit, or the writer
+//     100 ms later, syncs it. An operating-system crash can thus lose the
 //     settlements of that moment, leaving their intents started, for
 //     recovery to mark uncertain; see docs/durability.md.
+//   - A sync that fails fails its callers and breaks the Store for
+//     writing: every later write fails (the kernel may have dropped the
+//     pages it could not write, so no later sync can vouch for them), and
+//     the Store must be closed and the folder opened again, which recovers
+//     this incarnation's started intents as uncertain.
 //   - Writes of concurrent goroutines share transactions (group commit): one
 //     writer goroutine takes everything queued, up to Options.MaxBatch
 //     requests, and runs it in one transaction, in which a request that
@@ -130,6 +137,10 @@ type Store struct {
 
 	queue      chan *writeReq
 	writerDone chan struct{}
+	wal        *walFile // the writer's (see syncWAL)
+	// syncErr is set by the first failed sync: every write fails after it
+	// (see syncWAL).
+	syncErr atomic.Pointer[error]
 
 	closeMu  sync.RWMutex
 	closed   bool
@@ -144,6 +155,9 @@ type Store struct {
 	// is told the size of each committed transaction and how many of its
 	// requests failed alone.
 	onBatch func(size, failed int)
+	// syncFault, when set (by internal tests), runs after each successful
+	// sync of the WAL, and an error it returns is taken as the sync's.
+	syncFault atomic.Pointer[func() error]
 }
 
 var _ store.Store = (*Store)(nil)

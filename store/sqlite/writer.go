@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -103,8 +102,12 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 
 // writer is the only goroutine that writes through s.wc. It commits what is
 // queued, as soon as it is queued, in one transaction per round (see
-// runBatch): while one transaction syncs, the next requests pile up in the
-// queue and share the following commit.
+// runBatch), and syncs the WAL after each that holds a durable request:
+// while it syncs, the next requests pile up in the queue and share the
+// following commit. (Syncing beside the writer, while it runs the next
+// transaction, was tried: the rounds got shorter and their transactions
+// smaller, which cost more CPU per request than the overlap saved; see
+// docs/benchmarks.md, issue 27 fifth session.)
 //
 // One refinement: the callers answered by a transaction tend to come back
 // together (a gateway call commits its intent, then settles it), but not all
@@ -117,6 +120,8 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 // never exceeds what a sync costs anyway.
 func (s *Store) writer() {
 	defer close(s.writerDone)
+	s.wal = &walFile{path: filepath.Join(s.dir, DBFile) + "-wal", dir: s.dir}
+	defer s.wal.close()
 	w := &wtx{s: s, tally: newTally(), queries: map[multiRowKey]string{}, open: map[string]int64{}}
 	batch := make([]*writeReq, 0, s.maxBatch)
 	timer := time.NewTimer(time.Hour)
@@ -173,35 +178,11 @@ func (s *Store) writer() {
 // the WAL this long after it unless a synced commit did so before.
 const lazyFlush = 100 * time.Millisecond
 
-// syncWAL makes the commits so far durable by syncing the WAL file: the
-// connection runs with synchronous=NORMAL, set once at Open, under which
-// SQLite writes a commit to the WAL without syncing it (it syncs the WAL
-// before each checkpoint), and the writer syncs it itself after a commit
-// that holds a durable request, which is what synchronous=FULL would do
-// inside COMMIT. SQLite has no statement for "sync the WAL now", and
-// fsync(2) flushes a file whichever descriptor asks.
-func (s *Store) syncWAL() error {
-	f, err := os.OpenFile(filepath.Join(s.dir, DBFile)+"-wal", os.O_RDWR, 0)
-	if err == nil {
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		return err
-	}
-	s.pendingSync = false
-	return nil
-}
-
 // flushLazy syncs the WAL for the lazy commits no synced commit followed.
 func (s *Store) flushLazy() {
 	if err := s.syncWAL(); err != nil {
-		// The next synced commit syncs the WAL anyway; until then the
-		// settlements are as safe as a process crash allows (see the
-		// package doc).
-		s.log.Warn("sync of the write-ahead log failed", "error", err)
+		// The settlements' callers are gone; every later write fails.
+		s.log.Error("sync of the write-ahead log failed", "error", err)
 		return
 	}
 	s.nWALSync.Add(1)
@@ -270,6 +251,13 @@ func (s *Store) runBatch(w *wtx, batch []*writeReq) int {
 			live = append(live, r)
 		}
 	}
+	if err := s.syncFailed(); err != nil {
+		// Nothing written from now on could be made durable (see syncWAL).
+		for _, r := range live {
+			r.done <- err
+		}
+		return 0
+	}
 	if len(live) > 0 {
 		s.runTx(w, live)
 	}
@@ -277,7 +265,7 @@ func (s *Store) runBatch(w *wtx, batch []*writeReq) int {
 }
 
 // runTx runs live in one transaction, in order, then syncs the WAL if any
-// of live is durable. Runs of
+// of live is durable (see syncWAL). Runs of
 // settlements are grouped (settleGroup), runs of intent commits too
 // (commitGroup); what is not grouped runs alone (runCommit, or fn). The
 // budgets the commits took are written (tally.flush) before any other
@@ -417,28 +405,30 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 		s.onBatch(len(live), failed)
 	}
 	s.pendingSync = true
-	if synced {
-		// The lazy requests need only the commit: they are answered
-		// before the sync; the others are kept, in place, for after it.
-		durable := live[:0]
-		for _, r := range live {
-			if r.lazy {
-				r.done <- r.err
-			} else {
-				durable = append(durable, r)
-			}
-		}
-		live = durable // finish answers these
-		if err := s.syncWAL(); err != nil {
-			// Committed and visible, but perhaps not on stable storage:
-			// the callers are told it failed, the safe side (the gateway
-			// invokes nothing; an intent left started is recovered as
-			// uncertain once this process is gone).
-			finish(fmt.Errorf("sqlite store: sync: %w", err))
-			return
-		}
-		s.nSynced.Add(1)
+	if !synced {
+		finish(nil)
+		return
 	}
+	// The lazy requests need only the commit: they are answered before
+	// the sync; the others are kept, in place, for after it.
+	durable := live[:0]
+	for _, r := range live {
+		if r.lazy {
+			r.done <- r.err
+		} else {
+			durable = append(durable, r)
+		}
+	}
+	live = durable // finish answers these
+	if err := s.syncWAL(); err != nil {
+		// Committed and visible, but perhaps not on stable storage: the
+		// callers are told it failed, the safe side (the gateway invokes
+		// nothing; an intent left started is recovered as uncertain once
+		// this process is gone).
+		finish(err)
+		return
+	}
+	s.nSynced.Add(1)
 	finish(nil)
 }
 
