@@ -243,6 +243,9 @@ func requestID(raw []byte) (jsonrpc.ID, error) {
 			return jsonrpc.ID{}, fmt.Errorf("%w: the id string cannot be answered as sent: %v", ErrInvalidMessage, err)
 		}
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		if shortInteger(raw) {
+			return id, nil // below 10^15 < 2^53: a float64 holds it exactly
+		}
 		f, _ := strconv.ParseFloat(string(raw), 64) // idOf parsed it
 		exact, ok := new(big.Rat).SetString(string(raw))
 		if !ok || exact.Cmp(new(big.Rat).SetFloat64(f)) != 0 {
@@ -250,6 +253,25 @@ func requestID(raw []byte) (jsonrpc.ID, error) {
 		}
 	}
 	return id, nil
+}
+
+// shortInteger reports whether the JSON number raw is an integer of at
+// most 15 digits, which every id a client counts up is: the common case,
+// answered without the exact comparison's two big.Rat.
+func shortInteger(raw []byte) bool {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckRequestIDs reports, for a transport that leaves decoding to the SDK
