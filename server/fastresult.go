@@ -283,27 +283,5 @@ func appendCompactHTML(dst, src []byte) ([]byte, bool) {
 // and no 0xE2 byte anywhere (U+2028 and U+2029 start with it; the other
 // characters that do are left to the slow path too).
 func compactHTMLSafe(src []byte) bool {
-	inString, escaped := false, false
-	for _, c := range src {
-		switch c {
-		case '<', '>', '&', 0xE2:
-			return false
-		}
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			return false
-		}
-	}
-	return true
+	return bytes.IndexAny(src, "<>&") < 0 && bytes.IndexByte(src, 0xE2) < 0 && jsonstrict.Compact(src)
 }

@@ -125,6 +125,33 @@ func SyntaxKind(data []byte, opts *Options) (Kind, error) {
 	return kindOfByte(data[i]), nil
 }
 
+// Compact reports whether data, taken as JSON text, has no whitespace
+// outside its strings and no string left open: what encoding/json's
+// Compact would leave as it is, were data valid (which Compact does not
+// check: [SyntaxKind] does). For writers that copy a value's bytes when
+// compacting them would change nothing.
+func Compact(data []byte) bool {
+	inString, escaped := false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return !inString
+}
+
 func kindOfByte(c byte) Kind {
 	switch c {
 	case '{':

@@ -95,3 +95,38 @@ func FuzzSyntaxKind(f *testing.F) {
 		}
 	})
 }
+
+// Compact says of a valid JSON document exactly whether encoding/json's
+// Compact would leave it as it is.
+func TestCompactAsEncodingJSON(t *testing.T) {
+	for _, doc := range []string{
+		`{}`, `{"a":1}`, `{ "a":1}`, `{"a":1} `, `{"a":"x y\n"}`, `["\"", " "]`, `["\\", 1]`,
+		`["\\\"  "]`, "[\"\t\"]", "[1,\n2]", `"a b"`, `true`, ` 1`,
+	} {
+		f := func(doc string) {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, []byte(doc)); err != nil {
+				return // not JSON: Compact's answer is not specified
+			}
+			if got, want := Compact([]byte(doc)), buf.String() == doc; got != want {
+				t.Errorf("Compact(%q) = %v, encoding/json's Compact leaves it as it is: %v", doc, got, want)
+			}
+		}
+		f(doc)
+	}
+}
+
+func FuzzCompact(f *testing.F) {
+	for _, s := range []string{`{"a":[1, 2]}`, `"x\" y"`, `[ ]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var buf bytes.Buffer
+		if json.Compact(&buf, doc) != nil {
+			return
+		}
+		if got, want := Compact(doc), bytes.Equal(buf.Bytes(), doc); got != want {
+			t.Errorf("Compact(%q) = %v, encoding/json's Compact leaves it as it is: %v", doc, got, want)
+		}
+	})
+}

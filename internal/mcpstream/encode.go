@@ -91,26 +91,7 @@ func plainText(s string) bool {
 // outside its strings, which encoding/json's compaction (of a
 // json.RawMessage, without HTML escaping) leaves as it is.
 func compactJSON(raw []byte) bool {
-	inString, escaped := false, false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			return false
-		}
-	}
-	if inString {
+	if !jsonstrict.Compact(raw) {
 		return false
 	}
 	_, err := jsonstrict.SyntaxKind(raw, &jsonstrict.Options{MaxDepth: MaxDepth, MaxBytes: DefaultMaxMessage})
