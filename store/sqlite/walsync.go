@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -54,6 +55,13 @@ func (s *Store) syncFailed() error {
 		return *p
 	}
 	return nil
+}
+
+// Healthy implements store.HealthChecker: once a sync failed, the Store
+// refuses every write until it is reopened, and serve's health endpoint
+// says so, so that a load balancer stops sending it calls.
+func (s *Store) Healthy(context.Context) error {
+	return s.syncFailed()
 }
 
 // breakSync records the first failed sync.

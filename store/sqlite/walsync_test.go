@@ -75,6 +75,9 @@ func TestSyncFailureBreaksWrites(t *testing.T) {
 	if _, err := s.CommitIntent(ctx, intentReq("before", "alice")); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Healthy(ctx); err != nil {
+		t.Fatalf("healthy before any failure: %v", err)
+	}
 	g := gateSyncs(t, s)
 
 	c := commitAsync(s, "c")
@@ -99,6 +102,9 @@ func TestSyncFailureBreaksWrites(t *testing.T) {
 	}
 	if _, err := s.CommitIntent(ctx, intentReq("e", "alice")); !errors.Is(err, errSyncFailed) {
 		t.Errorf("a commit after the failure: %v, want errSyncFailed", err)
+	}
+	if err := s.Healthy(ctx); !errors.Is(err, errSyncFailed) {
+		t.Errorf("health after the failure: %v, want errSyncFailed (a balancer must stop sending calls)", err)
 	}
 	if err := s.Settle(ctx, "before", store.Settlement{Status: store.StatusSucceeded, At: time.Now()}); !errors.Is(err, errSyncFailed) {
 		t.Errorf("a settlement after the failure: %v, want errSyncFailed", err)
