@@ -374,6 +374,23 @@ func (c *logClient) Log(_ context.Context, m tool.LogMessage) error {
 // call reaches the call's client, at 2026-07-28 (the call's _meta asks for
 // every level: there is no session to set one on) as at 2025-11-25
 // (logging/setLevel).
+// connectSaying connects e to the Go test server with its say and meta
+// tools (MCPTEST_SAY), speaking 2025-11-25 only when legacy, and checks
+// that the revision agreed is protocol.
+func connectSaying(t *testing.T, e *env, protocol string, legacy bool) {
+	t.Helper()
+	srv, _ := testServerSpec(t, "go")
+	srv.Env = append(srv.Env, "MCPTEST_SAY", "MCPTEST_LEGACY")
+	t.Setenv("MCPTEST_SAY", "1")
+	if legacy {
+		t.Setenv("MCPTEST_LEGACY", "1")
+	}
+	u := e.connect(t, srv, nil)
+	if u.Protocol() != protocol {
+		t.Fatalf("protocol %q, want %q", u.Protocol(), protocol)
+	}
+}
+
 func TestUpstreamLogReachesCaller(t *testing.T) {
 	for _, tc := range []struct {
 		protocol string
@@ -381,16 +398,7 @@ func TestUpstreamLogReachesCaller(t *testing.T) {
 	}{{Protocol20260728, false}, {Protocol20251125, true}} {
 		t.Run(tc.protocol, func(t *testing.T) {
 			e := newEnv(t)
-			srv, _ := testServerSpec(t, "go")
-			srv.Env = append(srv.Env, "MCPTEST_SAY", "MCPTEST_LEGACY")
-			t.Setenv("MCPTEST_SAY", "1")
-			if tc.legacy {
-				t.Setenv("MCPTEST_LEGACY", "1")
-			}
-			u := e.connect(t, srv, nil)
-			if u.Protocol() != tc.protocol {
-				t.Fatalf("protocol %q", u.Protocol())
-			}
+			connectSaying(t, e, tc.protocol, tc.legacy)
 			cl := &logClient{}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -584,16 +592,7 @@ func TestCallAsksOnlyWhatItsClientTakes(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/%T", tc.protocol, tc.client), func(t *testing.T) {
 			e := newEnv(t)
-			srv, _ := testServerSpec(t, "go")
-			srv.Env = append(srv.Env, "MCPTEST_SAY", "MCPTEST_LEGACY")
-			t.Setenv("MCPTEST_SAY", "1")
-			if tc.legacy {
-				t.Setenv("MCPTEST_LEGACY", "1")
-			}
-			u := e.connect(t, srv, nil)
-			if u.Protocol() != tc.protocol {
-				t.Fatalf("protocol %q", u.Protocol())
-			}
+			connectSaying(t, e, tc.protocol, tc.legacy)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			res, err := e.g.Call(ctx, gateway.CallRequest{Caller: "alice", Session: "s", Tool: "go.meta", Arguments: json.RawMessage(`{}`), Client: tc.client})
