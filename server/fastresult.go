@@ -283,5 +283,5 @@ func appendCompactHTML(dst, src []byte) ([]byte, bool) {
 // and no 0xE2 byte anywhere (U+2028 and U+2029 start with it; the other
 // characters that do are left to the slow path too).
 func compactHTMLSafe(src []byte) bool {
-	return bytes.IndexAny(src, "<>&") < 0 && bytes.IndexByte(src, 0xE2) < 0 && jsonstrict.Compact(src)
+	return !bytes.ContainsAny(src, "<>&") && bytes.IndexByte(src, 0xE2) < 0 && jsonstrict.Compact(src)
 }
