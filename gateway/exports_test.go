@@ -19,10 +19,12 @@ import (
 // RevokeConnection, SetConnections): 91. Then DueTasks, the list a
 // server's sweeper acts on (so that a decided task runs unpolled), and the
 // console's Connect on its Connections page (issue 28), ConsentServers and
-// StartConnection: 94. A new view belongs in opsview, a
+// StartConnection: 94. Then Orphan, the journal's answer that a task left
+// by a dead runner ends with (the server writes it as the runner would
+// have): 95. A new view belongs in opsview, a
 // helper no other package needs stays unexported; raise the bound only
 // for a name a front end or an embedder cannot do without.
-const maxExported = 94
+const maxExported = 95
 
 // TestExportedNames counts the package's exported names as go/ast sees
 // them in its non-test files: every exported package-level name (each

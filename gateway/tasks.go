@@ -28,10 +28,12 @@ import (
 // A claim is a lease (Options.TaskLease), renewed while the call runs. A
 // runner that died before its call's intent was written (its approval
 // unused) ran nothing: once the lease lapsed another runner takes the
-// claim over and runs the call. One that died after it left a call whose
-// outcome is unknown: the store's recovery marks it uncertain in the
-// journal, and the task ends with the uncertain-call error
-// (TaskView.Orphaned), never run again.
+// claim over and runs the call. One that died after it left a call that is
+// never run again, and the task ends with what the journal knows of it
+// (TaskView.Orphaned): the answer the call settled with, when the runner
+// died between the settlement and the task's end; the uncertain-call
+// error when it died with the call in progress (the store's recovery
+// marks it uncertain for an operator).
 
 // ChannelTask is how a caller withdraws its own approval request by
 // cancelling its task.
@@ -100,10 +102,31 @@ type TaskView struct {
 	Hints []string
 	// Orphaned, for a running task whose runner is gone after its call's
 	// intent was written (its lease lapsed, no answer recorded, and the
-	// intent settled or marked uncertain by the store's recovery), is the
-	// error the task ends with: the call is never run again, and its
-	// outcome is the journal's (uncertain: an operator resolves it).
-	Orphaned *Error
+	// intent settled or marked uncertain by the store's recovery), is what
+	// the task ends with: the call is never run again, and its outcome is
+	// the journal's.
+	Orphaned *Orphan
+}
+
+// Orphan is the end of a task whose runner is gone after its call's intent
+// was written, as the journal has it: exactly one of Result and Err is
+// set.
+type Orphan struct {
+	CallID string
+	// Result, or else Err, is the answer the call settled with: what the
+	// runner would have recorded in the task had it lived (a result; a
+	// refused result, a failure, an uncertain outcome of a known class
+	// such as timeout). Err keeps the settlement's class and message, not
+	// what the live error carried beside them (violations listed one by
+	// one, an upstream's input requests or login URL).
+	Result *CallResult
+	Err    *Error
+	// Unknown is set when the journal does not know the call's outcome:
+	// the call was still in progress when its runner's process died (the
+	// store's recovery marked it uncertain, for an operator to resolve),
+	// or it settled with an unknown outcome. Err is then the uncertain-call
+	// error (unknown_outcome) naming the call and the gone runner.
+	Unknown bool
 }
 
 // defaultTaskLease is how long a runner's claim on a task lasts unless
@@ -193,14 +216,14 @@ func (g *Gateway) leaseLapsed(t *store.Task, now time.Time) bool {
 	return !now.Before(t.LeaseUntil)
 }
 
-// orphaned is the error a running task ends with whose runner is gone
-// after its call's intent callID was written (its approval consumed): the
-// call may have run, so it is never run again; its outcome is the
-// journal's. An intent still started is left to the store's recovery
-// first (Store.Recover: a process whose lock no one holds, a replica whose
-// lease lapsed), which marks it uncertain for an operator to resolve;
-// while its process is alive (a runner merely late), nil: the task waits.
-func (g *Gateway) orphaned(ctx context.Context, t *store.Task, callID string) *Error {
+// orphaned is what a running task ends with whose runner is gone after
+// its call's intent callID was written (its approval consumed): the call
+// may have run, so it is never run again; its outcome is the journal's.
+// An intent still started is left to the store's recovery first
+// (Store.Recover: a process whose lock no one holds, a replica whose lease
+// lapsed), which marks it uncertain for an operator to resolve; while its
+// process is alive (a runner merely late), nil: the task waits.
+func (g *Gateway) orphaned(ctx context.Context, t *store.Task, callID string) *Orphan {
 	in, err := g.store.GetIntent(ctx, callID)
 	if err != nil {
 		return nil
@@ -214,11 +237,56 @@ func (g *Gateway) orphaned(ctx context.Context, t *store.Task, callID string) *E
 			return nil
 		}
 	}
+	if res, serr := settledAnswer(in); res != nil || serr != nil {
+		if serr != nil {
+			serr.Tool = t.Tool
+		}
+		return &Orphan{CallID: in.CallID, Result: res, Err: serr}
+	}
 	e := newError(tool.ClassUnknownOutcome, "task", fmt.Sprintf(
 		"the process that ran this task's call (%s) stopped before recording its answer; the call is %s in the journal (%s) and is never run again",
 		t.RunBy, in.Status, in.CallID), map[string]any{"call_id": in.CallID, "approval_id": t.ApprovalID, "status": string(in.Status), "run_by": t.RunBy})
 	e.CallID = in.CallID
-	return e
+	return &Orphan{CallID: in.CallID, Err: e, Unknown: true}
+}
+
+// settledAnswer is the answer settled intent in gave its call, rebuilt
+// from the journal as invoke returned it: the result of a call that
+// succeeded, the error of one whose result was refused (succeeded with a
+// class), that failed, or that settled uncertain with a known class
+// (timeout, cancelled, malformed_result). Both are nil when the journal
+// does not know the outcome: uncertain with unknown_outcome (what
+// recovery marks a call its dead process left started), or an uncertain
+// intent since resolved by an operator without a class of its own.
+func settledAnswer(in *store.Intent) (*CallResult, *Error) {
+	settledError := func(class tool.Class) *Error {
+		e := newError(class, "invoke", in.ErrorMessage, map[string]any{"status": string(in.Status)})
+		e.CallID = in.CallID
+		return e
+	}
+	switch in.Status {
+	case store.StatusSucceeded:
+		if in.ErrorClass != "" {
+			return nil, settledError(tool.Class(in.ErrorClass))
+		}
+		r, err := store.DecodeResult(in.Result)
+		if err != nil {
+			e := newError(tool.ClassMalformedResult, "invoke", "the recorded result cannot be read: "+err.Error(), map[string]any{"status": string(in.Status)})
+			e.CallID = in.CallID
+			return nil, e
+		}
+		return &CallResult{CallID: in.CallID, Result: r.Content, IsError: r.IsError}, nil
+	case store.StatusFailed:
+		if in.ErrorClass == "" {
+			return nil, settledError(tool.ClassExecutionFailure)
+		}
+		return nil, settledError(tool.Class(in.ErrorClass))
+	}
+	// Uncertain, or resolved by an operator after it was.
+	if in.ErrorClass == "" || in.ErrorClass == string(tool.ClassUnknownOutcome) {
+		return nil, nil
+	}
+	return nil, settledError(tool.Class(in.ErrorClass))
 }
 
 // ClaimTask claims a task for this process to run (RunTask): a waiting

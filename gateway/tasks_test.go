@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,13 @@ import (
 // alice's danger needs an operator's approval; runs counts its runs.
 func taskGateway(t *testing.T) (g *gateway.Gateway, clock *atomic.Int64, runs *atomic.Int64) {
 	t.Helper()
+	return taskGatewayAnswering(t, func() (*tool.Result, error) { return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil })
+}
+
+// taskGatewayAnswering is taskGateway with danger answering what answer
+// returns.
+func taskGatewayAnswering(t *testing.T, answer func() (*tool.Result, error)) (g *gateway.Gateway, clock *atomic.Int64, runs *atomic.Int64) {
+	t.Helper()
 	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"*"}, Approve: []string{"danger"}}, {Caller: "bob", Allow: []string{"*"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +38,7 @@ func taskGateway(t *testing.T) (g *gateway.Gateway, clock *atomic.Int64, runs *a
 	err = g.Register(context.Background(), tool.Tool{Name: "danger", InputSchema: json.RawMessage(`{"type":"object"}`),
 		Backend: tool.BackendFunc(func(context.Context, *tool.Call) (*tool.Result, error) {
 			runs.Add(1)
-			return &tool.Result{Content: json.RawMessage(`{"ok":true}`)}, nil
+			return answer()
 		})})
 	if err != nil {
 		t.Fatal(err)
@@ -117,33 +125,99 @@ func TestTaskClaimedAndRunOnce(t *testing.T) {
 }
 
 // TestTaskOrphaned: a task whose runner settled the call and then died
-// (no answer recorded) is reported orphaned once the settlement is old,
-// with the journal's call; before that it is running.
+// (no answer recorded) is reported orphaned once its lease lapsed, with
+// the answer the journal settled the call with, as the runner got it:
+// the result, or the error of a failure or of an uncertain outcome of a
+// known class (malformed_result, timeout, cancelled). Only a call whose outcome the journal does not know ends
+// with the uncertain-call error. Before the lease lapsed it is running.
 func TestTaskOrphaned(t *testing.T) {
-	g, clock, runs := taskGateway(t)
-	ctx := context.Background()
-	tk, _ := openTask(t, g)
-	if _, err := g.DecideApproval(ctx, tk.ApprovalID, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name    string
+		backend func() (*tool.Result, error)
+		want    func(t *testing.T, o *gateway.Orphan, live *gateway.CallResult, liveErr error)
+	}{
+		{"result", func() (*tool.Result, error) { return &tool.Result{Content: json.RawMessage(`{"ok" : true}`)}, nil },
+			func(t *testing.T, o *gateway.Orphan, live *gateway.CallResult, _ error) {
+				if o.Unknown || o.Err != nil || o.Result == nil || string(o.Result.Result) != string(live.Result) || o.Result.IsError || o.Result.CallID != live.CallID {
+					t.Errorf("orphan %+v: want the call's result %s", o, live.Result)
+				}
+			}},
+		{"tool error result", func() (*tool.Result, error) {
+			return &tool.Result{Content: json.RawMessage(`"no"`), IsError: true}, nil
+		},
+			func(t *testing.T, o *gateway.Orphan, live *gateway.CallResult, _ error) {
+				if o.Unknown || o.Result == nil || !o.Result.IsError || string(o.Result.Result) != `"no"` {
+					t.Errorf("orphan %+v: want the tool's error result", o)
+				}
+			}},
+		{"failed", func() (*tool.Result, error) { return nil, fmt.Errorf("no such program: %w", tool.ErrNotStarted) },
+			func(t *testing.T, o *gateway.Orphan, _ *gateway.CallResult, liveErr error) {
+				wantSettledError(t, o, liveErr, tool.ClassExecutionFailure, store.StatusFailed)
+			}},
+		{"uncertain of a known class", func() (*tool.Result, error) { return nil, fmt.Errorf("half an answer: %w", tool.ErrMalformedResult) },
+			func(t *testing.T, o *gateway.Orphan, _ *gateway.CallResult, liveErr error) {
+				wantSettledError(t, o, liveErr, tool.ClassMalformedResult, store.StatusUncertain)
+			}},
+		{"unknown outcome", func() (*tool.Result, error) { return nil, errors.New("the connection broke") },
+			func(t *testing.T, o *gateway.Orphan, _ *gateway.CallResult, liveErr error) {
+				var live *gateway.Error
+				errors.As(liveErr, &live)
+				if !o.Unknown || o.Result != nil || o.Err == nil || o.Err.Class != tool.ClassUnknownOutcome || o.Err.CallID != live.CallID ||
+					o.Err.Details["status"] != string(store.StatusUncertain) || o.Err.Details["run_by"] != "r-dead" {
+					t.Errorf("orphan %+v (%+v): want the uncertain-call error naming call %s and its runner", o, o.Err, live.CallID)
+				}
+			}},
 	}
-	v, _ := g.GetTask(ctx, "alice", tk.ID)
-	if won, err := g.ClaimTask(ctx, v, "r-dead"); !won || err != nil {
-		t.Fatalf("claim = %v, %v", won, err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g, clock, runs := taskGatewayAnswering(t, tc.backend)
+			ctx := context.Background()
+			tk, _ := openTask(t, g)
+			if _, err := g.DecideApproval(ctx, tk.ApprovalID, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := g.GetTask(ctx, "alice", tk.ID)
+			if won, err := g.ClaimTask(ctx, v, "r-dead"); !won || err != nil {
+				t.Fatalf("claim = %v, %v", won, err)
+			}
+			tk.RunBy = "r-dead"
+			res, err := g.RunTask(ctx, tk, gateway.CallRequest{}) // settled; the runner dies before EndTask
+			if v, _ := g.GetTask(ctx, "alice", tk.ID); v.Orphaned != nil {
+				t.Errorf("orphaned at once: %+v", v.Orphaned)
+			}
+			clock.Add(int64(31 * time.Second))
+			v, gerr := g.GetTask(ctx, "alice", tk.ID)
+			if gerr != nil || v.Orphaned == nil {
+				t.Fatalf("GetTask after 31s = %+v, %v: want orphaned", v, gerr)
+			}
+			callID := ""
+			if res != nil {
+				callID = res.CallID
+			} else if ge := (*gateway.Error)(nil); errors.As(err, &ge) {
+				callID = ge.CallID
+			}
+			if callID == "" || v.Orphaned.CallID != callID {
+				t.Errorf("orphan of call %q, want the call run, %q", v.Orphaned.CallID, callID)
+			}
+			tc.want(t, v.Orphaned, res, err)
+			if runs.Load() != 1 {
+				t.Errorf("runs %d", runs.Load())
+			}
+		})
 	}
-	res, err := g.RunTask(ctx, tk, gateway.CallRequest{})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// wantSettledError checks that o is the error the live call got (liveErr):
+// its class, message and call, with the settlement's status.
+func wantSettledError(t *testing.T, o *gateway.Orphan, liveErr error, class tool.Class, status store.Status) {
+	t.Helper()
+	var live *gateway.Error
+	if !errors.As(liveErr, &live) || live.Class != class {
+		t.Fatalf("the live call's error %v: want class %s", liveErr, class)
 	}
-	if v, _ := g.GetTask(ctx, "alice", tk.ID); v.Orphaned != nil {
-		t.Errorf("orphaned at once: %v", v.Orphaned)
-	}
-	clock.Add(int64(31 * time.Second))
-	v, err = g.GetTask(ctx, "alice", tk.ID)
-	if err != nil || v.Orphaned == nil || v.Orphaned.Class != tool.ClassUnknownOutcome || v.Orphaned.CallID != res.CallID {
-		t.Fatalf("GetTask after 31s = %+v, %v: want orphaned, naming call %s", v, err, res.CallID)
-	}
-	if runs.Load() != 1 {
-		t.Errorf("runs %d", runs.Load())
+	if o.Unknown || o.Result != nil || o.Err == nil || o.Err.Class != live.Class || o.Err.Message != live.Message ||
+		o.Err.CallID != live.CallID || o.Err.Tool != live.Tool || o.Err.Step != live.Step || o.Err.Details["status"] != string(status) {
+		t.Errorf("orphan %+v (%+v): want the live call's error %+v", o, o.Err, live)
 	}
 }
 

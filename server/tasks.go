@@ -39,13 +39,20 @@ import (
 //     call runs once, whether its client polls or not; a denied or
 //     expired one gets the refusal it would have got;
 //   - the runner renews its claim's lease while the call runs
-//     (gateway.Options.TaskLease). A runner that died before the call's
-//     intent was written ran nothing: another replica takes the claim
-//     over once the lease lapsed, and runs the call. One that died after
-//     left a call whose outcome is unknown: the task fails with the
-//     uncertain-call error (unknown_outcome, the journal's call_id), the
-//     journal marks the call uncertain for an operator, and it is never
-//     run again;
+//     (gateway.Options.TaskLease); once a runner's lease lapsed, the task
+//     goes on as the journal says (gateway.Orphan);
+//   - a runner that died before the call's intent was written ran
+//     nothing: another replica takes the claim over and runs the call;
+//   - a runner that died after the call settled in the journal, before it
+//     recorded the task's answer, left a call whose answer is known: the
+//     task ends with it, as the runner would have ended it ("completed"
+//     with the call's result, or with the error result of the refusal or
+//     failure it settled with), and the call is never run again;
+//   - a runner that died with the call in progress (its intent still
+//     started) left a call whose outcome is unknown: the journal marks it
+//     uncertain for an operator (the store's recovery), the task fails
+//     with the uncertain-call error (unknown_outcome, the journal's
+//     call_id), and the call is never run again;
 //   - the call's answer is the task's end: "completed" with the tool
 //     result the call would have returned (a refusal is a tool result with
 //     isError, as for any call: the extension reserves "failed" for
@@ -195,20 +202,41 @@ const DefaultTaskSweep = time.Second
 
 // advanceTask does what is due for task v, for tasks/get and the sweeper
 // alike: an orphaned task (its runner died after its call's intent was
-// written) ends, failed with the uncertain-call error; a task ready to run
+// written) ends with what the journal knows (the call's settled answer,
+// else failed with the uncertain-call error); a task ready to run
 // (decided, or left by a runner that died before its intent) is claimed
 // and, when this server wins the claim, run. reread reads the task again
 // when ending it lost to another replica.
 func (s *Server) advanceTask(ctx context.Context, v *gateway.TaskView, reread func() (*gateway.TaskView, error)) (*gateway.TaskView, error) {
-	if v.Orphaned != nil {
-		outcome := orphanOutcome(v.Orphaned)
-		if err := s.g.EndTask(ctx, v.Task.ID, v.Task.RunBy, true, outcome); err == nil {
-			v.Task.Status, v.Task.Outcome = store.TaskFailed, outcome
-			s.log.Warn("task failed: its runner stopped after its call's intent was written; the call is uncertain and never run again",
-				"task_id", v.Task.ID, "approval_id", v.Task.ApprovalID, "call_id", v.Orphaned.CallID, "run_by", v.Task.RunBy)
-			return v, nil
+	if o := v.Orphaned; o != nil {
+		var failed bool
+		var outcome []byte
+		if o.Unknown {
+			failed, outcome = true, orphanOutcome(o.Err)
+		} else {
+			// The journal has the call's answer: the task ends as its
+			// runner would have ended it.
+			var err error
+			if o.Err != nil {
+				err = o.Err
+			}
+			failed, outcome = taskOutcome(o.Result, err, s.declaresOutput(v.Task.Tool, o.Result, err))
 		}
-		return reread()
+		if err := s.g.EndTask(ctx, v.Task.ID, v.Task.RunBy, failed, outcome); err != nil {
+			return reread()
+		}
+		v.Task.Status, v.Task.Outcome = store.TaskCompleted, outcome
+		if failed {
+			v.Task.Status = store.TaskFailed
+		}
+		if o.Unknown {
+			s.log.Warn("task failed: its runner stopped while its call was in progress; the call is uncertain and never run again",
+				"task_id", v.Task.ID, "approval_id", v.Task.ApprovalID, "call_id", o.CallID, "run_by", v.Task.RunBy)
+		} else {
+			s.log.Info("task ended with its call's settled answer: its runner stopped after the call settled, before recording it",
+				"task_id", v.Task.ID, "approval_id", v.Task.ApprovalID, "call_id", o.CallID, "run_by", v.Task.RunBy, "status", string(v.Task.Status))
+		}
+		return v, nil
 	}
 	claimed, err := s.g.ClaimTask(ctx, v, s.taskRunner())
 	if err != nil {

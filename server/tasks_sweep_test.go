@@ -33,6 +33,8 @@ type replica struct {
 	// runner's call in progress); entered is closed when a run starts.
 	block   chan struct{}
 	entered chan struct{}
+	// fail, when set, is the error the tool's run answers.
+	fail error
 }
 
 // newReplicas opens n replicas on one store folder; every replica's tool
@@ -86,6 +88,9 @@ func runnerGateway(t *testing.T, st store.Store, rules policy.Policy, lease time
 					return nil, ctx.Err()
 				}
 			}
+			if r.fail != nil {
+				return nil, r.fail
+			}
 			return &tool.Result{Content: json.RawMessage(`{"done":` + string(c.Arguments) + `,"by":` + fmt.Sprint(i) + `}`)}, nil
 		})})
 	if err != nil {
@@ -120,6 +125,9 @@ func waitTask(t *testing.T, st store.Store, id string, want store.TaskStatus, wi
 		}
 		if tk.Status == want {
 			return tk
+		}
+		if tk.Status.Terminal() {
+			t.Fatalf("task %s ended %s (outcome %s), want %s", id, tk.Status, tk.Outcome, want)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("task %s is %s (run by %q) after %s, want %s", id, tk.Status, tk.RunBy, within, want)
@@ -289,6 +297,88 @@ func TestTaskFailsUncertainWhenRunnerDiedAfterIntent(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if runs.Load() != 1 {
 		t.Errorf("the tool ran %d times, want once: never re-run", runs.Load())
+	}
+}
+
+// TestTaskEndsWithSettledAnswerWhenRunnerDiedAfterSettling: a runner
+// whose process goes away after its call settled in the journal, before
+// it recorded the task's answer, left a call whose outcome the journal
+// knows: the other replica's sweeper ends the task with that answer, as
+// the runner would have (completed with the call's result, or with the
+// error result of the failure it settled with), not as unknown_outcome;
+// the call is never run again.
+func TestTaskEndsWithSettledAnswerWhenRunnerDiedAfterSettling(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail error
+		want func(t *testing.T, res map[string]any, callID string)
+	}{
+		{"result", nil, func(t *testing.T, res map[string]any, callID string) {
+			if res["isError"] == true || fmt.Sprint(res["structuredContent"]) != "map[by:9 done:map[target:settled, then died]]" {
+				t.Errorf("the task's result %v: want the call's result", res)
+			}
+		}},
+		{"failure", fmt.Errorf("no such program: %w", tool.ErrNotStarted), func(t *testing.T, res map[string]any, callID string) {
+			sc, _ := res["structuredContent"].(map[string]any)
+			if res["isError"] != true || sc["class"] != string(tool.ClassExecutionFailure) || sc["call_id"] != callID ||
+				!strings.Contains(fmt.Sprint(sc["message"]), "no such program") {
+				t.Errorf("the task's result %v: want the error result of the failure the call settled with", res)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int64
+			const lease = 300 * time.Millisecond
+			reps := newReplicas(t, 2, 20*time.Millisecond, lease, &runs)
+			a, b := reps[0], reps[1]
+			ctx := context.Background()
+			// The runner that dies: a gateway on a store of its own, the only
+			// one to claim the task.
+			dyingStore, err := sqlite.Open(a.st.Dir(), &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dying := runnerGateway(t, dyingStore, mustRules(t), lease, &replica{entered: make(chan struct{}, 16), fail: tc.fail}, &runs, 9)
+			id, aid := openTaskOn(t, a, "settled, then died")
+			v, err := dying.GetTask(ctx, "alice", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v.Approval.Status = store.ApprovalApproved // claimed as the decision lands
+			if won, err := dying.ClaimTask(ctx, v, "runner-dying"); !won || err != nil {
+				t.Fatalf("claim = %v, %v", won, err)
+			}
+			if _, err := b.g.DecideApproval(ctx, aid, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
+				t.Fatal(err)
+			}
+			// The call runs and settles; the process goes away before EndTask.
+			res, callErr := dying.RunTask(ctx, &v.Task, gateway.CallRequest{})
+			dyingStore.Close()
+			apr, err := b.st.GetApproval(ctx, aid)
+			if err != nil || apr.ConsumedBy == "" {
+				t.Fatalf("approval %+v, %v: want it used by the call", apr, err)
+			}
+			in, err := b.st.GetIntent(ctx, apr.ConsumedBy)
+			if err != nil || in.Status == store.StatusStarted || in.Status == store.StatusUncertain {
+				t.Fatalf("the call in the journal: %+v, %v (run: %v, %v); want it settled", in, err, res, callErr)
+			}
+			tk := waitTask(t, b.st, id, store.TaskCompleted, 20*time.Second)
+			var out map[string]any
+			if err := json.Unmarshal(tk.Outcome, &out); err != nil {
+				t.Fatalf("the task's outcome %s: %v", tk.Outcome, err)
+			}
+			if meta, _ := out["_meta"].(map[string]any); meta[server.MetaCallID] != in.CallID {
+				t.Errorf("the task's outcome %s: want it to name call %s", tk.Outcome, in.CallID)
+			}
+			tc.want(t, out, in.CallID)
+			r := post(t, b.url, "tok-alice", "tasks/get", map[string]any{"taskId": id, "_meta": modernMeta(tasksCaps)}, map[string]string{"Mcp-Name": id})
+			if r.Error != nil || str(r.Result["status"]) != "completed" {
+				t.Errorf("tasks/get = %+v, %+v: want completed", r.Result, r.Error)
+			}
+			if runs.Load() != 1 {
+				t.Errorf("the tool ran %d times, want once: never re-run", runs.Load())
+			}
+		})
 	}
 }
 
