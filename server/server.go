@@ -254,7 +254,9 @@ type Options struct {
 	ApprovalWait time.Duration
 	// TaskSweep is how often the server looks for tasks to act on
 	// (tasks.go): approved ones to run without waiting for their client's
-	// next tasks/get, and ones whose runner died. Default
+	// next tasks/get, and ones whose runner died. A decision taken through
+	// this server's gateway (its console) is acted on at once, without
+	// waiting for the next look. Default
 	// DefaultTaskSweep; negative: never (the tasks then move only when
 	// polled).
 	TaskSweep time.Duration

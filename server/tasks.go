@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/opsview"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/tool"
 )
@@ -33,8 +34,9 @@ import (
 //     commands, the console's page) in statusMessage and _meta;
 //   - once an operator decides (console, CLI, in any process), the task
 //     is claimed (one claim wins, across replicas) by the sweeper of a
-//     serve (every Options.TaskSweep), or by the first tasks/get to see
-//     it, whichever comes first, and the call is run again through the
+//     serve (every Options.TaskSweep, and at once in the process whose
+//     gateway took the decision), or by the first tasks/get to see it,
+//     whichever comes first, and the call is run again through the
 //     whole pipeline with that request, in the background: an approved
 //     call runs once, whether its client polls or not; a denied or
 //     expired one gets the refusal it would have got;
@@ -263,7 +265,11 @@ func orphanOutcome(ge *gateway.Error) []byte {
 // Options.TaskSweep, until Shutdown: a decision made in another process
 // (the CLI, another replica's console) reaches its task without waiting
 // for the client's next tasks/get, and a task left by a runner that died
-// moves on. Exactly one replica runs a task: the claim decides.
+// moves on. A decision made through this server's gateway (its console,
+// an elicitation) sweeps at once: the gateway's approval events say so,
+// and the poll stays for the others (an event lost to a full channel
+// only waits for the next tick). Exactly one replica runs a task: the
+// claim decides.
 func (s *Server) startTaskSweeper() {
 	every := s.opts.TaskSweep
 	if every < 0 {
@@ -272,7 +278,9 @@ func (s *Server) startTaskSweeper() {
 	if every == 0 {
 		every = DefaultTaskSweep
 	}
+	events, unsubscribe := s.g.SubscribeApprovals()
 	go func() {
+		defer unsubscribe()
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		failing := false // a store error is logged once, until a sweep works again
@@ -281,6 +289,11 @@ func (s *Server) startTaskSweeper() {
 			case <-s.stop.Done():
 				return
 			case <-tick.C:
+			case ev := <-events:
+				if ev.Kind != "decided" {
+					continue
+				}
+				drainDecided(events) // one sweep serves a burst of decisions
 			}
 			err := s.sweepTasks()
 			switch {
@@ -294,6 +307,18 @@ func (s *Server) startTaskSweeper() {
 			}
 		}
 	}()
+}
+
+// drainDecided takes the approval events already waiting in events: the
+// sweep about to run acts on every decision they report.
+func drainDecided(events <-chan opsview.ApprovalEvent) {
+	for {
+		select {
+		case <-events:
+		default:
+			return
+		}
+	}
 }
 
 // sweepTasks acts once on every due task.

@@ -173,6 +173,28 @@ func TestTaskRunsOnDecisionWithoutPolling(t *testing.T) {
 	}
 }
 
+// TestTaskRunsAtOnceOnDecisionInProcess: a decision taken through the
+// server's own gateway (as its console does) wakes its sweeper: the task
+// runs without waiting for the next sweep (an hour away here) nor for a
+// tasks/get.
+func TestTaskRunsAtOnceOnDecisionInProcess(t *testing.T) {
+	var runs atomic.Int64
+	r := newReplicas(t, 1, time.Hour, time.Minute, &runs)[0]
+	id, aid := openTaskOn(t, r, "decided here")
+	if _, err := r.g.DecideApproval(context.Background(), aid, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelConsole}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the approved task did not run within 10s of its decision: the sweeper waited for its next tick")
+	}
+	tk := waitTask(t, r.st, id, store.TaskCompleted, 10*time.Second)
+	if !strings.Contains(string(tk.Outcome), `"decided here"`) || runs.Load() != 1 {
+		t.Errorf("task outcome %s, runs %d: want its call's result, once", tk.Outcome, runs.Load())
+	}
+}
+
 // TestTaskTakenOverWhenRunnerDiedBeforeIntent: a runner that claimed a
 // task and died before its call's intent was written ran nothing; once
 // its lease lapsed another replica's sweeper takes the claim over and
