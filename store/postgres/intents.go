@@ -3,7 +3,6 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbackplane/backplane/budget"
+	"github.com/agentbackplane/backplane/internal/jsonstring"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -268,13 +268,16 @@ func appendReservations(b []byte, rs []budget.Reservation) []byte {
 
 // appendJSONString appends s as a JSON string. Budget scopes and keys are
 // names (a caller, a tool, a session id): the plain ones are copied, any
-// other goes through encoding/json. A NUL, which PostgreSQL's text cannot
-// hold, is refused by the server as it is in any other column.
+// other is escaped as encoding/json's Marshal writes it (jsonstring.HTML:
+// the same bytes, without Marshal's allocation). The bytes written are
+// what they were when Marshal wrote them: a plain name keeps its <, > and
+// & as they are, a name with any other byte to escape has them escaped.
+// A NUL, which PostgreSQL's text cannot hold, is refused by the server as
+// it is in any other column.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
+			return jsonstring.HTML.Append(b, s)
 		}
 	}
 	b = append(b, '"')

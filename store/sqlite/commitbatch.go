@@ -2,13 +2,13 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/agentbackplane/backplane/budget"
+	"github.com/agentbackplane/backplane/internal/jsonstring"
 	"github.com/agentbackplane/backplane/store"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -178,12 +178,14 @@ func (t *tally) encode(rs []budget.Reservation) any {
 
 // appendJSONString appends s as a JSON string. Budget scopes and keys are
 // names (a caller, a tool, a session id): the plain ones are copied, any
-// other goes through encoding/json.
+// other is escaped as encoding/json's Marshal writes it (jsonstring.HTML:
+// the same bytes, without Marshal's allocation). The bytes written are
+// what they were when Marshal wrote them: a plain name keeps its <, > and
+// & as they are, a name with any other byte to escape has them escaped.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
+			return jsonstring.HTML.Append(b, s)
 		}
 	}
 	b = append(b, '"')
