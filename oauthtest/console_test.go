@@ -256,8 +256,9 @@ func TestConsoleConnectionsConnect(t *testing.T) {
 		t.Errorf("the callback again with the used state: %d, want 400", code)
 	}
 
-	// serve's upstream, down at start for want of a token, reconnects (its
-	// retries back off from a second) and calls run with the token.
+	// serve's upstream, down at start for want of a token, reconnects at
+	// once (the login saved at this serve's callback wakes its retry) and
+	// calls run with the token.
 	r.greetsWithIssuedToken(t, "after the console's login")
 
 	resp, body := r.submit(t, "/ui/connections/revoke", url.Values{"server": {"remote"}, "caller": {""}})
@@ -379,13 +380,17 @@ func TestConsoleConnectAcrossReplicas(t *testing.T) {
 	}
 
 	// A's upstream, down at start for want of a token, reconnects with
-	// the token B's callback had A save.
+	// the token B's callback saved in the shared store: at its next retry,
+	// since the login woke only B's (A's retries back off from a second,
+	// doubling up to a minute: greetsWithIssuedToken waits 70 s).
 	a.greetsWithIssuedToken(t, "at A after the login completed at B")
 }
 
 // greetsWithIssuedToken calls remote.greet through r's serve until it runs
 // (its upstream, down at start for want of a token, reconnects once a
-// login saved one: its retries back off from a second), then checks that
+// login saved one: at once when the login completed at r, which wakes the
+// retry; else at its next retry, backing off from a second and doubling up
+// to a minute, within the 70 s it waits), then checks that
 // the call reached the upstream with the first token the authorization
 // server issued. when says, in a failure, after what.
 func (r *consoleRig) greetsWithIssuedToken(t *testing.T, when string) {
