@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/tool"
@@ -252,11 +253,16 @@ func printSummary(w io.Writer, rt *assemble.Runtime, base string) {
 }
 
 // stdinOf is the command's input, closable when it is a file (closing it
-// ends the read that a shutdown would otherwise leave blocked).
+// ends the read that a shutdown would otherwise leave blocked). A pipe or
+// socket is read through the runtime's poller (mcpstream.Polled): Go
+// 1.26's runtime can stall a stop-the-world behind a goroutine entering a
+// blocking read (issue 14's stall, docs/mcp.md; the reproducer is
+// internal/mcpbench's TestGoStdinStall), and the connection reads a polled
+// stream itself, without a goroutine handing it each line.
 func stdinOf(cmd *cobra.Command) io.ReadCloser {
 	in := cmd.InOrStdin()
 	if f, ok := in.(*os.File); ok {
-		return polledStdin(f)
+		return mcpstream.Polled(f)
 	}
 	if rc, ok := in.(io.ReadCloser); ok {
 		return rc
