@@ -124,7 +124,7 @@ func newServeCmd() *cobra.Command {
 				Announce: cmd.ErrOrStderr(), ShutdownGrace: shutdownGrace}
 			if stdio {
 				// stdout is the protocol: the operator's lines go to stderr.
-				so.Stdin, so.Stdout = stdinOf(cmd), nopWriteCloser{cmd.OutOrStdout()}
+				so.Stdin, so.Stdout = stdinOf(cmd), stdoutOf(cmd)
 			}
 			s, err := assemble.OpenServer(ctx, cfg, so)
 			if err != nil {
@@ -268,6 +268,19 @@ func stdinOf(cmd *cobra.Command) io.ReadCloser {
 		return rc
 	}
 	return io.NopCloser(in)
+}
+
+// stdoutOf is the command's output, which closing the session leaves open.
+// A pipe is written through a polled description of its own
+// (mcpstream.PolledOutput): a write waits in the poller, and it is made
+// without waking the runtime's sysmon as a blocking write does; a write
+// its reader refuses still ends serve with SIGPIPE, as a write of stdout
+// does.
+func stdoutOf(cmd *cobra.Command) io.WriteCloser {
+	if f, ok := cmd.OutOrStdout().(*os.File); ok {
+		return mcpstream.PolledOutput(f)
+	}
+	return nopWriteCloser{cmd.OutOrStdout()}
 }
 
 type nopWriteCloser struct{ io.Writer }

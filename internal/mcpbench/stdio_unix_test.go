@@ -15,9 +15,9 @@ import (
 // stdioPipes returns the two pipes between the benchmark's client and the
 // gateway's server as `backplane serve --stdio` has them: the server's
 // ends (inR, outW) as a client process hands them down, blocking
-// descriptors the runtime does not poll, stdin taken through
-// mcpstream.Polled and stdout written as it is, exactly as serve's stdinOf
-// and its stdout take them (cmd/backplane/serve.go); the client's ends
+// descriptors the runtime does not poll, taken through mcpstream.Polled
+// and mcpstream.PolledOutput exactly as serve's stdinOf and stdoutOf take
+// them (cmd/backplane/serve.go); the client's ends
 // (inW, outR) polled, as os.Pipe's are (the direct leg's client reads its
 // upstream's pipes from exec.Cmd, polled). Every end is closed when b
 // ends.
@@ -25,7 +25,7 @@ func stdioPipes(b testing.TB) (inR io.ReadCloser, inW io.WriteCloser, outR io.Re
 	b.Helper()
 	in, clientIn := pipe(b, false, true)   // client -> server
 	clientOut, out := pipe(b, true, false) // server -> client
-	return mcpstream.Polled(in), clientIn, clientOut, out
+	return mcpstream.Polled(in), clientIn, clientOut, mcpstream.PolledOutput(out)
 }
 
 // pipe is a pipe whose read and write ends are non-blocking (which the

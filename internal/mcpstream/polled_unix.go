@@ -3,6 +3,8 @@
 package mcpstream
 
 import (
+	"errors"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -40,7 +42,7 @@ func Polled(f *os.File) *os.File {
 		return f
 	}
 	if kind == syscall.S_IFIFO {
-		if own, ok := reopen(fd, &st); ok {
+		if own, ok := reopen(fd, &st, syscall.O_RDONLY); ok {
 			// os.NewFile sees the descriptor non-blocking and registers
 			// it with the runtime's poller.
 			return os.NewFile(uintptr(own), f.Name())
@@ -57,3 +59,48 @@ func Polled(f *os.File) *os.File {
 	}
 	return os.NewFile(uintptr(dup), f.Name())
 }
+
+// PolledOutput returns a writer of f, a process's stdout, for [New]: when
+// f is a pipe or FIFO, its own non-blocking description of it (opened
+// again, as [Polled] does; Linux only), which the runtime polls and the
+// connection writes with raw system calls (a write waits for room in the
+// poller, not in a blocked thread). Its Close closes only that
+// description, never f. A write the pipe refuses with EPIPE (its reader
+// is gone) is made again on f, so that it fails as a write of f would:
+// on stdout, the Go runtime then ends the process with SIGPIPE, as before.
+// Anything else (a terminal, a file, a socket, an error on the way)
+// writes f itself, and Close leaves f open.
+func PolledOutput(f *os.File) io.WriteCloser {
+	var st syscall.Stat_t
+	if syscall.Fstat(int(f.Fd()), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return nopCloser{f}
+	}
+	own, ok := reopen(int(f.Fd()), &st, syscall.O_WRONLY)
+	if !ok {
+		return nopCloser{f}
+	}
+	p := os.NewFile(uintptr(own), f.Name())
+	return &polledOutput{own: p, w: rawWriter(p), orig: f}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// polledOutput writes its own description of a pipe (see PolledOutput).
+type polledOutput struct {
+	own  *os.File
+	w    io.Writer // own, written raw where the platform can
+	orig *os.File
+}
+
+func (p *polledOutput) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		m, err := p.orig.Write(b[n:])
+		return n + m, err
+	}
+	return n, err
+}
+
+func (p *polledOutput) Close() error { return p.own.Close() }

@@ -170,3 +170,52 @@ func nonblocking(f *os.File) (bool, error) {
 	}
 	return flags&syscall.O_NONBLOCK != 0, nil
 }
+
+// A blocking pipe as stdout is written through a polled description of its
+// own on Linux (the inherited one stays blocking); Close leaves the
+// original open; a write once the reader is gone fails with EPIPE (made on
+// the original: on fd 1 the runtime then raises SIGPIPE, as before).
+func TestPolledOutputPipe(t *testing.T) {
+	r, w := blockingPipe(t)
+	out := mcpstream.PolledOutput(w)
+	if _, err := out.Write([]byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "{}\n" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	if runtime.GOOS == "linux" {
+		if nb, err := nonblocking(w); err != nil || nb {
+			t.Fatalf("the inherited stdout is non-blocking now (%v, %v)", nb, err)
+		}
+	}
+	r.Close()
+	if _, err := out.Write([]byte("x")); !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("write without a reader: %v, want EPIPE", err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(w.Fd()), &st); err != nil {
+		t.Fatalf("Close closed the original stdout: %v", err)
+	}
+}
+
+// A regular file as stdout is written as it is, and Close leaves it open.
+func TestPolledOutputRegularFile(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := mcpstream.PolledOutput(f)
+	if _, err := out.Write([]byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	if _, err := f.Write([]byte("!")); err != nil {
+		t.Fatalf("Close closed the file: %v", err)
+	}
+}

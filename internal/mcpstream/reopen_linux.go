@@ -6,11 +6,13 @@ import (
 )
 
 // reopen opens the pipe or FIFO of descriptor fd (whose fstat is st) again,
-// read-only and non-blocking, as a new open file description (see Polled);
-// false when it cannot, or when what it opened is not the same pipe.
-// O_NONBLOCK also keeps the open of a FIFO from waiting for a writer.
-func reopen(fd int, st *syscall.Stat_t) (int, bool) {
-	own, err := syscall.Open("/proc/self/fd/"+strconv.Itoa(fd), syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+// non-blocking, for reading or writing (mode: O_RDONLY or O_WRONLY), as a
+// new open file description (see Polled); false when it cannot, or when
+// what it opened is not the same pipe. O_NONBLOCK also keeps the open of
+// a FIFO from waiting for a writer, and makes one for writing without a
+// reader fail (ENXIO).
+func reopen(fd int, st *syscall.Stat_t, mode int) (int, bool) {
+	own, err := syscall.Open("/proc/self/fd/"+strconv.Itoa(fd), mode|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, false
 	}

@@ -6,4 +6,4 @@ import "syscall"
 
 // reopen is Linux's alone (/proc/self/fd): elsewhere Polled takes a
 // duplicate descriptor.
-func reopen(int, *syscall.Stat_t) (int, bool) { return -1, false }
+func reopen(int, *syscall.Stat_t, int) (int, bool) { return -1, false }
