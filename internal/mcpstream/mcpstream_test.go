@@ -900,6 +900,9 @@ func FuzzEncodeMessage(f *testing.F) {
 // A request or answer written directly is one allocation, the newline the
 // connection appends included: the buffer is made to its size.
 func TestEncodeMessageAllocatesOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates")
+	}
 	id, _ := jsonrpc.MakeID("backplane-call-12345")
 	bigID, _ := jsonrpc.MakeID(int64(1 << 62))
 	msgs := []jsonrpc.Message{
