@@ -6,7 +6,9 @@
 // again as a Go SDK server (mcp.StdioTransport) with one echo tool.
 // BenchmarkMCPProxy/gateway is the same call made through the gateway: the
 // client reaches backplane's MCP server over stdio (Server.ServeStdio on OS
-// pipes, as `backplane serve --stdio` runs), and the gateway's tool is that
+// pipes, as `backplane serve --stdio` runs: blocking pipes taken through
+// mcpstream.Polled and mcpstream.PolledOutput as serve takes its stdin
+// and stdout, stdio_unix_test.go), and the gateway's tool is that
 // same upstream program, started and spoken to by package backend/upstream as
 // for a configured `servers:` entry; the gateway runs its whole pipeline
 // over a SQLite store in a temporary folder (the real default: a synced
