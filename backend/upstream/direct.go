@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -86,7 +85,15 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 		return appendValue(dst, map[string]any(v))
 	case map[string]any:
 		dst = append(dst, '{')
-		for i, k := range slices.Sorted(maps.Keys(v)) {
+		// A call's _meta has a few members: their names sorted in an
+		// array on the stack, not a slice grown for each.
+		var names [8]string
+		keys := names[:0]
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -151,7 +158,9 @@ func (l *link) callDirect(ctx context.Context, e *exchange, meta map[string]any,
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`) // as the SDK sends no arguments
 	}
-	data, err := appendParams(nil, meta, name, args)
+	// Room for the name, the arguments and a call's usual _meta (a
+	// progress token, the log level, a trace context).
+	data, err := appendParams(make([]byte, 0, len(name)+len(args)+256), meta, name, args)
 	if err != nil {
 		return fmt.Errorf("encoding the call: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -63,6 +64,25 @@ type procStdin struct {
 	group     *procsup.Group
 	terminate time.Duration
 	cleanup   func()
+}
+
+// SyscallConn and SetWriteDeadline are those of stdin (exec's pipe, which
+// the runtime polls), so that the connection writes it with raw system
+// calls (package mcpstream, rawio_linux.go).
+func (s *procStdin) SyscallConn() (syscall.RawConn, error) {
+	if f, ok := s.WriteCloser.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	}); ok {
+		return f.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
+func (s *procStdin) SetWriteDeadline(t time.Time) error {
+	if f, ok := s.WriteCloser.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		return f.SetWriteDeadline(t)
+	}
+	return os.ErrNoDeadline
 }
 
 func (s *procStdin) Close() error {

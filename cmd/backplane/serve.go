@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbackplane/backplane/assemble"
 	"github.com/agentbackplane/backplane/config"
+	"github.com/agentbackplane/backplane/internal/mcpstream"
 	"github.com/agentbackplane/backplane/internal/termtext"
 	"github.com/agentbackplane/backplane/server"
 	"github.com/agentbackplane/backplane/tool"
@@ -123,7 +124,7 @@ func newServeCmd() *cobra.Command {
 				Announce: cmd.ErrOrStderr(), ShutdownGrace: shutdownGrace}
 			if stdio {
 				// stdout is the protocol: the operator's lines go to stderr.
-				so.Stdin, so.Stdout = stdinOf(cmd), nopWriteCloser{cmd.OutOrStdout()}
+				so.Stdin, so.Stdout = stdinOf(cmd), stdoutOf(cmd)
 			}
 			s, err := assemble.OpenServer(ctx, cfg, so)
 			if err != nil {
@@ -252,16 +253,34 @@ func printSummary(w io.Writer, rt *assemble.Runtime, base string) {
 }
 
 // stdinOf is the command's input, closable when it is a file (closing it
-// ends the read that a shutdown would otherwise leave blocked).
+// ends the read that a shutdown would otherwise leave blocked). A pipe or
+// socket is read through the runtime's poller (mcpstream.Polled): Go
+// 1.26's runtime can stall a stop-the-world behind a goroutine entering a
+// blocking read (issue 14's stall, docs/mcp.md; the reproducer is
+// internal/mcpbench's TestGoStdinStall), and the connection reads a polled
+// stream itself, without a goroutine handing it each line.
 func stdinOf(cmd *cobra.Command) io.ReadCloser {
 	in := cmd.InOrStdin()
 	if f, ok := in.(*os.File); ok {
-		return polledStdin(f)
+		return mcpstream.Polled(f)
 	}
 	if rc, ok := in.(io.ReadCloser); ok {
 		return rc
 	}
 	return io.NopCloser(in)
+}
+
+// stdoutOf is the command's output, which closing the session leaves open.
+// A pipe is written through a polled description of its own
+// (mcpstream.PolledOutput): a write waits in the poller, and it is made
+// without waking the runtime's sysmon as a blocking write does; a write
+// its reader refuses still ends serve with SIGPIPE, as a write of stdout
+// does.
+func stdoutOf(cmd *cobra.Command) io.WriteCloser {
+	if f, ok := cmd.OutOrStdout().(*os.File); ok {
+		return mcpstream.PolledOutput(f)
+	}
+	return nopWriteCloser{cmd.OutOrStdout()}
 }
 
 type nopWriteCloser struct{ io.Writer }

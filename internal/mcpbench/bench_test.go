@@ -6,7 +6,9 @@
 // again as a Go SDK server (mcp.StdioTransport) with one echo tool.
 // BenchmarkMCPProxy/gateway is the same call made through the gateway: the
 // client reaches backplane's MCP server over stdio (Server.ServeStdio on OS
-// pipes, as `backplane serve --stdio` runs), and the gateway's tool is that
+// pipes, as `backplane serve --stdio` runs: blocking pipes taken through
+// mcpstream.Polled and mcpstream.PolledOutput as serve takes its stdin
+// and stdout, stdio_unix_test.go), and the gateway's tool is that
 // same upstream program, started and spoken to by package backend/upstream as
 // for a configured `servers:` entry; the gateway runs its whole pipeline
 // over a SQLite store in a temporary folder (the real default: a synced
@@ -37,7 +39,6 @@ package mcpbench
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -215,20 +216,9 @@ func throughGateway(b testing.TB, st store.Store, srv upstream.Server) *mcp.Clie
 	}
 	b.Cleanup(func() { up.Close() })
 	s := server.New(g, &server.Options{StdioCaller: "bench"})
-	inR, inW, err := os.Pipe() // client -> server
-	if err != nil {
-		b.Fatal(err)
-	}
-	outR, outW, err := os.Pipe() // server -> client
-	if err != nil {
-		b.Fatal(err)
-	}
+	inR, inW, outR, outW := stdioPipes(b)
 	served := make(chan error, 1)
-	// serve --stdio reads its stdin, a descriptor it inherits in blocking
-	// mode, which Go does not poll: the connection reads it through its own
-	// goroutine. inR, from os.Pipe, is polled; hiding its read deadlines
-	// makes the server's end here read as serve's does.
-	go func() { served <- s.ServeStdio(struct{ io.ReadCloser }{inR}, outW) }()
+	go func() { served <- s.ServeStdio(inR, outW) }()
 	b.Cleanup(func() {
 		s.Shutdown(context.Background())
 		<-served

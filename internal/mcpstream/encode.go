@@ -16,10 +16,37 @@ import (
 // result is compact JSON, is written directly; anything else is the SDK's
 // to encode.
 func EncodeMessage(msg jsonrpc.Message) ([]byte, error) {
-	if data, ok := appendMessage(nil, msg); ok {
+	if data, ok := appendMessage(make([]byte, 0, encodedSize(msg)), msg); ok {
 		return data, nil
 	}
 	return jsonrpc.EncodeMessage(msg)
+}
+
+// encodedSize is room enough for appendMessage's encoding of msg and the
+// newline the connection appends, so that neither grows the buffer: the
+// envelope's members, an id of 20 digits at most (or its string), the
+// method, the params or result.
+func encodedSize(msg jsonrpc.Message) int {
+	const envelope = len(`{"jsonrpc":"2.0","id":,"method":"","params":}`) + 20 + len("\n")
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if m != nil {
+			n := envelope + len(m.Method) + len(m.Params)
+			if s, ok := m.ID.Raw().(string); ok {
+				n += len(s)
+			}
+			return n
+		}
+	case *jsonrpc.Response:
+		if m != nil {
+			n := envelope + len(m.Result)
+			if s, ok := m.ID.Raw().(string); ok {
+				n += len(s)
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 // appendMessage appends msg's JSON text to dst; false when it leaves msg to

@@ -49,6 +49,11 @@
 //     is read (and a malformed one answered) only once the next message is
 //     asked for, which the SDK's reader always is, where the goroutine
 //     reads one line ahead.
+//   - On Linux, a polled file (an *os.File with deadlines, or a type that
+//     embeds one and says so, as upstream's process stdin) is read and
+//     written with raw system calls, which do not wake the runtime's
+//     sysmon thread as os.File's do (rawio_linux.go); [Polled] makes an
+//     inherited stdin such a file.
 //
 // The package uses the standard library and the SDK's public packages only.
 package mcpstream
@@ -143,6 +148,7 @@ func (t *Transport) Connect(context.Context) (mcp.Connection, error) {
 	c := &conn{
 		r:        t.r,
 		w:        t.w,
+		out:      rawWriter(t.w),
 		opts:     t.opts,
 		max:      t.opts.maxMessage(),
 		incoming: make(chan incoming),
@@ -152,7 +158,7 @@ func (t *Transport) Connect(context.Context) (mcp.Connection, error) {
 	if d, ok := t.r.(deadliner); ok && d.SetReadDeadline(time.Time{}) == nil {
 		// Closing (or a read deadline) interrupts a blocked read of this
 		// stream: Read may read it itself.
-		c.direct = bufio.NewReaderSize(c.r, readBuffer)
+		c.direct = bufio.NewReaderSize(rawReader(c.r), readBuffer)
 		return c, nil
 	}
 	go c.readLoop()
@@ -205,6 +211,7 @@ type incoming struct {
 type conn struct {
 	r    io.ReadCloser
 	w    io.WriteCloser
+	out  io.Writer // w, or its descriptor written directly (rawWriter)
 	opts Options
 	max  int
 
@@ -497,7 +504,7 @@ func (c *conn) writeBatch(answers []*jsonrpc.Response) error {
 func (c *conn) writeLine(line []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	if _, err := c.w.Write(line); err != nil {
+	if _, err := c.out.Write(line); err != nil {
 		select {
 		case <-c.closed:
 			return fmt.Errorf("%w: %v", mcp.ErrConnectionClosed, err)

@@ -896,3 +896,28 @@ func FuzzEncodeMessage(f *testing.F) {
 		}
 	})
 }
+
+// A request or answer written directly is one allocation, the newline the
+// connection appends included: the buffer is made to its size.
+func TestEncodeMessageAllocatesOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates")
+	}
+	id, _ := jsonrpc.MakeID("backplane-call-12345")
+	bigID, _ := jsonrpc.MakeID(int64(1 << 62))
+	msgs := []jsonrpc.Message{
+		&jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"echo","arguments":{"text":"benchmark call"}}`)},
+		&jsonrpc.Response{ID: bigID, Result: json.RawMessage(`{"content":[{"type":"text","text":"{\"text\":\"x\"}"}]}`)},
+	}
+	for _, m := range msgs {
+		if n := testing.AllocsPerRun(100, func() {
+			data, err := mcpstream.EncodeMessage(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = append(data, '\n')
+		}); n != 1 {
+			t.Errorf("%T: %v allocations, want 1", m, n)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mcpstream_test
+
+const raceEnabled = false
