@@ -26,9 +26,10 @@ type writeReq struct {
 	// settle, when set, marks a settlement that gives no budget back, which
 	// the writer may run in one statement with others (fn is its fallback).
 	settle *settleOp
-	// oneWrite marks a request whose fn writes with at most one statement
-	// and fails only before or in it: SQLite undoes a failed statement
-	// alone, so it needs no savepoint.
+	// oneWrite marks a request whose fn is refused, if at all, only before
+	// or in its first write, a single statement that SQLite undoes alone:
+	// it needs no savepoint. A failure after that first write is returned
+	// as a txBroken and fails the whole transaction.
 	oneWrite bool
 	// lazy marks a request whose durability may wait for the next synced
 	// commit (a settlement): it is answered once its transaction is
@@ -60,14 +61,6 @@ func (s *Store) write(ctx context.Context, fn func(w *wtx) error) error {
 // writeReq.oneWrite).
 func (s *Store) write1(ctx context.Context, fn func(w *wtx) error) error {
 	return s.enqueue(ctx, &writeReq{fn: fn, oneWrite: true})
-}
-
-// writeLazy is write for a request whose durability may wait for the next
-// synced commit: the caller waits until its write is committed and visible
-// to readers, but not for a sync of the disk. Only settlements use it; see
-// the package doc for what a crash can lose.
-func (s *Store) writeLazy(ctx context.Context, settle *settleOp, fn func(w *wtx) error) error {
-	return s.enqueue(ctx, &writeReq{fn: fn, lazy: true, settle: settle})
 }
 
 func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
@@ -347,6 +340,11 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 		t.reset()
 		if r.oneWrite {
 			r.err = r.fn(w)
+			var broken *txBroken
+			if errors.As(r.err, &broken) {
+				finish(s.rollback(w, broken.err))
+				return
+			}
 			if c := sqliteCode(r.err); c != 0 && c != sqlite3.SQLITE_CONSTRAINT {
 				// Errors other than a constraint's (I/O, full disk) may
 				// have rolled the whole transaction back.
@@ -431,6 +429,14 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 	s.nSynced.Add(1)
 	finish(nil)
 }
+
+// txBroken is the error of a oneWrite request that failed after its first
+// write: having no savepoint, it cannot be undone alone, so the
+// transaction is rolled back and err returned to every request in it.
+type txBroken struct{ err error }
+
+func (e *txBroken) Error() string { return e.err.Error() }
+func (e *txBroken) Unwrap() error { return e.err }
 
 // rollback ends a broken transaction, if SQLite has not already, and
 // returns err for the batch's callers.
