@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -14,10 +13,10 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// A writeReq is one caller's write, run by the writer goroutine in a shared
-// transaction: inside its own savepoint, or with none where undoing it
-// alone needs none (oneWrite, and the groups of commits and settlements;
-// see runTx).
+// A writeReq is one caller's write, run by the writer goroutine (or by its
+// caller, see runAlone) in a shared transaction: inside its own savepoint,
+// or with none where undoing it alone needs none (oneWrite, and the groups
+// of commits and settlements; see runTx).
 type writeReq struct {
 	fn func(w *wtx) error
 	// commit, when set instead of fn, is an intent commit, which the
@@ -77,6 +76,9 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 	defer s.inflight.Done()
 
 	r.done = make(chan error, 1)
+	if s.runAlone(r) {
+		return <-r.done
+	}
 	select {
 	case s.queue <- r:
 	case <-ctx.Done():
@@ -93,7 +95,44 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 	}
 }
 
-// writer is the only goroutine that writes through s.wc. It commits what is
+// runAlone runs r in a transaction of its own, on the caller's goroutine,
+// if the writer is idle, nothing is queued and the writer expects nobody
+// (aloneOK): then the writer would have taken r alone at once anyway, and
+// handing r over and its answer back costs two goroutine wake-ups. It
+// reports whether it ran r, whose result is then in r.done.
+//
+// Everything else is as if the writer ran it: one transaction at a time
+// on the writer's connection (txMu), the same runBatch, and the flush of
+// lazy commits armed the same way. Requests that arrive meanwhile find
+// txMu held and queue; the writer takes them when r's transaction is done,
+// together. r is never abandoned: its caller's ctx was live on entry, and
+// once running it is waited for, as a request the writer has taken is.
+func (s *Store) runAlone(r *writeReq) bool {
+	if s.queueAlways || !s.aloneOK.Load() || len(s.queue) > 0 || !s.txMu.TryLock() {
+		return false
+	}
+	defer s.txMu.Unlock()
+	s.runBatch(s.w, []*writeReq{r})
+	s.armFlush()
+	return true
+}
+
+// armFlush sets the flush timer after a transaction when it left a lazy
+// commit unsynced, and stops it when nothing is left to sync. Called under
+// txMu.
+func (s *Store) armFlush() {
+	switch {
+	case s.pendingSync && !s.flushArmed:
+		s.flush.Reset(lazyFlush)
+		s.flushArmed = true
+	case !s.pendingSync && s.flushArmed:
+		s.flush.Stop()
+		s.flushArmed = false
+	}
+}
+
+// writer is the only goroutine that writes through s.wc, apart from a
+// caller running its request alone (runAlone), each under txMu. It commits what is
 // queued, as soon as it is queued, in one transaction per round (see
 // runBatch), and syncs the WAL after each that holds a durable request:
 // while it syncs, the next requests pile up in the queue and share the
@@ -113,9 +152,8 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 // never exceeds what a sync costs anyway.
 func (s *Store) writer() {
 	defer close(s.writerDone)
-	s.wal = &walFile{path: filepath.Join(s.dir, DBFile) + "-wal", dir: s.dir}
 	defer s.wal.close()
-	w := &wtx{s: s, tally: newTally(), queries: map[multiRowKey]string{}, open: map[string]int64{}}
+	defer s.flush.Stop()
 	batch := make([]*writeReq, 0, s.maxBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -124,11 +162,6 @@ func (s *Store) writer() {
 		lastDur  time.Duration // how long the last transaction took, sync included
 		timedOut bool          // the last wait gave up
 	)
-	// flush bounds how long a lazy commit stays unsynced when no synced
-	// commit follows it (an idle gateway after its last settlement).
-	flush := time.NewTimer(time.Hour)
-	flush.Stop()
-	flushArmed := false
 	for {
 		batch = batch[:0]
 		select {
@@ -137,11 +170,18 @@ func (s *Store) writer() {
 				return
 			}
 			batch = append(batch, r)
-		case <-flush.C:
-			flushArmed = false
-			s.flushLazy()
+		case <-s.flush.C:
+			s.txMu.Lock()
+			s.flushArmed = false
+			if s.pendingSync { // a caller's commit may have synced since
+				s.flushLazy()
+			}
+			s.txMu.Unlock()
 			continue
 		}
+		// Held until the batch is answered, waits for company included:
+		// a caller arriving meanwhile queues to join it.
+		s.txMu.Lock()
 		s.drain(&batch)
 		linger := min(lastDur/2, maxLinger)
 		if want := min(expect, s.maxBatch); len(batch) < want && !timedOut {
@@ -152,18 +192,13 @@ func (s *Store) writer() {
 			timedOut = false
 		}
 		t0 := time.Now()
-		answered := s.runBatch(w, batch)
+		answered := s.runBatch(s.w, batch)
 		lastDur = time.Since(t0)
 		expect = answered + len(s.queue)
+		s.aloneOK.Store(expect <= 1)
 		clear(batch)
-		switch {
-		case s.pendingSync && !flushArmed:
-			flush.Reset(lazyFlush)
-			flushArmed = true
-		case !s.pendingSync && flushArmed:
-			flush.Stop()
-			flushArmed = false
-		}
+		s.armFlush()
+		s.txMu.Unlock()
 	}
 }
 
