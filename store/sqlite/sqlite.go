@@ -25,7 +25,9 @@
 //     this incarnation's started intents as uncertain.
 //   - Writes of concurrent goroutines share transactions (group commit): one
 //     writer goroutine takes everything queued, up to Options.MaxBatch
-//     requests, and runs it in one transaction, in which a request that
+//     requests, and runs it in one transaction (a caller finding the writer
+//     idle, nothing queued and nobody expected runs its own request the
+//     same way, sparing two goroutine hand-offs), in which a request that
 //     fails (budget exceeded, duplicate key, approval unavailable) is undone
 //     alone while the others commit: by its own SAVEPOINT, or with no
 //     savepoint where it is one statement that SQLite undoes alone. One
@@ -148,6 +150,9 @@ type Store struct {
 	// writer goroutine syncs when it fires. flushArmed: it is set.
 	flush      *time.Timer
 	flushArmed bool
+	// aloneBatch and live are runAlone's and runBatch's slices, reused.
+	aloneBatch [1]*writeReq
+	live       []*writeReq
 	// aloneOK is true while the writer expects no request but the next
 	// (it would not wait for company before committing it): a caller that
 	// then finds the queue empty and the writer idle runs its request

@@ -112,7 +112,9 @@ func (s *Store) runAlone(r *writeReq) bool {
 		return false
 	}
 	defer s.txMu.Unlock()
-	s.runBatch(s.w, []*writeReq{r})
+	s.aloneBatch[0] = r
+	s.runBatch(s.w, s.aloneBatch[:])
+	s.aloneBatch[0] = nil
 	s.armFlush()
 	return true
 }
@@ -262,8 +264,9 @@ func (s *Store) drain(batch *[]*writeReq) {
 // maxLinger caps the writer's wait for returning callers.
 const maxLinger = time.Millisecond
 
-// runBatch commits what batch holds in one transaction: intent commits,
-// settlements and every other write together, in queue order. The
+// runBatch commits what batch holds in one transaction (under txMu):
+// intent commits, settlements and every other write together, in queue
+// order. The
 // settlements (lazy requests) are answered as soon as it is committed and
 // visible; the others once the WAL is synced after it (see syncWAL). One
 // transaction per round, whatever it holds, where a settlement used to take
@@ -273,7 +276,8 @@ const maxLinger = time.Millisecond
 // soon (a settled caller comes back with its next call's intent, a
 // committed one with its settlement).
 func (s *Store) runBatch(w *wtx, batch []*writeReq) int {
-	live := batch[:0:0]
+	live := s.live[:0]
+	defer func() { clear(live); s.live = live[:0] }()
 	for _, r := range batch {
 		if r.state.CompareAndSwap(reqQueued, reqTaken) {
 			live = append(live, r)
