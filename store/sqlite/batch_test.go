@@ -18,6 +18,7 @@ import (
 // returns each write's error, in the order of fns.
 func oneBatch(t *testing.T, s *Store, fns []func() error) []error {
 	t.Helper()
+	s.queueAlways = true // the writer, not a caller, holds the transaction
 	release := make(chan struct{})
 	blocked := make(chan struct{})
 	var hold sync.WaitGroup

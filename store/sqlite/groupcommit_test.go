@@ -227,6 +227,7 @@ func TestGroupCommitSettle(t *testing.T) {
 	// settlement is queued: whether they share a transaction must not
 	// depend on how a loaded machine schedules 64 goroutines (under load
 	// each could reach the queue only after the last one's commit).
+	s.queueAlways = true // the writer, not a caller, holds the transaction
 	inside, held := make(chan struct{}), make(chan error, 1)
 	go func() {
 		held <- s.write1(context.Background(), func(*wtx) error {

@@ -73,9 +73,16 @@ func release(w *wtx, callID string) error {
 	return nil
 }
 
-// Settle ends a started intent of this incarnation: its open_intents row
-// goes, and its settlement row is appended (schema version 7); the
-// intent's own row is not written.
+// Settle ends a started intent of this incarnation: its settlement row is
+// appended (schema version 7) and its open_intents row goes; the intent's
+// own row is not written.
+//
+// The request needs no savepoint (writeReq.oneWrite): its first statement
+// appends the settlement only while the intent is open for this
+// incarnation, so it either writes the settlement or writes nothing, and
+// SQLite undoes a failed statement alone; the statements after it (the
+// open row's delete, a release of budget) cannot be refused, only fail
+// with the transaction (txBroken).
 func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) error {
 	switch st.Status {
 	case store.StatusSucceeded, store.StatusFailed, store.StatusUncertain:
@@ -88,7 +95,7 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 	if !store.Released(st.Status) {
 		op = &settleOp{callID: callID, st: st}
 	}
-	return s.writeLazy(ctx, op, func(w *wtx) error {
+	return s.enqueue(ctx, &writeReq{lazy: true, oneWrite: true, settle: op, fn: func(w *wtx) error {
 		// The incarnation condition is what makes recovery safe: once
 		// another process has marked this intent uncertain (its open row
 		// is gone), or when it belongs to another incarnation, nothing
@@ -97,7 +104,11 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 		if err != nil {
 			return err
 		}
-		n, err := w.affected(`DELETE FROM open_intents WHERE seq = ? AND incarnation = ?`, seq, s.incarnation)
+		// Plain ? parameters: numbered ones cost the driver an allocation
+		// each, to read their names.
+		n, err := w.affected(`INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
+			SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM open_intents WHERE seq = ? AND incarnation = ?)`,
+			seq, string(st.Status), blob(st.Result), st.ErrorClass, st.ErrorMessage, nanos(st.At), seq, s.incarnation)
 		if err != nil {
 			return fmt.Errorf("sqlite store: settle %s: %w", callID, err)
 		}
@@ -113,15 +124,16 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 			return fmt.Errorf("settle %s (%s, incarnation %s): %w", callID, status, inc, store.ErrNotStarted)
 		}
 		delete(w.open, callID)
-		if _, err := w.exec(`INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			seq, string(st.Status), blob(st.Result), st.ErrorClass, st.ErrorMessage, nanos(st.At)); err != nil {
-			return fmt.Errorf("sqlite store: settle %s: %w", callID, err)
+		if _, err := w.exec(`DELETE FROM open_intents WHERE seq = ?`, seq); err != nil {
+			return &txBroken{fmt.Errorf("sqlite store: settle %s: %w", callID, err)}
 		}
 		if store.Released(st.Status) {
-			return release(w, callID)
+			if err := release(w, callID); err != nil {
+				return &txBroken{err}
+			}
 		}
 		return nil
-	})
+	}})
 }
 
 // openSeq returns the seq of callID's intent: from the writer's record of

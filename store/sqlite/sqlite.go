@@ -25,7 +25,9 @@
 //     this incarnation's started intents as uncertain.
 //   - Writes of concurrent goroutines share transactions (group commit): one
 //     writer goroutine takes everything queued, up to Options.MaxBatch
-//     requests, and runs it in one transaction, in which a request that
+//     requests, and runs it in one transaction (a caller finding the writer
+//     idle, nothing queued and nobody expected runs its own request the
+//     same way, sparing two goroutine hand-offs), in which a request that
 //     fails (budget exceeded, duplicate key, approval unavailable) is undone
 //     alone while the others commit: by its own SAVEPOINT, or with no
 //     savepoint where it is one statement that SQLite undoes alone. One
@@ -129,7 +131,7 @@ type Store struct {
 	lockFile *os.File // this incarnation's flock, held until Close
 
 	wdb  *sql.DB   // the writer's pool: one connection
-	wc   *sql.Conn // held by the writer goroutine
+	wc   *sql.Conn // the writer's connection, used under txMu
 	rdb  *sql.DB   // read-only connections
 	wstm map[string]*sql.Stmt
 	rmu  sync.Mutex
@@ -137,7 +139,25 @@ type Store struct {
 
 	queue      chan *writeReq
 	writerDone chan struct{}
-	wal        *walFile // the writer's (see syncWAL)
+	// txMu is held by whoever runs a write transaction on wc: the writer
+	// goroutine, or a caller that found it idle and runs its own request
+	// (see runAlone). What follows, down to flushArmed, is used under it.
+	txMu sync.Mutex
+	w    *wtx     // the write transactions' statements and state
+	wal  *walFile // the writer's (see syncWAL)
+	// flush bounds how long a lazy commit stays unsynced when no synced
+	// commit follows it (an idle gateway after its last settlement); the
+	// writer goroutine syncs when it fires. flushArmed: it is set.
+	flush      *time.Timer
+	flushArmed bool
+	// aloneBatch and live are runAlone's and runBatch's slices, reused.
+	aloneBatch [1]*writeReq
+	live       []*writeReq
+	// aloneOK is true while the writer expects no request but the next
+	// (it would not wait for company before committing it): a caller that
+	// then finds the queue empty and the writer idle runs its request
+	// itself, saving two goroutine hand-offs (see runAlone).
+	aloneOK atomic.Bool
 	// syncErr is set by the first failed sync: every write fails after it
 	// (see syncWAL).
 	syncErr atomic.Pointer[error]
@@ -148,13 +168,17 @@ type Store struct {
 
 	nTx, nSynced, nReq, nWALSync atomic.Int64
 	// pendingSync is true while a commit is not yet synced (see
-	// syncWAL). Only the writer goroutine touches it.
+	// syncWAL). Used under txMu.
 	pendingSync bool
 
 	// onBatch, when set (by internal tests, before the writes it observes),
 	// is told the size of each committed transaction and how many of its
 	// requests failed alone.
 	onBatch func(size, failed int)
+	// queueAlways, when set (by internal tests, before writing), sends
+	// every request through the queue, never runAlone: for the tests that
+	// hold the writer in a transaction and count what queues behind it.
+	queueAlways bool
 	// syncFault, when set (by internal tests), runs after each successful
 	// sync of the WAL, and an error it returns is taken as the sync's.
 	syncFault atomic.Pointer[func() error]
@@ -255,6 +279,11 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := migrate(ctx, s.wc, s.log); err != nil {
 		return nil, err
 	}
+	s.w = &wtx{s: s, tally: newTally(), queries: map[multiRowKey]string{}, open: map[string]int64{}}
+	s.wal = &walFile{path: filepath.Join(s.dir, DBFile) + "-wal", dir: s.dir}
+	s.flush = time.NewTimer(time.Hour)
+	s.flush.Stop()
+	s.aloneOK.Store(true)
 	go s.writer()
 	writing = true
 

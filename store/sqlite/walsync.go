@@ -25,7 +25,7 @@ import (
 // first frame that did not reach the disk, dropping every commit after
 // it. Recovering means closing the Store and opening the folder again,
 // which marks this incarnation's started intents uncertain (never re-run).
-// Only the writer goroutine calls it.
+// Called under txMu (by the writer goroutine, or a caller in runAlone).
 func (s *Store) syncWAL() error {
 	// Whatever the outcome, there is nothing left to flush: the commits
 	// are synced, or no sync will ever vouch for them.

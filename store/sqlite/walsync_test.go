@@ -79,6 +79,7 @@ func TestSyncFailureBreaksWrites(t *testing.T) {
 		t.Fatalf("healthy before any failure: %v", err)
 	}
 	g := gateSyncs(t, s)
+	s.queueAlways = true // c's sync held in the writer, d queued behind it
 
 	c := commitAsync(s, "c")
 	g.waitStarted(t, "c")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -14,10 +13,10 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// A writeReq is one caller's write, run by the writer goroutine in a shared
-// transaction: inside its own savepoint, or with none where undoing it
-// alone needs none (oneWrite, and the groups of commits and settlements;
-// see runTx).
+// A writeReq is one caller's write, run by the writer goroutine (or by its
+// caller, see runAlone) in a shared transaction: inside its own savepoint,
+// or with none where undoing it alone needs none (oneWrite, and the groups
+// of commits and settlements; see runTx).
 type writeReq struct {
 	fn func(w *wtx) error
 	// commit, when set instead of fn, is an intent commit, which the
@@ -26,9 +25,10 @@ type writeReq struct {
 	// settle, when set, marks a settlement that gives no budget back, which
 	// the writer may run in one statement with others (fn is its fallback).
 	settle *settleOp
-	// oneWrite marks a request whose fn writes with at most one statement
-	// and fails only before or in it: SQLite undoes a failed statement
-	// alone, so it needs no savepoint.
+	// oneWrite marks a request whose fn is refused, if at all, only before
+	// or in its first write, a single statement that SQLite undoes alone:
+	// it needs no savepoint. A failure after that first write is returned
+	// as a txBroken and fails the whole transaction.
 	oneWrite bool
 	// lazy marks a request whose durability may wait for the next synced
 	// commit (a settlement): it is answered once its transaction is
@@ -62,14 +62,6 @@ func (s *Store) write1(ctx context.Context, fn func(w *wtx) error) error {
 	return s.enqueue(ctx, &writeReq{fn: fn, oneWrite: true})
 }
 
-// writeLazy is write for a request whose durability may wait for the next
-// synced commit: the caller waits until its write is committed and visible
-// to readers, but not for a sync of the disk. Only settlements use it; see
-// the package doc for what a crash can lose.
-func (s *Store) writeLazy(ctx context.Context, settle *settleOp, fn func(w *wtx) error) error {
-	return s.enqueue(ctx, &writeReq{fn: fn, lazy: true, settle: settle})
-}
-
 func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -84,6 +76,9 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 	defer s.inflight.Done()
 
 	r.done = make(chan error, 1)
+	if s.runAlone(r) {
+		return <-r.done
+	}
 	select {
 	case s.queue <- r:
 	case <-ctx.Done():
@@ -100,7 +95,46 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 	}
 }
 
-// writer is the only goroutine that writes through s.wc. It commits what is
+// runAlone runs r in a transaction of its own, on the caller's goroutine,
+// if the writer is idle, nothing is queued and the writer expects nobody
+// (aloneOK): then the writer would have taken r alone at once anyway, and
+// handing r over and its answer back costs two goroutine wake-ups. It
+// reports whether it ran r, whose result is then in r.done.
+//
+// Everything else is as if the writer ran it: one transaction at a time
+// on the writer's connection (txMu), the same runBatch, and the flush of
+// lazy commits armed the same way. Requests that arrive meanwhile find
+// txMu held and queue; the writer takes them when r's transaction is done,
+// together. r is never abandoned: its caller's ctx was live on entry, and
+// once running it is waited for, as a request the writer has taken is.
+func (s *Store) runAlone(r *writeReq) bool {
+	if s.queueAlways || !s.aloneOK.Load() || len(s.queue) > 0 || !s.txMu.TryLock() {
+		return false
+	}
+	defer s.txMu.Unlock()
+	s.aloneBatch[0] = r
+	s.runBatch(s.w, s.aloneBatch[:])
+	s.aloneBatch[0] = nil
+	s.armFlush()
+	return true
+}
+
+// armFlush sets the flush timer after a transaction when it left a lazy
+// commit unsynced, and stops it when nothing is left to sync. Called under
+// txMu.
+func (s *Store) armFlush() {
+	switch {
+	case s.pendingSync && !s.flushArmed:
+		s.flush.Reset(lazyFlush)
+		s.flushArmed = true
+	case !s.pendingSync && s.flushArmed:
+		s.flush.Stop()
+		s.flushArmed = false
+	}
+}
+
+// writer is the only goroutine that writes through s.wc, apart from a
+// caller running its request alone (runAlone), each under txMu. It commits what is
 // queued, as soon as it is queued, in one transaction per round (see
 // runBatch), and syncs the WAL after each that holds a durable request:
 // while it syncs, the next requests pile up in the queue and share the
@@ -120,9 +154,8 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 // never exceeds what a sync costs anyway.
 func (s *Store) writer() {
 	defer close(s.writerDone)
-	s.wal = &walFile{path: filepath.Join(s.dir, DBFile) + "-wal", dir: s.dir}
 	defer s.wal.close()
-	w := &wtx{s: s, tally: newTally(), queries: map[multiRowKey]string{}, open: map[string]int64{}}
+	defer s.flush.Stop()
 	batch := make([]*writeReq, 0, s.maxBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -131,11 +164,6 @@ func (s *Store) writer() {
 		lastDur  time.Duration // how long the last transaction took, sync included
 		timedOut bool          // the last wait gave up
 	)
-	// flush bounds how long a lazy commit stays unsynced when no synced
-	// commit follows it (an idle gateway after its last settlement).
-	flush := time.NewTimer(time.Hour)
-	flush.Stop()
-	flushArmed := false
 	for {
 		batch = batch[:0]
 		select {
@@ -144,11 +172,18 @@ func (s *Store) writer() {
 				return
 			}
 			batch = append(batch, r)
-		case <-flush.C:
-			flushArmed = false
-			s.flushLazy()
+		case <-s.flush.C:
+			s.txMu.Lock()
+			s.flushArmed = false
+			if s.pendingSync { // a caller's commit may have synced since
+				s.flushLazy()
+			}
+			s.txMu.Unlock()
 			continue
 		}
+		// Held until the batch is answered, waits for company included:
+		// a caller arriving meanwhile queues to join it.
+		s.txMu.Lock()
 		s.drain(&batch)
 		linger := min(lastDur/2, maxLinger)
 		if want := min(expect, s.maxBatch); len(batch) < want && !timedOut {
@@ -159,18 +194,13 @@ func (s *Store) writer() {
 			timedOut = false
 		}
 		t0 := time.Now()
-		answered := s.runBatch(w, batch)
+		answered := s.runBatch(s.w, batch)
 		lastDur = time.Since(t0)
 		expect = answered + len(s.queue)
+		s.aloneOK.Store(expect <= 1)
 		clear(batch)
-		switch {
-		case s.pendingSync && !flushArmed:
-			flush.Reset(lazyFlush)
-			flushArmed = true
-		case !s.pendingSync && flushArmed:
-			flush.Stop()
-			flushArmed = false
-		}
+		s.armFlush()
+		s.txMu.Unlock()
 	}
 }
 
@@ -234,8 +264,9 @@ func (s *Store) drain(batch *[]*writeReq) {
 // maxLinger caps the writer's wait for returning callers.
 const maxLinger = time.Millisecond
 
-// runBatch commits what batch holds in one transaction: intent commits,
-// settlements and every other write together, in queue order. The
+// runBatch commits what batch holds in one transaction (under txMu):
+// intent commits, settlements and every other write together, in queue
+// order. The
 // settlements (lazy requests) are answered as soon as it is committed and
 // visible; the others once the WAL is synced after it (see syncWAL). One
 // transaction per round, whatever it holds, where a settlement used to take
@@ -245,7 +276,8 @@ const maxLinger = time.Millisecond
 // soon (a settled caller comes back with its next call's intent, a
 // committed one with its settlement).
 func (s *Store) runBatch(w *wtx, batch []*writeReq) int {
-	live := batch[:0:0]
+	live := s.live[:0]
+	defer func() { clear(live); s.live = live[:0] }()
 	for _, r := range batch {
 		if r.state.CompareAndSwap(reqQueued, reqTaken) {
 			live = append(live, r)
@@ -347,6 +379,11 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 		t.reset()
 		if r.oneWrite {
 			r.err = r.fn(w)
+			var broken *txBroken
+			if errors.As(r.err, &broken) {
+				finish(s.rollback(w, broken.err))
+				return
+			}
 			if c := sqliteCode(r.err); c != 0 && c != sqlite3.SQLITE_CONSTRAINT {
 				// Errors other than a constraint's (I/O, full disk) may
 				// have rolled the whole transaction back.
@@ -431,6 +468,14 @@ func (s *Store) runTx(w *wtx, live []*writeReq) {
 	s.nSynced.Add(1)
 	finish(nil)
 }
+
+// txBroken is the error of a oneWrite request that failed after its first
+// write: having no savepoint, it cannot be undone alone, so the
+// transaction is rolled back and err returned to every request in it.
+type txBroken struct{ err error }
+
+func (e *txBroken) Error() string { return e.err.Error() }
+func (e *txBroken) Unwrap() error { return e.err }
 
 // rollback ends a broken transaction, if SQLite has not already, and
 // returns err for the batch's callers.
