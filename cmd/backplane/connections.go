@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbackplane/backplane/backend/upstream"
 	"github.com/agentbackplane/backplane/gateway"
 	"github.com/agentbackplane/backplane/internal/secrets"
 	"github.com/agentbackplane/backplane/internal/termtext"
@@ -212,10 +213,13 @@ then uses and refreshes them (every replica on the store).`,
 func newSecretsCmd() *cobra.Command {
 	f := gatewayFlags{storeOnly: true}
 	cmd := groupCmd("secrets", "Make a secrets key, and re-seal the stored upstream tokens after a key rotation",
-		`The secrets: key seals the upstream OAuth tokens kept in the store. To
+		fmt.Sprintf(`The secrets: key seals the upstream OAuth tokens kept in the store. To
 rotate it: write a new key (secrets new-key FILE), put it as key_file and the
 old one under previous_keys on every replica and restart them (the new key
-seals, both open), run secrets reseal once, then drop the old key.`)
+seals, both open), run secrets reseal once, then drop the old key. Logins
+in progress (per_caller) are not re-sealed: each lives at most %s, so
+drop the old key no sooner than that after the restart, or a login begun
+before it fails at its callback and must be started again.`, upstream.DefaultLoginTTL))
 	addGatewayFlags(cmd, &f)
 	newKey := &cobra.Command{
 		Use:   "new-key FILE",
@@ -256,7 +260,7 @@ seals, both open), run secrets reseal once, then drop the old key.`)
 			if err != nil {
 				return fmt.Errorf("re-sealed %d tokens, but: %w", n, err)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "ok: %d tokens re-sealed with the first key; the previous keys may now be dropped\n", n)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "ok: %d tokens re-sealed with the first key; the previous keys may be dropped once the logins begun before the restart have ended (%s at most)\n", n, upstream.DefaultLoginTTL)
 			return err
 		},
 	}
