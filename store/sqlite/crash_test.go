@@ -103,8 +103,7 @@ func helperSyncs(s *sqlite.Store) {
 
 // TestCommitsAreSynced traces a real process with strace: between the
 // markers around syncCommits sequential commits, the process calls fsync or
-// fdatasync (or submits an asynchronous fdatasync, IOCB_CMD_FDSYNC, which
-// the writer waits for: walsync_linux.go) at least once per commit; during as many settlements it calls
+// fdatasync at least once per commit; during as many settlements it calls
 // neither (they are written, not synced), and the writer syncs them once
 // idle. (Durability cannot be observed from inside; this observes the
 // system calls it rests on.)
@@ -114,7 +113,7 @@ func TestCommitsAreSynced(t *testing.T) {
 		t.Skip("strace is not installed: cannot observe the sync system calls")
 	}
 	trace := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(strace, "-f", "-o", trace, "-e", "trace=fsync,fdatasync,io_submit,write,pwrite64",
+	cmd := exec.Command(strace, "-f", "-o", trace, "-e", "trace=fsync,fdatasync,write,pwrite64",
 		os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+t.TempDir(), helperSyncEnv+"=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -136,7 +135,7 @@ func TestCommitsAreSynced(t *testing.T) {
 			phase = "settles"
 		case strings.Contains(l, `"end-settles\n"`):
 			phase = "idle"
-		case strings.Contains(l, "fsync(") || strings.Contains(l, "fdatasync(") || strings.Contains(l, "IOCB_CMD_FDSYNC"):
+		case strings.Contains(l, "fsync(") || strings.Contains(l, "fdatasync("):
 			syncs[phase]++
 		case strings.Contains(l, "pwrite64("):
 			writes[phase]++

@@ -82,7 +82,6 @@ func (s *Store) breakSync(err error) {
 type walFile struct {
 	path, dir string
 	f         *os.File
-	aio       *aioSync // nil: plain fdatasync (see walsync_linux.go)
 }
 
 // sync flushes the WAL's data (fdatasync: also the size, what reading the
@@ -91,9 +90,6 @@ type walFile struct {
 func (w *walFile) sync() error {
 	if err := w.open(); err != nil {
 		return err
-	}
-	if w.aio != nil {
-		return w.aio.sync(w.f, w.path)
 	}
 	var err error
 	if cerr := controlFd(w.f, func(fd int) {
@@ -124,15 +120,10 @@ func (w *walFile) open() error {
 		return err
 	}
 	w.f = f
-	w.aio = newAIOSync()
 	return nil
 }
 
 func (w *walFile) close() {
-	if w.aio != nil {
-		w.aio.close()
-		w.aio = nil
-	}
 	if w.f != nil {
 		w.f.Close()
 		w.f = nil
