@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -64,8 +63,7 @@ type tally struct {
 	// missing in this transaction (genRead).
 	gen     int64
 	genRead bool
-	buf     []byte      // encodeReservations' scratch
-	keys    []budgetKey // prefetch's scratch
+	buf     []byte // encodeReservations' scratch
 }
 
 func newTally() *tally { return &tally{used: map[budgetKey]*usage{}} }
@@ -106,83 +104,6 @@ func (t *tally) get(w *wtx, k budgetKey) (*usage, error) {
 	t.used[k] = u
 	t.order = append(t.order, k)
 	return u, nil
-}
-
-// prefetch reads, in one statement, the usage of every budget the intent
-// commits leading rs (those commitGroup may take) reserve and the tally has
-// not read yet in this transaction, when there are two or more: one
-// statement per round instead of one per budget. A budget without a usage
-// row is left for get, which reads the generation it will be made with.
-func (t *tally) prefetch(w *wtx, rs []*writeReq) error {
-	keys := t.keys[:0]
-	defer func() { clear(keys); t.keys = keys[:0] }()
-	for i, r := range rs {
-		op := r.commit
-		if i >= maxInsertRows || op == nil || op.approvalID != "" {
-			break
-		}
-		for _, res := range op.res {
-			k := keyOf(res)
-			if _, ok := t.used[k]; !ok && !slices.Contains(keys, k) {
-				keys = append(keys, k)
-			}
-		}
-	}
-	if len(keys) < 2 {
-		return nil
-	}
-	// The statement's size is a power of two (the last key repeated), so
-	// that few distinct statements are prepared.
-	n := 2
-	for n < len(keys) {
-		n *= 2
-	}
-	args := make([]any, 0, 4*n)
-	for i := range n {
-		k := keys[min(i, len(keys)-1)]
-		args = append(args, k.scope, k.key, k.per, k.start)
-	}
-	rows, err := w.query(w.multiRow(readUsageKind, n), args...)
-	if err != nil {
-		return fmt.Errorf("sqlite store: read budgets: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k budgetKey
-		u := &usage{}
-		if err := rows.Scan(&k.scope, &k.key, &k.per, &k.start, &u.base, &u.gen); err != nil {
-			return fmt.Errorf("sqlite store: read budgets: %w", err)
-		}
-		if _, ok := t.used[k]; ok {
-			continue // the repeated key
-		}
-		t.used[k] = u
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sqlite store: read budgets: %w", err)
-	}
-	// First use order, as get would have made it.
-	for _, k := range keys {
-		if _, ok := t.used[k]; ok && !slices.Contains(t.order, k) {
-			t.order = append(t.order, k)
-		}
-	}
-	return nil
-}
-
-// readUsageQuery reads the budget_usage rows of n keys, each looked up by
-// the primary key (the VALUES list drives the join).
-func readUsageQuery(n int) string {
-	var b strings.Builder
-	b.WriteString(`SELECT b.scope, b.key, b.per, b.window_start, b.used, b.gen FROM (VALUES `)
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, ?)")
-	}
-	b.WriteString(`) AS v CROSS JOIN budget_usage AS b ON b.scope = v.column1 AND b.key = v.column2 AND b.per = v.column3 AND b.window_start = v.column4`)
-	return b.String()
 }
 
 // check reports whether every reservation of rs fits its quota, taken in
@@ -535,9 +456,6 @@ func insertIntentsQuery(n int) string {
 // that each is told its own outcome. A run shorter than two is left to the
 // caller (taken 0). An error breaks the transaction.
 func (s *Store) commitGroup(w *wtx, rs []*writeReq, t *tally) (taken int, ok bool, err error) {
-	if err := t.prefetch(w, rs); err != nil {
-		return 0, false, err
-	}
 	snap := t.snapshot()
 	for taken < len(rs) && taken < maxInsertRows {
 		op := rs[taken].commit
@@ -648,7 +566,6 @@ const (
 	insertIntentsKind multiRowKind = iota
 	closeOpenKind
 	insertSettlementsKind
-	readUsageKind
 )
 
 // multiRowKey names one statement of n rows.
@@ -668,8 +585,6 @@ func (w *wtx) multiRow(kind multiRowKind, n int) string {
 			q = insertIntentsQuery(n)
 		case closeOpenKind:
 			q = closeOpenQuery(n)
-		case readUsageKind:
-			q = readUsageQuery(n)
 		default:
 			q = insertSettlementsQuery(n)
 		}

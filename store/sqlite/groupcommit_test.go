@@ -355,8 +355,6 @@ func TestQueryPlans(t *testing.T) {
 		{"list started", "SCAN o", "", nil},
 		// A group of settlements finds each open row by its seq.
 		{"settle group", "USING INTEGER PRIMARY KEY (rowid=?)", closeOpenQuery(3), make([]any, 4)},
-		// A round's budgets are read by their primary key, one lookup each.
-		{"read budgets", "SEARCH b USING PRIMARY KEY (scope=? AND key=? AND per=? AND window_start=?)", readUsageQuery(4), make([]any, 16)},
 	} {
 		q, args := c.q, c.args
 		switch c.name {
