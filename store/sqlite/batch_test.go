@@ -260,3 +260,56 @@ func TestReservationsEncoding(t *testing.T) {
 		t.Errorf("keys read back %q, want %q", got, keys)
 	}
 }
+
+// TestBatchBudgetsReadTogether commits, in one transaction, intents of
+// several budgets, two with usage rows already (read by one statement,
+// prefetch) and one without: each is checked against what the database
+// holds, so alice's quota admits one more unit and not two.
+func TestBatchBudgetsReadTogether(t *testing.T) {
+	s := openDir(t, t.TempDir())
+	ctx := context.Background()
+	res := func(who string, quota int64) budget.Reservation {
+		return budget.Reservation{Scope: "caller", Key: who, Quota: quota, Amount: 1}
+	}
+	for i := range 3 {
+		if _, err := s.CommitIntent(ctx, intentReq(fmt.Sprint("a-before-", i), "alice", res("alice", 4))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CommitIntent(ctx, intentReq("c-before", "carol", res("carol", 9))); err != nil {
+		t.Fatal(err)
+	}
+	var fns []func() error
+	for i, who := range []string{"alice", "bob", "alice", "carol", "bob"} {
+		quota := map[string]int64{"alice": 4, "bob": 9, "carol": 9}[who]
+		fns = append(fns, func() error {
+			_, err := s.CommitIntent(ctx, intentReq(fmt.Sprint("batch-", i), who, res(who, quota)))
+			return err
+		})
+	}
+	errs := oneBatch(t, s, fns)
+	var be *store.BudgetError
+	if errs[0] != nil || !errors.As(errs[2], &be) || be.Used != 4 {
+		t.Errorf("alice's commits: %v, %v; want the first admitted and the second refused at 4 used", errs[0], errs[2])
+	}
+	for _, i := range []int{1, 3, 4} {
+		if errs[i] != nil {
+			t.Errorf("batch-%d: %v", i, errs[i])
+		}
+	}
+	usage, err := s.BudgetUsage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"alice": 4, "bob": 2, "carol": 2}
+	for _, u := range usage {
+		if u.Used != want[u.Key] {
+			t.Errorf("usage %+v, want used %d", u, want[u.Key])
+		}
+		delete(want, u.Key)
+	}
+	if len(want) != 0 {
+		t.Errorf("no usage for %v", want)
+	}
+	checkUsageDerived(t, s)
+}
