@@ -61,23 +61,30 @@ func (s Status) Terminal() bool { return s != StatusStarted && s != StatusUncert
 
 // Intent is one call's journal entry.
 type Intent struct {
-	CallID         string    `json:"call_id"`
-	Caller         string    `json:"caller"`
-	Session        string    `json:"session,omitempty"`
-	Tool           string    `json:"tool"`
-	DefinitionHash string    `json:"definition_hash"`
-	Arguments      []byte    `json:"-"` // exactly as received and validated
-	ArgsDigest     string    `json:"args_digest"`
-	IdempotencyKey string    `json:"idempotency_key,omitempty"`
-	ApprovalID     string    `json:"approval_id,omitempty"`
-	Incarnation    string    `json:"incarnation"`
-	Status         Status    `json:"status"`
-	Result         []byte    `json:"-"`                       // JSON result when succeeded
-	ErrorClass     string    `json:"error_class,omitempty"`   // why it failed or is uncertain
-	ErrorMessage   string    `json:"error_message,omitempty"` // for people
-	ResolvedBy     string    `json:"resolved_by,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	SettledAt      time.Time `json:"settled_at,omitzero"`
+	CallID         string `json:"call_id"`
+	Caller         string `json:"caller"`
+	Session        string `json:"session,omitempty"`
+	Tool           string `json:"tool"`
+	DefinitionHash string `json:"definition_hash"`
+	Arguments      []byte `json:"-"` // exactly as received and validated
+	ArgsDigest     string `json:"args_digest"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	ApprovalID     string `json:"approval_id,omitempty"`
+	Incarnation    string `json:"incarnation"`
+	Status         Status `json:"status"`
+	Result         []byte `json:"-"`                       // JSON result when succeeded
+	ErrorClass     string `json:"error_class,omitempty"`   // why it failed or is uncertain
+	ErrorMessage   string `json:"error_message,omitempty"` // for people
+	// ErrorDetail is what the error the call settled with told its caller
+	// beside its class and message (the gateway's JSON: every violation of
+	// a refused result, the upstream server that asked for input), so an
+	// answer rebuilt from the journal is the one the call gave; nil when
+	// there was nothing more. Never what reaches the caller only (a login
+	// URL: tool.DetailedError).
+	ErrorDetail []byte    `json:"-"`
+	ResolvedBy  string    `json:"resolved_by,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	SettledAt   time.Time `json:"settled_at,omitzero"`
 	// ClientInfo names the MCP client that made the call ("name/version")
 	// and ProtocolVersion the MCP revision it spoke, as the gateway was
 	// told them; "" when unknown. They describe the caller's software,
@@ -100,6 +107,7 @@ type Settlement struct {
 	Result       []byte
 	ErrorClass   string
 	ErrorMessage string
+	ErrorDetail  []byte // Intent.ErrorDetail
 	At           time.Time
 }
 

@@ -289,7 +289,10 @@ func testSettleOutcomes(f *fixture) {
 	cases := []store.Settlement{
 		{Status: store.StatusSucceeded, Result: []byte("{\"content\" : [ {\"type\":\"text\",\"text\":\"é\"} ],\"isError\":false}")},
 		{Status: store.StatusSucceeded, Result: []byte(`{"isError":true}`), ErrorClass: "tool_error", ErrorMessage: "the tool said no"},
+		{Status: store.StatusSucceeded, Result: []byte(`{"content":[]}`), ErrorClass: "invalid_result", ErrorMessage: "2 violations",
+			ErrorDetail: []byte(`{"errors":[{"pointer":"/a"},{"pointer":"/b"}],"details":{"é":true}}`)},
 		{Status: store.StatusFailed, ErrorClass: "execution_failure", ErrorMessage: "exec: no such file"},
+		{Status: store.StatusFailed, ErrorClass: "input_required", ErrorMessage: "asked", ErrorDetail: []byte(`{"details":{"server":"up"}}`)},
 		{Status: store.StatusUncertain, ErrorClass: "timeout", ErrorMessage: "no answer within 5s"},
 	}
 	for i, st := range cases {
@@ -300,7 +303,37 @@ func testSettleOutcomes(f *fixture) {
 		}
 		want := f.stored(in)
 		want.Status, want.Result, want.ErrorClass, want.ErrorMessage, want.SettledAt = st.Status, st.Result, st.ErrorClass, st.ErrorMessage, st.At
+		want.ErrorDetail = st.ErrorDetail
 		wantIntent(t, f.get(in.CallID), want)
+	}
+	// Settled at once (a store may settle them as one group), each keeps
+	// its own detail.
+	ins := make([]store.Intent, 8)
+	for i := range ins {
+		ins[i] = f.commitNew("alice", "note")
+	}
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		wg.Go(func() {
+			st := store.Settlement{Status: store.StatusSucceeded, Result: []byte(`{}`), At: f.base.Add(time.Minute)}
+			if i%2 == 1 {
+				st.ErrorClass, st.ErrorMessage, st.ErrorDetail = "invalid_result", "no", fmt.Appendf(nil, `{"n":%d}`, i)
+			}
+			if err := f.s.Settle(f.ctx, in.CallID, st); err != nil {
+				t.Errorf("Settle(%s): %v", in.CallID, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, in := range ins {
+		got := f.get(in.CallID)
+		want := ""
+		if i%2 == 1 {
+			want = fmt.Sprintf(`{"n":%d}`, i)
+		}
+		if string(got.ErrorDetail) != want {
+			t.Errorf("settled together: intent %d's ErrorDetail = %q, want %q", i, got.ErrorDetail, want)
+		}
 	}
 }
 
