@@ -237,8 +237,11 @@ type Journal interface {
 	// or ErrNotFound.
 	GetIntentByKey(ctx context.Context, caller, key string) (*Intent, error)
 	ListIntents(ctx context.Context, f IntentFilter) ([]Intent, error)
-	// ResolveIntent records an operator's verdict on an uncertain intent;
-	// not executed releases its budget. ErrNotUncertain otherwise.
+	// ResolveIntent records an operator's verdict on an uncertain intent
+	// (status executed or not_executed, ResolvedBy by, SettledAt at, its
+	// ErrorClass as ResolvedClass says, its ErrorMessage kept: it tells
+	// why the call was uncertain); not executed releases its budget.
+	// ErrNotUncertain otherwise.
 	ResolveIntent(ctx context.Context, callID string, executed bool, by string, at time.Time) error
 	// Recover marks uncertain the started intents of incarnations that are
 	// no longer alive, and returns how many it marked.
@@ -384,6 +387,35 @@ func Decide(a *Approval, d ApprovalDecision) (ApprovalStatus, error) {
 	}
 	return ApprovalDenied, nil
 }
+
+// ResolvedClass is the error class of an uncertain intent of class class
+// once an operator resolved it: executed, the call ran, so unknown_outcome
+// (the outcome is unknown) no longer holds and the intent has no error
+// class, while a class that says what went wrong with its answer
+// (timeout, cancelled, malformed_result) stays; not executed, the call did
+// not run: execution_failure, the class of a call proven not run (what an
+// idempotent retry of it answers). That it was uncertain stays in the
+// record: only an uncertain intent is resolved (its status says it was),
+// ResolvedBy names the operator, and ErrorMessage is kept. Every store
+// applies this rule.
+func ResolvedClass(executed bool, class string) string {
+	switch {
+	case !executed:
+		return classExecutionFailure
+	case class == classUnknownOutcome:
+		return ""
+	}
+	return class
+}
+
+// The classes ResolvedClass names: tool.ClassExecutionFailure and
+// tool.ClassUnknownOutcome, as strings (the store keeps classes as the
+// strings they are and does not import package tool; a gateway test pins
+// that they agree).
+const (
+	classExecutionFailure = "execution_failure"
+	classUnknownOutcome   = "unknown_outcome"
+)
 
 // Released reports whether an intent in status s no longer holds budget.
 func Released(s Status) bool { return s == StatusFailed || s == StatusNotExecuted }

@@ -407,7 +407,7 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 		in.Status = store.StatusNotExecuted
 		s.release(callID)
 	}
-	in.ResolvedBy, in.SettledAt = by, at
+	in.ResolvedBy, in.SettledAt, in.ErrorClass = by, at, store.ResolvedClass(executed, in.ErrorClass)
 	return nil
 }
 

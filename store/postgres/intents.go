@@ -556,8 +556,11 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 		status = store.StatusNotExecuted
 	}
 	return s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE settlements SET status = $1, resolved_by = $2, settled_at = $3
-			WHERE seq = (SELECT seq FROM intents WHERE call_id = $4) AND status = 'uncertain'`, string(status), by, ts(at), callID)
+		// error_class as store.ResolvedClass says.
+		tag, err := tx.Exec(ctx, `UPDATE settlements SET status = $1, resolved_by = $2, settled_at = $3,
+			error_class = CASE WHEN $1 = 'not_executed' THEN $5 WHEN error_class = $6 THEN $7 ELSE error_class END
+			WHERE seq = (SELECT seq FROM intents WHERE call_id = $4) AND status = 'uncertain'`, string(status), by, ts(at), callID,
+			store.ResolvedClass(false, ""), "unknown_outcome", store.ResolvedClass(true, "unknown_outcome"))
 		if err != nil {
 			return fmt.Errorf("postgres store: resolve %s: %w", callID, err)
 		}

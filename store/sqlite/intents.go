@@ -162,8 +162,11 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 		write = s.write
 	}
 	return write(ctx, func(w *wtx) error {
-		n, err := w.affected(`UPDATE settlements SET status = ?, resolved_by = ?, settled_at = ?
-			WHERE seq = (SELECT seq FROM intents WHERE call_id = ?) AND status = 'uncertain'`, string(status), by, nanos(at), callID)
+		// error_class as store.ResolvedClass says.
+		n, err := w.affected(`UPDATE settlements SET status = ?, resolved_by = ?, settled_at = ?,
+			error_class = CASE WHEN ? = 'not_executed' THEN ? WHEN error_class = ? THEN ? ELSE error_class END
+			WHERE seq = (SELECT seq FROM intents WHERE call_id = ?) AND status = 'uncertain'`, string(status), by, nanos(at),
+			string(status), store.ResolvedClass(false, ""), "unknown_outcome", store.ResolvedClass(true, "unknown_outcome"), callID)
 		if err != nil {
 			return fmt.Errorf("sqlite store: resolve %s: %w", callID, err)
 		}

@@ -89,6 +89,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Settle/Unknown", testSettleUnknown},
 		{"Resolve/Verdicts", testResolveVerdicts},
 		{"Resolve/OnlyFromUncertain", testResolveOnlyUncertain},
+		{"Resolve/Class", testResolveClass},
 		{"List/Filters", testListFilters},
 		{"List/NewestFirstAndLimit", testListNewestFirstAndLimit},
 		{"List/DefaultLimit", testListDefaultLimit},
