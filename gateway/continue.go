@@ -83,13 +83,16 @@ func (c *call) continuing(ctx context.Context) error {
 // *tool.InputRequiredError).
 func (c *call) settleInputRequired(ctx context.Context, in *tool.InputRequiredError) error {
 	msg := fmt.Sprintf("the upstream server %s asked for the client's input (%d request(s)) before completing the call: this call did not complete; the client's retry with the answers continues it", in.Server, len(in.Requests))
-	st := store.Settlement{Status: store.StatusFailed, ErrorClass: string(tool.ClassInputRequired), ErrorMessage: msg, At: c.g.now()}
+	e := newError(tool.ClassInputRequired, "invoke", msg, map[string]any{"status": string(store.StatusFailed), "server": in.Server})
+	e.cause = in
+	// The journal keeps the server that asked, not its requests nor their
+	// state: those are the live answer's, for the client to answer by
+	// calling again (a rebuilt answer tells it to call again).
+	st := store.Settlement{Status: store.StatusFailed, ErrorClass: string(tool.ClassInputRequired), ErrorMessage: msg, ErrorDetail: errorDetail(e), At: c.g.now()}
 	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
 		return c.settleFailure(err)
 	}
 	c.g.noteStoreWrite(nil)
 	c.audit("settle", string(tool.ClassInputRequired), "status", string(store.StatusFailed), "server", in.Server)
-	e := newError(tool.ClassInputRequired, "invoke", msg, map[string]any{"status": string(store.StatusFailed), "server": in.Server})
-	e.cause = in
 	return e
 }

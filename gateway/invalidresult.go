@@ -20,14 +20,8 @@ func (c *call) settleInvalidResult(ctx context.Context, ir *tool.InvalidResultEr
 	e.Class = tool.ClassInvalidResult
 	e.Message = "the tool's structured result does not match its output schema: " + e.Message
 	e.Details["status"] = string(store.StatusSucceeded)
-	st := store.Settlement{
+	return c.settle(ctx, store.Settlement{
 		Status: store.StatusSucceeded, ErrorClass: string(tool.ClassInvalidResult), ErrorMessage: e.Message,
-		Result: store.EncodeResult(store.Result{Content: ir.Result}), At: c.g.now(),
-	}
-	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
-		return c.settleFailure(err)
-	}
-	c.g.noteStoreWrite(nil)
-	c.audit("settle", string(tool.ClassInvalidResult), "status", string(store.StatusSucceeded))
-	return e
+		Result: store.EncodeResult(store.Result{Content: ir.Result}), ErrorDetail: errorDetail(e),
+	}, e)
 }

@@ -202,7 +202,11 @@ func (g *Gateway) DecideApproval(ctx context.Context, id string, d ApprovalDecis
 // ResolveIntent records an operator's finding about an uncertain call:
 // it ran (executed) or not (which releases its budget). reason, why the
 // operator concluded so, goes into the audit event (the journal keeps the
-// verdict and who gave it).
+// verdict and who gave it). The record's error class then says what the
+// operator found (store.ResolvedClass: executed, no class instead of
+// unknown_outcome; not executed, execution_failure); that the call was
+// uncertain stays in its status, its message and the audit event (was,
+// was_error_class).
 func (g *Gateway) ResolveIntent(ctx context.Context, callID string, executed bool, operator, reason string) (*store.Intent, error) {
 	verdict := map[bool]string{true: "executed", false: "not_executed"}[executed]
 	refuse := func(e *OperatorError) (*store.Intent, error) {
@@ -211,6 +215,13 @@ func (g *Gateway) ResolveIntent(ctx context.Context, callID string, executed boo
 	}
 	if !g.isOperator(operator) {
 		return refuse(opError("not_operator", fmt.Sprintf("%q is not a configured operator", operator), errNotOperator))
+	}
+	// What it was before (uncertain, and its class), for the audit event:
+	// the record's class then says what the operator found
+	// (store.ResolvedClass).
+	var wasClass string
+	if prev, err := g.store.GetIntent(ctx, callID); err == nil {
+		wasClass = prev.ErrorClass
 	}
 	err := g.store.ResolveIntent(ctx, callID, executed, operator, g.now())
 	switch {
@@ -225,7 +236,8 @@ func (g *Gateway) ResolveIntent(ctx context.Context, callID string, executed boo
 	case err != nil:
 		return nil, fmt.Errorf("resolving %s: %w", callID, err)
 	}
-	g.log.Info("resolve", "call_id", callID, "step", "resolve", "outcome", verdict, "resolved_by", operator, "reason", reason)
+	g.log.Info("resolve", "call_id", callID, "step", "resolve", "outcome", verdict, "resolved_by", operator, "reason", reason,
+		"was", string(store.StatusUncertain), "was_error_class", wasClass, "error_class", store.ResolvedClass(executed, wasClass))
 	return g.store.GetIntent(ctx, callID)
 }
 

@@ -360,10 +360,17 @@ func (c *call) invoke(ctx context.Context) (*CallResult, error) {
 		if status == store.StatusUncertain {
 			msg += " (the outcome is unknown: the call is marked uncertain and will not be re-run)"
 		}
-		serr := c.settleError(sctx, status, class, msg)
 		var de tool.DetailedError
-		if ge, ok := serr.(*Error); ok && errors.As(err, &de) {
-			// What the caller needs to act (a URL to open): its answer only.
+		var detail []byte
+		if errors.As(err, &de) {
+			// What the caller needs to act (a URL to open) is its answer's
+			// only: the journal keeps the names of what was withheld, so
+			// that an answer rebuilt from it says so (settledAnswer).
+			detail = withheldDetail(de.ErrorDetails())
+		}
+		serr := c.settle(sctx, store.Settlement{Status: status, ErrorClass: string(class), ErrorMessage: msg, ErrorDetail: detail},
+			newError(class, "invoke", msg, map[string]any{"status": string(status)}))
+		if ge, ok := serr.(*Error); ok && de != nil {
 			for k, v := range de.ErrorDetails() {
 				if _, taken := ge.Details[k]; !taken {
 					ge.Details[k] = v
@@ -405,13 +412,20 @@ func validResult(b json.RawMessage) bool {
 var resultLimits = jsonstrict.Options{MaxBytes: 1 << 30}
 
 func (c *call) settleError(ctx context.Context, status store.Status, class tool.Class, msg string) error {
-	st := store.Settlement{Status: status, ErrorClass: string(class), ErrorMessage: msg, At: c.g.now()}
+	return c.settle(ctx, store.Settlement{Status: status, ErrorClass: string(class), ErrorMessage: msg},
+		newError(class, "invoke", msg, map[string]any{"status": string(status)}))
+}
+
+// settle records st, at now, for a call that ends with error e (st's
+// class and message), and returns e: the audit's settle step says so.
+func (c *call) settle(ctx context.Context, st store.Settlement, e *Error) error {
+	st.At = c.g.now()
 	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
 		return c.settleFailure(err)
 	}
 	c.g.noteStoreWrite(nil)
-	c.audit("settle", string(class), "status", string(status))
-	return newError(class, "invoke", msg, map[string]any{"status": string(status)})
+	c.audit("settle", st.ErrorClass, "status", string(st.Status))
+	return e
 }
 
 // settleFailure is the answer when the backend was invoked but its

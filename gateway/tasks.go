@@ -116,9 +116,10 @@ type Orphan struct {
 	// Result, or else Err, is the answer the call settled with: what the
 	// runner would have recorded in the task had it lived (a result; a
 	// refused result, a failure, an uncertain outcome of a known class
-	// such as timeout). Err keeps the settlement's class and message, not
-	// what the live error carried beside them (violations listed one by
-	// one, an upstream's input requests or login URL).
+	// such as timeout). Err is the live error as the journal kept it: its
+	// class and message, every violation, the details but those for the
+	// caller's eyes only (a login URL: named in details.withheld) and an
+	// upstream's input requests (see settledetail.go).
 	Result *CallResult
 	Err    *Error
 	// Unknown is set when the journal does not know the call's outcome:
@@ -262,7 +263,7 @@ func settledAnswer(in *store.Intent) (*CallResult, *Error) {
 	settledError := func(class tool.Class) *Error {
 		e := newError(class, "invoke", in.ErrorMessage, map[string]any{"status": string(in.Status)})
 		e.CallID = in.CallID
-		return e
+		return e.withDetail(in.ErrorDetail) // settledetail.go
 	}
 	switch in.Status {
 	case store.StatusSucceeded:

@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbackplane/backplane/gateway"
+	"github.com/agentbackplane/backplane/inputschema"
 	"github.com/agentbackplane/backplane/policy"
 	"github.com/agentbackplane/backplane/store"
 	"github.com/agentbackplane/backplane/store/memstore"
+	"github.com/agentbackplane/backplane/store/sqlite"
 	"github.com/agentbackplane/backplane/tool"
 )
 
@@ -28,13 +31,19 @@ func taskGateway(t *testing.T) (g *gateway.Gateway, clock *atomic.Int64, runs *a
 // returns.
 func taskGatewayAnswering(t *testing.T, answer func() (*tool.Result, error)) (g *gateway.Gateway, clock *atomic.Int64, runs *atomic.Int64) {
 	t.Helper()
+	return taskGatewayOn(t, memstore.New(), answer)
+}
+
+// taskGatewayOn is taskGatewayAnswering on store st.
+func taskGatewayOn(t *testing.T, st gateway.Store, answer func() (*tool.Result, error)) (g *gateway.Gateway, clock *atomic.Int64, runs *atomic.Int64) {
+	t.Helper()
 	rules, err := policy.NewRules([]policy.Rule{{Caller: "alice", Allow: []string{"*"}, Approve: []string{"danger"}}, {Caller: "bob", Allow: []string{"*"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock, runs = new(atomic.Int64), new(atomic.Int64)
 	clock.Store(time.Now().UnixNano())
-	g = gateway.New(&gateway.Options{Store: memstore.New(), Policy: rules, Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	g = gateway.New(&gateway.Options{Store: st, Policy: rules, Now: func() time.Time { return time.Unix(0, clock.Load()) }})
 	err = g.Register(context.Background(), tool.Tool{Name: "danger", InputSchema: json.RawMessage(`{"type":"object"}`),
 		Backend: tool.BackendFunc(func(context.Context, *tool.Call) (*tool.Result, error) {
 			runs.Add(1)
@@ -158,6 +167,38 @@ func TestTaskOrphaned(t *testing.T) {
 			func(t *testing.T, o *gateway.Orphan, _ *gateway.CallResult, liveErr error) {
 				wantSettledError(t, o, liveErr, tool.ClassMalformedResult, store.StatusUncertain)
 			}},
+		{"refused result's violations", func() (*tool.Result, error) {
+			return nil, &tool.InvalidResultError{Result: json.RawMessage(`{"structuredContent":{"a":"x"}}`), Err: &inputschema.ErrorList{Truncated: true, Errors: []*inputschema.Error{
+				{Class: inputschema.ClassValidation, Stage: inputschema.StageArguments, Message: "want a number", Path: "$.a", Pointer: "/a", SchemaPointer: "/properties/a/type", Keyword: "type", Details: map[string]any{"type": "number"}},
+				{Class: inputschema.ClassValidation, Stage: inputschema.StageArguments, Message: "missing", Path: "$", Pointer: "", SchemaPointer: "/required", Keyword: "required", Details: map[string]any{"property": "b"}},
+			}}}
+		},
+			func(t *testing.T, o *gateway.Orphan, _ *gateway.CallResult, liveErr error) {
+				wantSettledError(t, o, liveErr, tool.ClassInvalidResult, store.StatusSucceeded)
+				wantSameError(t, o, liveErr)
+				if len(o.Err.Errors) != 2 {
+					t.Errorf("the rebuilt error lists %d violations, want the 2 of the live one", len(o.Err.Errors))
+				}
+			}},
+		{"input required", func() (*tool.Result, error) {
+			return nil, &tool.InputRequiredError{Server: "up", Requests: map[string]tool.InputRequest{"k": {Method: "elicitation/create", Params: json.RawMessage(`{}`)}}, State: "s"}
+		},
+			func(t *testing.T, o *gateway.Orphan, _ *gateway.CallResult, liveErr error) {
+				wantSettledError(t, o, liveErr, tool.ClassInputRequired, store.StatusFailed)
+				wantSameError(t, o, liveErr)
+			}},
+		{"login required", func() (*tool.Result, error) { return nil, loginError{} },
+			func(t *testing.T, o *gateway.Orphan, _ *gateway.CallResult, liveErr error) {
+				wantSettledError(t, o, liveErr, tool.ClassExecutionFailure, store.StatusFailed)
+				// The URL is the live answer's only: the rebuilt one names
+				// what it withheld.
+				if _, has := o.Err.Details["authorization_url"]; has {
+					t.Errorf("the rebuilt error carries the login URL: %v", o.Err.Details)
+				}
+				if w := fmt.Sprint(o.Err.Details["withheld"]); w != "[authorization_server authorization_url]" {
+					t.Errorf("details.withheld = %s, want the names of the live answer's details", w)
+				}
+			}},
 		{"unknown outcome", func() (*tool.Result, error) { return nil, errors.New("the connection broke") },
 			func(t *testing.T, o *gateway.Orphan, _ *gateway.CallResult, liveErr error) {
 				var live *gateway.Error
@@ -219,6 +260,68 @@ func wantSettledError(t *testing.T, o *gateway.Orphan, liveErr error, class tool
 		o.Err.CallID != live.CallID || o.Err.Tool != live.Tool || o.Err.Step != live.Step || o.Err.Details["status"] != string(status) {
 		t.Errorf("orphan %+v (%+v): want the live call's error %+v", o, o.Err, live)
 	}
+}
+
+// TestTaskOrphanedAfterRestart: on the durable store, the task of a
+// runner that died after its call settled with a refused result, read by
+// the next process on the same folder, answers with the live call's
+// error, every violation included.
+func TestTaskOrphanedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := sqlite.Open(dir, &sqlite.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, clock, _ := taskGatewayOn(t, s1, func() (*tool.Result, error) {
+		return nil, &tool.InvalidResultError{Result: json.RawMessage(`{"structuredContent":{"a":"x"}}`), Err: &inputschema.Error{
+			Class: inputschema.ClassValidation, Stage: inputschema.StageArguments, Message: "want a number", Path: "$.a", Pointer: "/a", SchemaPointer: "/properties/a/type", Keyword: "type", Details: map[string]any{"type": "number"}}}
+	})
+	ctx := context.Background()
+	tk, _ := openTask(t, g)
+	if _, err := g.DecideApproval(ctx, tk.ApprovalID, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := g.GetTask(ctx, "alice", tk.ID)
+	if won, err := g.ClaimTask(ctx, v, "r-dead"); !won || err != nil {
+		t.Fatalf("claim = %v, %v", won, err)
+	}
+	tk.RunBy = "r-dead"
+	_, liveErr := g.RunTask(ctx, tk, gateway.CallRequest{}) // settled; the runner dies before EndTask
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g2, clock2, _ := taskGatewayOn(t, openSQLite(t, dir), nil)
+	clock2.Store(clock.Load() + int64(31*time.Second))
+	v, err = g2.GetTask(ctx, "alice", tk.ID)
+	if err != nil || v.Orphaned == nil {
+		t.Fatalf("GetTask after the restart = %+v, %v: want orphaned", v, err)
+	}
+	wantSettledError(t, v.Orphaned, liveErr, tool.ClassInvalidResult, store.StatusSucceeded)
+	wantSameError(t, v.Orphaned, liveErr)
+}
+
+// wantSameError checks that o's error is, in its wire form, the live
+// call's (liveErr): what a client polling the task would read.
+func wantSameError(t *testing.T, o *gateway.Orphan, liveErr error) {
+	t.Helper()
+	var live *gateway.Error
+	errors.As(liveErr, &live)
+	want, _ := json.Marshal(live)
+	got, _ := json.Marshal(o.Err)
+	if string(got) != string(want) {
+		t.Errorf("the rebuilt error\n%s\nwant the live one\n%s", got, want)
+	}
+}
+
+// loginError is an upstream's answer to a caller with no account
+// connected (as backend/upstream's LoginRequiredError): nothing ran, and
+// its details are for the caller's eyes only.
+type loginError struct{}
+
+func (loginError) Error() string { return "connect an account first" }
+func (loginError) Unwrap() error { return tool.ErrNotStarted }
+func (loginError) ErrorDetails() map[string]any {
+	return map[string]any{"authorization_url": "https://login.example/?state=secret", "authorization_server": "up"}
 }
 
 func TestTaskCancelWithdraws(t *testing.T) {

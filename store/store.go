@@ -61,23 +61,30 @@ func (s Status) Terminal() bool { return s != StatusStarted && s != StatusUncert
 
 // Intent is one call's journal entry.
 type Intent struct {
-	CallID         string    `json:"call_id"`
-	Caller         string    `json:"caller"`
-	Session        string    `json:"session,omitempty"`
-	Tool           string    `json:"tool"`
-	DefinitionHash string    `json:"definition_hash"`
-	Arguments      []byte    `json:"-"` // exactly as received and validated
-	ArgsDigest     string    `json:"args_digest"`
-	IdempotencyKey string    `json:"idempotency_key,omitempty"`
-	ApprovalID     string    `json:"approval_id,omitempty"`
-	Incarnation    string    `json:"incarnation"`
-	Status         Status    `json:"status"`
-	Result         []byte    `json:"-"`                       // JSON result when succeeded
-	ErrorClass     string    `json:"error_class,omitempty"`   // why it failed or is uncertain
-	ErrorMessage   string    `json:"error_message,omitempty"` // for people
-	ResolvedBy     string    `json:"resolved_by,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	SettledAt      time.Time `json:"settled_at,omitzero"`
+	CallID         string `json:"call_id"`
+	Caller         string `json:"caller"`
+	Session        string `json:"session,omitempty"`
+	Tool           string `json:"tool"`
+	DefinitionHash string `json:"definition_hash"`
+	Arguments      []byte `json:"-"` // exactly as received and validated
+	ArgsDigest     string `json:"args_digest"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	ApprovalID     string `json:"approval_id,omitempty"`
+	Incarnation    string `json:"incarnation"`
+	Status         Status `json:"status"`
+	Result         []byte `json:"-"`                       // JSON result when succeeded
+	ErrorClass     string `json:"error_class,omitempty"`   // why it failed or is uncertain
+	ErrorMessage   string `json:"error_message,omitempty"` // for people
+	// ErrorDetail is what the error the call settled with told its caller
+	// beside its class and message (the gateway's JSON: every violation of
+	// a refused result, the upstream server that asked for input), so an
+	// answer rebuilt from the journal is the one the call gave; nil when
+	// there was nothing more. Never what reaches the caller only (a login
+	// URL: tool.DetailedError).
+	ErrorDetail []byte    `json:"-"`
+	ResolvedBy  string    `json:"resolved_by,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	SettledAt   time.Time `json:"settled_at,omitzero"`
 	// ClientInfo names the MCP client that made the call ("name/version")
 	// and ProtocolVersion the MCP revision it spoke, as the gateway was
 	// told them; "" when unknown. They describe the caller's software,
@@ -100,6 +107,7 @@ type Settlement struct {
 	Result       []byte
 	ErrorClass   string
 	ErrorMessage string
+	ErrorDetail  []byte // Intent.ErrorDetail
 	At           time.Time
 }
 
@@ -229,8 +237,11 @@ type Journal interface {
 	// or ErrNotFound.
 	GetIntentByKey(ctx context.Context, caller, key string) (*Intent, error)
 	ListIntents(ctx context.Context, f IntentFilter) ([]Intent, error)
-	// ResolveIntent records an operator's verdict on an uncertain intent;
-	// not executed releases its budget. ErrNotUncertain otherwise.
+	// ResolveIntent records an operator's verdict on an uncertain intent
+	// (status executed or not_executed, ResolvedBy by, SettledAt at, its
+	// ErrorClass as ResolvedClass says, its ErrorMessage kept: it tells
+	// why the call was uncertain); not executed releases its budget.
+	// ErrNotUncertain otherwise.
 	ResolveIntent(ctx context.Context, callID string, executed bool, by string, at time.Time) error
 	// Recover marks uncertain the started intents of incarnations that are
 	// no longer alive, and returns how many it marked.
@@ -376,6 +387,35 @@ func Decide(a *Approval, d ApprovalDecision) (ApprovalStatus, error) {
 	}
 	return ApprovalDenied, nil
 }
+
+// ResolvedClass is the error class of an uncertain intent of class class
+// once an operator resolved it: executed, the call ran, so unknown_outcome
+// (the outcome is unknown) no longer holds and the intent has no error
+// class, while a class that says what went wrong with its answer
+// (timeout, cancelled, malformed_result) stays; not executed, the call did
+// not run: execution_failure, the class of a call proven not run (what an
+// idempotent retry of it answers). That it was uncertain stays in the
+// record: only an uncertain intent is resolved (its status says it was),
+// ResolvedBy names the operator, and ErrorMessage is kept. Every store
+// applies this rule.
+func ResolvedClass(executed bool, class string) string {
+	switch {
+	case !executed:
+		return classExecutionFailure
+	case class == classUnknownOutcome:
+		return ""
+	}
+	return class
+}
+
+// The classes ResolvedClass names: tool.ClassExecutionFailure and
+// tool.ClassUnknownOutcome, as strings (the store keeps classes as the
+// strings they are and does not import package tool; a gateway test pins
+// that they agree).
+const (
+	classExecutionFailure = "execution_failure"
+	classUnknownOutcome   = "unknown_outcome"
+)
 
 // Released reports whether an intent in status s no longer holds budget.
 func Released(s Status) bool { return s == StatusFailed || s == StatusNotExecuted }

@@ -157,7 +157,7 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 		return fmt.Errorf("settle %s (%s): %w", callID, in.Status, store.ErrNotStarted)
 	}
 	in.Status = st.Status
-	in.Result = slices.Clone(st.Result)
+	in.Result, in.ErrorDetail = slices.Clone(st.Result), slices.Clone(st.ErrorDetail)
 	in.ErrorClass, in.ErrorMessage, in.SettledAt = st.ErrorClass, st.ErrorMessage, st.At
 	if store.Released(st.Status) {
 		s.release(callID)
@@ -170,7 +170,7 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 func copyIntent(in *store.Intent) *store.Intent {
 	out := *in
 	out.Arguments = slices.Clone(in.Arguments)
-	out.Result = slices.Clone(in.Result)
+	out.Result, out.ErrorDetail = slices.Clone(in.Result), slices.Clone(in.ErrorDetail)
 	return &out
 }
 
@@ -407,7 +407,7 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 		in.Status = store.StatusNotExecuted
 		s.release(callID)
 	}
-	in.ResolvedBy, in.SettledAt = by, at
+	in.ResolvedBy, in.SettledAt, in.ErrorClass = by, at, store.ResolvedClass(executed, in.ErrorClass)
 	return nil
 }
 

@@ -371,10 +371,10 @@ type settleJob struct {
 const settleIntents = `WITH o AS (DELETE FROM open_intents WHERE seq = ANY($2::bigint[]) AND incarnation = $1
 		AND EXISTS (SELECT 1 FROM incarnations WHERE id = $1 AND state = 'alive')
 		RETURNING seq)
-	INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
-	SELECT u.seq, u.status, u.result, u.error_class, u.error_message, u.settled_at
-	FROM unnest($2::bigint[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[])
-		AS u(seq, status, result, error_class, error_message, settled_at)
+	INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at, error_detail)
+	SELECT u.seq, u.status, u.result, u.error_class, u.error_message, u.settled_at, u.error_detail
+	FROM unnest($2::bigint[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::timestamptz[], $8::bytea[])
+		AS u(seq, status, result, error_class, error_message, settled_at, error_detail)
 	JOIN o ON o.seq = u.seq
 	RETURNING seq`
 
@@ -460,11 +460,11 @@ func (s *Store) settleTogether(jobs []*settleJob) (map[int64]bool, error) {
 	n := len(jobs)
 	seqs := make([]int64, n)
 	statuses, classes, messages := make([]string, n), make([]string, n), make([]string, n)
-	results := make([][]byte, n)
+	results, details := make([][]byte, n), make([][]byte, n)
 	at := make([]pgtype.Timestamptz, n)
 	for i, j := range jobs {
 		seqs[i], statuses[i], classes[i], messages[i] = j.seq, string(j.st.Status), j.st.ErrorClass, j.st.ErrorMessage
-		results[i] = j.st.Result
+		results[i], details[i] = j.st.Result, j.st.ErrorDetail
 		if !j.st.At.IsZero() {
 			at[i] = pgtype.Timestamptz{Time: j.st.At, Valid: true}
 		}
@@ -477,7 +477,7 @@ func (s *Store) settleTogether(jobs []*settleJob) (map[int64]bool, error) {
 		}
 		b := &pgx.Batch{}
 		b.Queue(asyncCommit)
-		b.Queue(settleIntents, s.incarnation, seqs, statuses, results, classes, messages, at).Query(func(rows pgx.Rows) error {
+		b.Queue(settleIntents, s.incarnation, seqs, statuses, results, classes, messages, at, details).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var seq int64
 				if err := rows.Scan(&seq); err != nil {

@@ -24,7 +24,7 @@ import (
 const intentCols = `i.call_id, i.caller, i.session, i.tool, i.definition_hash, i.arguments, i.args_digest,
 	i.idempotency_key, i.approval_id, i.incarnation, coalesce(s.status, 'started'), s.result,
 	coalesce(s.error_class, ''), coalesce(s.error_message, ''), coalesce(s.resolved_by, ''),
-	i.created_at, s.settled_at, i.client, i.protocol_version`
+	i.created_at, s.settled_at, i.client, i.protocol_version, s.error_detail`
 
 // intentFrom joins each intent to its settlement.
 const intentFrom = ` FROM intents i LEFT JOIN settlements s ON s.seq = i.seq`
@@ -427,7 +427,7 @@ func release(ctx context.Context, tx pgx.Tx, callID string) error {
 }
 
 // settleIntent settles call $6, whose seq is $8 (NULL when this Store
-// does not know it: then it is looked up), with the values $1-$5 if it is
+// does not know it: then it is looked up), with the values $1-$5 and $9 if it is
 // still started by this incarnation ($7) and this incarnation is alive:
 // its open row is deleted and its settlement row inserted (the intent's
 // own row is not written). The row count is the settlements inserted.
@@ -435,8 +435,8 @@ const settleIntent = `WITH o AS (DELETE FROM open_intents
 		WHERE seq = coalesce($8::bigint, (SELECT seq FROM intents WHERE call_id = $6)) AND incarnation = $7
 		AND EXISTS (SELECT 1 FROM incarnations WHERE id = $7 AND state = 'alive')
 		RETURNING seq)
-	INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
-	SELECT seq, $1, $2, $3, $4, $5 FROM o`
+	INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at, error_detail)
+	SELECT seq, $1, $2, $3, $4, $5, $9 FROM o`
 
 // Settle ends a started intent of this incarnation, while it is alive.
 func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) error {
@@ -474,7 +474,7 @@ func (s *Store) settleOne(ctx context.Context, callID string, st store.Settlemen
 		// safe: once another replica has marked this intent uncertain (and
 		// this incarnation dead, in the same transaction), or when it
 		// belongs to another incarnation, nothing here can move it.
-		tag, err := tx.Exec(ctx, settleIntent, string(st.Status), st.Result, st.ErrorClass, st.ErrorMessage, ts(st.At), callID, s.incarnation, seq)
+		tag, err := tx.Exec(ctx, settleIntent, string(st.Status), st.Result, st.ErrorClass, st.ErrorMessage, ts(st.At), callID, s.incarnation, seq, st.ErrorDetail)
 		if err != nil {
 			return fmt.Errorf("postgres store: settle %s: %w", callID, err)
 		}
@@ -556,8 +556,11 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 		status = store.StatusNotExecuted
 	}
 	return s.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE settlements SET status = $1, resolved_by = $2, settled_at = $3
-			WHERE seq = (SELECT seq FROM intents WHERE call_id = $4) AND status = 'uncertain'`, string(status), by, ts(at), callID)
+		// error_class as store.ResolvedClass says.
+		tag, err := tx.Exec(ctx, `UPDATE settlements SET status = $1, resolved_by = $2, settled_at = $3,
+			error_class = CASE WHEN $1 = 'not_executed' THEN $5 WHEN error_class = $6 THEN $7 ELSE error_class END
+			WHERE seq = (SELECT seq FROM intents WHERE call_id = $4) AND status = 'uncertain'`, string(status), by, ts(at), callID,
+			store.ResolvedClass(false, ""), "unknown_outcome", store.ResolvedClass(true, "unknown_outcome"))
 		if err != nil {
 			return fmt.Errorf("postgres store: resolve %s: %w", callID, err)
 		}
@@ -713,7 +716,7 @@ func scanIntent(r pgx.Row) (*store.Intent, error) {
 	var created, settled pgtype.Timestamptz
 	if err := r.Scan(&in.CallID, &in.Caller, &in.Session, &in.Tool, &in.DefinitionHash, &in.Arguments, &in.ArgsDigest,
 		&key, &approval, &in.Incarnation, &status, &in.Result, &in.ErrorClass, &in.ErrorMessage,
-		&in.ResolvedBy, &created, &settled, &client, &protocol); err != nil {
+		&in.ResolvedBy, &created, &settled, &client, &protocol, &in.ErrorDetail); err != nil {
 		return nil, err
 	}
 	in.IdempotencyKey, in.ApprovalID, in.Status = key.String, approval.String, store.Status(status)

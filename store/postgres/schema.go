@@ -323,6 +323,12 @@ ALTER TABLE approvals ADD COLUMN resolved_path text NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN lease_until timestamptz;
 CREATE INDEX tasks_open ON tasks (status, created_at) WHERE status IN ('waiting', 'running');
 `,
+	// 14: what a settled error told its caller beside its class and message
+	// (store.Intent.ErrorDetail: violations, the upstream that asked for
+	// input), NULL when nothing more, and for the settlements made before.
+	`
+ALTER TABLE settlements ADD COLUMN error_detail bytea;
+`,
 }
 
 // SchemaVersion is the schema version this package migrates to.

@@ -350,12 +350,12 @@ func closeOpenQuery(n int) string {
 // insertSettlementsQuery appends n settlement rows.
 func insertSettlementsQuery(n int) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at) VALUES `)
+	b.WriteString(`INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at, error_detail) VALUES `)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`(?, ?, ?, ?, ?, ?)`)
+		b.WriteString(`(?, ?, ?, ?, ?, ?, ?)`)
 	}
 	return b.String()
 }
@@ -393,7 +393,7 @@ func (s *Store) settleGroup(w *wtx, rs []*writeReq) (bool, error) {
 		return false, fmt.Errorf("sqlite store: savepoint: %w", err)
 	}
 	seqs := make([]int64, len(rs))
-	args := make([]any, 0, 6*len(rs))
+	args := make([]any, 0, 7*len(rs))
 	for i, r := range rs {
 		seqs[i] = w.open[r.settle.callID]
 		args = append(args, seqs[i])
@@ -408,7 +408,7 @@ func (s *Store) settleGroup(w *wtx, rs []*writeReq) (bool, error) {
 		args = args[:0]
 		for i, r := range rs {
 			op := r.settle
-			args = append(args, seqs[i], string(op.st.Status), blob(op.st.Result), op.st.ErrorClass, op.st.ErrorMessage, nanos(op.st.At))
+			args = append(args, seqs[i], string(op.st.Status), blob(op.st.Result), op.st.ErrorClass, op.st.ErrorMessage, nanos(op.st.At), blob(op.st.ErrorDetail))
 		}
 		if _, err := w.exec(w.multiRow(insertSettlementsKind, len(rs)), args...); err != nil {
 			return false, fmt.Errorf("sqlite store: settle: %w", err)

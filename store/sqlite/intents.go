@@ -21,7 +21,7 @@ import (
 const intentCols = `i.call_id, i.caller, i.session, i.tool, i.definition_hash, i.arguments, i.args_digest,
 	i.idempotency_key, i.approval_id, i.incarnation, coalesce(s.status, 'started'), s.result,
 	coalesce(s.error_class, ''), coalesce(s.error_message, ''), coalesce(s.resolved_by, ''),
-	i.created_at, s.settled_at, i.client, i.protocol_version`
+	i.created_at, s.settled_at, i.client, i.protocol_version, s.error_detail`
 
 // intentFrom joins each intent to its settlement, by the rowid both share.
 const intentFrom = ` FROM intents i LEFT JOIN settlements s ON s.seq = i.seq`
@@ -106,9 +106,9 @@ func (s *Store) Settle(ctx context.Context, callID string, st store.Settlement) 
 		}
 		// Plain ? parameters: numbered ones cost the driver an allocation
 		// each, to read their names.
-		n, err := w.affected(`INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at)
-			SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM open_intents WHERE seq = ? AND incarnation = ?)`,
-			seq, string(st.Status), blob(st.Result), st.ErrorClass, st.ErrorMessage, nanos(st.At), seq, s.incarnation)
+		n, err := w.affected(`INSERT INTO settlements (seq, status, result, error_class, error_message, settled_at, error_detail)
+			SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM open_intents WHERE seq = ? AND incarnation = ?)`,
+			seq, string(st.Status), blob(st.Result), st.ErrorClass, st.ErrorMessage, nanos(st.At), blob(st.ErrorDetail), seq, s.incarnation)
 		if err != nil {
 			return fmt.Errorf("sqlite store: settle %s: %w", callID, err)
 		}
@@ -162,8 +162,11 @@ func (s *Store) ResolveIntent(ctx context.Context, callID string, executed bool,
 		write = s.write
 	}
 	return write(ctx, func(w *wtx) error {
-		n, err := w.affected(`UPDATE settlements SET status = ?, resolved_by = ?, settled_at = ?
-			WHERE seq = (SELECT seq FROM intents WHERE call_id = ?) AND status = 'uncertain'`, string(status), by, nanos(at), callID)
+		// error_class as store.ResolvedClass says.
+		n, err := w.affected(`UPDATE settlements SET status = ?, resolved_by = ?, settled_at = ?,
+			error_class = CASE WHEN ? = 'not_executed' THEN ? WHEN error_class = ? THEN ? ELSE error_class END
+			WHERE seq = (SELECT seq FROM intents WHERE call_id = ?) AND status = 'uncertain'`, string(status), by, nanos(at),
+			string(status), store.ResolvedClass(false, ""), "unknown_outcome", store.ResolvedClass(true, "unknown_outcome"), callID)
 		if err != nil {
 			return fmt.Errorf("sqlite store: resolve %s: %w", callID, err)
 		}
@@ -336,7 +339,7 @@ func scanIntent(r scanner) (*store.Intent, error) {
 	var created, settled sql.NullInt64
 	if err := r.Scan(&in.CallID, &in.Caller, &in.Session, &in.Tool, &in.DefinitionHash, &in.Arguments, &in.ArgsDigest,
 		&key, &approval, &in.Incarnation, &status, &in.Result, &in.ErrorClass, &in.ErrorMessage,
-		&in.ResolvedBy, &created, &settled, &client, &protocol); err != nil {
+		&in.ResolvedBy, &created, &settled, &client, &protocol, &in.ErrorDetail); err != nil {
 		return nil, err
 	}
 	in.IdempotencyKey, in.ApprovalID, in.Status = key.String, approval.String, store.Status(status)

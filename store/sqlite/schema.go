@@ -332,6 +332,12 @@ DROP TABLE settlements;
 ALTER TABLE settlements_new RENAME TO settlements;
 CREATE INDEX settlements_rare ON settlements (status) WHERE status <> 'succeeded';
 `,
+	// 15: what a settled error told its caller beside its class and message
+	// (store.Intent.ErrorDetail: violations, the upstream that asked for
+	// input), NULL when nothing more, and for the settlements made before.
+	`
+ALTER TABLE settlements ADD COLUMN error_detail BLOB;
+`,
 }
 
 // SchemaVersion is the user_version this package's schema has.

@@ -289,7 +289,10 @@ func testSettleOutcomes(f *fixture) {
 	cases := []store.Settlement{
 		{Status: store.StatusSucceeded, Result: []byte("{\"content\" : [ {\"type\":\"text\",\"text\":\"é\"} ],\"isError\":false}")},
 		{Status: store.StatusSucceeded, Result: []byte(`{"isError":true}`), ErrorClass: "tool_error", ErrorMessage: "the tool said no"},
+		{Status: store.StatusSucceeded, Result: []byte(`{"content":[]}`), ErrorClass: "invalid_result", ErrorMessage: "2 violations",
+			ErrorDetail: []byte(`{"errors":[{"pointer":"/a"},{"pointer":"/b"}],"details":{"é":true}}`)},
 		{Status: store.StatusFailed, ErrorClass: "execution_failure", ErrorMessage: "exec: no such file"},
+		{Status: store.StatusFailed, ErrorClass: "input_required", ErrorMessage: "asked", ErrorDetail: []byte(`{"details":{"server":"up"}}`)},
 		{Status: store.StatusUncertain, ErrorClass: "timeout", ErrorMessage: "no answer within 5s"},
 	}
 	for i, st := range cases {
@@ -300,7 +303,37 @@ func testSettleOutcomes(f *fixture) {
 		}
 		want := f.stored(in)
 		want.Status, want.Result, want.ErrorClass, want.ErrorMessage, want.SettledAt = st.Status, st.Result, st.ErrorClass, st.ErrorMessage, st.At
+		want.ErrorDetail = st.ErrorDetail
 		wantIntent(t, f.get(in.CallID), want)
+	}
+	// Settled at once (a store may settle them as one group), each keeps
+	// its own detail.
+	ins := make([]store.Intent, 8)
+	for i := range ins {
+		ins[i] = f.commitNew("alice", "note")
+	}
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		wg.Go(func() {
+			st := store.Settlement{Status: store.StatusSucceeded, Result: []byte(`{}`), At: f.base.Add(time.Minute)}
+			if i%2 == 1 {
+				st.ErrorClass, st.ErrorMessage, st.ErrorDetail = "invalid_result", "no", fmt.Appendf(nil, `{"n":%d}`, i)
+			}
+			if err := f.s.Settle(f.ctx, in.CallID, st); err != nil {
+				t.Errorf("Settle(%s): %v", in.CallID, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, in := range ins {
+		got := f.get(in.CallID)
+		want := ""
+		if i%2 == 1 {
+			want = fmt.Sprintf(`{"n":%d}`, i)
+		}
+		if string(got.ErrorDetail) != want {
+			t.Errorf("settled together: intent %d's ErrorDetail = %q, want %q", i, got.ErrorDetail, want)
+		}
 	}
 }
 
@@ -365,6 +398,11 @@ func testResolveVerdicts(f *fixture) {
 		}
 		// The resolution's time is the only time the intent can carry it in.
 		wantTime(t, "SettledAt after ResolveIntent", got.SettledAt, at)
+		// Its class says what the verdict found (store.ResolvedClass), its
+		// message still why it was uncertain.
+		if wantClass := store.ResolvedClass(executed, "timeout"); got.ErrorClass != wantClass || got.ErrorMessage != "no answer" {
+			t.Errorf("after ResolveIntent(%v): class %q, message %q; want %q and the settlement's message", executed, got.ErrorClass, got.ErrorMessage, wantClass)
+		}
 		if !got.Status.Terminal() {
 			t.Errorf("status %s after resolution is not terminal", got.Status)
 		}
@@ -372,6 +410,33 @@ func testResolveVerdicts(f *fixture) {
 		wantBytes(t, "Arguments after ResolveIntent", got.Arguments, in.Arguments)
 		if got.CallID != in.CallID || got.Caller != in.Caller || got.Tool != in.Tool || got.ArgsDigest != in.ArgsDigest {
 			t.Errorf("ResolveIntent changed the intent's identity: %+v", got)
+		}
+	}
+}
+
+// testResolveClass: an uncertain intent of unknown outcome, resolved,
+// says what the operator found: executed, no error class (it ran);
+// not executed, execution_failure (proven not run), as store.ResolvedClass
+// says; the message (why it was uncertain) and who resolved it are kept.
+func testResolveClass(f *fixture) {
+	t := f.t
+	for _, executed := range []bool{true, false} {
+		in := f.commitNew("alice", "note")
+		const msg = "the connection broke (the outcome is unknown)"
+		st := store.Settlement{Status: store.StatusUncertain, ErrorClass: "unknown_outcome", ErrorMessage: msg, At: f.base.Add(time.Second)}
+		if err := f.s.Settle(f.ctx, in.CallID, st); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.s.ResolveIntent(f.ctx, in.CallID, executed, "operator-1", f.base.Add(hour)); err != nil {
+			t.Fatalf("ResolveIntent(%v): %v", executed, err)
+		}
+		got := f.get(in.CallID)
+		want := map[bool]string{true: "", false: "execution_failure"}[executed]
+		if got.ErrorClass != want || got.ErrorClass != store.ResolvedClass(executed, "unknown_outcome") {
+			t.Errorf("ResolveIntent(%v) of unknown_outcome: class %q, want %q", executed, got.ErrorClass, want)
+		}
+		if got.ErrorMessage != msg || got.ResolvedBy != "operator-1" {
+			t.Errorf("ResolveIntent(%v): message %q, resolved by %q; want the uncertain settlement's message and operator-1", executed, got.ErrorMessage, got.ResolvedBy)
 		}
 	}
 }

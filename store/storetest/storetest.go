@@ -89,6 +89,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Settle/Unknown", testSettleUnknown},
 		{"Resolve/Verdicts", testResolveVerdicts},
 		{"Resolve/OnlyFromUncertain", testResolveOnlyUncertain},
+		{"Resolve/Class", testResolveClass},
 		{"List/Filters", testListFilters},
 		{"List/NewestFirstAndLimit", testListNewestFirstAndLimit},
 		{"List/DefaultLimit", testListDefaultLimit},
@@ -443,6 +444,7 @@ func wantIntent(t *testing.T, got *store.Intent, want store.Intent) {
 	str("ProtocolVersion", got.ProtocolVersion, want.ProtocolVersion)
 	wantBytes(t, "intent "+want.CallID+": Arguments", got.Arguments, want.Arguments)
 	wantBytes(t, "intent "+want.CallID+": Result", got.Result, want.Result)
+	wantBytes(t, "intent "+want.CallID+": ErrorDetail", got.ErrorDetail, want.ErrorDetail)
 	wantTime(t, "intent "+want.CallID+": CreatedAt", got.CreatedAt, want.CreatedAt)
 	wantTime(t, "intent "+want.CallID+": SettledAt", got.SettledAt, want.SettledAt)
 }
