@@ -22,8 +22,10 @@ import (
 // waits for readers or writers): the writer keeps committing meanwhile.
 //
 // Bound: the writer itself runs a PASSIVE checkpoint, at the end of a
-// round, when ckptHard frames are outstanding (the checkpointer fell
-// behind, or is stuck), so the WAL does not grow without limit; it tries
+// round, when the WAL is ckptHard frames long (the checkpointer fell
+// behind or is stuck, or, beside a busy writer, never leaves the WAL
+// wholly copied at the start of a transaction, when SQLite would start it
+// over), so the WAL does not grow without limit; it tries
 // again only after another ckptHard/2 frames if that one could not finish
 // (a reader's snapshot holds the frames back: no checkpoint can copy them
 // until it ends).
@@ -37,11 +39,12 @@ import (
 // file. (synchronous=OFF would skip both syncs: never use it here;
 // openCheckpointer checks the setting.)
 //
-// The count of frames is the writer's (walFrames, under txMu, shared by
-// the writer goroutine and a caller in runAlone): SQLite's page-write
+// The count of frames is the writer's (walTotal, added to under txMu, by
+// the writer goroutine or a caller in runAlone): SQLite's page-write
 // counter of the writer's connection, read after each transaction. A
 // complete checkpoint (every frame of the WAL copied) advances ckptBase to
-// the count read before it started.
+// the count read before it started; every checkpoint records the WAL's
+// length it saw (walSeen), from which the writer reckons the length now.
 
 const (
 	// defaultCkptFrames is when the checkpointer is woken: SQLite's own
@@ -108,13 +111,17 @@ func (s *Store) checkpointer() {
 
 // checkpoint runs one PASSIVE checkpoint on c and reports whether it
 // copied the whole WAL; then ckptBase is advanced to what was counted
-// before it began (every frame counted then was in the WAL).
+// before it began (every frame counted then was in the WAL). It records
+// the WAL's length the pass saw (walSeen).
 func (s *Store) checkpoint(c *sql.Conn) bool {
 	start := s.walTotal.Load()
 	var busy, logged, done int
 	if err := c.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &done); err != nil {
 		s.log.Warn("checkpoint of the write-ahead log failed", "error", err)
 		return false
+	}
+	if logged >= 0 {
+		s.walSeen.Store(&walLen{frames: int64(logged), at: start})
 	}
 	if busy != 0 || logged < 0 || done != logged {
 		return false
@@ -127,10 +134,22 @@ func (s *Store) checkpoint(c *sql.Conn) bool {
 	}
 }
 
+// A walLen is the WAL's length in frames as a checkpoint saw it, when the
+// writer had counted at frames (walTotal).
+type walLen struct{ frames, at int64 }
+
 // walCheck counts the frames the writer's connection wrote since it was
-// last called, wakes the checkpointer once ckptFrames are outstanding and
-// checkpoints itself past ckptHard (see above). Called under txMu after
-// each transaction, whoever ran it.
+// last called, wakes the checkpointer once ckptFrames are not yet copied
+// and checkpoints itself once the WAL is ckptHard frames long (see above).
+// Called under txMu after each transaction, whoever ran it.
+//
+// The WAL's length is not what is left to copy: SQLite starts the WAL
+// over only at a write transaction that begins with every frame copied,
+// which a checkpoint beside a busy writer rarely leaves (the writer has
+// appended more by then). The writer's own checkpoint runs under txMu,
+// with nothing appended meanwhile: once complete, the next transaction
+// starts the WAL over, and what is left to copy is small, the checkpointer
+// having copied the rest.
 func (s *Store) walCheck() {
 	var n int
 	if err := s.wc.Raw(func(dc any) error {
@@ -145,17 +164,24 @@ func (s *Store) walCheck() {
 		return
 	}
 	total := s.walTotal.Add(int64(n))
-	out := total - s.ckptBase.Load()
-	if out >= s.ckptFrames && total-s.ckptWoken >= s.ckptFrames/2 {
+	if out := total - s.ckptBase.Load(); out >= s.ckptFrames && total-s.ckptWoken >= s.ckptFrames/2 {
 		s.ckptWoken = total
 		select {
 		case s.ckWake <- struct{}{}:
 		default:
 		}
 	}
-	if out >= s.ckptHard && total >= s.ckptRetry {
+	length := total // none seen yet: as if the WAL held every frame
+	if seen := s.walSeen.Load(); seen != nil {
+		length = seen.frames + total - seen.at
+	}
+	if length >= s.ckptHard && total >= s.ckptRetry {
 		s.nWriterCkpt.Add(1)
-		if !s.checkpoint(s.wc) {
+		if s.checkpoint(s.wc) {
+			// The next transaction starts the WAL over (unless a reader
+			// still reads from it: the next checkpoint will tell).
+			s.walSeen.Store(&walLen{frames: 0, at: total})
+		} else {
 			s.ckptRetry = total + s.ckptHard/2
 		}
 	}

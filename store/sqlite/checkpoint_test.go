@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
 )
 
 // walFrames is how many frames the WAL file has room for: its high-water
@@ -212,5 +216,48 @@ func TestCloseCheckpoints(t *testing.T) {
 	}
 	if count != n {
 		t.Errorf("%d intents in the database, %d committed", count, n)
+	}
+}
+
+// TestWALBoundBusyWriter: beside writers that never pause, the
+// checkpointer's passes rarely leave the WAL wholly copied when a
+// transaction begins, the moment SQLite starts it over; the writer's own
+// checkpoint does, so the WAL file stays within its bound.
+func TestWALBoundBusyWriter(t *testing.T) {
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	const hard = 400
+	s.ckptFrames, s.ckptHard = 50, hard
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				if _, err := s.CommitIntent(context.Background(), intentReq(id, "alice")); err != nil {
+					errs <- err
+					return
+				}
+				if err := s.Settle(context.Background(), id, store.Settlement{Status: store.StatusSucceeded, At: time.Now()}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if s.walTotal.Load() < 4*hard {
+		t.Fatalf("only %d frames written", s.walTotal.Load())
+	}
+	// A round of 32 requests writes well under 300 frames.
+	if f := walFrames(t, dir); f > hard+300 {
+		t.Errorf("WAL grew to %d frames, bound %d (%+v)", f, hard, st)
 	}
 }

@@ -182,6 +182,7 @@ type Store struct {
 	ckStop, ckDone       chan struct{}
 	ckptFrames, ckptHard int64 // the thresholds, in frames
 	walTotal, ckptBase   atomic.Int64
+	walSeen              atomic.Pointer[walLen]
 	ckptWoken, ckptRetry int64 // under txMu
 	// ckptHook, when set (by internal tests), runs before each of the
 	// checkpointer's passes.
