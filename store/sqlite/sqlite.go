@@ -53,6 +53,12 @@
 //     the Store. Recover (run by Open) tests the other incarnations' lock
 //     files; only when a lock can be taken, proving its owner is gone, are
 //     that incarnation's started intents marked uncertain.
+//   - The WAL is copied back into the database file (checkpointed) beside
+//     the writer, never inside its COMMIT: a checkpointer goroutine with a
+//     connection of its own runs PASSIVE checkpoints, syncing the WAL
+//     before copying and the database file before recording the copy; the
+//     writer checkpoints itself only once the WAL is 4000 frames long (see
+//     checkpoint.go).
 //   - The database runs with auto_vacuum=INCREMENTAL: Prune gives the pages
 //     it frees back to the file system, so the file shrinks with the
 //     journal. A database made before this setting is rewritten once
