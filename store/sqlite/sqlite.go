@@ -53,6 +53,12 @@
 //     the Store. Recover (run by Open) tests the other incarnations' lock
 //     files; only when a lock can be taken, proving its owner is gone, are
 //     that incarnation's started intents marked uncertain.
+//   - The WAL is copied back into the database file (checkpointed) beside
+//     the writer, never inside its COMMIT: a checkpointer goroutine with a
+//     connection of its own runs PASSIVE checkpoints, syncing the WAL
+//     before copying and the database file before recording the copy; the
+//     writer checkpoints itself only once the WAL is 4000 frames long (see
+//     checkpoint.go).
 //   - The database runs with auto_vacuum=INCREMENTAL: Prune gives the pages
 //     it frees back to the file system, so the file shrinks with the
 //     journal. A database made before this setting is rewritten once
@@ -105,6 +111,11 @@ type Stats struct {
 	// Requests is the number of write requests those transactions carried
 	// (including requests that failed alone inside their savepoint).
 	Requests int64
+	// Checkpoints counts the checkpointer's passes over the write-ahead
+	// log (see checkpoint.go); WriterCheckpoints, the writer's own, run
+	// when the checkpointer fell too far behind.
+	Checkpoints       int64
+	WriterCheckpoints int64
 }
 
 // ErrClosed is returned by writes after Close.
@@ -167,6 +178,21 @@ type Store struct {
 	inflight sync.WaitGroup
 
 	nTx, nSynced, nReq, nWALSync atomic.Int64
+	nCkpt, nWriterCkpt           atomic.Int64
+
+	// The checkpointer (see checkpoint.go): its connection, its wake-up
+	// and stop channels, closed ckDone when it has stopped.
+	ckdb                 *sql.DB
+	ckc                  *sql.Conn
+	ckWake               chan struct{}
+	ckStop, ckDone       chan struct{}
+	ckptFrames, ckptHard int64 // the thresholds, in frames
+	walTotal, ckptBase   atomic.Int64
+	walSeen              atomic.Pointer[walLen]
+	ckptWoken, ckptRetry int64 // under txMu
+	// ckptHook, when set (by internal tests), runs before each of the
+	// checkpointer's passes.
+	ckptHook func()
 	// pendingSync is true while a commit is not yet synced (see
 	// syncWAL). Used under txMu.
 	pendingSync bool
@@ -237,6 +263,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 			close(s.queue)
 			<-s.writerDone
 		}
+		s.stopCheckpointer()
 		s.abandon()
 	}()
 
@@ -273,6 +300,11 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := s.checkPragmas(ctx); err != nil {
 		return nil, err
 	}
+	// Checkpoints run beside the writer (see checkpoint.go), never inside
+	// its COMMIT.
+	if _, err := s.wc.ExecContext(ctx, `PRAGMA wal_autocheckpoint=0`); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
 	if err := ensureIncrementalVacuum(ctx, s.wc, s); err != nil {
 		return nil, fmt.Errorf("sqlite store: %w", err)
 	}
@@ -284,6 +316,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 	s.flush = time.NewTimer(time.Hour)
 	s.flush.Stop()
 	s.aloneOK.Store(true)
+	s.ckptFrames, s.ckptHard = defaultCkptFrames, defaultCkptHard
+	if err := s.openCheckpointer(ctx, base); err != nil {
+		return nil, err
+	}
 	go s.writer()
 	writing = true
 
@@ -351,7 +387,8 @@ func (s *Store) Dir() string { return s.dir }
 
 // Stats returns the writer's counters.
 func (s *Store) Stats() Stats {
-	return Stats{Transactions: s.nTx.Load(), Synced: s.nSynced.Load(), WALSyncs: s.nWALSync.Load(), Requests: s.nReq.Load()}
+	return Stats{Transactions: s.nTx.Load(), Synced: s.nSynced.Load(), WALSyncs: s.nWALSync.Load(), Requests: s.nReq.Load(),
+		Checkpoints: s.nCkpt.Load(), WriterCheckpoints: s.nWriterCkpt.Load()}
 }
 
 // Close waits for writes in progress, marks the incarnation closed, closes
@@ -380,6 +417,7 @@ func (s *Store) Close() error {
 	err := <-r.done
 	close(s.queue)
 	<-s.writerDone
+	s.stopCheckpointer()
 	if e := s.abandon(); err == nil {
 		err = e
 	}
@@ -407,6 +445,12 @@ func (s *Store) abandon() error {
 	}
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
+	}
+	if s.ckc != nil {
+		errs = append(errs, s.ckc.Close())
+	}
+	if s.ckdb != nil {
+		errs = append(errs, s.ckdb.Close())
 	}
 	if s.lockFile != nil {
 		errs = append(errs, os.Remove(s.lockPath(s.incarnation)), s.lockFile.Close())

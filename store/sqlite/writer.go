@@ -116,6 +116,7 @@ func (s *Store) runAlone(r *writeReq) bool {
 	s.runBatch(s.w, s.aloneBatch[:])
 	s.aloneBatch[0] = nil
 	s.armFlush()
+	s.walCheck()
 	return true
 }
 
@@ -200,6 +201,7 @@ func (s *Store) writer() {
 		s.aloneOK.Store(expect <= 1)
 		clear(batch)
 		s.armFlush()
+		s.walCheck()
 		s.txMu.Unlock()
 	}
 }

@@ -1,0 +1,188 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	sqlite "modernc.org/sqlite"
+)
+
+// The WAL's checkpoints run beside the writer, not inside its commits.
+//
+// SQLite's default (wal_autocheckpoint=1000) makes the COMMIT that takes
+// the WAL past 1000 frames copy the WAL back into the database file and
+// sync both, inside the writer's round: every caller of that round waits
+// for it (COMMIT p99 2.5-3.0 ms against 0.3-0.55 ms without; see
+// docs/benchmarks.md, issue 27 seventh session). So the writer's
+// connection runs with wal_autocheckpoint=0, and a checkpointer goroutine
+// with a connection of its own runs PRAGMA wal_checkpoint(PASSIVE) once the
+// writer's commits have appended ckptFrames frames since the last complete
+// checkpoint. A PASSIVE checkpoint takes no lock the writer needs (it never
+// waits for readers or writers): the writer keeps committing meanwhile.
+//
+// Bound: the writer itself runs a PASSIVE checkpoint, at the end of a
+// round, when the WAL is ckptHard frames long (the checkpointer fell
+// behind or is stuck, or, beside a busy writer, never leaves the WAL
+// wholly copied at the start of a transaction, when SQLite would start it
+// over), so the WAL does not grow without limit; it tries
+// again only after another ckptHard/2 frames if that one could not finish
+// (a reader's snapshot holds the frames back: no checkpoint can copy them
+// until it ends).
+//
+// Durability: both connections run with synchronous=NORMAL, under which
+// SQLite syncs the WAL before it copies frames into the database file and
+// syncs the database file before it records the copy as done (nBackfill)
+// and before any later writer may restart the WAL over those frames. A
+// WAL restart thus never follows an unsynced copy: a crash at any point
+// leaves every synced commit either in the WAL or in the synced database
+// file. (synchronous=OFF would skip both syncs: never use it here;
+// openCheckpointer checks the setting.)
+//
+// The count of frames is the writer's (walTotal, added to under txMu, by
+// the writer goroutine or a caller in runAlone): SQLite's page-write
+// counter of the writer's connection, read after each transaction. A
+// complete checkpoint (every frame of the WAL copied) advances ckptBase to
+// the count read before it started; every checkpoint records the WAL's
+// length it saw (walSeen), from which the writer reckons the length now.
+
+const (
+	// defaultCkptFrames is when the checkpointer is woken: SQLite's own
+	// auto-checkpoint threshold.
+	defaultCkptFrames = 1000
+	// defaultCkptHard is when the writer checkpoints itself.
+	defaultCkptHard = 4000
+)
+
+// openCheckpointer opens the checkpointer's connection and starts it.
+func (s *Store) openCheckpointer(ctx context.Context, dsn string) error {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return fmt.Errorf("sqlite store: %w", err)
+	}
+	s.ckdb = db
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
+	if s.ckc, err = db.Conn(ctx); err != nil {
+		return fmt.Errorf("sqlite store: checkpointer: %w", err)
+	}
+	var sync int
+	if err := s.ckc.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil {
+		return fmt.Errorf("sqlite store: checkpointer: %w", err)
+	}
+	if sync != 1 && sync != 2 {
+		// See above: OFF would let a WAL restart follow an unsynced copy.
+		return fmt.Errorf("sqlite store: checkpointer connection synchronous=%d, want 1 (NORMAL) or 2 (FULL)", sync)
+	}
+	s.ckWake = make(chan struct{}, 1)
+	s.ckStop = make(chan struct{})
+	s.ckDone = make(chan struct{})
+	go s.checkpointer()
+	return nil
+}
+
+// stopCheckpointer stops the checkpointer and waits for it, if started.
+func (s *Store) stopCheckpointer() {
+	if s.ckDone == nil {
+		return
+	}
+	close(s.ckStop)
+	<-s.ckDone
+	s.ckDone = nil
+}
+
+// checkpointer runs a checkpoint each time the writer wakes it.
+func (s *Store) checkpointer() {
+	defer close(s.ckDone)
+	for {
+		select {
+		case <-s.ckStop:
+			return
+		case <-s.ckWake:
+		}
+		if h := s.ckptHook; h != nil {
+			h()
+		}
+		s.checkpoint(s.ckc)
+		s.nCkpt.Add(1)
+	}
+}
+
+// checkpoint runs one PASSIVE checkpoint on c and reports whether it
+// copied the whole WAL; then ckptBase is advanced to what was counted
+// before it began (every frame counted then was in the WAL). It records
+// the WAL's length the pass saw (walSeen).
+func (s *Store) checkpoint(c *sql.Conn) bool {
+	start := s.walTotal.Load()
+	var busy, logged, done int
+	if err := c.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &done); err != nil {
+		s.log.Warn("checkpoint of the write-ahead log failed", "error", err)
+		return false
+	}
+	if logged >= 0 {
+		s.walSeen.Store(&walLen{frames: int64(logged), at: start})
+	}
+	if busy != 0 || logged < 0 || done != logged {
+		return false
+	}
+	for {
+		b := s.ckptBase.Load()
+		if b >= start || s.ckptBase.CompareAndSwap(b, start) {
+			return true
+		}
+	}
+}
+
+// A walLen is the WAL's length in frames as a checkpoint saw it, when the
+// writer had counted at frames (walTotal).
+type walLen struct{ frames, at int64 }
+
+// walCheck counts the frames the writer's connection wrote since it was
+// last called, wakes the checkpointer once ckptFrames are not yet copied
+// and checkpoints itself once the WAL is ckptHard frames long (see above).
+// Called under txMu after each transaction, whoever ran it.
+//
+// The WAL's length is not what is left to copy: SQLite starts the WAL
+// over only at a write transaction that begins with every frame copied,
+// which a checkpoint beside a busy writer rarely leaves (the writer has
+// appended more by then). The writer's own checkpoint runs under txMu,
+// with nothing appended meanwhile: once complete, the next transaction
+// starts the WAL over, and what is left to copy is small, the checkpointer
+// having copied the rest.
+func (s *Store) walCheck() {
+	var n int
+	if err := s.wc.Raw(func(dc any) error {
+		var err error
+		n, _, err = dc.(sqlite.DBStatus).Status(sqlite.DBStatusCacheWrite, true)
+		return err
+	}); err != nil {
+		s.log.Warn("reading the writer's page count failed", "error", err)
+		return
+	}
+	if n == 0 {
+		return
+	}
+	total := s.walTotal.Add(int64(n))
+	if out := total - s.ckptBase.Load(); out >= s.ckptFrames && total-s.ckptWoken >= s.ckptFrames/2 {
+		s.ckptWoken = total
+		select {
+		case s.ckWake <- struct{}{}:
+		default:
+		}
+	}
+	length := total // none seen yet: as if the WAL held every frame
+	if seen := s.walSeen.Load(); seen != nil {
+		length = seen.frames + total - seen.at
+	}
+	if length >= s.ckptHard && total >= s.ckptRetry {
+		s.nWriterCkpt.Add(1)
+		if s.checkpoint(s.wc) {
+			// The next transaction starts the WAL over (unless a reader
+			// still reads from it: the next checkpoint will tell).
+			s.walSeen.Store(&walLen{frames: 0, at: total})
+		} else {
+			s.ckptRetry = total + s.ckptHard/2
+		}
+	}
+}

@@ -1,0 +1,263 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbackplane/backplane/store"
+)
+
+// walFrames is how many frames the WAL file has room for: its high-water
+// mark since it was created (a checkpoint rewinds it, the file keeps its
+// size).
+func walFrames(t *testing.T, dir string) int64 {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(dir, DBFile) + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (fi.Size() - 32) / (4096 + 24)
+}
+
+func commitN(t *testing.T, s *Store, prefix string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := s.CommitIntent(context.Background(), intentReq(fmt.Sprintf("%s-%d", prefix, i), "alice")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBackgroundCheckpoint: the writer's connection never checkpoints by
+// itself (wal_autocheckpoint=0), and the checkpointer copies the WAL into
+// the database file once enough frames are written, without the writer's
+// bound ever being reached.
+func TestBackgroundCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	s.ckptFrames, s.ckptHard = 50, 1<<40
+	ctx := context.Background()
+
+	s.txMu.Lock()
+	var auto int
+	err := s.wc.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&auto)
+	s.txMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auto != 0 {
+		t.Fatalf("writer's wal_autocheckpoint = %d, want 0", auto)
+	}
+	fi, err := os.Stat(filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fi.Size()
+
+	n := 0
+	for s.Stats().Checkpoints < 3 || s.ckptBase.Load() == 0 {
+		if n >= 20000 {
+			t.Fatalf("after %d commits: %+v, base %d", n, s.Stats(), s.ckptBase.Load())
+		}
+		commitN(t, s, fmt.Sprint("c", n), 50)
+		n += 50
+	}
+	st := s.Stats()
+	if st.WriterCheckpoints != 0 {
+		t.Errorf("the writer checkpointed itself: %+v", st)
+	}
+	if total := s.walTotal.Load(); total < int64(n) {
+		t.Errorf("counted %d frames for %d commits", total, n)
+	}
+	fi, err = os.Stat(filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() <= before {
+		t.Errorf("database file %d bytes before, %d after the checkpoints: nothing copied", before, fi.Size())
+	}
+	// The checkpointed database reads back whole through another connection.
+	if _, err := s.GetIntent(ctx, "c0-0"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckpointerStuck holds the checkpointer in its first pass: the
+// writer's own checkpoints keep the WAL within its bound. Then a reader's
+// long transaction pins the WAL: the writer's checkpoints cannot finish,
+// and it does not retry them at every round; once the reader ends, the
+// next one finishes.
+func TestCheckpointerStuck(t *testing.T) {
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	const hard = 400
+	s.ckptFrames, s.ckptHard = 50, hard
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	s.ckptHook = func() {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-release
+	}
+	t.Cleanup(func() { close(release) }) // before the Store's Close
+
+	commitN(t, s, "a", 1500)
+	select {
+	case <-held:
+	default:
+		t.Fatal("the checkpointer was never woken")
+	}
+	st := s.Stats()
+	if st.Checkpoints != 0 || st.WriterCheckpoints < 3 {
+		t.Fatalf("stats %+v: want the writer's checkpoints alone", st)
+	}
+	if f := walFrames(t, dir); f > hard+100 {
+		t.Errorf("WAL grew to %d frames, bound %d", f, hard)
+	}
+
+	rdb, err := sql.Open("sqlite", filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	tx, err := rdb.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var count int
+	if err := tx.QueryRow(`SELECT count(*) FROM intents`).Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	// The reader's snapshot pins every frame written from now on.
+	w0, base0 := s.Stats().WriterCheckpoints, s.ckptBase.Load()
+	total0 := s.walTotal.Load()
+	commitN(t, s, "b", 1000)
+	tries := s.Stats().WriterCheckpoints - w0
+	frames := s.walTotal.Load() - total0
+	if tries < 1 || tries > frames/(hard/2)+2 {
+		t.Errorf("%d writer checkpoints over %d frames behind a reader (bound %d: retried every ckptHard/2 frames)", tries, frames, hard)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, s, "c", 300)
+	if base := s.ckptBase.Load(); base <= base0 || base < total0+frames {
+		t.Errorf("checkpoint base %d (was %d, frames written behind the reader up to %d): no checkpoint finished after the reader ended", base, base0, total0+frames)
+	}
+}
+
+// TestCloseCheckpoints closes the Store while the checkpointer is in a
+// pass: Close waits for it, stops it, and leaves a consistent database
+// holding every commit, the WAL merged into it and removed.
+func TestCloseCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, quietOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ckptFrames = 20
+	held, release := make(chan struct{}), make(chan struct{})
+	first := true
+	s.ckptHook = func() {
+		if first {
+			first = false
+			close(held)
+			<-release
+		}
+	}
+	n := 0
+	for waiting := true; waiting; {
+		commitN(t, s, fmt.Sprint("c", n), 10)
+		n += 10
+		select {
+		case <-held:
+			waiting = false
+		default:
+			if n > 20000 {
+				t.Fatal("the checkpointer was never woken")
+			}
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Checkpoints < 1 {
+		t.Errorf("the pass Close waited for is not counted: %+v", st)
+	}
+	if s.ckDone != nil {
+		t.Error("the checkpointer was not stopped")
+	}
+	if _, err := os.Stat(filepath.Join(dir, DBFile) + "-wal"); !os.IsNotExist(err) {
+		t.Errorf("WAL left after Close: %v", err)
+	}
+
+	db, err := sql.Open("sqlite", filepath.Join(dir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ok string
+	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("integrity_check: %q, %v", ok, err)
+	}
+	var count int
+	if err := db.QueryRow(`SELECT count(*) FROM intents`).Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	if count != n {
+		t.Errorf("%d intents in the database, %d committed", count, n)
+	}
+}
+
+// TestWALBoundBusyWriter: beside writers that never pause, the
+// checkpointer's passes rarely leave the WAL wholly copied when a
+// transaction begins, the moment SQLite starts it over; the writer's own
+// checkpoint does, so the WAL file stays within its bound.
+func TestWALBoundBusyWriter(t *testing.T) {
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	const hard = 400
+	s.ckptFrames, s.ckptHard = 50, hard
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				if _, err := s.CommitIntent(context.Background(), intentReq(id, "alice")); err != nil {
+					errs <- err
+					return
+				}
+				if err := s.Settle(context.Background(), id, store.Settlement{Status: store.StatusSucceeded, At: time.Now()}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if s.walTotal.Load() < 4*hard {
+		t.Fatalf("only %d frames written", s.walTotal.Load())
+	}
+	// A round of 32 requests writes well under 300 frames.
+	if f := walFrames(t, dir); f > hard+300 {
+		t.Errorf("WAL grew to %d frames, bound %d (%+v)", f, hard, st)
+	}
+}
