@@ -213,16 +213,7 @@ func TestTaskOrphaned(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g, clock, runs := taskGatewayAnswering(t, tc.backend)
 			ctx := context.Background()
-			tk, _ := openTask(t, g)
-			if _, err := g.DecideApproval(ctx, tk.ApprovalID, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
-				t.Fatal(err)
-			}
-			v, _ := g.GetTask(ctx, "alice", tk.ID)
-			if won, err := g.ClaimTask(ctx, v, "r-dead"); !won || err != nil {
-				t.Fatalf("claim = %v, %v", won, err)
-			}
-			tk.RunBy = "r-dead"
-			res, err := g.RunTask(ctx, tk, gateway.CallRequest{}) // settled; the runner dies before EndTask
+			tk, res, err := runByDeadRunner(t, g)
 			if v, _ := g.GetTask(ctx, "alice", tk.ID); v.Orphaned != nil {
 				t.Errorf("orphaned at once: %+v", v.Orphaned)
 			}
@@ -246,6 +237,26 @@ func TestTaskOrphaned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runByDeadRunner opens alice's task, approves it, claims it for the
+// runner r-dead and runs its call, which settles; r-dead then "dies"
+// before EndTask (nothing records the task's answer). It returns the task
+// and the live call's answer.
+func runByDeadRunner(t *testing.T, g *gateway.Gateway) (*store.Task, *gateway.CallResult, error) {
+	t.Helper()
+	ctx := context.Background()
+	tk, _ := openTask(t, g)
+	if _, err := g.DecideApproval(ctx, tk.ApprovalID, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := g.GetTask(ctx, "alice", tk.ID)
+	if won, err := g.ClaimTask(ctx, v, "r-dead"); !won || err != nil {
+		t.Fatalf("claim = %v, %v", won, err)
+	}
+	tk.RunBy = "r-dead"
+	res, err := g.RunTask(ctx, tk, gateway.CallRequest{})
+	return tk, res, err
 }
 
 // wantSettledError checks that o is the error the live call got (liveErr):
@@ -277,22 +288,13 @@ func TestTaskOrphanedAfterRestart(t *testing.T) {
 			Class: inputschema.ClassValidation, Stage: inputschema.StageArguments, Message: "want a number", Path: "$.a", Pointer: "/a", SchemaPointer: "/properties/a/type", Keyword: "type", Details: map[string]any{"type": "number"}}}
 	})
 	ctx := context.Background()
-	tk, _ := openTask(t, g)
-	if _, err := g.DecideApproval(ctx, tk.ApprovalID, gateway.ApprovalDecision{Operator: "ops", Approve: true, Channel: gateway.ChannelCLI}); err != nil {
-		t.Fatal(err)
-	}
-	v, _ := g.GetTask(ctx, "alice", tk.ID)
-	if won, err := g.ClaimTask(ctx, v, "r-dead"); !won || err != nil {
-		t.Fatalf("claim = %v, %v", won, err)
-	}
-	tk.RunBy = "r-dead"
-	_, liveErr := g.RunTask(ctx, tk, gateway.CallRequest{}) // settled; the runner dies before EndTask
+	tk, _, liveErr := runByDeadRunner(t, g)
 	if err := s1.Close(); err != nil {
 		t.Fatal(err)
 	}
 	g2, clock2, _ := taskGatewayOn(t, openSQLite(t, dir), nil)
 	clock2.Store(clock.Load() + int64(31*time.Second))
-	v, err = g2.GetTask(ctx, "alice", tk.ID)
+	v, err := g2.GetTask(ctx, "alice", tk.ID)
 	if err != nil || v.Orphaned == nil {
 		t.Fatalf("GetTask after the restart = %+v, %v: want orphaned", v, err)
 	}
