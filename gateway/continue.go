@@ -88,11 +88,6 @@ func (c *call) settleInputRequired(ctx context.Context, in *tool.InputRequiredEr
 	// The journal keeps the server that asked, not its requests nor their
 	// state: those are the live answer's, for the client to answer by
 	// calling again (a rebuilt answer tells it to call again).
-	st := store.Settlement{Status: store.StatusFailed, ErrorClass: string(tool.ClassInputRequired), ErrorMessage: msg, ErrorDetail: errorDetail(e), At: c.g.now()}
-	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
-		return c.settleFailure(err)
-	}
-	c.g.noteStoreWrite(nil)
-	c.audit("settle", string(tool.ClassInputRequired), "status", string(store.StatusFailed), "server", in.Server)
-	return e
+	return c.settle(ctx, store.Settlement{Status: store.StatusFailed, ErrorClass: string(tool.ClassInputRequired), ErrorMessage: msg, ErrorDetail: errorDetail(e)},
+		e, "server", in.Server)
 }

@@ -417,14 +417,15 @@ func (c *call) settleError(ctx context.Context, status store.Status, class tool.
 }
 
 // settle records st, at now, for a call that ends with error e (st's
-// class and message), and returns e: the audit's settle step says so.
-func (c *call) settle(ctx context.Context, st store.Settlement, e *Error) error {
+// class and message), and returns e: the audit's settle step says so,
+// with attrs beside the status.
+func (c *call) settle(ctx context.Context, st store.Settlement, e *Error, attrs ...any) error {
 	st.At = c.g.now()
 	if err := c.g.store.Settle(ctx, c.id, st); err != nil {
 		return c.settleFailure(err)
 	}
 	c.g.noteStoreWrite(nil)
-	c.audit("settle", st.ErrorClass, "status", string(st.Status))
+	c.audit("settle", st.ErrorClass, append([]any{"status", string(st.Status)}, attrs...)...)
 	return e
 }
 
