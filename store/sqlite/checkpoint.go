@@ -30,6 +30,27 @@ import (
 // (a reader's snapshot holds the frames back: no checkpoint can copy them
 // until it ends).
 //
+// Finish: with one call in flight (the writer expects nobody else,
+// aloneOK), the writer also runs a PASSIVE checkpoint at the end of a
+// transaction once a checkpointer's pass has copied all but ckptNear
+// frames of the WAL (what the writer appended while the pass ran). The
+// checkpointer alone never restarts the WAL then: its pass takes
+// milliseconds, and the lone caller's next commit, which would start the
+// WAL over only if it began with every frame copied, almost always comes
+// before the pass ends or finds the frames appended during it. Left alone,
+// the WAL would grow to ckptHard frames (16 MB) before every restart, and
+// a sync that grows the file costs ext4 a journal commit for the new size
+// and blocks: ~300 us against ~200 us for one that overwrites (see
+// docs/benchmarks.md, issue 27 eighth session). Finishing costs the one
+// caller a copy of at most ckptNear pages and a sync of the database file,
+// once per ckptFrames frames; the WAL then starts over at about
+// ckptFrames frames and its file stops growing after the first round.
+// With several callers it is not done: it would stall a round of them,
+// once per ckptFrames frames instead of once per ckptHard, and the WAL's
+// file stops growing there too once it has reached ckptHard frames. A
+// finish that fails (a reader pins the frames, or the checkpointer holds
+// its lock) is tried again only after another ckptFrames/2 frames.
+//
 // Durability: both connections run with synchronous=NORMAL, under which
 // SQLite syncs the WAL before it copies frames into the database file and
 // syncs the database file before it records the copy as done (nBackfill)
@@ -44,7 +65,8 @@ import (
 // counter of the writer's connection, read after each transaction. A
 // complete checkpoint (every frame of the WAL copied) advances ckptBase to
 // the count read before it started; every checkpoint records the WAL's
-// length it saw (walSeen), from which the writer reckons the length now.
+// length it saw and how much of it was copied (walSeen), from which the
+// writer reckons the length now and what is left to copy.
 
 const (
 	// defaultCkptFrames is when the checkpointer is woken: SQLite's own
@@ -121,7 +143,7 @@ func (s *Store) checkpoint(c *sql.Conn) bool {
 		return false
 	}
 	if logged >= 0 {
-		s.walSeen.Store(&walLen{frames: int64(logged), at: start})
+		s.walSeen.Store(&walLen{frames: int64(logged), copied: int64(max(done, 0)), at: start})
 	}
 	if busy != 0 || logged < 0 || done != logged {
 		return false
@@ -134,9 +156,10 @@ func (s *Store) checkpoint(c *sql.Conn) bool {
 	}
 }
 
-// A walLen is the WAL's length in frames as a checkpoint saw it, when the
+// A walLen is the WAL's length in frames as a checkpoint saw it, and how
+// many of them were copied into the database file once it ended, when the
 // writer had counted at frames (walTotal).
-type walLen struct{ frames, at int64 }
+type walLen struct{ frames, copied, at int64 }
 
 // walCheck counts the frames the writer's connection wrote since it was
 // last called, wakes the checkpointer once ckptFrames are not yet copied
@@ -171,18 +194,31 @@ func (s *Store) walCheck() {
 		default:
 		}
 	}
+	seen := s.walSeen.Load()
 	length := total // none seen yet: as if the WAL held every frame
-	if seen := s.walSeen.Load(); seen != nil {
+	if seen != nil {
 		length = seen.frames + total - seen.at
 	}
-	if length >= s.ckptHard && total >= s.ckptRetry {
+	switch {
+	case length >= s.ckptHard && total >= s.ckptRetry:
 		s.nWriterCkpt.Add(1)
 		if s.checkpoint(s.wc) {
 			// The next transaction starts the WAL over (unless a reader
 			// still reads from it: the next checkpoint will tell).
-			s.walSeen.Store(&walLen{frames: 0, at: total})
+			s.walSeen.Store(&walLen{at: total})
 		} else {
 			s.ckptRetry = total + s.ckptHard/2
+		}
+	case s.ckptNear > 0 && seen != nil && seen.copied > 0 && length-seen.copied <= s.ckptNear &&
+		total >= s.ckptNearRetry && s.aloneOK.Load():
+		// A pass copied nearly everything and one call is in flight:
+		// finish it (see above). copied > 0 only after a pass: the
+		// writer's own complete checkpoints record nothing copied.
+		s.nWriterFinish.Add(1)
+		if s.checkpoint(s.wc) {
+			s.walSeen.Store(&walLen{at: total})
+		} else {
+			s.ckptNearRetry = total + s.ckptFrames/2
 		}
 	}
 }

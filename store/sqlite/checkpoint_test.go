@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/binary"
 	"database/sql"
 	"fmt"
 	"os"
@@ -259,5 +260,78 @@ func TestWALBoundBusyWriter(t *testing.T) {
 	// A round of 32 requests writes well under 300 frames.
 	if f := walFrames(t, dir); f > hard+300 {
 		t.Errorf("WAL grew to %d frames, bound %d (%+v)", f, hard, st)
+	}
+}
+
+// walSeq is the WAL header's checkpoint sequence number, which SQLite
+// increments each time it starts the WAL over.
+func walSeq(t *testing.T, dir string) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, DBFile) + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 32 {
+		t.Fatalf("WAL of %d bytes: no header", len(b))
+	}
+	return binary.BigEndian.Uint32(b[12:16])
+}
+
+// TestWriterFinishesCheckpoint: with one call in flight, a checkpointer's
+// pass that ran while the writer appended leaves a few frames uncopied, so
+// SQLite never starts the WAL over; the writer copies those few itself and
+// the next transaction starts it over, in the file's room. Without the
+// finish (ckptNear 0, the control) the WAL keeps growing.
+func TestWriterFinishesCheckpoint(t *testing.T) {
+	for _, near := range []int64{64, 0} {
+		t.Run(fmt.Sprint("near=", near), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openDir(t, dir)
+			// The checkpointer is never woken and the bound never reached:
+			// the one pass is the test's.
+			s.ckptFrames, s.ckptHard, s.ckptNear = 1<<40, 1<<40, near
+			commitN(t, s, "a", 30)
+			seq := walSeq(t, dir)
+			// A pass on the checkpointer's connection inside a transaction
+			// of the writer copies every committed frame, and the
+			// transaction's own frames come after it: what a lone caller's
+			// commit during a pass leaves.
+			if err := s.write(context.Background(), func(w *wtx) error {
+				if !s.checkpoint(s.ckc) {
+					return fmt.Errorf("the pass did not copy every frame")
+				}
+				// Two updates that cancel out: the page is written (an
+				// update to the same bytes writes nothing).
+				if _, err := w.exec(`UPDATE incarnations SET pid = pid + 1 WHERE id = ?`, s.incarnation); err != nil {
+					return err
+				}
+				_, err := w.exec(`UPDATE incarnations SET pid = pid - 1 WHERE id = ?`, s.incarnation)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			frames := walFrames(t, dir)
+			commitN(t, s, "b", 3)
+			st := s.Stats()
+			if near == 0 {
+				if st.WriterFinishes != 0 || walSeq(t, dir) != seq || walFrames(t, dir) <= frames {
+					t.Errorf("control: %d finishes, WAL sequence %d (was %d), %d frames (were %d): the WAL started over without the finish",
+						st.WriterFinishes, walSeq(t, dir), seq, walFrames(t, dir), frames)
+				}
+				return
+			}
+			if st.WriterFinishes != 1 || st.WriterCheckpoints != 0 {
+				t.Errorf("%+v, want one finish and no bound checkpoint", st)
+			}
+			if got := walSeq(t, dir); got != seq+1 {
+				t.Errorf("WAL checkpoint sequence %d, want %d: not started over after the finish", got, seq+1)
+			}
+			if got := walFrames(t, dir); got != frames {
+				t.Errorf("WAL file grew from %d to %d frames after it started over", frames, got)
+			}
+			if _, err := s.GetIntent(context.Background(), "b-2"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

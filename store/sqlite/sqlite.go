@@ -116,6 +116,10 @@ type Stats struct {
 	// when the checkpointer fell too far behind.
 	Checkpoints       int64
 	WriterCheckpoints int64
+	// WriterFinishes counts the writer's checkpoints of the last few
+	// frames a checkpointer's pass left, with one call in flight, so that
+	// the WAL starts over near ckptFrames rather than at the bound.
+	WriterFinishes int64
 }
 
 // ErrClosed is returned by writes after Close.
@@ -179,6 +183,7 @@ type Store struct {
 
 	nTx, nSynced, nReq, nWALSync atomic.Int64
 	nCkpt, nWriterCkpt           atomic.Int64
+	nWriterFinish                atomic.Int64
 
 	// The checkpointer (see checkpoint.go): its connection, its wake-up
 	// and stop channels, closed ckDone when it has stopped.
@@ -187,9 +192,11 @@ type Store struct {
 	ckWake               chan struct{}
 	ckStop, ckDone       chan struct{}
 	ckptFrames, ckptHard int64 // the thresholds, in frames
+	ckptNear             int64 // what the writer finishes copying itself, in frames
 	walTotal, ckptBase   atomic.Int64
 	walSeen              atomic.Pointer[walLen]
 	ckptWoken, ckptRetry int64 // under txMu
+	ckptNearRetry        int64 // under txMu
 	// ckptHook, when set (by internal tests), runs before each of the
 	// checkpointer's passes.
 	ckptHook func()
@@ -316,7 +323,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	s.flush = time.NewTimer(time.Hour)
 	s.flush.Stop()
 	s.aloneOK.Store(true)
-	s.ckptFrames, s.ckptHard = defaultCkptFrames, defaultCkptHard
+	s.ckptFrames, s.ckptHard, s.ckptNear = defaultCkptFrames, defaultCkptHard, defaultCkptFrames/8
 	if err := s.openCheckpointer(ctx, base); err != nil {
 		return nil, err
 	}
@@ -388,7 +395,7 @@ func (s *Store) Dir() string { return s.dir }
 // Stats returns the writer's counters.
 func (s *Store) Stats() Stats {
 	return Stats{Transactions: s.nTx.Load(), Synced: s.nSynced.Load(), WALSyncs: s.nWALSync.Load(), Requests: s.nReq.Load(),
-		Checkpoints: s.nCkpt.Load(), WriterCheckpoints: s.nWriterCkpt.Load()}
+		Checkpoints: s.nCkpt.Load(), WriterCheckpoints: s.nWriterCkpt.Load(), WriterFinishes: s.nWriterFinish.Load()}
 }
 
 // Close waits for writes in progress, marks the incarnation closed, closes
