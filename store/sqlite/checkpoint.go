@@ -25,10 +25,15 @@ import (
 // round, when the WAL is ckptHard frames long (the checkpointer fell
 // behind or is stuck, or, beside a busy writer, never leaves the WAL
 // wholly copied at the start of a transaction, when SQLite would start it
-// over), so the WAL does not grow without limit; it tries
-// again only after another ckptHard/2 frames if that one could not finish
-// (a reader's snapshot holds the frames back: no checkpoint can copy them
-// until it ends).
+// over), so the WAL does not grow without limit. If the checkpointer's
+// pass holds the checkpoint lock, it tries again the next round; if a
+// reader's snapshot holds frames back (no checkpoint can copy them until
+// it ends), only after another ckptHard/2 frames. A complete checkpoint
+// is not taken to have started the WAL over: the WAL header's checkpoint
+// sequence number, read after the next transaction, says whether SQLite
+// did (it does not while a reader, or a pass taking the readers' locks,
+// holds the WAL as that transaction begins); if not, the length stands
+// and the writer tries again after ckptHard/16 frames (checkRestart).
 //
 // Finish: with one call in flight (the writer expects nobody else,
 // aloneOK), the writer also runs a PASSIVE checkpoint at the end of a
@@ -131,30 +136,48 @@ func (s *Store) checkpointer() {
 	}
 }
 
-// checkpoint runs one PASSIVE checkpoint on c and reports whether it
-// copied the whole WAL; then ckptBase is advanced to what was counted
-// before it began (every frame counted then was in the WAL). It records
-// the WAL's length the pass saw (walSeen).
-func (s *Store) checkpoint(c *sql.Conn) bool {
+// checkpoint runs one PASSIVE checkpoint on c and reports how far it got;
+// once complete, ckptBase is advanced to what was counted before it began
+// (every frame counted then was in the WAL). It records the WAL's length
+// the pass saw (walSeen).
+func (s *Store) checkpoint(c *sql.Conn) ckptResult {
 	start := s.walTotal.Load()
 	var busy, logged, done int
 	if err := c.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logged, &done); err != nil {
 		s.log.Warn("checkpoint of the write-ahead log failed", "error", err)
-		return false
+		return ckptFailed
 	}
 	if logged >= 0 {
 		s.walSeen.Store(&walLen{frames: int64(logged), copied: int64(max(done, 0)), at: start})
 	}
-	if busy != 0 || logged < 0 || done != logged {
-		return false
+	switch {
+	case busy != 0:
+		return ckptBusy
+	case logged < 0 || done != logged:
+		return ckptPinned
 	}
 	for {
 		b := s.ckptBase.Load()
 		if b >= start || s.ckptBase.CompareAndSwap(b, start) {
-			return true
+			return ckptComplete
 		}
 	}
 }
+
+// ckptResult is how far a checkpoint got.
+type ckptResult int
+
+const (
+	ckptComplete ckptResult = iota // every frame of the WAL copied
+	// ckptBusy: another connection's checkpoint held the lock (PASSIVE
+	// never waits for it); it ends within milliseconds.
+	ckptBusy
+	// ckptPinned: some frames could not be copied, a reader's snapshot
+	// needing them (or the WAL is not readable); until that reader ends,
+	// trying again copies nothing more.
+	ckptPinned
+	ckptFailed // an error, logged
+)
 
 // A walLen is the WAL's length in frames as a checkpoint saw it, and how
 // many of them were copied into the database file once it ended, when the
@@ -194,6 +217,7 @@ func (s *Store) walCheck() {
 		default:
 		}
 	}
+	s.checkRestart(total)
 	seen := s.walSeen.Load()
 	length := total // none seen yet: as if the WAL held every frame
 	if seen != nil {
@@ -202,23 +226,78 @@ func (s *Store) walCheck() {
 	switch {
 	case length >= s.ckptHard && total >= s.ckptRetry:
 		s.nWriterCkpt.Add(1)
-		if s.checkpoint(s.wc) {
-			// The next transaction starts the WAL over (unless a reader
-			// still reads from it: the next checkpoint will tell).
-			s.walSeen.Store(&walLen{at: total})
-		} else {
-			s.ckptRetry = total + s.ckptHard/2
-		}
+		s.writerCheckpoint(total, &s.ckptRetry, s.ckptHard/2)
 	case s.ckptNear > 0 && seen != nil && seen.copied > 0 && length-seen.copied <= s.ckptNear &&
 		total >= s.ckptNearRetry && s.aloneOK.Load():
 		// A pass copied nearly everything and one call is in flight:
 		// finish it (see above). copied > 0 only after a pass: the
 		// writer's own complete checkpoints record nothing copied.
 		s.nWriterFinish.Add(1)
-		if s.checkpoint(s.wc) {
-			s.walSeen.Store(&walLen{at: total})
-		} else {
-			s.ckptNearRetry = total + s.ckptFrames/2
-		}
+		s.writerCheckpoint(total, &s.ckptNearRetry, s.ckptFrames/2)
 	}
+}
+
+// A walRestart is a complete checkpoint of the writer's, awaiting the
+// transaction after it, which SQLite makes start the WAL over, unless a
+// reader (or a checkpointer's pass, which takes the readers' locks in
+// turn) holds the WAL at that moment. Assuming the restart made the WAL's
+// length reckoned too short whenever it did not happen, by up to ckptHard
+// frames: checkRestart asks the WAL's header instead.
+type walRestart struct {
+	seq   uint32 // the header's checkpoint sequence number after the checkpoint
+	at    int64  // walTotal at the checkpoint
+	retry *int64 // the threshold to move if the WAL was not started over
+	// backoff is the kind's backoff after a failed checkpoint, in frames.
+	backoff int64
+}
+
+// writerCheckpoint runs the writer's own checkpoint. If it copied the
+// whole WAL, it records what checkRestart needs to tell whether the next
+// transaction started the WAL over. If another checkpoint held the lock,
+// the next round tries again; if frames are pinned by a reader, or on an
+// error, not before backoff more frames. Called under txMu; retry is the
+// threshold (ckptRetry or ckptNearRetry) of the kind of checkpoint run.
+func (s *Store) writerCheckpoint(total int64, retry *int64, backoff int64) {
+	switch s.checkpoint(s.wc) {
+	case ckptComplete:
+		// checkpoint recorded the WAL's length as it saw it, all copied:
+		// until checkRestart sees the WAL started over, that length stands.
+		seq, err := s.wal.seq()
+		if err != nil {
+			s.log.Warn("reading the write-ahead log's header failed", "error", err)
+			*retry = total + backoff
+			return
+		}
+		s.restart = &walRestart{seq: seq, at: total, retry: retry, backoff: backoff}
+	case ckptBusy:
+		// The checkpointer's pass ends soon: the next round tries again.
+	default:
+		*retry = total + backoff
+	}
+}
+
+// checkRestart, after the transaction that followed a complete checkpoint
+// of the writer's, reads the WAL's header: a new checkpoint sequence number
+// means SQLite started the WAL over, whose length is then the frames
+// written since the checkpoint; otherwise the length checkpoint recorded
+// stands, and the checkpoint is not tried again before the threshold moves
+// on (a reader pins the WAL; trying each round would cost a sync each).
+func (s *Store) checkRestart(total int64) {
+	r := s.restart
+	if r == nil || total == r.at {
+		return
+	}
+	s.restart = nil
+	seq, err := s.wal.seq()
+	if err == nil && seq != r.seq {
+		if seen := s.walSeen.Load(); seen == nil || seen.at <= r.at {
+			// (A pass since the restart recorded a length of its own.)
+			s.walSeen.Store(&walLen{at: r.at})
+		}
+		return
+	}
+	// Not started over: a reader, or a checkpointer's pass taking the
+	// readers' locks, held the WAL as the transaction began. A pass is
+	// short, a reader perhaps not: try again after backoff/8 frames.
+	*r.retry = total + r.backoff/8
 }

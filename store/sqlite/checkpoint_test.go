@@ -297,7 +297,7 @@ func TestWriterFinishesCheckpoint(t *testing.T) {
 			// transaction's own frames come after it: what a lone caller's
 			// commit during a pass leaves.
 			if err := s.write(context.Background(), func(w *wtx) error {
-				if !s.checkpoint(s.ckc) {
+				if s.checkpoint(s.ckc) != ckptComplete {
 					return fmt.Errorf("the pass did not copy every frame")
 				}
 				// Two updates that cancel out: the page is written (an

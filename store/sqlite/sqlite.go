@@ -195,8 +195,9 @@ type Store struct {
 	ckptNear             int64 // what the writer finishes copying itself, in frames
 	walTotal, ckptBase   atomic.Int64
 	walSeen              atomic.Pointer[walLen]
-	ckptWoken, ckptRetry int64 // under txMu
-	ckptNearRetry        int64 // under txMu
+	ckptWoken, ckptRetry int64       // under txMu
+	ckptNearRetry        int64       // under txMu
+	restart              *walRestart // under txMu: see checkRestart
 	// ckptHook, when set (by internal tests), runs before each of the
 	// checkpointer's passes.
 	ckptHook func()

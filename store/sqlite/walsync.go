@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -102,6 +103,19 @@ func (w *walFile) sync() error {
 		return &os.PathError{Op: "fdatasync", Path: w.path, Err: err}
 	}
 	return nil
+}
+
+// seq returns the WAL header's checkpoint sequence number (bytes 12-15,
+// big-endian), which SQLite increments each time it starts the WAL over.
+func (w *walFile) seq() (uint32, error) {
+	if err := w.open(); err != nil {
+		return 0, err
+	}
+	var b [4]byte
+	if _, err := w.f.ReadAt(b[:], 12); err != nil {
+		return 0, fmt.Errorf("sqlite store: read the WAL header: %w", err)
+	}
+	return binary.BigEndian.Uint32(b[:]), nil
 }
 
 // open opens the WAL the first time. The file may be new: its directory
