@@ -335,3 +335,75 @@ func TestWriterFinishesCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestWriterCheckpointRestartHeld: a complete checkpoint of the writer's
+// does not start the WAL over while a reader that began before it still
+// reads; the writer must not then take the WAL for started over (its
+// reckoned length would fall short and the WAL outgrow its bound), and it
+// checkpoints again once the reader is gone.
+func TestWriterCheckpointRestartHeld(t *testing.T) {
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	ctx := context.Background()
+	s.ckptFrames, s.ckptHard = 1<<40, 1<<40 // the test's checkpoints only
+	commitN(t, s, "a", 20)
+	seq := walSeq(t, dir)
+
+	// A reader whose snapshot holds every frame so far: a checkpoint can
+	// copy them all, but SQLite cannot start the WAL over under it.
+	rc, err := s.rdb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := rc.ExecContext(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := rc.QueryRowContext(ctx, `SELECT count(*) FROM intents`).Scan(&n); err != nil || n != 20 {
+		t.Fatalf("reader sees %d intents, %v", n, err)
+	}
+	s.txMu.Lock()
+	total := s.walTotal.Load()
+	s.writerCheckpoint(total, &s.ckptRetry, 64)
+	pending := s.restart != nil
+	s.txMu.Unlock()
+	if !pending {
+		t.Fatal("the writer's checkpoint was not complete")
+	}
+	before := s.walSeen.Load()
+	commitN(t, s, "b", 1)
+	if got := walSeq(t, dir); got != seq {
+		t.Fatalf("the WAL started over under a reader (sequence %d -> %d)", seq, got)
+	}
+	s.txMu.Lock()
+	seen, total, retry, left := s.walSeen.Load(), s.walTotal.Load(), s.ckptRetry, s.restart
+	s.txMu.Unlock()
+	if left != nil {
+		t.Error("the restart was not checked after the next transaction")
+	}
+	if length := seen.frames + total - seen.at; length < before.frames {
+		t.Errorf("WAL reckoned %d frames long after a restart that did not happen; it holds at least %d", length, before.frames)
+	}
+	if retry <= total {
+		t.Errorf("retry threshold %d not moved past %d", retry, total)
+	}
+
+	// The reader gone, the next checkpoint starts the WAL over.
+	if _, err := rc.ExecContext(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	s.txMu.Lock()
+	s.writerCheckpoint(s.walTotal.Load(), &s.ckptRetry, 64)
+	s.txMu.Unlock()
+	commitN(t, s, "c", 1)
+	if got := walSeq(t, dir); got == seq {
+		t.Error("the WAL was not started over once the reader ended")
+	}
+	s.txMu.Lock()
+	seen, total = s.walSeen.Load(), s.walTotal.Load()
+	s.txMu.Unlock()
+	if length := seen.frames + total - seen.at; length > 16 {
+		t.Errorf("WAL reckoned %d frames long after starting over with one commit", length)
+	}
+}
