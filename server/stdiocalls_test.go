@@ -181,6 +181,64 @@ func TestStdioCallsCancelAndReusedID(t *testing.T) {
 	}
 }
 
+// The goroutine that reads a call served here runs it, the reading handed
+// on first (callConn.work): calls waiting for approvals block neither a
+// call read after them, served here or by the SDK, nor a ping, nor their
+// own cancellation.
+func TestStdioCallsDoNotWaitForEachOther(t *testing.T) {
+	f := newFixture(t)
+	c := rawStdioSession(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: time.Minute, StdioDrain: 200 * time.Millisecond}))
+	for i := range 2 {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"danger","arguments":{"target":"wait-%d"}}}`, 20+i, i))
+		for deadline := time.Now().Add(10 * time.Second); len(approvalsOf(t, f.st, "danger")) <= i; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("call %d never asked for an approval", i)
+			}
+		}
+	}
+	for _, tc := range []struct{ req, want string }{
+		{`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"echo","arguments":{"text":"own"}}}`, `"id":30,"result":`},
+		{`{"jsonrpc":"2.0","id":31,"method":"tools/call","params":` + toSDK(`{"name":"echo","arguments":{"text":"sdk"}}`) + `}`, `"id":31,"result":`},
+		{`{"jsonrpc":"2.0","id":32,"method":"ping"}`, `{"jsonrpc":"2.0","id":32,"result":{}}`},
+	} {
+		c.send(tc.req)
+		if line := c.recv(); !strings.Contains(line, tc.want) {
+			t.Fatalf("with two calls waiting, %s was answered %s", tc.req, line)
+		}
+	}
+	// Cancelled in the reverse order: each answers as it is cancelled.
+	for _, id := range []int{21, 20} {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"test"}}`, id))
+		if line := c.recv(); !strings.Contains(line, fmt.Sprintf(`"id":%d,`, id)) {
+			t.Fatalf("call %d cancelled, the next answer is %s", id, line)
+		}
+	}
+	if f.echoes.Load() != 2 || f.dangers.Load() != 0 {
+		t.Errorf("%d echoes and %d dangers ran, want 2 and 0", f.echoes.Load(), f.dangers.Load())
+	}
+}
+
+// The end of input cancels a call served here still running, whose answer
+// is still written, and ServeStdio returns (rawStdioSession's cleanup
+// waits for it) once it has.
+func TestStdioCallRunningAtTheEndOfInput(t *testing.T) {
+	f := newFixture(t)
+	c := rawStdioSession(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: time.Minute, StdioDrain: 100 * time.Millisecond}))
+	c.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"danger","arguments":{"target":"end"}}}`)
+	for deadline := time.Now().Add(10 * time.Second); len(approvalsOf(t, f.st, "danger")) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never asked for an approval")
+		}
+	}
+	c.w.Close()
+	if line := c.recv(); !strings.Contains(line, `"id":40,`) {
+		t.Fatalf("the call running at the end was answered %s", line)
+	}
+	if f.dangers.Load() != 0 {
+		t.Error("the call cancelled at the end ran")
+	}
+}
+
 // What a stdio tools/call allocates in the server: without the SDK's two
 // 32 KiB decodes of its params, well under the SDK path's.
 func TestStdioCallAllocations(t *testing.T) {
