@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptrace"
-	"runtime"
 	"os"
 	"os/exec"
 	"strconv"
@@ -407,11 +406,7 @@ func (c *trackedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		e := c.wire.settle(msg, true)
 		if e != nil && e.ready != nil {
 			// The answer to a request the gateway wrote itself (direct.go):
-			// the SDK never sent it, and is not told. Its caller was made
-			// runnable next on this goroutine's P: yielding lets it run at
-			// once, instead of after this goroutine's next read (which,
-			// with nothing more to read, only parks it again).
-			runtime.Gosched()
+			// the SDK never sent it, and is not told.
 			continue
 		}
 		if e != nil && e.method == "tools/call" {
