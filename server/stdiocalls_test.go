@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"runtime"
 	"strings"
@@ -33,6 +34,28 @@ func rawStdioSession(t testing.TB, s *server.Server) *rawStdio {
 	t.Helper()
 	clientR, serverW := io.Pipe()
 	serverR, clientW := io.Pipe()
+	return rawStdioOver(t, s, serverR, serverW, clientR, clientW)
+}
+
+// rawStdioSessionOS is rawStdioSession over the system's pipes, which the
+// server's connection reads as serve reads its stdin (polled, in the
+// goroutine that asks for the next message), where io.Pipe is read by a
+// goroutine of the connection.
+func rawStdioSessionOS(t testing.TB, s *server.Server) *rawStdio {
+	t.Helper()
+	serverR, clientW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientR, serverW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawStdioOver(t, s, serverR, serverW, clientR, clientW)
+}
+
+func rawStdioOver(t testing.TB, s *server.Server, serverR io.ReadCloser, serverW io.WriteCloser, clientR io.ReadCloser, clientW io.WriteCloser) *rawStdio {
+	t.Helper()
 	served := make(chan error, 1)
 	go func() { served <- s.ServeStdio(serverR, serverW) }()
 	c := &rawStdio{t: t, w: clientW, r: bufio.NewReader(clientR)}
@@ -303,7 +326,8 @@ func TestStdioCallsRateLimited(t *testing.T) {
 }
 
 // BenchmarkStdioCall is a 2025-11-25 session's tools/call over stdio (the
-// path of stdiocalls.go) from the raw line client, over in-memory pipes,
+// path of stdiocalls.go) from the raw line client, over in-memory pipes
+// (io.Pipe) and over the system's (os-pipe: read as serve reads stdin),
 // to a tool that answers as the Go echo upstream of internal/mcpbench
 // does (text and structuredContent), on the in-memory store: the server's
 // and the gateway's own work per call, without the upstream's process or
@@ -311,6 +335,11 @@ func TestStdioCallsRateLimited(t *testing.T) {
 //
 //	go test ./server -run '^$' -bench StdioCall -benchtime 20000x -count 3
 func BenchmarkStdioCall(b *testing.B) {
+	b.Run("io-pipe", func(b *testing.B) { benchStdioCall(b, rawStdioSession) })
+	b.Run("os-pipe", func(b *testing.B) { benchStdioCall(b, rawStdioSessionOS) })
+}
+
+func benchStdioCall(b *testing.B, session func(testing.TB, *server.Server) *rawStdio) {
 	rules, err := policy.NewRules([]policy.Rule{{Caller: "bench", Allow: []string{"echo"}}})
 	if err != nil {
 		b.Fatal(err)
@@ -324,7 +353,7 @@ func BenchmarkStdioCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := rawStdioSession(b, server.New(g, &server.Options{StdioCaller: "bench"}))
+	c := session(b, server.New(g, &server.Options{StdioCaller: "bench"}))
 	call := func(id int) {
 		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"benchmark call"}}}`, id))
 		if line := c.recv(); !strings.Contains(line, `"structuredContent":{"text":"benchmark call"}`) {
