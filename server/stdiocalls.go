@@ -61,8 +61,7 @@ func (t *callTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	t.conn = &callConn{Connection: c, s: t.s, base: context.WithoutCancel(ctx),
 		calls: map[jsonrpc.ID]context.CancelFunc{}, sdkCalls: map[jsonrpc.ID]bool{},
-		toSDK: make(chan jsonrpc.Message), ended: make(chan struct{}),
-		idle: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{})}
+		idle: make(chan func()), done: make(chan struct{})}
 	return t.conn, nil
 }
 
@@ -78,24 +77,11 @@ type callConn struct {
 	// cancellation (as the SDK's own handlers get it).
 	base context.Context
 
-	// The connection is read by one of its workers at a time (below):
-	// toSDK hands the SDK's Read each message that is not a call served
-	// here, in the order read; once reading ended, readErr is why and
-	// ended is closed. startRead starts the first reader at the SDK's
-	// first Read.
-	toSDK     chan jsonrpc.Message
-	readErr   error
-	ended     chan struct{}
-	startRead sync.Once
-
-	// idle hands the reading on to a worker waiting for it; done ends
-	// the workers once reading ended; closed is closed by Close (a
-	// reader stops offering the SDK a message it will not read).
-	idle      chan struct{}
-	done      chan struct{}
-	doneOnce  sync.Once
-	closed    chan struct{}
-	closeOnce sync.Once
+	// idle hands a call to a worker waiting for one (serve's workers,
+	// below); done ends the workers once reading ended.
+	idle     chan func()
+	done     chan struct{}
+	doneOnce sync.Once
 
 	mu       sync.Mutex
 	calls    map[jsonrpc.ID]context.CancelFunc // the calls served here, running
@@ -105,79 +91,10 @@ type callConn struct {
 }
 
 // Read implements mcp.Connection: it hands the SDK every message but the
-// tools/call served here, as the connection's reader (see work) read
-// them.
+// tools/call served here.
 func (c *callConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	c.startRead.Do(func() { go c.work(false) })
-	select {
-	case msg := <-c.toSDK:
-		return msg, nil
-	case <-c.ended:
-		// Every message read before the end was taken: toSDK is not
-		// buffered, and the reader ends reading only after its last
-		// message was.
-		return nil, c.readErr
-	case <-ctx.Done():
-		// The reader keeps the message it read for the next Read.
-		return nil, ctx.Err()
-	}
-}
-
-// work is one of the connection's workers, which take turns at reading
-// (leader and followers): it reads (unless it must first be handed the
-// reading, idle) until it reads a call served here, hands the reading on
-// to an idle worker (or a new one) and runs the call itself, and then
-// waits to be handed the reading again, for up to workerIdle or until
-// reading ended. Why: a call read by the SDK's reader and handed to a
-// worker waited for that worker to be woken and scheduled (the reader's
-// next read first) on its critical path; here the goroutine that read the
-// call runs it at once, and the follower's wake-up to read the next line
-// overlaps the call. Why workers, not a goroutine per call as the SDK
-// starts: a call runs the whole pipeline, whose depth grows a new
-// goroutine's stack several times (runtime.newstack and copystack were 8%
-// of the CPU of a stdio call); a worker keeps the stack it grew for the
-// next call.
-func (c *callConn) work(idle bool) {
-	var timer *time.Timer
 	for {
-		if idle {
-			if timer == nil {
-				timer = time.NewTimer(workerIdle)
-				defer timer.Stop()
-			} else {
-				timer.Reset(workerIdle)
-			}
-			select {
-			case <-c.idle:
-			case <-timer.C:
-				return
-			case <-c.done:
-				return
-			}
-		}
-		call := c.readUntilCall()
-		if call == nil {
-			return // reading ended
-		}
-		select {
-		case c.idle <- struct{}{}:
-		default:
-			go c.work(false)
-		}
-		call()
-		idle = true
-	}
-}
-
-// readUntilCall reads messages, handing the SDK those it is to handle,
-// until it reads a call served here, which it returns to be run, or
-// reading ends (nil). One worker at a time runs it: the one handed the
-// reading.
-func (c *callConn) readUntilCall() func() {
-	for {
-		// Never cancelled: the SDK's reader reads so, and mcpstream reads
-		// a stream with deadlines in this goroutine then.
-		msg, err := c.Connection.Read(c.base)
+		msg, err := c.Connection.Read(ctx)
 		if err != nil {
 			// As the SDK's connection does once reading ends (its calls
 			// cannot be cancelled by the client any more), and holding
@@ -186,59 +103,35 @@ func (c *callConn) readUntilCall() func() {
 			c.cancelAll()
 			c.running.Wait()
 			c.doneOnce.Do(func() { close(c.done) })
-			c.readErr = err
-			close(c.ended)
-			return nil
+			return msg, err
 		}
-		call, sdk := c.take(msg)
-		if call != nil {
-			return call
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			return msg, nil
 		}
-		if !sdk {
-			continue // dropped
+		if !req.IsCall() {
+			if req.Method == "notifications/cancelled" {
+				c.cancelled(req.Params)
+			}
+			return msg, nil
 		}
-		select {
-		case c.toSDK <- msg:
-		case <-c.closed:
-			// Closed: the SDK reads no more; the stream's end (Close
-			// interrupts the read) ends this reading next.
+		c.mu.Lock()
+		_, inUse := c.calls[req.ID]
+		c.mu.Unlock()
+		if inUse {
+			// The SDK does not know the calls served here, and drops a
+			// request reusing the id of one of its own in flight (it
+			// clears the id, and then takes the request for a
+			// notification): so is this one.
+			continue
 		}
-	}
-}
-
-// take returns the call msg is when it is one served here (see above), or
-// whether msg is the SDK's to handle; neither when it is dropped: a
-// request reusing the id of a call served here still running.
-func (c *callConn) take(msg jsonrpc.Message) (call func(), sdk bool) {
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok {
-		return nil, true
-	}
-	if !req.IsCall() {
-		if req.Method == "notifications/cancelled" {
-			c.cancelled(req.Params)
-		}
-		return nil, true
-	}
-	c.mu.Lock()
-	_, inUse := c.calls[req.ID]
-	c.mu.Unlock()
-	if inUse {
-		// The SDK does not know the calls served here, and drops a
-		// request reusing the id of one of its own in flight (it clears
-		// the id, and then takes the request for a notification): so is
-		// this one.
-		return nil, false
-	}
-	if req.Method == "tools/call" {
-		if call := c.serve(req); call != nil {
-			return call, false
+		if req.Method != "tools/call" || !c.serve(req) {
+			c.mu.Lock()
+			c.sdkCalls[req.ID] = true
+			c.mu.Unlock()
+			return msg, nil
 		}
 	}
-	c.mu.Lock()
-	c.sdkCalls[req.ID] = true
-	c.mu.Unlock()
-	return nil, true
 }
 
 // Write implements mcp.Connection: an answer of the SDK's frees its id.
@@ -294,21 +187,19 @@ func (c *callConn) Close() error {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
-	c.closeOnce.Do(func() { close(c.closed) })
 	return c.Connection.Close()
 }
 
-// serve returns the call req is, to be run, when it is one served here
-// (see above): registered as running (cancellable by the next line read),
-// or nil.
-func (c *callConn) serve(req *jsonrpc.Request) func() {
+// serve starts the call req when it is one served here (see above), and
+// reports whether it did.
+func (c *callConn) serve(req *jsonrpc.Request) bool {
 	ss := c.session.Load()
 	if ss == nil || ss.InitializeParams() == nil || c.s.stop.Err() != nil {
-		return nil // not initialized (the SDK refuses it), or shutting down
+		return false // not initialized (the SDK refuses it), or shutting down
 	}
 	p, ok := stdioCallParams(req.Params)
 	if !ok {
-		return nil
+		return false
 	}
 	ctx, cancel := context.WithCancel(c.base)
 	c.mu.Lock()
@@ -317,12 +208,12 @@ func (c *callConn) serve(req *jsonrpc.Request) func() {
 		// calls: the SDK drops it as reused.
 		c.mu.Unlock()
 		cancel()
-		return nil
+		return false
 	}
 	c.calls[req.ID] = cancel
 	c.running.Add(1)
 	c.mu.Unlock()
-	return func() {
+	c.spawn(func() {
 		defer c.running.Done()
 		raw := &rawAnswer{}
 		res, err := c.s.stdioCall(ctx, &mcp.CallToolRequest{Session: ss, Params: p}, raw)
@@ -349,11 +240,43 @@ func (c *callConn) serve(req *jsonrpc.Request) func() {
 		}
 		// Written whatever became of ctx, as the SDK writes an answer.
 		c.Connection.Write(c.base, resp)
-	}
+	})
+	return true
 }
 
 // workerIdle is how long a worker waits for another call before it ends.
 const workerIdle = 10 * time.Second
+
+// spawn runs call on a worker of the connection: one waiting for work, else
+// a new one. Why not a goroutine per call, as the SDK starts: a call runs
+// the whole pipeline, whose depth grows a new goroutine's stack several
+// times (runtime.newstack and copystack were 8% of the CPU of a stdio
+// call); a worker keeps the stack it grew for the next call.
+func (c *callConn) spawn(call func()) {
+	select {
+	case c.idle <- call:
+	default:
+		go c.work(call)
+	}
+}
+
+// work runs call, then the calls handed to it while it waits, until it
+// waited workerIdle for none or reading ended.
+func (c *callConn) work(call func()) {
+	timer := time.NewTimer(workerIdle)
+	defer timer.Stop()
+	for {
+		call()
+		timer.Reset(workerIdle)
+		select {
+		case call = <-c.idle:
+		case <-timer.C:
+			return
+		case <-c.done:
+			return
+		}
+	}
+}
 
 // stdioCall is what the stdio server's receiving middleware does with a
 // tools/call (rateLimitStdio, then middleware's tools/call), for a call

@@ -204,10 +204,9 @@ func TestStdioCallsCancelAndReusedID(t *testing.T) {
 	}
 }
 
-// The goroutine that reads a call served here runs it, the reading handed
-// on first (callConn.work): calls waiting for approvals block neither a
-// call read after them, served here or by the SDK, nor a ping, nor their
-// own cancellation.
+// Calls served here run beside the reading (callConn.spawn): calls
+// waiting for approvals block neither a call read after them, served here
+// or by the SDK, nor a ping, nor their own cancellation.
 func TestStdioCallsDoNotWaitForEachOther(t *testing.T) {
 	f := newFixture(t)
 	c := rawStdioSession(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: time.Minute, StdioDrain: 200 * time.Millisecond}))
