@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"runtime"
 	"strings"
@@ -33,6 +34,28 @@ func rawStdioSession(t testing.TB, s *server.Server) *rawStdio {
 	t.Helper()
 	clientR, serverW := io.Pipe()
 	serverR, clientW := io.Pipe()
+	return rawStdioOver(t, s, serverR, serverW, clientR, clientW)
+}
+
+// rawStdioSessionOS is rawStdioSession over the system's pipes, which the
+// server's connection reads as serve reads its stdin (polled, in the
+// goroutine that asks for the next message), where io.Pipe is read by a
+// goroutine of the connection.
+func rawStdioSessionOS(t testing.TB, s *server.Server) *rawStdio {
+	t.Helper()
+	serverR, clientW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientR, serverW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawStdioOver(t, s, serverR, serverW, clientR, clientW)
+}
+
+func rawStdioOver(t testing.TB, s *server.Server, serverR io.ReadCloser, serverW io.WriteCloser, clientR io.ReadCloser, clientW io.WriteCloser) *rawStdio {
+	t.Helper()
 	served := make(chan error, 1)
 	go func() { served <- s.ServeStdio(serverR, serverW) }()
 	c := &rawStdio{t: t, w: clientW, r: bufio.NewReader(clientR)}
@@ -181,6 +204,63 @@ func TestStdioCallsCancelAndReusedID(t *testing.T) {
 	}
 }
 
+// Calls served here run beside the reading (callConn.spawn): calls
+// waiting for approvals block neither a call read after them, served here
+// or by the SDK, nor a ping, nor their own cancellation.
+func TestStdioCallsDoNotWaitForEachOther(t *testing.T) {
+	f := newFixture(t)
+	c := rawStdioSession(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: time.Minute, StdioDrain: 200 * time.Millisecond}))
+	for i := range 2 {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"danger","arguments":{"target":"wait-%d"}}}`, 20+i, i))
+		for deadline := time.Now().Add(10 * time.Second); len(approvalsOf(t, f.st, "danger")) <= i; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("call %d never asked for an approval", i)
+			}
+		}
+	}
+	for _, tc := range []struct{ req, want string }{
+		{`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"echo","arguments":{"text":"own"}}}`, `"id":30,"result":`},
+		{`{"jsonrpc":"2.0","id":31,"method":"tools/call","params":` + toSDK(`{"name":"echo","arguments":{"text":"sdk"}}`) + `}`, `"id":31,"result":`},
+		{`{"jsonrpc":"2.0","id":32,"method":"ping"}`, `{"jsonrpc":"2.0","id":32,"result":{}}`},
+	} {
+		c.send(tc.req)
+		if line := c.recv(); !strings.Contains(line, tc.want) {
+			t.Fatalf("with two calls waiting, %s was answered %s", tc.req, line)
+		}
+	}
+	// Cancelled in the reverse order: each answers as it is cancelled.
+	for _, id := range []int{21, 20} {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"test"}}`, id))
+		if line := c.recv(); !strings.Contains(line, fmt.Sprintf(`"id":%d,`, id)) {
+			t.Fatalf("call %d cancelled, the next answer is %s", id, line)
+		}
+	}
+	if f.echoes.Load() != 2 || f.dangers.Load() != 0 {
+		t.Errorf("%d echoes and %d dangers ran, want 2 and 0", f.echoes.Load(), f.dangers.Load())
+	}
+}
+
+// The end of input cancels a call served here still running, whose answer
+// is still written, and ServeStdio returns (rawStdioSession's cleanup
+// waits for it) once it has.
+func TestStdioCallRunningAtTheEndOfInput(t *testing.T) {
+	f := newFixture(t)
+	c := rawStdioSession(t, server.New(f.g, &server.Options{StdioCaller: "alice", ApprovalWait: time.Minute, StdioDrain: 100 * time.Millisecond}))
+	c.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"danger","arguments":{"target":"end"}}}`)
+	for deadline := time.Now().Add(10 * time.Second); len(approvalsOf(t, f.st, "danger")) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never asked for an approval")
+		}
+	}
+	c.w.Close()
+	if line := c.recv(); !strings.Contains(line, `"id":40,`) {
+		t.Fatalf("the call running at the end was answered %s", line)
+	}
+	if f.dangers.Load() != 0 {
+		t.Error("the call cancelled at the end ran")
+	}
+}
+
 // What a stdio tools/call allocates in the server: without the SDK's two
 // 32 KiB decodes of its params, well under the SDK path's.
 func TestStdioCallAllocations(t *testing.T) {
@@ -245,7 +325,8 @@ func TestStdioCallsRateLimited(t *testing.T) {
 }
 
 // BenchmarkStdioCall is a 2025-11-25 session's tools/call over stdio (the
-// path of stdiocalls.go) from the raw line client, over in-memory pipes,
+// path of stdiocalls.go) from the raw line client, over in-memory pipes
+// (io.Pipe) and over the system's (os-pipe: read as serve reads stdin),
 // to a tool that answers as the Go echo upstream of internal/mcpbench
 // does (text and structuredContent), on the in-memory store: the server's
 // and the gateway's own work per call, without the upstream's process or
@@ -253,6 +334,11 @@ func TestStdioCallsRateLimited(t *testing.T) {
 //
 //	go test ./server -run '^$' -bench StdioCall -benchtime 20000x -count 3
 func BenchmarkStdioCall(b *testing.B) {
+	b.Run("io-pipe", func(b *testing.B) { benchStdioCall(b, rawStdioSession) })
+	b.Run("os-pipe", func(b *testing.B) { benchStdioCall(b, rawStdioSessionOS) })
+}
+
+func benchStdioCall(b *testing.B, session func(testing.TB, *server.Server) *rawStdio) {
 	rules, err := policy.NewRules([]policy.Rule{{Caller: "bench", Allow: []string{"echo"}}})
 	if err != nil {
 		b.Fatal(err)
@@ -266,7 +352,7 @@ func BenchmarkStdioCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := rawStdioSession(b, server.New(g, &server.Options{StdioCaller: "bench"}))
+	c := session(b, server.New(g, &server.Options{StdioCaller: "bench"}))
 	call := func(id int) {
 		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"benchmark call"}}}`, id))
 		if line := c.recv(); !strings.Contains(line, `"structuredContent":{"text":"benchmark call"}`) {
