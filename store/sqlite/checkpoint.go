@@ -33,7 +33,8 @@ import (
 // sequence number, read after the next transaction, says whether SQLite
 // did (it does not while a reader, or a pass taking the readers' locks,
 // holds the WAL as that transaction begins); if not, the length stands
-// and the writer tries again after ckptHard/16 frames (checkRestart).
+// and the writer tries again after ckptHard/16 frames (checkRestart; a
+// finish, below, after ckptFrames/2).
 //
 // Finish: with one call in flight (the writer expects nobody else,
 // aloneOK), the writer also runs a PASSIVE checkpoint at the end of a
@@ -226,14 +227,14 @@ func (s *Store) walCheck() {
 	switch {
 	case length >= s.ckptHard && total >= s.ckptRetry:
 		s.nWriterCkpt.Add(1)
-		s.writerCheckpoint(total, &s.ckptRetry, s.ckptHard/2)
+		s.writerCheckpoint(total, &s.ckptRetry, s.ckptHard/2, s.ckptHard/16)
 	case s.ckptNear > 0 && seen != nil && seen.copied > 0 && length-seen.copied <= s.ckptNear &&
 		total >= s.ckptNearRetry && s.aloneOK.Load():
 		// A pass copied nearly everything and one call is in flight:
 		// finish it (see above). copied > 0 only after a pass: the
 		// writer's own complete checkpoints record nothing copied.
 		s.nWriterFinish.Add(1)
-		s.writerCheckpoint(total, &s.ckptNearRetry, s.ckptFrames/2)
+		s.writerCheckpoint(total, &s.ckptNearRetry, s.ckptFrames/2, s.ckptFrames/2)
 	}
 }
 
@@ -247,8 +248,12 @@ type walRestart struct {
 	seq   uint32 // the header's checkpoint sequence number after the checkpoint
 	at    int64  // walTotal at the checkpoint
 	retry *int64 // the threshold to move if the WAL was not started over
-	// backoff is the kind's backoff after a failed checkpoint, in frames.
-	backoff int64
+	// again is how many frames later the writer tries again if the WAL
+	// was not started over: soon for the bound (a checkpointer's pass,
+	// the usual reason, is short), no sooner than after a failure for a
+	// finish (it is an optimisation: not worth a sync each few calls
+	// behind a long reader).
+	again int64
 }
 
 // writerCheckpoint runs the writer's own checkpoint. If it copied the
@@ -256,8 +261,9 @@ type walRestart struct {
 // transaction started the WAL over. If another checkpoint held the lock,
 // the next round tries again; if frames are pinned by a reader, or on an
 // error, not before backoff more frames. Called under txMu; retry is the
-// threshold (ckptRetry or ckptNearRetry) of the kind of checkpoint run.
-func (s *Store) writerCheckpoint(total int64, retry *int64, backoff int64) {
+// threshold (ckptRetry or ckptNearRetry) of the kind of checkpoint run,
+// again its delay if the WAL is not started over (see walRestart).
+func (s *Store) writerCheckpoint(total int64, retry *int64, backoff, again int64) {
 	switch s.checkpoint(s.wc) {
 	case ckptComplete:
 		// checkpoint recorded the WAL's length as it saw it, all copied:
@@ -268,7 +274,7 @@ func (s *Store) writerCheckpoint(total int64, retry *int64, backoff int64) {
 			*retry = total + backoff
 			return
 		}
-		s.restart = &walRestart{seq: seq, at: total, retry: retry, backoff: backoff}
+		s.restart = &walRestart{seq: seq, at: total, retry: retry, again: again}
 	case ckptBusy:
 		// The checkpointer's pass ends soon: the next round tries again.
 	default:
@@ -297,7 +303,6 @@ func (s *Store) checkRestart(total int64) {
 		return
 	}
 	// Not started over: a reader, or a checkpointer's pass taking the
-	// readers' locks, held the WAL as the transaction began. A pass is
-	// short, a reader perhaps not: try again after backoff/8 frames.
-	*r.retry = total + r.backoff/8
+	// readers' locks, held the WAL as the transaction began.
+	*r.retry = total + r.again
 }

@@ -365,7 +365,7 @@ func TestWriterCheckpointRestartHeld(t *testing.T) {
 	}
 	s.txMu.Lock()
 	total := s.walTotal.Load()
-	s.writerCheckpoint(total, &s.ckptRetry, 64)
+	s.writerCheckpoint(total, &s.ckptRetry, 64, 8)
 	pending := s.restart != nil
 	s.txMu.Unlock()
 	if !pending {
@@ -394,7 +394,7 @@ func TestWriterCheckpointRestartHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.txMu.Lock()
-	s.writerCheckpoint(s.walTotal.Load(), &s.ckptRetry, 64)
+	s.writerCheckpoint(s.walTotal.Load(), &s.ckptRetry, 64, 8)
 	s.txMu.Unlock()
 	commitN(t, s, "c", 1)
 	if got := walSeq(t, dir); got == seq {
