@@ -19,6 +19,11 @@
 // package internal/mcpstream, so the direct leg is the same kind of hop as
 // each of the gateway's two.
 //
+// BenchmarkMCPProxyInterleaved runs the three legs of BenchmarkMCPProxy in
+// one run, in blocks of calls taken in turn, so that the p50 ratios are
+// taken over the same seconds of the machine: the figure to read for the
+// ratios (see interleaved_test.go).
+//
 // BenchmarkMCPProxyStdio/<direct|gateway> is the same comparison with the
 // issue's other upstream: the echo tool of the reference server
 // @modelcontextprotocol/server-everything (node, installed under
